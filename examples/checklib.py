@@ -1,0 +1,113 @@
+"""Shared plumbing for the per-chapter check scripts (examples/dayNN/check.py).
+
+Each check script runs KeSi's real code against real files in a temporary
+workspace and, where a model is involved, against the local mock Messages API
+(examples/mock_api.py) through the real anthropic SDK. No key, no network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+for folder in (ROOT, ROOT / "examples"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+import anthropic  # noqa: E402
+
+import kesi  # noqa: E402
+from mock_api import MockAPI  # noqa: E402
+
+
+class Checks:
+    """Collects PASS/FAIL lines and ends with 'N passed, N failed'."""
+
+    def __init__(self, title: str):
+        self.title = title
+        self.passed = self.failed = self.skipped = 0
+        print(f"# {title}")
+
+    def check(self, name: str, ok, detail="") -> bool:
+        if ok:
+            self.passed += 1
+            print(f"PASS  {name}")
+        else:
+            self.failed += 1
+            print(f"FAIL  {name}" + (f"\n      {detail}" if detail != "" else ""))
+        return bool(ok)
+
+    def skip(self, name: str, why: str) -> None:
+        self.skipped += 1
+        print(f"SKIP  {name} ({why})")
+
+    def finish(self) -> int:
+        line = f"{self.passed} passed, {self.failed} failed"
+        if self.skipped:
+            line += f", {self.skipped} skipped"
+        print(line)
+        return 0 if self.failed == 0 and self.passed > 0 else 1
+
+
+def fresh_state() -> None:
+    """Forget everything a previous check left in kesi's module state."""
+    kesi.READ_VERSIONS.clear()
+    kesi.GRANTED_COMMANDS.clear()
+    kesi.GRANTED_WRITES.clear()
+    kesi.TODOS.clear()
+    kesi.METER.calls.clear()
+    kesi.PERMISSION_MODE = "default"
+    kesi.SESSION_FILE = None
+    kesi.MAIN_AGENT.echo = True
+    kesi.UI = sys.stdout
+
+
+def write_files(root: Path, files: dict) -> None:
+    for rel, content in (files or {}).items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_bytes(content.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def workspace(files: dict | None = None):
+    """A temporary folder holding files, made KeSi's jail for the duration."""
+    old_base = kesi.BASE_DIR
+    with tempfile.TemporaryDirectory(prefix="kesi-check-") as folder:
+        root = Path(folder).resolve()
+        write_files(root, files)
+        fresh_state()
+        kesi.set_base_dir(root)
+        try:
+            yield root
+        finally:
+            kesi.set_base_dir(old_base)
+
+
+@contextlib.contextmanager
+def mock_client(script=None, *, max_retries: int = 2, **mock_options):
+    """Start the mock API and yield (mock, client) with the real SDK pointed at it."""
+    with MockAPI(script, **mock_options) as mock:
+        client = anthropic.Anthropic(base_url=mock.url, api_key="test-key", max_retries=max_retries)
+        previous = kesi.CLIENT
+        kesi.CLIENT = client
+        try:
+            yield mock, client
+        finally:
+            kesi.CLIENT = previous
+
+
+def kesi_subprocess_env(mock=None, **extra) -> dict:
+    """Environment for running kesi.py as a child process against the mock."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "KESI_"))}
+    if mock is not None:
+        env.update(mock.env())
+    env.update(extra)
+    return env

@@ -1,0 +1,1033 @@
+#!/usr/bin/env python3
+"""A local, scripted stand-in for the Anthropic Messages API.
+
+KeSi's tests must never reach the real API, yet they should exercise the real
+`anthropic` SDK end to end (HTTP, SSE parsing, retries).  So this module runs a
+small HTTP server on 127.0.0.1 that answers `POST /v1/messages` from a script:
+
+    from mock_api import MockAPI, reply, tool_call, error
+
+    script = [
+        reply("Let me read it", tool_call("read_file", {"file_path": "a.txt"})),
+        error(529, "Overloaded"),
+        reply("Done."),
+    ]
+    with MockAPI(script) as mock:
+        client = anthropic.Anthropic(base_url=mock.url, api_key="test-key")
+        ...
+        assert len(mock.requests) == 3
+
+Two things make it more than a canned-response server:
+
+* Validation.  Requests are checked as strictly as the real API does
+  (roles, empty text, tool_use/tool_result pairing, cache_control limits...),
+  and rejected with the same kind of 400 message.  A bug in how an agent builds
+  its history then fails in the tests instead of in front of a user.
+* Prompt-caching simulation.  Usage numbers follow the documented caching
+  rules closely enough to measure cache hit ratios.
+
+Run it directly to point a real KeSi session at it:
+
+    python examples/mock_api.py --mode loop --port 8799
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import re
+import socket
+import struct
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+__all__ = [
+    "MockAPI", "reply", "tool_call", "error", "mode_script",
+    "Reply", "ToolCall", "Error", "validate_request", "Invalid",
+]
+
+
+# ---------------------------------------------------------------------------
+# Script steps
+# ---------------------------------------------------------------------------
+
+@dataclass
+class ToolCall:
+    name: str
+    input: dict
+    id: str | None = None
+
+
+@dataclass
+class Reply:
+    text: str | None = None
+    tools: tuple = ()
+    stop_reason: str | None = None
+    usage: dict | None = None
+    delay: float = 0.0
+    cut_after: int | None = None
+
+
+@dataclass
+class Error:
+    status: int
+    message: str
+    type: str | None = None
+    headers: dict | None = None
+    delay: float = 0.0
+
+
+def tool_call(name: str, input: dict | None = None, id: str | None = None) -> ToolCall:
+    """One tool_use block of a reply; the id is generated when omitted."""
+    return ToolCall(name, dict(input or {}), id)
+
+
+def reply(text: str | None = None, *tools: ToolCall, stop_reason: str | None = None,
+          usage: dict | None = None, delay: float = 0.0,
+          cut_after: int | None = None) -> Reply:
+    """A normal assistant message: optional text, then tool calls."""
+    # `reply(tool_call(...))` is an easy slip; treat it as "no text, one tool".
+    if isinstance(text, ToolCall):
+        text, tools = None, (text, *tools)
+    for call in tools:
+        if not isinstance(call, ToolCall):
+            raise TypeError(f"reply() tools must be tool_call(...) values, got {call!r}")
+    return Reply(text, tuple(tools), stop_reason, usage, delay, cut_after)
+
+
+def error(status: int, message: str, *, type: str | None = None,
+          headers: dict | None = None, delay: float = 0.0) -> Error:
+    """An HTTP error response shaped like the real API's."""
+    return Error(status, message, type, dict(headers or {}), delay)
+
+
+# Same mapping the real API uses for its error bodies.
+ERROR_TYPES = {
+    400: "invalid_request_error", 401: "authentication_error",
+    403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+    429: "rate_limit_error", 500: "api_error", 529: "overloaded_error",
+}
+
+
+def _error_type(status: int) -> str:
+    if status in ERROR_TYPES:
+        return ERROR_TYPES[status]
+    return "api_error" if status >= 500 else "invalid_request_error"
+
+
+# ---------------------------------------------------------------------------
+# Scripted modes (used by the CLI and by tests that need endless behaviour)
+# ---------------------------------------------------------------------------
+
+ALL_GOOD = "(mock) all good."
+
+
+def mode_script(name: str, **opts: Any) -> Callable[[dict, int], Any]:
+    """A callable script `(body, n) -> step` implementing a named behaviour."""
+    failures = int(opts.get("failures", 2))
+    retry_after = opts.get("retry_after", 2)
+    too_long = "prompt is too long: 250000 tokens > 200000 maximum"
+    rate_limited = "Number of request tokens has exceeded your per-minute rate limit (mock)"
+
+    modes: dict[str, Callable[[int], Any]] = {
+        "loop": lambda n: reply("Let me look at the directory again.",
+                                tool_call("list_files", {})),
+        "fail": lambda n: reply(None, tool_call("read_file", {"file_path": "missing-file.txt"})),
+        "429": lambda n: error(429, rate_limited),
+        "429-after": lambda n: error(429, rate_limited,
+                                     headers={"retry-after": str(retry_after)}),
+        "529": lambda n: error(529, "Overloaded"),
+        "500-then-ok": lambda n: (error(500, "Internal server error") if n <= failures
+                                  else reply(ALL_GOOD)),
+        "400": lambda n: error(400, too_long),
+        "400-retry": lambda n: (error(400, "(mock) transient bad request",
+                                      headers={"x-should-retry": "true"}) if n == 1
+                                else reply(ALL_GOOD)),
+    }
+    behaviour = modes.get(name, lambda n: reply(ALL_GOOD))
+    return lambda body, n: behaviour(n)
+
+
+# ---------------------------------------------------------------------------
+# Validation: reject what the real API rejects, with messages in its style
+# ---------------------------------------------------------------------------
+
+class Invalid(Exception):
+    """A request the real API would refuse; str(exc) is the API's message."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def _check(ok: bool, path: str, message: str) -> None:
+    if not ok:
+        raise Invalid(f"{path}: {message}" if path else message)
+
+
+def _no_extra_keys(obj: dict, allowed: set, path: str) -> None:
+    for key in obj:
+        _check(key in allowed, f"{path}.{key}" if path else key,
+               "Extra inputs are not permitted")
+
+
+TOP_LEVEL_KEYS = {
+    "model", "max_tokens", "messages", "system", "tools", "tool_choice",
+    "stream", "metadata", "temperature", "top_p", "top_k", "stop_sequences",
+    "thinking", "service_tier", "context_management",
+}
+
+# Keys each content block may carry.  These follow the SDK's *Param types, so
+# anything the SDK itself can send (or echo back from a response) passes.
+BLOCK_KEYS = {
+    "text": {"type", "text", "cache_control", "citations"},
+    "image": {"type", "source", "cache_control", "transformations"},
+    "document": {"type", "source", "cache_control", "citations", "context", "title"},
+    "tool_use": {"type", "id", "name", "input", "cache_control", "caller", "toolset_name"},
+    "tool_result": {"type", "tool_use_id", "content", "is_error", "cache_control",
+                    "toolset_name"},
+    "thinking": {"type", "thinking", "signature"},
+    "redacted_thinking": {"type", "data"},
+}
+TOOL_RESULT_INNER = ("text", "image", "document")
+ASSISTANT_ONLY = ("tool_use", "thinking", "redacted_thinking")
+TOOL_KEYS = {
+    "name", "description", "input_schema", "cache_control", "strict",
+    "input_examples", "type", "allowed_callers", "defer_loading",
+    "eager_input_streaming",
+}
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+MAX_CACHE_BREAKPOINTS = 4
+
+
+def validate_headers(headers: dict) -> None:
+    """The real API refuses requests without a key or a version header."""
+    if not (headers.get("x-api-key") or headers.get("authorization")):
+        raise Invalid("x-api-key header is required", status=401)
+    _check(bool(headers.get("anthropic-version")), "anthropic-version", "header is required")
+
+
+def validate_request(body: Any) -> None:
+    """Raise Invalid if the real Messages API would reject this body."""
+    _check(isinstance(body, dict), "", "request body must be a JSON object")
+    _no_extra_keys(body, TOP_LEVEL_KEYS, "")
+    _check_required(body)
+    _check_options(body)
+    tool_names = _check_tools(body.get("tools"))
+    _check_tool_choice(body.get("tool_choice"), tool_names)
+    _check_system(body.get("system"))
+    messages = body["messages"]
+    for i, message in enumerate(messages):
+        _check_message(message, i, is_last=(i == len(messages) - 1))
+    _check_conversation_shape(messages)
+    _check_tool_pairing(messages)
+    _check_breakpoint_count(body)
+
+
+def _check_required(body: dict) -> None:
+    for key in ("model", "max_tokens", "messages"):
+        _check(key in body, key, "Field required")
+    model, max_tokens, messages = body["model"], body["max_tokens"], body["messages"]
+    _check(isinstance(model, str), "model", "Input should be a valid string")
+    _check(model != "", "model", "String should have at least 1 character")
+    _check(_is_int(max_tokens), "max_tokens", "Input should be a valid integer")
+    _check(max_tokens >= 1, "max_tokens", "Input should be greater than or equal to 1")
+    _check(isinstance(messages, list), "messages", "Input should be a valid list")
+    _check(len(messages) > 0, "messages", "at least one message is required")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_options(body: dict) -> None:
+    if "stream" in body:
+        _check(isinstance(body["stream"], bool), "stream", "Input should be a valid boolean")
+    for key in ("temperature", "top_p"):
+        if key in body:
+            value = body[key]
+            _check(_is_number(value), key, "Input should be a valid number")
+            _check(0 <= value <= 1, key, "Input should be between 0 and 1")
+    if "top_k" in body:
+        _check(_is_int(body["top_k"]) and body["top_k"] >= 0, "top_k",
+               "Input should be a non-negative integer")
+    if "stop_sequences" in body:
+        stops = body["stop_sequences"]
+        _check(isinstance(stops, list) and all(isinstance(s, str) for s in stops),
+               "stop_sequences", "Input should be a list of strings")
+    if "metadata" in body:
+        _check(isinstance(body["metadata"], dict), "metadata", "Input should be a valid dictionary")
+        _no_extra_keys(body["metadata"], {"user_id"}, "metadata")
+    if "service_tier" in body:
+        _check(body["service_tier"] in ("auto", "standard_only"), "service_tier",
+               "Input should be 'auto' or 'standard_only'")
+    if "thinking" in body:
+        _check_thinking_config(body["thinking"], body["max_tokens"])
+
+
+def _check_thinking_config(thinking: Any, max_tokens: int) -> None:
+    _check(isinstance(thinking, dict), "thinking", "Input should be a valid dictionary")
+    kind = thinking.get("type")
+    _check(kind in ("enabled", "disabled", "adaptive"), "thinking.type",
+           "Input should be 'enabled', 'disabled' or 'adaptive'")
+    if kind == "enabled":
+        budget = thinking.get("budget_tokens")
+        _check(_is_int(budget), "thinking.enabled.budget_tokens", "Field required")
+        _check(budget >= 1024, "thinking.enabled.budget_tokens",
+               "Input should be greater than or equal to 1024")
+        _check(max_tokens > budget, "", "`max_tokens` must be greater than `thinking.budget_tokens`")
+
+
+def _check_tool_choice(choice: Any, tool_names: set) -> None:
+    if choice is None:
+        return
+    _check(isinstance(choice, dict), "tool_choice", "Input should be a valid dictionary")
+    _no_extra_keys(choice, {"type", "name", "disable_parallel_tool_use"}, "tool_choice")
+    kind = choice.get("type")
+    _check(kind in ("auto", "any", "tool", "none"), "tool_choice.type",
+           "Input should be 'auto', 'any', 'tool' or 'none'")
+    if kind == "tool":
+        _check(isinstance(choice.get("name"), str), "tool_choice.tool.name", "Field required")
+        _check(choice["name"] in tool_names, "tool_choice",
+               f"Tool '{choice['name']}' not found in `tools`")
+
+
+def _check_tools(tools: Any) -> set:
+    """Validate tool definitions; return the set of tool names."""
+    if tools is None:
+        return set()
+    _check(isinstance(tools, list), "tools", "Input should be a valid list")
+    names: set = set()
+    for i, tool in enumerate(tools):
+        name = _check_tool(tool, f"tools.{i}")
+        _check(name not in names, "tools", "Tool names must be unique.")
+        names.add(name)
+    return names
+
+
+def _check_tool(tool: Any, path: str) -> str:
+    _check(isinstance(tool, dict), path, "Input should be a valid dictionary")
+    name = tool.get("name")
+    _check(isinstance(name, str), f"{path}.name", "Field required")
+    if tool.get("type") not in (None, "custom"):
+        return name  # A server tool (web_search_..., bash_...): no schema of ours to check.
+    _no_extra_keys(tool, TOOL_KEYS, path)
+    _check(bool(TOOL_NAME.match(name)), f"{path}.name",
+           "String should match pattern '^[a-zA-Z0-9_-]{1,64}$'")
+    schema = tool.get("input_schema")
+    _check(schema is not None, f"{path}.input_schema", "Field required")
+    _check(isinstance(schema, dict), f"{path}.input_schema", "Input should be a valid dictionary")
+    _check(schema.get("type") == "object", f"{path}.input_schema.type", "Input should be 'object'")
+    if "description" in tool:
+        _check(isinstance(tool["description"], str), f"{path}.description",
+               "Input should be a valid string")
+    if "strict" in tool:
+        _check(isinstance(tool["strict"], bool), f"{path}.strict", "Input should be a valid boolean")
+    _check_cache_control(tool.get("cache_control"), f"{path}.cache_control")
+    return name
+
+
+def _check_system(system: Any) -> None:
+    if system is None or isinstance(system, str):
+        return  # A plain string (even "") is accepted as the system prompt.
+    _check(isinstance(system, list), "system", "Input should be a valid string or list")
+    for k, block in enumerate(system):
+        _check_block(block, f"system.{k}", role="system", allowed=("text",))
+
+
+def _check_cache_control(cc: Any, path: str) -> None:
+    if cc is None:
+        return  # The SDK types allow an explicit null.
+    _check(isinstance(cc, dict), path, "Input should be a valid dictionary")
+    _no_extra_keys(cc, {"type", "ttl"}, path)
+    _check(cc.get("type") == "ephemeral", f"{path}.type", "Input should be 'ephemeral'")
+    if "ttl" in cc:
+        _check(cc["ttl"] in ("5m", "1h"), f"{path}.ttl", "Input should be '5m' or '1h'")
+
+
+def _check_message(message: Any, i: int, is_last: bool) -> None:
+    path = f"messages.{i}"
+    _check(isinstance(message, dict), path, "Input should be a valid dictionary")
+    _no_extra_keys(message, {"role", "content"}, path)
+    role = message.get("role")
+    _check(role in ("user", "assistant"), f"{path}.role", "Input should be 'user' or 'assistant'")
+    _check("content" in message, f"{path}.content", "Field required")
+    content = message["content"]
+    # The real API lets only a final assistant message (a prefill) be empty.
+    may_be_empty = is_last and role == "assistant"
+    empty_message = "all messages must have non-empty content except for the optional final assistant message"
+    if isinstance(content, str):
+        _check(content != "" or may_be_empty, path, empty_message)
+        _check(content == "" or content.strip() != "", f"{path}.content",
+               "text content blocks must contain non-whitespace text")
+        return
+    _check(isinstance(content, list), f"{path}.content", "Input should be a valid string or list")
+    _check(len(content) > 0 or may_be_empty, path, empty_message)
+    for k, block in enumerate(content):
+        _check_block(block, f"{path}.content.{k}", role)
+
+
+def _check_block(block: Any, path: str, role: str, allowed=tuple(BLOCK_KEYS)) -> None:
+    _check(isinstance(block, dict), path, "Input should be a valid dictionary")
+    kind = block.get("type")
+    expected = ", ".join(repr(t) for t in allowed)
+    _check(kind in allowed, f"{path}.type",
+           f"Input tag {kind!r} found using 'type' does not match any of the expected tags: {expected}")
+    _no_extra_keys(block, BLOCK_KEYS[kind], path)
+    _check_cache_control(block.get("cache_control"), f"{path}.cache_control")
+    if kind in ASSISTANT_ONLY:
+        _check(role == "assistant", path, f"`{kind}` blocks are only allowed in `assistant` messages")
+    if kind == "tool_result":
+        _check(role == "user", path, "`tool_result` blocks are only allowed in `user` messages")
+    BLOCK_CHECKS.get(kind, lambda b, p: None)(block, path)
+
+
+def _check_text(block: dict, path: str) -> None:
+    text = block.get("text")
+    _check(isinstance(text, str), f"{path}.text", "Field required")
+    _check(text != "", path, "text content blocks must be non-empty")
+    _check(text.strip() != "", path, "text content blocks must contain non-whitespace text")
+
+
+def _check_source(block: dict, path: str) -> None:
+    source = block.get("source")
+    _check(isinstance(source, dict), f"{path}.source", "Field required")
+    _check(isinstance(source.get("type"), str), f"{path}.source.type", "Field required")
+
+
+def _check_tool_use(block: dict, path: str) -> None:
+    for key, kind in (("id", str), ("name", str), ("input", dict)):
+        _check(isinstance(block.get(key), kind), f"{path}.{key}", "Field required")
+    _check(bool(TOOL_ID.match(block["id"])), f"{path}.id",
+           "String should match pattern '^[a-zA-Z0-9_-]+$'")
+    _check(block["name"] != "", f"{path}.name", "String should have at least 1 character")
+
+
+def _check_tool_result(block: dict, path: str) -> None:
+    _check(isinstance(block.get("tool_use_id"), str), f"{path}.tool_use_id", "Field required")
+    if "is_error" in block:
+        _check(isinstance(block["is_error"], bool), f"{path}.is_error", "Input should be a valid boolean")
+    content = block.get("content")
+    if content is None or isinstance(content, str):
+        return  # Optional, and an empty string result is allowed.
+    _check(isinstance(content, list), f"{path}.content", "Input should be a valid string or list")
+    for j, inner in enumerate(content):
+        _check_block(inner, f"{path}.content.{j}", "user", allowed=TOOL_RESULT_INNER)
+
+
+def _check_thinking(block: dict, path: str) -> None:
+    _check(isinstance(block.get("thinking"), str), f"{path}.thinking", "Field required")
+    _check(isinstance(block.get("signature"), str), f"{path}.signature", "Field required")
+
+
+def _check_redacted(block: dict, path: str) -> None:
+    _check(isinstance(block.get("data"), str), f"{path}.data", "Field required")
+
+
+BLOCK_CHECKS = {
+    "text": _check_text, "image": _check_source, "document": _check_source,
+    "tool_use": _check_tool_use, "tool_result": _check_tool_result,
+    "thinking": _check_thinking, "redacted_thinking": _check_redacted,
+}
+
+
+def _blocks_of(message: dict) -> list:
+    """Content as a list of blocks; a string is one text block."""
+    content = message.get("content")
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def _check_conversation_shape(messages: list) -> None:
+    _check(messages[0]["role"] == "user", "messages.0", 'first message must use the "user" role')
+    last = messages[-1]
+    if last["role"] == "assistant":
+        blocks = _blocks_of(last)
+        if blocks and blocks[-1].get("type") == "text":
+            _check(blocks[-1]["text"] == blocks[-1]["text"].rstrip(), "messages",
+                   "final assistant content cannot end with trailing whitespace")
+
+
+def _turns(messages: list) -> list:
+    """Merge runs of same-role messages into turns, like the real API does.
+
+    Each turn is (role, [(message_index, block_index, block), ...]) so errors
+    can still name the original positions.
+    """
+    turns: list = []
+    for i, message in enumerate(messages):
+        located = [(i, k, b) for k, b in enumerate(_blocks_of(message))]
+        if turns and turns[-1][0] == message["role"]:
+            turns[-1][1].extend(located)
+        else:
+            turns.append((message["role"], located))
+    return turns
+
+
+def _check_tool_pairing(messages: list) -> None:
+    """Every tool_use must be answered at the start of the very next turn."""
+    turns = _turns(messages)
+    seen_ids: set = set()
+    for t, (role, blocks) in enumerate(turns):
+        if role == "assistant":
+            _check_tool_uses_answered(blocks, turns[t + 1][1] if t + 1 < len(turns) else [], seen_ids)
+        else:
+            previous = turns[t - 1][1] if t > 0 else []
+            _check_results_expected(blocks, previous)
+
+
+def _check_tool_uses_answered(blocks: list, next_blocks: list, seen_ids: set) -> None:
+    uses = [(i, k, b) for i, k, b in blocks if b.get("type") == "tool_use"]
+    for i, k, block in uses:
+        _check(block["id"] not in seen_ids, f"messages.{i}.content.{k}",
+               f"`tool_use` ids must be unique. Found duplicate id: {block['id']}")
+        seen_ids.add(block["id"])
+    answered = set()
+    for _, _, block in next_blocks:
+        if block.get("type") != "tool_result":
+            break  # Results must come before anything else in the turn.
+        answered.add(block["tool_use_id"])
+    missing = [(i, b["id"]) for i, _, b in uses if b["id"] not in answered]
+    if missing:
+        ids = ", ".join(tool_id for _, tool_id in missing)
+        raise Invalid(
+            f"messages.{missing[0][0]}: `tool_use` ids were found without `tool_result` blocks "
+            f"immediately after: {ids}. Each `tool_use` block must have a corresponding "
+            f"`tool_result` block in the next message.")
+
+
+def _check_results_expected(blocks: list, previous_blocks: list) -> None:
+    expected = {b["id"] for _, _, b in previous_blocks if b.get("type") == "tool_use"}
+    answered: set = set()
+    for i, k, block in blocks:
+        if block.get("type") != "tool_result":
+            continue
+        tool_id = block["tool_use_id"]
+        _check(tool_id in expected, f"messages.{i}.content.{k}",
+               f"unexpected `tool_use_id` found in `tool_result` blocks: {tool_id}. Each "
+               f"`tool_result` block must have a corresponding `tool_use` block in the previous message.")
+        _check(tool_id not in answered, f"messages.{i}.content.{k}",
+               "each `tool_use` must have a single result. "
+               f"Found multiple `tool_result` blocks with id: {tool_id}")
+        answered.add(tool_id)
+
+
+def _check_breakpoint_count(body: dict) -> None:
+    found = sum(1 for block in _cacheable_blocks(body) if block.get("cache_control") is not None)
+    _check(found <= MAX_CACHE_BREAKPOINTS, "",
+           f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}.")
+
+
+def _dicts(value: Any) -> list:
+    """The dict items of a list; tolerant of junk so validate=False never crashes."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _cacheable_blocks(body: dict):
+    """Every place a cache_control breakpoint may sit, in API order."""
+    yield from _dicts(body.get("tools"))
+    yield from _dicts(body.get("system"))
+    for message in _dicts(body.get("messages")):
+        for block in _dicts(message.get("content")):
+            yield block
+            if block.get("type") == "tool_result":
+                yield from _dicts(block.get("content"))
+
+
+# ---------------------------------------------------------------------------
+# Prompt-caching simulation
+# ---------------------------------------------------------------------------
+
+CACHE_LOOKBACK = 20  # The API checks this many blocks back from a breakpoint.
+
+
+def estimate_tokens(text: str) -> int:
+    """Roughly 4 characters per token, like the usual rule of thumb."""
+    return math.ceil(len(text) / 4)
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _strip_cache_control(block: dict) -> dict:
+    """A block as the cache sees it: cache_control markers do not change the prefix."""
+    clean = {k: v for k, v in block.items() if k != "cache_control"}
+    if clean.get("type") == "tool_result" and isinstance(clean.get("content"), list):
+        clean["content"] = [_strip_cache_control(b) if isinstance(b, dict) else b
+                            for b in clean["content"]]
+    return clean
+
+
+def _is_breakpoint(block: dict) -> bool:
+    if block.get("cache_control") is not None:
+        return True
+    return block.get("type") == "tool_result" and any(
+        inner.get("cache_control") is not None for inner in _dicts(block.get("content")))
+
+
+def _cache_units(body: dict) -> list:
+    """Linearise the prompt as (canonical text, is_breakpoint) units in API order."""
+    system = body.get("system")
+    if isinstance(system, str):
+        system = [{"type": "text", "text": system}]
+    wrapped = [("tool", tool) for tool in _dicts(body.get("tools"))]
+    wrapped += [("system", block) for block in _dicts(system)]
+    for message in _dicts(body.get("messages")):
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        wrapped += [(str(message.get("role")), block) for block in _dicts(content)]
+    # The role/section goes into the unit so identical blocks in different
+    # places do not share a prefix.
+    return [(_canonical({where: _strip_cache_control(block)}), _is_breakpoint(block))
+            for where, block in wrapped]
+
+
+class PromptCache:
+    """Server-wide store of cached prefix hashes, shared by all requests."""
+
+    def __init__(self, min_tokens: int):
+        self.min_tokens = min_tokens
+        self._hashes: set = set()
+        self._lock = threading.Lock()
+
+    def usage(self, body: Any) -> dict:
+        """Input-side usage for this request; stores its cacheable prefixes."""
+        if not isinstance(body, dict):
+            body = {}  # Junk sent with validate=False: nothing to cache.
+        units = _cache_units(body)
+        hashes, totals = self._prefixes(units, seed=str(body.get("model")))
+        breakpoints = [i for i, (_, marked) in enumerate(units) if marked]
+        total = totals[-1] if totals else 0
+        with self._lock:
+            read = self._longest_hit(breakpoints, hashes, totals)
+            creation = 0
+            if breakpoints and totals[breakpoints[-1]] >= self.min_tokens:
+                creation = totals[breakpoints[-1]] - read
+            self._hashes.update(hashes[b] for b in breakpoints if totals[b] >= self.min_tokens)
+        return {"input_tokens": total - read - creation,
+                "cache_creation_input_tokens": creation,
+                "cache_read_input_tokens": read}
+
+    @staticmethod
+    def _prefixes(units: list, seed: str) -> tuple[list, list]:
+        """Hash and cumulative token count of every prefix units[0..i]."""
+        # Seeding with the model mirrors the real cache being per model.
+        running = hashlib.sha256(seed.encode())
+        hashes, totals, tokens = [], [], 0
+        for text, _ in units:
+            running.update(text.encode() + b"\x1e")
+            hashes.append(running.hexdigest())
+            tokens += estimate_tokens(text)
+            totals.append(tokens)
+        return hashes, totals
+
+    def _longest_hit(self, breakpoints: list, hashes: list, totals: list) -> int:
+        """Tokens of the longest cached prefix reachable from any breakpoint."""
+        best = 0
+        for b in breakpoints:
+            for j in range(b, max(b - CACHE_LOOKBACK, 0) - 1, -1):
+                if totals[j] >= self.min_tokens and hashes[j] in self._hashes:
+                    best = max(best, totals[j])
+                    break
+        return best
+
+
+# ---------------------------------------------------------------------------
+# Building responses
+# ---------------------------------------------------------------------------
+
+def _split_text(text: str) -> list:
+    """Chunks for text_delta events: by word, or halves for a single word."""
+    lead = text[: len(text) - len(text.lstrip())]
+    pieces = re.findall(r"\S+\s*", text)
+    if pieces:
+        pieces[0] = lead + pieces[0]
+    else:
+        pieces = [text]
+    if len(pieces) < 2 and len(text) >= 2:
+        half = len(text) // 2
+        pieces = [text[:half], text[half:]]
+    return pieces
+
+
+def _split_json(raw: str) -> list:
+    """At least two partial_json fragments, so clients must really accumulate."""
+    size = max(1, math.ceil(len(raw) / 3))
+    return [raw[i:i + size] for i in range(0, len(raw), size)]
+
+
+def _block_events(index: int, block: dict) -> list:
+    if block["type"] == "text":
+        start = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": t} for t in _split_text(block["text"])]
+    else:
+        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        deltas = [{"type": "input_json_delta", "partial_json": p}
+                  for p in _split_json(json.dumps(block["input"]))]
+    events = [("content_block_start", {"type": "content_block_start", "index": index,
+                                       "content_block": start})]
+    events += [("content_block_delta", {"type": "content_block_delta", "index": index,
+                                        "delta": d}) for d in deltas]
+    events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    return events
+
+
+def stream_events(message: dict) -> list:
+    """The SSE events the real API would send for this complete message."""
+    usage = message["usage"]
+    start_usage = {**{k: v for k, v in usage.items() if k != "output_tokens"}, "output_tokens": 1}
+    opening = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
+               "usage": start_usage}
+    events = [("message_start", {"type": "message_start", "message": opening}),
+              ("ping", {"type": "ping"})]
+    for index, block in enumerate(message["content"]):
+        events += _block_events(index, block)
+    events.append(("message_delta", {
+        "type": "message_delta",
+        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+        "usage": {"output_tokens": usage["output_tokens"]}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _error_body(step: Error) -> dict:
+    return {"type": "error",
+            "error": {"type": step.type or _error_type(step.status), "message": step.message}}
+
+
+# ---------------------------------------------------------------------------
+# The server
+# ---------------------------------------------------------------------------
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # Idle keep-alive connections would otherwise make server_close() hang.
+    block_on_close = False
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.1 so the SDK can keep connections alive and streams can be chunked.
+    protocol_version = "HTTP/1.1"
+    server_version = "KeSiMockAPI/1.0"
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.mock._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        self.server.mock._track(self.connection, add=False)
+        try:
+            super().finish()
+        except OSError:
+            pass  # The client (or cut_after) already tore the connection down.
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # Tests want quiet output; the CLI prints its own one-line summary.
+
+    def do_GET(self) -> None:
+        if urlsplit(self.path).path == "/":
+            self.server.mock._send(self, 200, b"ok", {"Content-Type": "text/plain"})
+        else:
+            self.server.mock._send_error(self, error(404, f"Not found: {self.path}"), "req_mock_get")
+
+    def do_POST(self) -> None:
+        try:
+            self.server.mock._handle_post(self)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # The client hung up (Ctrl-C, timeout); nothing to do.
+
+
+class MockAPI:
+    """A scripted Messages API on 127.0.0.1; see the module docstring."""
+
+    def __init__(self, script: list | Callable | None = None, *, validate: bool = True,
+                 min_cache_tokens: int = 1024, port: int = 0, echo: bool = False):
+        self.script = script
+        self.validate = validate
+        self.port = port
+        self.echo = echo  # Print one line per POST (used by the CLI).
+        self.requests: list[dict] = []
+        self._steps = None if callable(script) else deque(script or [])
+        self._cache = PromptCache(min_cache_tokens)
+        self._lock = threading.Lock()
+        self._tool_ids = 0
+        self._server: _Server | None = None
+        self._connections: set = set()
+        self._stopped = False
+
+    mode = staticmethod(mode_script)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def start(self) -> "MockAPI":
+        self._server = _Server(("127.0.0.1", self.port), _Handler)
+        self._server.mock = self
+        self.port = self._server.server_address[1]
+        thread = threading.Thread(target=self._server.serve_forever,
+                                  kwargs={"poll_interval": 0.05}, daemon=True)
+        thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._stopped = True
+        self._server.shutdown()
+        self._server.server_close()
+        # Wake handler threads parked on idle keep-alive connections.
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._server = None
+
+    def __enter__(self) -> "MockAPI":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("MockAPI is not running; call start() first")
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict:
+        """Environment variables that point a subprocess (e.g. kesi.py) here."""
+        return {"ANTHROPIC_BASE_URL": self.url, "ANTHROPIC_API_KEY": "test-key"}
+
+    def _track(self, conn: socket.socket, add: bool) -> None:
+        with self._lock:
+            (self._connections.add if add else self._connections.discard)(conn)
+
+    # -- one request -------------------------------------------------------
+
+    def _handle_post(self, h: _Handler) -> None:
+        raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
+        if self._stopped:  # A kept-alive connection outliving stop(): just hang up.
+            h.close_connection = True
+            return
+        entry = self._log(h, raw)
+        body, problem = self._parse_and_validate(h, raw, entry)
+        if problem is not None:
+            self._finish_entry(entry, problem.status, None, problem.message)
+            self._send_error(h, problem, entry["request_id"])
+            return
+        step = self._next_step(body, entry["n"])
+        if isinstance(step, Error):
+            self._finish_entry(entry, step.status, None, None)
+            time.sleep(step.delay)
+            self._send_error(h, step, entry["request_id"])
+        else:
+            self._answer(h, step, body, entry)
+
+    def _log(self, h: _Handler, raw: bytes) -> dict:
+        headers = {k.lower(): v for k, v in h.headers.items()}
+        with self._lock:
+            n = len(self.requests) + 1
+            entry = {"n": n, "body": None, "headers": headers,
+                     "retry_count": _int_or_zero(headers.get("x-stainless-retry-count")),
+                     "time": time.monotonic(), "bytes": len(raw), "status": None,
+                     "error": None, "usage": None, "request_id": f"req_mock_{n}"}
+            self.requests.append(entry)
+        return entry
+
+    def _parse_and_validate(self, h: _Handler, raw: bytes, entry: dict):
+        """(body, None) if acceptable, else (body, Error step to send)."""
+        if urlsplit(h.path).path != "/v1/messages":
+            return None, error(404, f"Not found: {h.path}")
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError as exc:
+            return None, error(400, f"There was an error parsing the body: {exc}")
+        entry["body"] = body
+        if not self.validate:
+            return body, None
+        try:
+            validate_headers(entry["headers"])
+            validate_request(body)
+        except Invalid as exc:
+            return body, error(exc.status, str(exc))
+        return body, None
+
+    def _next_step(self, body: Any, n: int) -> Reply | Error:
+        """Consume the next script step (only for requests that passed validation)."""
+        try:
+            if self._steps is None:
+                step = self.script(body, n)
+            else:
+                with self._lock:
+                    step = self._steps.popleft() if self._steps else reply("(mock) done.")
+            return _resolve(step, body)
+        except Exception as exc:  # A broken test script: make it loud, and stop SDK retries.
+            traceback.print_exc()
+            return error(500, f"mock script error: {exc!r}", headers={"x-should-retry": "false"})
+
+    def _answer(self, h: _Handler, step: Reply, body: Any, entry: dict) -> None:
+        message = self._build_message(step, body, entry["n"])
+        self._finish_entry(entry, 200, message["usage"], None)
+        time.sleep(step.delay)
+        extra = {"request-id": entry["request_id"]}
+        if isinstance(body, dict) and body.get("stream") is True:
+            self._send_stream(h, stream_events(message), step.cut_after, extra)
+        else:
+            payload = json.dumps(message).encode()
+            self._send(h, 200, payload, {"Content-Type": "application/json", **extra})
+
+    def _finish_entry(self, entry: dict, status: int, usage: dict | None, problem: str | None) -> None:
+        # Filled in before the response goes out, so a test that has its
+        # answer can already read the full log entry.
+        entry.update(status=status, usage=usage, error=problem)
+        if self.echo:
+            self._echo(entry)
+
+    def _echo(self, entry: dict) -> None:
+        with self._lock:
+            previous = self.requests[entry["n"] - 2] if entry["n"] > 1 else None
+        since = f", {entry['time'] - previous['time']:.2f} s since previous" if previous else ""
+        note = f" {entry['error']}" if entry["error"] else ""
+        print(f"request {entry['n']} (retry-count={entry['retry_count']}, "
+              f"body {entry['bytes']} bytes{since}) -> {entry['status']}{note}", flush=True)
+
+    def _build_message(self, step: Reply, body: Any, n: int) -> dict:
+        content = []
+        if step.text:
+            content.append({"type": "text", "text": step.text})
+        for call in step.tools:
+            content.append({"type": "tool_use", "id": call.id or self._new_tool_id(),
+                            "name": call.name, "input": call.input})
+        usage = self._cache.usage(body)
+        usage["output_tokens"] = max(1, estimate_tokens(_canonical(content)))
+        usage.update(step.usage or {})
+        model = body.get("model") if isinstance(body, dict) else None
+        return {"id": f"msg_mock_{n}", "type": "message", "role": "assistant",
+                "model": model or "mock-model", "content": content,
+                "stop_reason": step.stop_reason or ("tool_use" if step.tools else "end_turn"),
+                "stop_sequence": None, "usage": usage}
+
+    def _new_tool_id(self) -> str:
+        with self._lock:
+            self._tool_ids += 1
+            return f"toolu_mock_{self._tool_ids}"
+
+    # -- writing -----------------------------------------------------------
+
+    def _send(self, h: _Handler, status: int, payload: bytes, headers: dict) -> None:
+        h.send_response(status)
+        for name, value in headers.items():
+            h.send_header(name, str(value))
+        h.send_header("Content-Length", str(len(payload)))
+        h.end_headers()
+        h.wfile.write(payload)
+
+    def _send_error(self, h: _Handler, step: Error, request_id: str) -> None:
+        payload = json.dumps(_error_body(step)).encode()
+        headers = {"Content-Type": "application/json", "request-id": request_id,
+                   **(step.headers or {})}
+        self._send(h, step.status, payload, headers)
+
+    def _send_stream(self, h: _Handler, events: list, cut_after: int | None, headers: dict) -> None:
+        # Chunked, like the real API: a cut then shows up as an incomplete body,
+        # not as a normal end of stream.
+        h.send_response(200)
+        for name, value in {"Content-Type": "text/event-stream; charset=utf-8",
+                            "Cache-Control": "no-cache", "Transfer-Encoding": "chunked",
+                            "Connection": "close", **headers}.items():
+            h.send_header(name, value)
+        h.end_headers()
+        h.close_connection = True
+        for count, (name, data) in enumerate(events):
+            if cut_after is not None and count >= cut_after:
+                _reset_connection(h)
+                return
+            chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+            h.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            h.wfile.flush()
+        h.wfile.write(b"0\r\n\r\n")
+
+
+def _resolve(step: Any, body: Any) -> Reply | Error:
+    """Turn a script entry into a concrete step (callables get the body)."""
+    while not isinstance(step, (Reply, Error)):
+        if isinstance(step, str):
+            step = reply(step)  # Convenience: a bare string is a text reply.
+        elif callable(step):
+            step = step(body)
+        else:
+            raise TypeError(f"not a script step: {step!r}")
+    return step
+
+
+def _reset_connection(h: _Handler) -> None:
+    """Drop the connection with a TCP RST, like a network failure mid-stream."""
+    time.sleep(0.05)  # Let the client read what was sent before the reset.
+    try:
+        h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        h.rfile.close()  # Drop the makefile() reference so close() is real.
+        h.connection.close()
+    except OSError:
+        pass
+
+
+def _int_or_zero(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+# ---------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------
+
+def main(argv: list | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Serve a scripted mock of the Anthropic Messages API.")
+    parser.add_argument("--mode", default="ok",
+                        help="loop, fail, 429, 429-after, 529, 500-then-ok, 400, 400-retry, "
+                             "anything else: a plain reply")
+    parser.add_argument("--port", type=int, default=8799)
+    parser.add_argument("--retry-after", default="2", help="seconds, for --mode 429-after")
+    parser.add_argument("--failures", type=int, default=2, help="for --mode 500-then-ok")
+    parser.add_argument("--min-cache-tokens", type=int, default=1024)
+    parser.add_argument("--no-validate", action="store_true", help="accept any request body")
+    args = parser.parse_args(argv)
+
+    script = mode_script(args.mode, retry_after=args.retry_after, failures=args.failures)
+    mock = MockAPI(script, validate=not args.no_validate, port=args.port,
+                   min_cache_tokens=args.min_cache_tokens, echo=True)
+    mock.start()
+    print(f"mock Anthropic API (mode {args.mode}) on {mock.url} - Ctrl-C to stop", flush=True)
+    print(f"  export ANTHROPIC_BASE_URL={mock.url} ANTHROPIC_API_KEY=test-key", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("\nstopped", file=sys.stderr)
+    finally:
+        mock.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

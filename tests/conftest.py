@@ -1,0 +1,39 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+for folder in (ROOT, ROOT / "examples"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+import checklib  # noqa: E402
+import kesi  # noqa: E402
+
+
+@pytest.fixture
+def ws(tmp_path):
+    """A fresh workspace (the jail) with clean KeSi state."""
+    root = tmp_path.resolve()
+    old = kesi.BASE_DIR
+    checklib.fresh_state()
+    kesi.set_base_dir(root)
+    yield root
+    kesi.set_base_dir(old)
+    checklib.fresh_state()
+
+
+@pytest.fixture
+def mock_client():
+    """Factory: mock_client(script, **options) -> (mock, client); stopped after the test."""
+    stack = []
+
+    def start(script=None, **options):
+        manager = checklib.mock_client(script, **options)
+        stack.append(manager)
+        return manager.__enter__()
+
+    yield start
+    for manager in reversed(stack):
+        manager.__exit__(None, None, None)
