@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import copy
 import datetime
 import hashlib
 import inspect
@@ -204,6 +203,7 @@ MAX_LINE_CHARS = 2000          # longer lines are cut in the view
 MAX_READ_CHARS = 100_000       # about 25k tokens of output per call
 MAX_SCAN_BYTES = 16_000_000    # never scan further than this into a file
 MAX_LIST_FILES = 200
+MAX_EDIT_BYTES = 10_000_000    # edit_file holds the file in memory
 
 # Digest of each file as the model last read it in full. write_file refuses to
 # overwrite a file the model has not seen, or that changed since it saw it.
@@ -308,9 +308,7 @@ def read_numbered_lines(f, start: int, count: int) -> LineView:
             tail = decoder.decode(b"", final=True)
             if text or tail:
                 keep_line(view, line_no, text + tail, start, cut)
-            view.complete = (start == 1 and not view.stop_reason)
-            view.digest = hasher.digest()
-            return view
+            return whole_file_seen(view, hasher)
         scanned += len(chunk)
         hasher.update(chunk)
         if b"\0" in chunk:
@@ -327,6 +325,8 @@ def read_numbered_lines(f, start: int, count: int) -> LineView:
                 chars += keep_line(view, line_no, text, start, cut)
             line_no, text, cut = line_no + 1, "", False
             if len(view.lines) >= count:
+                if not f.read(1):            # at EOF the view is still the whole file
+                    return whole_file_seen(view, hasher)
                 return stop_view(view, f"limit of {count} lines reached")
             if chars >= MAX_READ_CHARS:
                 return stop_view(view, f"output cap of {MAX_READ_CHARS} characters reached")
@@ -348,6 +348,13 @@ def keep_line(view: LineView, line_no: int, text: str, start: int, cut: bool) ->
     return len(text) + 8
 
 
+def whole_file_seen(view: LineView, hasher) -> LineView:
+    """Reached EOF: complete if read from line 1 and no line was cut."""
+    view.complete = view.start == 1 and not view.stop_reason
+    view.digest = hasher.digest()
+    return view
+
+
 def stop_view(view: LineView, reason: str) -> LineView:
     view.complete = False
     view.stop_reason = reason
@@ -360,7 +367,7 @@ def list_files(path="."):
     target = safe_path(path)
     if target is None:
         return f"Error: directory {path} was not found or is outside the working directory.", True
-    if target != BASE_DIR and is_ignored(target):
+    if is_ignored(target):
         return f"Error: {path} is off-limits to tools.", True
     if not target.is_dir():
         return f"Error: {path} is not a directory (use read_file for files).", True
@@ -437,8 +444,10 @@ def glob_files(pattern):
         return "Error: pattern must name files, for example **/*.py.", True
     if is_outside_pattern(pattern):
         return "Error: pattern must be relative to the working directory (no ~, absolute paths or '..').", True
+    dirs_only = pattern.endswith("/")          # "src/*/" means folders, as in pathlib
+    pattern = pattern.removeprefix("./").rstrip("/") or "*"
     try:
-        matcher = glob_to_regex(pattern.removeprefix("./"))
+        matcher = glob_to_regex(pattern)
     except (re.error, ValueError) as exc:
         return f"Error: could not understand the glob pattern: {exc}", True
     recursive = "**" in pattern
@@ -453,7 +462,7 @@ def glob_files(pattern):
             if is_ignored_name(name) or not matcher.match(rel):
                 continue
             target = safe_path(rel)             # re-check every hit
-            if target is None or is_ignored(target):
+            if target is None or is_ignored(target) or (dirs_only and not target.is_dir()):
                 continue
             hits.append(rel + ("/" if target.is_dir() else ""))
         if not recursive and depth + 1 >= depth_limit:
@@ -504,7 +513,9 @@ def edit_file(file_path, old_string, new_string, replace_all=False):
         return error, True
     try:
         with open_regular_file(target) as f:
-            data = f.read()
+            data = f.read(MAX_EDIT_BYTES + 1)
+        if len(data) > MAX_EDIT_BYTES:
+            return f"Error: {file_path} is larger than {MAX_EDIT_BYTES:,} bytes; edit_file only changes smaller text files.", True
         content = data.decode("utf-8")
     except UnicodeDecodeError:
         return f"Error: {file_path} is not UTF-8 text; edit_file only changes text files.", True
@@ -681,15 +692,17 @@ def rg_path() -> str | None:
 
 
 def grep_argv(pattern: str, where: str, glob: str | None, ignore_case: bool) -> list[str]:
-    argv = [rg_path(), "--no-config", "--no-follow", "--line-number", "--with-filename",
+    argv = [rg_path(), "--no-config", "--no-follow", "--hidden", "--line-number", "--with-filename",
             "--no-heading", "--color", "never", "--max-columns", "200",
             "--max-columns-preview"]
     if ignore_case:
         argv.append("--ignore-case")
-    for exclude in RG_EXCLUDES:
-        argv += ["--glob", exclude]
     if glob:
         argv += ["--glob", glob]
+    # Later globs win in rg, so the excludes come last: a model-supplied
+    # glob such as ".env*" cannot re-include a hidden file.
+    for exclude in RG_EXCLUDES:
+        argv += ["--glob", exclude]
     # "--" ends the options: a pattern such as "--files" stays a pattern.
     return argv + ["--", pattern, where]
 
@@ -808,16 +821,28 @@ HARD_DENY_TEXT = "Error: this was blocked by a safety rule ({}) and did not run.
 USER_REFUSED = "Error: the user refused to run this. Do not retry it as is; ask or change approach."
 
 
-def command_segments(command: str) -> list[str]:
-    """Split on ; & | and newlines: every segment must pass on its own."""
-    return [s.strip() for s in re.split(r"[;&|\n]+", command) if s.strip()]
+OPERATORS = set(";&|\n")
 
 
-def segment_tokens(segment: str) -> list[str]:
+def command_segments(command: str) -> list[list[str]] | None:
+    """Split a command line into the simple commands it runs, as token lists.
+
+    Splits on ; & | && || and newlines, but not inside quotes, so
+    sh -c "ls; rm -rf ~" stays one segment whose argument is looked into
+    later. None when it cannot be parsed (an unclosed quote).
+    """
+    lex = shlex.shlex(command, posix=True, punctuation_chars=";&|\n")
+    lex.whitespace, lex.whitespace_split, lex.commenters = " \t\r", True, ""
+    segments: list[list[str]] = [[]]
     try:
-        return shlex.split(segment)
+        for token in lex:
+            if token and set(token) <= OPERATORS:
+                segments.append([])
+            else:
+                segments[-1].append(token)
     except ValueError:
-        return []
+        return None
+    return [tokens for tokens in segments if tokens]
 
 
 def unwrap(tokens: list[str]) -> list[list[str]]:
@@ -830,7 +855,7 @@ def unwrap(tokens: list[str]) -> list[list[str]]:
             tokens = tokens[1:]
     if len(tokens) >= 3 and os.path.basename(tokens[0]) in SHELLS and "-c" in tokens[1:-1]:
         inner = tokens[tokens.index("-c", 1) + 1]
-        return [t for seg in command_segments(inner) for t in unwrap(segment_tokens(seg))]
+        return [t for seg in command_segments(inner) or [] for t in unwrap(seg)]
     return [tokens] if tokens else []
 
 
@@ -846,8 +871,8 @@ def is_root_or_home(token: str) -> bool:
 
 
 def hard_denial_reason(command: str) -> str | None:
-    for segment in command_segments(command):
-        for tokens in unwrap(segment_tokens(segment)):
+    for segment in command_segments(command) or []:
+        for tokens in unwrap(segment):
             program = os.path.basename(tokens[0])
             if program in BLOCKED_COMMANDS:
                 return f"{program} would run with superuser rights"
@@ -891,14 +916,14 @@ def classify_command(command) -> tuple[str, str]:
     if any(c in SHELL_METACHARS for c in command):
         return "ask", "it contains shell expansions or redirections, so it may do more than it says"
     segments = command_segments(command)
+    if segments is None:
+        return "ask", "the command could not be parsed (an unclosed quote?)"
     if not segments:
         return "ask", "it is not clear what this command does"
-    for segment in segments:
-        tokens = segment_tokens(segment)
-        if not tokens:
-            return "ask", "the command could not be parsed"
+    for tokens in segments:
         if not any(tuple(tokens[:len(safe)]) == safe for safe in SAFE_COMMANDS):
-            return "ask", f"{tokens[0]} is not on the read-only list"
+            program = " ".join(tokens[:2]) if tokens[0] == "git" else tokens[0]
+            return "ask", f"{program} is not on the read-only list"
         if git_requires_approval(tokens):
             return "ask", "the git command has options that write files or run programs"
         if touches_forbidden(tokens):
