@@ -99,7 +99,10 @@ UI = sys.stdout
 
 
 def ui(text: str = "", end: str = "\n") -> None:
-    print(text, end=end, file=UI, flush=True)
+    try:
+        print(text, end=end, file=UI, flush=True)
+    except UnicodeEncodeError:   # a lone surrogate from the model's JSON must not crash the loop
+        print(text.encode("utf-8", "backslashreplace").decode("utf-8"), end=end, file=UI, flush=True)
 
 
 # ============================================================================
@@ -179,9 +182,10 @@ def open_regular_file(target: Path):
 
     is_file() only stats, but the path could be swapped between the check and
     the open; O_NONBLOCK makes a FIFO open return at once, and fstat then
-    proves we hold a regular file.
+    proves we hold a regular file. O_NOFOLLOW refuses a symlink swapped in
+    after the path was resolved.
     """
-    fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise IsADirectoryError("not a regular file")
@@ -730,7 +734,7 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
         return "Error: the rg command was not found; install ripgrep to use grep.", True
     except subprocess.TimeoutExpired:
         return f"Error: the search took longer than {GREP_TIMEOUT} s and was stopped. Narrow the path or pattern.", True
-    except OSError as exc:
+    except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in an argument
         return f"Error: could not run the search: {exc}", True
     if total:
         shown = "\n".join(lines)
@@ -853,8 +857,10 @@ def unwrap(tokens: list[str]) -> list[list[str]]:
         while tokens and (tokens[0].startswith("-") or "=" in tokens[0]
                           or re.fullmatch(r"[\d.]+[smhd]?", tokens[0])):
             tokens = tokens[1:]
-    if len(tokens) >= 3 and os.path.basename(tokens[0]) in SHELLS and "-c" in tokens[1:-1]:
-        inner = tokens[tokens.index("-c", 1) + 1]
+    # "-c" may share a cluster with other flags: bash -lc, sh -ec
+    flag = next((i for i, t in enumerate(tokens[1:-1], 1) if re.fullmatch(r"-[a-z]*c[a-z]*", t)), None)
+    if os.path.basename(tokens[0] if tokens else "") in SHELLS and flag is not None:
+        inner = tokens[flag + 1]
         return [t for seg in command_segments(inner) or [] for t in unwrap(seg)]
     return [tokens] if tokens else []
 
@@ -892,7 +898,8 @@ def touches_forbidden(tokens: list[str]) -> bool:
     for token in tokens[1:]:
         if token.startswith("-"):
             continue
-        if any(is_ignored_name(part) for part in Path(token).parts):
+        # split on ':' too: "git show HEAD:.env" prints a committed secret
+        if any(is_ignored_name(part) for piece in token.split(":") for part in Path(piece).parts):
             return True
         candidate = BASE_DIR / token
         try:
@@ -1124,14 +1131,19 @@ _denied: dict[str, str] = {}
 
 
 def denied_sources() -> dict[str, str]:
-    """An unreadable file and folder to mount over secrets (bwrap cannot deny by name)."""
+    """What bwrap mounts over secrets, since it cannot deny by name: an
+    unreadable file and folder, and an empty readable file for .git/config
+    (git refuses to run without its config; an empty one still serves log,
+    diff and status, while remote URLs, which may embed tokens, stay hidden)."""
     if not _denied:
         root = Path(tempfile.mkdtemp(prefix="kesi-sandbox-"))
         (root / "file").touch()
         (root / "dir").mkdir()
-        for item in ("file", "dir"):
-            os.chmod(root / item, 0)
-            _denied[item] = str(root / item)
+        (root / "empty").touch()
+        os.chmod(root / "file", 0)
+        os.chmod(root / "dir", 0)
+        os.chmod(root / "empty", 0o444)
+        _denied.update({item: str(root / item) for item in ("file", "dir", "empty")})
     return _denied
 
 
@@ -1153,7 +1165,13 @@ def secret_paths() -> list[Path]:
 
 def bwrap_argv(command: str) -> list[str]:
     """Linux: a read-only root, a private /tmp, home hidden, workspace writable."""
-    argv = ["bwrap", "--die-with-parent", "--unshare-net", "--unshare-ipc", "--cap-drop", "ALL",
+    # A user namespace (when possible) matters when KeSi runs as root: without
+    # one, the command may open /proc/<bwrap pid>/root and /proc/<bwrap pid>/cwd,
+    # bwrap's own view of the real file system, with no secret hidden. No pid
+    # namespace: its init would SIGKILL every background job the moment sh
+    # exits, leaving no grace period for them to clean up.
+    argv = ["bwrap", "--die-with-parent", "--unshare-user-try", "--unshare-net",
+            "--unshare-ipc", "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for hidden in dict.fromkeys([str(HOME_DIR), "/home", "/root"]):
         if os.path.isdir(hidden):
@@ -1163,7 +1181,10 @@ def bwrap_argv(command: str) -> list[str]:
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     denied = denied_sources()
     for secret in secret_paths():
-        source = denied["dir"] if secret.is_dir() else denied["file"]
+        if secret.name == "config" and secret.parent.name == ".git":
+            source = denied["empty"]
+        else:
+            source = denied["dir"] if secret.is_dir() else denied["file"]
         argv += ["--ro-bind", source, str(secret)]
     return argv + ["--chdir", str(BASE_DIR), SHELL_PATH, "-c", command]
 
@@ -1180,12 +1201,14 @@ SANDBOX_SYMPTOMS = ("Operation not permitted", "Permission denied", "Read-only f
                     "Could not resolve host", "Network is unreachable", "Temporary failure in name resolution")
 
 
-def stop_process_group(proc, grace: float = KILL_GRACE_SECONDS) -> None:
+def stop_process_group(proc, grace: float | None = None) -> None:
     """TERM the command's whole process group, wait for all of it, then KILL.
 
     The command runs in its own session (start_new_session), so its pgid is
     its pid and background jobs it started ('&') are in the same group.
+    grace defaults to KILL_GRACE_SECONDS as it is at call time.
     """
+    grace = KILL_GRACE_SECONDS if grace is None else grace
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except OSError:
@@ -1193,15 +1216,36 @@ def stop_process_group(proc, grace: float = KILL_GRACE_SECONDS) -> None:
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         proc.poll()                   # reap sh so only live members keep the group
-        try:
-            os.killpg(proc.pid, 0)
-        except OSError:
+        if not group_alive(proc.pid):
             return
         time.sleep(0.05)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
         pass
+
+
+def group_alive(pgid: int) -> bool:
+    """Is any member of the process group still running?
+
+    killpg(pgid, 0) also succeeds for zombies: a killed background job is
+    reparented to PID 1, which may take seconds to reap it. Where /proc
+    exists, zombies are therefore not counted.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except OSError:
+        return False
+    if not os.path.isdir("/proc"):
+        return True
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _ppid, group = stat_file.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, IndexError, ValueError):
+            continue              # the process ended while we looked
+        if int(group) == pgid and state != "Z":
+            return True
+    return False
 
 
 def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
@@ -1247,7 +1291,7 @@ def run_command(command, timeout=None):
         proc = subprocess.Popen(shell_argv(command), cwd=BASE_DIR, env=sandbox_environment(),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
         return f"Error: could not start the command: {exc}", True
     captured, overflow = bytearray(), threading.Event()
 
@@ -1439,13 +1483,16 @@ def text_of(content) -> str:
 PRICES = {
     "claude-haiku-4": (1.0, 5.0),
     "claude-3-5-haiku": (0.8, 4.0),
+    "claude-3-haiku": (0.25, 1.25),
     "claude-sonnet": (3.0, 15.0),
     "claude-opus-4-5": (5.0, 25.0),
     "claude-opus-4-6": (5.0, 25.0),
     "claude-opus-4-7": (5.0, 25.0),
     "claude-opus-5": (5.0, 25.0),
     "claude-opus": (15.0, 75.0),
+    "claude-3-opus": (15.0, 75.0),
 }
+_BAD_PRICES_SEEN: set = set()   # each bad KESI_PRICES value is reported once, not per request
 
 
 def price_for(model: str) -> dict[str, float]:
@@ -1456,7 +1503,9 @@ def price_for(model: str) -> dict[str, float]:
             custom = json.loads(override)
             return {k: float(custom[k]) for k in ("input", "output", "cache_write", "cache_read")}
         except (ValueError, KeyError, TypeError):
-            ui("  (KESI_PRICES must be JSON with input, output, cache_write and cache_read; ignored)")
+            if override not in _BAD_PRICES_SEEN:
+                _BAD_PRICES_SEEN.add(override)
+                ui("  (KESI_PRICES must be JSON with input, output, cache_write and cache_read; ignored)")
     matches = [prefix for prefix in PRICES if model.startswith(prefix)]
     base_in, base_out = PRICES[max(matches, key=len)] if matches else PRICES["claude-sonnet"]
     return {"input": base_in, "output": base_out, "cache_write": base_in * 1.25, "cache_read": base_in * 0.1}
@@ -1542,6 +1591,9 @@ def describe_api_error(exc: BaseException) -> str:
         return "Error: timed out waiting for the model."
     if isinstance(exc, anthropic.APIConnectionError):
         return f"Error: could not reach the API: {exc}"
+    if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 200:
+        # An `error` event inside a stream that had opened fine (e.g. overloaded_error); not retried.
+        return f"Error: the API broke off its answer midway: {api_error_message(exc)}. Try again shortly."
     if isinstance(exc, anthropic.APIStatusError):
         return f"Error: the API answered {exc.status_code}: {api_error_message(exc)}"
     return f"Error: {type(exc).__name__}: {exc}"
@@ -1640,6 +1692,7 @@ class Agent:
 class Answer:
     text: str
     ok: bool = True            # False: an API failure, a limit or an interruption
+    interrupted: bool = False  # the user pressed Ctrl-C
 
 
 def request_for(history: list[dict], agent: Agent) -> dict:
@@ -1647,10 +1700,10 @@ def request_for(history: list[dict], agent: Agent) -> dict:
             "tools": agent.tools(), "messages": with_cache_breakpoints(history)}
 
 
-def stop_with(history: list[dict], message: str, agent: Agent) -> Answer:
+def stop_with(history: list[dict], message: str, agent: Agent, interrupted: bool = False) -> Answer:
     """End the turn with a notice recorded as the assistant's last word."""
     history.append({"role": "assistant", "content": message})
-    return Answer(say(message, agent), ok=False)
+    return Answer(say(message, agent), ok=False, interrupted=interrupted)
 
 
 def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer:
@@ -1691,7 +1744,7 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
         results, interrupted = run_tools(uses, agent)
         history.append({"role": "user", "content": results})
         if interrupted:
-            return stop_with(history, "(interrupted; you can ask the next thing)", agent)
+            return stop_with(history, "(interrupted; you can ask the next thing)", agent, interrupted=True)
         failures = failures + 1 if all(r["is_error"] for r in results) else 0
         if failures >= MAX_TOOL_FAILURES:
             return stop_with(history, f"Error: every tool call failed {MAX_TOOL_FAILURES} rounds in a "
@@ -1709,7 +1762,8 @@ def recover_from_interrupt(history, snapshot, finished: int, agent: Agent) -> An
         if kept:
             history.append({"role": "assistant", "content": kept})
             seal_dangling_tool_use(history)
-    return stop_with(history, "(this turn was interrupted; the unfinished part was not kept)", agent)
+    return stop_with(history, "(this turn was interrupted; the unfinished part was not kept)", agent,
+                     interrupted=True)
 
 
 def recover_from_stream_failure(history, failure: StreamFailure, agent: Agent) -> Answer:
@@ -1720,6 +1774,10 @@ def recover_from_stream_failure(history, failure: StreamFailure, agent: Agent) -
         kept = [block_to_dict(b) for b in failure.snapshot.content[:failure.finished]]
         kept = [b for b in kept if b["type"] == "text" and b["text"].strip()]
     message = describe_api_error(failure.cause)
+    if not isinstance(failure.cause, anthropic.AnthropicError):   # e.g. a connection reset
+        message = (f"Error: the connection broke while the answer was arriving "
+                   f"({type(failure.cause).__name__}: {failure.cause}). Only the complete text was "
+                   "kept; ask again to continue.")
     history.append({"role": "assistant", "content": kept + [{"type": "text", "text": message}]})
     return Answer(say(message, agent), ok=False)
 
@@ -1808,8 +1866,10 @@ def call_tool(name: str, tool_input, agent: Agent | None = None) -> tuple[str, b
     except KeyboardInterrupt:
         raise                       # not a tool failure: the user wants control back
     except Exception as exc:
-        return f"Error: {name} failed: {type(exc).__name__}: {exc}", True
-    return str(output), bool(is_error)
+        output, is_error = f"Error: {name} failed: {type(exc).__name__}: {exc}", True
+    # A file name that is not UTF-8 arrives as lone surrogates, which no API
+    # request can carry (the SDK cannot encode them): send \udcxx escapes instead.
+    return str(output).encode("utf-8", "backslashreplace").decode("utf-8"), bool(is_error)
 
 
 # --- the todo list: a visible plan for multi-step work -------------------------
@@ -1824,20 +1884,44 @@ def render_todos() -> str:
     return "\n".join(f"{TODO_STATES[t['status']]} {t['content']}" for t in TODOS)
 
 
-def todo_write(todos):
+def todo_problem(todos) -> str | None:
+    """Why a todo list is invalid, or None."""
     if not isinstance(todos, list) or not todos:
-        return "Error: todos must be a non-empty list of {content, status} items.", True
+        return "Error: todos must be a non-empty list of {content, status} items."
     for item in todos:
         if (not isinstance(item, dict) or not isinstance(item.get("content"), str)
-                or not item["content"].strip() or item.get("status") not in TODO_STATES):
+                or not item["content"].strip() or not isinstance(item.get("status"), str)
+                or item["status"] not in TODO_STATES):
             return ("Error: each todo needs a non-empty content string and a status of "
-                    "pending, in_progress or completed."), True
+                    "pending, in_progress or completed.")
     if sum(t["status"] == "in_progress" for t in todos) > 1:
-        return "Error: only one todo can be in_progress at a time.", True
+        return "Error: only one todo can be in_progress at a time."
+    return None
+
+
+def set_todos(todos: list[dict]) -> None:
     TODOS[:] = [{"content": t["content"].strip(), "status": t["status"]} for t in todos]
+
+
+def todo_write(todos):
+    problem = todo_problem(todos)
+    if problem:
+        return problem, True
+    set_todos(todos)
     ui("  Plan:\n" + "\n".join("    " + line for line in render_todos().splitlines()))
     done = sum(t["status"] == "completed" for t in TODOS)
     return f"Todo list saved ({done}/{len(TODOS)} done):\n{render_todos()}", False
+
+
+def restore_todos(history: list[dict]) -> None:
+    """After a resume: the plan is the input of the last valid todo_write call."""
+    uses = [b for m in history if m["role"] == "assistant" and isinstance(m["content"], list)
+            for b in m["content"] if block_type(b) == "tool_use" and b.get("name") == "todo_write"]
+    for use in reversed(uses):
+        todos = use.get("input", {}).get("todos") if isinstance(use.get("input"), dict) else None
+        if todo_problem(todos) is None:
+            set_todos(todos)
+            return
 
 
 # --- the task tool: a sub-agent with a clean context ---------------------------
@@ -1859,6 +1943,8 @@ def task(prompt, description=""):
     finally:
         READ_VERSIONS.clear()
         READ_VERSIONS.update(saved_versions)
+    if answer.interrupted:
+        raise KeyboardInterrupt    # Ctrl-C was meant for the whole turn, not just the sub-agent
     return answer.text, not answer.ok
 
 
@@ -2021,12 +2107,18 @@ def clear_old_tool_results(history: list[dict]) -> int:
     results = [block for message in history if message["role"] == "user"
                and isinstance(message["content"], list)
                for block in message["content"] if block_type(block) == "tool_result"]
+    reads = {b.get("id"): b.get("input") for m in history if m["role"] == "assistant"
+             and isinstance(m["content"], list) for b in m["content"]
+             if block_type(b) == "tool_use" and b.get("name") == "read_file"}
     cleared = 0
     for block in results[:-KEEP_RECENT_RESULTS] if KEEP_RECENT_RESULTS else results:
         content = block.get("content")
         if isinstance(content, str) and len(content) >= MIN_CLEARABLE_CHARS:
             block["content"] = CLEARED_RESULT
             cleared += 1
+            read = reads.get(block.get("tool_use_id"))
+            if isinstance(read, dict):   # the model no longer sees that file: no overwrite from memory
+                READ_VERSIONS.pop(safe_write_path(read.get("file_path")), None)
     return cleared
 
 
@@ -2065,11 +2157,12 @@ def compact_history(client, history: list[dict], focus: str | None = None) -> bo
     if not summary:
         ui("  (compaction returned no summary; history kept)")
         return False
-    if past[-1]["role"] == "user":   # mid-task: let the model carry on from the summary
+    if past[-1]["role"] == "user" and not tail:   # mid-task: let the model carry on from the summary
         history[:] = [{"role": "user", "content": COMPACT_INTRO + summary + "\n\nContinue the task."}]
     else:
         history[:] = [{"role": "user", "content": COMPACT_INTRO + summary},
                       {"role": "assistant", "content": "Understood. I will continue from this summary."}, *tail]
+    READ_VERSIONS.clear()   # the file contents read are gone from the history, as after /reset
     return True
 
 
@@ -2110,14 +2203,15 @@ def save_session(history: list[dict]) -> None:
     if not history:
         return
     if SESSION_FILE is None:
-        SESSION_FILE = session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}.jsonl"
+        # Microseconds too: after /reset a second session may start within the same second.
+        SESSION_FILE = session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.getpid()}.jsonl"
     header = {"kesi_session": 1, "model": MODEL, "saved": datetime.datetime.now().isoformat(timespec="seconds"),
               "title": shorten(first_prompt(history), 70)}
     lines = [json.dumps(header, ensure_ascii=False)]
     lines += [json.dumps(message, ensure_ascii=False, default=str) for message in history]
     try:
         SESSION_FILE.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(SESSION_FILE, ("\n".join(lines) + "\n").encode("utf-8"))
+        write_atomically(SESSION_FILE, ("\n".join(lines) + "\n").encode("utf-8", errors="backslashreplace"))
     except OSError as exc:
         ui(f"  (could not save the session: {exc})")
 
@@ -2167,6 +2261,8 @@ def resume_session(path: Path, history: list[dict]) -> bool:
     history[:] = loaded
     SESSION_FILE = path
     READ_VERSIONS.clear()     # files may have changed since; read them again
+    TODOS.clear()
+    restore_todos(history)
     ui(f"  Resumed {path.name}: {len(history)} messages. Last prompt: {shorten(last_prompt(history), 70)}")
     return True
 
@@ -2209,7 +2305,8 @@ def print_startup() -> None:
 
 
 def show_cost() -> None:
-    ui(f"  {len(METER.calls)} requests this session")
+    count = len(METER.calls)
+    ui(f"  {count} request{'s' * (count != 1)} this session")
     ui(f"  {METER.token_text()}")
     if METER.calls:
         ui(f"  cache served {METER.cache_share():.0%} of input tokens")
@@ -2254,6 +2351,11 @@ def session_title(path: Path) -> str:
         return "(unreadable)"
 
 
+def is_slash_command(line: str) -> bool:
+    """'/cost' is a command; '/etc/hosts: what is this?' is a prompt."""
+    return line.startswith("/") and "/" not in line.partition(" ")[0][1:]
+
+
 def handle_slash(line: str, client, history: list[dict]) -> bool:
     """Run a /command. Returns False when the REPL should end."""
     global PERMISSION_MODE
@@ -2282,6 +2384,8 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
             ui(f"  permission mode: {argument}")
         else:
             ui(f"  Modes: {', '.join(PERMISSION_MODES)}")
+    elif name == "/compact" and not history:
+        ui("  (nothing to compact yet)")
     elif name == "/compact":
         before = len(history)
         if compact_history(client, history, argument or None):
@@ -2318,6 +2422,9 @@ def run_turn(client, history: list[dict], prompt: str) -> Answer:
     """One user turn: the agent loop, then the cost line and a saved session.
     Ctrl-C anywhere in it returns to the prompt with a valid journal."""
     before = len(METER.calls)
+    # A terminal in another encoding can hand us lone surrogates, which no
+    # JSON request can carry: replace them instead of failing every request.
+    prompt = prompt.encode("utf-8", errors="replace").decode("utf-8")
     history.append({"role": "user", "content": prompt})
     try:
         answer = run_agent(client, history)
@@ -2343,7 +2450,7 @@ def repl(client, history: list[dict]) -> int:
             return 0
         if not line:
             continue                      # nothing to send: no API call
-        if line.startswith("/"):
+        if is_slash_command(line):
             if not handle_slash(line, client, history):
                 return 0
             continue
@@ -2374,16 +2481,18 @@ def main(argv=None) -> int:
         return 2
     CLIENT = make_client()
     history: list[dict] = []
+    if args.prompt is not None:
+        UI = sys.stderr                  # stdout carries only the answer (resume notices too)
+        MAIN_AGENT.echo = False
     if args.resume:
         sessions = list_sessions()
         if not sessions:
             print("KeSi: no saved session to continue in this project.", file=sys.stderr)
             return 2
-        resume_session(sessions[0], history)
+        if not resume_session(sessions[0], history):
+            return 2                     # going on without the context asked for would mislead
     if args.prompt is None:
         return repl(CLIENT, history)
-    UI = sys.stderr                      # stdout carries only the answer
-    MAIN_AGENT.echo = False
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     if not prompt.strip():
         print("KeSi: the prompt is empty.", file=sys.stderr)

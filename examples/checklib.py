@@ -66,6 +66,17 @@ def fresh_state() -> None:
     kesi.UI = sys.stdout
 
 
+@contextlib.contextmanager
+def sandbox_forced(kind):
+    """Pretend the sandbox probe found `kind` ('bubblewrap', 'seatbelt' or None: off)."""
+    saved = list(kesi._sandbox_kind)
+    kesi._sandbox_kind[:] = [kind]
+    try:
+        yield
+    finally:
+        kesi._sandbox_kind[:] = saved
+
+
 def write_files(root: Path, files: dict) -> None:
     for rel, content in (files or {}).items():
         path = root / rel
@@ -106,8 +117,19 @@ def mock_client(script=None, *, max_retries: int = 2, **mock_options):
 
 def kesi_subprocess_env(mock=None, **extra) -> dict:
     """Environment for running kesi.py as a child process against the mock."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "KESI_"))}
+    env = with_bytecode_cache({k: v for k, v in os.environ.items()
+                               if not k.startswith(("ANTHROPIC_", "KESI_"))})
     if mock is not None:
         env.update(mock.env())
     env.update(extra)
+    return env
+
+
+def with_bytecode_cache(env: dict) -> dict:
+    """A copy of env whose child Pythons share one bytecode cache.
+
+    Some machines set PYTHONDONTWRITEBYTECODE, so every child process would
+    compile the whole anthropic SDK again (seconds per process)."""
+    env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "kesi-pycache")
     return env

@@ -1,0 +1,227 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["anthropic>=0.69", "pytest"]
+# ///
+"""Day 13 checks: a real bug fix as a tiny eval, scripted so it runs in CI.
+
+A trial: build the project (project.py), confirm it starts red, let KeSi work
+on one prompt, re-run pytest, inspect the diff. The "model" is a script on
+the local mock API, but it is not canned: every step reads the real tool
+output from the request (pytest's failure, grep hits, read_file's numbered
+lines) and decides its next call from it, through the real agent loop, the
+real permission check and the real sandbox. Grading uses real pytest runs
+and the on-disk diff against project.FILES. Run: uv run examples/day13/check.py
+"""
+import difflib
+import re
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+from checklib import Checks, workspace, mock_client, write_files   # noqa: E402  (also puts kesi + mock_api on sys.path)
+import kesi                                             # noqa: E402
+from mock_api import reply, tool_call                   # noqa: E402
+import project                                          # noqa: E402
+
+checks = Checks("Day 13: bug fix, red -> agent -> green")
+PROMPT = "Run the tests; one of them fails. Find out why and fix it."
+# What a model would write as `python -m pytest -q`: sys.executable is the
+# interpreter that has pytest, whatever `python` on PATH happens to be.
+PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
+IGNORED = project.CACHE_NAMES
+
+
+# --- the scripted model ------------------------------------------------------------
+
+def last_results(body: dict) -> list[str]:
+    """Text of the tool results in the newest user message."""
+    content = body["messages"][-1]["content"]
+    blocks = content if isinstance(content, list) else []
+    texts = [b.get("content", "") for b in blocks if b.get("type") == "tool_result"]
+    return [t if isinstance(t, str) else "".join(x.get("text", "") for x in t) for t in texts]
+
+
+def unnumbered(view: str) -> list[str]:
+    """read_file's view without its 'number<TAB>' prefixes."""
+    return [line.split("\t", 1)[1] for line in view.splitlines() if re.match(r"\s*\d+\t", line)]
+
+
+def debugger(body: dict, n: int):
+    """One move per request, each chosen from what the previous tools returned."""
+    seen = last_results(body)
+    joined = "\n".join(seen)
+    if n == 1:
+        return reply("I'll run the test suite first.", tool_call("run_command", {"command": PYTEST}))
+    if n == 2:
+        failed = re.search(r"FAILED (\S+?)::(\w+)", joined)
+        if not failed:
+            return reply("I could not find a failing test in the output.")
+        return reply(f"{failed[2]} fails: {re.search(r'assert .*', joined)[0]}. Let me read the test "
+                     "and find checkout.", tool_call("read_file", {"file_path": failed[1]}),
+                     tool_call("grep", {"pattern": "def checkout"}))
+    if n == 3:
+        where = re.search(r"^([\w/]+\.py):\d+:def checkout", joined, re.M)
+        return reply(None, tool_call("read_file", {"file_path": where[1]}))
+    if n == 4:
+        source = re.search(r"from (\w+) import .*tier_discount", joined)
+        return reply("At exactly 1000 the total is unchanged: either no discount or extra shipping. "
+                     f"tier_discount comes from {source[1]}.py.",
+                     tool_call("grep", {"pattern": "def tier_discount", "glob": f"{source[1]}.py"}))
+    if n == 5:
+        where = re.search(r"^([\w/]+\.py):\d+:def tier_discount", joined, re.M)
+        return reply(None, tool_call("read_file", {"file_path": where[1]}))
+    if n == 6:
+        line = next(x for x in unnumbered(joined) if re.search(r"if amount > threshold", x))
+        return reply("The tiers say 'at least', but the code uses >, so exactly 1000 gets nothing.",
+                     tool_call("edit_file", {"file_path": "rules.py", "old_string": line,
+                                             "new_string": line.replace(" > ", " >= ")}))
+    if n == 7:
+        return reply(None, tool_call("run_command", {"command": PYTEST}))
+    summary = re.search(r"\d+ (passed|failed).*", joined)
+    return reply(f"Fixed rules.tier_discount (> became >=). pytest now says: {summary[0] if summary else joined[-200:]}")
+
+
+# --- grading ------------------------------------------------------------------------
+
+def pytest_in(root: Path) -> tuple[int, str]:
+    """A grading run; -rA lists every test's outcome for the PASS_TO_PASS check."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider"],
+                          cwd=root, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    return proc.returncode, proc.stdout
+
+
+def utils_tests_pass(output: str) -> bool:
+    """PASS_TO_PASS: both tests of the distractor module passed in this run."""
+    return len(re.findall(r"^PASSED test_utils\.py::", output, re.M)) == 2
+
+
+def last_line(output: str) -> str:
+    return output.strip().splitlines()[-1] if output.strip() else ""
+
+
+def project_files(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8", errors="replace")
+            for p in root.rglob("*") if p.is_file() and not IGNORED & set(p.relative_to(root).parts)}
+
+
+def diff_against_build(root: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """({file: changed lines as '-old' / '+new'}, files that were not in the build)."""
+    now = project_files(root)
+    changes = {}
+    for name, original in project.FILES.items():
+        lines = difflib.unified_diff(original.splitlines(), now.get(name, "").splitlines(), lineterm="", n=0)
+        changed = [x for x in lines if x[:1] in "+-" and not x.startswith(("+++", "---"))]
+        if changed or name not in now:
+            changes[name] = changed
+    return changes, sorted(set(now) - set(project.FILES))
+
+
+def grade(root: Path) -> dict:
+    """The acceptance rule: green, the one expected line, tests untouched, nothing extra."""
+    code, output = pytest_in(root)
+    changes, extra = diff_against_build(root)
+    return {"green": code == 0 and "7 passed" in output, "utils_green": utils_tests_pass(output),
+            "one_line_fix": changes == {"rules.py": [f"-{project.BUGGY_LINE}", f"+{project.FIXED_LINE}"]},
+            "tests_untouched": not set(changes) & set(project.TEST_FILES),
+            "no_extra_files": not extra}
+
+
+def passes(result: dict) -> bool:
+    return all(result.values())
+
+
+# --- the project builder ------------------------------------------------------------------
+
+with workspace() as root:
+    built = subprocess.run([sys.executable, str(HERE / "project.py"), str(root / "shop")],
+                           capture_output=True, text=True, timeout=60)
+    checks.check("project.py builds every file of the exercise",
+                 built.returncode == 0 and project_files(root / "shop") == project.FILES, built.stderr)
+    (root / "mine").mkdir()
+    (root / "mine" / "notes.txt").write_text("keep me\n")
+    refused = subprocess.run([sys.executable, str(HERE / "project.py"), str(root / "mine")],
+                             capture_output=True, text=True, timeout=60)
+    checks.check("project.py refuses to wipe a folder it did not build",
+                 refused.returncode != 0 and (root / "mine" / "notes.txt").read_text() == "keep me\n")
+
+try:
+    import pytest  # noqa: F401
+except ImportError:
+    checks.skip("the bug-fix trial", f"pytest is not installed for {sys.executable}; "
+                "run `uv run examples/day13/check.py` (it declares pytest)")
+    sys.exit(checks.finish())
+
+# --- one trial: red -> agent -> green -----------------------------------------------------
+
+with workspace(project.FILES) as root:
+    code, output = pytest_in(root)
+    checks.check("the project starts red: 1 failed, 6 passed, assert 1000 == 900",
+                 code == 1 and "1 failed, 6 passed" in output and "assert 1000 == 900" in output, last_line(output))
+    checks.check("PASS_TO_PASS before: the test_utils.py tests pass", utils_tests_pass(output))
+
+    asked = []
+    kesi.ask_user = lambda detail, reason=None: (asked.append(detail), (True, False))[1]
+    kesi._sandbox_kind.clear()                        # the real probe: bubblewrap here, if usable
+    with mock_client(debugger) as (mock, client):
+        history: list[dict] = []
+        answer = kesi.run_turn(client, history, PROMPT)
+    calls = [b for m in history if m["role"] == "assistant" and isinstance(m["content"], list)
+             for b in m["content"] if b["type"] == "tool_use"]
+    results = [b for m in history if m["role"] == "user" and isinstance(m["content"], list)
+               for b in m["content"] if b["type"] == "tool_result"]
+    print(f"  (sandbox {kesi.sandbox_state()}; {len(mock.requests)} model round trips, {len(calls)} tool calls)")
+
+    checks.check("the agent investigated, edited once and re-ran the tests",
+                 [c["name"] for c in calls] == ["run_command", "read_file", "grep", "read_file", "grep",
+                                                "read_file", "edit_file", "run_command"]
+                 and not any(r["is_error"] for r in results[1:-1]), [c["name"] for c in calls])
+    checks.check("its first pytest run saw red, its last one saw green",
+                 results[0]["is_error"] and "1 failed" in results[0]["content"]
+                 and not results[-1]["is_error"] and "7 passed" in results[-1]["content"], results[-1]["content"][-200:])
+    checks.check("one batch held two calls: 8 tool calls in 8 round trips with 7 tool rounds",
+                 len(mock.requests) == 8 and len(results) == 8 and all(r["status"] == 200 for r in mock.requests))
+    checks.check("the final answer reports the green run", answer.ok and "7 passed" in answer.text, answer.text)
+    checks.check("the edit and the test command went through the permission check",
+                 any("edit_file" in a and "rules.py" in a for a in asked) and any("pytest" in a for a in asked), asked)
+
+    result = grade(root)
+    checks.check("FAIL_TO_PASS: pytest is green afterwards (7 passed)", result["green"], result)
+    checks.check("PASS_TO_PASS after: the test_utils.py tests still pass", result["utils_green"])
+    changes, extra = diff_against_build(root)
+    checks.check("the diff is exactly one line in rules.py (> became >=)", result["one_line_fix"], changes)
+    checks.check("no test file was touched and no file was added",
+                 result["tests_untouched"] and result["no_extra_files"], (changes, extra))
+
+# --- the grader is not fooled by shortcuts that also turn the tests green ---------------------
+
+def with_shortcut(folder: Path, name: str, old: str | None, new: str | None) -> Path:
+    """A fresh copy of the project with one bad "fix" applied (new=None deletes the file)."""
+    write_files(folder, project.FILES)
+    if new is None:
+        (folder / name).unlink()            # ...and five empty tests keep the count at 7
+        (folder / "test_placeholder.py").write_text("".join(f"def test_{i}():\n    pass\n" for i in range(5)))
+    else:
+        (folder / name).write_text(project.FILES[name].replace(old, new))
+    return folder
+
+
+shortcuts = {
+    "the threshold moved to 999": ("rules.py", "(1000, 100)", "(999, 100)"),
+    "a special case for exactly 1000": ("pricing.py", "    goods = subtotal(items)\n",
+                                        "    goods = subtotal(items)\n    if goods == 1000:\n        return 900\n"),
+    "the test changed to expect 1000": ("test_pricing.py", "== 900", "== 1000"),
+    "the failing test file deleted": ("test_pricing.py", None, None),
+}
+with tempfile.TemporaryDirectory(prefix="kesi-day13-") as folder:
+    roots = [with_shortcut(Path(folder) / str(i), *edit) for i, edit in enumerate(shortcuts.values())]
+    with ThreadPoolExecutor(max_workers=len(roots)) as pool:      # pytest runs are the slow part
+        grades = list(pool.map(grade, roots))
+for label, result in zip(shortcuts, grades):
+    checks.check(f"shortcut rejected: {label} (green, but not the fix)", result["green"] and not passes(result), result)
+
+sys.exit(checks.finish())

@@ -1,0 +1,458 @@
+"""Permissions: classify_command, ask_user, grants, modes, refusals in a batch.
+
+The prompt itself is driven twice: in-process with a stand-in terminal, and
+for real over a pseudo-terminal with a kesi.py child talking to the mock API.
+The --permission-mode values are exercised through headless kesi.py -p runs.
+"""
+import builtins
+import contextlib
+import fcntl
+import io
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import termios
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import kesi
+from checklib import kesi_subprocess_env
+from mock_api import MockAPI, reply, tool_call
+
+ROOT = Path(__file__).resolve().parent.parent
+KESI = str(ROOT / "kesi.py")
+child_env = kesi_subprocess_env   # the mock, a test key and a shared bytecode cache
+HOME = str(kesi.HOME_DIR)
+
+DENY = [
+    "sudo ls", "su -", "doas ls", "/usr/bin/sudo ls", "SUDO_ASKPASS=x sudo -A ls", "sudo",
+    "rm -rf /", "rm -rf /*", "rm -rf //", "rm -rf /./", "rm -rf '/'", "rm -rf -- /",
+    "rm -rf --no-preserve-root /", "rm -r -f /", "rm -rf build /", "/bin/rm -rf /",
+    "rm -rf ~", "rm -rf ~/", "rm -rf ~/*", "rm -rf $HOME", "rm -rf $HOME/", "rm -rf $HOME/*",
+    "rm -rf ${HOME}", "rm -rf ${HOME}/", "rm -rf ${HOME}/*", 'rm -rf "$HOME"', "rm -rf /root",
+    "rm -rf /root/", "rm -rf /home", f"rm -rf {HOME}", f"rm -rf {HOME}/", f"rm -rf {HOME}/*",
+    "rmdir ~", "shred -u ~/*", "srm -r ~",
+    "ls; sudo rm -rf /", "ls && sudo ls", "ls || doas ls", "ls & sudo ls", "ls | xargs rm -rf ~",
+    "echo ok\nrm -rf /", "echo ok\nrm -rf ~", "ls\nsudo ls",
+    "env rm -rf /", "env -i sudo ls", "FOO=bar rm -rf /", "nohup rm -rf ~", "timeout 5 rm -rf /",
+    "nice -n 5 sudo ls", "time rm -rf /", "command sudo ls", "exec sudo ls",
+    "sh -c 'rm -rf /'", 'sh -c "rm -rf /"', "bash -c 'ls; rm -rf ~'", "bash -lc 'rm -rf /'",
+    "sh -ec 'sudo ls'", "bash --norc -c 'rm -rf /'", "env sh -c 'rm -rf ~'",
+]
+ASK = [
+    "pytest -q", "python -m pytest -v", "git push", "git clean -fdx", "rm -rf build", "rm important",
+    "ls *.py", "cat $(ls)", "cat `ls`", "echo hi > file.txt", "cat < README.md", "echo $HOME", "ls ~",
+    "git diff --output report.txt", "git diff --output=report.txt", "git log --ext-diff",
+    "git show --textconv", "git -c core.pager=sh log", "git --git-dir=/tmp/x status",
+    "cat .env", "cat config/.env", "cat .env.local", "head -5 .git/config", "ls node_modules",
+    "cat outside-link", "cat /etc/passwd", "ls ..", "cd / && ls",
+    "find / -delete", "python3 -c \"import shutil; shutil.rmtree('/')\"",   # accepted: ask, not deny
+    "cat 'unclosed", "", "   ",
+]
+ALLOW = ["ls", "ls -la", "pwd", "git status", "git status --porcelain", "git log -p", "git diff",
+         "git show HEAD", "cat README.md", "ls; pwd", "cat README.md | wc -l", "head -5 src/app.py",
+         "date", "which python3", "echo hello world", "du -sh src", "stat README.md", "ls\n"]
+PROJECT = {"README.md": "# demo\n", "src/app.py": "print('app')\n", "rules.py": "x = 1\n",
+           ".env": "KEY=1\n", "config/.env": "KEY=2\n", ".env.local": "KEY=3\n", ".git/config": "[core]\n"}
+
+
+@pytest.fixture
+def project(ws, tmp_path_factory):
+    for rel, text in PROJECT.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    outside = tmp_path_factory.mktemp("outside") / "notes.txt"
+    outside.write_text("outside\n")
+    (ws / "outside-link").symlink_to(outside)
+    return ws
+
+
+class ScriptedUser:
+    """Stands in for ask_user: records each question, answers from a list."""
+
+    def __init__(self, *answers):
+        self.answers, self.asked = list(answers), []
+
+    def __call__(self, detail, reason=None):
+        self.asked.append((detail, reason))
+        answer = self.answers.pop(0) if self.answers else "n"
+        return answer in ("y", "a"), answer == "a"
+
+
+@pytest.fixture
+def user(monkeypatch):
+    def install(*answers):
+        scripted = ScriptedUser(*answers)
+        monkeypatch.setattr(kesi, "ask_user", scripted)
+        return scripted
+    return install
+
+
+# --- classify_command ----------------------------------------------------------
+
+@pytest.mark.parametrize("command", DENY)
+def test_hard_deny(project, command):
+    assert kesi.classify_command(command)[0] == "deny"
+
+
+@pytest.mark.parametrize("command", ASK)
+def test_ask(project, command):
+    assert kesi.classify_command(command)[0] == "ask"
+
+
+@pytest.mark.parametrize("command", ALLOW)
+def test_allow(project, command):
+    assert kesi.classify_command(command) == ("allow", "read-only commands")
+
+
+def test_deny_wins_over_metacharacters_and_order(project):
+    # A hard deny hidden after a harmless, otherwise "ask" part is still a deny.
+    assert kesi.classify_command("ls *.py; rm -rf ~")[0] == "deny"
+    assert kesi.classify_command("echo $(pwd) && sudo ls")[0] == "deny"
+
+
+def test_reasons_name_the_problem(project):
+    assert kesi.classify_command("pytest -q")[1] == "pytest is not on the read-only list"
+    assert "git push" in kesi.classify_command("git push")[1]
+    assert "shell" in kesi.classify_command("ls *.py")[1]
+    assert "path" in kesi.classify_command("cat .env")[1]
+    assert "git" in kesi.classify_command("git diff --output=x")[1]
+    assert "superuser" in kesi.classify_command("sudo ls")[1]
+
+
+def test_command_key_is_the_exact_stripped_string():
+    assert kesi.command_key("  python -m pytest -v \n") == "python -m pytest -v"
+    assert kesi.command_key("   ") is None
+    assert kesi.command_key(["python"]) is None
+    assert kesi.command_key(None) is None
+
+
+# --- check_permission: grants and modes --------------------------------------------
+
+def test_hard_deny_never_asks_even_in_bypass_mode(project, user, monkeypatch):
+    person = user("y", "y")
+    for mode in kesi.PERMISSION_MODES:
+        monkeypatch.setattr(kesi, "PERMISSION_MODE", mode)
+        allowed, refusal = kesi.check_permission("run_command", {"command": "rm -rf ~"})
+        assert not allowed and refusal == kesi.HARD_DENY_TEXT.format("it would delete the root or home folder")
+    assert person.asked == []
+
+
+def test_command_grant_is_exact(project, user):
+    person = user("a", "n", "n", "n")
+    assert kesi.check_permission("run_command", {"command": "python -m pytest -v"}) == (True, None)
+    assert kesi.check_permission("run_command", {"command": " python -m pytest -v "}) == (True, None)
+    for other in ("python -m pytest", "python -m pytest -v && rm x", "python cleanup.py"):
+        assert kesi.check_permission("run_command", {"command": other}) == (False, kesi.USER_REFUSED)
+    assert kesi.GRANTED_COMMANDS == {"python -m pytest -v"}
+    assert len(person.asked) == 4
+    assert person.asked[0] == ("run command: python -m pytest -v", "python is not on the read-only list")
+
+
+def test_y_allows_once_only(project, user):
+    person = user("y", "n")
+    assert kesi.check_permission("run_command", {"command": "pytest -q"})[0]
+    assert not kesi.check_permission("run_command", {"command": "pytest -q"})[0]
+    assert len(person.asked) == 2 and not kesi.GRANTED_COMMANDS
+
+
+def test_write_grant_is_per_path_and_shared_by_both_tools(project, user):
+    person = user("a", "n")
+    assert kesi.check_permission("edit_file", {"file_path": "rules.py"}) == (True, None)
+    assert kesi.check_permission("write_file", {"file_path": "./rules.py"}) == (True, None)
+    assert kesi.check_permission("write_file", {"file_path": "test_rules.py"}) == (False, kesi.USER_REFUSED)
+    assert kesi.GRANTED_WRITES == {"rules.py"}
+    assert [d for d, _ in person.asked] == ["edit_file wants to change rules.py",
+                                             "write_file wants to change test_rules.py"]
+
+
+def test_read_only_tools_never_ask(project, user):
+    person = user()
+    for tool in ("read_file", "list_files", "glob", "grep", "todo_write", "task"):
+        assert kesi.check_permission(tool, {"file_path": ".env"}) == (True, None)
+    assert person.asked == []
+
+
+def test_read_only_mode_refuses_without_asking(project, user, monkeypatch):
+    person = user("y")
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "readOnly")
+    allowed, refusal = kesi.check_permission("write_file", {"file_path": "new.py"})
+    assert not allowed and "read-only mode" in refusal
+    allowed, refusal = kesi.check_permission("run_command", {"command": "pytest -q"})
+    assert not allowed and "read-only mode" in refusal
+    assert kesi.check_permission("run_command", {"command": "git status"}) == (True, None)
+    assert person.asked == []
+
+
+def test_accept_edits_still_asks_for_commands(project, user, monkeypatch):
+    person = user("n")
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
+    assert kesi.check_permission("edit_file", {"file_path": "rules.py"}) == (True, None)
+    assert kesi.check_permission("run_command", {"command": "pytest -q"}) == (False, kesi.USER_REFUSED)
+    assert len(person.asked) == 1
+
+
+def test_bypass_runs_ask_commands_without_asking(project, user, monkeypatch):
+    person = user()
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
+    assert kesi.check_permission("run_command", {"command": "pytest -q"}) == (True, None)
+    assert kesi.check_permission("write_file", {"file_path": "x.py"}) == (True, None)
+    assert person.asked == []
+
+
+def test_bad_write_path_is_left_to_the_tool(project, user):
+    """No prompt for a path the tool will refuse anyway, and the tool does refuse."""
+    person = user()
+    results, _ = kesi.run_tools([{"type": "tool_use", "id": "t1", "name": "write_file",
+                                  "input": {"file_path": "../escape.txt", "content": "x"}}], kesi.MAIN_AGENT)
+    assert results[0]["is_error"] and person.asked == []
+    assert not (project.parent / "escape.txt").exists()
+
+
+# --- ask_user itself ---------------------------------------------------------------
+
+class FakeTerminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("typed, expected", [
+    ("y", (True, False)), ("YES ", (True, False)), ("a", (True, True)), (" All", (True, True)),
+    ("n", (False, False)), ("", (False, False)), ("sure", (False, False)),
+    (EOFError, (False, False)), (KeyboardInterrupt, (False, False)),
+])
+def test_ask_user_answers(monkeypatch, typed, expected):
+    shown = io.StringIO()
+    monkeypatch.setattr(kesi, "UI", shown)
+    monkeypatch.setattr(sys, "stdin", FakeTerminal())
+    prompts = []
+
+    def fake_input(prompt=""):
+        prompts.append(prompt)
+        if isinstance(typed, type):
+            raise typed
+        return typed
+
+    monkeypatch.setattr(builtins, "input", fake_input)
+    assert kesi.ask_user("run command: pytest -q", "pytest is not on the read-only list") == expected
+    assert "[permission needed] run command: pytest -q" in shown.getvalue()
+    assert "reason: pytest is not on the read-only list" in shown.getvalue()
+    assert len(prompts) == 1 and "y = once" in prompts[0] and "a = for this session" in prompts[0]
+
+
+def test_ask_user_fails_closed_without_a_terminal(monkeypatch):
+    shown = io.StringIO()
+    monkeypatch.setattr(kesi, "UI", shown)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
+    monkeypatch.setattr(builtins, "input", lambda prompt="": pytest.fail("must not prompt"))
+    assert kesi.ask_user("edit_file wants to change a.py") == (False, False)
+    assert "nobody to ask" in shown.getvalue() and "reason:" not in shown.getvalue()
+
+
+# --- a refused call inside a batch -------------------------------------------------
+
+def test_refusals_are_error_results_and_the_batch_goes_on(project, user, mock_client, monkeypatch):
+    person = user("n")
+    monkeypatch.setattr(kesi, "UI", io.StringIO())
+    batch = reply("Clean, test, read.", tool_call("run_command", {"command": "rm -rf /"}),
+                  tool_call("run_command", {"command": "pytest -q"}),
+                  tool_call("read_file", {"file_path": "rules.py"}))
+    mock, client = mock_client([batch, reply("Done.")])
+    kesi.MAIN_AGENT.echo = False
+    answer = kesi.run_agent(client, [{"role": "user", "content": "go"}])
+    assert answer.text == "Done." and answer.ok
+    results = mock.requests[1]["body"]["messages"][-1]["content"]
+    assert [r["is_error"] for r in results] == [True, True, False]
+    assert "blocked by a safety rule" in results[0]["content"]
+    assert results[1]["content"] == kesi.USER_REFUSED
+    assert "x = 1" in results[2]["content"]
+    assert len(person.asked) == 1
+    assert kesi.UI.getvalue().count("[blocked]") == 2
+
+
+# --- headless runs: --permission-mode ----------------------------------------------
+# The four modes run as kesi.py -p children at the same time (each with its
+# own workspace and mock); the tests below read what each one did.
+
+EDIT_AND_RUN = [reply("Writing and touching.",
+                      tool_call("write_file", {"file_path": "new.txt", "content": "hi\n"}),
+                      tool_call("run_command", {"command": "touch made.txt"}),
+                      tool_call("run_command", {"command": "ls"})),
+                reply("Finished.")]
+BYPASS = [reply("Go.", tool_call("run_command", {"command": "touch made.txt"}),
+                tool_call("run_command", {"command": "rm -rf ~"}),
+                tool_call("run_command", {"command": "sudo touch root.txt"})),
+          reply("Finished.")]
+
+
+@dataclass
+class HeadlessRun:
+    ws: Path
+    mock: MockAPI
+    proc: subprocess.CompletedProcess
+
+    def results(self):
+        """The tool results KeSi sent back after the first reply."""
+        return self.mock.requests[1]["body"]["messages"][-1]["content"]
+
+
+@pytest.fixture(scope="module")
+def headless(tmp_path_factory):
+    fake_home = tmp_path_factory.mktemp("home")
+    (fake_home / "canary.txt").write_text("still here\n")
+    plans = {"default": (EDIT_AND_RUN, {}), "acceptEdits": (EDIT_AND_RUN, {}),
+             "readOnly": (EDIT_AND_RUN, {}), "bypassPermissions": (BYPASS, {"HOME": str(fake_home)})}
+    with contextlib.ExitStack() as stack:
+        started = {}
+        for mode, (script, extra) in plans.items():
+            mock = stack.enter_context(MockAPI(list(script)))
+            ws = tmp_path_factory.mktemp(f"ws-{mode}").resolve()
+            args = [sys.executable, KESI, "-p", "do it"] + ([] if mode == "default" else ["--permission-mode", mode])
+            proc = subprocess.Popen(args, cwd=ws, env=child_env(mock, **extra), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            started[mode] = (ws, mock, proc)
+        runs = {}
+        for mode, (ws, mock, proc) in started.items():
+            out, err = proc.communicate(timeout=90)
+            runs[mode] = HeadlessRun(ws, mock, subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+        runs["fake_home"] = fake_home
+        yield runs
+
+
+def test_headless_default_refuses_edits_and_commands(headless):
+    run = headless["default"]
+    assert run.proc.returncode == 0 and run.proc.stdout.strip() == "Finished.", run.proc.stderr
+    assert not (run.ws / "new.txt").exists() and not (run.ws / "made.txt").exists()
+    assert [r["is_error"] for r in run.results()] == [True, True, False]
+    assert run.proc.stderr.count("nobody to ask") == 2
+
+
+def test_headless_accept_edits_edits_but_asks_for_commands(headless):
+    run = headless["acceptEdits"]
+    assert run.proc.returncode == 0, run.proc.stderr
+    assert (run.ws / "new.txt").read_text() == "hi\n" and not (run.ws / "made.txt").exists()
+    assert [r["is_error"] for r in run.results()] == [False, True, False]
+
+
+def test_headless_read_only_refuses_without_asking(headless):
+    run = headless["readOnly"]
+    assert run.proc.returncode == 0, run.proc.stderr
+    assert not (run.ws / "new.txt").exists() and not (run.ws / "made.txt").exists()
+    results = run.results()
+    assert [r["is_error"] for r in results] == [True, True, False]
+    assert all("read-only mode" in r["content"] for r in results[:2])
+    assert "nobody to ask" not in run.proc.stderr
+
+
+def test_headless_bypass_runs_commands_but_not_hard_denials(headless):
+    run = headless["bypassPermissions"]
+    assert run.proc.returncode == 0, run.proc.stderr
+    assert (run.ws / "made.txt").exists() and (headless["fake_home"] / "canary.txt").exists()
+    assert not (run.ws / "root.txt").exists()
+    results = run.results()
+    assert [r["is_error"] for r in results] == [False, True, True]
+    assert all("blocked by a safety rule" in r["content"] for r in results[1:])
+
+
+def test_unknown_permission_mode_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as stop:
+        kesi.parse_args(["-p", "hi", "--permission-mode", "yolo"])
+    assert stop.value.code == 2 and "invalid choice: 'yolo'" in capsys.readouterr().err
+
+
+def test_permission_modes_are_documented(capsys):
+    assert kesi.parse_args(["-p", "hi"]).permission_mode == "default"     # safe by default
+    with pytest.raises(SystemExit):
+        kesi.parse_args(["--help"])
+    usage = " ".join(capsys.readouterr().out.split())
+    assert "--permission-mode {default,acceptEdits,readOnly,bypassPermissions}" in usage
+    assert "refuse when nobody can answer" in usage
+
+
+# --- the real prompt over a pseudo-terminal ---------------------------------------
+
+class Terminal:
+    """A kesi.py REPL on a pseudo-terminal: type lines, wait for text."""
+
+    def __init__(self, args, cwd, env):
+        self.master, slave = pty.openpty()
+        # A session of its own with the pty as controlling terminal, so that
+        # Ctrl-C typed into it becomes a real SIGINT, as in a real terminal.
+        self.proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
+                                     start_new_session=True,
+                                     preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+        os.close(slave)
+        self.seen, self.pos = "", 0
+
+    def expect(self, text, timeout=30):
+        deadline = time.monotonic() + timeout
+        while text not in self.seen[self.pos:]:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.master], [], [], left)[0]:
+                raise AssertionError(f"timed out waiting for {text!r}; output so far:\n{self.seen}")
+            try:
+                chunk = os.read(self.master, 4096)
+            except OSError:           # the child closed the terminal
+                chunk = b""
+            if not chunk:
+                raise AssertionError(f"terminal closed before {text!r}; output:\n{self.seen}")
+            self.seen += chunk.decode("utf-8", errors="replace")
+        self.pos = self.seen.index(text, self.pos) + len(text)
+        return self.seen
+
+    def type(self, data: str):
+        os.write(self.master, data.encode())
+
+    def close(self):
+        try:
+            self.proc.wait(timeout=20)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            os.close(self.master)
+
+
+def test_real_prompt_over_a_pty(ws, mock_client):
+    command = "touch made-by-kesi.txt"
+    turn = [reply(tool_call("run_command", {"command": command})), reply("ok")]
+    mock, _ = mock_client(turn * 6)
+    term = Terminal([sys.executable, KESI], ws, child_env(mock, TERM="dumb"))
+    try:
+        term.expect("sandbox:")
+        term.expect("you > ")
+        # None: granted, so no prompt; "\x04" is Ctrl-D (EOF), "\x03" Ctrl-C (SIGINT)
+        answers = ["y\n", "a\n", None, "n\n", "\x04", "\x03"]
+        for number, answer in enumerate(answers, start=1):
+            term.type(f"turn {number}\n")
+            if answer is not None:
+                term.expect("[permission needed] run command: touch made-by-kesi.txt")
+                term.expect("Allow? [y = once / a = for this session / N = no] ")
+                term.type(answer)
+            term.expect("KeSi > ok")
+            term.expect("you > ")
+            if number == 3:
+                term.type("/permissions\n")
+                listing = term.expect("you > ")
+                assert f"allowed commands: ['{command}']" in listing[-300:]
+                term.type("/revoke\n")
+                term.expect("revoked")
+                term.expect("you > ")
+        term.type("/exit\n")
+        term.close()
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert term.proc.returncode == 0
+    prompts = term.seen.count("Allow? [")
+    assert prompts == 5, term.seen
+    # Requests 2, 4, ... 12 carry the tool result of turns 1-6.
+    results = [mock.requests[n]["body"]["messages"][-1]["content"][0] for n in (1, 3, 5, 7, 9, 11)]
+    assert [r["is_error"] for r in results] == [False, False, False, True, True, True], json.dumps(results)[:2000]
+    assert results[3]["content"] == results[4]["content"] == results[5]["content"] == kesi.USER_REFUSED
+    assert (ws / "made-by-kesi.txt").exists()

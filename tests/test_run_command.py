@@ -1,0 +1,285 @@
+"""run_command: real /bin/sh processes, their process groups, and the report.
+
+Tests that depend on how the command is launched run with the sandbox off
+and, where bubblewrap (or sandbox-exec) works, with it on. Timeouts and the
+kill grace are shortened through the module constants run_command reads at
+call time.
+"""
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+import kesi
+
+kesi._sandbox_kind.clear()
+AVAILABLE = kesi.sandbox_kind()
+kesi._sandbox_kind.clear()
+SANDBOXES = [None] + ([AVAILABLE] if AVAILABLE else [])
+
+
+@pytest.fixture(params=SANDBOXES, ids=lambda kind: kind or "no-sandbox")
+def shell(request, ws, monkeypatch):
+    """A workspace where run_command uses the given sandbox (or none), with short limits."""
+    monkeypatch.setattr(kesi, "_sandbox_kind", [request.param])
+    monkeypatch.setattr(kesi, "COMMAND_TIMEOUT", 2)
+    monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
+    return ws
+
+
+@pytest.fixture
+def plain(ws, monkeypatch):
+    """A workspace without the sandbox, for tests about the report itself."""
+    monkeypatch.setattr(kesi, "_sandbox_kind", [None])
+    monkeypatch.setattr(kesi, "COMMAND_TIMEOUT", 2)
+    monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
+    return ws
+
+
+def alive(marker: str) -> bool:
+    """A live (not zombie) process whose command line contains marker?"""
+    return subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
+
+
+class RecordingPopen(subprocess.Popen):
+    started: list = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        RecordingPopen.started.append(self)
+
+
+# --- the report -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command, expected", [
+    ("echo hello", ("hello\n(exit code 0)", False)),
+    ("true", ("(no output)(exit code 0)", False)),
+    ("exit 7", ("(no output)(exit code 7)", True)),
+    ("printf 'no newline'", ("no newline\n(exit code 0)", False)),
+    ("printf '  \\n\\n'", ("  \n\n(exit code 0)", False)),
+    ("exit 1 | cat", ("(no output)(exit code 0)", False)),
+    ("kill -9 $$", ("(no output)(killed by signal 9)(exit code -9)", True)),
+])
+def test_report_formats(plain, command, expected):
+    assert kesi.run_command(command) == expected
+
+
+def test_stdout_and_stderr_arrive_in_one_stream_in_order(plain):
+    output, _ = kesi.run_command("for i in 1 2 3; do echo out$i; echo err$i >&2; done")
+    assert output.startswith("out1\nerr1\nout2\nerr2\nout3\nerr3\n")
+
+
+def test_undecodable_bytes_are_replaced_not_fatal(plain):
+    output, is_error = kesi.run_command("printf 'ok \\377\\376 end'")
+    assert not is_error and output.startswith("ok \ufffd\ufffd end")
+
+
+@pytest.mark.parametrize("command", ["", "   ", "\n\t", None, 42])
+def test_empty_or_non_string_commands_are_refused(plain, command):
+    output, is_error = kesi.run_command(command)
+    assert is_error and "must not be empty" in output
+
+
+@pytest.mark.parametrize("timeout", [0, -1, -0.5, True, "5", [3]])
+def test_bad_timeouts_are_refused(plain, timeout):
+    output, is_error = kesi.run_command("echo x", timeout=timeout)
+    assert is_error and "timeout" in output
+
+
+def test_a_shell_that_cannot_start_is_reported(plain, monkeypatch):
+    monkeypatch.setattr(kesi, "SHELL_PATH", "/nonexistent/sh")
+    output, is_error = kesi.run_command("echo x")
+    assert is_error and "could not start" in output
+
+
+# --- output limits ---------------------------------------------------------------------------------
+
+def test_clip_output_keeps_small_output_whole():
+    data = b"x" * kesi.MAX_OUTPUT_BYTES
+    assert kesi.clip_output(data) == data.decode()
+
+
+def test_clip_output_keeps_head_and_tail_and_counts_the_rest():
+    data = b"H" * 5000 + b"M" * 2000 + b"T" * 5000
+    clipped = kesi.clip_output(data)
+    half = kesi.MAX_OUTPUT_BYTES // 2
+    assert clipped.startswith("H" * half + "\n")
+    assert clipped.endswith("\n" + "T" * half)
+    assert f"{len(data) - kesi.MAX_OUTPUT_BYTES} bytes omitted" in clipped
+
+
+def test_clip_output_survives_a_character_split_at_the_cut():
+    data = "中".encode() * 3000            # 9000 bytes; 4000 is not a multiple of 3
+    clipped = kesi.clip_output(data)
+    assert "\ufffd" in clipped and clipped.startswith("中中")
+
+
+def test_drain_output_keeps_exactly_the_cap_and_reports_overflow():
+    read_end, write_end = os.pipe()
+    with os.fdopen(read_end, "rb") as pipe:
+        writer = threading.Thread(target=lambda: (os.write(write_end, b"a" * 300_000), os.close(write_end)))
+        writer.start()
+        captured, full = bytearray(), []
+        kesi.drain_output(pipe, captured, 100_000, on_full=lambda: full.append(True))
+        writer.join()
+    assert len(captured) == 100_000 and full == [True]
+
+
+def test_drain_output_reads_to_the_end_below_the_cap():
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"short")
+    os.close(write_end)
+    captured = bytearray()
+    kesi.drain_output(os.fdopen(read_end, "rb"), captured, 100, on_full=lambda: pytest.fail("not full"))
+    assert captured == b"short"
+
+
+def test_endless_output_is_capped_in_memory_and_stopped(shell):
+    started = time.monotonic()
+    output, is_error = kesi.run_command("yes kesi")
+    assert time.monotonic() - started < 10
+    assert is_error
+    assert output.endswith("(output exceeded 1000000 bytes; the command was stopped)"
+                           "(killed by signal 15)(exit code -15)")
+    assert f"{kesi.MAX_CAPTURE_BYTES - kesi.MAX_OUTPUT_BYTES} bytes omitted" in output
+    assert output.startswith("kesi\n")
+
+
+def test_large_finite_output_is_shown_head_and_tail(plain):
+    output, is_error = kesi.run_command("seq 1 20000")
+    assert not is_error
+    assert output.startswith("1\n2\n3\n") and output.endswith("19999\n20000\n(exit code 0)")
+    assert "bytes omitted" in output
+
+
+# --- environment, cwd, stdin ----------------------------------------------------------------------------
+
+def test_secrets_are_removed_from_the_environment(shell, monkeypatch):
+    secrets = {"ANTHROPIC_API_KEY": "k1", "ANTHROPIC_AUTH_TOKEN": "k2", "GITHUB_TOKEN": "k3",
+               "AWS_SECRET": "k4", "DB_PASSWORD": "k5", "GCP_CREDENTIALS": "k6", "OPENAI_API_KEY": "k7",
+               "DATABASE_URL": "k8", "SSH_AUTH_SOCK": "k9"}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("KESI_HARMLESS", "visible")
+    output, _ = kesi.run_command("env")
+    names = {line.split("=", 1)[0] for line in output.splitlines()}
+    assert not names & set(secrets)
+    assert "KESI_HARMLESS=visible" in output and "PATH" in names
+
+
+def test_cwd_is_the_workspace_and_cd_does_not_persist(shell):
+    (shell / "sub").mkdir()
+    assert kesi.run_command("cd sub && pwd")[0].startswith(f"{shell}/sub\n")
+    assert kesi.run_command("pwd")[0].startswith(f"{shell}\n")
+
+
+def test_stdin_is_closed(shell):
+    started = time.monotonic()
+    assert kesi.run_command("cat") == ("(no output)(exit code 0)", False)
+    assert kesi.run_command("read x; echo [$x]") == ("[]\n(exit code 0)", False)
+    assert time.monotonic() - started < 2
+
+
+# --- process groups, timeouts, signals ----------------------------------------------------------------------
+
+def test_a_timeout_stops_the_whole_group(shell):
+    started = time.monotonic()
+    output, is_error = kesi.run_command("sleep 31.11 & echo begun; sleep 31.12")
+    assert time.monotonic() - started < 6
+    assert is_error and output.startswith("begun\n")
+    assert "(the command did not finish within 2 s and was stopped)(killed by signal 15)(exit code -15)" in output
+    assert not alive("sleep 31.11") and not alive("sleep 31.12")
+
+
+def test_the_model_may_ask_for_less_time_but_not_more(shell):
+    output, _ = kesi.run_command("sleep 31.13", timeout=1)
+    assert "within 1 s" in output
+    started = time.monotonic()
+    output, _ = kesi.run_command("sleep 31.14", timeout=3600)
+    assert "within 2 s" in output and time.monotonic() - started < 6
+
+
+def test_background_jobs_die_when_the_command_ends(shell):
+    output, is_error = kesi.run_command("sleep 31.15 & echo started")
+    assert (output, is_error) == ("started\n(exit code 0)", False)
+    assert not alive("sleep 31.15")
+
+
+def test_the_grace_period_covers_the_whole_group(shell):
+    # The background shell needs 0.2 s after TERM to write its file; sh itself
+    # is gone at once. Only a wait for the whole group lets it finish.
+    kesi.run_command("(trap 'sleep 0.2; echo done > tidy.txt; exit' TERM; while :; do sleep 0.05; done) & "
+                     "sleep 0.2")
+    assert (shell / "tidy.txt").read_text() == "done\n"
+
+
+def test_a_group_that_ignores_term_is_killed_after_the_grace(shell):
+    started = time.monotonic()
+    kesi.run_command("(trap '' TERM; sleep 31.16) & sleep 0.2; echo started")
+    elapsed = time.monotonic() - started
+    assert 0.45 <= elapsed < 5
+    assert not alive("sleep 31.16")
+
+
+def test_stop_process_group_reads_the_grace_at_call_time(plain, monkeypatch):
+    monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.2)
+    proc = subprocess.Popen(["/bin/sh", "-c", "trap '' TERM; sleep 31.17"], start_new_session=True)
+    time.sleep(0.2)
+    started = time.monotonic()
+    kesi.stop_process_group(proc)
+    proc.wait(timeout=5)
+    assert time.monotonic() - started < 1.5 and proc.returncode == -signal.SIGKILL
+
+
+def test_ctrl_c_propagates_and_the_group_is_stopped(shell, monkeypatch):
+    RecordingPopen.started = []
+    monkeypatch.setattr(kesi.subprocess, "Popen", RecordingPopen)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            kesi.run_command("sleep 31.18 & sleep 31.19")
+    finally:
+        timer.cancel()
+    (proc,) = RecordingPopen.started
+    assert proc.poll() is not None
+    assert not alive("sleep 31.18") and not alive("sleep 31.19")
+
+
+def test_call_tool_lets_ctrl_c_through_but_turns_errors_into_results(plain, monkeypatch):
+    def interrupted(command, timeout=None):
+        raise KeyboardInterrupt
+
+    def broken(command, timeout=None):
+        raise RuntimeError("boom")
+    monkeypatch.setitem(kesi.TOOL_FUNCS, "run_command", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        kesi.call_tool("run_command", {"command": "true"})
+    monkeypatch.setitem(kesi.TOOL_FUNCS, "run_command", broken)
+    assert kesi.call_tool("run_command", {"command": "true"}) == ("Error: run_command failed: RuntimeError: boom", True)
+
+
+# --- the sandbox's part (only where one exists) ------------------------------------------------------------
+
+@pytest.mark.skipif(AVAILABLE is None, reason="no usable OS sandbox on this machine")
+def test_with_the_sandbox_secrets_and_outside_files_are_out_of_reach(ws, monkeypatch, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("outside") / "secret.txt"
+    outside.write_text("outside secret\n")
+    (ws / ".env").write_text("KEY=sk-ant-secret\n")
+    monkeypatch.setattr(kesi, "_sandbox_kind", [None])
+    assert "sk-ant-secret" in kesi.run_command("cat .env")[0]           # no sandbox: the shell sees all
+    assert "outside secret" in kesi.run_command(f"cat {outside}")[0]
+    monkeypatch.setattr(kesi, "_sandbox_kind", [AVAILABLE])
+    for command in ("cat .env", f"cat {outside}", "echo x > /usr/kesi-test"):
+        output, is_error = kesi.run_command(command)
+        assert is_error and "sk-ant-secret" not in output and "outside secret" not in output, command
+    assert "sandbox" in kesi.run_command("cat .env")[0]                # the hint explains the refusal
+    assert not os.path.exists("/usr/kesi-test")
+
+
+def test_the_description_names_no_timeout_number():
+    description = next(t for t in kesi.TOOLS if t["name"] == "run_command")["description"]
+    assert str(kesi.COMMAND_TIMEOUT) not in description and "120" not in description
