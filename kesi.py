@@ -1078,9 +1078,18 @@ def sandbox_summary() -> str:
 
 
 def sandbox_environment() -> dict[str, str]:
-    """The child's environment without keys and tokens."""
-    return {k: v for k, v in os.environ.items()
-            if k not in SECRET_ENV_NAMES and not k.endswith(SECRET_ENV_SUFFIXES)}
+    """The child's environment without keys and tokens.
+
+    Variables that mean "the current folder" (PWD, and pyenv's PYENV_DIR)
+    are pointed at the workspace: the inherited ones name the folder KeSi was
+    launched from, which may not exist inside the sandbox.
+    """
+    env = {k: v for k, v in os.environ.items()
+           if k not in SECRET_ENV_NAMES and not k.endswith(SECRET_ENV_SUFFIXES) and k != "OLDPWD"}
+    env["PWD"] = str(BASE_DIR)
+    if "PYENV_DIR" in env:
+        env["PYENV_DIR"] = str(BASE_DIR)
+    return env
 
 
 def toolchain_dirs() -> list[str]:
