@@ -379,15 +379,30 @@ def list_files(path="."):
         entries = sorted(os.scandir(target), key=lambda e: e.name)
     except OSError as exc:
         return f"Error: could not list {path}: {exc.strerror or exc}", True
-    names = []
-    for entry in entries:
-        child = safe_path(entry.path)   # re-resolve: a symlink may lead outside
-        if child is None or is_ignored(child):
-            continue
-        names.append(entry.name + ("/" if child.is_dir() else ""))
+    names = [shown for entry in entries if (shown := visible_entry(entry)) is not None]
     if not names:
         return "(this directory has no entries that can be listed)", False
     return capped_listing(names, MAX_LIST_FILES), False
+
+
+def visible_entry(entry: os.DirEntry, rel: str | None = None) -> str | None:
+    """How a directory entry is shown ('name', or 'name/' for folders), or
+    None if tools may not see it.
+
+    Only symlinks need resolving: a plain entry of a folder inside the jail
+    is inside the jail too, and DirEntry knows its type without a stat call.
+    """
+    rel = entry.name if rel is None else rel
+    if is_ignored_name(entry.name):
+        return None
+    if entry.is_symlink():
+        target = safe_path(entry.path)      # a link may lead outside, or to .env
+        if target is None or is_ignored(target):
+            return None
+        is_dir = target.is_dir()
+    else:
+        is_dir = entry.is_dir(follow_symlinks=False)
+    return rel + "/" if is_dir else rel
 
 
 def capped_listing(items: list[str], cap: int) -> str:
@@ -438,9 +453,48 @@ def glob_to_regex(pattern: str) -> re.Pattern:
     return re.compile("".join(out) + r"\Z", re.DOTALL)
 
 
+def literal_folder(pattern: str) -> str:
+    """'src/pkg/*.py' -> 'src/pkg/': the folder every match lies in, so the
+    walk can start there. '' when that folder is not a plain folder inside
+    the jail (missing, hidden or reached through a symlink)."""
+    parts = pattern.split("/")[:-1]
+    literal = []
+    for part in parts:
+        if any(c in part for c in "*?["):
+            break
+        literal.append(part)
+    if not literal:
+        return ""
+    folder = BASE_DIR.joinpath(*literal)
+    if safe_path("/".join(literal)) != folder or is_ignored(folder) or not folder.is_dir():
+        return ""
+    return "/".join(literal) + "/"
+
+
+def walk_tree(top: Path, max_depth: int | None = None, prefix: str = ""):
+    """Yield (relative POSIX path, DirEntry) for everything below top.
+
+    Ignored folders (node_modules, .git, ...) are never entered, nor are
+    symlinked folders; max_depth limits how many path segments deep it goes.
+    """
+    stack = [(top, prefix, 1)]
+    while stack:
+        folder, prefix, depth = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if is_ignored_name(entry.name):
+                continue
+            yield prefix + entry.name, entry
+            if entry.is_dir(follow_symlinks=False) and (max_depth is None or depth < max_depth):
+                stack.append((entry.path, f"{prefix}{entry.name}/", depth + 1))
+
+
 def glob_files(pattern):
-    """The glob tool. It walks the tree itself so it can prune ignored folders
-    (node_modules, .git) instead of scanning them and filtering afterwards."""
+    """The glob tool. It walks the tree itself (walk_tree) so it can prune
+    ignored folders instead of scanning node_modules and filtering afterwards."""
     if not isinstance(pattern, str) or not pattern.strip():
         return "Error: pattern must be a non-empty glob such as *.py or src/**/*.ts.", True
     pattern = pattern.strip()
@@ -454,23 +508,13 @@ def glob_files(pattern):
         matcher = glob_to_regex(pattern)
     except (re.error, ValueError) as exc:
         return f"Error: could not understand the glob pattern: {exc}", True
-    recursive = "**" in pattern
-    depth_limit = pattern.count("/") + 1
+    prefix = literal_folder(pattern)
+    max_depth = None if "**" in pattern else pattern.count("/") + 1 - prefix.count("/")
     hits = []
-    for root, dirs, files in os.walk(BASE_DIR):
-        rel_root = Path(root).relative_to(BASE_DIR)
-        depth = len(rel_root.parts)
-        dirs[:] = sorted(d for d in dirs if not is_ignored_name(d))
-        for name in [*dirs, *files]:
-            rel = (rel_root / name).as_posix()
-            if is_ignored_name(name) or not matcher.match(rel):
-                continue
-            target = safe_path(rel)             # re-check every hit
-            if target is None or is_ignored(target) or (dirs_only and not target.is_dir()):
-                continue
-            hits.append(rel + ("/" if target.is_dir() else ""))
-        if not recursive and depth + 1 >= depth_limit:
-            dirs[:] = []                        # deeper levels cannot match
+    for rel, entry in walk_tree(BASE_DIR / prefix, max_depth, prefix):
+        if matcher.match(rel) and (shown := visible_entry(entry, rel)) is not None:
+            if shown.endswith("/") or not dirs_only:
+                hits.append(shown)
     if not hits:
         return f"No accessible files match {pattern}.", False
     return capped_listing(sorted(hits), MAX_LIST_FILES), False

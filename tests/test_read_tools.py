@@ -551,3 +551,28 @@ def test_grep_timeout_stops_a_hung_rg(ws, monkeypatch):
     with pytest.raises(OSError) as no_reader:
         os.open(ws / "log.txt", os.O_WRONLY | os.O_NONBLOCK)
     assert no_reader.value.errno == errno.ENXIO
+
+
+def test_glob_with_a_literal_folder_starts_there_and_finds_the_same(ws):
+    for rel in ("src/pkg/a.py", "src/pkg/b.txt", "src/pkg/deep/c.py", "src/other/d.py"):
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text("x\n")
+    assert kesi.literal_folder("src/pkg/*.py") == "src/pkg/"
+    assert kesi.glob_files("src/pkg/*.py") == ("src/pkg/a.py", False)
+    assert kesi.glob_files("src/pkg/**/*.py") == ("src/pkg/a.py\nsrc/pkg/deep/c.py", False)
+    assert kesi.glob_files("src/*/*.py") == ("src/other/d.py\nsrc/pkg/a.py", False)
+    assert kesi.glob_files("nope/*.py")[0].startswith("No accessible files")
+
+
+def test_glob_literal_folder_through_a_symlink_is_not_a_shortcut(ws, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "secret.py").write_text("x\n")
+    (ws / "out").symlink_to(outside, target_is_directory=True)
+    (ws / "real").mkdir()
+    (ws / "real" / "a.py").write_text("x\n")
+    (ws / "inside").symlink_to(ws / "real", target_is_directory=True)
+    assert kesi.literal_folder("out/*.py") == "" and kesi.literal_folder("inside/*.py") == ""
+    assert kesi.literal_folder("node_modules/*.js") == ""
+    for pattern in ("out/*.py", "out/**/*.py", "inside/*.py"):
+        output, is_error = kesi.glob_files(pattern)
+        assert not is_error and "secret" not in output and output.startswith("No accessible files")
