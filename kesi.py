@@ -335,7 +335,8 @@ def read_numbered_lines(f, start: int, count: int) -> LineView:
             if chars >= MAX_READ_CHARS:
                 return stop_view(view, f"output cap of {MAX_READ_CHARS} characters reached")
         if scanned >= MAX_SCAN_BYTES:
-            return stop_view(view, f"stopped after scanning {MAX_SCAN_BYTES:,} bytes")
+            return stop_view(view, f"stopped after scanning {MAX_SCAN_BYTES:,} bytes; to reach "
+                             "far into a huge file, grep for a pattern or run tail")
 
 
 def keep_line(view: LineView, line_no: int, text: str, start: int, cut: bool) -> int:
