@@ -12,7 +12,6 @@ lines) and decides its next call from it, through the real agent loop, the
 real permission check and the real sandbox. Grading uses real pytest runs
 and the on-disk diff against project.FILES. Run: uv run examples/day13/check.py
 """
-import difflib
 import re
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from checklib import Checks, workspace, mock_client, write_files   # noqa: E402 
 import kesi                                             # noqa: E402
 from mock_api import reply, tool_call                   # noqa: E402
 import project                                          # noqa: E402
+from grading import diff_against_build, grade, last_line, passes, project_files, pytest_in, utils_tests_pass  # noqa: E402,F401
 
 checks = Checks("Day 13: bug fix, red -> agent -> green")
 PROMPT = "Run the tests; one of them fails. Find out why and fix it."
@@ -84,55 +84,6 @@ def debugger(body: dict, n: int):
         return reply(None, tool_call("run_command", {"command": PYTEST}))
     summary = re.search(r"\d+ (passed|failed).*", joined)
     return reply(f"Fixed rules.tier_discount (> became >=). pytest now says: {summary[0] if summary else joined[-200:]}")
-
-
-# --- grading ------------------------------------------------------------------------
-
-def pytest_in(root: Path) -> tuple[int, str]:
-    """A grading run; -rA lists every test's outcome for the PASS_TO_PASS check."""
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider"],
-                          cwd=root, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-    return proc.returncode, proc.stdout
-
-
-def utils_tests_pass(output: str) -> bool:
-    """PASS_TO_PASS: both tests of the distractor module passed in this run."""
-    return len(re.findall(r"^PASSED test_utils\.py::", output, re.M)) == 2
-
-
-def last_line(output: str) -> str:
-    return output.strip().splitlines()[-1] if output.strip() else ""
-
-
-def project_files(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8", errors="replace")
-            for p in root.rglob("*") if p.is_file() and not IGNORED & set(p.relative_to(root).parts)}
-
-
-def diff_against_build(root: Path) -> tuple[dict[str, list[str]], list[str]]:
-    """({file: changed lines as '-old' / '+new'}, files that were not in the build)."""
-    now = project_files(root)
-    changes = {}
-    for name, original in project.FILES.items():
-        lines = difflib.unified_diff(original.splitlines(), now.get(name, "").splitlines(), lineterm="", n=0)
-        changed = [x for x in lines if x[:1] in "+-" and not x.startswith(("+++", "---"))]
-        if changed or name not in now:
-            changes[name] = changed
-    return changes, sorted(set(now) - set(project.FILES))
-
-
-def grade(root: Path) -> dict:
-    """The acceptance rule: green, the one expected line, tests untouched, nothing extra."""
-    code, output = pytest_in(root)
-    changes, extra = diff_against_build(root)
-    return {"green": code == 0 and "7 passed" in output, "utils_green": utils_tests_pass(output),
-            "one_line_fix": changes == {"rules.py": [f"-{project.BUGGY_LINE}", f"+{project.FIXED_LINE}"]},
-            "tests_untouched": not set(changes) & set(project.TEST_FILES),
-            "no_extra_files": not extra}
-
-
-def passes(result: dict) -> bool:
-    return all(result.values())
 
 
 # --- the project builder ------------------------------------------------------------------
