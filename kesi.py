@@ -23,6 +23,7 @@ Headless: uv run kesi.py -p "explain what this project does"
 from __future__ import annotations
 
 import argparse
+import atexit
 import codecs
 import datetime
 import hashlib
@@ -55,16 +56,18 @@ except ImportError:  # pragma: no cover
 # 1. Config
 # ============================================================================
 
-def load_dotenv(path: Path) -> None:
+def load_dotenv(path: Path) -> list[str]:
     """Read KEY=VALUE lines from .env without overriding the real environment.
+    Returns the names it set.
 
     A tiny parser instead of python-dotenv: one less dependency, and a key set
     in the shell always wins over the file.
     """
+    loaded = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
-        return
+        return loaded
     for line in lines:
         line = line.strip()
         if not line or line.startswith("#") or "=" not in line:
@@ -75,6 +78,8 @@ def load_dotenv(path: Path) -> None:
             value = value[1:-1]
         if key and key not in os.environ:
             os.environ[key] = value
+            loaded.append(key)
+    return loaded
 
 
 def env_int(name: str, default: int) -> int:
@@ -128,8 +133,13 @@ def set_base_dir(path) -> None:
     READ_VERSIONS.clear()
 
 
+IGNORE_FOLDED = {name.casefold() for name in IGNORE}
+
+
 def is_ignored_name(name: str) -> bool:
-    return name in IGNORE or name.startswith(".env.")
+    """Compared case-insensitively: on macOS '.ENV' opens the file '.env'."""
+    folded = name.casefold()
+    return folded in IGNORE_FOLDED or folded.startswith(".env.")
 
 
 def is_ignored(target: Path) -> bool:
@@ -273,7 +283,8 @@ class LineView:
     start: int
     lines: list = field(default_factory=list)
     complete: bool = False       # whole file seen from line 1, nothing cut
-    stop_reason: str = ""        # why the view is partial
+    partial_reason: str = ""     # why the view is partial
+    at_eof: bool = False         # the read reached the end of the file
     binary: bool = False
     crlf: bool = False
     digest: bytes = b""
@@ -282,17 +293,26 @@ class LineView:
         if not self.lines and self.complete:
             return f"(the file {file_path} is empty)"
         if not self.lines:
-            return f"(no lines at offset {self.start}: {self.stop_reason or 'the file is shorter'})"
+            return f"(no lines at offset {self.start}: {self.partial_reason or 'the file is shorter'})"
         body = "\n".join(f"{n:>6}\t{text}" for n, text in self.lines)
         notes = []
         if self.crlf:
             notes.append("(this file uses CRLF line endings: write \\r\\n in edit_file strings)")
         if not self.complete:
-            last = self.lines[-1][0]
-            notes.append(f"[PARTIAL view: lines {self.start}-{last}; {self.stop_reason}. "
-                         f"Call read_file with offset={last + 1} to continue. A partial "
-                         "read does not allow write_file to overwrite the file.]")
+            notes.append(self.partial_note())
         return "\n".join([body, *notes])
+
+    def partial_note(self) -> str:
+        last = self.lines[-1][0]
+        if not self.at_eof:
+            return (f"[PARTIAL view: lines {self.start}-{last}; {self.partial_reason}. Call read_file "
+                    f"with offset={last + 1} to continue. A partial read does not allow write_file "
+                    "to overwrite the file.]")
+        if self.partial_reason:
+            return (f"[PARTIAL view: the file ends at line {last}, but {self.partial_reason}. Change "
+                    "it with edit_file: write_file may only overwrite a file that was read whole.]")
+        return (f"[PARTIAL view: lines {self.start}-{last}, the end of the file. Read it from line 1 "
+                "before write_file may overwrite it.]")
 
 
 def read_numbered_lines(f, start: int, count: int) -> LineView:
@@ -348,21 +368,22 @@ def keep_line(view: LineView, line_no: int, text: str, start: int, cut: bool) ->
         text = text[:-1]
     if cut or len(text) > MAX_LINE_CHARS:
         text = text[:MAX_LINE_CHARS] + " [... line cut]"
-        view.stop_reason = view.stop_reason or "some long lines were cut"
+        view.partial_reason = view.partial_reason or "some long lines were cut"
     view.lines.append((line_no, text))
-    return len(text) + 8
+    return len(text) + 8      # what render adds: the 6-wide number, a tab, a newline
 
 
 def whole_file_seen(view: LineView, hasher) -> LineView:
     """Reached EOF: complete if read from line 1 and no line was cut."""
-    view.complete = view.start == 1 and not view.stop_reason
+    view.complete = view.start == 1 and not view.partial_reason
+    view.at_eof = True
     view.digest = hasher.digest()
     return view
 
 
 def stop_view(view: LineView, reason: str) -> LineView:
     view.complete = False
-    view.stop_reason = reason
+    view.partial_reason = reason
     return view
 
 
@@ -839,8 +860,9 @@ def run_rg(argv: list[str]) -> tuple[int, list[str], int, str]:
 # Edits ask once per file. Commands are classified: a hard deny never runs
 # (not even with a "yes"), anything not provably read-only asks the user.
 
-READ_ONLY_TOOLS = {"read_file", "list_files", "glob", "grep", "todo_write", "task"}
-FILE_WRITE_TOOLS = {"edit_file", "write_file"}
+FILE_WRITE_TOOLS = {"edit_file", "write_file"}   # ask, once per file
+# run_command is classified below; every other tool only reads (or, like
+# todo_write and task, changes nothing on disk) and never asks.
 
 # Deliberately short: each entry must be harmless with any arguments.
 SAFE_COMMANDS = [("ls",), ("pwd",), ("cat",), ("head",), ("tail",), ("wc",), ("echo",),
@@ -867,7 +889,8 @@ GRANTED_COMMANDS: set[str] = set()   # exact command strings answered "a"
 GRANTED_WRITES: set[str] = set()     # relative file paths answered "a"
 
 HARD_DENY_TEXT = "Error: this was blocked by a safety rule ({}) and did not run."
-USER_REFUSED = "Error: the user refused to run this. Do not retry it as is; ask or change approach."
+USER_REFUSED = ("Error: permission was refused (by the user, or because nobody was there to ask). "
+                "Do not retry it as is: ask the user or change approach.")
 
 
 OPERATORS = set(";&|\n")
@@ -880,7 +903,7 @@ def command_segments(command: str) -> list[list[str]] | None:
     sh -c "ls; rm -rf ~" stays one segment whose argument is looked into
     later. None when it cannot be parsed (an unclosed quote).
     """
-    lex = shlex.shlex(command, posix=True, punctuation_chars=";&|\n")
+    lex = shlex.shlex(command, posix=True, punctuation_chars="".join(OPERATORS))
     lex.whitespace, lex.whitespace_split, lex.commenters = " \t\r", True, ""
     segments: list[list[str]] = [[]]
     try:
@@ -942,7 +965,9 @@ def touches_forbidden(tokens: list[str]) -> bool:
     """Does a command argument name an ignored or out-of-jail path?"""
     for token in tokens[1:]:
         if token.startswith("-"):
-            continue
+            if "=" not in token:
+                continue
+            token = token.split("=", 1)[1]      # --from-file=.env names a path too
         # split on ':' too: "git show HEAD:.env" prints a committed secret
         if any(is_ignored_name(part) for piece in token.split(":") for part in Path(piece).parts):
             return True
@@ -962,6 +987,9 @@ def classify_command(command) -> tuple[str, str]:
     """('deny' | 'ask' | 'allow', reason), in that order of precedence."""
     if not isinstance(command, str) or not command.strip():
         return "ask", "the command is empty"
+    # sh joins a backslash-newline into one word before it runs anything
+    # ("r\\<newline>m" is rm); judge the command as sh will read it.
+    command = command.replace("\\\n", "")
     reason = hard_denial_reason(command)
     if reason:
         return "deny", reason
@@ -985,49 +1013,82 @@ def classify_command(command) -> tuple[str, str]:
 
 def command_key(command) -> str | None:
     """Grants match the exact full command: 'git push' never grants 'git clean'."""
-    return command.strip() or None if isinstance(command, str) else None
+    if not isinstance(command, str):
+        return None
+    return command.strip() or None
 
 
 def write_key(file_path) -> str | None:
-    target = safe_write_path(file_path)
-    return relative(target) if target else None
+    """The grant key of a file: its path relative to the jail (an absolute
+    or '..' spelling of an existing file gets the same key)."""
+    target = safe_write_path(file_path) or safe_path(file_path)
+    return relative(target) if target and target != BASE_DIR else None
 
 
-def ask_user(detail: str, reason: str | None = None) -> tuple[bool, bool]:
-    """Ask y (once) / a (for this session) / N. Fails closed without a person."""
+ANSWERS = {"y": (True, False), "yes": (True, False), "a": (True, True), "all": (True, True),
+           "always": (True, True), "n": (False, False), "no": (False, False), "": (False, False)}
+
+
+def can_ask() -> bool:
+    return bool(sys.stdin) and sys.stdin.isatty()
+
+
+def ask_user(detail: str, reason: str | None = None, scope: str = "for this session") -> tuple[bool, bool]:
+    """Ask y (once) / a (for this session) / N -> (allowed, remember).
+
+    Fails closed: no terminal, EOF or Ctrl-C all mean no. Anything else it
+    does not understand is asked again rather than guessed.
+    """
     ui(f"      [permission needed] {detail}")
     if reason:
         ui(f"      reason: {reason}")
-    if not sys.stdin or not sys.stdin.isatty():
+    if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
         return False, False
-    try:
-        answer = input("      Allow? [y = once / a = for this session / N = no] ")
-    except (EOFError, KeyboardInterrupt):
-        ui()
-        return False, False
-    answer = answer.strip().lower()
-    if answer in ("a", "all", "always"):
-        return True, True
-    return answer in ("y", "yes"), False
+    while True:
+        try:
+            answer = prompt_input(f"      Allow? [y = once / a = {scope} / N = no] ")
+        except (EOFError, KeyboardInterrupt):
+            ui()
+            return False, False
+        forget_last_input()       # keep "y" out of the arrow-up history of prompts
+        if answer.strip().lower() in ANSWERS:
+            return ANSWERS[answer.strip().lower()]
+        ui("      Please answer y, a or n.")
+
+
+def prompt_input(question: str) -> str:
+    """input() whose question goes where notices go: in -p mode that is
+    stderr, never the answer on stdout. On stdout input() prints it itself,
+    so readline knows the prompt and no keystroke can come too early."""
+    if UI is sys.stdout:
+        return input(question)
+    ui(question, end="")
+    return input()
+
+
+def forget_last_input() -> None:
+    if readline is not None and readline.get_current_history_length() > 0:
+        readline.remove_history_item(readline.get_current_history_length() - 1)
 
 
 def check_permission(name: str, tool_input: dict) -> tuple[bool, str | None]:
     """(allowed, refusal text for the model)."""
-    if name in READ_ONLY_TOOLS or name not in FILE_WRITE_TOOLS | {"run_command"}:
-        return True, None     # unknown tools fail later, in call_tool
     if name in FILE_WRITE_TOOLS:
         return check_write_permission(name, tool_input.get("file_path"))
-    return check_command_permission(tool_input.get("command"))
+    if name == "run_command":
+        return check_command_permission(tool_input.get("command"))
+    return True, None         # read-only tools; unknown tools fail later, in call_tool
 
 
 def check_write_permission(name: str, file_path) -> tuple[bool, str | None]:
+    if PERMISSION_MODE == "readOnly":
+        return False, "Error: KeSi is in read-only mode; files cannot be changed."
     key = write_key(file_path)
     if key is None or PERMISSION_MODE in ("acceptEdits", "bypassPermissions") or key in GRANTED_WRITES:
         return True, None     # a bad path is refused by the tool itself, with a better message
-    if PERMISSION_MODE == "readOnly":
-        return False, "Error: KeSi is in read-only mode; files cannot be changed."
-    allowed, remember = ask_user(f"{name} wants to change {key}")
+    verb = "change" if (BASE_DIR / key).exists() else "create"
+    allowed, remember = ask_user(f"{name} wants to {verb} {key}", scope="this file, this session")
     if allowed and remember:
         GRANTED_WRITES.add(key)
     return (True, None) if allowed else (False, USER_REFUSED)
@@ -1042,7 +1103,7 @@ def check_command_permission(command) -> tuple[bool, str | None]:
         return True, None     # an empty command is refused by run_command itself
     if PERMISSION_MODE == "readOnly":
         return False, f"Error: KeSi is in read-only mode and this command needs approval ({reason})."
-    allowed, remember = ask_user(f"run command: {command}", reason)
+    allowed, remember = ask_user(f"run command: {command}", reason, scope="this exact command, this session")
     if allowed and remember:
         GRANTED_COMMANDS.add(key)
     return (True, None) if allowed else (False, USER_REFUSED)
@@ -1064,6 +1125,7 @@ def check_command_permission(command) -> tuple[bool, str | None]:
 SHELL_PATH = "/bin/sh"
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 SANDBOX_SETTING = os.environ.get("KESI_SANDBOX", "auto").lower()   # "off" disables it
+SANDBOX_OFF = ("off", "0", "no", "false")
 TOOLCHAIN_DIRS = [".local", ".cargo", ".rustup", ".bun", ".deno", ".volta", ".pyenv", ".rbenv",
                   ".nodenv", ".nvm", ".asdf", ".mise", ".sdkman", ".gem", ".npm", ".yarn",
                   ".pnpm", ".cache/uv", ".cache/pip"]
@@ -1081,7 +1143,7 @@ def sandbox_kind() -> str | None:
 
 
 def probe_sandbox() -> str | None:
-    if SANDBOX_SETTING in ("off", "0", "no", "false"):
+    if SANDBOX_SETTING in SANDBOX_OFF:
         return None
     if sys.platform == "darwin" and os.access(SANDBOX_EXEC, os.X_OK):
         return "seatbelt"
@@ -1118,7 +1180,9 @@ def sandbox_summary() -> str:
         "on": f"on ({tool})",
         "useless": (f"on ({tool}), but the workspace is your home folder or above it, so the "
                     "read/write boundary means nothing: start KeSi in a project folder"),
-        "off": "unavailable: commands run with your full user rights (install bubblewrap on Linux)",
+        "off": ("off (KESI_SANDBOX): commands run with your full user rights"
+                if SANDBOX_SETTING in SANDBOX_OFF else
+                "unavailable: commands run with your full user rights (install bubblewrap on Linux)"),
     }[sandbox_state()]
 
 
@@ -1134,6 +1198,19 @@ def sandbox_environment() -> dict[str, str]:
     env["PWD"] = str(BASE_DIR)
     if "PYENV_DIR" in env:
         env["PYENV_DIR"] = str(BASE_DIR)
+    return without_own_venv(env)
+
+
+def without_own_venv(env: dict[str, str]) -> dict[str, str]:
+    """Commands should see the user's Python, not the virtual environment
+    `uv run kesi.py` made for KeSi itself (it has anthropic, not pytest)."""
+    if sys.prefix == sys.base_prefix:
+        return env                        # KeSi is not running in a venv of its own
+    own = os.path.realpath(sys.prefix)
+    paths = env.get("PATH", "").split(os.pathsep)
+    env["PATH"] = os.pathsep.join(p for p in paths if os.path.realpath(os.path.dirname(p or ".")) != own)
+    if os.path.realpath(env.get("VIRTUAL_ENV", "/nonexistent")) == own:
+        del env["VIRTUAL_ENV"]
     return env
 
 
@@ -1191,6 +1268,7 @@ def denied_sources() -> dict[str, str]:
     diff and status, while remote URLs, which may embed tokens, stay hidden)."""
     if not _denied:
         root = Path(tempfile.mkdtemp(prefix="kesi-sandbox-"))
+        atexit.register(shutil.rmtree, root, True)
         (root / "file").touch()
         (root / "dir").mkdir()
         (root / "empty").touch()
@@ -1214,7 +1292,11 @@ def secret_paths() -> list[Path]:
             found.append(here / ".git" / "config")
         found += [here / n for n in [*dirs, *files] if n == ".env" or n.startswith(".env.")]
         dirs[:] = [d for d in dirs if not is_ignored_name(d)]
-    return found
+    # A symlinked secret is left alone: bwrap would mount over the link's
+    # target (or fail on a dangling one, breaking every command). The target
+    # is hidden anyway when it is in home, or a secret of its own, or it is a
+    # file the command could read by its real name.
+    return [path for path in found if not path.is_symlink()]
 
 
 def bwrap_argv(command: str) -> list[str]:
@@ -1736,7 +1818,7 @@ class Agent:
     rules: str = SYSTEM_RULES
     echo: bool = True          # stream its text to the terminal
     indent: str = "  "
-    manage_context: bool = True
+    manages_context: bool = True
 
     def tools(self) -> list[dict]:
         return [spec for spec in TOOLS if spec["name"] in self.tool_names]
@@ -1757,6 +1839,8 @@ def request_for(history: list[dict], agent: Agent) -> dict:
 def stop_with(history: list[dict], message: str, agent: Agent, interrupted: bool = False) -> Answer:
     """End the turn with a notice recorded as the assistant's last word."""
     history.append({"role": "assistant", "content": message})
+    if interrupted and agent.echo:
+        ui()                         # the terminal's "^C" is still on the line
     return Answer(say(message, agent), ok=False, interrupted=interrupted)
 
 
@@ -1769,7 +1853,7 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
     agent = agent or MAIN_AGENT
     failures = 0
     for turn in range(1, MAX_TURNS + 1):
-        if agent.manage_context:
+        if agent.manages_context:
             manage_context(client, history, agent)
         try:
             message, finished, interrupted = stream_turn(client, request_for(history, agent), agent.echo)
@@ -1829,9 +1913,9 @@ def recover_from_stream_failure(history, failure: StreamFailure, agent: Agent) -
         kept = [b for b in kept if b["type"] == "text" and b["text"].strip()]
     message = describe_api_error(failure.cause)
     if not isinstance(failure.cause, anthropic.AnthropicError):   # e.g. a connection reset
+        kept_note = "Its complete text was kept" if kept else "Nothing of it was kept"
         message = (f"Error: the connection broke while the answer was arriving "
-                   f"({type(failure.cause).__name__}: {failure.cause}). Only the complete text was "
-                   "kept; ask again to continue.")
+                   f"({type(failure.cause).__name__}: {failure.cause}). {kept_note}; ask again to continue.")
     history.append({"role": "assistant", "content": kept + [{"type": "text", "text": message}]})
     return Answer(say(message, agent), ok=False)
 
@@ -1871,10 +1955,20 @@ def shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def summarize_result(output: str) -> str:
+def summarize_result(name: str, output: str, is_error: bool) -> str | None:
+    """The one line a person wants to see under a tool call (None: nothing)."""
     lines = output.splitlines() or [""]
+    if name == "todo_write" and not is_error:
+        return None                          # the plan itself was just printed
+    if name == "run_command" and any("(exit code" in line for line in lines):
+        status = max(i for i, line in enumerate(lines) if "(exit code" in line)
+        last_output = [line for line in lines[:status] if line.strip()][-1:]
+        return shorten("  ".join(last_output + [lines[status]]), 160)
+    if name == "read_file" and not is_error:
+        count = sum(1 for line in lines if re.match(r" *\d+\t", line))
+        return f"read {count} line{'s' * (count != 1)}" + (" (partial view)" if "[PARTIAL view" in output else "")
     more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
-    return shorten(lines[0], 100) + more
+    return shorten(lines[0], 160) + more
 
 
 def run_tools(uses: list[dict], agent: Agent) -> tuple[list[dict], bool]:
@@ -1888,7 +1982,9 @@ def run_tools(uses: list[dict], agent: Agent) -> tuple[list[dict], bool]:
         ui(f"{agent.indent}[tool] {format_call(use['name'], use['input'])}")
         allowed = False
         try:
-            allowed, refusal = check_permission(use["name"], use["input"] if isinstance(use["input"], dict) else {})
+            # No question about a tool this agent lacks: call_tool refuses it anyway.
+            allowed, refusal = (check_permission(use["name"], use["input"] if isinstance(use["input"], dict) else {})
+                                if use["name"] in agent.tool_names else (True, None))
             if allowed:
                 output, is_error = call_tool(use["name"], use["input"], agent)
             else:
@@ -1896,8 +1992,9 @@ def run_tools(uses: list[dict], agent: Agent) -> tuple[list[dict], bool]:
                 output, is_error = refusal, True
         except KeyboardInterrupt:
             output, is_error, interrupted = INTERRUPTED_TOOL, True, True
-        if allowed or interrupted:
-            ui(f"{agent.indent}    {'x' if is_error else '>'} {summarize_result(output)}")
+        summary = summarize_result(use["name"], output, is_error) if allowed or interrupted else None
+        if summary is not None:
+            ui(f"{agent.indent}    {'x' if is_error else '>'} {summary}")
         results.append(tool_result(use["id"], output, is_error))
     return results, interrupted
 
@@ -2126,7 +2223,7 @@ TOOL_FUNCS = {
 
 MAIN_AGENT = Agent("main", tuple(TOOL_FUNCS))
 SUB_AGENT = Agent("sub-agent", ("read_file", "list_files", "glob", "grep"), rules=SUBAGENT_RULES,
-                  echo=False, indent="      ", manage_context=False)
+                  echo=False, indent="      ", manages_context=False)
 
 
 # ============================================================================
@@ -2150,7 +2247,9 @@ COMPACT_INTRO = "This conversation was compacted. Summary of what happened befor
 
 def estimate_tokens(history: list[dict], agent: Agent | None = None) -> int:
     """A cheap local estimate (about four characters a token)."""
-    size = len(json.dumps(history, ensure_ascii=False, default=str))
+    # ensure_ascii: a CJK character becomes a 6-character escape, close to
+    # its real cost of one to two tokens; raw it would count as a quarter.
+    size = len(json.dumps(history, default=str))
     if agent is not None:
         size += len(json.dumps(agent.tools())) + len(SYSTEM_RULES) + 1000
     return size // 4
@@ -2250,6 +2349,17 @@ def session_dir() -> Path:
     return BASE_DIR / ".kesi" / "sessions"
 
 
+def make_kesi_dir() -> Path:
+    """.kesi/ in the project, with a .gitignore of its own so that sessions
+    and prompt history never show up in git status."""
+    folder = BASE_DIR / ".kesi"
+    folder.mkdir(exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# written by KeSi: its sessions and prompt history stay out of git\n*\n")
+    return folder
+
+
 def save_session(history: list[dict]) -> None:
     """Rewrite the session file atomically: one JSON header line, then one
     line per message. A crash leaves the previous complete version."""
@@ -2264,6 +2374,7 @@ def save_session(history: list[dict]) -> None:
     lines = [json.dumps(header, ensure_ascii=False)]
     lines += [json.dumps(message, ensure_ascii=False, default=str) for message in history]
     try:
+        make_kesi_dir()
         SESSION_FILE.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(SESSION_FILE, ("\n".join(lines) + "\n").encode("utf-8", errors="backslashreplace"))
     except OSError as exc:
@@ -2341,8 +2452,10 @@ HELP = """  /help                  this list
   /mode NAME             switch permission mode: {modes}
   /compact [focus]       summarise the conversation to free context
   /resume [N]            list saved sessions, or continue session N
-  /reset                 start over: empty history, plan and file versions
-  /exit, /quit, Ctrl-D   leave"""
+  /reset, /clear         start over: empty history, plan and file versions
+  /exit, /quit, Ctrl-D   leave (Ctrl-C twice at the prompt too)
+  A line ending in \\ continues on the next; a line of three double quotes
+  starts and ends a multi-line prompt."""
 
 
 def make_client():
@@ -2369,8 +2482,8 @@ def show_cost() -> None:
 
 def show_permissions() -> None:
     ui(f"  mode: {PERMISSION_MODE} ({PERMISSION_MODES[PERMISSION_MODE]})")
-    ui(f"  allowed commands: {sorted(GRANTED_COMMANDS) or 'none'}")
-    ui(f"  allowed files:    {sorted(GRANTED_WRITES) or 'none'}")
+    ui(f"  allowed commands: {', '.join(sorted(GRANTED_COMMANDS)) or 'none'}")
+    ui(f"  allowed files:    {', '.join(sorted(GRANTED_WRITES)) or 'none'}")
 
 
 def reset_session(history: list[dict]) -> None:
@@ -2419,7 +2532,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         return False
     if name == "/help":
         ui(HELP.format(modes=", ".join(PERMISSION_MODES)))
-    elif name == "/reset":
+    elif name in ("/reset", "/clear"):
         reset_session(history)
         ui("  (history, plan and file versions cleared; starting over)")
     elif name == "/cost":
@@ -2435,9 +2548,11 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     elif name == "/mode":
         if argument in PERMISSION_MODES:
             PERMISSION_MODE = argument
-            ui(f"  permission mode: {argument}")
+            ui(f"  permission mode: {argument} ({PERMISSION_MODES[argument]})")
         else:
-            ui(f"  Modes: {', '.join(PERMISSION_MODES)}")
+            if argument:
+                ui(f"  Unknown mode {argument}.")
+            ui(f"  Current mode: {PERMISSION_MODE}. Modes: {', '.join(PERMISSION_MODES)}")
     elif name == "/compact" and not history:
         ui("  (nothing to compact yet)")
     elif name == "/compact":
@@ -2463,12 +2578,11 @@ def setup_readline() -> None:
 
     def save():
         try:
-            history_file.parent.mkdir(parents=True, exist_ok=True)
+            make_kesi_dir()
             readline.write_history_file(history_file)
         except OSError:
             pass
 
-    import atexit
     atexit.register(save)
 
 
@@ -2494,21 +2608,50 @@ def run_turn(client, history: list[dict], prompt: str) -> Answer:
 
 
 def repl(client, history: list[dict]) -> int:
-    print_startup()
     setup_readline()
+    armed = False                          # Ctrl-C pressed once already
     while True:
         try:
-            line = input("you > ").strip()
-        except (EOFError, KeyboardInterrupt):
-            ui()
-            return 0
+            line = read_prompt()
+        except EOFError:
+            return say_goodbye()
+        except KeyboardInterrupt:
+            if armed:
+                return say_goodbye()
+            armed = True
+            ui("\n  (Ctrl-C again, Ctrl-D or /exit to leave)")
+            continue
+        armed = False
         if not line:
             continue                      # nothing to send: no API call
         if is_slash_command(line):
             if not handle_slash(line, client, history):
-                return 0
+                return say_goodbye()
             continue
         run_turn(client, history, line)
+
+
+def read_prompt() -> str:
+    """One prompt. A line ending in a backslash continues on the next one, and
+    a line of three quotes starts a block that the next such line ends."""
+    line = input("you > ")
+    if line.strip() == '"""':
+        lines = []
+        while (more := input("... ")).strip() != '"""':
+            lines.append(more)
+        return "\n".join(lines).strip()
+    lines = [line]
+    while lines[-1].endswith("\\"):
+        lines[-1] = lines[-1][:-1]
+        lines.append(input("... "))
+    return "\n".join(lines).strip()
+
+
+def say_goodbye() -> int:
+    ui()
+    if SESSION_FILE is not None:
+        ui("  (session saved in .kesi/sessions; `kesi.py --continue` picks it up again)")
+    return 0
 
 
 def parse_args(argv):
@@ -2524,10 +2667,26 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+# The settings below are read at import, from the shell's environment; those
+# that only a .env file sets are applied once main() has loaded it.
+NUMBER_SETTINGS = {"KESI_MAX_TOKENS": "MAX_TOKENS", "KESI_MAX_TURNS": "MAX_TURNS",
+                   "KESI_CONTEXT_WINDOW": "CONTEXT_WINDOW", "KESI_COMMAND_TIMEOUT": "COMMAND_TIMEOUT"}
+
+
+def apply_dotenv_settings(names: list[str]) -> None:
+    global SANDBOX_SETTING
+    for name in names:
+        if name in NUMBER_SETTINGS:
+            globals()[NUMBER_SETTINGS[name]] = env_int(name, globals()[NUMBER_SETTINGS[name]])
+    if "KESI_SANDBOX" in names:
+        SANDBOX_SETTING = os.environ["KESI_SANDBOX"].lower()
+        _sandbox_kind.clear()         # probe again with the new setting
+
+
 def main(argv=None) -> int:
     global CLIENT, MODEL, PERMISSION_MODE, UI
     args = parse_args(argv)
-    load_dotenv(BASE_DIR / ".env")
+    apply_dotenv_settings(load_dotenv(BASE_DIR / ".env"))
     MODEL = args.model or os.environ.get("KESI_MODEL", MODEL)
     PERMISSION_MODE = args.permission_mode
     if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
@@ -2538,6 +2697,8 @@ def main(argv=None) -> int:
     if args.prompt is not None:
         UI = sys.stderr                  # stdout carries only the answer (resume notices too)
         MAIN_AGENT.echo = False
+    if args.prompt is None:
+        print_startup()
     if args.resume:
         sessions = list_sessions()
         if not sessions:

@@ -115,7 +115,10 @@ def test_environment_scrub(monkeypatch):
     child = kesi.sandbox_environment()
     assert not {k for k, v in child.items() if v == "secret"}
     assert child["KESI_NORMAL"] == "kept" and child["GH_PAT"] == "documented-hole"
-    assert child["PATH"] == os.environ["PATH"]
+    # PATH is kept, except the virtual environment KeSi itself runs in
+    own_bin = os.path.realpath(os.path.join(sys.prefix, "bin"))
+    assert child["PATH"].split(os.pathsep) == [p for p in os.environ["PATH"].split(os.pathsep)
+                                               if sys.prefix == sys.base_prefix or os.path.realpath(p) != own_bin]
 
 
 # --- real runs under the sandbox ------------------------------------------------------
@@ -306,5 +309,5 @@ def test_startup_line_in_a_real_kesi_process(ws, mock_client, tmp_path_factory):
         tool = {"seatbelt": kesi.SANDBOX_EXEC, "bubblewrap": "bubblewrap"}[kesi.sandbox_kind()]
         assert f"sandbox:   on ({tool})\n" in shown["on"]
         assert "means nothing: start KeSi in a project folder" in shown["useless"]
-    assert "sandbox:   unavailable: commands run with your full user rights" in shown["off"]
+    assert "sandbox:   off (KESI_SANDBOX): commands run with your full user rights" in shown["off"]
     assert mock.requests == []      # nobody typed anything: no API call

@@ -52,7 +52,7 @@ class ScriptedUser:
         self.answers = list(answers)
         self.asked = []
 
-    def __call__(self, detail, reason=None):
+    def __call__(self, detail, reason=None, scope=None):
         self.asked.append(detail)
         answer = self.answers.pop(0) if self.answers else "n"
         return answer in ("y", "a"), answer == "a"
@@ -213,7 +213,7 @@ with workspace(PROJECT) as root:
     after = kesi.UI.getvalue()
     kesi.UI = saved_ui
     checks.check("grants are listed by /permissions and cleared by /revoke",
-                 "'git push'" in listed and "'rules.py'" in listed
+                 "git push" in listed and "rules.py" in listed
                  and not kesi.GRANTED_COMMANDS and not kesi.GRANTED_WRITES and "none" in after,
                  (listed, after))
     os.unlink(outside / "notes.txt")
