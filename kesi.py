@@ -11,10 +11,11 @@ loop safe (a path jail, permission prompts, an OS sandbox) and affordable
 (streaming, a cost meter, prompt caching, context management).
 
 Sections follow the way data flows:
-  1. config          5. permissions       9. agent loop
-  2. paths / jail    6. sandbox          10. context management
-  3. file tools      7. run_command      11. sessions
-  4. search tools    8. model API        12. REPL and command line
+  1. config          6. sandbox          10. todo, sub-agent, the tool table
+  2. paths / jail    7. run_command      11. context management
+  3. file tools      8. model API        12. sessions
+  4. search tools    9. agent loop       13. REPL and command line
+  5. permissions
 
 Run it:   uv run kesi.py            (needs ANTHROPIC_API_KEY, env or .env)
 Headless: uv run kesi.py -p "explain what this project does"
@@ -1864,13 +1865,12 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
         if interrupted:
             return recover_from_interrupt(history, message, finished, agent)
         METER.record(message.usage, label=agent.label)
-        content = [block_to_dict(b) for b in message.content]
         if message.stop_reason in TRUNCATED:
             # The reply is cut off: a half-written tool call must not run.
             # No automatic retry either: that would be one more chance to write files.
             return stop_with(history, f"Error: the model {TRUNCATED[message.stop_reason]}, so no "
                              "tools were run this round. Ask for a smaller step.", agent)
-        content = [b for b in content if not (b["type"] == "text" and not b["text"].strip())]
+        content = kept_blocks(message.content)
         history.append({"role": "assistant", "content": content or [{"type": "text", "text": "(no answer)"}]})
         uses = [b for b in content if b["type"] == "tool_use"]
         if message.stop_reason == "pause_turn" and not uses:
@@ -1891,12 +1891,18 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
                      "answer. Rephrase, split the task into smaller steps, or /reset.", agent)
 
 
+def kept_blocks(content, text_only: bool = False) -> list[dict]:
+    """Response blocks as journal dicts, minus empty text blocks (the API
+    rejects those when they are sent back); text_only also drops tool calls."""
+    blocks = [block_to_dict(b) for b in content]
+    return [b for b in blocks if (b.get("text", "").strip() if b["type"] == "text" else not text_only)]
+
+
 def recover_from_interrupt(history, snapshot, finished: int, agent: Agent) -> Answer:
     """Ctrl-C mid-stream: keep only complete blocks, answer any complete tool_use."""
     if snapshot is not None:
         METER.record(snapshot.usage, partial=True, label=agent.label)
-        kept = [block_to_dict(b) for b in snapshot.content[:finished]]
-        kept = [b for b in kept if not (b["type"] == "text" and not b.get("text", "").strip())]
+        kept = kept_blocks(snapshot.content[:finished])
         if kept:
             history.append({"role": "assistant", "content": kept})
             seal_dangling_tool_use(history)
@@ -1909,8 +1915,7 @@ def recover_from_stream_failure(history, failure: StreamFailure, agent: Agent) -
     kept = []
     if failure.snapshot is not None:
         METER.record(failure.snapshot.usage, partial=True, label=agent.label)
-        kept = [block_to_dict(b) for b in failure.snapshot.content[:failure.finished]]
-        kept = [b for b in kept if b["type"] == "text" and b["text"].strip()]
+        kept = kept_blocks(failure.snapshot.content[:failure.finished], text_only=True)
     message = describe_api_error(failure.cause)
     if not isinstance(failure.cause, anthropic.AnthropicError):   # e.g. a connection reset
         kept_note = "Its complete text was kept" if kept else "Nothing of it was kept"
@@ -2022,6 +2027,10 @@ def call_tool(name: str, tool_input, agent: Agent | None = None) -> tuple[str, b
     # request can carry (the SDK cannot encode them): send \udcxx escapes instead.
     return str(output).encode("utf-8", "backslashreplace").decode("utf-8"), bool(is_error)
 
+
+# ============================================================================
+# 10. Tools that live next to the loop, and the tool table
+# ============================================================================
 
 # --- the todo list: a visible plan for multi-step work -------------------------
 
@@ -2227,7 +2236,7 @@ SUB_AGENT = Agent("sub-agent", ("read_file", "list_files", "glob", "grep"), rule
 
 
 # ============================================================================
-# 10. Context management: clear old tool results, then compact
+# 11. Context management: clear old tool results, then compact
 # ============================================================================
 # The API is stateless: the whole journal is re-sent (and paid for) on every
 # request. Old tool output is the cheapest thing to drop: the model can run
@@ -2339,7 +2348,7 @@ def append_user_text(history: list[dict], text: str) -> list[dict]:
 
 
 # ============================================================================
-# 11. Sessions: the journal saved as JSONL under the project
+# 12. Sessions: the journal saved as JSONL under the project
 # ============================================================================
 
 SESSION_FILE: Path | None = None
@@ -2438,7 +2447,7 @@ def last_prompt(history: list[dict]) -> str:
 
 
 # ============================================================================
-# 12. The REPL and the command line
+# 13. The REPL and the command line
 # ============================================================================
 
 BANNER = "KeSi, a small coding agent. /help lists commands, /exit leaves."
