@@ -1215,8 +1215,16 @@ def without_own_venv(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+# Credentials that live inside those toolchain folders: masked again.
+TOOLCHAIN_SECRETS = [".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials"]
+
+
 def toolchain_dirs() -> list[str]:
     return [str(HOME_DIR / d) for d in TOOLCHAIN_DIRS if (HOME_DIR / d).is_dir()]
+
+
+def toolchain_secrets() -> list[str]:
+    return [str(HOME_DIR / f) for f in TOOLCHAIN_SECRETS if (HOME_DIR / f).is_file()]
 
 
 def shell_argv(command: str) -> list[str]:
@@ -1242,13 +1250,17 @@ def seatbelt_spec() -> tuple[str, list[tuple[str, str]]]:
     params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)),
               ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
     params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
+    secrets = toolchain_secrets()
+    params += [(f"TOOLCHAIN_SECRET_{i}", path) for i, path in enumerate(secrets)]
     readable = " ".join(f'(subpath (param "TOOLCHAIN_{i}"))' for i in range(len(tools)))
+    hidden = [f'(deny file-read* (literal (param "TOOLCHAIN_SECRET_{i}")))' for i in range(len(secrets))]
     profile = "\n".join([
         "(version 1)",
         "(allow default)",
         '(deny file-read* (subpath (param "HOME_DIR")) (subpath "/Users") (subpath "/Volumes"))',
         f'(allow file-read* (subpath (param "BASE_DIR")) {readable})'.replace(" )", ")"),
         "(allow file-read-metadata)",
+        *hidden,
         "(deny file-write*)",
         '(allow file-write* (subpath (param "BASE_DIR")) (subpath (param "TMP_DIR")) '
         '(subpath "/private/var/folders") (subpath "/dev"))',
@@ -1313,10 +1325,12 @@ def bwrap_argv(command: str) -> list[str]:
     for hidden in dict.fromkeys([str(HOME_DIR), "/home", "/root"]):
         if os.path.isdir(hidden):
             argv += ["--tmpfs", hidden]
+    denied = denied_sources()
     for path in toolchain_dirs():
         argv += ["--ro-bind", path, path]
+    for path in toolchain_secrets():
+        argv += ["--ro-bind", denied["file"], path]
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
-    denied = denied_sources()
     for secret in secret_paths():
         if secret.name == "config" and secret.parent.name == ".git":
             source = denied["empty"]

@@ -311,3 +311,19 @@ def test_startup_line_in_a_real_kesi_process(ws, mock_client, tmp_path_factory):
         assert "means nothing: start KeSi in a project folder" in shown["useless"]
     assert "sandbox:   off (KESI_SANDBOX): commands run with your full user rights" in shown["off"]
     assert mock.requests == []      # nobody typed anything: no API call
+
+
+def test_toolchain_credentials_stay_hidden(sandboxed, tmp_path_factory, monkeypatch):
+    """Toolchain folders are readable again inside the hidden home, but the
+    credential files some of them keep are masked once more."""
+    home = tmp_path_factory.mktemp("home")
+    (home / ".cargo" / "bin").mkdir(parents=True)
+    (home / ".cargo" / "bin" / "tool").write_text("a tool\n")
+    (home / ".cargo" / "credentials.toml").write_text('token = "cargo-canary"\n')
+    monkeypatch.setattr(kesi, "HOME_DIR", home)
+    assert kesi.toolchain_secrets() == [str(home / ".cargo" / "credentials.toml")]
+    output, failed = sh(f"cat '{home}/.cargo/bin/tool' && cat '{home}/.cargo/credentials.toml'")
+    assert output.startswith("a tool\n") and "cargo-canary" not in output and failed, output
+    profile, params = kesi.seatbelt_spec()
+    assert ("TOOLCHAIN_SECRET_0", str(home / ".cargo" / "credentials.toml")) in params
+    assert '(deny file-read* (literal (param "TOOLCHAIN_SECRET_0")))' in profile
