@@ -1019,10 +1019,12 @@ def command_key(command) -> str | None:
     return command.strip() or None
 
 
-def write_key(file_path) -> str | None:
-    """The grant key of a file: its path relative to the jail (an absolute
-    or '..' spelling of an existing file gets the same key)."""
-    target = safe_write_path(file_path) or safe_path(file_path)
+def write_key(file_path, tool: str = "edit_file") -> str | None:
+    """The grant key of a file: its path relative to the jail, resolved the
+    way the tool itself will resolve it. So every spelling of one file (an
+    absolute path, 'sub/../a.py') shares one key, and a path the tool will
+    refuse anyway gets none: nobody is asked about it."""
+    target = safe_write_path(file_path) if tool == "write_file" else safe_path(file_path)
     return relative(target) if target and target != BASE_DIR else None
 
 
@@ -1085,7 +1087,7 @@ def check_permission(name: str, tool_input: dict) -> tuple[bool, str | None]:
 def check_write_permission(name: str, file_path) -> tuple[bool, str | None]:
     if PERMISSION_MODE == "readOnly":
         return False, "Error: KeSi is in read-only mode; files cannot be changed."
-    key = write_key(file_path)
+    key = write_key(file_path, name)
     if key is None or PERMISSION_MODE in ("acceptEdits", "bypassPermissions") or key in GRANTED_WRITES:
         return True, None     # a bad path is refused by the tool itself, with a better message
     verb = "change" if (BASE_DIR / key).exists() else "create"
@@ -1207,10 +1209,10 @@ def without_own_venv(env: dict[str, str]) -> dict[str, str]:
     `uv run kesi.py` made for KeSi itself (it has anthropic, not pytest)."""
     if sys.prefix == sys.base_prefix:
         return env                        # KeSi is not running in a venv of its own
-    own = os.path.realpath(sys.prefix)
+    own = Path(os.path.realpath(sys.prefix))
     paths = env.get("PATH", "").split(os.pathsep)
-    env["PATH"] = os.pathsep.join(p for p in paths if os.path.realpath(os.path.dirname(p or ".")) != own)
-    if os.path.realpath(env.get("VIRTUAL_ENV", "/nonexistent")) == own:
+    env["PATH"] = os.pathsep.join(p for p in paths if not (p and Path(os.path.realpath(p)).is_relative_to(own)))
+    if Path(os.path.realpath(env.get("VIRTUAL_ENV", "/nonexistent"))) == own:
         del env["VIRTUAL_ENV"]
     return env
 

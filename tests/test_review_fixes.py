@@ -276,6 +276,13 @@ def test_own_venv_is_dropped_from_the_child_environment(ws, monkeypatch):
 
 
 @needs_venv
+def test_no_path_entry_inside_own_venv_survives(ws, monkeypatch):
+    entries = [sys.prefix, os.path.join(sys.prefix, "lib", "tools", "bin"), "/usr/bin"]
+    monkeypatch.setenv("PATH", os.pathsep.join(entries))
+    assert path_entries_inside(kesi.sandbox_environment(), sys.prefix) == []
+
+
+@needs_venv
 def test_a_users_own_venv_is_kept(ws, tmp_path_factory, monkeypatch):
     other = str(tmp_path_factory.mktemp("user-venv"))
     monkeypatch.setenv("VIRTUAL_ENV", other)
@@ -455,3 +462,12 @@ def test_clearing_old_read_results_forgets_their_file_versions(ws):
     output, is_error = kesi.write_file("f0.txt", "overwritten from memory\n")
     assert is_error
     assert (ws / "f0.txt").read_text().startswith("file 0 ")
+
+
+def test_write_file_with_an_absolute_path_is_refused_without_asking(jail_with_a, asked):
+    """write_file refuses absolute paths, so nobody is asked about one first."""
+    path = str(jail_with_a / "a.py")
+    assert kesi.check_write_permission("write_file", path) == (True, None)
+    assert asked.questions == []
+    output, is_error = kesi.write_file(path, "x = 2\n")
+    assert is_error and "not allowed" in output and (jail_with_a / "a.py").read_text() == "x = 1\n"
