@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import codecs
+import difflib
 import datetime
 import hashlib
 import inspect
@@ -570,51 +571,67 @@ def find_unique(content: str, old: str) -> tuple[int, str | None]:
     return first, None
 
 
-def edit_file(file_path, old_string, new_string, replace_all=False):
+@dataclass
+class Edit:
+    """An edit worked out but not yet written: what edit_file will do."""
+    target: Path
+    data: bytes          # the file as read (its digest guards the write)
+    content: str
+    updated: str
+    first: int           # where the first replacement starts
+    count: int
+
+
+def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edit | None, str | None]:
+    """Check an edit_file call and compute its result, touching nothing.
+    Returns (edit, None) or (None, error text)."""
     if not all(isinstance(v, str) for v in (file_path, old_string, new_string)):
-        return "Error: file_path, old_string and new_string must all be strings.", True
+        return None, "Error: file_path, old_string and new_string must all be strings."
     if not isinstance(replace_all, bool):
-        return "Error: replace_all must be true or false.", True
+        return None, "Error: replace_all must be true or false."
     if not old_string:
-        return "Error: old_string must not be empty (use write_file to create a file).", True
+        return None, "Error: old_string must not be empty (use write_file to create a file)."
     if old_string == new_string:
-        return "Error: old_string and new_string are identical; there is nothing to change.", True
+        return None, "Error: old_string and new_string are identical; there is nothing to change."
     target, error = check_readable(file_path, verb="edited")
     if error:
-        return error, True
+        return None, error
     try:
         with open_regular_file(target) as f:
             data = f.read(MAX_EDIT_BYTES + 1)
         if len(data) > MAX_EDIT_BYTES:
-            return f"Error: {file_path} is larger than {MAX_EDIT_BYTES:,} bytes; edit_file only changes smaller text files.", True
+            return None, f"Error: {file_path} is larger than {MAX_EDIT_BYTES:,} bytes; edit_file only changes smaller text files."
         content = data.decode("utf-8")
     except UnicodeDecodeError:
-        return f"Error: {file_path} is not UTF-8 text; edit_file only changes text files.", True
+        return None, f"Error: {file_path} is not UTF-8 text; edit_file only changes text files."
     except OSError as exc:
-        return f"Error: could not read {file_path}: {exc.strerror or exc}", True
-    if replace_all:
-        first = content.find(old_string)
-        if first < 0:
-            return find_unique(content, old_string)[1], True
-        occurrences = content.count(old_string)
+        return None, f"Error: could not read {file_path}: {exc.strerror or exc}"
+    if replace_all and old_string in content:
+        first, count = content.find(old_string), content.count(old_string)
         updated = content.replace(old_string, new_string)
     else:
         first, error = find_unique(content, old_string)
         if error:
-            return error, True
-        occurrences = 1
-        updated = content[:first] + new_string + content[first + len(old_string):]
-    try:
-        new_data = updated.encode("utf-8")
-    except UnicodeEncodeError:
-        return "Error: new_string contains characters that cannot be written as UTF-8.", True
-    error = replace_existing_file(target, new_data, file_digest(data))
+            return None, error
+        count, updated = 1, content[:first] + new_string + content[first + len(old_string):]
+    return Edit(target, data, content, updated, first, count), None
+
+
+def edit_file(file_path, old_string, new_string, replace_all=False):
+    edit, error = plan_edit(file_path, old_string, new_string, replace_all)
     if error:
         return error, True
-    READ_VERSIONS.pop(target, None)
-    where = f"starting at line {line_number_at(content, first)}"
-    if occurrences > 1:
-        return f"Replaced {occurrences} occurrences in {file_path} (first {where}).", False
+    try:
+        new_data = edit.updated.encode("utf-8")
+    except UnicodeEncodeError:
+        return "Error: new_string contains characters that cannot be written as UTF-8.", True
+    error = replace_existing_file(edit.target, new_data, file_digest(edit.data))
+    if error:
+        return error, True
+    READ_VERSIONS.pop(edit.target, None)
+    where = f"starting at line {line_number_at(edit.content, edit.first)}"
+    if edit.count > 1:
+        return f"Replaced {edit.count} occurrences in {file_path} (first {where}).", False
     return f"Edited {file_path} ({where}).", False
 
 
@@ -1036,7 +1053,8 @@ def can_ask() -> bool:
     return bool(sys.stdin) and sys.stdin.isatty()
 
 
-def ask_user(detail: str, reason: str | None = None, scope: str = "for this session") -> tuple[bool, bool]:
+def ask_user(detail: str, reason: str | None = None, scope: str = "for this session",
+             preview: str | None = None) -> tuple[bool, bool]:
     """Ask y (once) / a (for this session) / N -> (allowed, remember).
 
     Fails closed: no terminal, EOF or Ctrl-C all mean no. Anything else it
@@ -1045,6 +1063,8 @@ def ask_user(detail: str, reason: str | None = None, scope: str = "for this sess
     ui(f"      [permission needed] {detail}")
     if reason:
         ui(f"      reason: {reason}")
+    for line in (preview or "").splitlines():
+        ui(f"        {line}")
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
         return False, False
@@ -1078,23 +1098,60 @@ def forget_last_input() -> None:
 def check_permission(name: str, tool_input: dict) -> tuple[bool, str | None]:
     """(allowed, refusal text for the model)."""
     if name in FILE_WRITE_TOOLS:
-        return check_write_permission(name, tool_input.get("file_path"))
+        return check_write_permission(name, tool_input.get("file_path"), tool_input)
     if name == "run_command":
         return check_command_permission(tool_input.get("command"))
     return True, None         # read-only tools; unknown tools fail later, in call_tool
 
 
-def check_write_permission(name: str, file_path) -> tuple[bool, str | None]:
+def check_write_permission(name: str, file_path, tool_input: dict | None = None) -> tuple[bool, str | None]:
     if PERMISSION_MODE == "readOnly":
         return False, "Error: KeSi is in read-only mode; files cannot be changed."
     key = write_key(file_path, name)
     if key is None or PERMISSION_MODE in ("acceptEdits", "bypassPermissions") or key in GRANTED_WRITES:
         return True, None     # a bad path is refused by the tool itself, with a better message
+    preview = None
+    if tool_input is not None:
+        preview, error = change_preview(name, tool_input)
+        if error:             # it would fail anyway: say why instead of asking first
+            return False, error
     verb = "change" if (BASE_DIR / key).exists() else "create"
-    allowed, remember = ask_user(f"{name} wants to {verb} {key}", scope="this file, this session")
+    allowed, remember = ask_user(f"{name} wants to {verb} {key}", scope="this file, this session",
+                                 preview=preview)
     if allowed and remember:
         GRANTED_WRITES.add(key)
     return (True, None) if allowed else (False, USER_REFUSED)
+
+
+MAX_PREVIEW_LINES = 30
+
+
+def change_preview(name: str, tool_input: dict) -> tuple[str | None, str | None]:
+    """(diff of what the call would change, or the error it would fail with),
+    so the user sees the change before deciding. Nothing is written."""
+    if name == "edit_file":
+        try:
+            edit, error = plan_edit(**tool_input)
+        except TypeError:
+            return None, None  # malformed arguments: call_tool explains them after the question
+        return (None, error) if error else (diff_lines(edit.content, edit.updated), None)
+    content, target = tool_input.get("content"), safe_write_path(tool_input.get("file_path"))
+    if not isinstance(content, str) or target is None:
+        return None, None     # write_file refuses these itself
+    try:
+        old = target.read_text(encoding="utf-8") if target.is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        old = ""
+    return diff_lines(old, content), None
+
+
+def diff_lines(old: str, new: str) -> str:
+    """A short unified diff (changed lines and one line of context)."""
+    lines = [line for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1)
+             if not line.startswith(("---", "+++"))]
+    if len(lines) > MAX_PREVIEW_LINES:
+        lines = lines[:MAX_PREVIEW_LINES] + [f"... ({len(lines) - MAX_PREVIEW_LINES} more diff lines)"]
+    return "\n".join(shorten(line, 160) for line in lines)
 
 
 def check_command_permission(command) -> tuple[bool, str | None]:

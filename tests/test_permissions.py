@@ -79,7 +79,7 @@ class ScriptedUser:
     def __init__(self, *answers):
         self.answers, self.asked = list(answers), []
 
-    def __call__(self, detail, reason=None, scope=None):
+    def __call__(self, detail, reason=None, scope=None, preview=None):
         self.asked.append((detail, reason))
         answer = self.answers.pop(0) if self.answers else "n"
         return answer in ("y", "a"), answer == "a"
