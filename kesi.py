@@ -907,8 +907,11 @@ GRANTED_COMMANDS: set[str] = set()   # exact command strings answered "a"
 GRANTED_WRITES: set[str] = set()     # relative file paths answered "a"
 
 HARD_DENY_TEXT = "Error: this was blocked by a safety rule ({}) and did not run."
+READ_ONLY_REFUSAL = "Error: KeSi is in read-only mode"
 USER_REFUSED = ("Error: permission was refused (by the user, or because nobody was there to ask). "
                 "Do not retry it as is: ask the user or change approach.")
+# How run_tools tells a permission refusal from a call that could not apply.
+PERMISSION_REFUSALS = (USER_REFUSED, HARD_DENY_TEXT.split("(")[0], READ_ONLY_REFUSAL)
 
 
 OPERATORS = set(";&|\n")
@@ -1106,7 +1109,7 @@ def check_permission(name: str, tool_input: dict) -> tuple[bool, str | None]:
 
 def check_write_permission(name: str, file_path, tool_input: dict | None = None) -> tuple[bool, str | None]:
     if PERMISSION_MODE == "readOnly":
-        return False, "Error: KeSi is in read-only mode; files cannot be changed."
+        return False, f"{READ_ONLY_REFUSAL}; files cannot be changed."
     key = write_key(file_path, name)
     if key is None or PERMISSION_MODE in ("acceptEdits", "bypassPermissions") or key in GRANTED_WRITES:
         return True, None     # a bad path is refused by the tool itself, with a better message
@@ -1162,7 +1165,7 @@ def check_command_permission(command) -> tuple[bool, str | None]:
     if verdict == "allow" or key is None or PERMISSION_MODE == "bypassPermissions" or key in GRANTED_COMMANDS:
         return True, None     # an empty command is refused by run_command itself
     if PERMISSION_MODE == "readOnly":
-        return False, f"Error: KeSi is in read-only mode and this command needs approval ({reason})."
+        return False, f"{READ_ONLY_REFUSAL} and this command needs approval ({reason})."
     allowed, remember = ask_user(f"run command: {command}", reason, scope="this exact command, this session")
     if allowed and remember:
         GRANTED_COMMANDS.add(key)
@@ -2066,7 +2069,8 @@ def run_tools(uses: list[dict], agent: Agent) -> tuple[list[dict], bool]:
             if allowed:
                 output, is_error = call_tool(use["name"], use["input"], agent)
             else:
-                ui(f"{agent.indent}    [blocked] {refusal}")
+                blocked = refusal.startswith(PERMISSION_REFUSALS)   # else: the call could not apply
+                ui(f"{agent.indent}    {'[blocked]' if blocked else 'x'} {refusal}")
                 output, is_error = refusal, True
         except KeyboardInterrupt:
             output, is_error, interrupted = INTERRUPTED_TOOL, True, True
