@@ -8,8 +8,16 @@ for folder in (ROOT, ROOT / "examples"):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
+import os  # noqa: E402
+
 import checklib  # noqa: E402
 import kesi  # noqa: E402
+
+# Tests never reach the real API: a test that forgot to point the SDK at the
+# mock fails fast against a closed local port instead of spending money.
+for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+    os.environ.pop(name, None)
+os.environ["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9"
 
 
 @pytest.fixture
