@@ -600,7 +600,8 @@ def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edi
         with open_regular_file(target) as f:
             data = f.read(MAX_EDIT_BYTES + 1)
         if len(data) > MAX_EDIT_BYTES:
-            return None, f"Error: {file_path} is larger than {MAX_EDIT_BYTES:,} bytes; edit_file only changes smaller text files."
+            return None, (f"Error: {file_path} is larger than {MAX_EDIT_BYTES:,} bytes; edit_file "
+                          "only changes smaller text files.")
         content = data.decode("utf-8")
     except UnicodeDecodeError:
         return None, f"Error: {file_path} is not UTF-8 text; edit_file only changes text files."
@@ -800,7 +801,8 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
         return "Error: pattern must be a non-empty string (text or a regular expression).", True
     if not isinstance(path, str) or not path.strip():
         path = "."
-    if glob is not None and (not isinstance(glob, str) or not glob.strip() or is_outside_pattern(glob.lstrip("!"))):
+    bad_glob = not isinstance(glob, str) or not glob.strip() or is_outside_pattern(glob.lstrip("!"))
+    if glob is not None and bad_glob:
         return "Error: glob must be a relative file pattern such as *.py.", True
     target = safe_path(path)
     if target is None:
@@ -817,7 +819,8 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
     except FileNotFoundError:
         return "Error: the rg command was not found; install ripgrep to use grep.", True
     except subprocess.TimeoutExpired:
-        return f"Error: the search took longer than {GREP_TIMEOUT} s and was stopped. Narrow the path or pattern.", True
+        return (f"Error: the search took longer than {GREP_TIMEOUT} s and was stopped. "
+                "Narrow the path or pattern."), True
     except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in an argument
         return f"Error: could not run the search: {exc}", True
     if total:
@@ -1660,9 +1663,13 @@ def with_cache_breakpoints(history: list[dict]) -> list[dict]:
     return messages
 
 
+def as_blocks(content) -> list:
+    """Message content as a list of blocks (a plain string is one text block)."""
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
 def mark_last_block(message: dict) -> dict:
-    content = message["content"]
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    blocks = as_blocks(message["content"])
     if not blocks:
         return message
     blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
@@ -1768,7 +1775,8 @@ class Meter:
         calls = self.calls[since:]
         partial = sum(c["partial"] for c in calls)
         sub = sum(c["label"] != "main" for c in calls)
-        text = f"(this turn: {len(calls)} request{'s' * (len(calls) != 1)}, {self.token_text(since)}, ${self.cost(since):.4f}"
+        requests = f"{len(calls)} request{'s' * (len(calls) != 1)}"
+        text = f"(this turn: {requests}, {self.token_text(since)}, ${self.cost(since):.4f}"
         if sub:
             text += f"; {sub} by sub-agents or compaction"
         if partial:
@@ -2163,7 +2171,11 @@ def restore_todos(history: list[dict]) -> None:
 
 # --- the task tool: a sub-agent with a clean context ---------------------------
 
-SUBAGENT_RULES = """You are a research sub-agent of KeSi, a coding agent. You get one question about the project in the working directory. Explore it with the read-only tools (glob and grep first, then read_file on what matters) and answer with a compact conclusion: the facts found, with file paths and line numbers. Your answer is all the main agent will see, so include what it needs and nothing else. You cannot change anything."""
+SUBAGENT_RULES = """You are a research sub-agent of KeSi, a coding agent. You get one question \
+about the project in the working directory. Explore it with the read-only tools (glob and grep \
+first, then read_file on what matters) and answer with a compact conclusion: the facts found, \
+with file paths and line numbers. Your answer is all the main agent will see, so include what it \
+needs and nothing else. You cannot change anything."""
 
 
 def task(prompt, description=""):
@@ -2416,9 +2428,8 @@ def append_user_text(history: list[dict], text: str) -> list[dict]:
     """A copy of history ending in a user message that carries text."""
     messages = list(history)
     if messages and messages[-1]["role"] == "user":
-        last = messages[-1]
-        blocks = [{"type": "text", "text": last["content"]}] if isinstance(last["content"], str) else list(last["content"])
-        messages[-1] = {"role": "user", "content": blocks + [{"type": "text", "text": text}]}
+        messages[-1] = {"role": "user", "content": as_blocks(messages[-1]["content"])
+                        + [{"type": "text", "text": text}]}
     else:
         messages.append({"role": "user", "content": text})
     return messages
