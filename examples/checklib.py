@@ -8,6 +8,7 @@ workspace and, where a model is involved, against the local mock Messages API
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
 import tempfile
@@ -75,6 +76,18 @@ def sandbox_forced(kind):
         yield
     finally:
         kesi._sandbox_kind[:] = saved
+
+
+def capture_ui() -> io.StringIO:
+    """Collect KeSi's notices (tool lines, cost lines) in a buffer; fresh_state() undoes it."""
+    kesi.UI = io.StringIO()
+    return kesi.UI
+
+
+def tool_results(messages: list[dict]) -> list[dict]:
+    """Every tool_result block in a journal or in a request's messages."""
+    return [b for m in messages if isinstance(m["content"], list)
+            for b in m["content"] if b.get("type") == "tool_result"]
 
 
 def write_files(root: Path, files: dict) -> None:

@@ -1,22 +1,12 @@
 """Beyond the series: todo_write, the task sub-agent, context management and
 sessions, at their edges (the examples/day19-21 checks cover the main story)."""
-import io
 import json
 
 import kesi
+from checklib import capture_ui, tool_results
 from mock_api import error, reply, tool_call
 
 PLAN = [{"content": "Look", "status": "completed"}, {"content": "Fix", "status": "in_progress"}]
-
-
-def screen() -> io.StringIO:
-    kesi.UI = io.StringIO()
-    return kesi.UI
-
-
-def results_in(body: dict) -> list[dict]:
-    return [b for m in body["messages"] if isinstance(m["content"], list)
-            for b in m["content"] if b.get("type") == "tool_result"]
 
 
 def is_compaction(body: dict) -> bool:
@@ -26,7 +16,7 @@ def is_compaction(body: dict) -> bool:
 # --- todo_write ----------------------------------------------------------------
 
 def test_todo_plan_is_printed_indented_and_stripped(ws):
-    shown = screen()
+    shown = capture_ui()
     output, is_error = kesi.todo_write([{"content": "  Look  ", "status": "completed"},
                                         {"content": "Fix", "status": "in_progress"}])
     assert not is_error and output.startswith("Todo list saved (1/2 done)")
@@ -45,7 +35,7 @@ def test_todo_write_rejects_shapes_that_are_not_a_list_of_items(ws):
 
 def test_reset_forgets_the_plan_and_starts_a_new_session(ws, mock_client):
     mock, client = mock_client([reply(tool_call("todo_write", {"todos": PLAN})), reply("ok")])
-    screen()
+    capture_ui()
     history = []
     kesi.run_turn(client, history, "plan")
     assert kesi.TODOS == PLAN
@@ -64,10 +54,10 @@ def test_sub_agent_api_failure_comes_back_as_an_error_result(ws, mock_client):
               error(400, "sub-agent request rejected (mock)"),                      # ... then fails
               reply("The sub-agent failed; I will look myself.")]
     mock, client = mock_client(script)
-    screen()
+    capture_ui()
     answer = kesi.run_agent(client, [{"role": "user", "content": "go"}])
     versions = dict(kesi.READ_VERSIONS)
-    task_result = results_in(mock.requests[-1]["body"])[-1]
+    task_result = tool_results(mock.requests[-1]["body"]["messages"])[-1]
     assert answer.ok and answer.text == "The sub-agent failed; I will look myself."
     assert task_result["is_error"] is True and "sub-agent request rejected (mock)" in task_result["content"]
     assert list(versions) == [ws / "a.txt"]          # restored exactly, even after the failure
@@ -79,9 +69,9 @@ def test_sub_agent_turn_limit_is_reported_to_the_main_agent(ws, mock_client, mon
     looping = reply(tool_call("list_files", {}))
     mock, client = mock_client([reply(tool_call("task", {"prompt": "loop"})), looping, looping, looping,
                                 reply("Gave up on the sub-agent.")])
-    screen()
+    capture_ui()
     answer = kesi.run_agent(client, [{"role": "user", "content": "go"}])
-    task_result = results_in(mock.requests[-1]["body"])[-1]
+    task_result = tool_results(mock.requests[-1]["body"]["messages"])[-1]
     assert answer.text == "Gave up on the sub-agent."
     assert task_result["is_error"] and "stopped after 3 model round trips" in task_result["content"]
 
@@ -89,7 +79,7 @@ def test_sub_agent_turn_limit_is_reported_to_the_main_agent(ws, mock_client, mon
 def test_sub_agent_text_is_not_streamed_to_the_terminal(ws, mock_client):
     mock, client = mock_client([reply(tool_call("task", {"prompt": "q"})), reply("SECRET CONCLUSION"),
                                 reply("main answer")])
-    shown = screen()
+    shown = capture_ui()
     kesi.run_agent(client, [{"role": "user", "content": "go"}])
     assert "KeSi > SECRET CONCLUSION" not in shown.getvalue()
     assert "KeSi > main answer" in shown.getvalue()
@@ -136,7 +126,7 @@ def summarising(steps):
 
 def test_auto_compaction_at_turn_start_keeps_the_new_prompt(ws, mock_client, monkeypatch):
     mock, client = mock_client(summarising([reply("first"), reply("answer to the new prompt")]))
-    screen()
+    capture_ui()
     history = []
     kesi.run_turn(client, history, "first question " + "z" * 4000)
     monkeypatch.setattr(kesi, "CONTEXT_WINDOW", kesi.estimate_tokens(history, kesi.MAIN_AGENT))
@@ -176,7 +166,7 @@ def test_after_compaction_files_must_be_read_again_before_overwriting(ws, mock_c
 def test_failed_or_empty_compaction_keeps_the_history(ws, mock_client):
     history = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
     mock, client = mock_client([error(400, "prompt is too long (mock)"), reply(None, tool_call("grep", {"pattern": "x"}))])
-    shown = screen()
+    shown = capture_ui()
     assert not kesi.compact_history(client, history)
     assert "compaction failed, history kept" in shown.getvalue()
     assert not kesi.compact_history(client, history)          # a reply with no text is no summary
@@ -225,7 +215,7 @@ def test_bad_session_files_raise_readable_errors(ws):
 
 def test_resume_picks_by_number_and_saves_back_into_that_file(ws, mock_client):
     mock, client = mock_client([reply("one"), reply("two"), reply("three")])
-    shown = screen()
+    shown = capture_ui()
     history = []
     kesi.run_turn(client, history, "first session")
     first = kesi.SESSION_FILE
@@ -245,7 +235,7 @@ def test_resume_picks_by_number_and_saves_back_into_that_file(ws, mock_client):
 
 def test_resume_without_sessions_and_unwritable_sessions(ws, mock_client):
     mock, client = mock_client()
-    shown = screen()
+    shown = capture_ui()
     kesi.handle_slash("/resume", client, [])
     assert "No saved sessions" in shown.getvalue()
     (ws / ".kesi").write_text("a file where the folder should be")

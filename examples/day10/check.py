@@ -12,16 +12,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from checklib import Checks, workspace, mock_client   # noqa: E402  (also puts kesi + mock_api on sys.path)
+from checklib import Checks, mock_client, tool_results, workspace   # noqa: E402  (also puts kesi + mock_api on sys.path)
 import kesi                                             # noqa: E402
 from mock_api import reply, tool_call                   # noqa: E402
 
 checks = Checks("Day 10: write_file")
-
-
-def tool_results(history: list[dict]) -> list[dict]:
-    return [b for m in history if isinstance(m["content"], list) for b in m["content"]
-            if b.get("type") == "tool_result"]
 
 
 # --- the four acceptance checks -------------------------------------------------

@@ -10,13 +10,12 @@ history is summarised, automatically mid-task and by /compact. The mock
 validates every request, so each journal after compaction must be one the
 API accepts. Run: uv run examples/day19/check.py
 """
-import io
 import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from checklib import Checks, workspace, mock_client   # noqa: E402  (also puts kesi + mock_api on sys.path)
+from checklib import Checks, capture_ui, mock_client, workspace   # noqa: E402  (also puts kesi + mock_api on sys.path)
 import kesi                                             # noqa: E402
 from mock_api import reply, tool_call                   # noqa: E402
 
@@ -26,11 +25,6 @@ BIG_FILES = {f"logs/big{i}.txt": "".join(f"log line {i}.{n}: " + "x" * 40 + "\n"
              for i in range(1, 7)}
 FILES = {"small.txt": "tiny\n", **BIG_FILES}
 SUMMARY = "SUMMARY: the user wants the logs checked; big1-big3 were read, nothing odd so far."
-
-
-def capture_ui() -> io.StringIO:
-    kesi.UI = io.StringIO()
-    return kesi.UI
 
 
 def read_call(path: str):

@@ -9,13 +9,12 @@ plan; task starts a sub-agent in a fresh context whose conclusion is all
 that reaches the main history, with its cost on the meter.
 Run: uv run examples/day20/check.py
 """
-import io
 import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from checklib import Checks, workspace, mock_client   # noqa: E402  (also puts kesi + mock_api on sys.path)
+from checklib import Checks, capture_ui, mock_client, tool_results, workspace   # noqa: E402  (also puts kesi + mock_api on sys.path)
 import kesi                                             # noqa: E402
 from mock_api import reply, tool_call                   # noqa: E402
 
@@ -32,16 +31,6 @@ PROJECT = {"src/app.py": "from util import parse_config\n\nprint(parse_config('a
            "README.md": "A tiny app.\n"}
 QUESTION = "Where is parse_config defined, and what does it return?"
 CONCLUSION = "parse_config is defined in src/util.py line 1; it returns a dict of key=value pairs."
-
-
-def capture_ui() -> io.StringIO:
-    kesi.UI = io.StringIO()
-    return kesi.UI
-
-
-def results_in(body: dict) -> list[dict]:
-    return [b for m in body["messages"] if isinstance(m["content"], list)
-            for b in m["content"] if b.get("type") == "tool_result"]
 
 
 def tool_names(body: dict) -> set:
@@ -62,7 +51,7 @@ def check_todo_plan():
                      "Plan:" in shown and "[>] Read the failing test" in shown
                      and "[x] Read the failing test" in shown and "[>] Fix the bug" in shown, shown)
         checks.check("TODOS holds the latest list", kesi.TODOS == PLAN_LATER, kesi.TODOS)
-        first_result = results_in(mock.requests[1]["body"])[-1]
+        first_result = tool_results(mock.requests[1]["body"]["messages"])[-1]
         checks.check("the model gets the saved plan back as the tool result",
                      first_result["is_error"] is False and "(0/3 done)" in first_result["content"]
                      and "[ ] Run the tests" in first_result["content"], first_result)
@@ -92,7 +81,7 @@ def check_todo_validation():
         script = [reply(tool_call("todo_write", {"todos": two_active})), reply("Fixed my plan.")]
         with mock_client(script) as (mock, client):
             kesi.run_agent(client, [{"role": "user", "content": "plan it"}])
-            result = results_in(mock.requests[1]["body"])[-1]
+            result = tool_results(mock.requests[1]["body"]["messages"])[-1]
         checks.check("the model is told why, as an error tool result",
                      result["is_error"] is True and "only one todo can be in_progress" in result["content"], result)
 
@@ -127,7 +116,7 @@ def check_sub_agent():
         checks.check("the sub-agent's history never holds the main agent's reads",
                      all("from util import parse_config" not in json.dumps(b["messages"]) for b in bodies[2:5]))
         last = bodies[5]
-        task_result = results_in(last)[-1]
+        task_result = tool_results(last["messages"])[-1]
         checks.check("only the conclusion comes back, as the task tool result",
                      task_result["content"] == CONCLUSION and task_result["is_error"] is False, task_result)
         checks.check("the sub-agent's searching stays out of the main history",
@@ -159,7 +148,7 @@ def check_sub_agent_cannot_write():
         capture_ui()
         kesi.PERMISSION_MODE = "bypassPermissions"       # even then: the tool is not the sub-agent's
         kesi.run_agent(client, [{"role": "user", "content": "make notes"}])
-        refusal = results_in(mock.requests[2]["body"])[-1]
+        refusal = tool_results(mock.requests[2]["body"]["messages"])[-1]
         checks.check("a write tool asked for by the sub-agent is refused and nothing is written",
                      refusal["is_error"] and "no tool named write_file" in refusal["content"]
                      and not (root / "notes.txt").exists(), refusal)
