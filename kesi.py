@@ -1838,11 +1838,14 @@ def stream_turn(client, request: dict, echo: bool):
     partial-JSON parsing makes a half tool_use *look* complete.)
     """
     stream, started, finished, printed = None, False, 0, False
+    waiting = WaitingNote(echo)
     try:
         with client.messages.stream(**request) as stream:
             for event in stream:
                 if event.type == "message_start":
                     started = True
+                elif event.type == "content_block_start":
+                    waiting.clear()
                 elif event.type == "content_block_stop":
                     finished = event.index + 1
                 elif event.type == "content_block_delta" and event.delta.type == "text_delta" and echo:
@@ -1852,15 +1855,35 @@ def stream_turn(client, request: dict, echo: bool):
                     ui(event.delta.text, end="")
             message = stream.get_final_message()
     except KeyboardInterrupt:
+        waiting.clear()
         end_line(printed)
         return (snapshot_of(stream) if started else None), finished, True
     except Exception as exc:       # includes connection resets that are not AnthropicError
+        waiting.clear()
         end_line(printed)
         if stream is None:
             raise                   # the request never opened: a normal API error
         raise StreamFailure(exc, snapshot_of(stream) if started else None, finished) from exc
+    waiting.clear()
     end_line(printed)
     return message, finished, False
+
+
+class WaitingNote:
+    """'(thinking...)' until the answer starts, so a slow model (or the SDK
+    retrying a 429) does not look like a hang. Real terminals only: it is
+    erased with an escape code."""
+
+    def __init__(self, echo: bool):
+        self.shown = (echo and hasattr(UI, "isatty") and UI.isatty()
+                      and os.environ.get("TERM", "dumb") != "dumb")
+        if self.shown:
+            ui("  (thinking...)", end="")
+
+    def clear(self) -> None:
+        if self.shown:
+            ui("\r\033[K", end="")
+            self.shown = False
 
 
 def snapshot_of(stream):

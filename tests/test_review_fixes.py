@@ -500,3 +500,25 @@ def test_the_real_prompt_prints_the_preview(ws, notices, monkeypatch):
     monkeypatch.setattr("builtins.input", lambda prompt="": "n")
     assert kesi.ask_user("edit_file wants to change a.py", preview="-old\n+new") == (False, False)
     assert "        -old\n        +new\n" in notices.getvalue()
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_thinking_note_on_a_real_terminal_is_erased_when_the_answer_starts(ws, mock_client, monkeypatch):
+    screen = FakeTTY()
+    monkeypatch.setattr(kesi, "UI", screen)
+    monkeypatch.setenv("TERM", "xterm")
+    mock, client = mock_client(["Here it is."])
+    answer = kesi.run_turn(client, [], "hello")
+    shown = screen.getvalue()
+    assert answer.text == "Here it is."
+    assert shown.index("(thinking...)") < shown.index("\r\033[K") < shown.index("KeSi > Here it is.")
+
+
+def test_no_thinking_note_when_output_is_not_a_terminal(ws, mock_client, notices):
+    mock, client = mock_client(["Plain."])
+    kesi.run_turn(client, [], "hello")
+    assert "thinking" not in notices.getvalue() and "\033" not in notices.getvalue()
