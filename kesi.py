@@ -105,11 +105,17 @@ CONTEXT_WINDOW = env_int("KESI_CONTEXT_WINDOW", 200_000)
 UI = sys.stdout
 
 
+def utf8_safe(text: str) -> str:
+    """Lone surrogates (a non-UTF-8 file name, an odd terminal) become \\udcxx
+    escapes: neither a UTF-8 terminal nor a JSON request can carry them."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def ui(text: str = "", end: str = "\n") -> None:
     try:
         print(text, end=end, file=UI, flush=True)
-    except UnicodeEncodeError:   # a lone surrogate from the model's JSON must not crash the loop
-        print(text.encode("utf-8", "backslashreplace").decode("utf-8"), end=end, file=UI, flush=True)
+    except UnicodeEncodeError:   # a lone surrogate must not crash the loop
+        print(utf8_safe(text), end=end, file=UI, flush=True)
 
 
 # ============================================================================
@@ -910,11 +916,13 @@ GRANTED_COMMANDS: set[str] = set()   # exact command strings answered "a"
 GRANTED_WRITES: set[str] = set()     # relative file paths answered "a"
 
 HARD_DENY_TEXT = "Error: this was blocked by a safety rule ({}) and did not run."
-READ_ONLY_REFUSAL = "Error: KeSi is in read-only mode"
 USER_REFUSED = ("Error: permission was refused (by the user, or because nobody was there to ask). "
                 "Do not retry it as is: ask the user or change approach.")
-# How run_tools tells a permission refusal from a call that could not apply.
-PERMISSION_REFUSALS = (USER_REFUSED, HARD_DENY_TEXT.split("(")[0], READ_ONLY_REFUSAL)
+
+
+class CannotApply(str):
+    """An error found while previewing a change: the call could not apply,
+    so it is refused before anyone is asked. Not a permission refusal."""
 
 
 OPERATORS = set(";&|\n")
@@ -1081,8 +1089,9 @@ def ask_user(detail: str, reason: str | None = None, scope: str = "for this sess
             ui()
             return False, False
         forget_last_input()       # keep "y" out of the arrow-up history of prompts
-        if answer.strip().lower() in ANSWERS:
-            return ANSWERS[answer.strip().lower()]
+        answer = answer.strip().lower()
+        if answer in ANSWERS:
+            return ANSWERS[answer]
         ui("      Please answer y, a or n.")
 
 
@@ -1112,7 +1121,7 @@ def check_permission(name: str, tool_input: dict) -> tuple[bool, str | None]:
 
 def check_write_permission(name: str, file_path, tool_input: dict | None = None) -> tuple[bool, str | None]:
     if PERMISSION_MODE == "readOnly":
-        return False, f"{READ_ONLY_REFUSAL}; files cannot be changed."
+        return False, "Error: KeSi is in read-only mode; files cannot be changed."
     key = write_key(file_path, name)
     if key is None or PERMISSION_MODE in ("acceptEdits", "bypassPermissions") or key in GRANTED_WRITES:
         return True, None     # a bad path is refused by the tool itself, with a better message
@@ -1120,7 +1129,7 @@ def check_write_permission(name: str, file_path, tool_input: dict | None = None)
     if tool_input is not None:
         preview, error = change_preview(name, tool_input)
         if error:             # it would fail anyway: say why instead of asking first
-            return False, error
+            return False, CannotApply(error)
     verb = "change" if (BASE_DIR / key).exists() else "create"
     allowed, remember = ask_user(f"{name} wants to {verb} {key}", scope="this file, this session",
                                  preview=preview)
@@ -1168,7 +1177,7 @@ def check_command_permission(command) -> tuple[bool, str | None]:
     if verdict == "allow" or key is None or PERMISSION_MODE == "bypassPermissions" or key in GRANTED_COMMANDS:
         return True, None     # an empty command is refused by run_command itself
     if PERMISSION_MODE == "readOnly":
-        return False, f"{READ_ONLY_REFUSAL} and this command needs approval ({reason})."
+        return False, f"Error: KeSi is in read-only mode and this command needs approval ({reason})."
     allowed, remember = ask_user(f"run command: {command}", reason, scope="this exact command, this session")
     if allowed and remember:
         GRANTED_COMMANDS.add(key)
@@ -2100,8 +2109,8 @@ def run_tools(uses: list[dict], agent: Agent) -> tuple[list[dict], bool]:
             if allowed:
                 output, is_error = call_tool(use["name"], use["input"], agent)
             else:
-                blocked = refusal.startswith(PERMISSION_REFUSALS)   # else: the call could not apply
-                ui(f"{agent.indent}    {'[blocked]' if blocked else 'x'} {refusal}")
+                label = "x" if isinstance(refusal, CannotApply) else "[blocked]"
+                ui(f"{agent.indent}    {label} {refusal}")
                 output, is_error = refusal, True
         except KeyboardInterrupt:
             output, is_error, interrupted = INTERRUPTED_TOOL, True, True
@@ -2131,9 +2140,7 @@ def call_tool(name: str, tool_input, agent: Agent | None = None) -> tuple[str, b
         raise                       # not a tool failure: the user wants control back
     except Exception as exc:
         output, is_error = f"Error: {name} failed: {type(exc).__name__}: {exc}", True
-    # A file name that is not UTF-8 arrives as lone surrogates, which no API
-    # request can carry (the SDK cannot encode them): send \udcxx escapes instead.
-    return str(output).encode("utf-8", "backslashreplace").decode("utf-8"), bool(is_error)
+    return utf8_safe(str(output)), bool(is_error)   # e.g. a file name that is not UTF-8
 
 
 # ============================================================================
@@ -2710,9 +2717,7 @@ def run_turn(client, history: list[dict], prompt: str) -> Answer:
     """One user turn: the agent loop, then the cost line and a saved session.
     Ctrl-C anywhere in it returns to the prompt with a valid journal."""
     before = len(METER.calls)
-    # A terminal in another encoding can hand us lone surrogates, which no
-    # JSON request can carry: replace them instead of failing every request.
-    prompt = prompt.encode("utf-8", errors="replace").decode("utf-8")
+    prompt = utf8_safe(prompt)   # or every later request of the session would fail
     history.append({"role": "user", "content": prompt})
     try:
         answer = run_agent(client, history)
@@ -2814,11 +2819,11 @@ def main(argv=None) -> int:
         return 2
     CLIENT = make_client()
     history: list[dict] = []
-    if args.prompt is not None:
-        UI = sys.stderr                  # stdout carries only the answer (resume notices too)
-        MAIN_AGENT.echo = False
     if args.prompt is None:
         print_startup()
+    else:
+        UI = sys.stderr                  # stdout carries only the answer (resume notices too)
+        MAIN_AGENT.echo = False
     if args.resume:
         sessions = list_sessions()
         if not sessions:

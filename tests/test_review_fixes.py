@@ -522,3 +522,12 @@ def test_no_thinking_note_when_output_is_not_a_terminal(ws, mock_client, notices
     mock, client = mock_client(["Plain."])
     kesi.run_turn(client, [], "hello")
     assert "thinking" not in notices.getvalue() and "\033" not in notices.getvalue()
+
+
+def test_a_call_that_cannot_apply_is_shown_as_an_error_not_as_blocked(ws, asked, notices):
+    (ws / "calc.py").write_text("x = 1\n")
+    use = tool_use("e9", "edit_file", {"file_path": "calc.py", "old_string": "nope", "new_string": "yes"})
+    results, _ = kesi.run_tools([use], kesi.MAIN_AGENT)
+    assert results[0]["is_error"] and "old_string was not found" in results[0]["content"]
+    assert "x Error: old_string was not found" in notices.getvalue() and "[blocked]" not in notices.getvalue()
+    assert asked.questions == []
