@@ -43,7 +43,7 @@ def usage(input_tokens=0, output_tokens=0, write=0, read=0) -> dict:
 
 @pytest.mark.parametrize("model, base", [
     ("claude-haiku-4-5", (1, 5)), ("claude-haiku-4-5-20251001", (1, 5)),
-    ("claude-3-5-haiku-20241022", (0.8, 4)), ("claude-3-haiku-20240307", (0.25, 1.25)),
+    ("claude-3-5-haiku-20241022", (0.8, 4)),
     ("claude-sonnet-4-5", (3, 15)), ("claude-sonnet-4-6", (3, 15)), ("claude-3-7-sonnet-20250219", (3, 15)),
     ("claude-opus-4-5-20251101", (5, 25)), ("claude-opus-4-6", (5, 25)), ("claude-opus-4-7", (5, 25)),
     ("claude-opus-5", (5, 25)),
@@ -53,17 +53,19 @@ def usage(input_tokens=0, output_tokens=0, write=0, read=0) -> dict:
 def test_price_table(model, base):
     inp, out = base
     assert kesi.price_for(model) == pytest.approx(
-        {"input": inp, "output": out, "cache_write": inp * 1.25, "cache_read": inp * 0.1})
+        {"input": inp, "output": out, "cache_write": inp * 1.25, "cache_write_1h": inp * 2,
+         "cache_read": inp * 0.1})
 
 
-def test_unknown_models_are_priced_like_sonnet():
-    assert kesi.price_for("some-future-model") == kesi.price_for("claude-sonnet-4-5")
+def test_unknown_models_have_no_price():
+    """tests/test_prices.py covers how that is shown."""
+    assert kesi.price_for("some-future-model") is None
 
 
 def test_kesi_prices_overrides_every_model(ws, monkeypatch):
     custom = {"input": 2, "output": 8, "cache_write": 3, "cache_read": 0.5}
     monkeypatch.setenv("KESI_PRICES", json.dumps(custom))
-    assert kesi.price_for("claude-opus-4-1") == custom
+    assert kesi.price_for("claude-opus-4-1") == {**custom, "cache_write_1h": 4}
     kesi.METER.record(usage(1_000_000, 1_000_000, 1_000_000, 1_000_000))
     assert kesi.METER.cost() == pytest.approx(2 + 8 + 3 + 0.5)
 
@@ -90,7 +92,7 @@ def test_record_accepts_sdk_usage_dicts_and_skips_none(ws, mock_client):
     kesi.METER.record({"input_tokens": 4})                                          # fields missing
     kesi.METER.record(None)
     served = mock.requests[0]["usage"]
-    assert kesi.METER.calls[0] == {
+    assert {k: v for k, v in kesi.METER.calls[0].items() if k not in ("cost", "cache_write_1h")} == {
         "input": served["input_tokens"], "output": served["output_tokens"],
         "cache_write": served["cache_creation_input_tokens"], "cache_read": served["cache_read_input_tokens"],
         "partial": False, "label": "main", "model": kesi.MODEL}
@@ -156,6 +158,13 @@ def test_the_cost_line_is_printed_even_when_ctrl_c_ends_the_turn(ws, mock_client
 
 # --- prompt caching -------------------------------------------------------------
 
+@pytest.fixture
+def sonnet_rules(monkeypatch):
+    """These tests are about where breakpoints go, with the mock's 1,024-token
+    minimum: Sonnet 4.5's. tests/test_cache_strategy.py covers Haiku's 4,096."""
+    monkeypatch.setattr(kesi, "MODEL", "claude-sonnet-4-5")
+
+
 def test_breakpoints_mark_a_copy_never_the_journal(ws):
     history = [{"role": "user", "content": "first"},
                {"role": "assistant", "content": [{"type": "text", "text": "a"},
@@ -189,7 +198,7 @@ def served_from_cache(mock) -> float:
     return totals["cache_read"] / (totals["input"] + totals["cache_read"] + totals["cache_write"])
 
 
-def test_each_request_reads_everything_the_previous_one_sent(ws, mock_client, screen):
+def test_each_request_reads_everything_the_previous_one_sent(sonnet_rules, ws, mock_client, screen):
     mock, _ = run_session(ws, mock_client, 4)
     sizes = [sum(r["usage"][k] for k in ("input_tokens", "cache_creation_input_tokens",
                                          "cache_read_input_tokens")) for r in mock.requests]
@@ -197,15 +206,15 @@ def test_each_request_reads_everything_the_previous_one_sent(ws, mock_client, sc
     assert reads[1:] == sizes[:-1]
 
 
-def test_without_message_breakpoints_the_cache_share_collapses(ws, mock_client, monkeypatch, screen):
+def test_without_message_breakpoints_the_cache_share_collapses(sonnet_rules, ws, mock_client, monkeypatch, screen):
     with_breakpoints = served_from_cache(run_session(ws, mock_client, 6)[0])
     checklib.fresh_state()
-    monkeypatch.setattr(kesi, "with_cache_breakpoints", list)
+    monkeypatch.setattr(kesi, "with_cache_breakpoints", lambda history, *marks: list(history))
     without = served_from_cache(run_session(ws, mock_client, 6)[0])
     assert with_breakpoints >= 0.8 and without < 0.5, (with_breakpoints, without)
 
 
-def test_a_changed_environment_still_reads_tools_and_rules_from_cache(ws, mock_client, screen):
+def test_a_changed_environment_still_reads_tools_and_rules_from_cache(sonnet_rules, ws, mock_client, screen):
     """/mode changes the environment block: the conversation after it must be
     re-read, but the tools + rules in front of it still come from the cache."""
     mock, client = mock_client(["one", "two", "three"])
@@ -221,7 +230,7 @@ def test_a_changed_environment_still_reads_tools_and_rules_from_cache(ws, mock_c
     assert 0 < changed["cache_read_input_tokens"] < first["cache_creation_input_tokens"]
 
 
-def test_after_a_broken_stream_the_next_request_reads_its_prefix(ws, mock_client, screen):
+def test_after_a_broken_stream_the_next_request_reads_its_prefix(sonnet_rules, ws, mock_client, screen):
     """The journal repaired after a reset keeps the prefix the broken request wrote."""
     checklib.write_files(ws, day18.PROJECT)
     mock, client = mock_client([reply("Reading.", tool_call("read_file", {"file_path": "src/tax.py"})),

@@ -39,13 +39,13 @@ def sent_system(mock_client, history=None) -> list[dict]:
 
 # --- the blocks ----------------------------------------------------------------
 
-def test_rules_first_environment_last_both_cache_marked(ws):
+def test_rules_first_environment_last(ws):
     blocks = kesi.system_prompt()
     assert [b["type"] for b in blocks] == ["text", "text"]
     assert blocks[0]["text"] == kesi.SYSTEM_RULES
     assert blocks[1]["text"] == kesi.environment_block()
-    # tools + rules form the stable cached prefix; the environment is cached after it
-    assert all(b["cache_control"] == {"type": "ephemeral"} for b in blocks)
+    # breakpoints are placed per request (tests/test_cache_strategy.py), never here
+    assert not any("cache_control" in b for b in blocks)
 
 
 def test_system_prompt_does_not_mutate_between_calls(ws):
@@ -170,8 +170,10 @@ def test_a_memory_file_is_appended_before_the_environment(ws, name):
     assert f"Project instructions from {name}" in blocks[1]["text"]
     assert "Money is Decimal, never float." in blocks[1]["text"]
     assert blocks[-1]["text"].startswith("## Environment")
-    # the memory is now the end of the stable part, so it carries that breakpoint
-    assert "cache_control" not in blocks[0] and "cache_control" in blocks[1]
+    # the memory is now the end of the stable part, so a request's breakpoint goes there
+    request = kesi.add_cache_breakpoints({"model": "claude-sonnet-4-5", "system": blocks,
+                                          "tools": kesi.TOOLS}, [], kesi.MAIN_AGENT)
+    assert ["cache_control" in b for b in request["system"]] == [False, True, False]
 
 
 def test_both_memory_files_in_a_fixed_order(ws):
@@ -250,13 +252,14 @@ def test_undecodable_memory_is_read_with_replacements(ws):
     assert "tabs." in memory_of(kesi.system_prompt())
 
 
-def test_memory_keeps_the_request_within_four_breakpoints(ws, mock_client):
+def test_memory_keeps_the_request_within_four_breakpoints(ws, mock_client, monkeypatch):
     (ws / "AGENTS.md").write_text(AGENTS)
     (ws / "CLAUDE.md").write_text(CLAUDE)
     history = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"},
                {"role": "user", "content": "second"}]
+    monkeypatch.setattr(kesi, "MODEL", "claude-sonnet-4-5")   # its 1,024 minimum: the system prefix caches
     system = sent_system(mock_client, history)      # the mock rejects a fifth breakpoint
-    assert sum("cache_control" in b for b in system) == 2
+    assert sum("cache_control" in b for b in system) == 1
 
 
 def test_the_cli_sends_memory_and_environment_of_its_cwd(ws, mock_client):
