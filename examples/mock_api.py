@@ -2,7 +2,7 @@
 """A local, scripted stand-in for the Anthropic Messages API.
 
 KeSi's tests must never reach the real API, yet they should exercise the real
-`anthropic` SDK end to end (HTTP, SSE parsing, retries).  So this module runs a
+`anthropic` SDK end to end (HTTP, SSE parsing, retries). So this module runs a
 small HTTP server on 127.0.0.1 that answers `POST /v1/messages` from a script:
 
     from mock_api import MockAPI, reply, tool_call, error
@@ -17,14 +17,45 @@ small HTTP server on 127.0.0.1 that answers `POST /v1/messages` from a script:
         ...
         assert len(mock.requests) == 3
 
-Two things make it more than a canned-response server:
+Interface
+---------
+* Script steps: `reply(text, *tool_calls, stop_reason=, usage=, delay=, cut_after=, fault=)`,
+  `error(status, message, type=, headers=, delay=)`, a bare string (a text reply),
+  or a callable `(body) -> step`. The script may also be one callable
+  `(body, n) -> step`; `mode_script(name)` builds the named ones (see MODES).
+* `MockAPI(script, validate=True, min_cache_tokens=None, port=0, echo=False, clock=None)`
+  - `requests`: one dict per POST: n, body, headers, retry_count, status,
+    error, usage, request_id.
+  - `min_cache_tokens`: None follows each model's documented minimum
+    (CACHE_MINIMUMS); an int applies to every model.
+  - `clock`: a callable returning seconds (default time.monotonic);
+    `advance(seconds)` moves the mock's time on, so cache TTLs expire in a
+    test without waiting. A subprocess can do the same with
+    `POST /mock/advance {"seconds": N}`.
+* Stream faults, per reply: `cut_after=N` resets the TCP connection after N
+  events; `fault=` one of STREAM_FAULTS:
+  - "no-stop": the stream ends cleanly without message_delta and message_stop;
+  - "null-content": message_start carries `content: null`;
+  - "no-usage": message_delta carries no `usage`;
+  - "error-event": an `error` event (overloaded_error) after the first content
+    block, on a stream that opened with HTTP 200.
 
-* Validation.  Requests are checked as strictly as the real API does
-  (roles, empty text, tool_use/tool_result pairing, cache_control limits...),
-  and rejected with the same kind of 400 message.  A bug in how an agent builds
-  its history then fails in the tests instead of in front of a user.
-* Prompt-caching simulation.  Usage numbers follow the documented caching
-  rules closely enough to measure cache hit ratios.
+Faithful to the real API where a client can go wrong
+----------------------------------------------------
+* Validation: requests the real API refuses get its kind of 400 naming the
+  place (roles, empty text, tool_use/tool_result pairing, cache_control, the
+  prefill that 4.6+ models refuse); what it accepts is accepted (an
+  assistant-first list, max_tokens 0, 128-character tool names, newer
+  top-level fields). Features KeSi never sends are not validated in depth.
+* Prompt caching: per-model minimum prefix, 5-minute and 1-hour TTLs counted
+  from the last use, the `cache_creation` breakdown, at most 4 breakpoints, a
+  20-block lookback, and tools / tool_choice changes invalidating what follows.
+  Tokens are estimated as 4 characters each.
+* SSE shaped like the real stream: ping after the first content_block_start,
+  an empty first partial_json, cumulative usage in message_delta.
+* Errors shaped like the real API: request_id in the body and a request-id
+  header; 402 billing_error, 504 timeout_error; retry-after and
+  anthropic-ratelimit-* headers on 429.
 
 Run it directly to point a real KeSi session at it:
 
@@ -53,14 +84,17 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 __all__ = [
-    "MockAPI", "reply", "tool_call", "error", "mode_script",
-    "Reply", "ToolCall", "Error", "validate_request", "Invalid",
+    "MockAPI", "reply", "tool_call", "error", "mode_script", "stream_events",
+    "Reply", "ToolCall", "Error", "validate_request", "Invalid", "cache_minimum",
 ]
 
 
 # ---------------------------------------------------------------------------
 # Script steps
 # ---------------------------------------------------------------------------
+
+STREAM_FAULTS = ("no-stop", "null-content", "no-usage", "error-event")
+
 
 @dataclass
 class ToolCall:
@@ -77,6 +111,7 @@ class Reply:
     usage: dict | None = None
     delay: float = 0.0
     cut_after: int | None = None
+    fault: str | None = None
 
 
 @dataclass
@@ -95,7 +130,7 @@ def tool_call(name: str, input: dict | None = None, id: str | None = None) -> To
 
 def reply(text: str | None = None, *tools: ToolCall, stop_reason: str | None = None,
           usage: dict | None = None, delay: float = 0.0,
-          cut_after: int | None = None) -> Reply:
+          cut_after: int | None = None, fault: str | None = None) -> Reply:
     """A normal assistant message: optional text, then tool calls."""
     # `reply(tool_call(...))` is an easy slip; treat it as "no text, one tool".
     if isinstance(text, ToolCall):
@@ -103,7 +138,9 @@ def reply(text: str | None = None, *tools: ToolCall, stop_reason: str | None = N
     for call in tools:
         if not isinstance(call, ToolCall):
             raise TypeError(f"reply() tools must be tool_call(...) values, got {call!r}")
-    return Reply(text, tuple(tools), stop_reason, usage, delay, cut_after)
+    if fault is not None and fault not in STREAM_FAULTS:
+        raise ValueError(f"unknown fault {fault!r}; one of {STREAM_FAULTS}")
+    return Reply(text, tuple(tools), stop_reason, usage, delay, cut_after, fault)
 
 
 def error(status: int, message: str, *, type: str | None = None,
@@ -112,31 +149,56 @@ def error(status: int, message: str, *, type: str | None = None,
     return Error(status, message, type, dict(headers or {}), delay)
 
 
-# Same mapping the real API uses for its error bodies.
+# The real API's error types by HTTP status.
 ERROR_TYPES = {
-    400: "invalid_request_error", 401: "authentication_error",
+    400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
     403: "permission_error", 404: "not_found_error", 413: "request_too_large",
-    429: "rate_limit_error", 500: "api_error", 529: "overloaded_error",
+    429: "rate_limit_error", 500: "api_error", 504: "timeout_error", 529: "overloaded_error",
 }
 
 
 def _error_type(status: int) -> str:
-    if status in ERROR_TYPES:
-        return ERROR_TYPES[status]
-    return "api_error" if status >= 500 else "invalid_request_error"
+    return ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+
+
+def _rate_limit_headers(retry_after: str = "1") -> dict:
+    """What a real 429 carries: when to retry, and the limits that were hit."""
+    reset = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 60))
+    return {"retry-after": retry_after,
+            "anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "0",
+            "anthropic-ratelimit-requests-reset": reset,
+            "anthropic-ratelimit-input-tokens-limit": "50000",
+            "anthropic-ratelimit-input-tokens-remaining": "0",
+            "anthropic-ratelimit-input-tokens-reset": reset}
 
 
 # ---------------------------------------------------------------------------
-# Scripted modes (used by the CLI and by tests that need endless behaviour)
+# Scripted modes (the CLI, examples/day12/mock.py, tests of endless behaviour)
 # ---------------------------------------------------------------------------
 
 ALL_GOOD = "(mock) all good."
+MODES = {
+    "loop": "always the same tool call (list_files): for MAX_TURNS",
+    "fail": "always a tool call that fails: for MAX_TOOL_FAILURES",
+    "429": "always 429 (rate_limit_error, retry-after: 1)",
+    "429-after": "always 429 with retry-after: RETRY_AFTER seconds",
+    "529": "always 529 (overloaded_error)",
+    "500-then-ok": "500 for the first FAILURES requests, then a normal answer",
+    "400": "400 prompt too long (never retried)",
+    "400-retry": "400 with x-should-retry: true once, then a normal answer",
+    "error-event": "HTTP 200, then an overloaded_error event in the stream",
+    "no-stop": "a stream that ends without message_delta and message_stop",
+    "null-content": "message_start with content: null",
+    "no-usage": "message_delta without usage",
+    "refusal": "stop_reason refusal",
+    "ok": "a plain answer",
+}
 
 
 def mode_script(name: str, **opts: Any) -> Callable[[dict, int], Any]:
     """A callable script `(body, n) -> step` implementing a named behaviour."""
     failures = int(opts.get("failures", 2))
-    retry_after = opts.get("retry_after", 2)
+    retry_after = str(opts.get("retry_after", 2))
     too_long = "prompt is too long: 250000 tokens > 200000 maximum"
     rate_limited = "Number of request tokens has exceeded your per-minute rate limit (mock)"
 
@@ -145,8 +207,7 @@ def mode_script(name: str, **opts: Any) -> Callable[[dict, int], Any]:
                                 tool_call("list_files", {})),
         "fail": lambda n: reply(None, tool_call("read_file", {"file_path": "missing-file.txt"})),
         "429": lambda n: error(429, rate_limited),
-        "429-after": lambda n: error(429, rate_limited,
-                                     headers={"retry-after": str(retry_after)}),
+        "429-after": lambda n: error(429, rate_limited, headers={"retry-after": retry_after}),
         "529": lambda n: error(529, "Overloaded"),
         "500-then-ok": lambda n: (error(500, "Internal server error") if n <= failures
                                   else reply(ALL_GOOD)),
@@ -154,7 +215,11 @@ def mode_script(name: str, **opts: Any) -> Callable[[dict, int], Any]:
         "400-retry": lambda n: (error(400, "(mock) transient bad request",
                                       headers={"x-should-retry": "true"}) if n == 1
                                 else reply(ALL_GOOD)),
+        "refusal": lambda n: reply("I can't help with that.", stop_reason="refusal"),
     }
+    for fault in STREAM_FAULTS:
+        modes[fault] = lambda n, fault=fault: reply("Let me check.", tool_call("list_files", {}),
+                                                    fault=fault)
     behaviour = modes.get(name, lambda n: reply(ALL_GOOD))
     return lambda body, n: behaviour(n)
 
@@ -182,13 +247,16 @@ def _no_extra_keys(obj: dict, allowed: set, path: str) -> None:
                "Extra inputs are not permitted")
 
 
+# Every top-level field of the SDK's MessageCreateParams; only the ones KeSi
+# sends are checked in depth.
 TOP_LEVEL_KEYS = {
-    "model", "max_tokens", "messages", "system", "tools", "tool_choice",
-    "stream", "metadata", "temperature", "top_p", "top_k", "stop_sequences",
-    "thinking", "service_tier", "context_management",
+    "model", "max_tokens", "messages", "system", "tools", "tool_choice", "stream",
+    "metadata", "temperature", "top_p", "top_k", "stop_sequences", "thinking",
+    "service_tier", "context_management", "cache_control", "container", "output_config",
+    "inference_geo", "speed", "diagnostics", "mcp_servers",
 }
 
-# Keys each content block may carry.  These follow the SDK's *Param types, so
+# Keys each content block may carry. These follow the SDK's *Param types, so
 # anything the SDK itself can send (or echo back from a response) passes.
 BLOCK_KEYS = {
     "text": {"type", "text", "cache_control", "citations"},
@@ -207,9 +275,11 @@ TOOL_KEYS = {
     "input_examples", "type", "allowed_callers", "defer_loading",
     "eager_input_streaming",
 }
-TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 MAX_CACHE_BREAKPOINTS = 4
+# Claude 4.6 and later refuse a final assistant message (a prefill).
+NO_PREFILL = re.compile(r"^claude-(?:(?:opus|sonnet|haiku)-4-[6-9]|[a-z]+-[5-9])")
 
 
 def validate_headers(headers: dict) -> None:
@@ -224,16 +294,17 @@ def validate_request(body: Any) -> None:
     _check(isinstance(body, dict), "", "request body must be a JSON object")
     _no_extra_keys(body, TOP_LEVEL_KEYS, "")
     _check_required(body)
-    _check_options(body)
+    if "stream" in body:
+        _check(isinstance(body["stream"], bool), "stream", "Input should be a valid boolean")
     tool_names = _check_tools(body.get("tools"))
     _check_tool_choice(body.get("tool_choice"), tool_names)
     _check_system(body.get("system"))
     messages = body["messages"]
     for i, message in enumerate(messages):
         _check_message(message, i, is_last=(i == len(messages) - 1))
-    _check_conversation_shape(messages)
+    _check_prefill(body["model"], messages)
     _check_tool_pairing(messages)
-    _check_breakpoint_count(body)
+    _check_breakpoints(body)
 
 
 def _check_required(body: dict) -> None:
@@ -242,56 +313,11 @@ def _check_required(body: dict) -> None:
     model, max_tokens, messages = body["model"], body["max_tokens"], body["messages"]
     _check(isinstance(model, str), "model", "Input should be a valid string")
     _check(model != "", "model", "String should have at least 1 character")
-    _check(_is_int(max_tokens), "max_tokens", "Input should be a valid integer")
-    _check(max_tokens >= 1, "max_tokens", "Input should be greater than or equal to 1")
+    _check(isinstance(max_tokens, int) and not isinstance(max_tokens, bool), "max_tokens",
+           "Input should be a valid integer")
+    _check(max_tokens >= 0, "max_tokens", "Input should be greater than or equal to 0")
     _check(isinstance(messages, list), "messages", "Input should be a valid list")
     _check(len(messages) > 0, "messages", "at least one message is required")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _check_options(body: dict) -> None:
-    if "stream" in body:
-        _check(isinstance(body["stream"], bool), "stream", "Input should be a valid boolean")
-    for key in ("temperature", "top_p"):
-        if key in body:
-            value = body[key]
-            _check(_is_number(value), key, "Input should be a valid number")
-            _check(0 <= value <= 1, key, "Input should be between 0 and 1")
-    if "top_k" in body:
-        _check(_is_int(body["top_k"]) and body["top_k"] >= 0, "top_k",
-               "Input should be a non-negative integer")
-    if "stop_sequences" in body:
-        stops = body["stop_sequences"]
-        _check(isinstance(stops, list) and all(isinstance(s, str) for s in stops),
-               "stop_sequences", "Input should be a list of strings")
-    if "metadata" in body:
-        _check(isinstance(body["metadata"], dict), "metadata", "Input should be a valid dictionary")
-        _no_extra_keys(body["metadata"], {"user_id"}, "metadata")
-    if "service_tier" in body:
-        _check(body["service_tier"] in ("auto", "standard_only"), "service_tier",
-               "Input should be 'auto' or 'standard_only'")
-    if "thinking" in body:
-        _check_thinking_config(body["thinking"], body["max_tokens"])
-
-
-def _check_thinking_config(thinking: Any, max_tokens: int) -> None:
-    _check(isinstance(thinking, dict), "thinking", "Input should be a valid dictionary")
-    kind = thinking.get("type")
-    _check(kind in ("enabled", "disabled", "adaptive"), "thinking.type",
-           "Input should be 'enabled', 'disabled' or 'adaptive'")
-    if kind == "enabled":
-        budget = thinking.get("budget_tokens")
-        _check(_is_int(budget), "thinking.enabled.budget_tokens", "Field required")
-        _check(budget >= 1024, "thinking.enabled.budget_tokens",
-               "Input should be greater than or equal to 1024")
-        _check(max_tokens > budget, "", "`max_tokens` must be greater than `thinking.budget_tokens`")
 
 
 def _check_tool_choice(choice: Any, tool_names: set) -> None:
@@ -329,7 +355,7 @@ def _check_tool(tool: Any, path: str) -> str:
         return name  # A server tool (web_search_..., bash_...): no schema of ours to check.
     _no_extra_keys(tool, TOOL_KEYS, path)
     _check(bool(TOOL_NAME.match(name)), f"{path}.name",
-           "String should match pattern '^[a-zA-Z0-9_-]{1,64}$'")
+           "String should match pattern '^[a-zA-Z0-9_-]{1,128}$'")
     schema = tool.get("input_schema")
     _check(schema is not None, f"{path}.input_schema", "Field required")
     _check(isinstance(schema, dict), f"{path}.input_schema", "Input should be a valid dictionary")
@@ -337,8 +363,6 @@ def _check_tool(tool: Any, path: str) -> str:
     if "description" in tool:
         _check(isinstance(tool["description"], str), f"{path}.description",
                "Input should be a valid string")
-    if "strict" in tool:
-        _check(isinstance(tool["strict"], bool), f"{path}.strict", "Input should be a valid boolean")
     _check_cache_control(tool.get("cache_control"), f"{path}.cache_control")
     return name
 
@@ -405,12 +429,6 @@ def _check_text(block: dict, path: str) -> None:
     _check(text.strip() != "", path, "text content blocks must contain non-whitespace text")
 
 
-def _check_source(block: dict, path: str) -> None:
-    source = block.get("source")
-    _check(isinstance(source, dict), f"{path}.source", "Field required")
-    _check(isinstance(source.get("type"), str), f"{path}.source.type", "Field required")
-
-
 def _check_tool_use(block: dict, path: str) -> None:
     for key, kind in (("id", str), ("name", str), ("input", dict)):
         _check(isinstance(block.get(key), kind), f"{path}.{key}", "Field required")
@@ -431,20 +449,7 @@ def _check_tool_result(block: dict, path: str) -> None:
         _check_block(inner, f"{path}.content.{j}", "user", allowed=TOOL_RESULT_INNER)
 
 
-def _check_thinking(block: dict, path: str) -> None:
-    _check(isinstance(block.get("thinking"), str), f"{path}.thinking", "Field required")
-    _check(isinstance(block.get("signature"), str), f"{path}.signature", "Field required")
-
-
-def _check_redacted(block: dict, path: str) -> None:
-    _check(isinstance(block.get("data"), str), f"{path}.data", "Field required")
-
-
-BLOCK_CHECKS = {
-    "text": _check_text, "image": _check_source, "document": _check_source,
-    "tool_use": _check_tool_use, "tool_result": _check_tool_result,
-    "thinking": _check_thinking, "redacted_thinking": _check_redacted,
-}
+BLOCK_CHECKS = {"text": _check_text, "tool_use": _check_tool_use, "tool_result": _check_tool_result}
 
 
 def _blocks_of(message: dict) -> list:
@@ -453,14 +458,17 @@ def _blocks_of(message: dict) -> list:
     return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
-def _check_conversation_shape(messages: list) -> None:
-    _check(messages[0]["role"] == "user", "messages.0", 'first message must use the "user" role')
+def _check_prefill(model: str, messages: list) -> None:
     last = messages[-1]
-    if last["role"] == "assistant":
-        blocks = _blocks_of(last)
-        if blocks and blocks[-1].get("type") == "text":
-            _check(blocks[-1]["text"] == blocks[-1]["text"].rstrip(), "messages",
-                   "final assistant content cannot end with trailing whitespace")
+    if last["role"] != "assistant":
+        return
+    _check(not NO_PREFILL.match(model), "",
+           "This model does not support assistant message prefill. "
+           "The conversation must end with a user message.")
+    blocks = _blocks_of(last)
+    if blocks and blocks[-1].get("type") == "text":
+        _check(blocks[-1]["text"] == blocks[-1]["text"].rstrip(), "messages",
+               "final assistant content cannot end with trailing whitespace")
 
 
 def _turns(messages: list) -> list:
@@ -527,33 +535,40 @@ def _check_results_expected(blocks: list, previous_blocks: list) -> None:
         answered.add(tool_id)
 
 
-def _check_breakpoint_count(body: dict) -> None:
-    found = sum(1 for block in _cacheable_blocks(body) if block.get("cache_control") is not None)
-    _check(found <= MAX_CACHE_BREAKPOINTS, "",
-           f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}.")
+def _check_breakpoints(body: dict) -> None:
+    """At most four breakpoints, and a 1-hour one never after a 5-minute one."""
+    ttls = [ttl for _, ttl in _cache_units(body) if ttl]
+    _check(len(ttls) <= MAX_CACHE_BREAKPOINTS, "",
+           f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. "
+           f"Found {len(ttls)}.")
+    _check("1h" not in ttls or "5m" not in ttls or ttls.index("5m") > _last(ttls, "1h"), "",
+           "a cache_control block with ttl '1h' must not come after one with ttl '5m'")
 
 
-def _dicts(value: Any) -> list:
-    """The dict items of a list; tolerant of junk so validate=False never crashes."""
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
-def _cacheable_blocks(body: dict):
-    """Every place a cache_control breakpoint may sit, in API order."""
-    yield from _dicts(body.get("tools"))
-    yield from _dicts(body.get("system"))
-    for message in _dicts(body.get("messages")):
-        for block in _dicts(message.get("content")):
-            yield block
-            if block.get("type") == "tool_result":
-                yield from _dicts(block.get("content"))
+def _last(items: list, value: Any) -> int:
+    return len(items) - 1 - items[::-1].index(value)
 
 
 # ---------------------------------------------------------------------------
-# Prompt-caching simulation
+# Prompt caching, by the documented rules
 # ---------------------------------------------------------------------------
 
-CACHE_LOOKBACK = 20  # The API checks this many blocks back from a breakpoint.
+CACHE_LOOKBACK = 20      # a breakpoint finds an earlier cache entry at most this many blocks back
+TTL_SECONDS = {"5m": 300, "1h": 3600}
+# The shortest prefix each model caches (longest matching prefix wins); a
+# shorter one is simply not cached, with no error.
+CACHE_MINIMUMS = {
+    "claude-opus-4-5": 4096, "claude-opus-4-6": 4096, "claude-opus-4-7": 4096,
+    "claude-haiku-4-5": 4096, "claude-sonnet-4-6": 2048,
+    "claude-3-5-haiku": 2048, "claude-3-haiku": 2048,
+    # Sonnet 4.5, Sonnet 4, Opus 4.1, Opus 4, Sonnet 3.7 and anything unknown:
+}
+DEFAULT_CACHE_MINIMUM = 1024
+
+
+def cache_minimum(model: str) -> int:
+    matches = [prefix for prefix in CACHE_MINIMUMS if str(model).startswith(prefix)]
+    return CACHE_MINIMUMS[max(matches, key=len)] if matches else DEFAULT_CACHE_MINIMUM
 
 
 def estimate_tokens(text: str) -> int:
@@ -565,6 +580,20 @@ def _canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _dicts(value: Any) -> list:
+    """The dict items of a list; tolerant of junk so validate=False never crashes."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _ttl(block: dict) -> str | None:
+    """The breakpoint's TTL if this block carries one (inside a tool_result too)."""
+    for candidate in [block, *(_dicts(block.get("content")) if block.get("type") == "tool_result" else [])]:
+        cc = candidate.get("cache_control")
+        if isinstance(cc, dict):
+            return cc.get("ttl", "5m")
+    return None
+
+
 def _strip_cache_control(block: dict) -> dict:
     """A block as the cache sees it: cache_control markers do not change the prefix."""
     clean = {k: v for k, v in block.items() if k != "cache_control"}
@@ -574,103 +603,110 @@ def _strip_cache_control(block: dict) -> dict:
     return clean
 
 
-def _is_breakpoint(block: dict) -> bool:
-    if block.get("cache_control") is not None:
-        return True
-    return block.get("type") == "tool_result" and any(
-        inner.get("cache_control") is not None for inner in _dicts(block.get("content")))
-
-
 def _cache_units(body: dict) -> list:
-    """Linearise the prompt as (canonical text, is_breakpoint) units in API order."""
+    """The prompt in cache order (tools, system, messages) as (text, ttl or None).
+
+    tool_choice is folded into the first message unit: changing it keeps the
+    tools and system cache but invalidates every message breakpoint, as the
+    documentation says. A top-level cache_control marks the last block.
+    """
     system = body.get("system")
     if isinstance(system, str):
-        system = [{"type": "text", "text": system}]
-    wrapped = [("tool", tool) for tool in _dicts(body.get("tools"))]
-    wrapped += [("system", block) for block in _dicts(system)]
+        system = [{"type": "text", "text": system}] if system else []
+    placed = [("tool", tool) for tool in _dicts(body.get("tools"))]
+    placed += [("system", block) for block in _dicts(system)]
     for message in _dicts(body.get("messages")):
         content = message.get("content")
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
-        wrapped += [(str(message.get("role")), block) for block in _dicts(content)]
-    # The role/section goes into the unit so identical blocks in different
-    # places do not share a prefix.
-    return [(_canonical({where: _strip_cache_control(block)}), _is_breakpoint(block))
-            for where, block in wrapped]
+        placed += [(str(message.get("role")), block) for block in _dicts(content)]
+    units = [(_canonical({where: _strip_cache_control(block)}), _ttl(block)) for where, block in placed]
+    first_message = len(_dicts(body.get("tools"))) + len(_dicts(system))
+    if first_message < len(units):
+        text, ttl = units[first_message]
+        units[first_message] = (_canonical(body.get("tool_choice")) + text, ttl)
+    automatic = body.get("cache_control")
+    if isinstance(automatic, dict) and units and units[-1][1] is None:
+        units[-1] = (units[-1][0], automatic.get("ttl", "5m"))
+    return units
 
 
 class PromptCache:
-    """Server-wide store of cached prefix hashes, shared by all requests."""
+    """Server-wide cache entries: prefix hash -> (expiry time, ttl)."""
 
-    def __init__(self, min_tokens: int):
+    def __init__(self, min_tokens: int | None, now: Callable[[], float]):
         self.min_tokens = min_tokens
-        self._hashes: set = set()
+        self.now = now
+        self._entries: dict = {}
         self._lock = threading.Lock()
 
     def usage(self, body: Any) -> dict:
-        """Input-side usage for this request; stores its cacheable prefixes."""
+        """Input-side usage for this request; writes and refreshes its entries."""
         if not isinstance(body, dict):
             body = {}  # Junk sent with validate=False: nothing to cache.
+        model = str(body.get("model"))
+        minimum = self.min_tokens if self.min_tokens is not None else cache_minimum(model)
         units = _cache_units(body)
-        hashes, totals = self._prefixes(units, seed=str(body.get("model")))
-        breakpoints = [i for i, (_, marked) in enumerate(units) if marked]
+        hashes, totals = _prefixes(units, seed=model)
+        marks = [i for i, (_, ttl) in enumerate(units) if ttl and totals[i] >= minimum]
         total = totals[-1] if totals else 0
         with self._lock:
-            read = self._longest_hit(breakpoints, hashes, totals)
-            creation = 0
-            if breakpoints and totals[breakpoints[-1]] >= self.min_tokens:
-                creation = totals[breakpoints[-1]] - read
-            self._hashes.update(hashes[b] for b in breakpoints if totals[b] >= self.min_tokens)
+            now = self.now()
+            read = self._read(marks, hashes, totals, now)
+            written = {"5m": 0, "1h": 0}
+            done = read
+            for i in marks:
+                ttl = units[i][1]
+                written[ttl] += max(0, totals[i] - done)
+                done = max(done, totals[i])
+                self._entries[hashes[i]] = (now + TTL_SECONDS[ttl], ttl)
+        creation = written["5m"] + written["1h"]
         return {"input_tokens": total - read - creation,
                 "cache_creation_input_tokens": creation,
-                "cache_read_input_tokens": read}
+                "cache_read_input_tokens": read,
+                "cache_creation": {"ephemeral_5m_input_tokens": written["5m"],
+                                   "ephemeral_1h_input_tokens": written["1h"]}}
 
-    @staticmethod
-    def _prefixes(units: list, seed: str) -> tuple[list, list]:
-        """Hash and cumulative token count of every prefix units[0..i]."""
-        # Seeding with the model mirrors the real cache being per model.
-        running = hashlib.sha256(seed.encode())
-        hashes, totals, tokens = [], [], 0
-        for text, _ in units:
-            running.update(text.encode() + b"\x1e")
-            hashes.append(running.hexdigest())
-            tokens += estimate_tokens(text)
-            totals.append(tokens)
-        return hashes, totals
-
-    def _longest_hit(self, breakpoints: list, hashes: list, totals: list) -> int:
-        """Tokens of the longest cached prefix reachable from any breakpoint."""
-        best = 0
-        for b in breakpoints:
-            for j in range(b, max(b - CACHE_LOOKBACK, 0) - 1, -1):
-                if totals[j] >= self.min_tokens and hashes[j] in self._hashes:
-                    best = max(best, totals[j])
+    def _read(self, marks: list, hashes: list, totals: list, now: float) -> int:
+        """Tokens of the longest live entry within the lookback of a breakpoint.
+        A hit refreshes the entry: TTLs count from the last use."""
+        best, hit = 0, None
+        for b in marks:
+            for j in range(b, max(b - CACHE_LOOKBACK + 1, 0) - 1, -1):
+                entry = self._entries.get(hashes[j])
+                if entry and entry[0] > now:
+                    if totals[j] > best:
+                        best, hit = totals[j], j
                     break
+        if hit is not None:
+            ttl = self._entries[hashes[hit]][1]
+            self._entries[hashes[hit]] = (now + TTL_SECONDS[ttl], ttl)
         return best
 
 
+def _prefixes(units: list, seed: str) -> tuple[list, list]:
+    """Hash and cumulative token count of every prefix units[0..i]."""
+    # Seeding with the model mirrors the real cache being per model.
+    running = hashlib.sha256(seed.encode())
+    hashes, totals, tokens = [], [], 0
+    for text, _ in units:
+        running.update(text.encode() + b"\x1e")
+        hashes.append(running.hexdigest())
+        tokens += estimate_tokens(text)
+        totals.append(tokens)
+    return hashes, totals
+
+
 # ---------------------------------------------------------------------------
-# Building responses
+# The stream, event by event as the real API sends it
 # ---------------------------------------------------------------------------
 
 def _split_text(text: str) -> list:
     """Chunks for text_delta events: by word, or halves for a single word."""
-    lead = text[: len(text) - len(text.lstrip())]
-    pieces = re.findall(r"\S+\s*", text)
-    if pieces:
-        pieces[0] = lead + pieces[0]
-    else:
-        pieces = [text]
+    pieces = re.findall(r"\s*\S+\s*", text) or [text]
     if len(pieces) < 2 and len(text) >= 2:
-        half = len(text) // 2
-        pieces = [text[:half], text[half:]]
+        pieces = [text[:len(text) // 2], text[len(text) // 2:]]
     return pieces
-
-
-def _split_json(raw: str) -> list:
-    """At least two partial_json fragments, so clients must really accumulate."""
-    size = max(1, math.ceil(len(raw) / 3))
-    return [raw[i:i + size] for i in range(0, len(raw), size)]
 
 
 def _block_events(index: int, block: dict) -> list:
@@ -678,9 +714,12 @@ def _block_events(index: int, block: dict) -> list:
         start = {"type": "text", "text": ""}
         deltas = [{"type": "text_delta", "text": t} for t in _split_text(block["text"])]
     else:
+        # The real API opens with an empty fragment, then sends the JSON in pieces.
+        raw = json.dumps(block["input"])
+        size = max(1, math.ceil(len(raw) / 3))
         start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
         deltas = [{"type": "input_json_delta", "partial_json": p}
-                  for p in _split_json(json.dumps(block["input"]))]
+                  for p in ["", *(raw[i:i + size] for i in range(0, len(raw), size))]]
     events = [("content_block_start", {"type": "content_block_start", "index": index,
                                        "content_block": start})]
     events += [("content_block_delta", {"type": "content_block_delta", "index": index,
@@ -689,26 +728,37 @@ def _block_events(index: int, block: dict) -> list:
     return events
 
 
-def stream_events(message: dict) -> list:
-    """The SSE events the real API would send for this complete message."""
+def stream_events(message: dict, fault: str | None = None) -> list:
+    """The SSE events the real API would send for this complete message,
+    with one of STREAM_FAULTS if asked."""
     usage = message["usage"]
-    start_usage = {**{k: v for k, v in usage.items() if k != "output_tokens"}, "output_tokens": 1}
-    opening = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
-               "usage": start_usage}
-    events = [("message_start", {"type": "message_start", "message": opening}),
-              ("ping", {"type": "ping"})]
+    opening = {**message, "content": None if fault == "null-content" else [],
+               "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 1}}
+    events = [("message_start", {"type": "message_start", "message": opening})]
     for index, block in enumerate(message["content"]):
         events += _block_events(index, block)
-    events.append(("message_delta", {
-        "type": "message_delta",
-        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-        "usage": {"output_tokens": usage["output_tokens"]}}))
+        if index == 0:
+            events.insert(2, ("ping", {"type": "ping"}))
+        if index == 0 and fault == "error-event":
+            return events + [("error", {"type": "error", "error": {
+                "type": "overloaded_error", "message": "Overloaded"}})]
+    if not message["content"]:
+        events.append(("ping", {"type": "ping"}))
+    if fault == "no-stop":
+        return events
+    delta = {"type": "message_delta",
+             "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+             "usage": {k: usage[k] for k in ("input_tokens", "cache_creation_input_tokens",
+                                             "cache_read_input_tokens", "output_tokens") if k in usage}}
+    if fault == "no-usage":
+        del delta["usage"]
+    events.append(("message_delta", delta))
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 
 
-def _error_body(step: Error) -> dict:
-    return {"type": "error",
+def _error_body(step: Error, request_id: str) -> dict:
+    return {"type": "error", "request_id": request_id,
             "error": {"type": step.type or _error_type(step.status), "message": step.message}}
 
 
@@ -758,14 +808,17 @@ class MockAPI:
     """A scripted Messages API on 127.0.0.1; see the module docstring."""
 
     def __init__(self, script: list | Callable | None = None, *, validate: bool = True,
-                 min_cache_tokens: int = 1024, port: int = 0, echo: bool = False):
+                 min_cache_tokens: int | None = None, port: int = 0, echo: bool = False,
+                 clock: Callable[[], float] | None = None):
         self.script = script
         self.validate = validate
         self.port = port
         self.echo = echo  # Print one line per POST (used by the CLI).
         self.requests: list[dict] = []
         self._steps = None if callable(script) else deque(script or [])
-        self._cache = PromptCache(min_cache_tokens)
+        self._clock = clock or time.monotonic
+        self._skipped = 0.0
+        self._cache = PromptCache(min_cache_tokens, self.now)
         self._lock = threading.Lock()
         self._tool_ids = 0
         self._server: _Server | None = None
@@ -773,6 +826,13 @@ class MockAPI:
         self._stopped = False
 
     mode = staticmethod(mode_script)
+
+    def now(self) -> float:
+        return self._clock() + self._skipped
+
+    def advance(self, seconds: float) -> None:
+        """Let `seconds` pass for the cache (an idle gap without the wait)."""
+        self._skipped += seconds
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -828,6 +888,10 @@ class MockAPI:
         if self._stopped:  # A kept-alive connection outliving stop(): just hang up.
             h.close_connection = True
             return
+        if urlsplit(h.path).path == "/mock/advance":
+            self.advance(float(json.loads(raw or b"{}").get("seconds", 0)))
+            self._send(h, 200, b"{}", {"Content-Type": "application/json"})
+            return
         entry = self._log(h, raw)
         body, problem = self._parse_and_validate(h, raw, entry)
         if problem is not None:
@@ -849,7 +913,7 @@ class MockAPI:
             entry = {"n": n, "body": None, "headers": headers,
                      "retry_count": _int_or_zero(headers.get("x-stainless-retry-count")),
                      "time": time.monotonic(), "bytes": len(raw), "status": None,
-                     "error": None, "usage": None, "request_id": f"req_mock_{n}"}
+                     "error": None, "usage": None, "request_id": f"req_mock_{n:04d}"}
             self.requests.append(entry)
         return entry
 
@@ -890,7 +954,7 @@ class MockAPI:
         time.sleep(step.delay)
         extra = {"request-id": entry["request_id"]}
         if isinstance(body, dict) and body.get("stream") is True:
-            self._send_stream(h, stream_events(message), step.cut_after, extra)
+            self._send_stream(h, stream_events(message, step.fault), step.cut_after, extra)
         else:
             payload = json.dumps(message).encode()
             self._send(h, 200, payload, {"Content-Type": "application/json", **extra})
@@ -917,14 +981,17 @@ class MockAPI:
         for call in step.tools:
             content.append({"type": "tool_use", "id": call.id or self._new_tool_id(),
                             "name": call.name, "input": call.input})
+        stop_reason = step.stop_reason or ("tool_use" if step.tools else "end_turn")
+        if isinstance(body, dict) and body.get("max_tokens") == 0:
+            content, stop_reason = [], "max_tokens"
         usage = self._cache.usage(body)
         usage["output_tokens"] = max(1, estimate_tokens(_canonical(content)))
+        usage["service_tier"] = "standard"
         usage.update(step.usage or {})
         model = body.get("model") if isinstance(body, dict) else None
         return {"id": f"msg_mock_{n}", "type": "message", "role": "assistant",
                 "model": model or "mock-model", "content": content,
-                "stop_reason": step.stop_reason or ("tool_use" if step.tools else "end_turn"),
-                "stop_sequence": None, "usage": usage}
+                "stop_reason": stop_reason, "stop_sequence": None, "usage": usage}
 
     def _new_tool_id(self) -> str:
         with self._lock:
@@ -942,9 +1009,9 @@ class MockAPI:
         h.wfile.write(payload)
 
     def _send_error(self, h: _Handler, step: Error, request_id: str) -> None:
-        payload = json.dumps(_error_body(step)).encode()
+        payload = json.dumps(_error_body(step, request_id)).encode()
         headers = {"Content-Type": "application/json", "request-id": request_id,
-                   **(step.headers or {})}
+                   **(_rate_limit_headers() if step.status == 429 else {}), **(step.headers or {})}
         self._send(h, step.status, payload, headers)
 
     def _send_stream(self, h: _Handler, events: list, cut_after: int | None, headers: dict) -> None:
@@ -1001,23 +1068,10 @@ def _int_or_zero(value: Any) -> int:
 # Command line
 # ---------------------------------------------------------------------------
 
-def main(argv: list | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Serve a scripted mock of the Anthropic Messages API.")
-    parser.add_argument("--mode", default="ok",
-                        help="loop, fail, 429, 429-after, 529, 500-then-ok, 400, 400-retry, "
-                             "anything else: a plain reply")
-    parser.add_argument("--port", type=int, default=8799)
-    parser.add_argument("--retry-after", default="2", help="seconds, for --mode 429-after")
-    parser.add_argument("--failures", type=int, default=2, help="for --mode 500-then-ok")
-    parser.add_argument("--min-cache-tokens", type=int, default=1024)
-    parser.add_argument("--no-validate", action="store_true", help="accept any request body")
-    args = parser.parse_args(argv)
-
-    script = mode_script(args.mode, retry_after=args.retry_after, failures=args.failures)
-    mock = MockAPI(script, validate=not args.no_validate, port=args.port,
-                   min_cache_tokens=args.min_cache_tokens, echo=True)
+def serve(mock: MockAPI, mode: str) -> int:
+    """Run until Ctrl-C, printing one line per request."""
     mock.start()
-    print(f"mock Anthropic API (mode {args.mode}) on {mock.url} - Ctrl-C to stop", flush=True)
+    print(f"mock Anthropic API (mode {mode}) on {mock.url} - Ctrl-C to stop", flush=True)
     print(f"  export ANTHROPIC_BASE_URL={mock.url} ANTHROPIC_API_KEY=test-key", flush=True)
     try:
         while True:
@@ -1027,6 +1081,22 @@ def main(argv: list | None = None) -> int:
     finally:
         mock.stop()
     return 0
+
+
+def main(argv: list | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Serve a scripted mock of the Anthropic Messages API.")
+    parser.add_argument("--mode", default="ok", help="; ".join(f"{k}: {v}" for k, v in MODES.items()))
+    parser.add_argument("--port", type=int, default=8799)
+    parser.add_argument("--retry-after", default="2", help="seconds, for --mode 429-after")
+    parser.add_argument("--failures", type=int, default=2, help="for --mode 500-then-ok")
+    parser.add_argument("--min-cache-tokens", type=int, default=None,
+                        help="one minimum for every model (default: each model's own)")
+    parser.add_argument("--no-validate", action="store_true", help="accept any request body")
+    args = parser.parse_args(argv)
+    script = mode_script(args.mode, retry_after=args.retry_after, failures=args.failures)
+    mock = MockAPI(script, validate=not args.no_validate, port=args.port,
+                   min_cache_tokens=args.min_cache_tokens, echo=True)
+    return serve(mock, args.mode)
 
 
 if __name__ == "__main__":
