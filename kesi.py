@@ -1642,7 +1642,7 @@ def read_memory_file(name: str) -> tuple[str | None, bool]:
     try:
         with open_regular_file(target) as f:
             info = os.fstat(f.fileno())
-            key = (info.st_ino, info.st_size, info.st_mtime_ns)
+            key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
             seen = _MEMORY_SEEN.get(target)
             if seen and seen[0] == key:
                 return seen[1], False
@@ -1680,10 +1680,10 @@ CACHE_MINIMUM = {
     "claude-opus-4-1": 1024, "claude-opus-4": 1024, "claude-opus-4-0": 1024,
     "claude-sonnet-4": 1024, "claude-sonnet-4-0": 1024, "claude-3-7-sonnet": 1024,
     "claude-3-5-sonnet": 1024, "claude-3-opus": 1024,
-    "claude-opus-4-7": 2048, "claude-sonnet-4-6": 2048,    # sources disagree on 4.6: the larger one
+    "claude-sonnet-4-6": 2048,
     "claude-3-5-haiku": 2048, "claude-3-haiku": 2048,
-    "claude-opus-4-6": 4096, "claude-opus-4-5": 4096, "claude-haiku-4-5": 4096,
-}
+    "claude-opus-4-7": 4096, "claude-opus-4-6": 4096, "claude-opus-4-5": 4096, "claude-haiku-4-5": 4096,
+}   # where sources disagree (Sonnet 4.6, Opus 4.7) the larger value
 DEFAULT_CACHE_MINIMUM = 4096    # unknown or newer models: the largest documented minimum
 LONG_PAUSE = 5 * 60             # a pause this long (seconds) outlives a 5-minute entry
 PAUSE_MEMORY = 60 * 60          # after a long pause, use 1-hour entries for this long
@@ -1765,7 +1765,7 @@ _TOOLS_CHARS: dict[tuple, int] = {}
 def tools_chars(names: tuple) -> int:
     """Size of the tool specs sent for these names; they never change while KeSi runs."""
     if names not in _TOOLS_CHARS:
-        _TOOLS_CHARS[names] = len(json.dumps([t for t in TOOLS if t["name"] in names]))
+        _TOOLS_CHARS[names] = json_chars([t for t in TOOLS if t["name"] in names])
     return _TOOLS_CHARS[names]
 
 
@@ -2548,7 +2548,7 @@ def estimate_tokens(history: list[dict], agent: Agent | None = None) -> int:
 def json_chars(messages: list[dict]) -> int:
     # ensure_ascii: a CJK character becomes a 6-character escape, close to
     # its real cost of one to two tokens; raw it would count as a quarter.
-    return len(json.dumps(messages, default=str))
+    return len(json.dumps(messages, default=str, separators=(",", ":")))
 
 
 def mark_request_size(agent: Agent, history: list[dict], tokens: int) -> None:
