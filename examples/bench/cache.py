@@ -2,98 +2,142 @@
 # requires-python = ">=3.11"
 # dependencies = ["anthropic>=0.69"]
 # ///
-"""Bench (d): input bytes per request and the (simulated) prompt-cache hit ratio over a session.
+"""Bench (d): what prompt caching saves under a model's real cache rules, with idle gaps.
 
-A scripted three-prompt session (explore, search, fix and test: 12 requests
-with list_files, read_file, grep, edit_file and run_command) runs through the
-real agent loop against the mock API, whose cache simulation follows the
-documented prefix-caching rules. The same session runs twice: with KeSi's
-cache breakpoints, and with every cache_control removed, to show what the
-breakpoints save. Costs use KeSi's own price table for its default model.
+A scripted session (day 18's project: each prompt one to three tool round
+trips, then an answer) runs through the real agent loop and the real SDK
+against the mock API, which caches like the real API: a per-model minimum
+prefix (Haiku 4.5: 4,096 tokens), 5-minute and 1-hour entries that expire on
+the mock's clock, refreshed by each read, the cache_creation breakdown.
+Idle gaps between prompts move that clock (and KeSi's) on without waiting;
+requests inside a turn are 5 seconds apart.
 
-Run: uv run examples/bench/cache.py [--small]   (--small: a shorter session)
+Each scenario runs with five cache strategies side by side:
+  KeSi            this version: marks only prefixes that reach the model's
+                  minimum; 1-hour entries after a pause of 5+ minutes
+  before          the previous version: two system marks and two message
+                  marks on every request, always 5 minutes
+  always 5m / 1h  KeSi's marks with one fixed lifetime
+  none            no cache_control at all (the baseline of every ratio)
+Cost: KeSi's price table for the model, with 1-hour writes at 2x input.
+
+Run: uv run examples/bench/cache.py [--small] [--model claude-haiku-4-5]
 """
+import importlib.util
+import time
+from pathlib import Path
+
 from benchlib import kesi, parse_args, quiet_kesi, table
 import checklib
-from mock_api import reply, tool_call
+from mock_api import cache_minimum
 
-APP = "\n".join(f"def handler_{i}(event):\n    \"\"\"Handle event kind {i}.\"\"\"\n    return event.get('id', {i})\n"
-                for i in range(60)) + "\nTOTAL = handler_1({}) + handler_2({})\n"
-FILES = {"README.md": "# demo\n\nA small service with sixty event handlers.\n" * 20,
-         "app.py": APP, "test_app.py": "import app\nassert app.TOTAL == 3\nprint('ok')\n"}
+HERE = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("day18_check", HERE.parent / "day18" / "check.py")
+day18 = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(day18)
 
-PROMPTS = [
-    ("What does this project do?", [
-        reply("Let me look.", tool_call("list_files", {})),
-        reply(tool_call("read_file", {"file_path": "README.md"})),
-        reply(tool_call("read_file", {"file_path": "app.py"})),
-        reply("It is a small service with sixty event handlers in app.py."),
-    ]),
-    ("Where is handler_2 used?", [
-        reply(tool_call("grep", {"pattern": "handler_2\\b"})),
-        reply(tool_call("read_file", {"file_path": "app.py", "offset": 1, "limit": 12})),
-        reply("handler_2 is defined in app.py and used in TOTAL."),
-    ]),
-    ("TOTAL should be 3; fix it and run the test.", [
-        reply(tool_call("read_file", {"file_path": "test_app.py"})),
-        reply(tool_call("edit_file", {"file_path": "app.py", "old_string": "handler_1({}) + handler_2({})",
-                                      "new_string": "1 + 2"})),
-        reply(tool_call("run_command", {"command": "python3 test_app.py"})),
-        reply(tool_call("glob", {"pattern": "**/*.py"})),
-        reply("Fixed: TOTAL is now 1 + 2 and the test prints ok."),
-    ]),
-]
+MINUTE = 60
+SCENARIOS = {   # idle minutes before each prompt after the first
+    "interactive, mixed gaps": [2, 15, 3, 25, 1, 12, 4, 20, 2, 30, 3],
+    "interactive, short gaps": [0.5, 1, 2, 3, 1, 4, 0.5, 2, 3, 1, 2],
+    "headless (one task)": None,
+}
 
 
-def without_cache_control(blocks):
-    return [{k: v for k, v in block.items() if k != "cache_control"} for block in blocks]
+class FakeTime:
+    """kesi.time with a clock the bench moves on; everything else is the real module."""
+
+    def __init__(self):
+        self.offset = 0.0
+
+    def time(self):
+        return time.time() + self.offset
+
+    def __getattr__(self, name):
+        return getattr(time, name)
 
 
-def run_session(prompts, cached: bool):
-    """Run the scripted session; returns the mock's request log."""
-    script = [step for _, steps in prompts for step in steps]
-    saved = kesi.with_cache_breakpoints, kesi.system_prompt
-    if not cached:
-        kesi.with_cache_breakpoints = list
-        kesi.system_prompt = lambda rules=kesi.SYSTEM_RULES: without_cache_control(saved[1](rules))
+def before_this_version(request, history, agent):
+    """The previous placement: system rules + environment, newest and third newest message."""
+    for block in request["system"][-2:]:
+        block["cache_control"] = {"type": "ephemeral"}
+    request["messages"] = original["with_cache_breakpoints"](history)
+    return request
+
+
+def no_cache_control(request, history, agent):
+    request["messages"] = list(history)
+    return request
+
+
+original = {"add": kesi.add_cache_breakpoints, "with_cache_breakpoints": kesi.with_cache_breakpoints,
+            "ttl": kesi.CacheClock.ttl_for_request}
+STRATEGIES = {
+    "KeSi": {},
+    "before": {"add": before_this_version},
+    "always 5m": {"ttl": lambda self, label: "5m"},
+    "always 1h": {"ttl": lambda self, label: "1h"},
+    "none": {"add": no_cache_control},
+}
+
+
+def headless_task(turns: int):
+    """One prompt that does the work of many: all tool rounds, one answer."""
+    prompts, steps = day18.session_script(turns)
+    calls = [s for s in steps if s.tools][:kesi.MAX_TURNS - 2]
+    return ["Go through every module: what does each do, and where is each rule used?"], \
+        calls + [steps[-1]]
+
+
+def run(scenario: str, gaps, strategy: dict, model: str, turns: int):
+    prompts, steps = day18.session_script(turns) if gaps else headless_task(turns)
+    clock = FakeTime()
+    kesi.add_cache_breakpoints = strategy.get("add", original["add"])
+    kesi.CacheClock.ttl_for_request = strategy.get("ttl", original["ttl"])
+    kesi.CACHE_CLOCK = kesi.CacheClock()
+    saved_time, saved_stream, saved_model = kesi.time, kesi.stream_turn, kesi.MODEL
+    kesi.time, kesi.MODEL = clock, model
+
     try:
-        with checklib.workspace(FILES), checklib.mock_client(script) as (mock, client):
+        with checklib.workspace(day18.PROJECT), \
+                checklib.mock_client(steps, clock=lambda: clock.offset) as (mock, client):
+            def spaced(*args, **kwargs):        # requests inside a turn: 5 s apart
+                clock.offset += 5
+                return saved_stream(*args, **kwargs)
+            kesi.stream_turn = spaced
             quiet_kesi()
-            kesi.PERMISSION_MODE = "bypassPermissions"     # no one to answer prompts here
+            kesi.PERMISSION_MODE = "bypassPermissions"
+            kesi.METER.calls.clear()
             history = []
-            for prompt, _ in prompts:
-                history.append({"role": "user", "content": prompt})
-                answer = kesi.run_agent(client, history)
+            for n, prompt in enumerate(prompts):
+                if n and gaps:
+                    clock.offset += gaps[(n - 1) % len(gaps)] * MINUTE
+                answer = kesi.run_turn(client, history, prompt)
                 assert answer.ok, answer.text
-            return list(mock.requests), kesi.METER.cost(), kesi.METER.cache_share()
+            assert all(r["status"] == 200 for r in mock.requests), [r["error"] for r in mock.requests]
+            return kesi.METER.cost(), kesi.METER.cache_share(), len(mock.requests), \
+                sum(c["cache_write_1h"] for c in kesi.METER.calls)
     finally:
-        kesi.with_cache_breakpoints, kesi.system_prompt = saved
-
-
-def per_request_rows(requests):
-    rows = []
-    for r in requests:
-        u = r["usage"]
-        total = u["input_tokens"] + u["cache_creation_input_tokens"] + u["cache_read_input_tokens"]
-        rows.append([r["n"], r["bytes"], u["input_tokens"], u["cache_creation_input_tokens"],
-                     u["cache_read_input_tokens"], f"{u['cache_read_input_tokens'] / total:.0%}"])
-    return rows
+        kesi.time, kesi.stream_turn, kesi.MODEL = saved_time, saved_stream, saved_model
+        kesi.add_cache_breakpoints = original["add"]
+        kesi.CacheClock.ttl_for_request = original["ttl"]
+        kesi.CACHE_CLOCK = kesi.CacheClock()
 
 
 def main():
-    args = parse_args(__doc__.splitlines()[0])
-    prompts = PROMPTS[:2] if args.small else PROMPTS
-    cached, cost, share = run_session(prompts, cached=True)
-    plain, plain_cost, plain_share = run_session(prompts, cached=False)
-    print(f"# Per request, with KeSi's cache breakpoints (model {kesi.MODEL})")
-    print(table(["request", "bytes sent", "uncached in", "cache write", "cache read", "hit ratio"],
-                per_request_rows(cached)))
-    print("\n# Whole session")
-    total_bytes = lambda log: sum(r["bytes"] for r in log)
-    print(table(["variant", "requests", "bytes sent", "cache hit ratio", "input+output cost $"],
-                [["KeSi breakpoints", len(cached), total_bytes(cached), f"{share:.1%}", f"{cost:.5f}"],
-                 ["no cache_control", len(plain), total_bytes(plain), f"{plain_share:.1%}", f"{plain_cost:.5f}"],
-                 ["ratio", "", "", "", f"{cost / plain_cost:.2f}x"]]))
+    args = parse_args(__doc__.splitlines()[0], lambda p: p.add_argument("--model", default="claude-haiku-4-5"))
+    turns = 6 if args.small else 12
+    fixed = kesi.fixed_prefix_tokens(kesi.MAIN_AGENT.tools(), kesi.system_prompt())
+    print(f"# Model {args.model}: the mock caches prefixes of {cache_minimum(args.model):,}+ tokens; "
+          f"KeSi's tools + system prompt are about {fixed:,} tokens (characters / 4)")
+    for scenario, gaps in SCENARIOS.items():
+        results = {name: run(scenario, gaps, strategy, args.model, turns) for name, strategy in STRATEGIES.items()}
+        baseline = results["none"][0]
+        rows = [[name, requests, f"{share:.1%}", f"{one_hour:,}", f"{cost:.5f}", f"{cost / baseline:.2f}x"]
+                for name, (cost, share, requests, one_hour) in results.items()]
+        label = f"{scenario}: gaps {gaps} min" if gaps else f"{scenario}: one prompt, no gaps"
+        print(f"\n## {label}")
+        print(table(["strategy", "requests", "read from cache", "1h writes", "cost $", "vs none"], rows))
 
 
 if __name__ == "__main__":
