@@ -61,6 +61,8 @@ def fresh_state() -> None:
     kesi.GRANTED_WRITES.clear()
     kesi.TODOS.clear()
     kesi.METER.calls.clear()
+    kesi.CACHE_CLOCK = kesi.CacheClock()          # no pause remembered from an earlier check
+    kesi.MAIN_AGENT.size_mark = kesi.SUB_AGENT.size_mark = None
     kesi.PERMISSION_MODE = "default"
     kesi.SESSION_FILE = None
     kesi.MAIN_AGENT.echo = True
