@@ -2419,7 +2419,8 @@ COMPACT_AT = 0.8             # share that triggers automatic compaction
 KEEP_RECENT_RESULTS = 4      # the newest tool results always stay whole
 MIN_CLEARABLE_CHARS = 500
 CLEARED_RESULT = "[old tool result cleared to save context; run the tool again if you need it]"
-COMPACT_PROMPT = ("Summarise our conversation so far so that it can replace the history. Keep: "
+COMPACT_PROMPT = ("Summarise our conversation so far so that it can replace the history. Do not call "
+                  "any tool: answer with the summary only. Keep: "
                   "the user's goals and instructions, decisions made, files read or changed (with "
                   "paths), commands run and their outcome, open problems and the next step. Be "
                   "concise; write it for yourself, not for the user.")
@@ -2470,26 +2471,21 @@ def manage_context(client, history: list[dict], agent: Agent) -> None:
 def compact_history(client, history: list[dict], focus: str | None = None) -> bool:
     """Summarise the journal with the model and replace it with the summary.
 
-    The same system prompt and tools are sent (tool_choice none), so the
-    request reads its long prefix from the cache. A new user prompt at the
-    end is kept as it is; a pending tool round is folded into the summary.
+    Never raises (Ctrl-C included): on any failure the history is kept as it
+    was. A new user prompt at the end is kept as it is; a pending tool round
+    is folded into the summary. The session file keeps the full transcript.
     """
     if not history:
         return False
     tail = history[-1:] if is_user_prompt(history[-1]) and len(history) > 1 else []
     past = history[:len(history) - len(tail)]
-    instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
-    request = request_for(append_user_text(past, instruction), MAIN_AGENT)
-    request["tool_choice"] = {"type": "none"}
+    ui("  (compacting the conversation: asking the model for a summary...)")
     try:
-        response = client.messages.create(**request)
-    except anthropic.AnthropicError as exc:
-        ui(f"  (compaction failed, history kept: {describe_api_error(exc)})")
-        return False
-    METER.record(response.usage, label="compact")
-    summary = text_of([block_to_dict(b) for b in response.content]).strip()
+        summary, problem = ask_for_summary(client, past, focus)
+    except KeyboardInterrupt:
+        summary, problem = None, "compaction interrupted, history kept"
     if not summary:
-        ui("  (compaction returned no summary; history kept)")
+        ui(f"  ({problem})")
         return False
     if past[-1]["role"] == "user" and not tail:   # mid-task: let the model carry on from the summary
         history[:] = [{"role": "user", "content": COMPACT_INTRO + summary + "\n\nContinue the task."}]
@@ -2498,6 +2494,35 @@ def compact_history(client, history: list[dict], focus: str | None = None) -> bo
                       {"role": "assistant", "content": "Understood. I will continue from this summary."}, *tail]
     READ_VERSIONS.clear()   # the file contents read are gone from the history, as after /reset
     return True
+
+
+def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | None, str]:
+    """(summary, "") or (None, what went wrong).
+
+    The request is a normal one (same system prompt, tools and tool_choice)
+    with the instruction as the last user message, so it reads the whole
+    conversation from the cache. It streams: a non-streaming request with a
+    large max_tokens is refused by the SDK. An endpoint that answers with a
+    tool call anyway (some ignore the instruction) is asked again without tools.
+    """
+    instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
+    request = request_for(append_user_text(past, instruction), MAIN_AGENT)
+    for attempt in ("with tools", "without tools"):
+        try:
+            message, finished, interrupted = stream_turn(client, request, echo=False)
+        except StreamFailure as failure:
+            return None, f"compaction failed, history kept: {describe_api_error(failure.cause)}"
+        except Exception as exc:
+            return None, f"compaction failed, history kept: {describe_api_error(exc)}"
+        if interrupted:
+            return None, "compaction interrupted, history kept"
+        METER.record(message.usage, label="compact")
+        content = kept_blocks(message.content)
+        summary = text_of(content).strip()
+        if not any(b["type"] == "tool_use" for b in content):
+            return (summary, "") if summary else (None, "compaction returned no summary; history kept")
+        request = {k: v for k, v in request.items() if k != "tools"}
+    return None, "compaction returned a tool call instead of a summary; history kept"
 
 
 def is_user_prompt(message: dict) -> bool:
@@ -2523,6 +2548,13 @@ def append_user_text(history: list[dict], text: str) -> list[dict]:
 # ============================================================================
 
 SESSION_FILE: Path | None = None
+# The file is a log: lines are only ever appended. SAVED is how many messages
+# of the current journal it already holds, LAST_SAVED the newest of them as
+# written, to notice a journal that was replaced (compaction, a rolled-back
+# refusal) rather than extended.
+SAVED = 0
+LAST_SAVED = ""
+RESTART = "kesi_restart"     # a marker line: the journal starts again from the lines after it
 
 
 def session_dir() -> Path:
@@ -2541,24 +2573,44 @@ def make_kesi_dir() -> Path:
 
 
 def save_session(history: list[dict]) -> None:
-    """Rewrite the session file atomically: one JSON header line, then one
-    line per message. A crash leaves the previous complete version."""
-    global SESSION_FILE
+    """Append what is new in the journal to the session file: one JSON header
+    line first, then one line per message. When the journal was replaced
+    instead of extended, a restart marker and the new journal follow; the
+    earlier transcript stays in the file."""
+    global SESSION_FILE, SAVED, LAST_SAVED
     if not history:
         return
+    lines: list = []
     if SESSION_FILE is None:
         # Microseconds too: after /reset a second session may start within the same second.
         SESSION_FILE = session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.getpid()}.jsonl"
-    header = {"kesi_session": 1, "model": MODEL, "saved": datetime.datetime.now().isoformat(timespec="seconds"),
-              "title": shorten(first_prompt(history), 70)}
-    lines = [json.dumps(header, ensure_ascii=False)]
-    lines += [json.dumps(message, ensure_ascii=False, default=str) for message in history]
+    if not SESSION_FILE.exists():
+        SAVED, LAST_SAVED = 0, ""
+        lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(first_prompt(history), 70),
+                      "saved": datetime.datetime.now().isoformat(timespec="seconds")})
+    if SAVED and (SAVED > len(history) or as_line(history[SAVED - 1]) != LAST_SAVED):
+        lines.append({RESTART: "the conversation was compacted or rolled back",
+                      "at": datetime.datetime.now().isoformat(timespec="seconds")})
+        SAVED = 0
+    lines += history[SAVED:]
     try:
         make_kesi_dir()
         SESSION_FILE.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(SESSION_FILE, ("\n".join(lines) + "\n").encode("utf-8", errors="backslashreplace"))
+        append_lines(SESSION_FILE, [as_line(line) for line in lines])
     except OSError as exc:
         ui(f"  (could not save the session: {exc})")
+        return
+    SAVED, LAST_SAVED = len(history), as_line(history[-1])
+
+
+def as_line(message: dict) -> str:
+    return json.dumps(message, ensure_ascii=False, default=str)
+
+
+def append_lines(path: Path, lines: list[str]) -> None:
+    """The one place session lines are written."""
+    with open(path, "ab") as f:
+        f.write(("".join(line + "\n" for line in lines)).encode("utf-8", errors="backslashreplace"))
 
 
 def first_prompt(history: list[dict]) -> str:
@@ -2575,9 +2627,9 @@ def list_sessions() -> list[Path]:
         return []
 
 
-def load_session(path: Path) -> list[dict]:
-    """Read a saved journal back and make sure it is one the API accepts.
-    Raises ValueError with a readable reason."""
+def read_session(path: Path) -> list[dict]:
+    """The journal saved in a session file: the messages after the last
+    restart marker. Raises ValueError with a readable reason."""
     history = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -2588,23 +2640,34 @@ def load_session(path: Path) -> list[dict]:
             message = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path.name} line {number} is not JSON: {exc.msg}") from exc
+        if isinstance(message, dict) and RESTART in message:
+            history = []
+            continue
         if (not isinstance(message, dict) or message.get("role") not in ("user", "assistant")
                 or not isinstance(message.get("content"), (str, list))):
             raise ValueError(f"{path.name} line {number} is not a message")
         history.append(message)
-    seal_dangling_tool_use(history)    # a crash mid-tool leaves tool_use unanswered
+    return history
+
+
+def load_session(path: Path) -> list[dict]:
+    """A saved journal, made one the API accepts: a crash mid-tool leaves
+    tool_use unanswered."""
+    history = read_session(path)
+    seal_dangling_tool_use(history)
     return history
 
 
 def resume_session(path: Path, history: list[dict]) -> bool:
-    global SESSION_FILE
+    global SESSION_FILE, SAVED, LAST_SAVED
     try:
-        loaded = load_session(path)
+        loaded = read_session(path)
     except ValueError as exc:
         ui(f"  Could not resume: {exc}")
         return False
     history[:] = loaded
-    SESSION_FILE = path
+    SESSION_FILE, SAVED, LAST_SAVED = path, len(loaded), as_line(loaded[-1]) if loaded else ""
+    seal_dangling_tool_use(history)   # appended to the file with the next save
     READ_VERSIONS.clear()     # files may have changed since; read them again
     TODOS.clear()
     restore_todos(history)
