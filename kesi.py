@@ -1996,29 +1996,40 @@ class StreamFailure(Exception):
         self.cause, self.snapshot, self.finished = cause, snapshot, finished
 
 
+class StreamEndedEarly(Exception):
+    """The server closed a stream before message_stop: the answer is incomplete."""
+
+
 def stream_turn(client, request: dict, echo: bool):
     """One streamed request. Returns (message, finished_blocks, interrupted).
 
     Text is printed as it arrives. finished counts content blocks whose
     content_block_stop has arrived: only those are complete. (The SDK's
-    partial-JSON parsing makes a half tool_use *look* complete.)
+    partial-JSON parsing makes a half tool_use *look* complete.) Only a
+    stream that reached message_stop is a finished answer.
     """
-    stream, started, finished, printed = None, False, 0, False
+    stream, started, finished, printed, stopped = None, False, 0, False, False
     waiting = WaitingNote(echo)
     try:
         with client.messages.stream(**request) as stream:
             for event in stream:
                 if event.type == "message_start":
                     started = True
+                    if event.message.content is None:   # some compatible servers send null
+                        stream.current_message_snapshot.content = []
                 elif event.type == "content_block_start":
                     waiting.clear()
                 elif event.type == "content_block_stop":
                     finished = event.index + 1
+                elif event.type == "message_stop":
+                    stopped = True
                 elif event.type == "content_block_delta" and event.delta.type == "text_delta" and echo:
                     if not printed:
                         ui("KeSi > ", end="")
                         printed = True
                     ui(event.delta.text, end="")
+            if not stopped:
+                raise StreamEndedEarly("the stream ended before the answer was complete (no message_stop)")
             message = stream.get_final_message()
     except KeyboardInterrupt:
         waiting.clear()
@@ -2029,10 +2040,22 @@ def stream_turn(client, request: dict, echo: bool):
         end_line(printed)
         if stream is None:
             raise                   # the request never opened: a normal API error
-        raise StreamFailure(exc, snapshot_of(stream) if started else None, finished) from exc
+        snapshot = snapshot_of(stream) if started else None
+        if malformed_after_last_block(exc, snapshot, finished):
+            return snapshot, finished, False
+        raise StreamFailure(exc, snapshot, finished) from exc
     waiting.clear()
     end_line(printed)
     return message, finished, False
+
+
+def malformed_after_last_block(exc: Exception, snapshot, finished: int) -> bool:
+    """True when the SDK choked on an event after every block was complete,
+    e.g. a message_delta without usage: the reply itself is whole."""
+    sdk_choked = (isinstance(exc, (AttributeError, TypeError, KeyError, ValueError))
+                  and not isinstance(exc, anthropic.AnthropicError))
+    content = getattr(snapshot, "content", None)
+    return sdk_choked and bool(content) and finished == len(content)
 
 
 class WaitingNote:
@@ -2054,9 +2077,10 @@ class WaitingNote:
 
 def snapshot_of(stream):
     try:
-        return stream.current_message_snapshot
+        snapshot = stream.current_message_snapshot
     except Exception:
         return None
+    return snapshot if isinstance(getattr(snapshot, "content", None), list) else None
 
 
 def end_line(printed: bool) -> None:
@@ -2099,11 +2123,19 @@ class Agent:
         return [spec for spec in TOOLS if spec["name"] in self.tool_names]
 
 
-@dataclass
-class Answer:
-    text: str
-    ok: bool = True            # False: an API failure, a limit or an interruption
-    interrupted: bool = False  # the user pressed Ctrl-C
+class Answer(str):
+    """What run_agent returns: the answer text (a str, as the series has it),
+    plus whether the turn ended well, for the exit code of headless runs."""
+
+    def __new__(cls, text: str, ok: bool = True, interrupted: bool = False):
+        answer = super().__new__(cls, text)
+        answer.ok = ok                    # False: an API failure, a limit, a refusal or an interruption
+        answer.interrupted = interrupted  # the user pressed Ctrl-C
+        return answer
+
+    @property
+    def text(self) -> str:
+        return str(self)
 
 
 def request_for(history: list[dict], agent: Agent) -> dict:
@@ -2112,19 +2144,36 @@ def request_for(history: list[dict], agent: Agent) -> dict:
     return add_cache_breakpoints(request, history, agent)
 
 
-def stop_with(history: list[dict], message: str, agent: Agent, interrupted: bool = False) -> Answer:
-    """End the turn with a notice recorded as the assistant's last word."""
-    history.append({"role": "assistant", "content": message})
+def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=(), *,
+             ok: bool = False, interrupted: bool = False, record: bool = True) -> Answer:
+    """The one way out of the agent loop.
+
+    kept: the complete blocks of a reply that is not in the journal yet;
+    they are added, and any tool call left unanswered gets a result. notice:
+    what to tell the user when the model's own text is not the answer
+    (errors, limits, interruptions); it is printed, and recorded as the
+    assistant's last word unless record is False (a request that failed
+    adds nothing; or the caller put the notice among kept). Without a
+    notice the streamed answer is the result.
+    """
+    if kept:
+        history.append({"role": "assistant", "content": list(kept)})
+    seal_dangling_tool_use(history)
+    if notice is None:
+        return Answer(text_of(history[-1]["content"]) if history else "", ok=ok)
+    if record:
+        history.append({"role": "assistant", "content": notice})
     if interrupted and agent.echo:
         ui()                         # the terminal's "^C" is still on the line
-    return Answer(say(message, agent), ok=False, interrupted=interrupted)
+    return Answer(say(notice, agent), ok=False, interrupted=interrupted)
 
 
 def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer:
     """Ask, run the tools, report back; until the model answers in text.
 
-    The journal is valid at every exit: every tool_use gets its tool_result
-    in the very next message, and a failed request appends nothing.
+    The journal is valid at every exit (see end_turn): every tool_use gets
+    its tool_result in the very next message, and a failed request appends
+    nothing.
     """
     agent = agent or MAIN_AGENT
     failures = 0
@@ -2134,60 +2183,53 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
         try:
             message, finished, interrupted = stream_turn(client, request_for(history, agent), agent.echo)
         except StreamFailure as failure:
-            return recover_from_stream_failure(history, failure, agent)
-        except anthropic.AnthropicError as exc:
-            return Answer(say(describe_api_error(exc), agent), ok=False)
+            return end_after_stream_failure(history, failure, agent)
+        except Exception as exc:      # the request never opened: API errors, and SDK errors before sending
+            return end_turn(history, agent, describe_api_error(exc), record=False)
         if interrupted:
-            return recover_from_interrupt(history, message, finished, agent)
+            if message is not None:
+                METER.record(message.usage, partial=True, label=agent.label)
+            return end_turn(history, agent, "(this turn was interrupted; the unfinished part was not kept)",
+                            kept_blocks(message.content[:finished]) if message is not None else [],
+                            interrupted=True)
         METER.record(message.usage, label=agent.label)
         note_request_size(agent, message.usage)
         if message.stop_reason in TRUNCATED:
             # The reply is cut off: a half-written tool call must not run.
             # No automatic retry either: that would be one more chance to write files.
-            return stop_with(history, f"Error: the model {TRUNCATED[message.stop_reason]}, so no "
-                             "tools were run this round. Ask for a smaller step.", agent)
+            return end_turn(history, agent, f"Error: the model {TRUNCATED[message.stop_reason]}, so no "
+                            "tools were run this round. Ask for a smaller step.")
+        if message.stop_reason == "refusal":
+            return end_after_refusal(history, agent)
         content = kept_blocks(message.content)
-        history.append({"role": "assistant", "content": content or [{"type": "text", "text": "(no answer)"}]})
         uses = [b for b in content if b["type"] == "tool_use"]
-        if message.stop_reason == "pause_turn" and not uses:
-            continue               # the API paused a long turn; sending it back resumes it
         if not uses:               # decided by content, not stop_reason: every tool_use gets an answer
-            if message.stop_reason == "refusal":
-                return Answer(text_of(content) or "(the model declined to answer)", ok=False)
-            return Answer(text_of(content))
+            # pause_turn is only resumed after a server tool; KeSi has none, so
+            # a pause with nothing to run ends the turn (a resume would be a
+            # prefill, which newer models refuse, and could loop).
+            return end_turn(history, agent, kept=content or [{"type": "text", "text": "(no answer)"}], ok=True)
+        history.append({"role": "assistant", "content": content})
         results, interrupted = run_tools(uses, agent)
         history.append({"role": "user", "content": results})
         if interrupted:
-            return stop_with(history, "(interrupted; you can ask the next thing)", agent, interrupted=True)
+            return end_turn(history, agent, "(interrupted; you can ask the next thing)", interrupted=True)
         failures = failures + 1 if all(r["is_error"] for r in results) else 0
         if failures >= MAX_TOOL_FAILURES:
-            return stop_with(history, f"Error: every tool call failed {MAX_TOOL_FAILURES} rounds in a "
-                             f"row (stopped at round {turn}). Try a different approach.", agent)
-    return stop_with(history, f"Error: stopped after {MAX_TURNS} model round trips without a final "
-                     "answer. Rephrase, split the task into smaller steps, or /reset.", agent)
+            return end_turn(history, agent, f"Error: every tool call failed {MAX_TOOL_FAILURES} rounds in a "
+                            f"row (stopped at round {turn}). Try a different approach.")
+    return end_turn(history, agent, f"Error: stopped after {MAX_TURNS} model round trips without a final "
+                    "answer. Rephrase, split the task into smaller steps, or /reset.")
 
 
 def kept_blocks(content, text_only: bool = False) -> list[dict]:
     """Response blocks as journal dicts, minus empty text blocks (the API
     rejects those when they are sent back); text_only also drops tool calls."""
-    blocks = [block_to_dict(b) for b in content]
+    blocks = [block_to_dict(b) for b in content or []]
     return [b for b in blocks if (b.get("text", "").strip() if b["type"] == "text" else not text_only)]
 
 
-def recover_from_interrupt(history, snapshot, finished: int, agent: Agent) -> Answer:
-    """Ctrl-C mid-stream: keep only complete blocks, answer any complete tool_use."""
-    if snapshot is not None:
-        METER.record(snapshot.usage, partial=True, label=agent.label)
-        kept = kept_blocks(snapshot.content[:finished])
-        if kept:
-            history.append({"role": "assistant", "content": kept})
-            seal_dangling_tool_use(history)
-    return stop_with(history, "(this turn was interrupted; the unfinished part was not kept)", agent,
-                     interrupted=True)
-
-
-def recover_from_stream_failure(history, failure: StreamFailure, agent: Agent) -> Answer:
-    """The connection broke mid-stream: keep finished text, never a tool call."""
+def end_after_stream_failure(history, failure: StreamFailure, agent: Agent) -> Answer:
+    """The stream broke or stopped early: keep finished text, never a tool call."""
     kept = []
     if failure.snapshot is not None:
         METER.record(failure.snapshot.usage, partial=True, label=agent.label)
@@ -2195,10 +2237,21 @@ def recover_from_stream_failure(history, failure: StreamFailure, agent: Agent) -
     message = describe_api_error(failure.cause)
     if not isinstance(failure.cause, anthropic.AnthropicError):   # e.g. a connection reset
         kept_note = "Its complete text was kept" if kept else "Nothing of it was kept"
-        message = (f"Error: the connection broke while the answer was arriving "
-                   f"({type(failure.cause).__name__}: {failure.cause}). {kept_note}; ask again to continue.")
-    history.append({"role": "assistant", "content": kept + [{"type": "text", "text": message}]})
-    return Answer(say(message, agent), ok=False)
+        what = (str(failure.cause) if isinstance(failure.cause, StreamEndedEarly)
+                else f"the connection broke while the answer was arriving ({type(failure.cause).__name__}: "
+                     f"{failure.cause})")
+        message = f"Error: {what}. {kept_note}, no tool was run; ask again to continue."
+    # The notice goes into the same message as the kept text.
+    return end_turn(history, agent, message, kept + [{"type": "text", "text": message}], record=False)
+
+
+def end_after_refusal(history: list[dict], agent: Agent) -> Answer:
+    """The API asks for a reset or a rephrase after a refusal: remove the
+    refused prompt and everything after it, so the next request is clean."""
+    prompts = [i for i, m in enumerate(history) if is_user_prompt(m)]
+    del history[prompts[-1] if prompts else 0:]
+    return end_turn(history, agent, "(the model declined this request; the prompt and its answer were "
+                    "removed from the conversation, so rephrase it or ask something else)", record=False)
 
 
 def seal_dangling_tool_use(history: list[dict]) -> bool:
@@ -2510,7 +2563,8 @@ COMPACT_AT = 0.8             # share that triggers automatic compaction
 KEEP_RECENT_RESULTS = 4      # the newest tool results always stay whole
 MIN_CLEARABLE_CHARS = 500
 CLEARED_RESULT = "[old tool result cleared to save context; run the tool again if you need it]"
-COMPACT_PROMPT = ("Summarise our conversation so far so that it can replace the history. Keep: "
+COMPACT_PROMPT = ("Summarise our conversation so far so that it can replace the history. Do not call "
+                  "any tool: answer with the summary only. Keep: "
                   "the user's goals and instructions, decisions made, files read or changed (with "
                   "paths), commands run and their outcome, open problems and the next step. Be "
                   "concise; write it for yourself, not for the user.")
@@ -2599,26 +2653,21 @@ def manage_context(client, history: list[dict], agent: Agent) -> None:
 def compact_history(client, history: list[dict], focus: str | None = None) -> bool:
     """Summarise the journal with the model and replace it with the summary.
 
-    The same system prompt and tools are sent (tool_choice none), so the
-    request reads its long prefix from the cache. A new user prompt at the
-    end is kept as it is; a pending tool round is folded into the summary.
+    Never raises (Ctrl-C included): on any failure the history is kept as it
+    was. A new user prompt at the end is kept as it is; a pending tool round
+    is folded into the summary. The session file keeps the full transcript.
     """
     if not history:
         return False
     tail = history[-1:] if is_user_prompt(history[-1]) and len(history) > 1 else []
     past = history[:len(history) - len(tail)]
-    instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
-    request = request_for(append_user_text(past, instruction), MAIN_AGENT)
-    request["tool_choice"] = {"type": "none"}
+    ui("  (compacting the conversation: asking the model for a summary...)")
     try:
-        response = client.messages.create(**request)
-    except anthropic.AnthropicError as exc:
-        ui(f"  (compaction failed, history kept: {describe_api_error(exc)})")
-        return False
-    METER.record(response.usage, label="compact")
-    summary = text_of([block_to_dict(b) for b in response.content]).strip()
+        summary, problem = ask_for_summary(client, past, focus)
+    except KeyboardInterrupt:
+        summary, problem = None, "compaction interrupted, history kept"
     if not summary:
-        ui("  (compaction returned no summary; history kept)")
+        ui(f"  ({problem})")
         return False
     if past[-1]["role"] == "user" and not tail:   # mid-task: let the model carry on from the summary
         history[:] = [{"role": "user", "content": COMPACT_INTRO + summary + "\n\nContinue the task."}]
@@ -2627,6 +2676,35 @@ def compact_history(client, history: list[dict], focus: str | None = None) -> bo
                       {"role": "assistant", "content": "Understood. I will continue from this summary."}, *tail]
     READ_VERSIONS.clear()   # the file contents read are gone from the history, as after /reset
     return True
+
+
+def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | None, str]:
+    """(summary, "") or (None, what went wrong).
+
+    The request is a normal one (same system prompt, tools and tool_choice)
+    with the instruction as the last user message, so it reads the whole
+    conversation from the cache. It streams: a non-streaming request with a
+    large max_tokens is refused by the SDK. An endpoint that answers with a
+    tool call anyway (some ignore the instruction) is asked again without tools.
+    """
+    instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
+    request = request_for(append_user_text(past, instruction), MAIN_AGENT)
+    for attempt in ("with tools", "without tools"):
+        try:
+            message, finished, interrupted = stream_turn(client, request, echo=False)
+        except StreamFailure as failure:
+            return None, f"compaction failed, history kept: {describe_api_error(failure.cause)}"
+        except Exception as exc:
+            return None, f"compaction failed, history kept: {describe_api_error(exc)}"
+        if interrupted:
+            return None, "compaction interrupted, history kept"
+        METER.record(message.usage, label="compact")
+        content = kept_blocks(message.content)
+        summary = text_of(content).strip()
+        if not any(b["type"] == "tool_use" for b in content):
+            return (summary, "") if summary else (None, "compaction returned no summary; history kept")
+        request = {k: v for k, v in request.items() if k != "tools"}
+    return None, "compaction returned a tool call instead of a summary; history kept"
 
 
 def is_user_prompt(message: dict) -> bool:
@@ -2652,6 +2730,13 @@ def append_user_text(history: list[dict], text: str) -> list[dict]:
 # ============================================================================
 
 SESSION_FILE: Path | None = None
+# The file is a log: lines are only ever appended. SAVED is how many messages
+# of the current journal it already holds, LAST_SAVED the newest of them as
+# written, to notice a journal that was replaced (compaction, a rolled-back
+# refusal) rather than extended.
+SAVED = 0
+LAST_SAVED = ""
+RESTART = "kesi_restart"     # a marker line: the journal starts again from the lines after it
 
 
 def session_dir() -> Path:
@@ -2670,24 +2755,44 @@ def make_kesi_dir() -> Path:
 
 
 def save_session(history: list[dict]) -> None:
-    """Rewrite the session file atomically: one JSON header line, then one
-    line per message. A crash leaves the previous complete version."""
-    global SESSION_FILE
+    """Append what is new in the journal to the session file: one JSON header
+    line first, then one line per message. When the journal was replaced
+    instead of extended, a restart marker and the new journal follow; the
+    earlier transcript stays in the file."""
+    global SESSION_FILE, SAVED, LAST_SAVED
     if not history:
         return
+    lines: list = []
     if SESSION_FILE is None:
         # Microseconds too: after /reset a second session may start within the same second.
         SESSION_FILE = session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.getpid()}.jsonl"
-    header = {"kesi_session": 1, "model": MODEL, "saved": datetime.datetime.now().isoformat(timespec="seconds"),
-              "title": shorten(first_prompt(history), 70)}
-    lines = [json.dumps(header, ensure_ascii=False)]
-    lines += [json.dumps(message, ensure_ascii=False, default=str) for message in history]
+    if not SESSION_FILE.exists():
+        SAVED, LAST_SAVED = 0, ""
+        lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(first_prompt(history), 70),
+                      "saved": datetime.datetime.now().isoformat(timespec="seconds")})
+    if SAVED and (SAVED > len(history) or as_line(history[SAVED - 1]) != LAST_SAVED):
+        lines.append({RESTART: "the conversation was compacted or rolled back",
+                      "at": datetime.datetime.now().isoformat(timespec="seconds")})
+        SAVED = 0
+    lines += history[SAVED:]
     try:
         make_kesi_dir()
         SESSION_FILE.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(SESSION_FILE, ("\n".join(lines) + "\n").encode("utf-8", errors="backslashreplace"))
+        append_lines(SESSION_FILE, [as_line(line) for line in lines])
     except OSError as exc:
         ui(f"  (could not save the session: {exc})")
+        return
+    SAVED, LAST_SAVED = len(history), as_line(history[-1])
+
+
+def as_line(message: dict) -> str:
+    return json.dumps(message, ensure_ascii=False, default=str)
+
+
+def append_lines(path: Path, lines: list[str]) -> None:
+    """The one place session lines are written."""
+    with open(path, "ab") as f:
+        f.write(("".join(line + "\n" for line in lines)).encode("utf-8", errors="backslashreplace"))
 
 
 def first_prompt(history: list[dict]) -> str:
@@ -2704,9 +2809,9 @@ def list_sessions() -> list[Path]:
         return []
 
 
-def load_session(path: Path) -> list[dict]:
-    """Read a saved journal back and make sure it is one the API accepts.
-    Raises ValueError with a readable reason."""
+def read_session(path: Path) -> list[dict]:
+    """The journal saved in a session file: the messages after the last
+    restart marker. Raises ValueError with a readable reason."""
     history = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -2717,23 +2822,34 @@ def load_session(path: Path) -> list[dict]:
             message = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path.name} line {number} is not JSON: {exc.msg}") from exc
+        if isinstance(message, dict) and RESTART in message:
+            history = []
+            continue
         if (not isinstance(message, dict) or message.get("role") not in ("user", "assistant")
                 or not isinstance(message.get("content"), (str, list))):
             raise ValueError(f"{path.name} line {number} is not a message")
         history.append(message)
-    seal_dangling_tool_use(history)    # a crash mid-tool leaves tool_use unanswered
+    return history
+
+
+def load_session(path: Path) -> list[dict]:
+    """A saved journal, made one the API accepts: a crash mid-tool leaves
+    tool_use unanswered."""
+    history = read_session(path)
+    seal_dangling_tool_use(history)
     return history
 
 
 def resume_session(path: Path, history: list[dict]) -> bool:
-    global SESSION_FILE
+    global SESSION_FILE, SAVED, LAST_SAVED
     try:
-        loaded = load_session(path)
+        loaded = read_session(path)
     except ValueError as exc:
         ui(f"  Could not resume: {exc}")
         return False
     history[:] = loaded
-    SESSION_FILE = path
+    SESSION_FILE, SAVED, LAST_SAVED = path, len(loaded), as_line(loaded[-1]) if loaded else ""
+    seal_dangling_tool_use(history)   # appended to the file with the next save
     READ_VERSIONS.clear()     # files may have changed since; read them again
     TODOS.clear()
     restore_todos(history)
@@ -2904,9 +3020,8 @@ def run_turn(client, history: list[dict], prompt: str) -> Answer:
     try:
         answer = run_agent(client, history)
     except KeyboardInterrupt:
-        seal_dangling_tool_use(history)
-        answer = Answer("(interrupted; you can ask the next thing)", ok=False)
-        ui("\n" + answer.text)
+        answer = end_turn(history, MAIN_AGENT, "(interrupted; you can ask the next thing)",
+                          interrupted=True, record=False)
     finally:
         if len(METER.calls) > before:
             ui(f"  {METER.report(before)}")

@@ -10,7 +10,9 @@ PLAN = [{"content": "Look", "status": "completed"}, {"content": "Fix", "status":
 
 
 def is_compaction(body: dict) -> bool:
-    return body.get("tool_choice") == {"type": "none"}
+    """A summary request: a normal request whose last user message asks for the summary."""
+    last = body["messages"][-1]
+    return last["role"] == "user" and kesi.COMPACT_PROMPT[:60] in kesi.text_of(last["content"])
 
 
 # --- todo_write ----------------------------------------------------------------
@@ -165,12 +167,13 @@ def test_after_compaction_files_must_be_read_again_before_overwriting(ws, mock_c
 
 def test_failed_or_empty_compaction_keeps_the_history(ws, mock_client):
     history = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
-    mock, client = mock_client([error(400, "prompt is too long (mock)"), reply(None, tool_call("grep", {"pattern": "x"}))])
+    mock, client = mock_client([error(400, "prompt is too long (mock)"), reply(None, tool_call("grep", {"pattern": "x"})),
+                                reply(None)])
     shown = capture_ui()
     assert not kesi.compact_history(client, history)
     assert "compaction failed, history kept" in shown.getvalue()
-    assert not kesi.compact_history(client, history)          # a reply with no text is no summary
-    assert "no summary" in shown.getvalue()
+    assert not kesi.compact_history(client, history)          # a tool call, then (without tools) no text: no summary
+    assert "no summary" in shown.getvalue() and "tools" not in mock.requests[-1]["body"]
     assert history == [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
 
 

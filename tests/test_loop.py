@@ -119,10 +119,12 @@ def test_a_cut_off_reply_runs_no_tool_and_records_only_a_notice(mock_client, mon
     assert accepts_next_turn(client, history, mock)
 
 
-def test_pause_turn_without_tools_is_resumed(mock_client):
+def test_pause_turn_without_tools_ends_the_turn(mock_client):
+    """pause_turn is resumed only after a server tool, and KeSi has none: sending the
+    paused reply back would be a prefill (refused by 4.6+ models) and could loop."""
     answer, history, mock, _ = run(mock_client, [reply("thinking...", stop_reason="pause_turn"), reply("Done.")])
-    assert answer.text == "Done." and len(mock.requests) == 2
-    assert mock.requests[1]["body"]["messages"][-1]["role"] == "assistant"
+    assert answer.text == "thinking..." and len(mock.requests) == 1
+    assert history[-1] == {"role": "assistant", "content": [{"type": "text", "text": "thinking..."}]}
 
 
 def test_pause_turn_with_tool_calls_runs_them(mock_client):
@@ -131,9 +133,11 @@ def test_pause_turn_with_tool_calls_runs_them(mock_client):
     assert answer.text == "Listed." and history[2]["content"][0]["type"] == "tool_result"
 
 
-def test_refusal_returns_the_text_and_is_not_ok(mock_client):
+def test_refusal_rolls_the_exchange_back_and_says_so(mock_client):
+    """The API wants a reset or a rephrase after a refusal: the refused prompt goes."""
     answer, history, mock, client = run(mock_client, [reply("I won't do that.", stop_reason="refusal")])
-    assert (answer.text, answer.ok) == ("I won't do that.", False)
+    assert not answer.ok and "removed from the conversation" in answer.text
+    assert history == []
     assert accepts_next_turn(client, history, mock)
 
 

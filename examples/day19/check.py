@@ -32,7 +32,9 @@ def read_call(path: str):
 
 
 def is_compaction(body: dict) -> bool:
-    return body.get("tool_choice") == {"type": "none"}
+    """A summary request: a normal request whose last user message asks for the summary."""
+    last = body["messages"][-1]
+    return last["role"] == "user" and kesi.COMPACT_PROMPT[:60] in kesi.text_of(last["content"])
 
 
 def with_summaries(steps: list):
@@ -105,8 +107,9 @@ def check_auto_compaction():
         if summary_at != 3:
             return
         ask, before, after = bodies[3], bodies[2], bodies[4]
-        checks.check("the summary request reuses the system prompt and tools (tool_choice none)",
-                     ask["system"] == before["system"] and ask["tools"] == before["tools"])
+        checks.check("the summary request reuses the system prompt, tools and tool_choice",
+                     ask["system"] == before["system"] and ask["tools"] == before["tools"]
+                     and ask.get("tool_choice") == before.get("tool_choice"))
         last = ask["messages"][-1]["content"]
         checks.check("the pending tool round is answered, then the summary instruction follows",
                      [b["type"] for b in last] == ["tool_result", "text"] and kesi.COMPACT_PROMPT in last[-1]["text"])
@@ -137,7 +140,8 @@ def check_manual_compact():
         kesi.run_turn(client, history, "Second question.")
         kesi.handle_slash("/compact the second question", client, history)
         ask = mock.requests[2]["body"]
-        checks.check("/compact sends one summary request with tool_choice none", is_compaction(ask))
+        checks.check("/compact sends one summary request, the instruction as the last user message",
+                     is_compaction(ask) and ask.get("tool_choice") == mock.requests[1]["body"].get("tool_choice"))
         checks.check("it reuses the system prompt and tools of the conversation",
                      ask["system"] == mock.requests[1]["body"]["system"]
                      and ask["tools"] == mock.requests[1]["body"]["tools"])
@@ -147,8 +151,10 @@ def check_manual_compact():
         checks.check("the history is replaced by the summary and an acknowledgement",
                      len(history) == 2 and SUMMARY in history[0]["content"] and history[1]["role"] == "assistant")
         checks.check("the terminal reports the compaction", "(compacted 4 messages into 2)" in screen.getvalue())
-        lines = kesi.SESSION_FILE.read_text(encoding="utf-8").splitlines()
-        checks.check("the session file is rewritten with the compacted journal", len(lines) == 3, len(lines))
+        lines = [json.loads(line) for line in kesi.SESSION_FILE.read_text(encoding="utf-8").splitlines()]
+        checks.check("the session file keeps the transcript, then a marker and the compacted journal",
+                     len(lines) == 1 + 4 + 1 + 2 and kesi.RESTART in lines[5]
+                     and kesi.load_session(kesi.SESSION_FILE) == history, len(lines))
         answer = kesi.run_turn(client, history, "Third question.")
         after = mock.requests[3]["body"]["messages"]
         checks.check("the next request starts from the summary and is accepted",
