@@ -29,6 +29,7 @@ import codecs
 import difflib
 import datetime
 import hashlib
+import importlib
 import inspect
 import json
 import os
@@ -46,12 +47,34 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-import anthropic
-
 try:  # arrow keys and history at the prompt; absent on Windows
     import readline
 except ImportError:  # pragma: no cover
     readline = None
+
+
+class BackgroundImport:
+    """A module imported in a background thread; the first use of one of its
+    attributes waits for it. `import anthropic` is about 90% of KeSi's
+    start-up time, so the REPL shows its prompt while the SDK loads."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.thread = threading.Thread(target=self.load, name=f"import {name}", daemon=True)
+        self.thread.start()
+
+    def load(self) -> None:
+        try:
+            importlib.import_module(self.name)
+        except BaseException:
+            pass             # imported again on first use, where the error is reported
+
+    def __getattr__(self, attribute: str):
+        self.thread.join()
+        return getattr(importlib.import_module(self.name), attribute)
+
+
+anthropic = BackgroundImport("anthropic")
 
 
 # ============================================================================
@@ -2889,6 +2912,19 @@ def make_client():
     return anthropic.Anthropic(max_retries=env_int("KESI_MAX_RETRIES", 2))
 
 
+class LazyClient:
+    """The SDK client, made when first used: the REPL takes the first prompt
+    while the SDK is still being imported (see BackgroundImport)."""
+
+    def __init__(self):
+        self.client = None
+
+    def __getattr__(self, name: str):
+        if self.client is None:
+            self.client = make_client()
+        return getattr(self.client, name)
+
+
 def print_startup() -> None:
     ui(BANNER)
     ui(f"  workspace: {BASE_DIR}")
@@ -3114,7 +3150,7 @@ def main(argv=None) -> int:
     if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
         print(NO_KEY, file=sys.stderr)
         return 2
-    CLIENT = make_client()
+    CLIENT = LazyClient()
     history: list[dict] = []
     if args.prompt is None:
         print_startup()
@@ -3139,5 +3175,18 @@ def main(argv=None) -> int:
     return 0 if answer.ok else 1
 
 
+def exit_now(code: int) -> None:
+    """End the process once output is flushed and the exit handlers (temp
+    folders, prompt history) have run: the interpreter's own teardown of the
+    SDK's modules takes longer than a headless task's last step."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):     # a closed pipe: nothing more can be said
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
