@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["anthropic>=0.69"]
+# dependencies = ["anthropic>=2.16,<3"]  # tested with 2.16; 3.x may change the stream API
 # ///
 """KeSi: a small, readable terminal coding agent.
 
