@@ -1824,8 +1824,11 @@ def describe_api_error(exc: BaseException) -> str:
     if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 200:
         # An `error` event inside a stream that had opened fine (e.g. overloaded_error); not retried.
         return f"Error: the API broke off its answer midway: {api_error_message(exc)}. Try again shortly."
+    if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 402:
+        return f"Error: a billing problem (402): {api_error_message(exc)}. Check the plan and credits in the Console."
     if isinstance(exc, anthropic.APIStatusError):
-        return f"Error: the API answered {exc.status_code}: {api_error_message(exc)}"
+        request_id = f" (request id {exc.request_id})" if getattr(exc, "request_id", None) else ""
+        return f"Error: the API answered {exc.status_code}: {api_error_message(exc)}{request_id}"
     return f"Error: {type(exc).__name__}: {exc}"
 
 
