@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["anthropic>=0.69"]
+# dependencies = ["anthropic>=2.16,<3"]  # tested with 2.16; 3.x may change the stream API
 # ///
 """KeSi: a small, readable terminal coding agent.
 
@@ -2004,8 +2004,11 @@ def describe_api_error(exc: BaseException) -> str:
     if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 200:
         # An `error` event inside a stream that had opened fine (e.g. overloaded_error); not retried.
         return f"Error: the API broke off its answer midway: {api_error_message(exc)}. Try again shortly."
+    if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 402:
+        return f"Error: a billing problem (402): {api_error_message(exc)}. Check the plan and credits in the Console."
     if isinstance(exc, anthropic.APIStatusError):
-        return f"Error: the API answered {exc.status_code}: {api_error_message(exc)}"
+        request_id = f" (request id {exc.request_id})" if getattr(exc, "request_id", None) else ""
+        return f"Error: the API answered {exc.status_code}: {api_error_message(exc)}{request_id}"
     return f"Error: {type(exc).__name__}: {exc}"
 
 

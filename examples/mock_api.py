@@ -20,7 +20,8 @@ small HTTP server on 127.0.0.1 that answers `POST /v1/messages` from a script:
 Interface
 ---------
 * Script steps: `reply(text, *tool_calls, stop_reason=, usage=, delay=, cut_after=, fault=)`,
-  `error(status, message, type=, headers=, delay=)`, a bare string (a text reply),
+  `error(status, message, type=, headers=, delay=)` (a header set to None is
+  left out, e.g. a 429 without retry-after), a bare string (a text reply),
   or a callable `(body) -> step`. The script may also be one callable
   `(body, n) -> step`; `mode_script(name)` builds the named ones (see MODES).
 * `MockAPI(script, validate=True, min_cache_tokens=None, port=0, echo=False, clock=None)`
@@ -180,7 +181,7 @@ ALL_GOOD = "(mock) all good."
 MODES = {
     "loop": "always the same tool call (list_files): for MAX_TURNS",
     "fail": "always a tool call that fails: for MAX_TOOL_FAILURES",
-    "429": "always 429 (rate_limit_error, retry-after: 1)",
+    "429": "always 429 without retry-after, to watch the SDK's own backoff (the real API sends one)",
     "429-after": "always 429 with retry-after: RETRY_AFTER seconds",
     "529": "always 529 (overloaded_error)",
     "500-then-ok": "500 for the first FAILURES requests, then a normal answer",
@@ -206,7 +207,7 @@ def mode_script(name: str, **opts: Any) -> Callable[[dict, int], Any]:
         "loop": lambda n: reply("Let me look at the directory again.",
                                 tool_call("list_files", {})),
         "fail": lambda n: reply(None, tool_call("read_file", {"file_path": "missing-file.txt"})),
-        "429": lambda n: error(429, rate_limited),
+        "429": lambda n: error(429, rate_limited, headers={"retry-after": None}),
         "429-after": lambda n: error(429, rate_limited, headers={"retry-after": retry_after}),
         "529": lambda n: error(529, "Overloaded"),
         "500-then-ok": lambda n: (error(500, "Internal server error") if n <= failures
@@ -1012,7 +1013,7 @@ class MockAPI:
         payload = json.dumps(_error_body(step, request_id)).encode()
         headers = {"Content-Type": "application/json", "request-id": request_id,
                    **(_rate_limit_headers() if step.status == 429 else {}), **(step.headers or {})}
-        self._send(h, step.status, payload, headers)
+        self._send(h, step.status, payload, {k: v for k, v in headers.items() if v is not None})
 
     def _send_stream(self, h: _Handler, events: list, cut_after: int | None, headers: dict) -> None:
         # Chunked, like the real API: a cut then shows up as an incomplete body,

@@ -146,3 +146,13 @@ def test_a_429_says_when_to_retry_and_which_limit(mock_client):
     assert headers["retry-after"] == "1"
     assert headers["anthropic-ratelimit-requests-remaining"] == "0"
     assert "anthropic-ratelimit-input-tokens-reset" in headers
+
+
+def test_kesi_explains_billing_and_names_the_request_id(ws, mock_client):
+    import kesi
+    _, client = mock_client([error(402, "Your credit balance is too low"), error(504, "upstream timed out")],
+                            max_retries=0)
+    billing = kesi.run_agent(client, [{"role": "user", "content": "hi"}])
+    assert "billing problem (402)" in billing and "credit balance" in billing and not billing.ok
+    timeout = kesi.run_agent(client, [{"role": "user", "content": "hi"}])
+    assert "504" in timeout and "request id req_mock_" in timeout

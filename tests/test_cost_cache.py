@@ -217,7 +217,9 @@ def test_without_message_breakpoints_the_cache_share_collapses(sonnet_rules, ws,
 def test_a_changed_environment_still_reads_tools_and_rules_from_cache(sonnet_rules, ws, mock_client, screen):
     """/mode changes the environment block: the conversation after it must be
     re-read, but the tools + rules in front of it still come from the cache."""
-    mock, client = mock_client(["one", "two", "three"])
+    # Under a 1,024-token minimum (Sonnet 4.5's rule): on Haiku 4.5 (4,096) KeSi's
+    # prefix is too short to cache at all, which is the cost work's business.
+    mock, client = mock_client(["one", "two", "three"], min_cache_tokens=1024)
     history = [{"role": "user", "content": "hello"}]
     kesi.run_agent(client, history)
     history.append({"role": "user", "content": "same mode"})
@@ -234,7 +236,8 @@ def test_after_a_broken_stream_the_next_request_reads_its_prefix(sonnet_rules, w
     """The journal repaired after a reset keeps the prefix the broken request wrote."""
     checklib.write_files(ws, day18.PROJECT)
     mock, client = mock_client([reply("Reading.", tool_call("read_file", {"file_path": "src/tax.py"})),
-                                reply("It holds twelve rules.", cut_after=5), "Twelve tax rules."])
+                                reply("It holds twelve rules.", cut_after=5), "Twelve tax rules."],
+                               min_cache_tokens=1024)   # Sonnet 4.5's minimum, as run_session uses
     history = []
     assert not kesi.run_turn(client, history, "What is in src/tax.py?").ok     # the 2nd request breaks
     assert kesi.run_turn(client, history, "Again, please.").ok

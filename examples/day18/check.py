@@ -177,7 +177,8 @@ def main() -> int:
     print("\n# 3. A cost line after each turn, and /cost")
     script = [reply("Let me read it.", tool_call("read_file", {"file_path": "src/tax.py"})),
               reply("It holds twelve tax rules."), reply("Yes, rule 3 applies above 130.")]
-    with workspace(PROJECT), mock_client(script) as (mock, client):
+    # Sonnet 4.5's 1,024-token minimum: KeSi's prefix caches, so the bill has cache lines.
+    with workspace(PROJECT), mock_client(script, min_cache_tokens=1024) as (mock, client):
         screen = kesi.UI = Screen()
         history, seen = [], 0
         for prompt in ("What is in src/tax.py?", "Does rule 3 apply above 130?"):
