@@ -107,3 +107,13 @@ def test_user_env_file_follows_xdg(tmp_path, monkeypatch):
     assert kesi.user_env_file() == tmp_path / "kesi" / "env"
     monkeypatch.delenv("XDG_CONFIG_HOME")
     assert kesi.user_env_file() == kesi.Path.home() / ".config" / "kesi" / "env"
+
+
+def test_env_files_are_parsed_without_touching_the_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("KESI_TEST_NEW", raising=False)
+    env_file = tmp_path / ".env"
+    env_file.write_text("# comment\nKESI_TEST_NEW=1\nexport KESI_TEST_QUOTED=\"two words\"\nnot a line\n"
+                        "EMPTY=\n")
+    assert kesi.read_env_file(env_file) == {"KESI_TEST_NEW": "1", "KESI_TEST_QUOTED": "two words", "EMPTY": ""}
+    assert "KESI_TEST_NEW" not in kesi.os.environ
+    assert kesi.read_env_file(tmp_path / "missing") == {}
