@@ -1704,7 +1704,7 @@ CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, f
     ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
     ("password", r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]+:)[^@/?#\s]+(?=@)", 0),
     ("secret value", r"(?P<keep>^[ \t]*(?:export[ \t]+)?[A-Z][A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY)"
-                     r"[A-Z0-9_]*=[\"']?)[^\s\"'$][^\s\"']{3,}", re.M),
+                     r"[A-Z0-9_]*=[\"']?)(?![0-9]+\b)[^\s\"'$][^\s\"']{5,}", re.M),
 ]]
 
 
