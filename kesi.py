@@ -58,8 +58,8 @@ except ImportError:  # pragma: no cover
 # 1. Config
 # ============================================================================
 # Settings come from places KeSi trusts differently (README: safety model):
-#   - the shell's environment and the user's own file (USER_ENV_FILE below)
-#     may set everything;
+#   - the shell's environment and the user's own file (user_env_file below)
+#     may set every KESI_* setting and the API key, token and endpoint;
 #   - the project's .env is written by whoever wrote the repository, so KeSi
 #     takes only ANTHROPIC_API_KEY from it. An endpoint there would receive the
 #     user's key and every file read; KESI_SANDBOX=off would switch the
@@ -208,12 +208,19 @@ def apply_settings(settings: Settings) -> None:
     _sandbox_kind.clear()             # probe again under the new setting
 
 
-DEFAULTS = Settings()
-MODEL, MAX_TOKENS, MAX_TURNS = DEFAULTS.model, DEFAULTS.max_tokens, DEFAULTS.max_turns
-CONTEXT_WINDOW, COMMAND_TIMEOUT, MAX_RETRIES = DEFAULTS.context_window, DEFAULTS.command_timeout, DEFAULTS.max_retries
-SANDBOX_SETTING, SANDBOX_DISABLED = DEFAULTS.sandbox, False
-PRICE_OVERRIDE, PASS_ENV = DEFAULTS.prices, DEFAULTS.pass_env
-MAX_TOOL_FAILURES = 3                              # rounds in a row where every tool failed
+# The globals the rest of the file reads: the defaults until main() applies
+# what read_settings found.
+MODEL = Settings.model
+MAX_TOKENS = Settings.max_tokens
+MAX_TURNS = Settings.max_turns
+CONTEXT_WINDOW = Settings.context_window
+COMMAND_TIMEOUT = Settings.command_timeout
+MAX_RETRIES = Settings.max_retries
+SANDBOX_SETTING = Settings.sandbox
+SANDBOX_DISABLED = False               # the series' name: KESI_NO_SANDBOX=1 or KESI_SANDBOX=off
+PRICE_OVERRIDE = Settings.prices
+PASS_ENV = Settings.pass_env
+MAX_TOOL_FAILURES = 3                  # rounds in a row where every tool failed
 
 # Where tool output and UI notices go. Headless mode moves them to stderr so
 # stdout carries only the final answer.
