@@ -81,10 +81,13 @@ def user_env_file() -> Path:
 def read_env_file(path: Path) -> dict[str, str]:
     """KEY=VALUE lines of a .env-style file; nothing is put into os.environ.
 
-    A tiny parser instead of python-dotenv: one less dependency.
+    A tiny parser instead of python-dotenv: one less dependency. Only a
+    regular file is read: a repository's .env could be a FIFO that blocks.
     """
     values = {}
     try:
+        if not path.is_file() or path.stat().st_size > 1_000_000:
+            return values
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return values
@@ -154,7 +157,7 @@ def read_settings(environ=None, user_file: Path | None = None, project_env: Path
                  auth_token=values.get("ANTHROPIC_AUTH_TOKEN") or None,
                  base_url=values.get("ANTHROPIC_BASE_URL") or None)
     found["ignored"] = tuple(sorted(k for k in project if k not in PROJECT_ENV_NAMES
-                                    and k.startswith(("KESI_", "ANTHROPIC_"))))
+                                    and k.upper().startswith(("KESI_", "ANTHROPIC_"))))
     return Settings(**found)
 
 

@@ -117,3 +117,10 @@ def test_env_files_are_parsed_without_touching_the_environment(tmp_path, monkeyp
     assert kesi.read_env_file(env_file) == {"KESI_TEST_NEW": "1", "KESI_TEST_QUOTED": "two words", "EMPTY": ""}
     assert "KESI_TEST_NEW" not in kesi.os.environ
     assert kesi.read_env_file(tmp_path / "missing") == {}
+
+
+def test_a_fifo_or_device_as_env_file_is_not_read(tmp_path):
+    fifo = tmp_path / ".env"
+    kesi.os.mkfifo(fifo)                   # opening it for reading would block forever
+    assert kesi.read_env_file(fifo) == {}
+    assert kesi.read_env_file(kesi.Path("/dev/zero")) == {}
