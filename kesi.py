@@ -80,19 +80,40 @@ anthropic = BackgroundImport("anthropic")
 # ============================================================================
 # 1. Config
 # ============================================================================
+# Settings come from places KeSi trusts differently (README: safety model):
+#   - the shell's environment and the user's own file (user_env_file below)
+#     may set every KESI_* setting and the API key, token and endpoint;
+#   - the project's .env is written by whoever wrote the repository, so KeSi
+#     takes only ANTHROPIC_API_KEY from it. An endpoint there would receive the
+#     user's key and every file read; KESI_SANDBOX=off would switch the
+#     sandbox off. The project's other lines (its own AWS keys, ...) are never
+#     put into KeSi's environment, so they never reach a command either.
+# read_settings() reads and checks them all once, at start-up; main() applies
+# the result to the module globals below in one place (apply_settings).
 
-def load_dotenv(path: Path) -> list[str]:
-    """Read KEY=VALUE lines from .env without overriding the real environment.
-    Returns the names it set.
+PROJECT_ENV_NAMES = {"ANTHROPIC_API_KEY"}        # all a project's .env may set for KeSi
+SANDBOX_CHOICES = {"auto": "auto", "on": "auto", "off": "off", "0": "off", "no": "off", "false": "off"}
 
-    A tiny parser instead of python-dotenv: one less dependency, and a key set
-    in the shell always wins over the file.
+
+def user_env_file() -> Path:
+    """$XDG_CONFIG_HOME/kesi/env, else ~/.config/kesi/env: KEY=VALUE lines."""
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config) / "kesi" / "env"
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines of a .env-style file; nothing is put into os.environ.
+
+    A tiny parser instead of python-dotenv: one less dependency. Only a
+    regular file is read: a repository's .env could be a FIFO that blocks.
     """
-    loaded = []
+    values = {}
     try:
+        if not path.is_file() or path.stat().st_size > 1_000_000:
+            return values
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
-        return loaded
+        return values
     for line in lines:
         line = line.strip()
         if not line or line.startswith("#") or "=" not in line:
@@ -101,27 +122,132 @@ def load_dotenv(path: Path) -> list[str]:
         key, value = key.strip(), value.strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
-        if key and key not in os.environ:
-            os.environ[key] = value
-            loaded.append(key)
-    return loaded
+        if key:
+            values[key] = value
+    return values
 
 
-def env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
+class SettingError(ValueError):
+    """A setting with a value KeSi cannot use; the text names it and what is accepted."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting, checked. The defaults are what KeSi uses when nothing is set."""
+    model: str = "claude-haiku-4-5"
+    max_tokens: int = 8192
+    max_turns: int = 20               # model round trips per task
+    context_window: int = 200_000
+    command_timeout: int = 120        # seconds, the most one command may take
+    max_retries: int = 2              # the SDK's retries of 429/5xx
+    sandbox: str = "auto"             # "auto" or "off"
+    prices: dict | None = None        # KESI_PRICES: overrides the price table
+    pass_env: frozenset = frozenset()  # KESI_PASS_ENV: extra names commands may see
+    api_key: str | None = None
+    auth_token: str | None = None
+    base_url: str | None = None
+    ignored: tuple = ()               # names in the project's .env that KeSi did not take
+
+
+WHOLE_NUMBER_SETTINGS = {   # setting -> (field, smallest accepted value)
+    "KESI_MAX_TOKENS": ("max_tokens", 1), "KESI_MAX_TURNS": ("max_turns", 1),
+    "KESI_CONTEXT_WINDOW": ("context_window", 10_000), "KESI_COMMAND_TIMEOUT": ("command_timeout", 1),
+    "KESI_MAX_RETRIES": ("max_retries", 0),
+}
+
+
+def read_settings(environ=None, user_file: Path | None = None, project_env: Path | None = None) -> Settings:
+    """Read and check every setting: the shell's environment wins over the
+    user's file; the project's .env adds only the API key. Raises SettingError."""
+    environ = os.environ if environ is None else environ
+    user = read_env_file(user_file) if user_file else {}
+    project = read_env_file(project_env) if project_env else {}
+    values = {**{k: v for k, v in project.items() if k in PROJECT_ENV_NAMES}, **user, **environ}
+    get = lambda name: values.get(name, "").strip()
+    found = {}
+    for name, (key, smallest) in WHOLE_NUMBER_SETTINGS.items():
+        if get(name):
+            found[key] = whole_number(name, get(name), smallest)
+    if "KESI_MODEL" in values and not get("KESI_MODEL"):
+        raise SettingError("KESI_MODEL is set but empty: give a model id such as claude-haiku-4-5, "
+                           "or unset it.")
+    found["model"] = get("KESI_MODEL") or Settings.model
+    found["sandbox"] = sandbox_choice(get("KESI_SANDBOX"), get("KESI_NO_SANDBOX"))
+    if get("KESI_PRICES"):
+        found["prices"] = price_override(get("KESI_PRICES"))
+    found["pass_env"] = pass_env_names(get("KESI_PASS_ENV"))
+    found.update(api_key=values.get("ANTHROPIC_API_KEY") or None,
+                 auth_token=values.get("ANTHROPIC_AUTH_TOKEN") or None,
+                 base_url=values.get("ANTHROPIC_BASE_URL") or None)
+    found["ignored"] = tuple(sorted(k for k in project if k not in PROJECT_ENV_NAMES
+                                    and k.upper().startswith(("KESI_", "ANTHROPIC_"))))
+    return Settings(**found)
+
+
+def whole_number(name: str, raw: str, smallest: int) -> int:
     try:
-        return int(raw)
+        number = int(raw)
     except ValueError:
-        sys.exit(f"KeSi: {name} must be a whole number, got {raw!r}.")
+        number = None
+    if number is None or number < smallest:
+        raise SettingError(f"{name} must be a whole number of at least {smallest}, got {raw!r}.")
+    return number
 
 
-MODEL = os.environ.get("KESI_MODEL", "claude-haiku-4-5")
-MAX_TOKENS = env_int("KESI_MAX_TOKENS", 8192)
-MAX_TURNS = env_int("KESI_MAX_TURNS", 20)          # model round trips per task
-MAX_TOOL_FAILURES = 3                              # rounds in a row where every tool failed
-CONTEXT_WINDOW = env_int("KESI_CONTEXT_WINDOW", 200_000)
+def sandbox_choice(setting: str, no_sandbox: str) -> str:
+    """KESI_SANDBOX=auto|off (also on, 0, no, false), or the series' KESI_NO_SANDBOX=1."""
+    if no_sandbox not in ("", "0", "1"):
+        raise SettingError(f"KESI_NO_SANDBOX must be 1 (sandbox off) or 0, got {no_sandbox!r}.")
+    if setting and setting.lower() not in SANDBOX_CHOICES:
+        raise SettingError(f"KESI_SANDBOX must be auto or off (also on, 0, no, false), got {setting!r}.")
+    return "off" if no_sandbox == "1" else SANDBOX_CHOICES[setting.lower() or "auto"]
+
+
+def pass_env_names(raw: str) -> frozenset:
+    names = frozenset(name.strip() for name in raw.split(",") if name.strip())
+    if any(not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) for name in names):
+        raise SettingError(f"KESI_PASS_ENV must be variable names separated by commas, got {raw!r}.")
+    return names
+
+
+def price_override(raw: str) -> dict[str, float]:
+    try:
+        custom = json.loads(raw)
+        prices = {k: float(custom[k]) for k in USAGE_KEYS}
+        prices["cache_write_1h"] = float(custom.get("cache_write_1h", 2 * prices["input"]))
+    except (ValueError, KeyError, TypeError):
+        prices = None
+    if prices is None or any(not 0 <= p < float("inf") for p in prices.values()):
+        raise SettingError('KESI_PRICES must be JSON with the USD prices per million tokens, e.g. '
+                           '{"input": 1, "output": 5, "cache_write": 1.25, "cache_read": 0.1}.')
+    return prices
+
+
+def apply_settings(settings: Settings) -> None:
+    """The one place settings become the globals the rest of the file reads."""
+    global MODEL, MAX_TOKENS, MAX_TURNS, CONTEXT_WINDOW, COMMAND_TIMEOUT, MAX_RETRIES
+    global SANDBOX_SETTING, SANDBOX_DISABLED, PRICE_OVERRIDE, PASS_ENV
+    MODEL, MAX_TOKENS, MAX_TURNS = settings.model, settings.max_tokens, settings.max_turns
+    CONTEXT_WINDOW, COMMAND_TIMEOUT = settings.context_window, settings.command_timeout
+    MAX_RETRIES, PRICE_OVERRIDE, PASS_ENV = settings.max_retries, settings.prices, settings.pass_env
+    SANDBOX_SETTING = settings.sandbox
+    SANDBOX_DISABLED = settings.sandbox == "off"
+    _sandbox_kind.clear()             # probe again under the new setting
+
+
+# The globals the rest of the file reads: the defaults until main() applies
+# what read_settings found.
+MODEL = Settings.model
+MAX_TOKENS = Settings.max_tokens
+MAX_TURNS = Settings.max_turns
+CONTEXT_WINDOW = Settings.context_window
+COMMAND_TIMEOUT = Settings.command_timeout
+MAX_RETRIES = Settings.max_retries
+SANDBOX_SETTING = Settings.sandbox
+SANDBOX_DISABLED = False               # the series' name: KESI_NO_SANDBOX=1 or KESI_SANDBOX=off
+PRICE_OVERRIDE = Settings.prices
+PASS_ENV = Settings.pass_env
+MAX_TOOL_FAILURES = 3                  # rounds in a row where every tool failed
 
 # Where tool output and UI notices go. Headless mode moves them to stderr so
 # stdout carries only the final answer.
@@ -139,6 +265,27 @@ def ui(text: str = "", end: str = "\n") -> None:
         print(text, end=end, file=UI, flush=True)
     except UnicodeEncodeError:   # a lone surrogate must not crash the loop
         print(utf8_safe(text), end=end, file=UI, flush=True)
+
+
+# Characters a terminal obeys instead of showing: C0 controls but newline and
+# tab (ESC starts every escape sequence; CR and backspace overwrite a line),
+# DEL, C1 controls (U+009B is a one-character CSI), and the bidirectional
+# overrides and isolates that make text read in another order than it runs.
+TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text) -> str:
+    """Text from the model, a file or a command, made safe to print: control
+    characters are shown as escapes (\\x1b, \\r, \\u202e), never obeyed, so
+    nothing can move the cursor, erase a line, set the clipboard (OSC 52) or
+    hide part of a command. KeSi's own escape codes do not pass through here."""
+    text = utf8_safe(str(text)).replace("\r\n", "\n")
+    return TERMINAL_CONTROLS.sub(control_escape, text)
+
+
+def control_escape(match) -> str:
+    code = ord(match.group())
+    return "\\r" if code == 13 else f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 # ============================================================================
@@ -1097,11 +1244,13 @@ def ask_user(detail: str, reason: str | None = None, scope: str = "for this sess
     Fails closed: no terminal, EOF or Ctrl-C all mean no. Anything else it
     does not understand is asked again rather than guessed.
     """
-    ui(f"      [permission needed] {detail}")
+    # The whole detail, every line, with control characters shown (visible):
+    # what the user approves is exactly what will run.
+    ui(f"      [permission needed] {visible(detail)}".replace("\n", "\n        | "))
     if reason:
-        ui(f"      reason: {reason}")
+        ui(f"      reason: {visible(reason)}")
     for line in (preview or "").splitlines():
-        ui(f"        {line}")
+        ui(f"        {visible(line)}")
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
         return False, False
@@ -1222,13 +1371,9 @@ def check_command_permission(command) -> tuple[bool, str | None]:
 
 SHELL_PATH = "/bin/sh"
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
-SANDBOX_SETTING = os.environ.get("KESI_SANDBOX", "auto").lower()   # "off" disables it
-SANDBOX_OFF = ("off", "0", "no", "false")
 TOOLCHAIN_DIRS = [".local", ".cargo", ".rustup", ".bun", ".deno", ".volta", ".pyenv", ".rbenv",
                   ".nodenv", ".nvm", ".asdf", ".mise", ".sdkman", ".gem", ".npm", ".yarn",
                   ".pnpm", ".cache/uv", ".cache/pip"]
-SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_CREDENTIALS")
-SECRET_ENV_NAMES = {"SSH_AUTH_SOCK", "DATABASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"}
 SECRET_PATH = r"(\.env(\.[^/]*)?|\.git/config)"
 _sandbox_kind: list = []      # cached probe result
 
@@ -1241,7 +1386,7 @@ def sandbox_kind() -> str | None:
 
 
 def probe_sandbox() -> str | None:
-    if SANDBOX_SETTING in SANDBOX_OFF:
+    if SANDBOX_DISABLED:
         return None
     if sys.platform == "darwin" and os.access(SANDBOX_EXEC, os.X_OK):
         return "seatbelt"
@@ -1279,24 +1424,67 @@ def sandbox_summary() -> str:
         "useless": (f"on ({tool}), but the workspace is your home folder or above it, so the "
                     "read/write boundary means nothing: start KeSi in a project folder"),
         "off": ("off (KESI_SANDBOX): commands run with your full user rights"
-                if SANDBOX_SETTING in SANDBOX_OFF else
+                if SANDBOX_DISABLED else
                 "unavailable: commands run with your full user rights (install bubblewrap on Linux)"),
     }[sandbox_state()]
 
 
+# The command environment is an allowlist: a list of secrets can never name
+# every vendor's (ACME_DEPLOY_KEY_BLOB), so only variables known to be
+# harmless pass, plus toolchain families (which can carry secrets too, hence
+# the SENSITIVE_ rules on their names and the userinfo rule on their values),
+# plus what the user names in KESI_PASS_ENV. Names are compared in upper case.
+SAFE_ENV_NAMES = {
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "NO_COLOR", "CLICOLOR",
+    "FORCE_COLOR", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "PWD", "COLUMNS", "LINES",
+    "EDITOR", "VISUAL", "PAGER", "HOSTNAME", "CI", "DEBIAN_FRONTEND", "SOURCE_DATE_EPOCH",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+    "CC", "CXX", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "MAKEFLAGS", "PKG_CONFIG_PATH",
+    "LD_LIBRARY_PATH", "MANPATH", "GOPATH", "GOROOT", "GOBIN", "GOCACHE", "GOMODCACHE", "GOFLAGS",
+    "GOPROXY", "GOPRIVATE", "GOTOOLCHAIN", "CGO_ENABLED", "JAVA_HOME", "GEM_HOME", "GEM_PATH",
+    "BUNDLE_PATH", "BUNDLE_GEMFILE", "VIRTUAL_ENV",
+}
+SAFE_ENV_PREFIXES = ("LC_", "XDG_", "KESI_", "PYTHON", "PYENV_", "UV_", "PIP_", "PIPX_", "POETRY_",
+                     "CONDA_", "NODE_", "NPM_CONFIG_", "NVM_", "PNPM_", "YARN_", "BUN_", "DENO_",
+                     "VOLTA_", "CARGO_", "RUSTUP_", "RUST", "GRADLE_", "MAVEN_", "RBENV_", "MISE_",
+                     "ASDF_", "HOMEBREW_")
+# Never passed, even when a safe prefix or name would let them through
+# (KESI_PASS_ENV still can: that is the user's own choice).
+SENSITIVE_ENV_NAMES = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL", "REDIS_URL",
+                       "GOOGLE_APPLICATION_CREDENTIALS", "SSH_AUTH_SOCK", "ANTHROPIC_API_KEY",
+                       "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "PIP_CLIENT_CERT"}
+SENSITIVE_ENV_SUFFIXES = ("_PWD", "_PASS", "_PW")       # MYSQL_PWD; PWD itself is the folder
+SENSITIVE_ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH",
+                       "SESSION", "COOKIE", "PRIVATE", "DSN", "SIGNATURE")
+URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]*@")   # https://user:pass@host
+
+
 def sandbox_environment() -> dict[str, str]:
-    """The child's environment without keys and tokens.
+    """The child's environment: the allowlist above, with no keys or tokens.
 
     Variables that mean "the current folder" (PWD, and pyenv's PYENV_DIR)
     are pointed at the workspace: the inherited ones name the folder KeSi was
     launched from, which may not exist inside the sandbox.
     """
-    env = {k: v for k, v in os.environ.items()
-           if k not in SECRET_ENV_NAMES and not k.endswith(SECRET_ENV_SUFFIXES) and k != "OLDPWD"}
+    env = {k: v for k, v in os.environ.items() if k in PASS_ENV or is_harmless_variable(k, v)}
     env["PWD"] = str(BASE_DIR)
     if "PYENV_DIR" in env:
         env["PYENV_DIR"] = str(BASE_DIR)
     return without_own_venv(env)
+
+
+def is_harmless_variable(name: str, value: str) -> bool:
+    upper = name.upper()
+    if upper in SENSITIVE_ENV_NAMES or URL_USERINFO.search(value):
+        return False
+    if upper in SAFE_ENV_NAMES:
+        return True
+    return upper.startswith(SAFE_ENV_PREFIXES) and not looks_sensitive(upper)
+
+
+def looks_sensitive(upper_name: str) -> bool:
+    return upper_name.endswith(SENSITIVE_ENV_SUFFIXES) or any(w in upper_name for w in SENSITIVE_ENV_WORDS)
 
 
 def without_own_venv(env: dict[str, str]) -> dict[str, str]:
@@ -1443,7 +1631,6 @@ def bwrap_argv(command: str) -> list[str]:
 
 MAX_OUTPUT_BYTES = 8000            # what the model sees: head + tail
 MAX_CAPTURE_BYTES = 1_000_000      # what we keep in memory at most
-COMMAND_TIMEOUT = env_int("KESI_COMMAND_TIMEOUT", 120)
 KILL_GRACE_SECONDS = 3
 SANDBOX_SYMPTOMS = ("Operation not permitted", "Permission denied", "Read-only file system",
                     "Could not resolve host", "Network is unreachable", "Temporary failure in name resolution")
@@ -1528,6 +1715,40 @@ def clip_output(data: bytes) -> str:
     return f"{head}\n(... {len(data) - MAX_OUTPUT_BYTES} bytes omitted ...)\n{tail}"
 
 
+# Credential formats masked in command output before the model (and so the
+# session file) sees it: (label, pattern). Group "keep", when present, is the
+# part left readable (a variable name, a URL's user). Exact formats only: a
+# password in free text, or a token of a format not listed, passes as it is.
+CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, flags in [
+    ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY[A-Z ]*-----(?:.*?-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----|.*)",
+     re.S),
+    ("github token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})", 0),
+    ("gitlab token", r"\bglpat-[A-Za-z0-9_-]{20,}", 0),
+    ("anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{20,}", 0),
+    ("openai key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}", 0),
+    ("aws access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", 0),
+    ("aws secret key", r"(?P<keep>aws_secret_access_key[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9/+]{40}", re.I),
+    ("slack token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}", 0),
+    ("slack webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+", 0),
+    ("stripe key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|\bwhsec_[A-Za-z0-9]{24,}", 0),
+    ("google api key", r"\bAIza[0-9A-Za-z_-]{35}", 0),
+    ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b", 0),
+    ("pypi token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", 0),
+    ("hugging face token", r"\bhf_[A-Za-z0-9]{34,}\b", 0),
+    ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
+    ("password", r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]+:)[^@/?#\s]+(?=@)", 0),
+    ("secret value", r"(?P<keep>^[ \t]*(?:export[ \t]+)?[A-Z][A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY)"
+                     r"[A-Z0-9_]*=[\"']?)(?![0-9]+\b)[^\s\"'$][^\s\"']{5,}", re.M),
+]]
+
+
+def mask_credentials(text: str) -> str:
+    """Replace well-known credential formats with a visible [masked: ...] marker."""
+    for label, pattern in CREDENTIAL_PATTERNS:
+        text = pattern.sub(lambda m: (m.groupdict().get("keep") or "") + f"[masked: {label}]", text)
+    return text
+
+
 def run_command(command, timeout=None):
     if not isinstance(command, str) or not command.strip():
         return "Error: command must not be empty.", True
@@ -1564,7 +1785,7 @@ def run_command(command, timeout=None):
 
 
 def describe_command_result(data: bytes, code: int, timed_out: bool, overflow: bool, limit) -> tuple[str, bool]:
-    text = clip_output(data) if data else "(no output)"
+    text = mask_credentials(clip_output(data)) if data else "(no output)"
     if data and not text.endswith("\n"):
         text += "\n"
     if overflow:
@@ -1867,24 +2088,14 @@ PRICES = {
 LONG_PROMPT_PRICES = {"claude-haiku-5-5": (100_000, 5.0)}
 PRICE_KEYS = ("input", "output", "cache_write", "cache_write_1h", "cache_read")
 USAGE_KEYS = ("input", "output", "cache_write", "cache_read")
-_BAD_PRICES_SEEN: set = set()   # each bad KESI_PRICES value is reported once, not per request
 
 
 def price_for(model: str, prompt_tokens: int = 0) -> dict[str, float] | None:
     """Per-million prices for a model (and a request of prompt_tokens), or None
-    when it is unknown. KESI_PRICES (JSON: input, output, cache_write,
-    cache_read, optional cache_write_1h) overrides them for every model."""
-    override = os.environ.get("KESI_PRICES")
-    if override:
-        try:
-            custom = json.loads(override)
-            prices = {k: float(custom[k]) for k in USAGE_KEYS}
-            prices["cache_write_1h"] = float(custom.get("cache_write_1h", 2 * prices["input"]))
-            return prices
-        except (ValueError, KeyError, TypeError, AttributeError):
-            if override not in _BAD_PRICES_SEEN:
-                _BAD_PRICES_SEEN.add(override)
-                ui("  (KESI_PRICES must be JSON with input, output, cache_write and cache_read; ignored)")
+    when it is unknown. KESI_PRICES (checked at start-up) overrides them for
+    every model."""
+    if PRICE_OVERRIDE is not None:
+        return dict(PRICE_OVERRIDE)
     row = PRICES.get(model_key(model))
     if row is None:
         return None
@@ -2053,7 +2264,7 @@ def stream_turn(client, request: dict, echo: bool):
                     if not printed:
                         ui("KeSi > ", end="")
                         printed = True
-                    ui(event.delta.text, end="")
+                    ui(visible(event.delta.text), end="")
             if not stopped:
                 raise StreamEndedEarly("the stream ended before the answer was complete (no message_stop)")
             message = stream.get_final_message()
@@ -2117,7 +2328,7 @@ def end_line(printed: bool) -> None:
 def say(message: str, agent=None) -> str:
     """Print a message that was not streamed (errors, limits, interruptions)."""
     if agent is None or agent.echo:
-        ui(f"KeSi > {message}")
+        ui(f"KeSi > {visible(message)}")
     return message
 
 
@@ -2339,7 +2550,7 @@ def run_tools(uses: list[dict], agent: Agent) -> tuple[list[dict], bool]:
         if interrupted:
             results.append(tool_result(use["id"], SKIPPED_TOOL, True))
             continue
-        ui(f"{agent.indent}[tool] {format_call(use['name'], use['input'])}")
+        ui(f"{agent.indent}[tool] {visible(format_call(use['name'], use['input']))}")
         allowed = False
         try:
             # No question about a tool this agent lacks: call_tool refuses it anyway.
@@ -2349,13 +2560,13 @@ def run_tools(uses: list[dict], agent: Agent) -> tuple[list[dict], bool]:
                 output, is_error = call_tool(use["name"], use["input"], agent)
             else:
                 label = "x" if isinstance(refusal, CannotApply) else "[blocked]"
-                ui(f"{agent.indent}    {label} {refusal}")
+                ui(f"{agent.indent}    {label} {visible(refusal)}")
                 output, is_error = refusal, True
         except KeyboardInterrupt:
             output, is_error, interrupted = INTERRUPTED_TOOL, True, True
         summary = summarize_result(use["name"], output, is_error) if allowed or interrupted else None
         if summary is not None:
-            ui(f"{agent.indent}    {'x' if is_error else '>'} {summary}")
+            ui(f"{agent.indent}    {'x' if is_error else '>'} {visible(summary)}")
         results.append(tool_result(use["id"], output, is_error))
     return results, interrupted
 
@@ -2422,7 +2633,7 @@ def todo_write(todos):
     if problem:
         return problem, True
     set_todos(todos)
-    ui("  Plan:\n" + "\n".join("    " + line for line in render_todos().splitlines()))
+    ui("  Plan:\n" + "\n".join("    " + visible(line) for line in render_todos().splitlines()))
     done = sum(t["status"] == "completed" for t in TODOS)
     return f"Todo list saved ({done}/{len(TODOS)} done):\n{render_todos()}", False
 
@@ -2454,7 +2665,7 @@ def task(prompt, description=""):
         return "Error: prompt must describe what the sub-agent should find out.", True
     if CLIENT is None:
         return "Error: no API client is available for a sub-agent.", True
-    ui(f"  [sub-agent] {shorten(description or prompt, 80)}")
+    ui(f"  [sub-agent] {visible(shorten(description or prompt, 80))}")
     saved_versions = dict(READ_VERSIONS)   # its reads must not license the main agent's writes
     try:
         answer = run_agent(CLIENT, [{"role": "user", "content": prompt}], SUB_AGENT)
@@ -2693,7 +2904,7 @@ def compact_history(client, history: list[dict], focus: str | None = None) -> bo
     except KeyboardInterrupt:
         summary, problem = None, "compaction interrupted, history kept"
     if not summary:
-        ui(f"  ({problem})")
+        ui(f"  ({visible(problem)})")
         return False
     if past[-1]["role"] == "user" and not tail:   # mid-task: let the model carry on from the summary
         history[:] = [{"role": "user", "content": COMPACT_INTRO + summary + "\n\nContinue the task."}]
@@ -2806,7 +3017,7 @@ def save_session(history: list[dict]) -> None:
         SESSION_FILE.parent.mkdir(parents=True, exist_ok=True)
         append_lines(SESSION_FILE, [as_line(line) for line in lines])
     except OSError as exc:
-        ui(f"  (could not save the session: {exc})")
+        ui(f"  (could not save the session: {visible(exc)})")
         return
     SAVED, LAST_SAVED = len(history), as_line(history[-1])
 
@@ -2871,7 +3082,7 @@ def resume_session(path: Path, history: list[dict]) -> bool:
     try:
         loaded = read_session(path)
     except ValueError as exc:
-        ui(f"  Could not resume: {exc}")
+        ui(f"  Could not resume: {visible(exc)}")
         return False
     history[:] = loaded
     SESSION_FILE, SAVED, LAST_SAVED = path, len(loaded), as_line(loaded[-1]) if loaded else ""
@@ -2879,7 +3090,8 @@ def resume_session(path: Path, history: list[dict]) -> bool:
     READ_VERSIONS.clear()     # files may have changed since; read them again
     TODOS.clear()
     restore_todos(history)
-    ui(f"  Resumed {path.name}: {len(history)} messages. Last prompt: {shorten(last_prompt(history), 70)}")
+    ui(f"  Resumed {visible(path.name)}: {len(history)} messages. "
+       f"Last prompt: {visible(shorten(last_prompt(history), 70))}")
     return True
 
 
@@ -2893,8 +3105,9 @@ def last_prompt(history: list[dict]) -> str:
 # ============================================================================
 
 BANNER = "KeSi, a small coding agent. /help lists commands, /exit leaves."
-NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your environment, or put the "
-          "line ANTHROPIC_API_KEY=sk-ant-... in a .env file in this folder (see .env.example).")
+NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your environment or in "
+          "~/.config/kesi/env, or put the line ANTHROPIC_API_KEY=sk-ant-... in a .env file in this "
+          "folder (see .env.example).")
 HELP = """  /help                  this list
   /cost                  tokens and estimated cost of this session
   /todo                  the current plan
@@ -2909,28 +3122,30 @@ HELP = """  /help                  this list
   starts and ends a multi-line prompt."""
 
 
-def make_client():
-    """The SDK reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL itself, and
-    retries 429/5xx with backoff (honouring retry-after)."""
-    return anthropic.Anthropic(max_retries=env_int("KESI_MAX_RETRIES", 2))
+def make_client(settings: Settings):
+    """Key, token and endpoint are passed from the checked settings, so a
+    project's .env cannot redirect them. The SDK retries 429/5xx with backoff
+    (honouring retry-after)."""
+    return anthropic.Anthropic(api_key=settings.api_key, auth_token=settings.auth_token,
+                               base_url=settings.base_url, max_retries=MAX_RETRIES)
 
 
 class LazyClient:
     """The SDK client, made when first used: the REPL takes the first prompt
     while the SDK is still being imported (see BackgroundImport)."""
 
-    def __init__(self):
-        self.client = None
+    def __init__(self, settings: Settings):
+        self.settings, self.client = settings, None
 
     def __getattr__(self, name: str):
         if self.client is None:
-            self.client = make_client()
+            self.client = make_client(self.settings)
         return getattr(self.client, name)
 
 
 def print_startup() -> None:
     ui(BANNER)
-    ui(f"  workspace: {BASE_DIR}")
+    ui(f"  workspace: {visible(BASE_DIR)}")
     ui(f"  sandbox:   {sandbox_summary()}")
     ui(f"  model:     {MODEL}   permissions: {PERMISSION_MODE}")
 
@@ -2946,8 +3161,8 @@ def show_cost() -> None:
 
 def show_permissions() -> None:
     ui(f"  mode: {PERMISSION_MODE} ({PERMISSION_MODES[PERMISSION_MODE]})")
-    ui(f"  allowed commands: {', '.join(sorted(GRANTED_COMMANDS)) or 'none'}")
-    ui(f"  allowed files:    {', '.join(sorted(GRANTED_WRITES)) or 'none'}")
+    ui(f"  allowed commands: {visible(', '.join(sorted(GRANTED_COMMANDS))) or 'none'}")
+    ui(f"  allowed files:    {visible(', '.join(sorted(GRANTED_WRITES))) or 'none'}")
 
 
 def reset_session(history: list[dict]) -> None:
@@ -2965,7 +3180,7 @@ def show_or_resume(argument: str, history: list[dict]) -> None:
         return
     if not argument:
         for number, path in enumerate(sessions[:20], start=1):
-            ui(f"  {number:>2}. {path.stem}  {session_title(path)}")
+            ui(f"  {number:>2}. {visible(path.stem)}  {visible(session_title(path))}")
         ui("  /resume N continues one of them.")
         return
     if not argument.isdigit() or not 1 <= int(argument) <= len(sessions):
@@ -3002,7 +3217,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     elif name == "/cost":
         show_cost()
     elif name == "/todo":
-        ui("  " + render_todos().replace("\n", "\n  "))
+        ui("  " + visible(render_todos()).replace("\n", "\n  "))
     elif name == "/permissions":
         show_permissions()
     elif name == "/revoke":
@@ -3015,7 +3230,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
             ui(f"  permission mode: {argument} ({PERMISSION_MODES[argument]})")
         else:
             if argument:
-                ui(f"  Unknown mode {argument}.")
+                ui(f"  Unknown mode {visible(argument)}.")
             ui(f"  Current mode: {PERMISSION_MODE}. Modes: {', '.join(PERMISSION_MODES)}")
     elif name == "/compact" and not history:
         ui("  (nothing to compact yet)")
@@ -3027,7 +3242,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     elif name == "/resume":
         show_or_resume(argument, history)
     else:
-        ui(f"  Unknown command {name}. /help lists them.")
+        ui(f"  Unknown command {visible(name)}. /help lists them.")
     return True
 
 
@@ -3128,38 +3343,30 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-# The settings below are read at import, from the shell's environment; those
-# that only a .env file sets are applied once main() has loaded it.
-NUMBER_SETTINGS = {"KESI_MAX_TOKENS": "MAX_TOKENS", "KESI_MAX_TURNS": "MAX_TURNS",
-                   "KESI_CONTEXT_WINDOW": "CONTEXT_WINDOW", "KESI_COMMAND_TIMEOUT": "COMMAND_TIMEOUT"}
-
-
-def apply_dotenv_settings(names: list[str]) -> None:
-    global SANDBOX_SETTING
-    for name in names:
-        if name in NUMBER_SETTINGS:
-            globals()[NUMBER_SETTINGS[name]] = env_int(name, globals()[NUMBER_SETTINGS[name]])
-    if "KESI_SANDBOX" in names:
-        SANDBOX_SETTING = os.environ["KESI_SANDBOX"].lower()
-        _sandbox_kind.clear()         # probe again with the new setting
-
-
 def main(argv=None) -> int:
     global CLIENT, MODEL, PERMISSION_MODE, UI
     args = parse_args(argv)
-    apply_dotenv_settings(load_dotenv(BASE_DIR / ".env"))
-    MODEL = args.model or os.environ.get("KESI_MODEL", MODEL)
+    try:
+        settings = read_settings(os.environ, user_env_file(), BASE_DIR / ".env")
+    except SettingError as exc:
+        print(f"KeSi: {visible(exc)}", file=sys.stderr)
+        return 2
+    apply_settings(settings)
+    MODEL = args.model or MODEL
     PERMISSION_MODE = args.permission_mode
-    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+    if not (settings.api_key or settings.auth_token):
         print(NO_KEY, file=sys.stderr)
         return 2
-    CLIENT = LazyClient()
+    CLIENT = LazyClient(settings)
     history: list[dict] = []
     if args.prompt is None:
         print_startup()
     else:
         UI = sys.stderr                  # stdout carries only the answer (resume notices too)
         MAIN_AGENT.echo = False
+    if settings.ignored:
+        ui(f"  (ignored in this project's .env: {visible(', '.join(settings.ignored))}; only your shell "
+           f"or {visible(user_env_file())} may set these)")
     if args.resume:
         sessions = list_sessions()
         if not sessions:
@@ -3174,7 +3381,8 @@ def main(argv=None) -> int:
         print("KeSi: the prompt is empty.", file=sys.stderr)
         return 2
     answer = run_turn(CLIENT, history, prompt.strip())
-    print(answer.text)
+    # A terminal obeys escape codes; a file or pipe gets the answer exactly as written.
+    print(visible(answer.text) if sys.stdout.isatty() else answer.text)
     return 0 if answer.ok else 1
 
 

@@ -18,6 +18,8 @@ import kesi  # noqa: E402
 for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
     os.environ.pop(name, None)
 os.environ["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9"
+# Nor do they read the user's own KeSi settings (~/.config/kesi/env).
+os.environ["XDG_CONFIG_HOME"] = str(Path(__file__).resolve().parent / "no-user-config")
 
 
 @pytest.fixture

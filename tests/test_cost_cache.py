@@ -64,22 +64,20 @@ def test_unknown_models_have_no_price():
 
 def test_kesi_prices_overrides_every_model(ws, monkeypatch):
     custom = {"input": 2, "output": 8, "cache_write": 3, "cache_read": 0.5}
-    monkeypatch.setenv("KESI_PRICES", json.dumps(custom))
-    assert kesi.price_for("claude-opus-4-1") == {**custom, "cache_write_1h": 4}
-    kesi.METER.record(usage(1_000_000, 1_000_000, 1_000_000, 1_000_000))
-    assert kesi.METER.cost() == pytest.approx(2 + 8 + 3 + 0.5)
+    kesi.apply_settings(kesi.read_settings({"KESI_PRICES": json.dumps(custom)}))
+    try:
+        assert kesi.price_for("claude-opus-4-1") == {**custom, "cache_write_1h": 4}
+        kesi.METER.record(usage(1_000_000, 1_000_000, 1_000_000, 1_000_000))
+        assert kesi.METER.cost() == pytest.approx(2 + 8 + 3 + 0.5)
+    finally:
+        kesi.apply_settings(kesi.Settings())
 
 
 @pytest.mark.parametrize("bad", ["{oops", '{"input": 1}', '{"input": "x", "output": 1, "cache_write": 1, '
                                  '"cache_read": 1}', "[1, 2]"])
-def test_a_bad_kesi_prices_is_reported_once_and_ignored(ws, monkeypatch, screen, bad):
-    monkeypatch.setenv("KESI_PRICES", bad)
-    monkeypatch.setattr(kesi, "_BAD_PRICES_SEEN", set())
-    for _ in range(3):
-        kesi.METER.record(usage(1_000_000))
-    assert kesi.METER.cost() == pytest.approx(3.0)          # 3M input at the Haiku table price
-    kesi.METER.report()
-    assert screen.getvalue().count("KESI_PRICES") == 1
+def test_a_bad_kesi_prices_is_refused_at_start_up(bad):
+    with pytest.raises(kesi.SettingError, match="KESI_PRICES must be JSON"):
+        kesi.read_settings({"KESI_PRICES": bad})
 
 
 # --- the meter -----------------------------------------------------------------

@@ -69,7 +69,7 @@ def sigint_after(seconds: float) -> threading.Timer:
 # --- loop limits -------------------------------------------------------------------------
 
 def test_the_limits_have_their_documented_values():
-    assert kesi.MAX_TURNS == int(os.environ.get("KESI_MAX_TURNS", 20))
+    assert kesi.MAX_TURNS == kesi.Settings().max_turns == 20
     assert kesi.MAX_TOOL_FAILURES == 3
 
 

@@ -111,8 +111,8 @@ def test_a_session_mixing_known_and_unknown_models_says_both(screen):
 
 
 def test_kesi_prices_prices_an_unknown_model(screen, monkeypatch):
-    monkeypatch.setenv("KESI_PRICES", json.dumps({"input": 0.5, "output": 1, "cache_write": 0.6,
-                                                  "cache_read": 0.05, "cache_write_1h": 0.9}))
+    monkeypatch.setattr(kesi, "PRICE_OVERRIDE", kesi.price_override(json.dumps({"input": 0.5, "output": 1, "cache_write": 0.6,
+                                                  "cache_read": 0.05, "cache_write_1h": 0.9})))
     kesi.METER.record(usage(inp=1_000_000, out=1_000_000, write=2_000_000, write_1h=1_000_000,
                             read=1_000_000), model="local-model")
     assert kesi.METER.cost() == pytest.approx(0.5 + 1 + 0.6 + 0.9 + 0.05)
@@ -123,7 +123,7 @@ def test_kesi_prices_prices_an_unknown_model(screen, monkeypatch):
 
 def test_each_request_is_priced_when_recorded_and_never_again(screen, monkeypatch):
     kesi.METER.record(usage(inp=1_000_000), model="claude-haiku-4-5")
-    monkeypatch.setenv("KESI_PRICES", json.dumps({"input": 7, "output": 7, "cache_write": 7, "cache_read": 7}))
+    monkeypatch.setattr(kesi, "PRICE_OVERRIDE", kesi.price_override(json.dumps({"input": 7, "output": 7, "cache_write": 7, "cache_read": 7})))
     kesi.METER.record(usage(inp=1_000_000), model="claude-haiku-4-5")
     calls = []
     monkeypatch.setattr(kesi, "price_for", lambda *a: calls.append(a))

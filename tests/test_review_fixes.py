@@ -165,33 +165,7 @@ def test_cjk_text_is_not_underestimated():
     assert kesi.estimate_tokens(history) >= 1000
 
 
-# --- 6. .env settings ----------------------------------------------------------------
-
-def test_load_dotenv_returns_what_it_set_and_never_overrides(tmp_path, monkeypatch):
-    for name in ("KESI_TEST_NEW", "KESI_TEST_QUOTED"):
-        monkeypatch.setenv(name, "")          # recorded, so the teardown removes it again
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("KESI_TEST_SHELL", "from-shell")
-    env_file = tmp_path / ".env"
-    env_file.write_text("# comment\nKESI_TEST_NEW=1\nexport KESI_TEST_QUOTED=\"two words\"\n"
-                        "KESI_TEST_SHELL=from-file\n")
-    assert kesi.load_dotenv(env_file) == ["KESI_TEST_NEW", "KESI_TEST_QUOTED"]
-    assert os.environ["KESI_TEST_NEW"] == "1"
-    assert os.environ["KESI_TEST_QUOTED"] == "two words"
-    assert os.environ["KESI_TEST_SHELL"] == "from-shell"
-
-
-def test_apply_dotenv_settings_updates_globals_and_forgets_the_probe(monkeypatch):
-    monkeypatch.setattr(kesi, "MAX_TURNS", kesi.MAX_TURNS)
-    monkeypatch.setattr(kesi, "SANDBOX_SETTING", "auto")
-    monkeypatch.setattr(kesi, "_sandbox_kind", ["bubblewrap"])   # a cached probe result
-    monkeypatch.setenv("KESI_MAX_TURNS", "7")
-    monkeypatch.setenv("KESI_SANDBOX", "OFF")
-    kesi.apply_dotenv_settings(["KESI_MAX_TURNS", "KESI_SANDBOX"])
-    assert kesi.MAX_TURNS == 7
-    assert kesi.SANDBOX_SETTING == "off"
-    assert kesi._sandbox_kind == []
-    assert kesi.sandbox_kind() is None          # probed again, with the new setting
+# --- 6. .env settings: see tests/test_settings.py and tests/test_trust_env.py -------------
 
 
 # --- 7. no permission question for a tool the agent lacks ---------------------------

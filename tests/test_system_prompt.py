@@ -109,9 +109,12 @@ def test_one_sandbox_line_per_state_and_the_hint_only_when_enabled(ws, sandbox, 
 
 
 def test_kesi_sandbox_off_really_turns_the_line_off(ws, sandbox, monkeypatch):
-    monkeypatch.setattr(kesi, "SANDBOX_SETTING", "off")     # what KESI_SANDBOX=off sets at start-up
-    env = kesi.environment_block()                          # probes for real
-    assert kesi._sandbox_kind == [None]
+    kesi.apply_settings(kesi.read_settings({"KESI_SANDBOX": "off"}))   # what main() does at start-up
+    try:
+        env = kesi.environment_block()                      # probes for real
+        assert kesi._sandbox_kind == [None]
+    finally:
+        kesi.apply_settings(kesi.Settings())
     assert sandbox_lines_in(env) == ["off"] and kesi.SANDBOX_HINT not in env
 
 

@@ -153,12 +153,13 @@ def fence_checks(sandbox_kind) -> None:
     outside.mkdir(exist_ok=True)
     (outside / "secret.txt").write_text("outside secret\n")
     try:
-        with workspace({".env": "ANTHROPIC_API_KEY=sk-ant-from-dotenv\n"}):
+        with workspace({".env": "ANTHROPIC_API_KEY=sk-ant-from-dotenv\nSHOP_REGION=from-dotenv\n"}):
             set_sandbox(None)
             read_out, read_err = kesi.read_file(".env")
             cat_out, _ = kesi.run_command("cat .env")
+            # (The key line itself comes back masked: run_command masks credential formats.)
             checks.check("17. [sandbox off] read_file refuses .env, but `cat .env` leaks it (accepted)",
-                         read_err and "sk-ant-from-dotenv" in cat_out, cat_out)
+                         read_err and "SHOP_REGION=from-dotenv" in cat_out, cat_out)
             out, _ = kesi.run_command(f"cat {outside}/secret.txt")
             checks.check("18. [sandbox off] the jail does not fence the shell: an outside file is readable",
                          "outside secret" in out, out)

@@ -36,11 +36,16 @@ def main() -> int:
     parser.add_argument("--no-shell", action="store_true", help="remove run_command from KeSi's tools")
     parser.add_argument("--model", help="model id (default: KESI_MODEL or claude-haiku-4-5)")
     args = parser.parse_args()
-    kesi.load_dotenv(HERE.parent.parent / ".env")
-    if not os.environ.get("ANTHROPIC_API_KEY"):
+    try:     # the shell, the user's file, and the API key from this repository's .env
+        settings = kesi.read_settings(os.environ, kesi.user_env_file(), HERE.parent.parent / ".env")
+    except kesi.SettingError as exc:
+        print(f"KeSi: {exc}", file=sys.stderr)
+        return 2
+    if not (settings.api_key or settings.auth_token):
         print(kesi.NO_KEY, file=sys.stderr)
         return 2
-    kesi.MODEL = args.model or os.environ.get("KESI_MODEL", kesi.MODEL)
+    kesi.apply_settings(settings)
+    kesi.MODEL = args.model or kesi.MODEL
 
     folder = project.build(Path(tempfile.mkdtemp(prefix="kesi-day13-")) / "shop")
     code, output = pytest_in(folder)
@@ -51,7 +56,7 @@ def main() -> int:
     if args.no_shell:
         kesi.MAIN_AGENT.tool_names = tuple(n for n in kesi.MAIN_AGENT.tool_names if n != "run_command")
         print("(run_command removed: KeSi cannot run the tests this time)")
-    kesi.CLIENT = kesi.make_client()
+    kesi.CLIENT = kesi.make_client(settings)
     started = time.monotonic()
     kesi.run_turn(kesi.CLIENT, [], PROMPT)
     elapsed = time.monotonic() - started

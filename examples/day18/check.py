@@ -15,7 +15,6 @@ PROJECT and session_script() are also used by tests/test_cost_cache.py.
 """
 import io
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -126,8 +125,7 @@ def count_breakpoints(body: dict) -> int:
 
 def main() -> int:
     checks = Checks("Day 18: cost meter, disconnects and prompt caching")
-    kesi.MODEL = "claude-haiku-4-5"          # the expected costs below use Haiku 4.5 prices
-    os.environ.pop("KESI_PRICES", None)      # and the built-in table
+    kesi.apply_settings(kesi.Settings())     # Haiku 4.5 and the built-in price table
 
     print("\n# 1. Prices")
     wrong = {}
@@ -139,24 +137,24 @@ def main() -> int:
     checks.check("haiku 1/5, sonnet 3/15, opus 4.5+ 5/25, older opus 15/75; cache write 1.25x, read 0.1x",
                  not wrong, wrong)
 
-    screen = kesi.UI = Screen()
-    os.environ["KESI_PRICES"] = json.dumps({"input": 2, "output": 10, "cache_write": 2.5, "cache_read": 0.2})
+    prices = json.dumps({"input": 2, "output": 10, "cache_write": 2.5, "cache_read": 0.2})
+    kesi.apply_settings(kesi.read_settings({"KESI_PRICES": prices}))
     kesi.METER.calls.clear()
     kesi.METER.record({"input_tokens": 1_000_000, "output_tokens": 100_000})
     overridden = kesi.METER.cost()
-    os.environ["KESI_PRICES"] = "{not json"
-    ignored = []
-    for _ in range(2):              # each request is priced once, when it is recorded
-        kesi.METER.calls.clear()
-        kesi.METER.record({"input_tokens": 1_000_000, "output_tokens": 100_000})
-        ignored.append(kesi.METER.cost())
-    del os.environ["KESI_PRICES"]
+    kesi.apply_settings(kesi.Settings())
+    kesi.METER.calls.clear()          # each request is priced once, when it is recorded
+    kesi.METER.record({"input_tokens": 1_000_000, "output_tokens": 100_000})
+    table = kesi.METER.cost()
+    try:
+        kesi.read_settings({"KESI_PRICES": "{not json"})
+        refused = ""
+    except kesi.SettingError as exc:
+        refused = str(exc)
     checks.check(f"KESI_PRICES overrides the table (${overridden:.2f} for 1M in + 100k out)",
                  abs(overridden - 3.0) < 1e-9, overridden)
-    checks.check("a malformed KESI_PRICES is reported once and the table is used",
-                 ignored == [1.5, 1.5] and screen.getvalue().count("KESI_PRICES") == 1,
-                 (ignored, screen.getvalue()))
-    kesi.UI = sys.stdout
+    checks.check("a malformed KESI_PRICES is refused at start-up, naming the setting; the table is the default",
+                 refused.startswith("KESI_PRICES must be JSON") and table == 1.5, (refused, table))
     kesi.METER.calls.clear()
 
     print("\n# 2. The meter: one entry per request")

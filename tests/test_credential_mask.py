@@ -1,0 +1,115 @@
+"""Credentials in command output are masked before the model or the session file sees them.
+
+The tokens are made up but well-formed (random characters in each format),
+and they reach KeSi the way they would for real: a `cat` of a config file
+through run_command (with the sandbox on where it works, and off), and a
+real `kesi.py -p` child whose request to the mock and saved session are read
+back. Ordinary command output must come through unchanged.
+"""
+import json
+import secrets
+import string
+import subprocess
+import sys
+
+import pytest
+
+import checklib
+import kesi
+from mock_api import MockAPI, reply, tool_call
+
+KESI = checklib.ROOT / "kesi.py"
+
+
+def rand(n, alphabet=string.ascii_letters + string.digits):
+    return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+def upper(n):
+    return rand(n, string.ascii_uppercase + string.digits)
+
+
+def made_up_credentials() -> dict:
+    """label -> a config line carrying one credential; the secret part is what must vanish."""
+    jwt = "eyJ" + rand(20) + ".eyJ" + rand(30) + "." + rand(43, string.ascii_letters + string.digits + "_-")
+    return {
+        "github token": ("token = {}", "ghp_" + rand(36)),
+        "github token ": ("GH = {}", "github_pat_" + rand(22) + "_" + rand(59)),
+        "github token  ": ("oauth: {}", "gho_" + rand(36)),
+        "anthropic key": ("anthropic = {}", "sk-ant-api03-" + rand(90, string.ascii_letters + string.digits + "-_")),
+        "openai key": ("openai = {}", "sk-proj-" + rand(48)),
+        "aws access key id": ("aws_access_key_id = {}", "AKIA" + upper(16)),
+        "aws access key id ": ("temp = {}", "ASIA" + upper(16)),
+        "aws secret key": ("aws_secret_access_key = {}", rand(40, string.ascii_letters + string.digits + "/+")),
+        "slack token": ("slack: {}", "xoxb-" + rand(12, string.digits) + "-" + rand(13, string.digits) + "-" + rand(24)),
+        "stripe key": ("stripe.api_key = '{}'", "sk_live_" + rand(24)),
+        "stripe key ": ("restricted = {}", "rk_live_" + rand(24)),
+        "stripe key  ": ("test = {}", "sk_test_" + rand(24)),
+        "google api key": ("maps = {}", "AIza" + rand(35)),
+        "jwt": ("Authorization: Bearer {}", jwt),
+        "password": ("url = postgres://app:{}@db.example:5432/app", rand(16)),
+        "secret value": ("DB_PASSWORD={}", "pw-" + rand(12)),
+    }
+
+
+PEM_BODY = "\n".join(rand(64, string.ascii_letters + string.digits + "+/") for _ in range(5))
+PEM = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----"
+
+ORDINARY = """collected 12 items
+tests/test_auth.py::test_token_refresh PASSED
+password = getpass.getpass()
+API_KEY = os.environ["API_KEY"]
+TOKEN_EXPIRY_SECONDS=3600
+commit 3f2a9c1d4e5b6a7f8091a2b3c4d5e6f708192a3b
+sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+uuid 123e4567-e89b-12d3-a456-426614174000
+import sklearn  # sk-learn
+https://example.com/path?key=value
+export GITHUB_TOKEN=$(cat ~/.token)
+"""
+
+
+def config_file(root) -> dict:
+    creds = made_up_credentials()
+    lines = [template.format(secret) for template, secret in creds.values()]
+    (root / "settings.cfg").write_text("\n".join(lines) + "\n" + PEM + "\n" + ORDINARY)
+    return creds
+
+
+AVAILABLE = kesi.sandbox_kind()
+
+
+@pytest.mark.parametrize("kind", [None] + ([AVAILABLE] if AVAILABLE else []), ids=lambda k: k or "no-sandbox")
+def test_cat_of_a_config_file_masks_every_known_format(ws, kind):
+    creds = config_file(ws)
+    with checklib.sandbox_forced(kind):
+        output, failed = kesi.run_command("cat settings.cfg")
+    assert not failed, output
+    for label, (template, secret) in creds.items():
+        assert secret not in output, label
+        assert f"[masked: {label.strip()}]" in output, label
+    assert PEM_BODY.splitlines()[2] not in output and "[masked: private key]" in output
+    assert "postgres://app:[masked: password]@db.example" in output     # the readable part stays
+    assert "aws_secret_access_key = [masked: aws secret key]" in output
+    assert ORDINARY in output                                        # ordinary output is untouched
+
+
+def test_masked_before_the_model_and_the_session_file(tmp_path):
+    creds = config_file(tmp_path)
+    turn = [reply(tool_call("run_command", {"command": "cat settings.cfg"})), reply("done")]
+    with MockAPI(turn) as mock:
+        env = checklib.kesi_subprocess_env(mock, KESI_SANDBOX="off")
+        proc = subprocess.run([sys.executable, str(KESI), "-p", "show me the config", "--permission-mode",
+                               "bypassPermissions"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    sent = json.dumps(mock.requests[1]["body"]["messages"])
+    saved = "".join(path.read_text() for path in (tmp_path / ".kesi" / "sessions").glob("*.jsonl"))
+    assert "[masked: github token]" in sent and "[masked: github token]" in saved
+    for label, (_, secret) in creds.items():
+        assert secret not in sent and secret not in saved and secret not in proc.stderr, label
+
+
+def test_a_key_cut_at_the_end_of_a_pem_block_still_masks_the_rest():
+    text = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n(... 9000 bytes omitted ...)"
+    assert kesi.mask_credentials(text) == "[masked: private key]"

@@ -1,0 +1,177 @@
+"""Nothing from the model, a file or a command reaches the terminal raw.
+
+A real `kesi.py` REPL on a pseudo-terminal, against the mock API, with model
+text, tool inputs, command output, a file name, a todo list, a sub-agent
+description, an API error and a saved session title that all carry escape
+sequences: cursor up / erase line (the spoofed approval prompt), carriage
+returns, OSC 52 (writes the clipboard), the one-byte C1 CSI and a bidi
+override. The raw bytes the terminal received must contain none of them,
+and the approval prompt must show the spoofed command in full.
+"""
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import termios
+import time
+
+import checklib
+import kesi
+from mock_api import MockAPI, error, reply, tool_call
+
+KESI = str(checklib.ROOT / "kesi.py")
+ERASE = "\x1b[2K\x1b[1A"
+OSC52 = "\x1b]52;c;UFdORUQ=\x07"
+SPOOF = f"python -m pytest -q{ERASE}\r" + " " * 90 + "; touch PWNED && echo spoofed-tail-mark"
+EVIL = f"{ERASE}\r{OSC52}\x9b31m\u202eevil\x08\x7f"
+
+
+class RawTerminal:
+    """kesi.py on a pty; keeps every byte the terminal was sent."""
+
+    def __init__(self, args, cwd, env):
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
+                                     start_new_session=True,
+                                     preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+        os.close(slave)
+        self.raw, self.pos = b"", 0
+
+    def expect(self, text: str, timeout=60) -> None:
+        wanted = text.encode()
+        deadline = time.monotonic() + timeout
+        while wanted not in self.raw[self.pos:]:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.master], [], [], left)[0]:
+                raise AssertionError(f"timed out waiting for {text!r}; output so far:\n{self.raw!r}")
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                raise AssertionError(f"terminal closed before {text!r}; output:\n{self.raw!r}")
+            self.raw += chunk
+        self.pos = self.raw.index(wanted, self.pos) + len(wanted)
+
+    def type(self, data: str) -> None:
+        os.write(self.master, data.encode())
+
+    def finish(self) -> None:
+        try:
+            self.proc.wait(timeout=30)
+            while select.select([self.master], [], [], 0.2)[0]:
+                chunk = os.read(self.master, 65536)
+                if not chunk:
+                    break
+                self.raw += chunk
+        except OSError:
+            pass
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            os.close(self.master)
+
+
+def assert_no_raw_controls(raw: bytes) -> None:
+    """No ESC, C1 CSI, BEL, backspace, DEL or bidi override; a CR only as the pty's CR LF."""
+    for byte, name in [(b"\x1b", "ESC"), ("\x9b".encode(), "C1 CSI"), (b"\x07", "BEL"), (b"\x08", "BS"),
+                       (b"\x7f", "DEL"), ("\u202e".encode(), "RLO")]:
+        assert byte not in raw, (name, raw[max(raw.find(byte) - 200, 0):raw.find(byte) + 50])
+    assert not re.search(rb"\r(?!\n)", raw), raw[:3000]
+
+
+def script():
+    return [
+        reply(f"Looking {EVIL} now.",
+              tool_call("run_command", {"command": SPOOF}),
+              tool_call("write_file", {"file_path": "notes.txt", "content": f"line one\nadded {ERASE}\rhidden\n"}),
+              tool_call("run_command", {"command": "cat evil.txt"}),
+              tool_call("read_file", {"file_path": f"missing{ERASE}.txt"}),
+              tool_call("todo_write", {"todos": [{"content": f"plan {OSC52}", "status": "pending"}]}),
+              tool_call(f"bogus{ERASE}", {"x": 1})),
+        reply(tool_call("task", {"prompt": "look around", "description": f"sub {ERASE} agent"})),
+        reply(f"sub-agent answer {OSC52}"),
+        reply(f"final {EVIL} answer-mark"),
+        error(400, f"bad request {ERASE}{OSC52}"),
+    ]
+
+
+def test_no_escape_from_model_or_tool_text_reaches_the_terminal(tmp_path):
+    ws = tmp_path.resolve()
+    (ws / "evil.txt").write_text(f"first line\nclipboard {OSC52} and {ERASE} last-line-mark\n")
+    sessions = ws / ".kesi" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "20200101-000000-000000-1.jsonl").write_text(
+        json.dumps({"title": f"old {OSC52} title{ERASE}"}) + "\n" + json.dumps({"role": "user", "content": "hi"}) + "\n")
+    with MockAPI(script()) as mock:
+        env = checklib.kesi_subprocess_env(mock, TERM="dumb", KESI_SANDBOX="off")
+        term = RawTerminal([sys.executable, KESI], ws, env)
+        try:
+            term.expect("you > ")
+            term.type("go\n")
+            term.expect("[permission needed] run command: python -m pytest -q")
+            term.expect("spoofed-tail-mark")          # the whole command, on the prompt itself
+            term.expect("Allow? [")
+            term.type("n\n")
+            term.expect("[permission needed] write_file wants to create notes.txt")
+            term.expect("Allow? [")
+            term.type("n\n")
+            term.expect("answer-mark")
+            term.expect("you > ")
+            term.type("again\n")
+            term.expect("bad request")
+            term.expect("you > ")
+            term.type("/todo\n")
+            term.expect("plan")
+            term.expect("you > ")
+            term.type("/resume\n")
+            term.expect("/resume N continues")
+            term.expect("you > ")
+            term.type("/exit\n")
+        finally:
+            term.finish()
+    raw = term.raw
+    assert term.proc.returncode == 0, raw[-2000:]
+    assert not (ws / "PWNED").exists() and not (ws / "notes.txt").exists()
+    assert_no_raw_controls(raw)
+    shown = raw.decode("utf-8", "replace")
+    # Shown visibly instead: the user can see that something odd is there.
+    assert r"python -m pytest -q\x1b[2K\x1b[1A\r" in shown
+    assert "+added \\x1b[2K\\x1b[1A\r\n        +hidden" in shown       # the diff preview hides no line
+    assert r"> clipboard \x1b]52;c;UFdORUQ=\x07 and \x1b[2K\x1b[1A last-line-mark" in shown   # command summary
+    assert r"x Error: missing\x1b[2K\x1b[1A.txt was not found" in shown   # an error naming a file
+    assert r"[tool] bogus\x1b[2K\x1b[1A(x=1)" in shown                     # a tool line
+    assert r"\x9b31m\u202eevil" in shown                             # streamed text
+    assert r"sub \x1b[2K\x1b[1A agent" in shown                       # sub-agent description
+    assert r"old \x1b]52;c;UFdORUQ=\x07 title" in shown               # a saved session's title
+    assert r"bad request \x1b[2K" in shown                           # an API error line
+    assert len(mock.requests) == 5
+
+
+def test_headless_answer_is_sanitised_on_a_terminal_and_exact_in_a_pipe(tmp_path):
+    answer = f"answer {OSC52} end"
+    with MockAPI([reply(answer), reply(answer)]) as mock:
+        env = checklib.kesi_subprocess_env(mock, TERM="dumb", KESI_SANDBOX="off")
+        term = RawTerminal([sys.executable, KESI, "-p", "hi"], tmp_path, env)
+        try:
+            term.expect("end")
+        finally:
+            term.finish()
+        piped = subprocess.run([sys.executable, KESI, "-p", "hi"], cwd=tmp_path, env=env, capture_output=True,
+                               text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert term.proc.returncode == 0 and piped.returncode == 0, (term.raw, piped.stderr)
+    assert_no_raw_controls(term.raw)
+    assert r"answer \x1b]52;c;UFdORUQ=\x07 end" in term.raw.decode()
+    assert piped.stdout == answer + "\n"          # a file or pipe gets the model's text as written
+
+
+def test_visible_shows_every_terminal_control_and_keeps_text():
+    assert kesi.visible("a\tb\nc") == "a\tb\nc"
+    assert kesi.visible("line\r\n") == "line\n"
+    assert kesi.visible(f"x{ERASE}\ry\x9b\u202e\u2066\x00\x7f") == r"x\x1b[2K\x1b[1A\ry\x9b\u202e\u2066\x00\x7f"
+    assert kesi.visible("café 台語 ✓") == "café 台語 ✓"
+    assert kesi.visible("\udcff") == r"\udcff"
