@@ -2692,15 +2692,63 @@ def session_dir() -> Path:
     return BASE_DIR / ".kesi" / "sessions"
 
 
+def kesi_folder(*names: str, create: bool = True) -> int:
+    """An open descriptor of .kesi/ in the project, or of a folder inside it
+    ('sessions'), made as needed; the caller closes it.
+
+    A command can plant symlinks here (.kesi/sessions -> ~/.bashrc.d) to make
+    KeSi write into the home folder. So each part is opened relative to the
+    one before with O_NOFOLLOW, and every file is then created relative to
+    the descriptor: a link anywhere is refused with an OSError, nothing is
+    written through it.
+    """
+    fd = os.open(BASE_DIR, FOLDER_FLAGS)
+    try:
+        for depth, name in enumerate((".kesi", *names)):
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=fd)
+            try:
+                sub = os.open(name, FOLDER_FLAGS, dir_fd=fd)
+            except FileNotFoundError:       # create=False and there is none
+                raise
+            except OSError as exc:
+                where = "/".join((".kesi", *names)[:depth + 1])
+                raise OSError(f"{where} is a symlink or not a folder; KeSi does not write through it") from exc
+            os.close(fd)
+            fd = sub
+            if name == ".kesi" and create:
+                write_kesi_gitignore(fd)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def write_kesi_gitignore(kesi_fd: int) -> None:
+    """A .gitignore of its own, so sessions and prompt history never show up
+    in git status. O_EXCL: an existing one (or a planted link) is left alone."""
+    try:
+        fd = os.open(".gitignore", NEW_FILE_FLAGS, 0o644, dir_fd=kesi_fd)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write("# written by KeSi: its sessions and prompt history stay out of git\n*\n")
+
+
 def make_kesi_dir() -> Path:
-    """.kesi/ in the project, with a .gitignore of its own so that sessions
-    and prompt history never show up in git status."""
-    folder = BASE_DIR / ".kesi"
-    folder.mkdir(exist_ok=True)
-    ignore = folder / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# written by KeSi: its sessions and prompt history stay out of git\n*\n")
-    return folder
+    """.kesi/ in the project, with its .gitignore (see kesi_folder)."""
+    os.close(kesi_folder())
+    return BASE_DIR / ".kesi"
+
+
+def write_kesi_file(folder: tuple[str, ...], name: str, data: bytes) -> None:
+    """Atomically replace .kesi/<folder...>/<name>, never through a link. Raises OSError."""
+    folder_fd = kesi_folder(*folder)
+    try:
+        write_atomically(folder_fd, name, data)
+    finally:
+        os.close(folder_fd)
 
 
 def save_session(history: list[dict]) -> None:
@@ -2717,9 +2765,8 @@ def save_session(history: list[dict]) -> None:
     lines = [json.dumps(header, ensure_ascii=False)]
     lines += [json.dumps(message, ensure_ascii=False, default=str) for message in history]
     try:
-        make_kesi_dir()
-        SESSION_FILE.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(SESSION_FILE, ("\n".join(lines) + "\n").encode("utf-8", errors="backslashreplace"))
+        write_kesi_file(("sessions",), SESSION_FILE.name,
+                        ("\n".join(lines) + "\n").encode("utf-8", errors="backslashreplace"))
     except OSError as exc:
         ui(f"  (could not save the session: {exc})")
 
@@ -2910,23 +2957,47 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     return True
 
 
+PROMPT_HISTORY = "prompt-history"      # in .kesi/
+MAX_HISTORY_BYTES = 1_000_000
+
+
 def setup_readline() -> None:
     if readline is None or not sys.stdin.isatty():
         return
-    history_file = BASE_DIR / ".kesi" / "prompt-history"
+    load_prompt_history()
+    atexit.register(save_prompt_history)
+
+
+def load_prompt_history() -> None:
+    """readline reads its history by name; it gets a private copy of
+    .kesi/prompt-history, read without following any link."""
     try:
-        readline.read_history_file(history_file)
+        folder_fd = kesi_folder(create=False)
+    except OSError:
+        return
+    try:
+        with JailEntry(folder_fd, PROMPT_HISTORY, BASE_DIR / ".kesi" / PROMPT_HISTORY, None) as entry:
+            with open_regular_file(entry) as f:
+                data = f.read(MAX_HISTORY_BYTES)
+        with tempfile.TemporaryDirectory(prefix="kesi-history-") as private:
+            copy = Path(private) / PROMPT_HISTORY
+            copy.write_bytes(data)
+            readline.read_history_file(copy)
     except OSError:
         pass
 
-    def save():
-        try:
-            make_kesi_dir()
-            readline.write_history_file(history_file)
-        except OSError:
-            pass
 
-    atexit.register(save)
+def save_prompt_history() -> None:
+    """readline writes by name too: it writes a private temp file, whose bytes
+    then replace .kesi/prompt-history relative to the .kesi descriptor."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="kesi-history-") as private:
+            copy = Path(private) / PROMPT_HISTORY
+            readline.write_history_file(copy)
+            data = copy.read_bytes()
+        write_kesi_file((), PROMPT_HISTORY, data)
+    except OSError as exc:
+        ui(f"  (prompt history not saved: {exc})")
 
 
 def run_turn(client, history: list[dict], prompt: str) -> Answer:
