@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import codecs
+import contextlib
 import difflib
 import datetime
 import hashlib
@@ -291,8 +292,12 @@ def control_escape(match) -> str:
 # ============================================================================
 # 2. Paths and the jail
 # ============================================================================
-# Every tool path is resolved (symlinks followed) and must land inside
-# BASE_DIR. Checks always look at the resolved path, never the raw string.
+# Every tool path must land inside BASE_DIR. Checking a path and then opening
+# it by name can be raced: a process a command left running may swap a folder
+# for a symlink in between. So tools never open a path by name. locate()
+# walks it one name at a time from an open descriptor of BASE_DIR, opening
+# each folder relative to the one before with O_NOFOLLOW and following
+# symlinks by hand, checked at every step: what was checked is what is opened.
 
 BASE_DIR = Path.cwd().resolve()
 HOME_DIR = Path.home().resolve()
@@ -302,20 +307,12 @@ HOME_DIR = Path.home().resolve()
 # ".env." (.env.local, .env.example) counts too.
 IGNORE = {".git", "node_modules", "__pycache__", ".venv", "venv", ".env",
           ".DS_Store", ".pytest_cache", ".kesi"}
-
-
-def set_base_dir(path) -> None:
-    """Move the jail (tests and check scripts run in temporary folders)."""
-    global BASE_DIR
-    BASE_DIR = Path(path).resolve()
-    READ_VERSIONS.clear()
-
-
 IGNORE_FOLDED = {name.casefold() for name in IGNORE}
 
 
 def is_ignored_name(name: str) -> bool:
-    """Compared case-insensitively: on macOS '.ENV' opens the file '.env'."""
+    """The one rule every tool applies to every name, at any depth.
+    Compared case-insensitively: on macOS '.ENV' opens the file '.env'."""
     folded = name.casefold()
     return folded in IGNORE_FOLDED or folded.startswith(".env.")
 
@@ -329,13 +326,129 @@ def is_ignored(target: Path) -> bool:
     return any(is_ignored_name(part) for part in parts)
 
 
-def safe_path(path) -> Path | None:
-    """Resolve an existing path; None unless it stays inside the jail."""
+FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC   # never blocks on a FIFO
+MAX_LINK_HOPS = 40             # as the kernel's ELOOP limit
+
+
+class PathRefused(Exception):
+    """A tool path that is outside the jail, missing, or off-limits."""
+
+    def __init__(self, off_limits: bool = False):
+        super().__init__("off-limits" if off_limits else "outside the jail or missing")
+        self.off_limits = off_limits
+
+
+@dataclass
+class JailEntry:
+    """Something found inside the jail, held by an open descriptor of the
+    folder it lies in, so later opens cannot be redirected. Use with 'with'."""
+    folder_fd: int
+    name: str                          # its name in that folder; "." for the jail itself
+    path: Path                         # where it is, symlinks resolved
+    info: os.stat_result | None        # lstat of it; None if it does not exist (yet)
+
+    def open(self, flags: int = FILE_FLAGS) -> int:
+        return os.open(self.name, flags, 0o666, dir_fd=self.folder_fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.folder_fd)
+
+
+def jail_parts(path) -> list[str]:
+    """The names of a path below the jail. An absolute path counts only if it
+    is spelled under BASE_DIR."""
+    if not isinstance(path, (str, Path)):
+        raise PathRefused()
+    text = os.fspath(path)
+    if text.startswith("/"):
+        base = str(BASE_DIR).rstrip("/")
+        if text != base and not text.startswith(base + "/"):
+            raise PathRefused()
+        text = text[len(base):]
+    return [part for part in text.split("/") if part not in ("", ".")]
+
+
+def locate(path, make_folders: bool = False, follow_links: bool = True) -> JailEntry:
+    """Walk path from the jail with descriptors; raise PathRefused unless every
+    step, symlink targets included, stays inside and has no ignored name.
+
+    The last name may be missing (info is None); with make_folders, missing
+    folders before it are created. With follow_links=False any symlink on the
+    way is refused.
+    """
+    pending = list(reversed(jail_parts(path)))
+    folders = [os.open(BASE_DIR, FOLDER_FLAGS)]   # folders[i] is BASE_DIR/names[:i]
+    names, hops = [], 0
     try:
-        target = (BASE_DIR / path).resolve(strict=True)
-    except (OSError, RuntimeError, TypeError, ValueError):
+        while pending:
+            name = pending.pop()
+            if name == "..":
+                if not names:
+                    raise PathRefused()
+                names.pop()
+                os.close(folders.pop())
+                continue
+            if name == ".":
+                continue
+            if is_ignored_name(name):
+                raise PathRefused(off_limits=True)
+            try:
+                info = os.stat(name, dir_fd=folders[-1], follow_symlinks=False)
+            except FileNotFoundError:
+                if not pending:
+                    return JailEntry(folders.pop(), name, BASE_DIR.joinpath(*names, name), None)
+                if not make_folders:
+                    raise PathRefused() from None
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, dir_fd=folders[-1])
+                info = None
+            if info is not None and stat.S_ISLNK(info.st_mode):
+                hops += 1
+                if not follow_links or hops > MAX_LINK_HOPS:
+                    raise PathRefused()
+                link = os.readlink(name, dir_fd=folders[-1])
+                if link.startswith("/"):          # absolute: start again from the jail
+                    while names:
+                        names.pop()
+                        os.close(folders.pop())
+                pending.extend(reversed(jail_parts(link)))
+                continue
+            if not pending:
+                return JailEntry(folders.pop(), name, BASE_DIR.joinpath(*names, name), info)
+            try:
+                folders.append(os.open(name, FOLDER_FLAGS, dir_fd=folders[-1]))
+            except OSError:
+                if info is None or stat.S_ISDIR(info.st_mode):
+                    raise PathRefused() from None   # swapped for a link since the stat: O_NOFOLLOW
+                raise                               # a file where a folder should be
+            names.append(name)
+        if not names:                             # the path names the jail itself
+            fd = folders.pop()
+            return JailEntry(fd, ".", BASE_DIR, os.fstat(fd))
+        name = names.pop()                        # it ended in a folder after a '..'
+        os.close(folders.pop())
+        folder_fd = folders.pop()
+        return JailEntry(folder_fd, name, BASE_DIR.joinpath(*names, name),
+                         os.stat(name, dir_fd=folder_fd, follow_symlinks=False))
+    except (OSError, ValueError) as exc:          # ValueError: a NUL in the name
+        raise PathRefused() from exc
+    finally:
+        for fd in folders:
+            os.close(fd)
+
+
+def safe_path(path) -> Path | None:
+    """Where an existing path leads, or None unless it stays inside the jail
+    and is not off-limits. (For naming things; tools open through locate.)"""
+    try:
+        with locate(path) as entry:
+            return entry.path if entry.info is not None else None
+    except PathRefused:
         return None
-    return target if target.is_relative_to(BASE_DIR) else None
 
 
 def is_outside_pattern(text: str) -> bool:
@@ -349,7 +462,9 @@ def is_outside_pattern(text: str) -> bool:
 
 
 def safe_write_path(path) -> Path | None:
-    """Like safe_path, but the last part may not exist yet (for new files)."""
+    """The path a write to path would name, even if it does not exist yet:
+    the key of READ_VERSIONS and of write grants. write_file itself opens
+    through locate."""
     if not isinstance(path, str) or not path.strip() or is_outside_pattern(path):
         return None
     try:
@@ -365,24 +480,27 @@ def relative(target: Path) -> str:
     return target.relative_to(BASE_DIR).as_posix()
 
 
-def open_regular_file(target: Path):
-    """Open for reading without ever blocking on a FIFO or device.
-
-    is_file() only stats, but the path could be swapped between the check and
-    the open; O_NONBLOCK makes a FIFO open return at once, and fstat then
-    proves we hold a regular file. O_NOFOLLOW refuses a symlink swapped in
-    after the path was resolved.
-    """
-    fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+def open_regular_fd(entry: JailEntry) -> int:
+    """Open entry for reading. O_NONBLOCK makes a FIFO open return at once and
+    O_NOFOLLOW refuses a symlink swapped in since locate; fstat then proves
+    we hold a regular file."""
+    fd = entry.open(FILE_FLAGS)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise IsADirectoryError("not a regular file")
         os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        return fd
     except BaseException:
         os.close(fd)
         raise
 
+
+def open_regular_file(entry: JailEntry):
+    return os.fdopen(open_regular_fd(entry), "rb")
+
+
+def open_folder(entry: JailEntry) -> int:
+    return entry.open(FOLDER_FLAGS)
 
 # ============================================================================
 # 3. File tools: read_file, list_files, glob, edit_file, write_file
@@ -411,43 +529,55 @@ def is_whole_number(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_readable(file_path, verb: str = "read") -> tuple[Path | None, str | None]:
-    """Shared front door of read_file and edit_file: jail, ignore list, file type."""
+def not_found(file_path) -> str:
+    return (f"Error: {file_path} was not found, or it is outside the working "
+            "directory. Use a path relative to the working directory; "
+            "list_files or glob show what exists.")
+
+
+def check_readable(file_path, verb: str = "read"):
+    """Shared front door of read_file, edit_file and the memory files: jail,
+    ignore list, file type. Returns ((open file, resolved path), None) or
+    (None, error text); the caller closes the file."""
     if not isinstance(file_path, str) or not file_path.strip():
         return None, "Error: file_path must be a non-empty string."
-    target = safe_path(file_path)
-    if target is None:
-        return None, (f"Error: {file_path} was not found, or it is outside the working "
-                      "directory. Use a path relative to the working directory; "
-                      "list_files or glob show what exists.")
-    if is_ignored(target):
-        return None, f"Error: {file_path} is off-limits to tools and cannot be {verb}."
-    if not target.is_file():
-        hint = " Use list_files for directories." if target.is_dir() else ""
-        return None, f"Error: {file_path} is not a regular text file.{hint}"
-    return target, None
+    try:
+        with locate(file_path) as entry:
+            if entry.info is None:
+                return None, not_found(file_path)
+            if not stat.S_ISREG(entry.info.st_mode):
+                hint = " Use list_files for directories." if stat.S_ISDIR(entry.info.st_mode) else ""
+                return None, f"Error: {file_path} is not a regular text file.{hint}"
+            return (open_regular_file(entry), entry.path), None
+    except PathRefused as refused:
+        if refused.off_limits:
+            return None, f"Error: {file_path} is off-limits to tools and cannot be {verb}."
+        return None, not_found(file_path)
+    except OSError as exc:        # swapped for a link or a FIFO since the walk
+        return None, f"Error: could not read {file_path}: {exc.strerror or exc}"
 
 
 def read_file(file_path, offset=None, limit=None):
     # Any read attempt, even a failed one, forgets the old version: the model
     # must have seen the current bytes before it may overwrite them.
     READ_VERSIONS.pop(safe_write_path(file_path), None)
-    target, error = check_readable(file_path)
+    opened, error = check_readable(file_path)
     if error:
         return error, True
-    start = 1 if offset is None else offset
-    count = MAX_READ_LINES if limit is None else limit
-    if not is_whole_number(start) or start < 1:
-        return "Error: offset must be a line number of 1 or more.", True
-    if not is_whole_number(count) or count < 1:
-        return "Error: limit must be a positive number of lines.", True
-    try:
-        with open_regular_file(target) as f:
-            view = read_numbered_lines(f, start, count)
-    except UnicodeDecodeError:
-        return f"Error: {file_path} is not UTF-8 text (binary or another encoding).", True
-    except OSError as exc:
-        return f"Error: could not read {file_path}: {exc.strerror or exc}", True
+    f, target = opened
+    with f:
+        start = 1 if offset is None else offset
+        count = MAX_READ_LINES if limit is None else limit
+        if not is_whole_number(start) or start < 1:
+            return "Error: offset must be a line number of 1 or more.", True
+        if not is_whole_number(count) or count < 1:
+            return "Error: limit must be a positive number of lines.", True
+        try:
+            view = read_lines(f, start, count)
+        except UnicodeDecodeError:
+            return f"Error: {file_path} is not UTF-8 text (binary or another encoding).", True
+        except OSError as exc:
+            return f"Error: could not read {file_path}: {exc.strerror or exc}", True
     if view.binary:
         return f"Error: {file_path} looks binary (it contains NUL bytes).", True
     if view.complete:
@@ -456,22 +586,26 @@ def read_file(file_path, offset=None, limit=None):
 
 
 @dataclass
-class LineView:
-    """What read_numbered_lines saw: numbered lines plus why it stopped."""
+class LinesRead:
+    """What read_lines saw: numbered lines, and where and why it stopped."""
     start: int
-    lines: list = field(default_factory=list)
-    complete: bool = False       # whole file seen from line 1, nothing cut
-    partial_reason: str = ""     # why the view is partial
-    at_eof: bool = False         # the read reached the end of the file
-    binary: bool = False
+    lines: list = field(default_factory=list)   # (line number, text)
+    stop: str = ""            # why it stopped before the end of the file; "" = it reached EOF
+    cut: bool = False         # some long lines were cut
     crlf: bool = False
-    digest: bytes = b""
+    binary: bool = False
+    digest: bytes = b""       # of the whole file, when the read reached EOF
+
+    @property
+    def complete(self) -> bool:
+        """The whole file, from line 1, nothing cut: write_file may overwrite it."""
+        return not self.stop and not self.binary and self.start == 1 and not self.cut
 
     def render(self, file_path: str) -> str:
-        if not self.lines and self.complete:
-            return f"(the file {file_path} is empty)"
         if not self.lines:
-            return f"(no lines at offset {self.start}: {self.partial_reason or 'the file is shorter'})"
+            if self.complete:
+                return f"(the file {file_path} is empty)"
+            return f"(no lines at offset {self.start}: {self.stop or 'the file is shorter'})"
         body = "\n".join(f"{n:>6}\t{text}" for n, text in self.lines)
         notes = []
         if self.crlf:
@@ -482,127 +616,130 @@ class LineView:
 
     def partial_note(self) -> str:
         last = self.lines[-1][0]
-        if not self.at_eof:
-            return (f"[PARTIAL view: lines {self.start}-{last}; {self.partial_reason}. Call read_file "
+        if self.stop:
+            return (f"[PARTIAL view: lines {self.start}-{last}; {self.stop}. Call read_file "
                     f"with offset={last + 1} to continue. A partial read does not allow write_file "
                     "to overwrite the file.]")
-        if self.partial_reason:
-            return (f"[PARTIAL view: the file ends at line {last}, but {self.partial_reason}. Change "
+        if self.cut:
+            return (f"[PARTIAL view: the file ends at line {last}, but some long lines were cut. Change "
                     "it with edit_file: write_file may only overwrite a file that was read whole.]")
         return (f"[PARTIAL view: lines {self.start}-{last}, the end of the file. Read it from line 1 "
                 "before write_file may overwrite it.]")
 
 
-def read_numbered_lines(f, start: int, count: int) -> LineView:
-    """Read lines start..start+count-1 with bounded memory, whatever the file size.
+def read_lines(f, start: int, count: int) -> LinesRead:
+    """Read lines start..start+count-1 with bounded memory and time, whatever
+    the file size.
 
-    Lines are split on \\n only, bytes are decoded as strict UTF-8, and a line
-    longer than MAX_LINE_CHARS is cut in the view (which makes it partial).
+    The file comes in pieces of at most one line (and at most a few
+    MAX_LINE_CHARS of bytes, so a huge line arrives in several). Lines are
+    split on \\n only and decoded as strict UTF-8 (UnicodeDecodeError
+    otherwise); of a long line only the first MAX_LINE_CHARS are kept.
     """
-    view = LineView(start=start)
+    seen = LinesRead(start)
     hasher = hashlib.sha256()
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
-    line_no, scanned, chars, text, cut = 1, 0, 0, "", False
-    chunk_size = MAX_LINE_CHARS * 4 + 4
+    line_no, scanned, chars, text, dropped = 1, 0, 0, "", False
     while True:
-        chunk = f.readline(chunk_size)
-        if not chunk:
-            tail = decoder.decode(b"", final=True)
-            if text or tail:
-                keep_line(view, line_no, text + tail, start, cut)
-            return whole_file_seen(view, hasher)
-        scanned += len(chunk)
-        hasher.update(chunk)
-        if b"\0" in chunk:
-            view.binary = True
-            return view
-        piece = decoder.decode(chunk, final=False)
-        ends_line = chunk.endswith(b"\n")
-        if len(text) < MAX_LINE_CHARS + 1:
-            text += piece
+        piece = f.readline(MAX_LINE_CHARS * 4 + 4)
+        scanned += len(piece)
+        hasher.update(piece)
+        if b"\0" in piece:
+            seen.binary = True
+            return seen
+        decoded = decoder.decode(piece, final=not piece)
+        if len(text) <= MAX_LINE_CHARS:
+            text += decoded
         else:
-            cut = True
-        if ends_line:
-            if line_no >= start:
-                chars += keep_line(view, line_no, text, start, cut)
-            line_no, text, cut = line_no + 1, "", False
-            if len(view.lines) >= count:
-                if not f.read(1):            # at EOF the view is still the whole file
-                    return whole_file_seen(view, hasher)
-                return stop_view(view, f"limit of {count} lines reached")
+            dropped = True                     # the rest of a long line is only checked
+        line_ended = not piece or piece.endswith(b"\n")
+        if line_ended and text and line_no >= start:
+            shown, crlf, cut = shown_line(text, dropped)
+            seen.lines.append((line_no, shown))
+            seen.crlf, seen.cut = seen.crlf or crlf, seen.cut or cut
+            chars += len(shown) + 8            # what render adds: the 6-wide number, a tab, a newline
+        if not piece:
+            seen.digest = hasher.digest()
+            return seen
+        if line_ended:
+            line_no, text, dropped = line_no + 1, "", False
+            if len(seen.lines) >= count:
+                if not f.read(1):              # the limit met the end of the file: a whole read
+                    seen.digest = hasher.digest()
+                    return seen
+                seen.stop = f"limit of {count} lines reached"
+                return seen
             if chars >= MAX_READ_CHARS:
-                return stop_view(view, f"output cap of {MAX_READ_CHARS} characters reached")
+                seen.stop = f"output cap of {MAX_READ_CHARS} characters reached"
+                return seen
         if scanned >= MAX_SCAN_BYTES:
-            return stop_view(view, f"stopped after scanning {MAX_SCAN_BYTES:,} bytes; to reach "
-                             "far into a huge file, grep for a pattern or run tail")
+            seen.stop = (f"stopped after scanning {MAX_SCAN_BYTES:,} bytes; to reach "
+                         "far into a huge file, grep for a pattern or run tail")
+            return seen
 
 
-def keep_line(view: LineView, line_no: int, text: str, start: int, cut: bool) -> int:
-    if line_no < start:
-        return 0
+def shown_line(text: str, dropped: bool) -> tuple[str, bool, bool]:
+    """A line as the view shows it: (text without its line ending, it ended
+    in CRLF, it was cut)."""
     text = text.removesuffix("\n")
-    if text.endswith("\r"):
-        view.crlf = True
-        text = text[:-1]
-    if cut or len(text) > MAX_LINE_CHARS:
-        text = text[:MAX_LINE_CHARS] + " [... line cut]"
-        view.partial_reason = view.partial_reason or "some long lines were cut"
-    view.lines.append((line_no, text))
-    return len(text) + 8      # what render adds: the 6-wide number, a tab, a newline
+    crlf = text.endswith("\r")
+    text = text.removesuffix("\r")
+    if dropped or len(text) > MAX_LINE_CHARS:
+        return text[:MAX_LINE_CHARS] + " [... line cut]", crlf, True
+    return text, crlf, False
 
-
-def whole_file_seen(view: LineView, hasher) -> LineView:
-    """Reached EOF: complete if read from line 1 and no line was cut."""
-    view.complete = view.start == 1 and not view.partial_reason
-    view.at_eof = True
-    view.digest = hasher.digest()
-    return view
-
-
-def stop_view(view: LineView, reason: str) -> LineView:
-    view.complete = False
-    view.partial_reason = reason
-    return view
 
 
 def list_files(path="."):
     if not isinstance(path, str) or not path.strip():
         path = "."
-    target = safe_path(path)
-    if target is None:
-        return f"Error: directory {path} was not found or is outside the working directory.", True
-    if is_ignored(target):
-        return f"Error: {path} is off-limits to tools.", True
-    if not target.is_dir():
-        return f"Error: {path} is not a directory (use read_file for files).", True
     try:
-        entries = sorted(os.scandir(target), key=lambda e: e.name)
+        with locate(path) as entry:
+            if entry.info is None:
+                raise PathRefused()
+            if not stat.S_ISDIR(entry.info.st_mode):
+                return f"Error: {path} is not a directory (use read_file for files).", True
+            folder_fd = open_folder(entry)
+    except PathRefused as refused:
+        if refused.off_limits:
+            return f"Error: {path} is off-limits to tools.", True
+        return f"Error: directory {path} was not found or is outside the working directory.", True
     except OSError as exc:
         return f"Error: could not list {path}: {exc.strerror or exc}", True
-    names = [shown for entry in entries if (shown := visible_entry(entry)) is not None]
+    try:
+        entries = sorted(os.scandir(folder_fd), key=lambda e: e.name)
+    except OSError as exc:
+        return f"Error: could not list {path}: {exc.strerror or exc}", True
+    finally:
+        os.close(folder_fd)
+    folder = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
+    names = [shown for e in entries if (shown := visible_entry(e, e.name, folder + e.name)) is not None]
     if not names:
         return "(this directory has no entries that can be listed)", False
     return capped_listing(names, MAX_LIST_FILES), False
 
 
-def visible_entry(entry: os.DirEntry, rel: str | None = None) -> str | None:
+def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
     """How a directory entry is shown ('name', or 'name/' for folders), or
-    None if tools may not see it.
+    None if tools may not see it. where is its path below the jail.
 
     Only symlinks need resolving: a plain entry of a folder inside the jail
     is inside the jail too, and DirEntry knows its type without a stat call.
     """
-    rel = entry.name if rel is None else rel
     if is_ignored_name(entry.name):
         return None
     if entry.is_symlink():
-        target = safe_path(entry.path)      # a link may lead outside, or to .env
-        if target is None or is_ignored(target):
+        try:                                # a link may lead outside, or to .env
+            with locate(where) as target:
+                info = target.info
+        except PathRefused:
             return None
-        is_dir = target.is_dir()
+        if info is None:                    # a dangling link
+            return None
+        is_dir = stat.S_ISDIR(info.st_mode)
     else:
         is_dir = entry.is_dir(follow_symlinks=False)
-    return rel + "/" if is_dir else rel
+    return shown + "/" if is_dir else shown
 
 
 def capped_listing(items: list[str], cap: int) -> str:
@@ -671,25 +808,42 @@ def literal_folder(pattern: str) -> str:
     return "/".join(literal) + "/"
 
 
-def walk_tree(top: Path, max_depth: int | None = None, prefix: str = ""):
-    """Yield (relative POSIX path, DirEntry) for everything below top.
+def walk_tree(top_fd: int, max_depth: int | None = None, prefix: str = ""):
+    """Yield (relative POSIX path, DirEntry) for everything below the open
+    folder top_fd, which it closes.
 
-    Ignored folders (node_modules, .git, ...) are never entered, nor are
-    symlinked folders; max_depth limits how many path segments deep it goes.
+    Each folder is opened relative to its parent with O_NOFOLLOW, so one
+    swapped for a symlink mid-walk is skipped, not followed. Ignored folders
+    are never entered; max_depth limits how many segments deep it goes. It
+    holds one descriptor per level, not per folder seen.
     """
-    stack = [(top, prefix, 1)]
-    while stack:
-        folder, prefix, depth = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
+    stack = [(top_fd, prefix, 1, iter(folder_entries(top_fd)))]
+    try:
+        while stack:
+            folder_fd, prefix, depth, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                os.close(stack.pop()[0])
+                continue
             if is_ignored_name(entry.name):
                 continue
             yield prefix + entry.name, entry
             if entry.is_dir(follow_symlinks=False) and (max_depth is None or depth < max_depth):
-                stack.append((entry.path, f"{prefix}{entry.name}/", depth + 1))
+                try:
+                    sub = os.open(entry.name, FOLDER_FLAGS, dir_fd=folder_fd)
+                except OSError:
+                    continue
+                stack.append((sub, f"{prefix}{entry.name}/", depth + 1, iter(folder_entries(sub))))
+    finally:
+        for folder_fd, *_ in stack:
+            os.close(folder_fd)
+
+
+def folder_entries(folder_fd: int) -> list[os.DirEntry]:
+    try:
+        return list(os.scandir(folder_fd))
+    except OSError:
+        return []
 
 
 def glob_files(pattern):
@@ -711,8 +865,13 @@ def glob_files(pattern):
     prefix = literal_folder(pattern)
     max_depth = None if "**" in pattern else pattern.count("/") + 1 - prefix.count("/")
     hits = []
-    for rel, entry in walk_tree(BASE_DIR / prefix, max_depth, prefix):
-        if matcher.match(rel) and (shown := visible_entry(entry, rel)) is not None:
+    try:
+        with locate(prefix or ".", follow_links=False) as top:
+            top_fd = open_folder(top)
+    except (PathRefused, OSError):
+        top_fd = None                          # the folder went away since literal_folder
+    for rel, entry in walk_tree(top_fd, max_depth, prefix) if top_fd is not None else ():
+        if matcher.match(rel) and (shown := visible_entry(entry, rel, rel)) is not None:
             if shown.endswith("/") or not dirs_only:
                 hits.append(shown)
     if not hits:
@@ -769,11 +928,12 @@ def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edi
         return None, "Error: old_string must not be empty (use write_file to create a file)."
     if old_string == new_string:
         return None, "Error: old_string and new_string are identical; there is nothing to change."
-    target, error = check_readable(file_path, verb="edited")
+    opened, error = check_readable(file_path, verb="edited")
     if error:
         return None, error
+    f, target = opened
     try:
-        with open_regular_file(target) as f:
+        with f:
             data = f.read(MAX_EDIT_BYTES + 1)
         if len(data) > MAX_EDIT_BYTES:
             return None, (f"Error: {file_path} is larger than {MAX_EDIT_BYTES:,} bytes; edit_file "
@@ -814,44 +974,59 @@ def edit_file(file_path, old_string, new_string, replace_all=False):
 
 CHANGED_SINCE_READ = ("Error: the file changed after you read it. Read it again with "
                       "read_file, then decide what to write.")
+NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def write_atomically(target: Path, data: bytes, mode: int | None = None,
+def write_atomically(folder_fd: int, name: str, data: bytes, mode: int | None = None,
                      still_valid=lambda: True) -> bool:
-    """Replace target with data so readers see the old file or the new one,
-    never half of it. Returns False, writing nothing, if still_valid() says
-    the target changed while the temp file was written. Raises OSError.
+    """Replace the file name in the open folder folder_fd with data, so
+    readers see the old file or the new one, never half of it. Returns False,
+    writing nothing, if still_valid() says the target changed while the temp
+    file was written. Raises OSError.
 
-    The temp file sits in the same folder because os.replace cannot cross
-    file systems; it is fsynced before the rename.
+    The temp file is created (O_EXCL, never through a link) in the same
+    folder, because a rename cannot cross file systems, and fsynced before
+    the rename. Both sides of the rename are relative to folder_fd.
     """
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    temp = f".{name}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(temp, NEW_FILE_FLAGS, 0o600, dir_fd=folder_fd)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
         if not still_valid():
             return False
-        if mode is not None:
-            os.chmod(temp, mode)
-        os.replace(temp, target)
+        os.replace(temp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
         return True
     finally:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=folder_fd)
+
+
+def read_entry(entry: JailEntry) -> bytes:
+    with open_regular_file(entry) as f:
+        return f.read()
 
 
 def replace_existing_file(target: Path, data: bytes, expected_digest: bytes) -> str | None:
     """Atomically overwrite a file the model has read; its mode bits are kept.
-    Returns an error text, or None on success."""
+    Returns an error text, or None on success.
+
+    target is a resolved path, so it is walked again with no link allowed:
+    if any part of it was swapped since, nothing is written."""
     try:
-        mode = stat.S_IMODE(target.stat().st_mode)
-        unchanged = lambda: file_digest(target.read_bytes()) == expected_digest
-        if not write_atomically(target, data, mode, unchanged):
-            return CHANGED_SINCE_READ
+        with locate(target, follow_links=False) as entry:
+            if entry.info is None or not stat.S_ISREG(entry.info.st_mode):
+                return CHANGED_SINCE_READ
+            unchanged = lambda: file_digest(read_entry(entry)) == expected_digest
+            if not write_atomically(entry.folder_fd, entry.name, data,
+                                    stat.S_IMODE(entry.info.st_mode), unchanged):
+                return CHANGED_SINCE_READ
+    except PathRefused:
+        return CHANGED_SINCE_READ
     except OSError as exc:
         return f"Error: could not write {relative(target)}: {exc.strerror or exc}"
     return None
@@ -864,34 +1039,38 @@ def write_file(file_path, content):
         data = content.encode("utf-8")
     except UnicodeEncodeError:
         return "Error: content contains characters that cannot be written as UTF-8.", True
-    target = safe_write_path(file_path)
     refused = (f"Error: writing to {file_path} is not allowed. Use a path relative to the "
                "working directory, inside it.")
-    if target is None:
+    if safe_write_path(file_path) is None:
         return refused, True
-    if is_ignored(target):
-        return f"Error: {file_path} is off-limits to tools and cannot be written.", True
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return f"Error: could not create the folder for {file_path}: {exc.strerror or exc}", True
-    # Re-resolve after mkdir: a folder may have been swapped for a symlink.
-    if safe_write_path(file_path) != target or is_ignored(target):
+        # Missing folders are created on the way, each one opened without
+        # following links right after it is made.
+        with locate(file_path, make_folders=True) as entry:
+            if entry.name == "." or entry.path == BASE_DIR:
+                return refused, True
+            if entry.info is None:
+                return create_file(file_path, entry, data)
+            return overwrite_file(file_path, entry, data)
+    except PathRefused as refusal:
+        if refusal.off_limits:
+            return f"Error: {file_path} is off-limits to tools and cannot be written.", True
+        if isinstance(refusal.__cause__, OSError):     # mkdir failed, or a file stands in the way
+            cause = refusal.__cause__
+            return f"Error: could not create the folder for {file_path}: {cause.strerror or cause}", True
         return refused, True
-    if target.exists() or target.is_symlink():
-        return overwrite_file(file_path, target, data)
-    return create_file(file_path, target, data)
 
 
-def overwrite_file(file_path: str, target: Path, data: bytes):
-    if not target.is_file():
+def overwrite_file(file_path: str, entry: JailEntry, data: bytes):
+    target = entry.path
+    if not stat.S_ISREG(entry.info.st_mode):
         return f"Error: {file_path} exists and is not a regular file; it cannot be overwritten.", True
     expected = READ_VERSIONS.get(target)
     if expected is None:
         return (f"Error: {file_path} already exists. Read it in full with read_file before "
                 "overwriting it (or use edit_file for a small change)."), True
     try:
-        current = target.read_bytes()
+        current = read_entry(entry)
     except OSError as exc:
         READ_VERSIONS.pop(target, None)
         return f"Error: could not check the current content of {file_path}: {exc.strerror or exc}", True
@@ -907,12 +1086,12 @@ def overwrite_file(file_path: str, target: Path, data: bytes):
     return f"Overwrote {file_path} ({len(data)} bytes).", False
 
 
-def create_file(file_path: str, target: Path, data: bytes):
-    """Create a new file with O_EXCL ('x'): it can never clobber one that
-    appeared after our checks."""
+def create_file(file_path: str, entry: JailEntry, data: bytes):
+    """Create a new file with O_EXCL, relative to the folder held open: it can
+    never clobber one that appeared after our checks, nor follow a link."""
     created = None
     try:
-        with target.open("xb") as f:
+        with os.fdopen(entry.open(NEW_FILE_FLAGS), "wb") as f:
             info = os.fstat(f.fileno())
             created = (info.st_dev, info.st_ino)
             f.write(data)
@@ -922,20 +1101,20 @@ def create_file(file_path: str, target: Path, data: bytes):
         return (f"Error: {file_path} was just created by something else. Read it with "
                 "read_file before deciding what to do."), True
     except OSError as exc:
-        remove_if_same(target, created)
+        remove_if_same(entry, created)
         return f"Error: could not create {file_path}: {exc.strerror or exc}", True
-    READ_VERSIONS.pop(target, None)   # creating is not reading
+    READ_VERSIONS.pop(entry.path, None)   # creating is not reading
     return f"Created {file_path} ({len(data)} bytes).", False
 
 
-def remove_if_same(target: Path, created) -> None:
+def remove_if_same(entry: JailEntry, created) -> None:
     """Delete a half-written new file, but only the one we created."""
     if created is None:
         return
     try:
-        info = target.stat()
+        info = os.stat(entry.name, dir_fd=entry.folder_fd, follow_symlinks=False)
         if (info.st_dev, info.st_ino) == created:
-            target.unlink()
+            os.unlink(entry.name, dir_fd=entry.folder_fd)
     except OSError:
         pass
 
@@ -943,31 +1122,33 @@ def remove_if_same(target: Path, created) -> None:
 # ============================================================================
 # 4. Search: grep through ripgrep
 # ============================================================================
+# rg starts from a folder or file grep holds open (its working directory is
+# that folder's descriptor, a single file comes in on stdin), so its starting
+# point cannot be swapped. --no-follow keeps it from following links below.
 
 MAX_SEARCH_LINES = 100
 MAX_COUNTED_LINES = 10_000     # stop rg after this many matches; counting is enough
 MAX_ERROR_CHARS = 2000
 GREP_TIMEOUT = 10
+RG_PATH = shutil.which("rg")   # found once, at start
+# Case-insensitive (--iglob), as is_ignored_name: '.ENV' and 'NODE_MODULES' are hidden too.
 RG_EXCLUDES = [g for name in sorted(IGNORE) for g in (f"!**/{name}", f"!**/{name}/**")]
 RG_EXCLUDES += ["!**/.env.*", "!**/.env.*/**"]
+PROC_FDS = Path("/proc/self/fd")
 
 
-def rg_path() -> str | None:
-    return shutil.which("rg")
-
-
-def grep_argv(pattern: str, where: str, glob: str | None, ignore_case: bool) -> list[str]:
-    argv = [rg_path(), "--no-config", "--no-follow", "--hidden", "--line-number", "--with-filename",
-            "--no-heading", "--color", "never", "--max-columns", "200",
+def grep_argv(pattern: str, glob: str | None, ignore_case: bool, where: str) -> list[str]:
+    argv = [RG_PATH, "--no-config", "--no-follow", "--hidden", "--line-number", "--with-filename",
+            "--null", "--no-heading", "--color", "never", "--max-columns", "200",
             "--max-columns-preview"]
     if ignore_case:
         argv.append("--ignore-case")
     if glob:
         argv += ["--glob", glob]
-    # Later globs win in rg, so the excludes come last: a model-supplied
+    # rg applies --iglob after --glob and later globs win, so a model-supplied
     # glob such as ".env*" cannot re-include a hidden file.
     for exclude in RG_EXCLUDES:
-        argv += ["--glob", exclude]
+        argv += ["--iglob", exclude]
     # "--" ends the options: a pattern such as "--files" stays a pattern.
     return argv + ["--", pattern, where]
 
@@ -980,18 +1161,26 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
     bad_glob = not isinstance(glob, str) or not glob.strip() or is_outside_pattern(glob.lstrip("!"))
     if glob is not None and bad_glob:
         return "Error: glob must be a relative file pattern such as *.py.", True
-    target = safe_path(path)
-    if target is None:
-        return f"Error: {path} was not found or is outside the working directory.", True
-    if target != BASE_DIR and is_ignored(target):
-        return f"Error: {path} is off-limits to tools and cannot be searched.", True
-    if not (target.is_file() or target.is_dir()):
-        return f"Error: {path} is neither a file nor a directory.", True
-    if rg_path() is None:
-        return "Error: the rg command was not found; install ripgrep to use grep.", True
-    where = "." if target == BASE_DIR else relative(target)
     try:
-        code, lines, total, stderr = run_rg(grep_argv(pattern, where, glob, bool(ignore_case)))
+        with locate(path) as entry:
+            if entry.info is None:
+                raise PathRefused()
+            folder = stat.S_ISDIR(entry.info.st_mode)
+            if not (folder or stat.S_ISREG(entry.info.st_mode)):
+                return f"Error: {path} is neither a file nor a directory.", True
+            start_fd = open_folder(entry) if folder else open_regular_fd(entry)
+    except PathRefused as refused:
+        if refused.off_limits:
+            return f"Error: {path} is off-limits to tools and cannot be searched.", True
+        return f"Error: {path} was not found or is outside the working directory.", True
+    except OSError:
+        return f"Error: {path} is neither a file nor a directory.", True
+    try:
+        if RG_PATH is None:
+            return "Error: the rg command was not found; install ripgrep to use grep.", True
+        shown_as = "" if entry.path == BASE_DIR else relative(entry.path)
+        argv = grep_argv(pattern, glob, bool(ignore_case), "." if folder else "-")
+        code, lines, total, stderr = run_rg(argv, start_fd, folder, shown_as)
     except FileNotFoundError:
         return "Error: the rg command was not found; install ripgrep to use grep.", True
     except subprocess.TimeoutExpired:
@@ -999,26 +1188,51 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
                 "Narrow the path or pattern."), True
     except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in an argument
         return f"Error: could not run the search: {exc}", True
+    finally:
+        os.close(start_fd)
     if total:
         shown = "\n".join(lines)
         if total > len(lines):
             more = f"{total:,}" if total < MAX_COUNTED_LINES else f"more than {MAX_COUNTED_LINES:,}"
             shown += f"\n({more} matching lines; showing the first {len(lines)}. Narrow the search.)"
         return shown, False
-    if code == 1:
+    if code == 1 or code == 0:
         return f"No matches for {pattern}.", False
     detail = stderr.strip()[:MAX_ERROR_CHARS] or "rg gave no error message"
     return f"Search failed: {detail}", True
 
 
-def run_rg(argv: list[str]) -> tuple[int, list[str], int, str]:
+def rg_start(start_fd: int, folder: bool) -> dict:
+    """Popen arguments that start rg at the descriptor grep holds: a folder
+    becomes its working directory, a file its stdin."""
+    if not folder:
+        return {"stdin": start_fd, "cwd": BASE_DIR}
+    if PROC_FDS.is_dir():     # Linux: chdir through the descriptor's /proc link
+        return {"stdin": subprocess.DEVNULL, "cwd": PROC_FDS / str(start_fd), "pass_fds": (start_fd,)}
+    return {"stdin": subprocess.DEVNULL, "pass_fds": (start_fd,),   # macOS: no /proc
+            "preexec_fn": lambda: os.fchdir(start_fd)}
+
+
+def match_line(raw: bytes, folder: bool, shown_as: str) -> tuple[str, str] | None:
+    """rg's 'path NUL line:text' as 'path:line:text' relative to the jail, or
+    None if the path has an ignored name: the same rule as every other tool,
+    whatever rg's own case folding does."""
+    path, _, rest = raw.rstrip(b"\r\n").partition(b"\0")
+    name = os.fsdecode(path).removeprefix("./") if folder else ""
+    if any(is_ignored_name(part) for part in name.split("/")):
+        return None
+    name = "/".join(part for part in (shown_as, name) if part)
+    return utf8_safe(name), rest.decode("utf-8", errors="replace")
+
+
+def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple[int, list[str], int, str]:
     """Run rg and keep the first lines, counting the rest without storing them.
 
     rg is stopped once MAX_COUNTED_LINES are seen, so a search that matches a
     whole 100k-file tree costs neither memory nor much time.
     """
-    proc = subprocess.Popen(argv, cwd=BASE_DIR, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, **rg_start(start_fd, folder))
     fired = threading.Event()
 
     def on_timeout():
@@ -1033,10 +1247,12 @@ def run_rg(argv: list[str]) -> tuple[int, list[str], int, str]:
     lines, total = [], 0
     try:
         for raw in proc.stdout:
+            match = match_line(raw, folder, shown_as)
+            if match is None:
+                continue
             total += 1
             if len(lines) < MAX_SEARCH_LINES:
-                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                lines.append(line.removeprefix("./").removeprefix(".\\"))
+                lines.append(f"{match[0]}:{match[1]}")
             if total >= MAX_COUNTED_LINES:
                 break
     finally:
@@ -1876,25 +2092,25 @@ def project_memory() -> str | None:
     return "\n\n".join(parts) or None
 
 
-_MEMORY_SEEN: dict[Path, tuple] = {}   # path -> (stat key, text): re-read only when the file changes
+_MEMORY_SEEN: dict[tuple, tuple] = {}   # (workspace, name) -> (stat key, text): re-read only when the file changes
 
 
 def read_memory_file(name: str) -> tuple[str | None, bool]:
-    target, error = check_readable(name)
+    opened, error = check_readable(name)
     if error:
         return None, True
     try:
-        with open_regular_file(target) as f:
+        with opened[0] as f:
             info = os.fstat(f.fileno())
             key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-            seen = _MEMORY_SEEN.get(target)
+            seen = _MEMORY_SEEN.get((BASE_DIR, name))
             if seen and seen[0] == key:
                 return seen[1], False
             text = f.read(MAX_MEMORY_CHARS * 4).decode("utf-8", errors="replace")
     except OSError:
         return None, True
     text = text[:MAX_MEMORY_CHARS].strip()
-    _MEMORY_SEEN[target] = (key, text)
+    _MEMORY_SEEN[(BASE_DIR, name)] = (key, text)
     return text, False
 
 
@@ -2980,15 +3196,63 @@ def session_dir() -> Path:
     return BASE_DIR / ".kesi" / "sessions"
 
 
+def kesi_folder(*names: str, create: bool = True) -> int:
+    """An open descriptor of .kesi/ in the project, or of a folder inside it
+    ('sessions'), made as needed; the caller closes it.
+
+    A command can plant symlinks here (.kesi/sessions -> ~/.bashrc.d) to make
+    KeSi write into the home folder. So each part is opened relative to the
+    one before with O_NOFOLLOW, and every file is then created relative to
+    the descriptor: a link anywhere is refused with an OSError, nothing is
+    written through it.
+    """
+    fd = os.open(BASE_DIR, FOLDER_FLAGS)
+    try:
+        for depth, name in enumerate((".kesi", *names)):
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=fd)
+            try:
+                sub = os.open(name, FOLDER_FLAGS, dir_fd=fd)
+            except FileNotFoundError:       # create=False and there is none
+                raise
+            except OSError as exc:
+                where = "/".join((".kesi", *names)[:depth + 1])
+                raise OSError(f"{where} is a symlink or not a folder; KeSi does not write through it") from exc
+            os.close(fd)
+            fd = sub
+            if name == ".kesi" and create:
+                write_kesi_gitignore(fd)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def write_kesi_gitignore(kesi_fd: int) -> None:
+    """A .gitignore of its own, so sessions and prompt history never show up
+    in git status. O_EXCL: an existing one (or a planted link) is left alone."""
+    try:
+        fd = os.open(".gitignore", NEW_FILE_FLAGS, 0o644, dir_fd=kesi_fd)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write("# written by KeSi: its sessions and prompt history stay out of git\n*\n")
+
+
 def make_kesi_dir() -> Path:
-    """.kesi/ in the project, with a .gitignore of its own so that sessions
-    and prompt history never show up in git status."""
-    folder = BASE_DIR / ".kesi"
-    folder.mkdir(exist_ok=True)
-    ignore = folder / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# written by KeSi: its sessions and prompt history stay out of git\n*\n")
-    return folder
+    """.kesi/ in the project, with its .gitignore (see kesi_folder)."""
+    os.close(kesi_folder())
+    return BASE_DIR / ".kesi"
+
+
+def write_kesi_file(folder: tuple[str, ...], name: str, data: bytes) -> None:
+    """Atomically replace .kesi/<folder...>/<name>, never through a link. Raises OSError."""
+    folder_fd = kesi_folder(*folder)
+    try:
+        write_atomically(folder_fd, name, data)
+    finally:
+        os.close(folder_fd)
 
 
 def save_session(history: list[dict]) -> None:
@@ -3000,7 +3264,9 @@ def save_session(history: list[dict]) -> None:
     if not history:
         return
     lines: list = []
-    if SESSION_FILE is None:
+    if SESSION_FILE is None or SESSION_FILE.is_symlink():
+        # A link planted in place of the file is left alone (never written
+        # through); the session continues in a fresh file, whole.
         # Microseconds too: after /reset a second session may start within the same second.
         SESSION_FILE = session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.getpid()}.jsonl"
     if not SESSION_FILE.exists():
@@ -3013,8 +3279,6 @@ def save_session(history: list[dict]) -> None:
         SAVED = 0
     lines += history[SAVED:]
     try:
-        make_kesi_dir()
-        SESSION_FILE.parent.mkdir(parents=True, exist_ok=True)
         append_lines(SESSION_FILE, [as_line(line) for line in lines])
     except OSError as exc:
         ui(f"  (could not save the session: {visible(exc)})")
@@ -3027,9 +3291,21 @@ def as_line(message: dict) -> str:
 
 
 def append_lines(path: Path, lines: list[str]) -> None:
-    """The one place session lines are written."""
-    with open(path, "ab") as f:
-        f.write(("".join(line + "\n" for line in lines)).encode("utf-8", errors="backslashreplace"))
+    """The one place session lines are written. Raises OSError.
+
+    In .kesi/sessions the file is opened through the folder's descriptor
+    and never through a link (see kesi_folder); a session resumed from
+    elsewhere is appended to, but not through a final symlink either."""
+    data = "".join(line + "\n" for line in lines).encode("utf-8", errors="backslashreplace")
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    folder_fd = kesi_folder("sessions") if path.parent == session_dir() else None
+    try:
+        fd = os.open(path.name if folder_fd is not None else path, flags, 0o600, dir_fd=folder_fd)
+    finally:
+        if folder_fd is not None:
+            os.close(folder_fd)
+    with os.fdopen(fd, "ab") as f:
+        f.write(data)
 
 
 def first_prompt(history: list[dict]) -> str:
@@ -3246,23 +3522,47 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     return True
 
 
+PROMPT_HISTORY = "prompt-history"      # in .kesi/
+MAX_HISTORY_BYTES = 1_000_000
+
+
 def setup_readline() -> None:
     if readline is None or not sys.stdin.isatty():
         return
-    history_file = BASE_DIR / ".kesi" / "prompt-history"
+    load_prompt_history()
+    atexit.register(save_prompt_history)
+
+
+def load_prompt_history() -> None:
+    """readline reads its history by name; it gets a private copy of
+    .kesi/prompt-history, read without following any link."""
     try:
-        readline.read_history_file(history_file)
+        folder_fd = kesi_folder(create=False)
+    except OSError:
+        return
+    try:
+        with JailEntry(folder_fd, PROMPT_HISTORY, BASE_DIR / ".kesi" / PROMPT_HISTORY, None) as entry:
+            with open_regular_file(entry) as f:
+                data = f.read(MAX_HISTORY_BYTES)
+        with tempfile.TemporaryDirectory(prefix="kesi-history-") as private:
+            copy = Path(private) / PROMPT_HISTORY
+            copy.write_bytes(data)
+            readline.read_history_file(copy)
     except OSError:
         pass
 
-    def save():
-        try:
-            make_kesi_dir()
-            readline.write_history_file(history_file)
-        except OSError:
-            pass
 
-    atexit.register(save)
+def save_prompt_history() -> None:
+    """readline writes by name too: it writes a private temp file, whose bytes
+    then replace .kesi/prompt-history relative to the .kesi descriptor."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="kesi-history-") as private:
+            copy = Path(private) / PROMPT_HISTORY
+            readline.write_history_file(copy)
+            data = copy.read_bytes()
+        write_kesi_file((), PROMPT_HISTORY, data)
+    except OSError as exc:
+        ui(f"  (prompt history not saved: {exc})")
 
 
 def run_turn(client, history: list[dict], prompt: str) -> Answer:

@@ -102,6 +102,13 @@ def write_files(root: Path, files: dict) -> None:
             path.write_bytes(content.encode("utf-8"))
 
 
+def use_base_dir(path) -> None:
+    """Move KeSi's jail (checks and tests run in temporary folders); the
+    files read in the old one no longer count as read."""
+    kesi.BASE_DIR = Path(path).resolve()
+    kesi.READ_VERSIONS.clear()
+
+
 @contextlib.contextmanager
 def workspace(files: dict | None = None):
     """A temporary folder holding files, made KeSi's jail for the duration."""
@@ -110,11 +117,11 @@ def workspace(files: dict | None = None):
         root = Path(folder).resolve()
         write_files(root, files)
         fresh_state()
-        kesi.set_base_dir(root)
+        use_base_dir(root)
         try:
             yield root
         finally:
-            kesi.set_base_dir(old_base)
+            use_base_dir(old_base)
 
 
 @contextlib.contextmanager

@@ -28,9 +28,9 @@ def ws(tmp_path):
     root = tmp_path.resolve()
     old = kesi.BASE_DIR
     checklib.fresh_state()
-    kesi.set_base_dir(root)
+    checklib.use_base_dir(root)
     yield root
-    kesi.set_base_dir(old)
+    checklib.use_base_dir(old)
     checklib.fresh_state()
 
 

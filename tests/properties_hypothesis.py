@@ -110,7 +110,7 @@ def jail():
     (root / "link_out").symlink_to(top / "outside.txt")
     saved = (kesi.BASE_DIR, kesi.COMMAND_TIMEOUT, kesi.UI, kesi.CLIENT)
     checklib.fresh_state()
-    kesi.set_base_dir(root)
+    checklib.use_base_dir(root)
     kesi.COMMAND_TIMEOUT = 2
     # A real, strict UTF-8 stream: a lone surrogate printed by a tool must not raise.
     kesi.UI = open(os.devnull, "w", encoding="utf-8")

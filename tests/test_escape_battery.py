@@ -115,14 +115,14 @@ def snapshot(arena) -> dict:
 def jail(arena, monkeypatch):
     old = kesi.BASE_DIR
     checklib.fresh_state()
-    kesi.set_base_dir(arena["ws"])
+    checklib.use_base_dir(arena["ws"])
     monkeypatch.setattr(kesi, "UI", open(os.devnull, "w"))
     monkeypatch.setenv("KESI_BATTERY_TOKEN", CANARIES["envvar"])   # must be scrubbed for commands
     before = snapshot(arena)
     yield arena
     after = snapshot(arena)
     kesi.UI.close()
-    kesi.set_base_dir(old)
+    checklib.use_base_dir(old)
     checklib.fresh_state()
     assert after == before, "a protected file outside the tools' reach was changed or created"
 

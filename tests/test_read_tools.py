@@ -356,8 +356,8 @@ def test_glob_does_not_walk_into_ignored_folders(ws, monkeypatch):
     visited = []
     real_scandir = os.scandir
 
-    def spying_scandir(path="."):
-        visited.append(os.fspath(path))
+    def spying_scandir(path="."):       # glob lists folders through descriptors
+        visited.append(os.readlink(f"/proc/self/fd/{path}") if isinstance(path, int) else os.fspath(path))
         return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", spying_scandir)    # os.walk lists folders through it
@@ -511,9 +511,9 @@ def test_grep_refuses_an_empty_or_non_text_pattern(ws, pattern):
     assert is_error and "pattern" in output
 
 
-def test_grep_says_so_when_rg_is_missing(ws, monkeypatch, tmp_path_factory):
+def test_grep_says_so_when_rg_is_missing(ws, monkeypatch):
     write(ws, "a.txt", "x\n")
-    monkeypatch.setenv("PATH", str(tmp_path_factory.mktemp("empty-bin")))
+    monkeypatch.setattr(kesi, "RG_PATH", None)      # what shutil.which gave at start
     output, is_error = kesi.grep("x")
     assert is_error and "ripgrep" in output
     # The path checks still come first: a bad path is reported as such.
@@ -523,33 +523,29 @@ def test_grep_says_so_when_rg_is_missing(ws, monkeypatch, tmp_path_factory):
 
 def test_grep_survives_an_rg_path_that_vanished(ws, monkeypatch):
     write(ws, "a.txt", "x\n")
-    monkeypatch.setattr(kesi, "rg_path", lambda: "/nonexistent/bin/rg")
+    monkeypatch.setattr(kesi, "RG_PATH", "/nonexistent/bin/rg")
     output, is_error = kesi.grep("x")
     assert is_error and "ripgrep" in output
 
 
 @needs_rg
-def test_grep_timeout_stops_a_hung_rg(ws, monkeypatch):
-    """rg blocks forever when it opens a FIFO. grep checks the type first, so
-    swap the file for a FIFO after that check (a race the timeout must cover)."""
+def test_grep_timeout_stops_a_hung_rg(ws, monkeypatch, tmp_path_factory):
+    """A search that hangs (here an rg stand-in stuck opening a FIFO, as rg
+    itself would be) is stopped by the timeout, with its whole process group."""
     write(ws, "log.txt", "x\n")
-    real_rg = shutil.which("rg")
-    calls = []
-
-    def rg_path_with_race():
-        calls.append(1)
-        if len(calls) == 2:             # grep_argv: the path checks are done
-            (ws / "log.txt").unlink()
-            os.mkfifo(ws / "log.txt")
-        return real_rg
-
-    monkeypatch.setattr(kesi, "rg_path", rg_path_with_race)
+    bin_dir = tmp_path_factory.mktemp("hung-rg")
+    fifo = bin_dir / "fifo"
+    os.mkfifo(fifo)
+    fake_rg = bin_dir / "rg"
+    fake_rg.write_text(f"#!/bin/sh\nexec cat '{fifo}'\n")
+    fake_rg.chmod(0o755)
+    monkeypatch.setattr(kesi, "RG_PATH", str(fake_rg))
     monkeypatch.setattr(kesi, "GREP_TIMEOUT", 0.5)
     output, is_error = call_with_deadline(kesi.grep, "x", "log.txt", seconds=10)
     assert is_error and "longer than 0.5 s" in output
-    # rg was killed: nobody has the FIFO open for reading any more.
+    # The stand-in was killed: nobody has the FIFO open for reading any more.
     with pytest.raises(OSError) as no_reader:
-        os.open(ws / "log.txt", os.O_WRONLY | os.O_NONBLOCK)
+        os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
     assert no_reader.value.errno == errno.ENXIO
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import kesi
-from checklib import sandbox_forced
+from checklib import sandbox_forced, use_base_dir
 from mock_api import reply
 from test_permissions import KESI, child_env
 
@@ -216,7 +216,7 @@ def test_credentials_do_not_reach_the_command(sandboxed, monkeypatch):
 def test_quoted_workspace_name(sandboxed):
     root = sandboxed / "it's a \"quoted\" $dir"
     write(root, {"a.txt": "quoted ok\n", ".env": "KEY=q\n"})
-    kesi.set_base_dir(root)
+    use_base_dir(root)
     assert sh("cat a.txt")[0].startswith("quoted ok")
     assert "KEY=q" not in sh("cat .env")[0]
 
@@ -237,7 +237,7 @@ def test_started_in_home_boundary_is_void_but_secrets_and_network_hold(sandboxed
 def test_seatbelt_profile_takes_paths_only_as_parameters(ws):
     root = ws / 'evil") (allow file-read* (subpath "/'
     root.mkdir()
-    kesi.set_base_dir(root)
+    use_base_dir(root)
     profile, params = kesi.seatbelt_spec()
     assert str(root) not in profile and "evil" not in profile
     assert dict(params)["BASE_DIR"] == str(root) and dict(params)["HOME_DIR"] == str(kesi.HOME_DIR)

@@ -101,7 +101,7 @@ def test_environment_shows_the_permission_mode(ws, monkeypatch):
 def test_one_sandbox_line_per_state_and_the_hint_only_when_enabled(ws, sandbox, kind, in_home, state):
     sandbox(kind)
     if in_home:
-        kesi.set_base_dir(kesi.HOME_DIR)
+        checklib.use_base_dir(kesi.HOME_DIR)
     env = kesi.environment_block()
     assert kesi.sandbox_state() == state
     assert sandbox_lines_in(env) == [state]

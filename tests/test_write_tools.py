@@ -166,9 +166,11 @@ def test_edit_writes_a_temp_file_in_the_same_folder_fsyncs_then_renames(ws, monk
     real_fsync, real_replace = os.fsync, os.replace
     monkeypatch.setattr(kesi.os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
 
-    def spy_replace(src, dst):
-        events.append(("replace", os.path.dirname(src), oct(stat.S_IMODE(os.stat(src).st_mode))))
-        real_replace(src, dst)
+    def spy_replace(src, dst, *, src_dir_fd, dst_dir_fd):
+        folder = os.readlink(f"/proc/self/fd/{src_dir_fd}")
+        events.append(("replace", folder, oct(stat.S_IMODE(os.stat(src, dir_fd=src_dir_fd).st_mode))))
+        assert src_dir_fd == dst_dir_fd and dst == "f.txt"
+        real_replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
     monkeypatch.setattr(kesi.os, "replace", spy_replace)
     inode = target.stat().st_ino
     output, is_error = kesi.edit_file("sub/f.txt", "old", "new")
@@ -182,12 +184,12 @@ def test_edit_writes_a_temp_file_in_the_same_folder_fsyncs_then_renames(ws, monk
 def test_a_file_changed_while_the_edit_was_written_is_not_clobbered(ws, monkeypatch):
     target = ws / "f.txt"
     target.write_text("x = 1\n")
-    real_mkstemp = tempfile.mkstemp
+    real_fsync = os.fsync
 
-    def mkstemp_while_someone_writes(*args, **kwargs):
+    def fsync_while_someone_writes(fd):      # the temp file is written: someone else writes too
         target.write_text("x = 1\nsomeone = 'else'\n")
-        return real_mkstemp(*args, **kwargs)
-    monkeypatch.setattr(kesi.tempfile, "mkstemp", mkstemp_while_someone_writes)
+        real_fsync(fd)
+    monkeypatch.setattr(kesi.os, "fsync", fsync_while_someone_writes)
     output, is_error = kesi.edit_file("f.txt", "x = 1", "x = 2")
     assert is_error and "changed after you read it" in output
     assert target.read_text() == "x = 1\nsomeone = 'else'\n"
@@ -236,13 +238,13 @@ def test_create_does_not_count_as_a_read(ws):
 
 
 def test_create_never_clobbers_a_file_that_appears_after_the_checks(ws, monkeypatch):
-    real_open = kesi.Path.open
+    real_open = os.open
 
-    def another_program_creates_it_first(self, mode="r", *args, **kwargs):
-        if mode == "xb":                       # after every check, right before the exclusive open
-            self.write_bytes(b"theirs\n")
-        return real_open(self, mode, *args, **kwargs)
-    monkeypatch.setattr(kesi.Path, "open", another_program_creates_it_first)
+    def another_program_creates_it_first(path, flags, *args, **kwargs):
+        if path == "race.txt" and flags & os.O_EXCL:   # after every check, right before the exclusive open
+            (ws / "race.txt").write_bytes(b"theirs\n")
+        return real_open(path, flags, *args, **kwargs)
+    monkeypatch.setattr(kesi.os, "open", another_program_creates_it_first)
     output, is_error = kesi.write_file("race.txt", "ours\n")
     assert is_error and "just created by something else" in output
     assert (ws / "race.txt").read_text() == "theirs\n"
@@ -260,16 +262,14 @@ def test_a_failed_create_removes_its_half_written_file(ws, monkeypatch):
 def test_a_folder_swapped_for_an_outside_symlink_is_caught_on_the_recheck(ws, monkeypatch, tmp_path_factory):
     outside = tmp_path_factory.mktemp("outside")
     (ws / "sub").mkdir()
-    real = kesi.safe_write_path
-    looks = []
+    real_open = os.open
 
-    def swap_folder(path):
-        looks.append(path)
-        if len(looks) == 2:
+    def swap_folder(path, flags, *args, **kwargs):   # checked as a folder, then swapped before the open
+        if path == "sub" and (ws / "sub").is_dir() and not (ws / "sub").is_symlink():
             (ws / "sub").rmdir()
             (ws / "sub").symlink_to(outside)
-        return real(path)
-    monkeypatch.setattr(kesi, "safe_write_path", swap_folder)
+        return real_open(path, flags, *args, **kwargs)
+    monkeypatch.setattr(kesi.os, "open", swap_folder)
     output, is_error = kesi.write_file("sub/f.txt", "x\n")
     assert is_error and "not allowed" in output
     assert list(outside.iterdir()) == []
@@ -343,12 +343,12 @@ def test_a_change_during_the_overwrite_is_caught_by_the_final_hash_check(ws, mon
     target = ws / "f.txt"
     target.write_text("v1\n")
     kesi.read_file("f.txt")
-    real_mkstemp = tempfile.mkstemp
+    real_fsync = os.fsync
 
-    def mkstemp_while_someone_writes(*args, **kwargs):
+    def fsync_while_someone_writes(fd):
         target.write_text("theirs\n")
-        return real_mkstemp(*args, **kwargs)
-    monkeypatch.setattr(kesi.tempfile, "mkstemp", mkstemp_while_someone_writes)
+        real_fsync(fd)
+    monkeypatch.setattr(kesi.os, "fsync", fsync_while_someone_writes)
     output, is_error = kesi.write_file("f.txt", "mine\n")
     assert is_error and "changed after you read it" in output
     assert target.read_text() == "theirs\n"

@@ -64,7 +64,7 @@ CHILD_CASES = {
 
 def run_child(case: str, folder: Path, lines: int) -> dict:
     """In the child: run one case, report time, memory and what the model would see."""
-    kesi.set_base_dir(folder)
+    kesi.BASE_DIR = folder.resolve()
     kesi.UI = open(os.devnull, "w")
     started = time.perf_counter()
     output, is_error = CHILD_CASES[case]("big.txt", lines)

@@ -53,7 +53,7 @@ def build_tree(root: Path, files: int) -> None:
 
 
 def rg(*args: str) -> tuple[str, bool]:
-    proc = subprocess.run([kesi.rg_path(), "--no-config", *args], cwd=kesi.BASE_DIR,
+    proc = subprocess.run([kesi.RG_PATH, "--no-config", *args], cwd=kesi.BASE_DIR,
                           capture_output=True, timeout=120)
     return proc.stdout.decode("utf-8", "replace"), proc.returncode > 1
 
@@ -86,7 +86,7 @@ def main():
         started = time.perf_counter()
         build_tree(root, files)
         print(f"# generated {files:,} files in {time.perf_counter() - started:.1f} s under {root}")
-        kesi.set_base_dir(root)
+        kesi.BASE_DIR = root.resolve()
         rows = []
         for name, with_kesi, with_rg in CASES:
             with_kesi(), with_rg()                       # warm-up: page cache, rg binary

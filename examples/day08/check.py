@@ -82,12 +82,12 @@ with workspace({"big.txt": "".join(f"match {n}\n" for n in range(1, 151))}):
                  len(lines) == 101 and lines[99] == "big.txt:100:match 100" and "150" in lines[-1], lines[-1])
 
 with workspace({"a.txt": "x\n"}):
-    saved_path = os.environ.get("PATH", "")
-    os.environ["PATH"] = "/nonexistent"
+    saved_rg = kesi.RG_PATH
+    kesi.RG_PATH = None          # as if shutil.which("rg") found nothing at start
     try:
         out, err = kesi.grep("x")
     finally:
-        os.environ["PATH"] = saved_path
+        kesi.RG_PATH = saved_rg
     checks.check("without rg on PATH, a clear error instead of a crash", err and "ripgrep" in out, out)
 
 # --- through the agent loop -----------------------------------------------------------

@@ -122,7 +122,7 @@ with workspace({"run.sh": "echo old\n"}) as root:
 with workspace({"keep.txt": "safe\n"}) as root:
     real_replace = kesi.os.replace
 
-    def broken_replace(src, dst):
+    def broken_replace(src, dst, **folders):
         raise OSError(28, "No space left on device")
     kesi.os.replace = broken_replace
     try:

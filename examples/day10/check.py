@@ -116,20 +116,18 @@ with workspace({"run.sh": "echo old\n"}) as root:
                  and not list(root.glob(".*.tmp")), oct(info.st_mode))
 
 with workspace() as root:
-    real_check = kesi.safe_write_path
-    calls = []
+    real_open = kesi.os.open
 
-    def racing_check(path):
-        # The second look (after mkdir) is where another program sneaks in.
-        calls.append(path)
-        if len(calls) == 2:
+    def racing_open(path, flags, *args, **kwargs):
+        # Right before the exclusive create is where another program sneaks in.
+        if path == "race.txt" and flags & os.O_EXCL:
             (root / "race.txt").write_text("theirs\n")
-        return real_check(path)
-    kesi.safe_write_path = racing_check
+        return real_open(path, flags, *args, **kwargs)
+    kesi.os.open = racing_open
     try:
         out, err = kesi.write_file("race.txt", "ours\n")
     finally:
-        kesi.safe_write_path = real_check
+        kesi.os.open = real_open
     checks.check("a file that appears just before the write is never clobbered",
                  err and (root / "race.txt").read_text() == "theirs\n", out)
 

@@ -51,7 +51,7 @@ def main() -> int:
     code, output = pytest_in(folder)
     print(f"before: pytest exit code {code}: {last_line(output)}")
 
-    kesi.set_base_dir(folder)
+    kesi.BASE_DIR = folder.resolve()    # the jail: the built project
     kesi.PERMISSION_MODE = "bypassPermissions"
     if args.no_shell:
         kesi.MAIN_AGENT.tool_names = tuple(n for n in kesi.MAIN_AGENT.tool_names if n != "run_command")

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from checklib import Checks, sandbox_forced, workspace, write_files   # noqa: E402  (also puts kesi + mock_api on sys.path)
+from checklib import Checks, sandbox_forced, use_base_dir, workspace, write_files   # noqa: E402  (also puts kesi + mock_api on sys.path)
 import kesi                               # noqa: E402
 
 DENIED = ("Operation not permitted", "Permission denied")
@@ -149,11 +149,11 @@ def check_running_sandbox(checks, root, outside):
 
     # 8. the startup line tells the truth
     with captured_ui() as shown:
-        kesi.set_base_dir(kesi.HOME_DIR)
+        use_base_dir(kesi.HOME_DIR)
         try:
             kesi.print_startup()
         finally:
-            kesi.set_base_dir(root)
+            use_base_dir(root)
     checks.check("started in the home folder, KeSi says the boundary means nothing",
                  "means nothing" in shown.getvalue(), shown.getvalue())
     with captured_ui() as shown:
@@ -227,7 +227,7 @@ try:
         root = base / "it's a \"quoted\" project"
         write_files(root, PROJECT)
         (root / "escape-link").symlink_to(outside / "secret.txt")
-        kesi.set_base_dir(root)
+        use_base_dir(root)
         kind = kesi.sandbox_kind()
         switched_off = kesi.SANDBOX_SETTING in ("off", "0", "no", "false")
         if kind is None and not switched_off and sys.platform.startswith("linux") and shutil.which("bwrap"):

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from checklib import Checks, mock_client, sandbox_forced, workspace   # noqa: E402  (also puts kesi + mock_api on sys.path)
+from checklib import Checks, mock_client, sandbox_forced, use_base_dir, workspace   # noqa: E402  (also puts kesi + mock_api on sys.path)
 import kesi                                             # noqa: E402
 from mock_api import reply                              # noqa: E402
 
@@ -93,12 +93,12 @@ with workspace({}) as root:
     results = {}
     for kind, base, expected in ((None, root, "off"), ("bubblewrap", root, "on"),
                                  ("bubblewrap", kesi.HOME_DIR, "useless")):
-        kesi.set_base_dir(base)
+        use_base_dir(base)
         with sandbox_forced(kind):
             block = kesi.environment_block()
             results[expected] = (kesi.sandbox_state(), sandbox_lines_in(block),
                                  kesi.SANDBOX_HINT in block)
-        kesi.set_base_dir(root)
+        use_base_dir(root)
     checks.check("each sandbox state (off, on, on-but-home) gets its own single line",
                  all(state == expected and lines == [expected]
                      for expected, (state, lines, _) in results.items()), results)
