@@ -45,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
@@ -271,8 +272,9 @@ def ui(text: str = "", end: str = "\n") -> None:
 # Characters a terminal obeys instead of showing: C0 controls but newline and
 # tab (ESC starts every escape sequence; CR and backspace overwrite a line),
 # DEL, C1 controls (U+009B is a one-character CSI), and the bidirectional
-# overrides and isolates that make text read in another order than it runs.
-TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# overrides and isolates that make text read in another order than it runs,
+# and the zero-width and line-separator characters that hide or split text.
+TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 
 def visible(text) -> str:
@@ -334,9 +336,9 @@ MAX_LINK_HOPS = 40             # as the kernel's ELOOP limit
 class PathRefused(Exception):
     """A tool path that is outside the jail, missing, or off-limits."""
 
-    def __init__(self, off_limits: bool = False):
+    def __init__(self, off_limits: bool = False, missing: bool = False):
         super().__init__("off-limits" if off_limits else "outside the jail or missing")
-        self.off_limits = off_limits
+        self.off_limits, self.missing = off_limits, missing
 
 
 @dataclass
@@ -402,7 +404,7 @@ def locate(path, make_folders: bool = False, follow_links: bool = True) -> JailE
                 if not pending:
                     return JailEntry(folders.pop(), name, BASE_DIR.joinpath(*names, name), None)
                 if not make_folders:
-                    raise PathRefused() from None
+                    raise PathRefused(missing=True) from None
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(name, dir_fd=folders[-1])
                 info = None
@@ -909,12 +911,17 @@ def find_unique(content: str, old: str) -> tuple[int, str | None]:
 @dataclass
 class Edit:
     """An edit worked out but not yet written: what edit_file will do."""
+    file_path: str       # as the model wrote it, for the messages
     target: Path
     data: bytes          # the file as read (its digest guards the write)
     content: str
     updated: str
     first: int           # where the first replacement starts
     count: int
+
+    @property
+    def diff(self) -> str:
+        return diff_lines(self.content, self.updated)
 
 
 def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edit | None, str | None]:
@@ -951,13 +958,16 @@ def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edi
         if error:
             return None, error
         count, updated = 1, content[:first] + new_string + content[first + len(old_string):]
-    return Edit(target, data, content, updated, first, count), None
+    return Edit(file_path, target, data, content, updated, first, count), None
 
 
 def edit_file(file_path, old_string, new_string, replace_all=False):
     edit, error = plan_edit(file_path, old_string, new_string, replace_all)
-    if error:
-        return error, True
+    return (error, True) if error else apply_edit(edit)
+
+
+def apply_edit(edit: Edit):
+    """Write an edit planned by plan_edit (the permission prompt showed its diff)."""
     try:
         new_data = edit.updated.encode("utf-8")
     except UnicodeEncodeError:
@@ -968,8 +978,8 @@ def edit_file(file_path, old_string, new_string, replace_all=False):
     READ_VERSIONS.pop(edit.target, None)
     where = f"starting at line {line_number_at(edit.content, edit.first)}"
     if edit.count > 1:
-        return f"Replaced {edit.count} occurrences in {file_path} (first {where}).", False
-    return f"Edited {file_path} ({where}).", False
+        return f"Replaced {edit.count} occurrences in {edit.file_path} (first {where}).", False
+    return f"Edited {edit.file_path} ({where}).", False
 
 
 CHANGED_SINCE_READ = ("Error: the file changed after you read it. Read it again with "
@@ -1032,58 +1042,102 @@ def replace_existing_file(target: Path, data: bytes, expected_digest: bytes) -> 
     return None
 
 
+@dataclass
+class Write:
+    """A write_file call worked out but not yet done."""
+    file_path: str
+    target: Path
+    data: bytes
+    old: str               # the current text ("" for a new file), for the diff
+    expected: bytes | None  # digest of the file the model read; None: create a new file
+
+    @property
+    def diff(self) -> str:
+        return diff_lines(self.old, self.data.decode("utf-8"))
+
+
 def write_file(file_path, content):
+    write, error = plan_write(file_path, content)
+    return (error, True) if error else apply_write(write)
+
+
+def plan_write(file_path, content) -> tuple[Write | None, str | None]:
+    """Check a write_file call, touching nothing (no folder is made yet).
+    Every reason it would fail is found here, before anyone is asked."""
     if not isinstance(file_path, str) or not isinstance(content, str):
-        return "Error: file_path and content must both be strings.", True
+        return None, "Error: file_path and content must both be strings."
     try:
         data = content.encode("utf-8")
     except UnicodeEncodeError:
-        return "Error: content contains characters that cannot be written as UTF-8.", True
-    refused = (f"Error: writing to {file_path} is not allowed. Use a path relative to the "
-               "working directory, inside it.")
-    if safe_write_path(file_path) is None:
-        return refused, True
+        return None, "Error: content contains characters that cannot be written as UTF-8."
+    target = safe_write_path(file_path)
+    if target is None:
+        return None, write_refusal(file_path)
     try:
-        # Missing folders are created on the way, each one opened without
-        # following links right after it is made.
-        with locate(file_path, make_folders=True) as entry:
+        with locate(file_path) as entry:
             if entry.name == "." or entry.path == BASE_DIR:
-                return refused, True
+                return None, write_refusal(file_path)
             if entry.info is None:
-                return create_file(file_path, entry, data)
-            return overwrite_file(file_path, entry, data)
+                return Write(file_path, entry.path, data, "", None), None
+            return plan_overwrite(file_path, entry, data)
     except PathRefused as refusal:
-        if refusal.off_limits:
-            return f"Error: {file_path} is off-limits to tools and cannot be written.", True
-        if isinstance(refusal.__cause__, OSError):     # mkdir failed, or a file stands in the way
-            cause = refusal.__cause__
-            return f"Error: could not create the folder for {file_path}: {cause.strerror or cause}", True
-        return refused, True
+        if refusal.missing and not is_ignored(target):    # folders to be made: a new file
+            return Write(file_path, target, data, "", None), None
+        if refusal.missing:
+            return None, write_refusal(file_path, PathRefused(off_limits=True))
+        return None, write_refusal(file_path, refusal)
 
 
-def overwrite_file(file_path: str, entry: JailEntry, data: bytes):
+def write_refusal(file_path: str, refusal: PathRefused | None = None) -> str:
+    if refusal and refusal.off_limits:
+        return f"Error: {file_path} is off-limits to tools and cannot be written."
+    cause = refusal.__cause__ if refusal else None
+    if isinstance(cause, OSError):         # mkdir failed, or a file stands where a folder should be
+        return f"Error: could not create the folder for {file_path}: {cause.strerror or cause}"
+    return (f"Error: writing to {file_path} is not allowed. Use a path relative to the "
+            "working directory, inside it.")
+
+
+def plan_overwrite(file_path: str, entry: JailEntry, data: bytes) -> tuple[Write | None, str | None]:
     target = entry.path
     if not stat.S_ISREG(entry.info.st_mode):
-        return f"Error: {file_path} exists and is not a regular file; it cannot be overwritten.", True
+        return None, f"Error: {file_path} exists and is not a regular file; it cannot be overwritten."
     expected = READ_VERSIONS.get(target)
     if expected is None:
-        return (f"Error: {file_path} already exists. Read it in full with read_file before "
-                "overwriting it (or use edit_file for a small change)."), True
+        return None, (f"Error: {file_path} already exists. Read it in full with read_file before "
+                      "overwriting it (or use edit_file for a small change).")
     try:
         current = read_entry(entry)
     except OSError as exc:
         READ_VERSIONS.pop(target, None)
-        return f"Error: could not check the current content of {file_path}: {exc.strerror or exc}", True
+        return None, f"Error: could not check the current content of {file_path}: {exc.strerror or exc}"
     if file_digest(current) != expected:
         READ_VERSIONS.pop(target, None)
-        return CHANGED_SINCE_READ, True
-    if current == data:
+        return None, CHANGED_SINCE_READ
+    return Write(file_path, target, data, current.decode("utf-8", "replace"), expected), None
+
+
+def apply_write(write: Write):
+    """Do a write planned by plan_write. The path is walked again, creating
+    missing folders, each opened without following links right after it is
+    made; the file is then created (O_EXCL) or replaced only if it is still
+    the one the plan saw."""
+    file_path = write.file_path
+    try:
+        with locate(file_path, make_folders=True) as entry:
+            if entry.path != write.target:
+                return write_refusal(file_path), True
+            if write.expected is None:
+                return create_file(file_path, entry, write.data)
+    except PathRefused as refusal:
+        return write_refusal(file_path, refusal), True
+    if file_digest(write.data) == write.expected:
         return f"{file_path} already has exactly this content; nothing was written.", False
-    error = replace_existing_file(target, data, expected)
-    READ_VERSIONS.pop(target, None)
+    error = replace_existing_file(write.target, write.data, write.expected)
+    READ_VERSIONS.pop(write.target, None)
     if error:
         return error, True
-    return f"Overwrote {file_path} ({len(data)} bytes).", False
+    return f"Overwrote {file_path} ({len(write.data)} bytes).", False
 
 
 def create_file(file_path: str, entry: JailEntry, data: bytes):
@@ -1273,9 +1327,10 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
 # Edits ask once per file. Commands are classified: a hard deny never runs
 # (not even with a "yes"), anything not provably read-only asks the user.
 
-FILE_WRITE_TOOLS = {"edit_file", "write_file"}   # ask, once per file
-# run_command is classified below; every other tool only reads (or, like
-# todo_write and task, changes nothing on disk) and never asks.
+READ_ONLY_TOOLS = {"read_file", "list_files", "glob", "grep", "todo_write", "task"}   # never ask
+FILE_TOOLS = {"edit_file", "write_file"}   # ask, once per file
+# run_command is classified below. todo_write and task change nothing on
+# disk (a sub-agent's own calls are checked one by one).
 
 # Deliberately short: each entry must be harmless with any arguments.
 SAFE_COMMANDS = [("ls",), ("pwd",), ("cat",), ("head",), ("tail",), ("wc",), ("echo",),
@@ -1285,15 +1340,11 @@ SAFE_COMMANDS = [("ls",), ("pwd",), ("cat",), ("head",), ("tail",), ("wc",), ("e
 GIT_SENSITIVE_OPTIONS = {"--output", "--ext-diff", "--textconv", "-c", "--exec-path",
                          "--git-dir", "--work-tree", "--config-env"}
 SHELL_METACHARS = set("$`()<>*?[]{}~")
-BLOCKED_COMMANDS = {"sudo", "su", "doas"}
-REMOVAL_COMMANDS = {"rm", "rmdir", "shred", "srm"}
-# Programs that run their arguments as another command; looked through before matching.
-WRAPPERS = {"env", "command", "nohup", "time", "nice", "exec", "builtin", "xargs", "timeout"}
-SHELLS = {"sh", "bash", "zsh", "dash", "ksh", "fish"}
+MAX_CHECKED_CHARS = 10_000       # longer commands always ask, as in Claude Code
 
 PERMISSION_MODES = {
     "default": "ask before edits and before commands that are not read-only",
-    "acceptEdits": "edit files without asking; still ask before commands",
+    "acceptEdits": "edit files without asking (except files that run later); still ask before commands",
     "readOnly": "never change anything: refuse edits and non-read-only commands without asking",
     "bypassPermissions": "run everything without asking (hard denials still apply)",
 }
@@ -1306,70 +1357,272 @@ USER_REFUSED = ("Error: permission was refused (by the user, or because nobody w
                 "Do not retry it as is: ask the user or change approach.")
 
 
-class CannotApply(str):
-    """An error found while previewing a change: the call could not apply,
-    so it is refused before anyone is asked. Not a permission refusal."""
+# --- reading a command the way /bin/sh will ----------------------------------
+# The classifier must split words exactly where the shell does, or a word it
+# reads as "cat" is a different program to sh. So it uses its own small lexer
+# instead of shlex: blanks are only space and tab (never \r), quotes and
+# backslashes are removed the way sh removes them, and operators split
+# commands. Anything it cannot read with certainty is asked about.
+
+SEPARATORS = set(";&|()`\n")    # end one simple command, start the next
+REDIRECTS = set("<>")
+ANSI_C_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
+                  "r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
 
 
-OPERATORS = set(";&|\n")
+def decode_ansi_c(body: str) -> str:
+    """The text of a bash $'...' word: $'\\x73udo' is sudo."""
+    def one(match: re.Match) -> str:
+        code = match.group(1)
+        if code[0] in "xuU":
+            return chr(int(code[1:], 16)) if len(code) > 1 and int(code[1:], 16) <= 0x10FFFF else ""
+        if code[0] in "01234567":
+            return chr(int(code, 8) & 0xFF)
+        if code[0] == "c":
+            return chr(ord(code[1:2] or "@") & 0x1F)
+        return ANSI_C_ESCAPES.get(code, "\\" + code)
+    return re.sub(r"\\(x[0-9a-fA-F]{0,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.?|.)",
+                  one, body, flags=re.DOTALL)
 
 
 def command_segments(command: str) -> list[list[str]] | None:
-    """Split a command line into the simple commands it runs, as token lists.
+    """The simple commands a command line runs, each as its list of words,
+    with quotes removed as sh removes them. None if it cannot be read (an
+    unclosed quote: sh refuses to run it too).
 
-    Splits on ; & | && || and newlines, but not inside quotes, so
-    sh -c "ls; rm -rf ~" stays one segment whose argument is looked into
-    later. None when it cannot be parsed (an unclosed quote).
+    Splits on ; & | ( ) and newlines, but not inside quotes: sh -c "ls; rm -rf ~"
+    is one command whose argument is looked into later. A redirection's
+    target ("> out.txt", "2>/dev/null") is moved to the end of its command,
+    so the word after it is still seen as the program that runs.
     """
-    lex = shlex.shlex(command, posix=True, punctuation_chars="".join(OPERATORS))
-    lex.whitespace, lex.whitespace_split, lex.commenters = " \t\r", True, ""
-    segments: list[list[str]] = [[]]
-    try:
-        for token in lex:
-            if token and set(token) <= OPERATORS:
-                segments.append([])
-            else:
-                segments[-1].append(token)
-    except ValueError:
+    segments, words, targets = [], [], []
+    word, in_word, redirect_next = "", False, False
+    i, n = 0, len(command)
+
+    def end_word():
+        nonlocal word, in_word, redirect_next
+        if in_word:
+            (targets if redirect_next else words).append(word)
+            redirect_next = False
+        word, in_word = "", False
+
+    def end_segment():
+        end_word()
+        if words or targets:
+            segments.append(words + targets)
+        words.clear(), targets.clear()
+
+    while i < n:
+        c = command[i]
+        if c in " \t":
+            end_word()
+        elif c == "#" and not in_word:
+            while i < n and command[i] != "\n":
+                i += 1
+            continue
+        elif c == "\\":
+            if command[i + 1:i + 2] == "\n":      # a line continuation joins the two lines
+                i += 2
+                continue
+            word, in_word = word + command[i + 1:i + 2], True
+            i += 1
+        elif c == "'":
+            close = command.find("'", i + 1)
+            if close < 0:
+                return None
+            word, in_word, i = word + command[i + 1:close], True, close
+        elif c == "$" and command[i + 1:i + 2] == "'":
+            match = re.match(r"\$'((?:[^'\\]|\\.)*)'", command[i:], re.DOTALL)
+            if not match:
+                return None
+            word, in_word, i = word + decode_ansi_c(match.group(1)), True, i + match.end() - 1
+        elif c == "$" and command[i + 1:i + 2] == '"':
+            pass                                 # $"..." is "..." (a translated string)
+        elif c == '"':
+            i += 1
+            while i < n and command[i] != '"':
+                if command[i] == "\\" and command[i + 1:i + 2] in ('"', "\\", "$", "`", "\n"):
+                    i += 1
+                    if command[i] == "\n":
+                        i += 1
+                        continue
+                word += command[i]
+                i += 1
+            if i >= n:
+                return None
+            in_word = True
+        elif c in REDIRECTS:
+            if word.isdigit():                   # 2>/dev/null: the 2 belongs to the redirection
+                word, in_word = "", False
+            end_word()
+            while i + 1 < n and command[i + 1] in "<>&|":
+                i += 1
+            redirect_next = True
+        elif c in SEPARATORS:
+            end_segment()
+        else:
+            word, in_word = word + c, True
+        i += 1
+    end_segment()
+    return segments
+
+
+# --- hard denials: never run, whatever the answer --------------------------------
+# String matching is advice, not a wall: it stops the obvious spellings of
+# the worst mistakes; the sandbox is what bounds the rest.
+
+BLOCKED_COMMANDS = {"sudo", "su", "doas", "pkexec", "run0", "sudoedit", "sudo-rs", "su-rs", "ksu", "please"}
+REMOVAL_COMMANDS = {"rm", "rmdir", "shred", "srm", "unlink"}
+HOME_TEXT = str(HOME_DIR)
+# The plain spellings of "/" and the home folder; is_root_target also reads
+# every other spelling (~user, ${HOME:?}, //, /usr/.., a cd before a ".").
+ROOT_TARGETS = {"/", "/*", "~", "~/", "~/*", "$HOME", "$HOME/", "$HOME/*", "${HOME}", "${HOME}/",
+                "${HOME}/*", "/root", HOME_TEXT, f"{HOME_TEXT}/", f"{HOME_TEXT}/*"}
+# Run the rest of their line as a command (env also takes options, see unwrap_command).
+SIMPLE_WRAPPERS = {"command", "builtin", "exec", "nohup", "noglob", "time", "env"}
+SHELL_COMMANDS = {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "busybox"}
+# Read their commands from their input or arguments: "echo 'sudo id' | sh".
+COMMAND_READERS = SHELL_COMMANDS | {"eval", "source", ".", "xargs", "parallel"}
+# Their arguments are text, not commands: "grep sudo notes.md" runs no sudo.
+TEXT_PROGRAMS = {"echo", "printf", "grep", "egrep", "fgrep", "rg", "ag", "ack", "man", "info", "whatis",
+                 "apropos", "which", "whereis", "type", "git", "cat", "head", "tail", "wc", "ls", "stat",
+                 "diff", "du", "date", "pwd", "test", "["}
+RESERVED_WORDS = {"!", "{", "}", "if", "then", "elif", "else", "fi", "do", "done", "while", "until"}
+MAX_NESTING = 5          # sh -c "sh -c '...'" deeper than this is refused unread
+WHOLE_FOLDER_GLOB = re.compile(r"[*?\[\]!.{},^]*[*?\[{][*?\[\]!.{},^]*")   # *, .*, .[!.]*, {*,.*}
+
+
+def program_name(word: str) -> str:
+    return os.path.basename(word).casefold()      # /usr/bin/sudo; SUDO on a case-blind disk
+
+
+def unwrap_command(tokens: list[str]) -> list[str]:
+    """The command a simple command really runs, past VAR=value assignments,
+    reserved words ({, then, do, !) and wrappers like env, nohup or exec."""
+    tokens = list(tokens)
+    while tokens:
+        first = program_name(tokens[0])
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[0], re.DOTALL) or tokens[0] in RESERVED_WORDS:
+            tokens.pop(0)
+        elif first in SIMPLE_WRAPPERS:
+            tokens.pop(0)
+            while tokens and tokens[0].startswith("-"):            # env -i, exec -a name, command -p
+                option = tokens.pop(0)
+                if option in ("-u", "-C", "-S", "-P", "-a") and tokens:
+                    tokens.pop(0)
+                if option == "--":
+                    break
+        else:
+            break
+    return tokens
+
+
+def expand_home(word: str) -> str | None:
+    """The path a removal target names, with ~, ~user and $HOME / ${HOME...}
+    expanded; None for an expansion that cannot be read without running it."""
+    user = re.match(r"~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)", word)
+    if user:
+        name = user.group(1)
+        home = os.path.expanduser(f"~{name}") if name else HOME_TEXT
+        if home.startswith("~"):
+            home = f"/home/{name}"        # an unknown user: still somebody's home folder
+        return home + word[user.end():]
+    var = re.match(r"\$(?:HOME\b|\{HOME\b[^}]*\})", word)   # $HOME, ${HOME}, ${HOME:?}, ${HOME:-x}
+    if var:
+        return HOME_TEXT + word[var.end():]
+    if word.startswith("~") or any(c in word for c in "$`"):
         return None
-    return [tokens for tokens in segments if tokens]
+    return word
 
 
-def unwrap(tokens: list[str]) -> list[list[str]]:
-    """The command(s) a segment really runs: look through env/nohup/... and sh -c."""
-    while tokens and (os.path.basename(tokens[0]) in WRAPPERS or "=" in tokens[0].split("/")[0]):
-        tokens = tokens[1:]
-        # options, VAR=value assignments and durations ("timeout 5", "nice -n 5")
-        while tokens and (tokens[0].startswith("-") or "=" in tokens[0]
-                          or re.fullmatch(r"[\d.]+[smhd]?", tokens[0])):
-            tokens = tokens[1:]
-    # "-c" may share a cluster with other flags: bash -lc, sh -ec
-    flag = next((i for i, t in enumerate(tokens[1:-1], 1) if re.fullmatch(r"-[a-z]*c[a-z]*", t)), None)
-    if os.path.basename(tokens[0] if tokens else "") in SHELLS and flag is not None:
-        inner = tokens[flag + 1]
-        return [t for seg in command_segments(inner) or [] for t in unwrap(seg)]
-    return [tokens] if tokens else []
+def is_precious(path: str) -> bool:
+    """/, a top-level folder (/usr, /etc), a home folder, or a folder above HOME."""
+    parent = os.path.dirname(path)
+    return (path == "/" or parent == "/" or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
+            or parent in ("/home", "/Users"))
 
 
-def is_root_or_home(token: str) -> bool:
-    """Does this rm target mean / or a home folder, however it is spelled?"""
-    text = token
-    for home in ("${HOME}", "$HOME", "~"):
-        if text == home or text.startswith(home + "/"):
-            text = str(HOME_DIR) + text[len(home):]
-    text = os.path.normpath(os.path.join(BASE_DIR, text))   # "..", "//", "/./"
-    text = re.sub(r"(/\*)+$", "", text).rstrip("/") or "/"  # "/*", "~/*"
-    return text in {"/", str(HOME_DIR), "/root", "/home", "/Users"}
+def is_root_target(target: str, cwd: Path | None = None) -> bool:
+    """Does this removal target mean /, a system or a home folder, however it is spelled?"""
+    if target in ROOT_TARGETS:
+        return True
+    path = expand_home(target)
+    if path is None or cwd is None and not path.startswith("/"):
+        return False              # not readable without running it: the expansion rule asks
+    parts = os.path.join(cwd or BASE_DIR, path).split("/")
+    for index, part in enumerate(parts):   # "~/*", "./.[!.]*": the folder they empty
+        if WHOLE_FOLDER_GLOB.fullmatch(part):
+            parts = parts[:index]
+            break
+    try:
+        return is_precious(os.path.realpath("/".join(parts) or "/"))   # .., //, symlinks
+    except (OSError, ValueError):
+        return True
 
 
-def hard_denial_reason(command: str) -> str | None:
-    for segment in command_segments(command) or []:
-        for tokens in unwrap(segment):
-            program = os.path.basename(tokens[0])
-            if program in BLOCKED_COMMANDS:
-                return f"{program} would run with superuser rights"
-            if program in REMOVAL_COMMANDS and any(is_root_or_home(t) for t in tokens[1:]):
-                return "it would delete the root or home folder"
+def is_root_removal(tokens: list[str], cwd: Path | None = None) -> bool:
+    if not tokens or program_name(tokens[0]) not in REMOVAL_COMMANDS:
+        return False
+    targets, options_done = [], False
+    for token in tokens[1:]:
+        if token == "--" and not options_done:
+            options_done = True
+        elif options_done or not token.startswith("-"):
+            targets.append(token)
+    return any(is_root_target(target, cwd) for target in targets)
+
+
+def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path | None:
+    """The folder a cd moves to (None: cannot be known without running it)."""
+    args = [t for t in tokens[1:] if not t.startswith("-") or t == "-"]
+    if not args:
+        return HOME_DIR
+    if args[0] == "-":
+        return previous
+    path = expand_home(args[0])
+    if path is None or (cwd is None and not path.startswith("/")):
+        return None
+    return Path(os.path.normpath(os.path.join(cwd, path)))
+
+
+def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) -> str | None:
+    """Why this command must never run, or None.
+
+    Looks at every simple command, every word of it that could be a program
+    started by a wrapper (timeout -s KILL 5 sudo, find -exec, busybox su),
+    and every argument that is itself a command line (sh -c, eval, su -c).
+    A cd before a removal is followed: "cd ~ && rm -rf ." empties home.
+    cwd: where the command starts (None: the workspace).
+    """
+    cwd = cwd or BASE_DIR
+    segments = command_segments(command)
+    if segments is None:
+        return None               # sh will not run an unclosed quote either
+    if depth > MAX_NESTING:
+        return "it nests commands too deeply to be checked"
+    feeds_a_shell = any(program_name(t[0]) in COMMAND_READERS for t in map(unwrap_command, segments) if t)
+    previous = None
+    for segment in segments:
+        tokens = unwrap_command(segment)
+        program = program_name(tokens[0]) if tokens else ""
+        if program in ("cd", "pushd"):
+            previous, cwd = cwd, after_cd(tokens, cwd, previous)
+        text_only = program in TEXT_PROGRAMS and not feeds_a_shell
+        for start in range(0 if not text_only else len(segment), len(segment)):
+            name = program_name(segment[start])
+            if name in BLOCKED_COMMANDS:
+                return f"{name} would run with superuser rights"
+            if is_root_removal(segment[start:], cwd):
+                return "it would delete the root folder, a system folder or a home folder"
+        for word in segment:
+            # A word that is a command line of its own (sh -c '...', eval "...").
+            # A text program's arguments run nothing, except $(...) and `...` in them.
+            if text_only and "$(" not in word and "`" not in word:
+                continue
+            if command_segments(word) not in ([[word]], [], None):
+                reason = hard_denial_reason(word, depth + 1, cwd)
+                if reason:
+                    return reason
     return None
 
 
@@ -1401,16 +1654,26 @@ def touches_forbidden(tokens: list[str]) -> bool:
     return False
 
 
+def control_characters(text: str) -> list[str]:
+    """Characters a terminal may hide or act on (\\r, ESC, zero-width, bidi
+    marks). The shell keeps them inside words, so a folder named 'cat\\r'
+    makes a different program than the one a person reads."""
+    found = {c for c in text if c not in "\n\t" and unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")}
+    return sorted(found)
+
+
 def classify_command(command) -> tuple[str, str]:
     """('deny' | 'ask' | 'allow', reason), in that order of precedence."""
     if not isinstance(command, str) or not command.strip():
         return "ask", "the command is empty"
-    # sh joins a backslash-newline into one word before it runs anything
-    # ("r\\<newline>m" is rm); judge the command as sh will read it.
-    command = command.replace("\\\n", "")
     reason = hard_denial_reason(command)
     if reason:
         return "deny", reason
+    hidden = control_characters(command)
+    if hidden:
+        return "ask", f"it contains control characters ({' '.join(visible(c) for c in hidden)}) that may hide what runs"
+    if len(command) > MAX_CHECKED_CHARS:
+        return "ask", f"it is longer than {MAX_CHECKED_CHARS:,} characters, too long to check"
     if any(c in SHELL_METACHARS for c in command):
         return "ask", "it contains shell expansions or redirections, so it may do more than it says"
     segments = command_segments(command)
@@ -1440,47 +1703,118 @@ def write_key(file_path, tool: str = "edit_file") -> str | None:
     """The grant key of a file: its path relative to the jail, resolved the
     way the tool itself will resolve it. So every spelling of one file (an
     absolute path, 'sub/../a.py') shares one key, and a path the tool will
-    refuse anyway gets none: nobody is asked about it."""
+    refuse anyway gets none."""
     target = safe_write_path(file_path) if tool == "write_file" else safe_path(file_path)
     return relative(target) if target and target != BASE_DIR else None
 
 
-ANSWERS = {"y": (True, False), "yes": (True, False), "a": (True, True), "all": (True, True),
-           "always": (True, True), "n": (False, False), "no": (False, False), "": (False, False)}
+# Files in the workspace that other programs run later, outside the sandbox
+# and with the user's full rights: direnv on cd, an editor opening the folder
+# (tasks, settings, launch configs, dev containers), git-hook managers on
+# commit, CI on push, other agents' hooks. A write to one asks in every mode
+# but bypassPermissions, acceptEdits included. Matched at any depth and in
+# any case, on the path the tool will really write. Makefile, package.json
+# or conftest.py are not listed: they run only when the person runs them.
+RUNS_LATER_NAMES = {
+    ".envrc", ".vscode", ".idea", ".zed", ".devcontainer", ".devcontainer.json", ".husky",
+    ".githooks", ".pre-commit-config.yaml", ".lefthook", "lefthook.yml", ".lefthook.yml",
+    "lefthook-local.yml", ".gitlab-ci.yml", ".circleci", ".buildkite", ".travis.yml", "jenkinsfile",
+    "azure-pipelines.yml", ".claude", ".cursor", ".gemini", ".mcp.json", "mise.toml", ".mise.toml",
+    "mise.local.toml", ".mise.local.toml", ".exrc", ".nvimrc", ".nvim.lua", ".git",
+}
+RUNS_LATER_PATHS = {(".github", "workflows"), (".github", "actions")}
+RUNS_LATER_REASON = "other tools run this file later, outside the sandbox (an editor, direnv, git hooks or CI)"
+
+
+def runs_later(key: str) -> bool:
+    parts = [part.casefold() for part in PurePosixPath(key).parts]
+    return (any(part in RUNS_LATER_NAMES for part in parts)
+            or any(tuple(parts[i:i + 2]) in RUNS_LATER_PATHS for i in range(len(parts))))
+
+
+# --- asking the person -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Choice:
+    keys: tuple          # what the person may type; the first one is shown
+    label: str
+    allowed: bool
+    remember: bool | str
+
+
+def choices_for(scope: str) -> tuple:
+    """y / a / p / N. remember is False, True (this session) or "project"
+    (a saved rule). A new answer (say, "run this one without the sandbox")
+    is one more Choice in the tuple a question carries."""
+    return (Choice(("y", "yes"), "once", True, False),
+            Choice(("a", "all"), scope, True, True),
+            Choice(("p", "always"), "always, in this project", True, "project"),
+            Choice(("N", "n", "no", ""), "no", False, False))
+
+
+COMMAND_CHOICES = choices_for("this exact command, this session")
+FILE_CHOICES = choices_for("this file, this session")
+MAX_PREVIEW_LINES = 30
+
+
+@dataclass
+class Question:
+    """What the person is asked to allow."""
+    detail: str                  # what would happen, in one line
+    reason: str | None = None
+    diff: str = ""               # the whole change; the prompt shows its start, "d" all of it
+    choices: tuple = COMMAND_CHOICES
 
 
 def can_ask() -> bool:
     return bool(sys.stdin) and sys.stdin.isatty()
 
 
-def ask_user(detail: str, reason: str | None = None, scope: str = "for this session",
-             preview: str | None = None) -> tuple[bool, bool]:
-    """Ask y (once) / a (for this session) / N -> (allowed, remember).
+def ask_user(question: Question) -> tuple[bool, bool | str]:
+    """Ask the person -> (allowed, remember).
 
-    Fails closed: no terminal, EOF or Ctrl-C all mean no. Anything else it
-    does not understand is asked again rather than guessed.
+    Fails closed: no terminal or EOF mean no. Ctrl-C is not an answer: it
+    raises KeyboardInterrupt, and the turn ends. Anything else it does not
+    understand is asked again rather than guessed.
     """
-    # The whole detail, every line, with control characters shown (visible):
-    # what the user approves is exactly what will run.
-    ui(f"      [permission needed] {visible(detail)}".replace("\n", "\n        | "))
-    if reason:
-        ui(f"      reason: {visible(reason)}")
-    for line in (preview or "").splitlines():
-        ui(f"        {visible(line)}")
+    ui(f"      [permission needed] {visible(question.detail)}".replace("\n", "\n        | "))
+    if question.reason:
+        ui(f"      reason: {visible(question.reason)}")
+    cut = show_diff(question.diff, MAX_PREVIEW_LINES)
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
         return False, False
+    options = [f"{c.keys[0]} = {c.label}" for c in question.choices] + (["d = the whole diff"] if cut else [])
     while True:
         try:
-            answer = prompt_input(f"      Allow? [y = once / a = {scope} / N = no] ")
-        except (EOFError, KeyboardInterrupt):
+            answer = prompt_input(f"      Allow? [{' / '.join(options)}] ")
+        except EOFError:
             ui()
             return False, False
+        except KeyboardInterrupt:
+            ui()                  # the terminal's "^C" is still on the line
+            raise
         forget_last_input()       # keep "y" out of the arrow-up history of prompts
         answer = answer.strip().lower()
-        if answer in ANSWERS:
-            return ANSWERS[answer]
-        ui("      Please answer y, a or n.")
+        if answer == "d" and cut:
+            show_diff(question.diff)
+            continue
+        for choice in question.choices:
+            if answer in (key.lower() for key in choice.keys):
+                return choice.allowed, choice.remember
+        ui(f"      Please answer {', '.join(c.keys[0].lower() for c in question.choices)}"
+           f"{' or d' if cut else ''}.")
+
+
+def show_diff(diff: str, limit: int | None = None) -> bool:
+    """Print a diff under the question, cut at limit lines. True if cut."""
+    lines = diff.splitlines()
+    for line in lines[:limit]:
+        ui(f"        {visible(shorten(line, 400))}")
+    if limit is not None and len(lines) > limit:
+        ui(f"        ... ({len(lines) - limit} more diff lines: answer d to see them all)")
+        return True
+    return False
 
 
 def prompt_input(question: str) -> str:
@@ -1498,78 +1832,199 @@ def forget_last_input() -> None:
         readline.remove_history_item(readline.get_current_history_length() - 1)
 
 
-def check_permission(name: str, tool_input: dict) -> tuple[bool, str | None]:
-    """(allowed, refusal text for the model)."""
-    if name in FILE_WRITE_TOOLS:
-        return check_write_permission(name, tool_input.get("file_path"), tool_input)
+def refuse(shown: str, for_model: str) -> tuple[bool, str]:
+    """A refusal: a short line for the person, the full instruction for the model."""
+    ui(f"      [blocked] {shown}")
+    return False, for_model
+
+
+# --- rules that persist: Bash(...) and Edit(...) ------------------------------------
+# In the spirit of Claude Code's permission rules, but exact by default:
+#   Bash(npm test)      exactly this command
+#   Bash(npm test:*)    a simple command whose words start with "npm test";
+#                       never a compound command, a redirection or an
+#                       expansion, so "npm test; rm -rf x" does not match
+#   Edit(src/**)        edit_file / write_file on paths matching the glob
+# Deny rules beat allow rules and every grant; hard denials stay hard.
+#
+# Where they live, and why there: a sandboxed command can write anything in
+# the workspace, so a file there must not be able to allow anything. The
+# project file .kesi/settings.json may only deny. Allow rules live in the
+# user's settings (outside the workspace, unreadable and unwritable from the
+# sandbox): "permissions" for every project, "projects" -> <path> for one.
+# Answering "p" at a prompt adds an exact rule for this project there.
+
+def user_settings_file() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or HOME_DIR / ".config") / "kesi" / "settings.json"
+
+
+def project_settings_file() -> Path:
+    return BASE_DIR / ".kesi" / "settings.json"
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str        # "allow" | "deny"
+    text: str        # as written: Bash(npm test:*)
+    source: str      # where it came from, for /permissions
+
+
+def read_json_file(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def rules_in(section, source: str, kinds=("allow", "deny")) -> list[Rule]:
+    if not isinstance(section, dict):
+        return []
+    return [Rule(kind, text, source) for kind in kinds
+            for text in (section.get(kind) if isinstance(section.get(kind), list) else [])
+            if isinstance(text, str)]
+
+
+def permission_rules() -> list[Rule]:
+    """Every rule in force, read fresh: an edit to a settings file counts at once."""
+    user = read_json_file(user_settings_file())
+    projects = user.get("projects") if isinstance(user.get("projects"), dict) else {}
+    project = read_json_file(project_settings_file()).get("permissions")
+    return (rules_in(user.get("permissions"), "user settings")
+            + rules_in(projects.get(str(BASE_DIR)), "user settings, this project")
+            + rules_in(project, ".kesi/settings.json (deny only)", kinds=("deny",)))
+
+
+def parse_rule(text: str) -> tuple[str, str] | None:
+    match = re.fullmatch(r"(Bash|Edit)\((.+)\)", text.strip(), re.DOTALL)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def command_matches(pattern: str, command: str, for_deny: bool) -> bool:
+    """An allow rule matches one plain simple command only. A deny rule
+    matches if any part of the command does: it must be hard to dodge."""
+    prefix = pattern.endswith(":*")
+    wanted = command_segments(pattern[:-2] if prefix else pattern)
+    if not wanted or len(wanted) != 1:
+        return False
+    if for_deny:
+        parts = [unwrap_command(s) for s in command_segments(command) or []]
+        return any(p[:len(wanted[0])] == wanted[0] if prefix else p == wanted[0] for p in parts) or \
+            command_key(command) == pattern
+    if not prefix:
+        return command_key(command) == pattern.strip()
+    segments = command_segments(command)
+    plain = (segments is not None and len(segments) == 1 and not control_characters(command)
+             and not any(c in SHELL_METACHARS or c in ";&|\n" for c in command))
+    return plain and segments[0][:len(wanted[0])] == wanted[0]
+
+
+def path_matches(pattern: str, key: str, for_deny: bool) -> bool:
+    """Glob over the path relative to the workspace: * within a folder, ** across folders."""
+    regex = "".join(".*" if part == "**" else "[^/]*" if part == "*" else re.escape(part)
+                    for part in re.split(r"(\*\*|\*)", pattern.strip().removeprefix("./")))
+    return re.fullmatch(regex, key, re.IGNORECASE if for_deny else 0) is not None
+
+
+def matching_rule(kind: str, tool: str, subject: str) -> Rule | None:
+    """The first rule of this kind that covers a command (tool "Bash") or a file key ("Edit")."""
+    for rule in permission_rules():
+        parsed = parse_rule(rule.text)
+        if rule.kind != kind or not parsed or parsed[0] != tool:
+            continue
+        matches = command_matches if tool == "Bash" else path_matches
+        if matches(parsed[1], subject, kind == "deny"):
+            return rule
+    return None
+
+
+def save_project_rule(text: str) -> None:
+    """Add an allow rule for this project to the user's settings (written by
+    KeSi only, after the person answered "p")."""
+    path = user_settings_file()
+    settings = read_json_file(path)
+    projects = settings.setdefault("projects", {})
+    rules = projects.setdefault(str(BASE_DIR), {}).setdefault("allow", [])
+    if text not in rules:
+        rules.append(text)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        folder_fd = os.open(path.parent, FOLDER_FLAGS)
+        try:
+            write_atomically(folder_fd, path.name,
+                             (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        finally:
+            os.close(folder_fd)
+    except OSError as exc:
+        ui(f"      (could not save the rule to {path}: {exc.strerror or exc}; it holds for this session)")
+
+
+# --- the decision ------------------------------------------------------------------
+
+def check_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str | None]:
+    """(allowed, refusal text for the model). plan: the change a file tool
+    would make, worked out before asking, so the person sees its diff."""
+    if name in READ_ONLY_TOOLS:
+        return True, None
     if name == "run_command":
         return check_command_permission(tool_input.get("command"))
-    return True, None         # read-only tools; unknown tools fail later, in call_tool
+    if name in FILE_TOOLS:
+        return check_write_permission(name, tool_input.get("file_path"), plan)
+    return refuse(f"{name} has no permission rule", f"Error: {name} has no permission rule, so it cannot run.")
 
 
-def check_write_permission(name: str, file_path, tool_input: dict | None = None) -> tuple[bool, str | None]:
-    if PERMISSION_MODE == "readOnly":
-        return False, "Error: KeSi is in read-only mode; files cannot be changed."
+def check_write_permission(name: str, file_path, plan=None) -> tuple[bool, str | None]:
     key = write_key(file_path, name)
-    if key is None or PERMISSION_MODE in ("acceptEdits", "bypassPermissions") or key in GRANTED_WRITES:
-        return True, None     # a bad path is refused by the tool itself, with a better message
-    preview = None
-    if tool_input is not None:
-        preview, error = change_preview(name, tool_input)
-        if error:             # it would fail anyway: say why instead of asking first
-            return False, CannotApply(error)
+    denied = key and matching_rule("deny", "Edit", key)
+    if denied:
+        return refuse(f"deny rule {denied.text} ({denied.source})",
+                      f"Error: a deny rule ({denied.text}, in {denied.source}) forbids changing {key}.")
+    if PERMISSION_MODE == "readOnly":
+        return refuse("read-only mode", "Error: KeSi is in read-only mode; files cannot be changed.")
+    if key is None:
+        return True, None     # the tool itself refuses it (judge_call reaches that first)
+    later = runs_later(key)   # these always ask: no mode or rule but bypass skips that
+    if PERMISSION_MODE == "bypassPermissions" or key in GRANTED_WRITES or (
+            not later and (PERMISSION_MODE == "acceptEdits" or matching_rule("allow", "Edit", key))):
+        return True, None
     verb = "change" if (BASE_DIR / key).exists() else "create"
-    allowed, remember = ask_user(f"{name} wants to {verb} {key}", scope="this file, this session",
-                                 preview=preview)
+    question = Question(f"{name} wants to {verb} {key}", RUNS_LATER_REASON if later else None,
+                        plan.diff if plan is not None else "", FILE_CHOICES)
+    allowed, remember = ask_user(question)
+    if allowed and remember == "project":
+        save_project_rule(f"Edit({key})")
     if allowed and remember:
         GRANTED_WRITES.add(key)
-    return (True, None) if allowed else (False, USER_REFUSED)
-
-
-MAX_PREVIEW_LINES = 30
-
-
-def change_preview(name: str, tool_input: dict) -> tuple[str | None, str | None]:
-    """(diff of what the call would change, or the error it would fail with),
-    so the user sees the change before deciding. Nothing is written."""
-    if name == "edit_file":
-        try:
-            edit, error = plan_edit(**tool_input)
-        except TypeError:
-            return None, None  # malformed arguments: call_tool explains them after the question
-        return (None, error) if error else (diff_lines(edit.content, edit.updated), None)
-    content, target = tool_input.get("content"), safe_write_path(tool_input.get("file_path"))
-    if not isinstance(content, str) or target is None:
-        return None, None     # write_file refuses these itself
-    try:
-        old = target.read_text(encoding="utf-8") if target.is_file() else ""
-    except (OSError, UnicodeDecodeError):
-        old = ""
-    return diff_lines(old, content), None
-
-
-def diff_lines(old: str, new: str) -> str:
-    """A short unified diff (changed lines and one line of context)."""
-    lines = [line for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1)
-             if not line.startswith(("---", "+++"))]
-    if len(lines) > MAX_PREVIEW_LINES:
-        lines = lines[:MAX_PREVIEW_LINES] + [f"... ({len(lines) - MAX_PREVIEW_LINES} more diff lines)"]
-    return "\n".join(shorten(line, 160) for line in lines)
+    return (True, None) if allowed else refuse("refused; not changed", USER_REFUSED)
 
 
 def check_command_permission(command) -> tuple[bool, str | None]:
     verdict, reason = classify_command(command)
     if verdict == "deny":
-        return False, HARD_DENY_TEXT.format(reason)
+        return refuse(f"safety rule: {reason}", HARD_DENY_TEXT.format(reason))
     key = command_key(command)
-    if verdict == "allow" or key is None or PERMISSION_MODE == "bypassPermissions" or key in GRANTED_COMMANDS:
+    denied = key and matching_rule("deny", "Bash", key)
+    if denied:
+        return refuse(f"deny rule {denied.text} ({denied.source})",
+                      f"Error: a deny rule ({denied.text}, in {denied.source}) forbids this command.")
+    if (verdict == "allow" or key is None or PERMISSION_MODE == "bypassPermissions" or key in GRANTED_COMMANDS
+            or (PERMISSION_MODE != "readOnly" and matching_rule("allow", "Bash", key))):
         return True, None     # an empty command is refused by run_command itself
     if PERMISSION_MODE == "readOnly":
-        return False, f"Error: KeSi is in read-only mode and this command needs approval ({reason})."
-    allowed, remember = ask_user(f"run command: {command}", reason, scope="this exact command, this session")
+        return refuse(f"read-only mode ({reason})",
+                      f"Error: KeSi is in read-only mode and this command needs approval ({reason}).")
+    allowed, remember = ask_user(Question(f"run command: {command}", reason))
+    if allowed and remember == "project":
+        save_project_rule(f"Bash({key})")
     if allowed and remember:
         GRANTED_COMMANDS.add(key)
-    return (True, None) if allowed else (False, USER_REFUSED)
+    return (True, None) if allowed else refuse("refused; not run", USER_REFUSED)
+
+
+def diff_lines(old: str, new: str) -> str:
+    """The whole unified diff of a change (one line of context)."""
+    return "\n".join(line for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1)
+                     if not line.startswith(("---", "+++")))
 
 
 # ============================================================================
@@ -2555,6 +3010,8 @@ def say(message: str, agent=None) -> str:
 TRUNCATED = {"max_tokens": "hit its output limit (max_tokens)",
              "model_context_window_exceeded": "filled the context window"}
 INTERRUPTED_TOOL = "Error: the user interrupted this tool."
+INTERRUPTED_PROMPT = ("Error: the user pressed Ctrl-C when asked to allow this call, so it did not run, "
+                      "and the turn ended. Wait for the user's next message.")
 SKIPPED_TOOL = "Error: this round was interrupted, so this tool did not run."
 STATE_UNKNOWN = ("Error: the user interrupted; whether this tool ran is unknown. "
                  "Check the current state before retrying.")
@@ -2731,11 +3188,12 @@ def tool_result(tool_use_id: str, output: str, is_error: bool) -> dict:
             "content": output or "(empty result)", "is_error": is_error}
 
 
-def format_call(name: str, tool_input) -> str:
+def describe_call(name: str, tool_input) -> str:
+    """The one line a person sees for a tool call, control characters escaped."""
     if not isinstance(tool_input, dict):
-        return f"{name}({tool_input!r})"[:200]
+        return visible(shorten(f"{name}({tool_input!r})", 200))
     args = ", ".join(f"{k}={shorten(repr(v), 80)}" for k, v in tool_input.items())
-    return shorten(f"{name}({args})", 200)
+    return visible(shorten(f"{name}({args})", 200))
 
 
 def shorten(text: str, limit: int) -> str:
@@ -2758,50 +3216,91 @@ def summarize_result(name: str, output: str, is_error: bool) -> str | None:
     return shorten(lines[0], 160) + more
 
 
-def run_tools(uses: list[dict], agent: Agent) -> tuple[list[dict], bool]:
+@dataclass
+class Verdict:
+    """What happens to one tool call."""
+    outcome: str          # "allow"; "deny" (a rule or the person said no); "cannot" (it would fail anyway)
+    message: str = ""     # deny / cannot: the tool result the model gets
+    plan: object = None   # allow: a file tool's change, worked out once for the diff and the write
+
+
+# File tools that are planned before the question and applied after it.
+PLANNED_TOOLS = {"edit_file": (lambda a: plan_edit(**a), apply_edit),
+                 "write_file": (lambda a: plan_write(**a), apply_write)}
+
+
+def judge_call(name: str, tool_input, agent: Agent) -> Verdict:
+    """Decide one call: first whether it could run at all (a call that would
+    fail is refused unasked, with the tool's own reason), then whether it may."""
+    problem = argument_problem(name, tool_input, agent)
+    if problem:
+        return Verdict("cannot", problem)
+    plan = None
+    if name in PLANNED_TOOLS:
+        plan, error = PLANNED_TOOLS[name][0](tool_input)
+        if error:
+            return Verdict("cannot", error)
+    allowed, refusal = check_permission(name, tool_input, plan)
+    return Verdict("allow", plan=plan) if allowed else Verdict("deny", refusal)
+
+
+def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict], bool]:
     """Run one batch of tool calls; every tool_use gets exactly one result,
-    all returned together for a single user message."""
+    all returned together for a single user message. Ctrl-C (at a prompt or
+    while a tool runs) ends the batch: the rest get "skipped" results and
+    interrupted=True tells the loop to end the turn."""
+    agent = agent or MAIN_AGENT
     results, interrupted = [], False
-    for use in uses:
+    for block in blocks:
         if interrupted:
-            results.append(tool_result(use["id"], SKIPPED_TOOL, True))
+            results.append(tool_result(block["id"], SKIPPED_TOOL, True))
             continue
-        ui(f"{agent.indent}[tool] {visible(format_call(use['name'], use['input']))}")
-        allowed = False
+        name, tool_input = block["name"], block["input"]
+        ui(f"{agent.indent}[tool] {visible(describe_call(name, tool_input))}")
+        verdict = Verdict("cannot", INTERRUPTED_PROMPT)
         try:
-            # No question about a tool this agent lacks: call_tool refuses it anyway.
-            allowed, refusal = (check_permission(use["name"], use["input"] if isinstance(use["input"], dict) else {})
-                                if use["name"] in agent.tool_names else (True, None))
-            if allowed:
-                output, is_error = call_tool(use["name"], use["input"], agent)
+            verdict = judge_call(name, tool_input, agent)
+            if verdict.outcome == "allow":
+                output, is_error = execute(name, tool_input, verdict.plan)
             else:
-                label = "x" if isinstance(refusal, CannotApply) else "[blocked]"
-                ui(f"{agent.indent}    {label} {visible(refusal)}")
-                output, is_error = refusal, True
+                output, is_error = verdict.message, True
         except KeyboardInterrupt:
-            output, is_error, interrupted = INTERRUPTED_TOOL, True, True
-        summary = summarize_result(use["name"], output, is_error) if allowed or interrupted else None
-        if summary is not None:
+            interrupted, is_error = True, True
+            output = INTERRUPTED_TOOL if verdict.outcome == "allow" else INTERRUPTED_PROMPT
+        summary = "interrupted; the turn ends" if interrupted else summarize_result(name, output, is_error)
+        if summary is not None and (verdict.outcome != "deny" or interrupted):   # a refusal said why
             ui(f"{agent.indent}    {'x' if is_error else '>'} {visible(summary)}")
-        results.append(tool_result(use["id"], output, is_error))
+        results.append(tool_result(block["id"], output, is_error))
     return results, interrupted
+
+
+def argument_problem(name: str, tool_input, agent: Agent | None = None) -> str | None:
+    """Why a call cannot be made at all: an unknown tool, or arguments that do
+    not fit its function. None when it can."""
+    func = TOOL_FUNCS.get(name)
+    allowed = agent.tool_names if agent else tuple(TOOL_FUNCS)
+    if func is None or name not in allowed:
+        return f"Error: there is no tool named {name}. Available tools: {', '.join(allowed)}."
+    if not isinstance(tool_input, dict):
+        return f"Error: the arguments for {name} must be a JSON object."
+    try:
+        inspect.signature(func).bind(**tool_input)
+    except TypeError as exc:
+        return f"Error: wrong arguments for {name}: {exc}. Check the tool's schema."
+    return None
 
 
 def call_tool(name: str, tool_input, agent: Agent | None = None) -> tuple[str, bool]:
     """The one dispatch point: look the name up in TOOL_FUNCS, check the
     arguments against the function, and turn every failure into a result."""
-    func = TOOL_FUNCS.get(name)
-    allowed = agent.tool_names if agent else tuple(TOOL_FUNCS)
-    if func is None or name not in allowed:
-        return f"Error: there is no tool named {name}. Available tools: {', '.join(allowed)}.", True
-    if not isinstance(tool_input, dict):
-        return f"Error: the arguments for {name} must be a JSON object.", True
+    problem = argument_problem(name, tool_input, agent)
+    return (problem, True) if problem else execute(name, tool_input)
+
+
+def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
+    """Run a checked call (or apply its plan); an exception becomes a result."""
     try:
-        inspect.signature(func).bind(**tool_input)
-    except TypeError as exc:
-        return f"Error: wrong arguments for {name}: {exc}. Check the tool's schema.", True
-    try:
-        output, is_error = func(**tool_input)
+        output, is_error = PLANNED_TOOLS[name][1](plan) if plan is not None else TOOL_FUNCS[name](**tool_input)
     except KeyboardInterrupt:
         raise                       # not a tool failure: the user wants control back
     except Exception as exc:
@@ -3437,8 +3936,16 @@ def show_cost() -> None:
 
 def show_permissions() -> None:
     ui(f"  mode: {PERMISSION_MODE} ({PERMISSION_MODES[PERMISSION_MODE]})")
-    ui(f"  allowed commands: {visible(', '.join(sorted(GRANTED_COMMANDS))) or 'none'}")
+    ui(f"  allowed commands: {', '.join(sorted(visible(c) for c in GRANTED_COMMANDS)) or 'none'}")
     ui(f"  allowed files:    {visible(', '.join(sorted(GRANTED_WRITES))) or 'none'}")
+    rules = permission_rules()
+    ui(f"  rules ({user_settings_file()}, {project_settings_file()}):" if rules else "  rules: none")
+    for rule in rules:
+        valid = "" if parse_rule(rule.text) else "  (not understood: ignored)"
+        ui(f"    {rule.kind:5} {visible(rule.text)}   from {rule.source}{valid}")
+    ignored = rules_in(read_json_file(project_settings_file()).get("permissions"), "", kinds=("allow",))
+    if ignored:
+        ui(f"    ({len(ignored)} allow rule(s) in .kesi/settings.json ignored: a project file may only deny)")
 
 
 def reset_session(history: list[dict]) -> None:

@@ -9,6 +9,7 @@ for folder in (ROOT, ROOT / "examples"):
         sys.path.insert(0, str(folder))
 
 import os  # noqa: E402
+import tempfile  # noqa: E402
 
 import checklib  # noqa: E402
 import kesi  # noqa: E402
@@ -18,8 +19,9 @@ import kesi  # noqa: E402
 for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
     os.environ.pop(name, None)
 os.environ["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9"
-# Nor do they read the user's own KeSi settings (~/.config/kesi/env).
-os.environ["XDG_CONFIG_HOME"] = str(Path(__file__).resolve().parent / "no-user-config")
+# Nor do they read the user's own KeSi settings (~/.config/kesi/env and
+# ~/.config/kesi/settings.json): a fresh, empty config folder per run.
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="kesi-test-config-")
 
 
 @pytest.fixture

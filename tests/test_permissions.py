@@ -13,6 +13,7 @@ import os
 import pty
 import select
 import subprocess
+import struct
 import sys
 import termios
 import time
@@ -79,8 +80,8 @@ class ScriptedUser:
     def __init__(self, *answers):
         self.answers, self.asked = list(answers), []
 
-    def __call__(self, detail, reason=None, scope=None, preview=None):
-        self.asked.append((detail, reason))
+    def __call__(self, question):
+        self.asked.append((question.detail, question.reason))
         answer = self.answers.pop(0) if self.answers else "n"
         return answer in ("y", "a"), answer == "a"
 
@@ -140,7 +141,7 @@ def test_hard_deny_never_asks_even_in_bypass_mode(project, user, monkeypatch):
     for mode in kesi.PERMISSION_MODES:
         monkeypatch.setattr(kesi, "PERMISSION_MODE", mode)
         allowed, refusal = kesi.check_permission("run_command", {"command": "rm -rf ~"})
-        assert not allowed and refusal == kesi.HARD_DENY_TEXT.format("it would delete the root or home folder")
+        assert not allowed and refusal == kesi.HARD_DENY_TEXT.format("it would delete the root folder, a system folder or a home folder")
     assert person.asked == []
 
 
@@ -225,7 +226,7 @@ class FakeTerminal(io.StringIO):
 @pytest.mark.parametrize("typed, expected", [
     (["y"], (True, False)), (["YES "], (True, False)), (["a"], (True, True)), ([" All"], (True, True)),
     (["n"], (False, False)), ([""], (False, False)), (["sure", "y"], (True, False)), (["ok", "n"], (False, False)),
-    ([EOFError], (False, False)), ([KeyboardInterrupt], (False, False)),
+    ([EOFError], (False, False)),
 ])
 def test_ask_user_answers(monkeypatch, typed, expected):
     shown = io.StringIO()
@@ -241,11 +242,12 @@ def test_ask_user_answers(monkeypatch, typed, expected):
         return answer
 
     monkeypatch.setattr(builtins, "input", fake_input)
-    assert kesi.ask_user("run command: pytest -q", "pytest is not on the read-only list") == expected
+    assert kesi.ask_user(kesi.Question("run command: pytest -q", "pytest is not on the read-only list",
+                                       choices=kesi.choices_for("for this session"))) == expected
     assert not answers                       # an answer it does not understand is asked again
     assert "[permission needed] run command: pytest -q" in shown.getvalue()
     assert "reason: pytest is not on the read-only list" in shown.getvalue()
-    assert shown.getvalue().count("Allow? [y = once / a = for this session / N = no]") == len(typed)
+    assert shown.getvalue().count("Allow? [y = once / a = for this session / p = always, in this project / N = no]") == len(typed)
 
 
 def test_ask_user_fails_closed_without_a_terminal(monkeypatch):
@@ -253,7 +255,7 @@ def test_ask_user_fails_closed_without_a_terminal(monkeypatch):
     monkeypatch.setattr(kesi, "UI", shown)
     monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
     monkeypatch.setattr(builtins, "input", lambda prompt="": pytest.fail("must not prompt"))
-    assert kesi.ask_user("edit_file wants to change a.py") == (False, False)
+    assert kesi.ask_user(kesi.Question("edit_file wants to change a.py")) == (False, False)
     assert "nobody to ask" in shown.getvalue() and "reason:" not in shown.getvalue()
 
 
@@ -384,6 +386,9 @@ class Terminal:
 
     def __init__(self, args, cwd, env):
         self.master, slave = pty.openpty()
+        # A wide window: the approval question is longer than 80 columns, and
+        # readline on a dumb terminal scrolls a long line sideways instead.
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
         # A session of its own with the pty as controlling terminal, so that
         # Ctrl-C typed into it becomes a real SIGINT, as in a real terminal.
         self.proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
@@ -428,13 +433,13 @@ def test_real_prompt_over_a_pty(ws, mock_client):
     try:
         term.expect("sandbox:")
         term.expect("you > ")
-        # None: granted, so no prompt; "\x04" is Ctrl-D (EOF), "\x03" Ctrl-C (SIGINT)
-        answers = ["y\n", "a\n", None, "n\n", "\x04", "\x03"]
+        # None: granted, so no prompt; "\x04" is Ctrl-D (EOF). Ctrl-C: test_permission_flow.py
+        answers = ["y\n", "a\n", None, "n\n", "\x04"]
         for number, answer in enumerate(answers, start=1):
             term.type(f"turn {number}\n")
             if answer is not None:
                 term.expect("[permission needed] run command: touch made-by-kesi.txt")
-                term.expect("Allow? [y = once / a = this exact command, this session / N = no] ")
+                term.expect("Allow? [y = once / a = this exact command, this session / p = always, in this project / N = no] ")
                 term.type(answer)
             term.expect("KeSi > ok")
             term.expect("you > ")
@@ -452,9 +457,9 @@ def test_real_prompt_over_a_pty(ws, mock_client):
             term.proc.kill()
     assert term.proc.returncode == 0
     prompts = term.seen.count("Allow? [")
-    assert prompts == 5, term.seen
-    # Requests 2, 4, ... 12 carry the tool result of turns 1-6.
-    results = [mock.requests[n]["body"]["messages"][-1]["content"][0] for n in (1, 3, 5, 7, 9, 11)]
-    assert [r["is_error"] for r in results] == [False, False, False, True, True, True], json.dumps(results)[:2000]
-    assert results[3]["content"] == results[4]["content"] == results[5]["content"] == kesi.USER_REFUSED
+    assert prompts == 4, term.seen
+    # Requests 2, 4, ... 10 carry the tool result of turns 1-5.
+    results = [mock.requests[n]["body"]["messages"][-1]["content"][0] for n in (1, 3, 5, 7, 9)]
+    assert [r["is_error"] for r in results] == [False, False, False, True, True], json.dumps(results)[:2000]
+    assert results[3]["content"] == results[4]["content"] == kesi.USER_REFUSED
     assert (ws / "made-by-kesi.txt").exists()

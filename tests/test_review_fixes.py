@@ -28,8 +28,8 @@ class AskRecorder:
         self.answer = answer
         self.questions = []
 
-    def __call__(self, detail, reason=None, scope=None, preview=None):
-        self.questions.append(detail)
+    def __call__(self, question):
+        self.questions.append(question.detail)
         return self.answer
 
 
@@ -450,29 +450,29 @@ def test_write_file_with_an_absolute_path_is_refused_without_asking(jail_with_a,
 def test_the_user_sees_the_diff_before_approving_an_edit(ws, notices, monkeypatch):
     (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     seen = []
-    monkeypatch.setattr(kesi, "ask_user", lambda detail, reason=None, scope=None, preview=None:
-                        (seen.append((detail, preview)), (True, False))[1])
+    monkeypatch.setattr(kesi, "ask_user", lambda question: (seen.append((question.detail, question.diff)), (True, False))[1])
     edit = {"file_path": "calc.py", "old_string": "return a - b", "new_string": "return a + b"}
-    assert kesi.check_permission("edit_file", edit) == (True, None)
+    assert kesi.judge_call("edit_file", edit, kesi.MAIN_AGENT).outcome == "allow"
     assert seen[0][0] == "edit_file wants to change calc.py"
     assert "-    return a - b" in seen[0][1] and "+    return a + b" in seen[0][1]
     write = {"file_path": "new.py", "content": "x = 1\n"}
-    assert kesi.check_permission("write_file", write) == (True, None)
+    assert kesi.judge_call("write_file", write, kesi.MAIN_AGENT).outcome == "allow"
     assert seen[1] == ("write_file wants to create new.py", "@@ -0,0 +1 @@\n+x = 1")
 
 
 def test_an_edit_that_cannot_apply_is_refused_without_asking(ws, asked):
     (ws / "calc.py").write_text("x = 1\n")
-    allowed, error = kesi.check_permission("edit_file", {"file_path": "calc.py", "old_string": "nope",
-                                                         "new_string": "yes"})
-    assert not allowed and "old_string was not found" in error and asked.questions == []
+    verdict = kesi.judge_call("edit_file", {"file_path": "calc.py", "old_string": "nope", "new_string": "yes"},
+                              kesi.MAIN_AGENT)
+    assert verdict.outcome == "cannot" and "old_string was not found" in verdict.message and asked.questions == []
     assert (ws / "calc.py").read_text() == "x = 1\n"
 
 
 def test_the_real_prompt_prints_the_preview(ws, notices, monkeypatch):
     monkeypatch.setattr(kesi, "can_ask", lambda: True)
     monkeypatch.setattr("builtins.input", lambda prompt="": "n")
-    assert kesi.ask_user("edit_file wants to change a.py", preview="-old\n+new") == (False, False)
+    question = kesi.Question("edit_file wants to change a.py", diff="-old\n+new", choices=kesi.FILE_CHOICES)
+    assert kesi.ask_user(question) == (False, False)
     assert "        -old\n        +new\n" in notices.getvalue()
 
 

@@ -14,6 +14,7 @@ import os
 import pty
 import re
 import select
+import struct
 import subprocess
 import sys
 import termios
@@ -35,6 +36,9 @@ class RawTerminal:
 
     def __init__(self, args, cwd, env):
         self.master, slave = pty.openpty()
+        # Wide enough for the approval question: on a dumb terminal readline
+        # scrolls a line longer than the window sideways.
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
         self.proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
                                      start_new_session=True,
                                      preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))

@@ -116,7 +116,7 @@ with workspace(project.FILES) as root:
     checks.check("PASS_TO_PASS before: the test_utils.py tests pass", utils_tests_pass(output))
 
     asked = []
-    kesi.ask_user = lambda detail, reason=None, **_: (asked.append(detail), (True, False))[1]
+    kesi.ask_user = lambda question: (asked.append(question.detail), (True, False))[1]
     kesi._sandbox_kind.clear()                        # the real probe: bubblewrap here, if usable
     with mock_client(debugger) as (mock, client):
         history: list[dict] = []

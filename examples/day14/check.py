@@ -52,8 +52,8 @@ class ScriptedUser:
         self.answers = list(answers)
         self.asked = []
 
-    def __call__(self, detail, reason=None, scope=None, preview=None):
-        self.asked.append(detail)
+    def __call__(self, question):
+        self.asked.append(question.detail)
         answer = self.answers.pop(0) if self.answers else "n"
         return answer in ("y", "a"), answer == "a"
 
@@ -164,7 +164,7 @@ with workspace(PROJECT) as root:
     saved_stdin, saved_ui = sys.stdin, kesi.UI
     sys.stdin, kesi.UI = io.StringIO("y\n"), io.StringIO()
     try:
-        answer = kesi.ask_user("run command: pytest", "pytest is not on the read-only list")
+        answer = kesi.ask_user(kesi.Question("run command: pytest", "pytest is not on the read-only list"))
         kesi.PERMISSION_MODE = "default"
         refused = kesi.check_permission("write_file", {"file_path": "new.py", "content": ""})
     finally:

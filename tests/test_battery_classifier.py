@@ -1,0 +1,136 @@
+"""A red-team battery against the command classifier, counted.
+
+Every attempt below is a spelling of a hard-denied command (superuser rights,
+deleting /, a system folder or a home folder) that once got past, or a
+variant of one: wrappers that take options, quoting the shell removes, a cd
+before a relative removal, HOME spelled as a variable. Each must be denied,
+not merely asked. Spellings that cannot be decided without running them
+must at least ask. The battery prints its count so a run shows its size.
+"""
+import os
+from pathlib import Path
+
+import pytest
+
+import kesi
+
+HOME = str(kesi.HOME_DIR)
+
+MUST_DENY = {
+    "wrappers with options": [
+        "eval sudo id", "eval 'sudo id'", "eval \"su\"do id", "timeout -s KILL 5 sudo id",
+        "timeout --signal=KILL 5s sudo id", "env -u HOME sudo id", "env -i -u PATH -- sudo id",
+        "env -C /tmp sudo id", "env -S 'sudo id'", "setsid sudo id", "setsid -f sudo id",
+        "stdbuf -oL su -c id", "stdbuf -i0 -o0 sudo id", "nice -n 19 sudo id", "nice -n5 rm -rf /",
+        "ionice -c3 sudo id", "ionice -c 2 -n 7 sudo id", "chrt -f 10 sudo id", "taskset -c 0 sudo id",
+        "taskset 0x1 rm -rf ~", "flock /tmp/lock sudo id", "flock -x /tmp/lock -c 'sudo id'",
+        "unshare -r sudo id", "unshare --user --map-root-user sudo id", "script -qc 'sudo id' /dev/null",
+        "script -c 'rm -rf ~' /dev/null", "watch -n 1 sudo id", "watch 'sudo id'", "xargs -I{} sudo {}",
+        "xargs -0 sudo", "ls | xargs -n1 rm -rf ~", "find . -exec sudo id \\;",
+        "find . -execdir sudo id {} +", "find / -exec rm -rf / \\;", "command -p sudo id",
+        "command -- sudo id", "exec -a x sudo id", "builtin exec sudo id", "nohup nice sudo id &",
+        "time -p sudo id", "strace -f sudo id", "busybox su", "busybox rm -rf /", "toybox su",
+        "chroot / sudo id", "setpriv --reuid=0 sudo id", "uv run sudo id", "npx sudo id",
+    ],
+    "other privilege programs": [
+        "doas id", "pkexec id", "run0 id", "sudoedit /etc/hosts", "sudo-rs id", "ksu", "su",
+        "su - root", "/usr/bin/sudo id", "/bin/su -c id", "./sudo id", "../../usr/bin/sudo id",
+        "SUDO id", "/usr/bin/Sudo id", "doas -u root id", "sudo -i", "sudo -s", "pkexec --user root id",
+    ],
+    "quoting the shell removes": [
+        "'s'udo id", "\"sudo\" id", "s''udo id", "su\"\"do id", "\\sudo id", "s\\udo id",
+        "$'\\x73udo' id", "$'\\163udo' id", "$'\\u0073udo' id", "$'s'udo id", "$\"sudo\" id",
+        "'rm' -rf /", "r\\m -rf ~", "rm -rf $'/'", "rm -rf \\/", "rm -rf '/'", "rm -rf \"$HOME\"",
+        "r\\\nm -rf /", "su\\\ndo id", "$'\\x72m' -rf /", "$'\\x72\\x6d' -rf ~",
+    ],
+    "shell strings": [
+        "sh -c -- 'sudo id'", "sh -c 'sudo id'", "bash -c 'ls; sudo id'", "bash -lc 'rm -rf ~'",
+        "bash -euxc 'sudo id'", "zsh -fc 'sudo id'", "dash -c 'rm -rf /'", "sh -c 'sh -c \"sudo id\"'",
+        "bash -c \"bash -c 'bash -c \\\"rm -rf ~\\\"'\"", "echo 'sudo id' | sh", "printf 'rm -rf ~' | bash",
+        "echo sudo id | bash -s", "bash <<< 'sudo id'", "su -c 'id' root", "ssh-agent sudo id",
+        "python3 -c \"import os; os.system('sudo id')\"", "sh -c \"$(echo x); sudo id\"",
+        "echo `sudo id`", "echo $(sudo id)", "echo \"$(sudo id)\"", "true && (sudo id)",
+        "{ sudo id; }", "if true; then sudo id; fi", "for x in 1; do sudo id; done", "! sudo id",
+        "f() { sudo id; }; f", "2>/dev/null sudo id", "</dev/null sudo id", ">out sudo id",
+        "FOO=1 BAR=2 sudo id", "ls # comment\nsudo id", "ls ; sudo id", "ls&sudo id", "ls|sudo id",
+    ],
+    "a cd before a relative removal": [
+        "cd; rm -rf .", "cd ~ && rm -rf -- ./*", "cd ~ && rm -rf *", "cd $HOME; rm -rf .",
+        "cd ${HOME} && rm -rf .[!.]* *", "cd / && rm -rf *", "cd /; rm -rf -- *", "cd ~/..; rm -rf .",
+        "cd .. && cd / && rm -rf .", "cd /tmp && cd - && cd / && rm -rf .", "cd -- ~ && rm -rf ./",
+        "pushd ~ && rm -rf .", "cd /usr && rm -rf .", "sh -c 'cd; rm -rf .'", "cd; sh -c 'rm -rf .'",
+        "cd ~root && rm -rf .", "cd /home && rm -rf *",
+    ],
+    "home and root spelled differently": [
+        "rm -rf ${HOME:?}", "rm -rf ${HOME:-}", "rm -rf ${HOME:-/tmp}", "rm -rf ${HOME}", "rm -rf ${HOME}/",
+        "rm -rf $HOME/", "rm -rf \"$HOME\"/", "rm -rf \"${HOME}\"/*", "rm -rf \"~\"/", "rm -rf ~/", "rm -rf ~/.",
+        "rm -rf ~/.*", "rm -rf ~/{*,.*}", "rm -rf ~/.[!.]*", "rm -rf ~root", "rm -rf ~root/", "rm -rf ~nobody",
+        "rm -rf ~someone-else/", "rm -rf -- ~", "rm -rf --no-preserve-root -- /", "rm -fr /usr",
+        "rm -rf /etc/", "rm -rf /home", "rm -rf /home/*", "rm -rf /usr/..", "rm -rf /tmp/../",
+        "rm -rf ///", "rm -rf /./.", f"rm -rf {HOME}/..", f"rm -rf {HOME}/.", f"rm -rf {HOME}//",
+        "rm -rf $HOME/..", "rm -rf ~/../..", "rmdir ~", "shred -u ~/*", "unlink ~", "rm -r -f ~",
+        "rm -rf build ~", "rm -rf \\~", "rm -rf -v -i -- /*",
+    ],
+}
+
+MUST_AT_LEAST_ASK = [
+    "\"$(echo sudo)\" id", "$(echo sudo) id", "`echo sudo` id", "$S id", "a=sudo; $a id",
+    "sudo${IFS}id", "echo c3VkbyBpZA== | base64 -d | sh", "rm -rf \"$TARGET\"", "rm -rf $HOME_DIR",
+    "cd \"$X\" && rm -rf .", "rm -rf ~+", "rm -rf build", "find / -delete", "bash script.sh",
+]
+
+CONTROL = ["cat\r/zz/../../bin/sh payload.sh", "ls\rsudo", "cat\x1b[2K README.md", "ls\x00",
+           "cat\u200b README.md", "cat\u202e README.md", "ls\x0b", "ls\x0c", "echo hi\x85", "ls\u2028"]
+
+COUNT = sum(len(v) for v in MUST_DENY.values()) + len(MUST_AT_LEAST_ASK) + len(CONTROL)
+
+
+@pytest.fixture(autouse=True)
+def project(ws):
+    (ws / "README.md").write_text("# demo\n")
+    (ws / "build").mkdir()
+    return ws
+
+
+@pytest.mark.parametrize("command", [c for group in MUST_DENY.values() for c in group])
+def test_denied(command):
+    verdict, reason = kesi.classify_command(command)
+    assert verdict == "deny", (command, verdict, reason)
+
+
+@pytest.mark.parametrize("command", MUST_AT_LEAST_ASK)
+def test_at_least_asks(command):
+    assert kesi.classify_command(command)[0] in ("ask", "deny"), command
+
+
+@pytest.mark.parametrize("command", CONTROL)
+def test_control_characters_ask_and_are_named(command):
+    verdict, reason = kesi.classify_command(command)
+    assert verdict == "ask" and "control characters" in reason, (command, verdict, reason)
+    assert all(c not in reason for c in "\r\x1b\x00\u200b\u202e")     # the reason shows them escaped
+
+
+def test_classifier_splits_words_like_sh(ws, tmp_path):
+    """The attack itself: a folder named 'cat\\r' makes sh run another program.
+    The classifier must not read it as the read-only cat."""
+    odd = ws / "cat\r"
+    odd.mkdir()
+    import subprocess
+    out = subprocess.run(["/bin/sh", "-c", "cat\r" + "/.." * 40 + "/bin/echo ran-something-else"], cwd=ws,
+                         capture_output=True, text=True)
+    assert "ran-something-else" in out.stdout          # sh keeps \r inside the word
+    assert kesi.command_segments("cat\r/x y") == [["cat\r/x", "y"]]
+    assert kesi.classify_command("cat\r/../../../bin/echo hi")[0] == "ask"
+
+
+def test_everyday_commands_are_not_denied():
+    """The hard deny must not swallow ordinary work."""
+    for command in ["grep -rn sudo docs", "git commit -m 'drop the sudo step'", "echo rm -rf /",
+                    "man sudo", "which sudo", "rm -rf build", "rm -rf ./build/*", "cd build && rm -rf .",
+                    "ls /", "cat README.md", "git log --grep='rm -rf'", "rm -rf node_modules"]:
+        assert kesi.classify_command(command)[0] != "deny", command
+
+
+def test_battery_size():
+    print(f"\nclassifier battery: {COUNT} attempts")
+    assert COUNT >= 200

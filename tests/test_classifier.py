@@ -1,0 +1,71 @@
+"""The classifier reads a command the way /bin/sh does.
+
+Word splitting, quote removal and backslashes are compared with the real
+/bin/sh: printf prints each word sh sees, and command_segments must give
+the same words. A disagreement is how "cat\\r/..." once passed as cat.
+"""
+import subprocess
+
+import pytest
+
+import kesi
+
+SAMPLES = [
+    "cat README.md", "cat\r/zz/../../bin/sh payload.sh", "a\rb c", "'s'udo id", "s''udo id", "\\sudo id",
+    "s\\udo id", "\"a b\" c", "a\"b c\"d", "'a\\b' c", "\"a\\\"b\" c", "\"a\\$b\" c", "\"a\\qb\"",
+    "a\\ b c", "x\\\ny z", "\"x\\\ny\"", "a\tb", "a\x0bb c", "a\x0cb", "a\u00a0b c", "a\u200bb",
+    "'' x", "\"\" y", "a'b'\"c\" d", "a # comment", "a#b c", "tab\there", "  lead  trail  ",
+]
+
+
+def sh_words(command: str) -> list[str]:
+    out = subprocess.run(["/bin/sh", "-c", "printf '%s\\0' " + command], capture_output=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.decode().split("\0")[:-1]      # bytes: text mode would turn \r into \n
+
+
+@pytest.mark.parametrize("command", SAMPLES)
+def test_words_agree_with_sh(command):
+    segments = kesi.command_segments("printf '%s\\0' " + command)
+    assert segments is not None and len(segments) == 1
+    assert segments[0][2:] == sh_words(command), repr(command)
+
+
+@pytest.mark.parametrize("command, segments", [
+    ("ls; pwd", [["ls"], ["pwd"]]), ("ls&&pwd||id", [["ls"], ["pwd"], ["id"]]), ("ls|wc", [["ls"], ["wc"]]),
+    ("ls\npwd", [["ls"], ["pwd"]]), ("(cd x; ls)", [["cd", "x"], ["ls"]]), ("echo 'a;b'", [["echo", "a;b"]]),
+    ("2>/dev/null sudo id", [["sudo", "id", "/dev/null"]]), ("cat <in >out x", [["cat", "x", "in", "out"]]),
+    ("ls 2>&1", [["ls", "1"]]), ("echo $'\\x73u\\144o'", [["echo", "sudo"]]), ("echo \"$(id)\"", [["echo", "$(id)"]]),
+])
+def test_segments(command, segments):
+    assert kesi.command_segments(command) == segments
+
+
+def test_unclosed_quotes_cannot_be_read():
+    for command in ("cat 'x", 'cat "x', "echo $'x"):
+        assert kesi.command_segments(command) is None
+        assert kesi.classify_command(command)[0] == "ask"
+
+
+def test_unwrap_command_finds_the_real_program():
+    assert kesi.unwrap_command(["env", "-u", "HOME", "FOO=1", "nohup", "pytest", "-q"]) == ["pytest", "-q"]
+    assert kesi.unwrap_command(["command", "-p", "exec", "-a", "x", "ls"]) == ["ls"]
+    assert kesi.unwrap_command(["{", "!", "ls"]) == ["ls"]
+
+
+def test_root_targets_and_removals(ws):
+    home = str(kesi.HOME_DIR)
+    for target in ["/", "~", "~/", "$HOME", "${HOME:?}", "~root", f"{home}/..", "/usr", "/*", "~/.[!.]*"]:
+        assert kesi.is_root_target(target, ws), target
+    for target in ["build", "./build", "~/project/build", f"{home}/notes.txt", "*.pyc", "/tmp/x/y"]:
+        assert not kesi.is_root_target(target, ws), target
+    assert kesi.is_root_removal(["rm", "-rf", "--", "/"])
+    assert kesi.is_root_removal(["rm", "-rf", "."], kesi.HOME_DIR)
+    assert not kesi.is_root_removal(["rm", "-rf", "."], ws)
+    assert not kesi.is_root_removal(["ls", "/"])
+    assert "/" in kesi.ROOT_TARGETS and "~" in kesi.ROOT_TARGETS
+
+
+def test_long_commands_ask():
+    assert kesi.classify_command("echo " + "x" * kesi.MAX_CHECKED_CHARS)[0] == "ask"
+    assert kesi.classify_command("echo hi")[0] == "allow"

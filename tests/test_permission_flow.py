@@ -1,0 +1,207 @@
+"""What happens around one permission question: calls that cannot succeed
+are refused unasked, the person reads short lines while the model gets the
+instruction, the whole command and the whole diff can be seen, files that
+other tools run later always ask, and Ctrl-C at the prompt ends the turn
+(checked through a real pseudo-terminal against the mock API)."""
+import builtins
+import io
+import sys
+
+import pytest
+
+import kesi
+from checklib import kesi_subprocess_env
+from mock_api import reply, tool_call
+from test_permissions import KESI, Terminal
+
+
+class Person:
+    """Stands in for ask_user: records each question, answers from a list."""
+
+    def __init__(self, *answers):
+        self.answers, self.questions = list(answers), []
+
+    def __call__(self, question):
+        self.questions.append(question)
+        answer = self.answers.pop(0) if self.answers else "n"
+        return answer in ("y", "a"), answer == "a"
+
+
+@pytest.fixture
+def person(monkeypatch):
+    def install(*answers):
+        stand_in = Person(*answers)
+        monkeypatch.setattr(kesi, "ask_user", stand_in)
+        return stand_in
+    return install
+
+
+@pytest.fixture
+def screen(monkeypatch):
+    shown = io.StringIO()
+    monkeypatch.setattr(kesi, "UI", shown)
+    return shown
+
+
+def use(name, tool_input, use_id="t1"):
+    return {"type": "tool_use", "id": use_id, "name": name, "input": tool_input}
+
+
+# --- calls that cannot succeed are not asked about -----------------------------------
+
+@pytest.mark.parametrize("path, content, why", [
+    ("seen.txt", "new\n", "Read it in full"),            # exists, never read
+    (".env", "KEY=x\n", "off-limits"),
+    ("config/.ENV.local", "KEY=x\n", "off-limits"),
+    ("../outside.txt", "x\n", "not allowed"),
+    ("/etc/hosts", "x\n", "not allowed"),
+])
+def test_write_file_that_would_fail_is_refused_unasked(ws, person, screen, path, content, why):
+    (ws / "seen.txt").write_text("old\n")
+    asked = person("y")
+    results, interrupted = kesi.run_tools([use("write_file", {"file_path": path, "content": content})])
+    assert results[0]["is_error"] and why in results[0]["content"] and not interrupted
+    assert asked.questions == [] and (ws / "seen.txt").read_text() == "old\n"
+
+
+def test_write_file_over_a_file_changed_since_it_was_read_is_refused_unasked(ws, person, screen):
+    (ws / "a.txt").write_text("one\n")
+    kesi.read_file("a.txt")
+    (ws / "a.txt").write_text("two\n")
+    asked = person("y")
+    results, _ = kesi.run_tools([use("write_file", {"file_path": "a.txt", "content": "three\n"})])
+    assert "changed after you read it" in results[0]["content"] and asked.questions == []
+    assert (ws / "a.txt").read_text() == "two\n"
+
+
+def test_write_file_over_a_read_file_asks_with_its_diff_and_writes(ws, person, screen):
+    (ws / "a.txt").write_text("one\n")
+    kesi.read_file("a.txt")
+    asked = person("y")
+    results, _ = kesi.run_tools([use("write_file", {"file_path": "a.txt", "content": "two\n"})])
+    assert not results[0]["is_error"] and (ws / "a.txt").read_text() == "two\n"
+    assert asked.questions[0].detail == "write_file wants to change a.txt"
+    assert "-one" in asked.questions[0].diff and "+two" in asked.questions[0].diff
+
+
+# --- the person reads a short line; the model gets the instruction ---------------------
+
+def test_refusals_show_a_short_line_and_send_the_instruction(ws, person, screen):
+    person("n")
+    results, _ = kesi.run_tools([use("run_command", {"command": "pytest -q"}, "t1"),
+                                 use("run_command", {"command": "sudo id"}, "t2")])
+    assert results[0]["content"] == kesi.USER_REFUSED and "Do not retry" in results[0]["content"]
+    assert "blocked by a safety rule" in results[1]["content"]
+    shown = screen.getvalue()
+    assert "[blocked] refused; not run" in shown and "[blocked] safety rule: sudo would run" in shown
+    assert "Do not retry" not in shown and "Error:" not in shown
+
+
+# --- the prompt shows everything, escaped -------------------------------------------------
+
+def real_prompt(monkeypatch, typed):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    monkeypatch.setattr(sys, "stdin", Tty())
+    answers = list(typed)
+    monkeypatch.setattr(builtins, "input", lambda prompt="": answers.pop(0))
+    return answers
+
+
+def test_the_prompt_shows_the_whole_command_with_control_characters_escaped(ws, screen, monkeypatch):
+    command = "python -c 'print(1)' " + " ".join(f"arg{i}" for i in range(60)) + " \r\x1b[2Kdone"
+    real_prompt(monkeypatch, ["n"])
+    assert kesi.check_permission("run_command", {"command": command}) == (False, kesi.USER_REFUSED)
+    shown = screen.getvalue()
+    assert "arg59 \\r\\x1b[2Kdone" in shown and "\r" not in shown and "\x1b" not in shown
+    assert "control characters (\\r \\x1b)" in shown
+
+
+def test_d_shows_the_whole_diff_then_asks_again(ws, screen, monkeypatch):
+    old = "".join(f"line {i}\n" for i in range(80))
+    (ws / "big.txt").write_text(old)
+    kesi.read_file("big.txt")
+    left = real_prompt(monkeypatch, ["d", "y"])
+    results, _ = kesi.run_tools([use("write_file", {"file_path": "big.txt", "content": old.replace("line", "LINE")})])
+    assert not results[0]["is_error"] and not left
+    shown = screen.getvalue()
+    assert "answer d to see them all" in shown and "d = the whole diff" in shown
+    assert "+LINE 79" in shown and shown.count("Allow? [") == 2
+
+
+# --- files that run later, outside the sandbox ---------------------------------------------
+
+LATER = [".envrc", "sub/.envrc", ".vscode/tasks.json", ".VSCode/settings.json", ".vscode/launch.json",
+         ".husky/pre-commit", ".github/workflows/ci.yml", ".GitHub/Workflows/x.yaml", ".idea/workspace.xml",
+         ".devcontainer/devcontainer.json", ".pre-commit-config.yaml", "lefthook.yml", ".claude/settings.json",
+         ".mcp.json", "mise.toml", "pkg/.vscode/tasks.json"]
+
+
+@pytest.mark.parametrize("path", LATER)
+def test_files_that_run_later_ask_even_in_accept_edits(ws, person, screen, monkeypatch, path):
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
+    asked = person("n")
+    results, _ = kesi.run_tools([use("write_file", {"file_path": path, "content": "echo planted\n"})])
+    assert results[0]["content"] == kesi.USER_REFUSED and not (ws / path).exists()
+    assert asked.questions[0].reason == kesi.RUNS_LATER_REASON
+
+
+def test_files_that_run_later_follow_the_path_the_tool_writes(ws, person, screen, monkeypatch):
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
+    (ws / "editor").mkdir()
+    (ws / "cfg").symlink_to(ws / ".vscode", target_is_directory=True)
+    (ws / ".vscode").mkdir()
+    (ws / ".envrc").write_text("export A=1\n")
+    asked = person("n", "n")
+    kesi.run_tools([use("write_file", {"file_path": "cfg/tasks.json", "content": "{}"}),
+                    use("edit_file", {"file_path": str(ws / "editor/../.envrc"), "old_string": "A=1",
+                                      "new_string": "A=2"}, "t2")])
+    assert [q.detail for q in asked.questions] == ["write_file wants to create .vscode/tasks.json",
+                                                   "edit_file wants to change .envrc"]
+    assert not (ws / ".vscode" / "tasks.json").exists() and (ws / ".envrc").read_text() == "export A=1\n"
+
+
+def test_ordinary_files_and_bypass_do_not_ask(ws, person, screen, monkeypatch):
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
+    asked = person()
+    kesi.run_tools([use("write_file", {"file_path": "Makefile", "content": "all:\n"}),
+                    use("write_file", {"file_path": "src/envrc.py", "content": "x = 1\n"}, "t2")])
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
+    kesi.run_tools([use("write_file", {"file_path": ".envrc", "content": "x"}, "t3")])
+    assert asked.questions == [] and (ws / "Makefile").exists() and (ws / ".envrc").exists()
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "readOnly")
+    results, _ = kesi.run_tools([use("write_file", {"file_path": ".vscode/tasks.json", "content": "{}"}, "t4")])
+    assert "read-only mode" in results[0]["content"] and asked.questions == []
+
+
+# --- Ctrl-C at the prompt ends the turn (a real terminal) ------------------------------------
+
+def test_ctrl_c_at_the_prompt_ends_the_turn(ws, mock_client):
+    (ws / "notes.txt").write_text("notes\n")
+    batch = reply("Testing, then reading.", tool_call("run_command", {"command": "touch made.txt"}),
+                  tool_call("read_file", {"file_path": "notes.txt"}))
+    mock, _ = mock_client([batch, reply("this reply must not be asked for in turn 1"), reply("second turn")])
+    term = Terminal([sys.executable, KESI], ws, kesi_subprocess_env(mock, TERM="dumb"))
+    try:
+        term.expect("you > ")
+        term.type("run the tests\n")
+        term.expect("Allow? [")
+        term.type("\x03")
+        term.expect("interrupted")
+        term.expect("you > ")
+        assert len(mock.requests) == 1                 # no further request in that turn
+        term.type("what happened?\n")
+        term.expect("KeSi > this reply must not be asked for in turn 1")
+        term.expect("you > ")
+        term.type("/exit\n")
+        term.close()
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert not (ws / "made.txt").exists()
+    sent = mock.requests[1]["body"]["messages"]
+    results = next(m["content"] for m in sent if m["role"] == "user" and isinstance(m["content"], list)
+                   and m["content"] and m["content"][0].get("type") == "tool_result")
+    assert [r["content"] for r in results] == [kesi.INTERRUPTED_PROMPT, kesi.SKIPPED_TOOL]
+    assert "Error:" not in term.seen.split("Allow? [")[1].split("you > ")[0]

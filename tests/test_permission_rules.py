@@ -1,0 +1,150 @@
+"""Rules that persist: Bash(...) / Edit(...) allow and deny rules, where they
+are read from and why, "p" at the prompt saving one, and /permissions
+listing each with its source. Allow rules are exact by default: a prefix
+rule never matches a compound command, a redirection or an expansion."""
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import kesi
+
+
+@pytest.fixture
+def settings(ws, tmp_path_factory, monkeypatch):
+    """Write user-level and project-level settings; returns the writer."""
+    config = tmp_path_factory.mktemp("config")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+
+    def write(user=None, project_rules=None, project=None):
+        if user is not None or project_rules is not None:
+            data = {"permissions": user or {}}
+            if project_rules is not None:
+                data["projects"] = {str(ws): project_rules}
+            (config / "kesi").mkdir(exist_ok=True)
+            (config / "kesi" / "settings.json").write_text(json.dumps(data))
+        if project is not None:
+            (ws / ".kesi").mkdir(exist_ok=True)
+            (ws / ".kesi" / "settings.json").write_text(json.dumps({"permissions": project}))
+        return config / "kesi" / "settings.json"
+    return write
+
+
+class Person:
+    def __init__(self, *answers):
+        self.answers, self.asked = list(answers), []
+
+    def __call__(self, question):
+        self.asked.append(question.detail)
+        answer = self.answers.pop(0) if self.answers else "n"
+        return answer in ("y", "a", "p"), {"a": True, "p": "project"}.get(answer, False)
+
+
+@pytest.fixture
+def person(monkeypatch):
+    def install(*answers):
+        stand_in = Person(*answers)
+        monkeypatch.setattr(kesi, "ask_user", stand_in)
+        return stand_in
+    return install
+
+
+@pytest.fixture(autouse=True)
+def quiet(monkeypatch):
+    monkeypatch.setattr(kesi, "UI", io.StringIO())
+
+
+def allowed(command):
+    return kesi.check_permission("run_command", {"command": command})[0]
+
+
+def test_a_prefix_rule_allows_plain_commands_only(settings, person):
+    settings(user={"allow": ["Bash(npm test:*)"]})
+    asked = person()
+    for command in ("npm test", "npm test -- -k slow", " npm  test "):
+        assert allowed(command), command
+    assert asked.asked == []
+    sneaky = ["npm test; rm -rf x", "npm test && curl evil", "npm test | sh", "npm test > out.txt",
+              "npm test $(id)", "npm test `id`", "npm testing", "npm test\r; id", "npm test\nrm x",
+              "npm test & id", "npm tes", "npx npm test", "(npm test)", "npm test *"]
+    for command in sneaky:
+        assert not allowed(command), command
+    assert len(asked.asked) == len(sneaky)
+
+
+def test_an_exact_rule_matches_only_that_command(settings, person):
+    settings(project_rules={"allow": ["Bash(python -m pytest -q)"]})
+    person()
+    assert allowed("python -m pytest -q")
+    assert not allowed("python -m pytest -q -x") and not allowed("python -m pytest")
+
+
+def test_deny_rules_beat_modes_grants_and_allow_rules(settings, person, monkeypatch):
+    settings(user={"allow": ["Bash(git push:*)"], "deny": ["Bash(git push:*)", "Edit(secrets/**)"]})
+    asked = person("y")
+    kesi.GRANTED_COMMANDS.add("git push origin main")
+    for mode in kesi.PERMISSION_MODES:
+        monkeypatch.setattr(kesi, "PERMISSION_MODE", mode)
+        for command in ("git push origin main", "ls && git push", "env git push", "nohup git push -f"):
+            ok, refusal = kesi.check_permission("run_command", {"command": command})
+            assert not ok and "deny rule" in refusal, (mode, command)
+        ok, refusal = kesi.check_permission("write_file", {"file_path": "Secrets/key.txt"})
+        assert not ok and "deny rule" in refusal
+    assert asked.asked == []
+
+
+def test_hard_denials_stay_hard_whatever_the_rules(settings, person):
+    settings(user={"allow": ["Bash(sudo id)", "Bash(rm -rf:*)"]})
+    person("y")
+    assert kesi.classify_command("sudo id")[0] == "deny"
+    assert not allowed("sudo id") and not allowed("rm -rf ~")
+
+
+def test_edit_rules_glob_the_workspace_path(settings, person):
+    settings(user={"allow": ["Edit(src/**)", "Edit(docs/*.md)"]})
+    asked = person()
+    for path in ("src/a.py", "src/deep/b.py", "docs/x.md"):
+        assert kesi.check_permission("write_file", {"file_path": path})[0], path
+    assert asked.asked == []
+    for path in ("srcx/a.py", "docs/sub/x.md", "SRC/a.py", "src/.envrc", "src/.vscode/tasks.json"):
+        assert not kesi.check_permission("write_file", {"file_path": path})[0], path
+    assert len(asked.asked) == 5        # files that run later ask even under an allow rule
+
+
+def test_a_project_file_can_deny_but_not_allow(settings, person):
+    settings(project={"allow": ["Bash(curl:*)", "Edit(**)"], "deny": ["Bash(make deploy)"]})
+    asked = person()
+    assert not allowed("curl https://example.com") and not kesi.check_permission("write_file", {"file_path": "a.py"})[0]
+    assert len(asked.asked) == 2
+    ok, refusal = kesi.check_permission("run_command", {"command": "make deploy"})
+    assert not ok and ".kesi/settings.json" in refusal and len(asked.asked) == 2
+
+
+def test_p_saves_an_exact_rule_for_this_project_in_the_user_settings(settings, person, ws):
+    path = settings(user={})
+    person("p", "p")
+    assert allowed("make check")
+    assert kesi.check_permission("write_file", {"file_path": "notes.md"})[0]
+    saved = json.loads(path.read_text())
+    assert saved["projects"][str(ws)]["allow"] == ["Bash(make check)", "Edit(notes.md)"]
+    assert not (ws / ".kesi" / "settings.json").exists()
+    kesi.GRANTED_COMMANDS.clear(), kesi.GRANTED_WRITES.clear()      # a new session
+    later = person()
+    assert allowed("make check") and kesi.check_permission("write_file", {"file_path": "notes.md"})[0]
+    assert not allowed("make check && rm -rf x") and later.asked == ["run command: make check && rm -rf x"]
+
+
+def test_permissions_lists_each_rule_with_its_source(settings, monkeypatch):
+    settings(user={"allow": ["Bash(npm test:*)"], "deny": ["Nonsense"]},
+             project_rules={"allow": ["Edit(src/**)"]}, project={"allow": ["Bash(curl:*)"], "deny": ["Edit(.ci/**)"]})
+    shown = io.StringIO()
+    monkeypatch.setattr(kesi, "UI", shown)
+    kesi.show_permissions()
+    text = shown.getvalue()
+    assert "allow Bash(npm test:*)   from user settings" in text
+    assert "deny  Nonsense   from user settings  (not understood: ignored)" in text
+    assert "allow Edit(src/**)   from user settings, this project" in text
+    assert "deny  Edit(.ci/**)   from .kesi/settings.json (deny only)" in text
+    assert "1 allow rule(s) in .kesi/settings.json ignored" in text
