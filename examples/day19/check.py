@@ -21,7 +21,9 @@ from mock_api import reply, tool_call                   # noqa: E402
 
 checks = Checks("Day 19: context management")
 
-BIG_FILES = {f"logs/big{i}.txt": "".join(f"log line {i}.{n}: " + "x" * 40 + "\n" for n in range(60))
+# Big enough that the prefix the summary request shares with the turn before
+# it passes Haiku 4.5's minimum cacheable prompt (4,096 tokens), as on the API.
+BIG_FILES = {f"logs/big{i}.txt": "".join(f"log line {i}.{n}: " + "x" * 40 + "\n" for n in range(120))
              for i in range(1, 7)}
 FILES = {"small.txt": "tiny\n", **BIG_FILES}
 SUMMARY = "SUMMARY: the user wants the logs checked; big1-big3 were read, nothing odd so far."
