@@ -2139,6 +2139,7 @@ def sandbox_environment() -> dict[str, str]:
     launched from, which may not exist inside the sandbox.
     """
     env = {k: v for k, v in os.environ.items() if k in PASS_ENV or is_harmless_variable(k, v)}
+    env.update(GIT_SAFE_CONFIG)
     env["PWD"] = str(BASE_DIR)
     if "PYENV_DIR" in env:
         env["PYENV_DIR"] = str(BASE_DIR)
@@ -2272,13 +2273,18 @@ def bwrap_argv(command: str) -> list[str]:
     """Linux: a read-only root, a private /tmp, home hidden, workspace writable."""
     # A user namespace (when possible) matters when KeSi runs as root: without
     # one, the command may open /proc/<bwrap pid>/root and /proc/<bwrap pid>/cwd,
-    # bwrap's own view of the real file system, with no secret hidden. No pid
-    # namespace: its init would SIGKILL every background job the moment sh
-    # exits, leaving no grace period for them to clean up.
+    # bwrap's own view of the real file system, with no secret hidden. The pid
+    # namespace means nothing outside can be signalled or read in /proc, and
+    # nothing outlives the command: when sh ends, the namespace's init ends and
+    # the kernel kills whatever is left (setsid and setpgid cannot escape it).
     argv = ["bwrap", "--die-with-parent", "--unshare-user-try", "--unshare-net",
-            "--unshare-ipc", "--cap-drop", "ALL",
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for hidden in dict.fromkeys([str(HOME_DIR), "/home", "/root"]):
+            "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
+            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            # /proc/sys is writable for root (kernel/core_pattern runs a program
+            # as host root); /run holds other programs' sockets (D-Bus, Docker),
+            # which a network namespace does not cover.
+            "--ro-bind", "/proc/sys", "/proc/sys", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    for hidden in dict.fromkeys([str(HOME_DIR), "/home", "/root", *runtime_dirs()]):
         if os.path.isdir(hidden):
             argv += ["--tmpfs", hidden]
     denied = denied_sources()
@@ -2287,6 +2293,7 @@ def bwrap_argv(command: str) -> list[str]:
     for path in toolchain_secrets():
         argv += ["--ro-bind", denied["file"], path]
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
+    argv += git_pins()
     for secret in secret_paths():
         if secret.name == "config" and secret.parent.name == ".git":
             source = denied["empty"]
@@ -2296,6 +2303,103 @@ def bwrap_argv(command: str) -> list[str]:
     return argv + ["--chdir", str(BASE_DIR), SHELL_PATH, "-c", command]
 
 
+def runtime_dirs() -> list[str]:
+    """Folders of other programs' sockets outside /run and /tmp (an agent's
+    SSH_AUTH_SOCK, a relocated XDG_RUNTIME_DIR), unless inside the workspace."""
+    found = [os.environ.get("XDG_RUNTIME_DIR", "")]
+    found += [os.path.dirname(os.environ.get("SSH_AUTH_SOCK", ""))]
+    return [d for d in found if d.startswith("/") and not Path(d).is_relative_to(BASE_DIR)]
+
+
+# ----------------------------------------------------------------------------
+# Git's control files run code later, outside the sandbox: a hook runs on the
+# user's next `git commit`, core.fsmonitor (in config, or in a repository that
+# commondir points at) on the next `git status`. Inside the sandbox .git is
+# pinned in place (a mount point cannot be renamed or removed, so no `git init`
+# can replace it), hooks/ is read-only and config is an empty read-only file
+# (see secret_paths). The files git would take from elsewhere are checked
+# after every command and put back as they were: GIT_CONTROL_FILES.
+
+GIT_CONTROL_FILES = ("commondir", "config.worktree", "config")
+# Inside the sandbox too, read-only git commands run no fsmonitor program that
+# a planted config names (a `.git` file may point at any folder's config).
+GIT_SAFE_CONFIG = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "false"}
+
+
+def git_pins() -> list[str]:
+    git = BASE_DIR / ".git"
+    if git.is_symlink() or not git.is_dir():
+        return []
+    pins = ["--bind", str(git), str(git)]
+    if (git / "hooks").is_dir() and not (git / "hooks").is_symlink():
+        pins += ["--ro-bind", str(git / "hooks"), str(git / "hooks")]
+    return pins
+
+
+def git_control_snapshot() -> dict[str, bytes | None] | None:
+    """The bytes of each control file of the workspace's repository (None:
+    absent), or None if the workspace has no .git folder. Nothing is followed
+    through a link: a planted `.git/config -> ~/.ssh/id_rsa` is not read."""
+    try:
+        git_fd = open_git_folder()
+    except OSError:
+        return None
+    try:
+        return {name: read_control_file(git_fd, name) for name in GIT_CONTROL_FILES}
+    finally:
+        os.close(git_fd)
+
+
+def open_git_folder() -> int:
+    base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
+    try:
+        return os.open(".git", FOLDER_FLAGS, dir_fd=base_fd)
+    finally:
+        os.close(base_fd)
+
+
+def read_control_file(git_fd: int, name: str) -> bytes | None:
+    try:
+        fd = os.open(name, FILE_FLAGS, dir_fd=git_fd)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return b"(not a regular file)"     # a link or a folder: never what was there
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            return handle.read()
+        except OSError:
+            return b"(not a regular file)"
+
+
+def restore_git_control(before: dict[str, bytes | None] | None) -> list[str]:
+    """Put back what a command changed among the control files (no process of
+    it is left to race this); returns the names put back."""
+    if before is None:
+        return []                   # no repository before: nothing of the user's to protect
+    after = git_control_snapshot()
+    changed = [name for name in GIT_CONTROL_FILES if after is None or after[name] != before[name]]
+    if not changed:
+        return []
+    try:
+        git_fd = open_git_folder()
+    except OSError:
+        return [".git (it is no longer a folder; check it before you use git here)"]
+    try:
+        for name in changed:
+            with contextlib.suppress(OSError):
+                info = os.stat(name, dir_fd=git_fd, follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(name, dir_fd=git_fd)
+                else:
+                    os.unlink(name, dir_fd=git_fd)
+            if before[name] is not None:
+                write_atomically(git_fd, name, before[name])
+    finally:
+        os.close(git_fd)
+    return [f".git/{name}" for name in changed]
+
+
 # ============================================================================
 # 7. run_command
 # ============================================================================
@@ -2303,6 +2407,8 @@ def bwrap_argv(command: str) -> list[str]:
 MAX_OUTPUT_BYTES = 8000            # what the model sees: head + tail
 MAX_CAPTURE_BYTES = 1_000_000      # what we keep in memory at most
 KILL_GRACE_SECONDS = 3
+MAX_PROCESSES = 256                # alive at once in one sandboxed command
+PROCESS_CHECK_SECONDS = 0.1
 SANDBOX_SYMPTOMS = ("Operation not permitted", "Permission denied", "Read-only file system",
                     "Could not resolve host", "Network is unreachable", "Temporary failure in name resolution")
 
@@ -2434,6 +2540,7 @@ def run_command(command, timeout=None):
     except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
         return f"Error: could not start the command: {exc}", True
     captured, overflow = bytearray(), threading.Event()
+    git_before = git_control_snapshot()
 
     def on_full():
         overflow.set()
@@ -2442,31 +2549,75 @@ def run_command(command, timeout=None):
     reader = threading.Thread(target=drain_output, daemon=True,
                               args=(proc.stdout, captured, MAX_CAPTURE_BYTES, on_full))
     reader.start()
-    timed_out = False
+    ending = "interrupted"
     try:
-        proc.wait(timeout=limit)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        ending = wait_for_command(proc, limit)
     finally:
         # Always, even after a normal exit: no background job outlives the call.
-        stop_process_group(proc)
+        stop_process_group(proc, grace=0 if ending == "processes" else None)
         proc.wait()
         reader.join(timeout=5)   # a process that left the group may hold the pipe
-    return describe_command_result(bytes(captured), proc.returncode, timed_out, overflow.is_set(), limit)
+    text, failed = describe_command_result(bytes(captured), proc.returncode, ending, overflow.is_set(), limit)
+    restored = restore_git_control(git_before)
+    if restored:
+        text += (f"\n(KeSi put back {', '.join(restored)}: git's control files run code later, outside "
+                 "the sandbox, so commands may not change them; ask the user to do it)")
+    return text, failed or bool(restored)
 
 
-def describe_command_result(data: bytes, code: int, timed_out: bool, overflow: bool, limit) -> tuple[str, bool]:
+def wait_for_command(proc, limit: float) -> str:
+    """Wait for the command: 'exited', 'timeout', or 'processes' when a sandboxed
+    command has more than MAX_PROCESSES processes alive (a fork bomb)."""
+    deadline = time.monotonic() + limit
+    sandbox_ns = None
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            proc.wait(timeout=min(left, PROCESS_CHECK_SECONDS))
+            return "exited"
+        except subprocess.TimeoutExpired:
+            pass
+        if sandbox_kind() == "bubblewrap":
+            sandbox_ns = sandbox_ns or pid_namespace_of_child(proc.pid)
+            if sandbox_ns and processes_in_namespace(sandbox_ns) > MAX_PROCESSES:
+                return "processes"
+    return "timeout"
+
+
+def pid_namespace_of_child(pid: int) -> str | None:
+    """bwrap's child is the init of the sandbox's pid namespace."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return os.readlink(f"/proc/{children[0]}/ns/pid") if children else None
+    except (OSError, IndexError):
+        return None
+
+
+def processes_in_namespace(namespace: str) -> int:
+    """How many processes live in it, counting no further than MAX_PROCESSES + 1."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                count += os.readlink(f"/proc/{entry.name}/ns/pid") == namespace
+            if count > MAX_PROCESSES:
+                break
+    return count
+
+
+def describe_command_result(data: bytes, code: int, ending: str, overflow: bool, limit) -> tuple[str, bool]:
     text = mask_credentials(clip_output(data)) if data else "(no output)"
     if data and not text.endswith("\n"):
         text += "\n"
     if overflow:
         text += f"(output exceeded {MAX_CAPTURE_BYTES} bytes; the command was stopped)"
-    elif timed_out:
+    elif ending == "timeout":
         text += f"(the command did not finish within {limit} s and was stopped)"
+    elif ending == "processes":
+        text += f"(the command started more than {MAX_PROCESSES} processes and was stopped)"
     if code < 0:
         text += f"(killed by signal {-code})"
     text += f"(exit code {code})"
-    failed = bool(timed_out or overflow or code)
+    failed = bool(ending != "exited" or overflow or code)
     if failed and sandbox_enabled() and any(s in text for s in SANDBOX_SYMPTOMS):
         text += ("\n(note: this may be the sandbox at work: reads outside the workspace, "
                  "writes outside it and all network access are blocked on purpose)")

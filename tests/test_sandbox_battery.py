@@ -1,0 +1,227 @@
+"""The sandbox against the red team's classes, each attacked for real in
+bubblewrap: processes that try to outlive their command or reach outside,
+/proc/sys, other programs' sockets, git's control files (persistence that
+runs later, outside the sandbox), and a flood of processes.
+
+Every attempt is counted; the battery reports how many leaked and must
+report 0. Markers are unique per run, and "is it still alive" is answered
+from /proc by that marker, never by a process name.
+"""
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+import kesi
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux only")
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@x"}
+
+
+@pytest.fixture
+def box(ws, monkeypatch):
+    kesi._sandbox_kind.clear()
+    if kesi.sandbox_kind() != "bubblewrap":
+        pytest.skip("no usable bubblewrap here")
+    monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
+    return ws
+
+
+def sh(command: str) -> tuple[str, bool]:
+    return kesi.run_command(command, timeout=30)
+
+
+def marker_alive(marker: str) -> bool:
+    """A live process whose command line holds this run's unique marker."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    return True
+        except (OSError, IndexError):
+            continue
+    return False
+
+
+def git(workspace: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=workspace, env={**os.environ, **GIT_ENV},
+                          capture_output=True, text=True, timeout=30)
+
+
+def make_repo(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("a\n")
+    for args in (["init", "-q"], ["add", "a.txt"], ["commit", "-qm", "first"]):
+        assert git(workspace, *args).returncode == 0
+
+
+# --- class 4: nothing outlives its command, nothing outside is reachable ---------------
+
+ESCAPES = [
+    "setsid sleep {s} > /dev/null 2>&1 &",
+    "(setsid sleep {s} &) ; true",
+    "nohup sleep {s} > /dev/null 2>&1 &",
+    "python3 -c 'import os,time; os.setpgid(0,0); os.fork() or time.sleep({s})' &",
+    "python3 -c 'import os,time\nif os.fork(): os._exit(0)\nos.setsid(); time.sleep({s})' ; true",
+    "sh -c 'trap \"\" HUP TERM; sleep {s}' &",
+    "(trap '' TERM INT HUP; exec sleep {s}) & disown 2>/dev/null; true",
+]
+
+
+@pytest.mark.parametrize("template", ESCAPES)
+def test_no_process_outlives_its_command(box, template):
+    seconds = f"3{uuid.uuid4().int % 10**6}.5"          # sleep's argument is the marker
+    output, _ = sh(template.format(s=seconds))
+    assert not marker_alive(seconds), output
+
+
+def test_outside_processes_cannot_be_seen_signalled_or_read(box):
+    outside = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "--password=hunter2"])
+    try:
+        me, it = os.getpid(), outside.pid
+        attempts = {
+            f"kill -0 {it} && echo SIGNALLED": "SIGNALLED",
+            f"cat /proc/{it}/cmdline | tr '\\0' ' '; echo": "hunter2",
+            f"kill -STOP {me} && echo SIGNALLED": "SIGNALLED",
+            f"renice -n 5 -p {me} && echo RENICED": "RENICED",
+            f"cat /proc/{me}/cmdline | tr '\\0' ' '; echo": "pytest",
+            f"cat /proc/{me}/environ | tr '\\0' '\\n' | head -3": "=",
+            "ps -eo args 2>/dev/null | grep -c pytest || ls /proc | grep -c '^[0-9]'": None,
+        }
+        leaks = []
+        for command, leak in attempts.items():
+            output, _ = sh(command)
+            if leak is None:
+                counted = [line for line in output.splitlines() if line.strip().isdigit()]
+                if counted and int(counted[0]) > 10:
+                    leaks.append((command, output))
+            elif leak in output.split("(exit code")[0]:
+                leaks.append((command, output))
+        assert outside.poll() is None
+        assert leaks == []
+    finally:
+        outside.kill()
+        outside.wait()
+
+
+@pytest.mark.parametrize("target", ["kernel/core_pattern", "kernel/hostname", "vm/drop_caches"])
+def test_proc_sys_is_read_only(box, target):
+    before = Path(f"/proc/sys/{target}").read_text() if target != "vm/drop_caches" else None
+    output, failed = sh(f"echo '|/tmp/pwned' > /proc/sys/{target} && echo WROTE")
+    assert failed and "WROTE" not in output
+    if before is not None:
+        assert Path(f"/proc/sys/{target}").read_text() == before
+
+
+def test_capabilities_are_dropped(box):
+    output, _ = sh("grep CapEff /proc/self/status")
+    assert "CapEff:\t0000000000000000" in output, output
+
+
+# --- class 5: other programs' sockets -------------------------------------------------
+
+def unix_listener(path: str) -> socket.socket:
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(4)
+    return server
+
+
+def connect_probe(path: str) -> str:
+    return (f"python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('{path}'); "
+            f"print('CONNECTED')\"")
+
+
+def test_sockets_outside_the_workspace_are_unreachable(box, monkeypatch):
+    folders = [Path(tempfile.mkdtemp(prefix="kesi-run-", dir="/run")) if os.access("/run", os.W_OK) else None,
+               Path(tempfile.mkdtemp(prefix="kesi-xdg-", dir="/var/tmp"))]
+    folders = [f for f in folders if f is not None]
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(folders[-1]))
+    servers = [unix_listener(str(folder / "bus")) for folder in folders]
+    abstract, name = socket.socket(socket.AF_UNIX), f"kesi-test-{uuid.uuid4().hex}"
+    abstract.bind("\0" + name)
+    abstract.listen(4)
+    try:
+        attempts = [connect_probe(str(folder / "bus")) for folder in folders]
+        attempts.append(connect_probe("\\0" + name))
+        leaks = [(c, out) for c in attempts if "CONNECTED" in (out := sh(c)[0])]
+        assert leaks == []
+    finally:
+        for server in [*servers, abstract]:
+            server.close()
+        for folder in folders:
+            subprocess.run(["rm", "-rf", str(folder)])
+
+
+# --- class 1: git persistence ---------------------------------------------------------
+
+PLANTS = [
+    "echo 'touch ../PWNED' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit",
+    "mkdir -p .git/hooks/x && true; ln -sf /tmp/evil .git/hooks/post-checkout",
+    "printf '[core]\\n\\tfsmonitor = touch PWNED\\n' > .git/config",
+    "mkdir -p gd && printf '[core]\\n\\tfsmonitor = touch PWNED\\n\\trepositoryformatversion = 0\\n' > gd/config;"
+    " echo \"$PWD/gd\" > .git/commondir",
+    "printf '[core]\\n\\tfsmonitor = touch PWNED\\n' > .git/config.worktree",
+    "mv .git .git-old && git init -q && git config core.fsmonitor 'touch PWNED'",
+    "rm -rf .git/hooks && mkdir .git/hooks && echo 'touch PWNED' > .git/hooks/pre-commit",
+    "ln -sf ../evil-config .git/commondir",
+    "git config core.hooksPath evil-hooks; mkdir -p evil-hooks; echo 'touch PWNED' > evil-hooks/pre-commit",
+]
+
+
+@pytest.mark.parametrize("plant", PLANTS)
+def test_planted_git_config_and_hooks_never_run_outside(box, plant):
+    make_repo(box)
+    sh(plant)
+    (box / "a.txt").write_text("changed\n")
+    status = git(box, "status", "--short")
+    commit = git(box, "commit", "-qam", "second")
+    assert not (box / "PWNED").exists(), (status, commit)
+    assert commit.returncode == 0, commit.stderr
+
+
+def test_changes_to_control_files_are_put_back_and_reported(box):
+    make_repo(box)
+    config = (box / ".git" / "config").read_bytes()
+    output, failed = sh("echo gd > .git/commondir; echo x > .git/config.worktree; echo ok")
+    assert failed and "KeSi put back .git/commondir, .git/config.worktree" in output, output
+    assert not (box / ".git" / "commondir").exists() and not (box / ".git" / "config.worktree").exists()
+    assert (box / ".git" / "config").read_bytes() == config
+
+
+def test_a_git_file_pointing_at_a_planted_config_runs_no_fsmonitor_inside(box):
+    (box / "gd").mkdir()
+    subprocess.run(["git", "init", "-q", "--bare", str(box / "gd")], check=True)
+    with open(box / "gd" / "config", "a") as f:
+        f.write("[core]\n\tbare = false\n\tfsmonitor = touch PWNED-INSIDE\n")
+    (box / ".git").write_text("gitdir: gd\n")
+    output, _ = sh("git status --short; echo done")
+    assert "done" in output and not (box / "PWNED-INSIDE").exists(), output
+
+
+def test_everyday_git_works_in_the_sandbox(box):
+    make_repo(box)
+    identity = " ".join(f"{k}={v}" for k, v in GIT_ENV.items())
+    output, failed = sh(f"echo b > b.txt && git add b.txt && {identity} git commit -qm second && "
+                        "git log --oneline && git diff HEAD~1 --stat && git status --short")
+    assert not failed and "second" in output and "b.txt" in output, output
+    assert "second" in git(box, "log", "--oneline").stdout
+
+
+# --- class 8: a flood of processes ----------------------------------------------------
+
+def test_too_many_processes_stop_the_command(box):
+    output, failed = sh("for i in $(seq 400); do sleep 29.75 & done; wait; echo finished")
+    assert failed and f"more than {kesi.MAX_PROCESSES} processes" in output and "finished" not in output
+    assert not marker_alive("29.75")
+
+
+def test_a_parallel_job_below_the_limit_runs(box):
+    output, failed = sh("for i in $(seq 40); do sleep 0.3 & done; wait; echo finished")
+    assert not failed and "finished" in output, output
