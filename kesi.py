@@ -2046,6 +2046,7 @@ TOOLCHAIN_DIRS = [".local", ".cargo", ".rustup", ".bun", ".deno", ".volta", ".py
                   ".nodenv", ".nvm", ".asdf", ".mise", ".sdkman", ".gem", ".npm", ".yarn",
                   ".pnpm", ".cache/uv", ".cache/pip"]
 SECRET_PATH = r"(\.env(\.[^/]*)?|\.git/config)"
+GIT_CONTROL_PATH = r"\.git(/hooks(/.*)?|/config|/commondir|/config\.worktree)?"
 _sandbox_kind: list = []      # cached probe result
 
 
@@ -2222,6 +2223,10 @@ def seatbelt_spec() -> tuple[str, list[tuple[str, str]]]:
         '(allow file-write* (subpath (param "BASE_DIR")) (subpath (param "TMP_DIR")) '
         '(subpath "/private/var/folders") (subpath "/dev"))',
         "(deny network*)",
+        # Git's control files (see GIT_CONTROL_FILES): .git itself cannot be
+        # moved aside, hooks/ and config cannot be written.
+        '(deny file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
+        f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
         '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/(.*/)?{SECRET_PATH.replace(chr(92), chr(92) * 2)}(/|$)")))',
     ])
@@ -2260,6 +2265,7 @@ def secret_paths() -> list[Path]:
         here = Path(root)
         if ".git" in dirs and (here / ".git" / "config").is_file():
             found.append(here / ".git" / "config")
+            found += submodule_configs(here / ".git" / "modules")
         found += [here / n for n in [*dirs, *files] if n == ".env" or n.startswith(".env.")]
         dirs[:] = [d for d in dirs if not is_ignored_name(d)]
     # A symlinked secret is left alone: bwrap would mount over the link's
@@ -2267,6 +2273,15 @@ def secret_paths() -> list[Path]:
     # is hidden anyway when it is in home, or a secret of its own, or it is a
     # file the command could read by its real name.
     return [path for path in found if not path.is_symlink()]
+
+
+def submodule_configs(modules: Path) -> list[Path]:
+    """The configs of submodules (.git/modules/<name>/config, nested too): their
+    remote URLs may carry tokens, as the main config's may."""
+    if modules.is_symlink() or not modules.is_dir():
+        return []
+    return [config for config in modules.rglob("config")
+            if config.is_file() and (config.parent / "HEAD").is_file()]
 
 
 def bwrap_argv(command: str) -> list[str]:
@@ -2295,7 +2310,7 @@ def bwrap_argv(command: str) -> list[str]:
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     argv += git_pins()
     for secret in secret_paths():
-        if secret.name == "config" and secret.parent.name == ".git":
+        if secret.name == "config" and ".git" in secret.parts:
             source = denied["empty"]
         else:
             source = denied["dir"] if secret.is_dir() else denied["file"]

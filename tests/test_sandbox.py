@@ -10,6 +10,7 @@ folder, removed afterwards; the network test only uses a socket on 127.0.0.1.
 import contextlib
 import io
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -82,9 +83,10 @@ def test_bwrap_argv_policy(ws):
     write(ws, {**SECRETS, "node_modules/pkg/.env": "x\n", ".venv/.env": "x\n", "src/app.py": ""})
     argv = kesi.bwrap_argv("echo hi")
     assert argv[0] == "bwrap" and argv[-3:] == [kesi.SHELL_PATH, "-c", "echo hi"]
-    for flag in ("--die-with-parent", "--unshare-net", "--cap-drop"):
+    for flag in ("--die-with-parent", "--unshare-net", "--unshare-pid", "--cap-drop"):
         assert flag in argv
     triples, twos = pairs(argv), list(zip(argv, argv[1:]))
+    assert ("--ro-bind", "/proc/sys", "/proc/sys") in triples and ("--tmpfs", "/run") in twos
     assert ("--ro-bind", "/", "/") in triples
     assert ("--tmpfs", "/tmp") in twos and ("--tmpfs", str(kesi.HOME_DIR)) in twos
     assert ("--bind", str(ws), str(ws)) in triples and ("--chdir", str(ws)) in twos
@@ -248,6 +250,17 @@ def test_seatbelt_profile_takes_paths_only_as_parameters(ws):
     assert lines.index("(deny file-write*)") < next(i for i, l in enumerate(lines) if l.startswith("(allow file-write*"))
     assert "(deny network*)" in lines and "(allow file-read-metadata)" in lines
     assert lines[-1].startswith("(deny file-read* file-write* (regex")
+
+
+def test_seatbelt_profile_protects_git_control_files(ws):
+    profile, _ = kesi.seatbelt_spec()
+    line = next(l for l in profile.splitlines() if l.startswith("(deny file-write* (regex") and ".git" in l)
+    pattern = re.compile(re.escape(str(ws)) + line.split('"')[-2].replace("\\\\", "\\"))
+    for rel in (".git", ".git/hooks", ".git/hooks/pre-commit", ".git/config", ".git/commondir",
+                ".git/config.worktree"):
+        assert pattern.match(f"{ws}/{rel}"), rel
+    for rel in (".git/index", ".git/objects/ab/cdef", ".git/refs/heads/main", ".git/HEAD", ".gitignore", "src/.git2"):
+        assert not pattern.match(f"{ws}/{rel}"), rel
 
 
 def test_seatbelt_argv(ws):

@@ -225,3 +225,16 @@ def test_too_many_processes_stop_the_command(box):
 def test_a_parallel_job_below_the_limit_runs(box):
     output, failed = sh("for i in $(seq 40); do sleep 0.3 & done; wait; echo finished")
     assert not failed and "finished" in output, output
+
+
+# --- class 6: masks hold for submodules ---------------------------------------------
+
+def test_submodule_configs_are_masked(box):
+    make_repo(box)
+    for name in ("lib", "nested/deep"):
+        module = box / ".git" / "modules" / name
+        module.mkdir(parents=True)
+        (module / "HEAD").write_text("ref: refs/heads/main\n")
+        (module / "config").write_text("[remote \"origin\"]\n\turl = https://u:ghp_submodule@example.com/r\n")
+    output, _ = sh("cat .git/modules/lib/config .git/modules/nested/deep/config; grep -r ghp_ .git/modules; echo end")
+    assert "ghp_submodule" not in output and "end" in output, output
