@@ -2315,7 +2315,18 @@ def bwrap_argv(command: str) -> list[str]:
         else:
             source = denied["dir"] if secret.is_dir() else denied["file"]
         argv += ["--ro-bind", source, str(secret)]
-    return argv + ["--chdir", str(BASE_DIR), SHELL_PATH, "-c", command]
+    waits = str(round(KILL_GRACE_SECONDS / 0.05))
+    return argv + ["--chdir", str(BASE_DIR), SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, waits]
+
+
+# The pid namespace ends when its first process does, killing all the rest at
+# once. So that background jobs still get the grace period to clean up (TERM,
+# then KILL, as without a sandbox), that first process is this wrapper: it runs
+# the command, TERMs whatever is left ("kill -1": all but itself and init),
+# and waits for them in 0.05 s steps, at most $2 of them.
+GRACE_WRAPPER = ('"$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
+                 'while [ "$i" -lt "$2" ] && kill -0 -1 2>/dev/null; do sleep 0.05; i=$((i + 1)); done; '
+                 'exit "$code"')
 
 
 def runtime_dirs() -> list[str]:
@@ -2420,7 +2431,7 @@ def restore_git_control(before: dict[str, bytes | None] | None) -> list[str]:
 # ============================================================================
 
 MAX_OUTPUT_BYTES = 8000            # what the model sees: head + tail
-MAX_CAPTURE_BYTES = 1_000_000      # what we keep in memory at most
+MAX_CAPTURE_BYTES = 64_000_000     # printed by one command before it is stopped (`yes`)
 KILL_GRACE_SECONDS = 3
 MAX_PROCESSES = 256                # alive at once in one sandboxed command
 PROCESS_CHECK_SECONDS = 0.1
@@ -2498,13 +2509,41 @@ def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
             pass
 
 
-def clip_output(data: bytes) -> str:
-    if len(data) <= MAX_OUTPUT_BYTES:
+class HeadAndTail:
+    """A command's output as the model will see it: the first and the last
+    `keep` bytes, and a count of all of them. Memory stays bounded however
+    much a command prints, and the last line (a test summary) is never lost.
+    drain_output fills it as it would a bytearray."""
+
+    def __init__(self, keep: int):
+        self.keep, self.head, self.tail, self.total = keep, bytearray(), bytearray(), 0
+
+    def __iadd__(self, chunk: bytes):
+        self.total += len(chunk)
+        room = self.keep - len(self.head)
+        self.head += chunk[:max(room, 0)]
+        self.tail += chunk[max(room, 0):]
+        if len(self.tail) > 2 * self.keep:          # trim now and then, not on every chunk
+            del self.tail[:-self.keep]
+        return self
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __bytes__(self) -> bytes:
+        return bytes(self.head + self.tail[-self.keep:])
+
+
+def clip_output(data: bytes, total: int | None = None) -> str:
+    """Head and tail of data; total is how long the whole output was, if
+    data holds only its two ends already."""
+    total = len(data) if total is None else total
+    if total <= MAX_OUTPUT_BYTES:
         return data.decode("utf-8", errors="replace")
     half = MAX_OUTPUT_BYTES // 2
     head = data[:half].decode("utf-8", errors="replace")
     tail = data[-half:].decode("utf-8", errors="replace")
-    return f"{head}\n(... {len(data) - MAX_OUTPUT_BYTES} bytes omitted ...)\n{tail}"
+    return f"{head}\n(... {total - MAX_OUTPUT_BYTES} bytes omitted ...)\n{tail}"
 
 
 # Credential formats masked in command output before the model (and so the
@@ -2554,7 +2593,7 @@ def run_command(command, timeout=None):
                                 stderr=subprocess.STDOUT, start_new_session=True)
     except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
         return f"Error: could not start the command: {exc}", True
-    captured, overflow = bytearray(), threading.Event()
+    captured, overflow = HeadAndTail(MAX_OUTPUT_BYTES // 2), threading.Event()
     git_before = git_control_snapshot()
 
     def on_full():
@@ -2572,7 +2611,7 @@ def run_command(command, timeout=None):
         stop_process_group(proc, grace=0 if ending == "processes" else None)
         proc.wait()
         reader.join(timeout=5)   # a process that left the group may hold the pipe
-    text, failed = describe_command_result(bytes(captured), proc.returncode, ending, overflow.is_set(), limit)
+    text, failed = describe_command_result(captured, proc.returncode, ending, overflow.is_set(), limit)
     restored = restore_git_control(git_before)
     if restored:
         text += (f"\n(KeSi put back {', '.join(restored)}: git's control files run code later, outside "
@@ -2619,9 +2658,9 @@ def processes_in_namespace(namespace: str) -> int:
     return count
 
 
-def describe_command_result(data: bytes, code: int, ending: str, overflow: bool, limit) -> tuple[str, bool]:
-    text = mask_credentials(clip_output(data)) if data else "(no output)"
-    if data and not text.endswith("\n"):
+def describe_command_result(data: "HeadAndTail", code: int, ending: str, overflow: bool, limit) -> tuple[str, bool]:
+    text = mask_credentials(clip_output(bytes(data), len(data))) if len(data) else "(no output)"
+    if len(data) and not text.endswith("\n"):
         text += "\n"
     if overflow:
         text += f"(output exceeded {MAX_CAPTURE_BYTES} bytes; the command was stopped)"
