@@ -2452,13 +2452,21 @@ def stop_process_group(proc, grace: float | None = None) -> None:
     except OSError:
         return
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        proc.poll()                   # reap sh so only live members keep the group
-        if not group_alive(proc.pid):
-            return
-        time.sleep(0.05)
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        while time.monotonic() < deadline:
+            proc.poll()               # reap sh so only live members keep the group
+            if not group_alive(proc.pid):
+                return
+            time.sleep(0.05)
+    except KeyboardInterrupt:         # a second Ctrl-C: no more patience, KILL now
+        kill_group(proc.pid)
+        raise
+    kill_group(proc.pid)
+
+
+def kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
     except OSError:
         pass
 

@@ -264,6 +264,31 @@ def test_ctrl_c_propagates_and_the_group_is_stopped(shell, monkeypatch):
     assert not alive("sleep 31.18") and not alive("sleep 31.19")
 
 
+def test_a_second_ctrl_c_during_the_grace_kills_at_once(shell, monkeypatch):
+    # The command ignores TERM, so the first Ctrl-C starts the grace period;
+    # the second, impatient one must end it with KILL, not leave it running.
+    monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 20)
+    RecordingPopen.started = []
+    monkeypatch.setattr(kesi.subprocess, "Popen", RecordingPopen)
+    timers = [threading.Timer(t, os.kill, (os.getpid(), signal.SIGINT)) for t in (0.4, 1.2)]
+    for timer in timers:
+        timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            kesi.run_command("trap '' TERM INT; sleep 31.21 & trap '' TERM INT; sleep 31.22", timeout=60)
+    finally:
+        for timer in timers:
+            timer.cancel()
+    assert time.monotonic() - started < 15          # far below the 20 s grace
+    (proc,) = RecordingPopen.started
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while (alive("sleep 31.21") or alive("sleep 31.22")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive("sleep 31.21") and not alive("sleep 31.22")
+
+
 def test_call_tool_lets_ctrl_c_through_but_turns_errors_into_results(plain, monkeypatch):
     def interrupted(command, timeout=None):
         raise KeyboardInterrupt
