@@ -2255,24 +2255,46 @@ def denied_sources() -> dict[str, str]:
 
 
 def secret_paths() -> list[Path]:
-    """Existing .env, .env.* and .git/config files in the workspace, any depth.
+    """Existing .env, .env.* (any case) and .git/config files in the
+    workspace, any depth.
 
-    Dependency and cache folders are not descended: they are big, and
-    secrets do not live there.
+    Dependency and cache folders are walked by rg, which is many times
+    faster than os.walk in a node_modules of 50,000 files (a package can
+    ship a .env of its own); the rest of the tree is walked here.
     """
-    found = []
+    found, skipped = [], []
     for root, dirs, files in os.walk(BASE_DIR):
         here = Path(root)
         if ".git" in dirs and (here / ".git" / "config").is_file():
             found.append(here / ".git" / "config")
             found += submodule_configs(here / ".git" / "modules")
-        found += [here / n for n in [*dirs, *files] if n == ".env" or n.startswith(".env.")]
+        found += [here / n for n in [*dirs, *files] if is_env_name(n)]
+        skipped += [here / d for d in dirs if is_ignored_name(d) and d != ".git" and not is_env_name(d)]
         dirs[:] = [d for d in dirs if not is_ignored_name(d)]
+    found += env_files_below(skipped)
     # A symlinked secret is left alone: bwrap would mount over the link's
     # target (or fail on a dangling one, breaking every command). The target
     # is hidden anyway when it is in home, or a secret of its own, or it is a
     # file the command could read by its real name.
     return [path for path in found if not path.is_symlink()]
+
+
+def is_env_name(name: str) -> bool:
+    lower = name.lower()
+    return lower == ".env" or lower.startswith(".env.")
+
+
+def env_files_below(folders: list[Path]) -> list[Path]:
+    """.env files anywhere below these folders, found by rg (links not followed)."""
+    if not folders or RG_PATH is None:
+        return []
+    argv = [RG_PATH, "--no-config", "--files", "--hidden", "--no-ignore", "--null",
+            "--iglob", ".env", "--iglob", ".env.*", "--", *map(str, folders)]
+    try:
+        listed = subprocess.run(argv, capture_output=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [Path(os.fsdecode(p)) for p in listed.split(b"\0") if p]
 
 
 def submodule_configs(modules: Path) -> list[Path]:

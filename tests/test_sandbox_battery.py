@@ -238,3 +238,12 @@ def test_submodule_configs_are_masked(box):
         (module / "config").write_text("[remote \"origin\"]\n\turl = https://u:ghp_submodule@example.com/r\n")
     output, _ = sh("cat .git/modules/lib/config .git/modules/nested/deep/config; grep -r ghp_ .git/modules; echo end")
     assert "ghp_submodule" not in output and "end" in output, output
+
+
+@pytest.mark.parametrize("rel", ["node_modules/pkg/.env", "node_modules/a/b/c/.env.local", ".venv/lib/.ENV",
+                                 "cfg/.ENV", "deep/x/.Env.production", "build/cache/.env"])
+def test_env_files_are_masked_at_any_depth_and_in_any_case(box, rel):
+    (box / rel).parent.mkdir(parents=True, exist_ok=True)
+    (box / rel).write_text("CANARY_SECRET=tok-e2f1\n")
+    output, _ = sh(f"cat '{rel}'; grep -r tok-e2f1 . 2>/dev/null; echo end")
+    assert "tok-e2f1" not in output and "end" in output, output
