@@ -2269,7 +2269,9 @@ def secret_paths() -> list[Path]:
             found.append(here / ".git" / "config")
             found += submodule_configs(here / ".git" / "modules")
         found += [here / n for n in [*dirs, *files] if is_env_name(n)]
-        skipped += [here / d for d in dirs if is_ignored_name(d) and d != ".git" and not is_env_name(d)]
+        # .git has its own rule above; .kesi holds only what KeSi writes.
+        skipped += [here / d for d in dirs
+                    if is_ignored_name(d) and d not in (".git", ".kesi") and not is_env_name(d)]
         dirs[:] = [d for d in dirs if not is_ignored_name(d)]
     found += env_files_below(skipped)
     # A symlinked secret is left alone: bwrap would mount over the link's
