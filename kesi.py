@@ -2339,17 +2339,18 @@ def bwrap_argv(command: str) -> list[str]:
         else:
             source = denied["dir"] if secret.is_dir() else denied["file"]
         argv += ["--ro-bind", source, str(secret)]
-    waits = str(round(KILL_GRACE_SECONDS / 0.05))
-    return argv + ["--chdir", str(BASE_DIR), SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, waits]
+    steps = str(round(KILL_GRACE_SECONDS / GRACE_STEP_SECONDS))
+    return argv + ["--chdir", str(BASE_DIR), SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, steps,
+                   str(GRACE_STEP_SECONDS)]
 
 
 # The pid namespace ends when its first process does, killing all the rest at
 # once. So that background jobs still get the grace period to clean up (TERM,
 # then KILL, as without a sandbox), that first process is this wrapper: it runs
 # the command, TERMs whatever is left ("kill -1": all but itself and init),
-# and waits for them in 0.05 s steps, at most $2 of them.
+# and waits for them: at most $2 steps of $3 seconds (GRACE_STEP_SECONDS).
 GRACE_WRAPPER = ('"$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
-                 'while [ "$i" -lt "$2" ] && kill -0 -1 2>/dev/null; do sleep 0.05; i=$((i + 1)); done; '
+                 'while [ "$i" -lt "$2" ] && kill -0 -1 2>/dev/null; do sleep "$3"; i=$((i + 1)); done; '
                  'exit "$code"')
 
 
@@ -2457,6 +2458,7 @@ def restore_git_control(before: dict[str, bytes | None] | None) -> list[str]:
 MAX_OUTPUT_BYTES = 8000            # what the model sees: head + tail
 MAX_CAPTURE_BYTES = 64_000_000     # printed by one command before it is stopped (`yes`)
 KILL_GRACE_SECONDS = 3
+GRACE_STEP_SECONDS = 0.05          # how often the grace wait looks again
 MAX_PROCESSES = 256                # alive at once in one sandboxed command
 PROCESS_CHECK_SECONDS = 0.1
 SANDBOX_SYMPTOMS = ("Operation not permitted", "Permission denied", "Read-only file system",
@@ -2481,7 +2483,7 @@ def stop_process_group(proc, grace: float | None = None) -> None:
             proc.poll()               # reap sh so only live members keep the group
             if not group_alive(proc.pid):
                 return
-            time.sleep(0.05)
+            time.sleep(GRACE_STEP_SECONDS)
     except KeyboardInterrupt:         # a second Ctrl-C: no more patience, KILL now
         kill_group(proc.pid)
         raise
@@ -2681,12 +2683,13 @@ def pid_namespace_of_child(pid: int) -> str | None:
 def processes_in_namespace(namespace: str) -> int:
     """How many processes live in it, counting no further than MAX_PROCESSES + 1."""
     count = 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                count += os.readlink(f"/proc/{entry.name}/ns/pid") == namespace
-            if count > MAX_PROCESSES:
-                break
+    with os.scandir("/proc") as entries:      # closed at once, also when we stop early
+        for entry in entries:
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    count += os.readlink(f"/proc/{entry.name}/ns/pid") == namespace
+                if count > MAX_PROCESSES:
+                    break
     return count
 
 
