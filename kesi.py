@@ -10,12 +10,12 @@ it answers in plain text. Everything else in this file is there to make that
 loop safe (a path jail, permission prompts, an OS sandbox) and affordable
 (streaming, a cost meter, prompt caching, context management).
 
-Sections follow the way data flows:
-  1. config          6. sandbox          10. todo, sub-agent, the tool table
-  2. paths / jail    7. run_command      11. context management
-  3. file tools      8. model API        12. sessions
-  4. search tools    9. agent loop       13. REPL and command line
-  5. permissions
+Sections follow the way data flows (each tool's spec sits beside its function):
+  1. config          6. sandbox               11. todo, sub-agent, the tool table
+  2. paths / jail    7. run_command           12. sessions
+  3. file tools      8. model API             13. REPL and command line
+  4. search tools    9. context management
+  5. permissions    10. agent loop
 
 Run it:   uv run kesi.py            (needs ANTHROPIC_API_KEY, env or .env)
 Headless: uv run kesi.py -p "explain what this project does"
@@ -27,8 +27,9 @@ import argparse
 import atexit
 import codecs
 import contextlib
-import difflib
 import datetime
+import difflib
+import functools
 import hashlib
 import importlib
 import inspect
@@ -212,6 +213,9 @@ def pass_env_names(raw: str) -> frozenset:
     return names
 
 
+USAGE_KEYS = ("input", "output", "cache_write", "cache_read")   # the token kinds a price names
+
+
 def price_override(raw: str) -> dict[str, float]:
     try:
         custom = json.loads(raw)
@@ -234,7 +238,6 @@ def apply_settings(settings: Settings) -> None:
     MAX_RETRIES, PRICE_OVERRIDE, PASS_ENV = settings.max_retries, settings.prices, settings.pass_env
     SANDBOX_SETTING = settings.sandbox
     SANDBOX_DISABLED = settings.sandbox == "off"
-    _sandbox_kind.clear()             # probe again under the new setting
 
 
 # The globals the rest of the file reads: the defaults until main() applies
@@ -260,6 +263,10 @@ def utf8_safe(text: str) -> str:
     """Lone surrogates (a non-UTF-8 file name, an odd terminal) become \\udcxx
     escapes: neither a UTF-8 terminal nor a JSON request can carry them."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def ui(text: str = "", end: str = "\n") -> None:
@@ -559,6 +566,41 @@ def check_readable(file_path, verb: str = "read"):
         return None, f"Error: could not read {file_path}: {exc.strerror or exc}"
 
 
+# --- how a tool is described to the model -------------------------------------
+# Each tool below has its spec (name, description, JSON schema: what the model
+# sees) right above its function (what runs). The tool table in section 11
+# lists them both.
+
+def spec(name: str, description: str, properties: dict, required: list[str]) -> dict:
+    return {"name": name, "description": description, "strict": True,
+            "input_schema": {"type": "object", "properties": properties,
+                             "required": required, "additionalProperties": False}}
+
+
+def string(description: str) -> dict:
+    return {"type": "string", "description": description}
+
+
+def integer(description: str) -> dict:
+    return {"type": "integer", "description": description}
+
+
+def boolean(description: str) -> dict:
+    return {"type": "boolean", "description": description}
+
+
+READ_FILE_SPEC = spec(
+    "read_file",
+    "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not "
+    f"part of the file. Returns up to {MAX_READ_LINES} lines; use offset and limit for more. "
+    "A view marked PARTIAL is not a full read for write_file. Binary files and hidden "
+    "names are refused. Read before you edit.",
+    {"file_path": string("Relative path."),
+     "offset": integer("First line, 1-based."),
+     "limit": integer("Number of lines.")},
+    ["file_path"])
+
+
 def read_file(file_path, offset=None, limit=None):
     # Any read attempt, even a failed one, forgets the old version: the model
     # must have seen the current bytes before it may overwrite them.
@@ -690,6 +732,13 @@ def shown_line(text: str, dropped: bool) -> tuple[str, bool, bool]:
         return text[:MAX_LINE_CHARS] + " [... line cut]", crlf, True
     return text, crlf, False
 
+
+LIST_FILES_SPEC = spec(
+    "list_files",
+    "List one directory, one level deep; folder names end with /. Hidden names are left "
+    f"out; at most {MAX_LIST_FILES} entries.",
+    {"path": string("Relative directory; omit for the working directory.")},
+    [])
 
 
 def list_files(path="."):
@@ -848,6 +897,14 @@ def folder_entries(folder_fd: int) -> list[os.DirEntry]:
         return []
 
 
+GLOB_SPEC = spec(
+    "glob",
+    "Find files by path pattern: *.py (top level), **/*.py (any depth), src/**/test_*.ts. "
+    f"Relative paths sorted by name, folders end with /, at most {MAX_LIST_FILES}.",
+    {"pattern": string("Glob pattern, relative.")},
+    ["pattern"])
+
+
 def glob_files(pattern):
     """The glob tool. It walks the tree itself (walk_tree) so it can prune
     ignored folders instead of scanning node_modules and filtering afterwards."""
@@ -908,6 +965,12 @@ def find_unique(content: str, old: str) -> tuple[int, str | None]:
     return first, None
 
 
+def diff_lines(old: str, new: str) -> str:
+    """The whole unified diff of a change (one line of context)."""
+    return "\n".join(line for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1)
+                     if not line.startswith(("---", "+++")))
+
+
 @dataclass
 class Edit:
     """An edit worked out but not yet written: what edit_file will do."""
@@ -959,6 +1022,19 @@ def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edi
             return None, error
         count, updated = 1, content[:first] + new_string + content[first + len(old_string):]
     return Edit(file_path, target, data, content, updated, first, count), None
+
+
+EDIT_FILE_SPEC = spec(
+    "edit_file",
+    "Replace old_string with new_string in an existing text file you have read. "
+    "old_string must match exactly (whitespace included, without the line-number prefix) "
+    "and occur once unless replace_all is true; add surrounding lines to make it unique. "
+    "Prefer this to write_file for partial changes.",
+    {"file_path": string("Relative path."),
+     "old_string": string("Exact text to replace; non-empty."),
+     "new_string": string("Replacement; empty deletes."),
+     "replace_all": boolean("Replace every occurrence.")},
+    ["file_path", "old_string", "new_string"])
 
 
 def edit_file(file_path, old_string, new_string, replace_all=False):
@@ -1054,6 +1130,15 @@ class Write:
     @property
     def diff(self) -> str:
         return diff_lines(self.old, self.data.decode("utf-8"))
+
+
+WRITE_FILE_SPEC = spec(
+    "write_file",
+    "Create a UTF-8 text file (missing folders too) or replace a whole file. Overwriting "
+    "needs a full read_file first and is refused if the file changed since.",
+    {"file_path": string("Relative path."),
+     "content": string("The complete text.")},
+    ["file_path", "content"])
 
 
 def write_file(file_path, content):
@@ -1207,6 +1292,17 @@ def grep_argv(pattern: str, glob: str | None, ignore_case: bool, where: str) -> 
     return argv + ["--", pattern, where]
 
 
+GREP_SPEC = spec(
+    "grep",
+    "Search file contents with ripgrep (Rust regex, no look-around). Returns path:line:text, "
+    f"at most {MAX_SEARCH_LINES} lines; hidden names are skipped.",
+    {"pattern": string("Text or regular expression."),
+     "path": string("Relative file or folder; omit for everything."),
+     "glob": string("Only files matching this glob, e.g. *.py."),
+     "ignore_case": boolean("Ignore case.")},
+    ["pattern"])
+
+
 def grep(pattern, path=".", glob=None, ignore_case=False):
     if not isinstance(pattern, str) or not pattern:
         return "Error: pattern must be a non-empty string (text or a regular expression).", True
@@ -1291,7 +1387,7 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
 
     def on_timeout():
         fired.set()
-        stop_process_group(proc, grace=0)
+        stop_process_group(proc, 0)
 
     timer = threading.Timer(GREP_TIMEOUT, on_timeout)
     timer.start()
@@ -1311,13 +1407,97 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
                 break
     finally:
         timer.cancel()
-        stop_process_group(proc, grace=0)
+        stop_process_group(proc, 0)
         proc.wait()
         reader.join()
         proc.stdout.close()
     if fired.is_set():
         raise subprocess.TimeoutExpired(argv, GREP_TIMEOUT)
     return proc.returncode, lines, total, errors.decode("utf-8", errors="replace")
+
+
+# --- child processes: stopped as a whole group, read without blocking ---------
+# rg here and run_command later both run children this way.
+
+KILL_GRACE_SECONDS = 3             # TERM first, then this long before KILL
+GRACE_STEP_SECONDS = 0.05          # how often the grace wait looks again
+
+
+def stop_process_group(proc, grace: float) -> None:
+    """TERM the command's whole process group, wait up to grace seconds for
+    all of it, then KILL.
+
+    The command runs in its own session (start_new_session), so its pgid is
+    its pid and background jobs it started ('&') are in the same group.
+    """
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + grace
+    try:
+        while time.monotonic() < deadline:
+            proc.poll()               # reap sh so only live members keep the group
+            if not group_alive(proc.pid):
+                return
+            time.sleep(GRACE_STEP_SECONDS)
+    except KeyboardInterrupt:         # a second Ctrl-C: no more patience, KILL now
+        kill_group(proc.pid)
+        raise
+    kill_group(proc.pid)
+
+
+def kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def group_alive(pgid: int) -> bool:
+    """Is any member of the process group still running?
+
+    killpg(pgid, 0) also succeeds for zombies: a killed background job is
+    reparented to PID 1, which may take seconds to reap it. Where /proc
+    exists, zombies are therefore not counted.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except OSError:
+        return False
+    if not os.path.isdir("/proc"):
+        return True
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _ppid, group = stat_file.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, IndexError, ValueError):
+            continue              # the process ended while we looked
+        if int(group) == pgid and state != "Z":
+            return True
+    return False
+
+
+def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
+    """Read a pipe until EOF, keeping at most cap bytes.
+
+    A reader thread is needed because a full pipe (about 64 KB) blocks the
+    child forever. read1 returns what is there now, so output printed before
+    a background job holds the pipe open is not lost.
+    """
+    try:
+        while chunk := pipe.read1(65536):
+            room = cap - len(captured)
+            captured += chunk[:max(room, 0)]
+            if len(chunk) > room and on_full is not None:
+                on_full()
+                return
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
 
 
 # ============================================================================
@@ -2021,12 +2201,6 @@ def check_command_permission(command) -> tuple[bool, str | None]:
     return (True, None) if allowed else refuse("refused; not run", USER_REFUSED)
 
 
-def diff_lines(old: str, new: str) -> str:
-    """The whole unified diff of a change (one line of context)."""
-    return "\n".join(line for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1)
-                     if not line.startswith(("---", "+++")))
-
-
 # ============================================================================
 # 6. Sandbox: a second wall around run_command
 # ============================================================================
@@ -2047,19 +2221,15 @@ TOOLCHAIN_DIRS = [".local", ".cargo", ".rustup", ".bun", ".deno", ".volta", ".py
                   ".pnpm", ".cache/uv", ".cache/pip"]
 SECRET_PATH = r"(\.env(\.[^/]*)?|\.git/config)"
 GIT_CONTROL_PATH = r"\.git(/hooks(/.*)?|/config|/commondir|/config\.worktree)?"
-_sandbox_kind: list = []      # cached probe result
 
 
 def sandbox_kind() -> str | None:
-    """'seatbelt', 'bubblewrap' or None, probed once."""
-    if not _sandbox_kind:
-        _sandbox_kind.append(probe_sandbox())
-    return _sandbox_kind[0]
+    """'seatbelt', 'bubblewrap' or None (off, or nothing usable here)."""
+    return None if SANDBOX_DISABLED else probe_sandbox()
 
 
+@functools.cache                 # what the machine offers does not change while KeSi runs
 def probe_sandbox() -> str | None:
-    if SANDBOX_DISABLED:
-        return None
     if sys.platform == "darwin" and os.access(SANDBOX_EXEC, os.X_OK):
         return "seatbelt"
     bwrap = shutil.which("bwrap")
@@ -2089,7 +2259,7 @@ def sandbox_state() -> str:
     return "useless" if sandbox_would_be_useless() else "on"
 
 
-def sandbox_summary() -> str:
+def sandbox_status() -> str:
     tool = {"seatbelt": SANDBOX_EXEC, "bubblewrap": "bubblewrap"}.get(sandbox_kind())
     return {
         "on": f"on ({tool})",
@@ -2188,7 +2358,7 @@ def toolchain_secrets() -> list[str]:
 def shell_argv(command: str) -> list[str]:
     kind = sandbox_kind()
     if kind == "seatbelt":
-        profile, params = seatbelt_spec()
+        profile, params = sandbox_spec()
         defines = [arg for name, value in params for arg in ("-D", f"{name}={value}")]
         return [SANDBOX_EXEC, *defines, "-p", profile, SHELL_PATH, "-c", command]
     if kind == "bubblewrap":
@@ -2196,7 +2366,7 @@ def shell_argv(command: str) -> list[str]:
     return [SHELL_PATH, "-c", command]
 
 
-def seatbelt_spec() -> tuple[str, list[tuple[str, str]]]:
+def sandbox_spec() -> tuple[str, list[tuple[str, str]]]:
     """The macOS profile and its parameters.
 
     Paths enter only through -D parameters, never pasted into the profile
@@ -2457,90 +2627,10 @@ def restore_git_control(before: dict[str, bytes | None] | None) -> list[str]:
 
 MAX_OUTPUT_BYTES = 8000            # what the model sees: head + tail
 MAX_CAPTURE_BYTES = 64_000_000     # printed by one command before it is stopped (`yes`)
-KILL_GRACE_SECONDS = 3
-GRACE_STEP_SECONDS = 0.05          # how often the grace wait looks again
 MAX_PROCESSES = 256                # alive at once in one sandboxed command
 PROCESS_CHECK_SECONDS = 0.1
 SANDBOX_SYMPTOMS = ("Operation not permitted", "Permission denied", "Read-only file system",
                     "Could not resolve host", "Network is unreachable", "Temporary failure in name resolution")
-
-
-def stop_process_group(proc, grace: float | None = None) -> None:
-    """TERM the command's whole process group, wait for all of it, then KILL.
-
-    The command runs in its own session (start_new_session), so its pgid is
-    its pid and background jobs it started ('&') are in the same group.
-    grace defaults to KILL_GRACE_SECONDS as it is at call time.
-    """
-    grace = KILL_GRACE_SECONDS if grace is None else grace
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except OSError:
-        return
-    deadline = time.monotonic() + grace
-    try:
-        while time.monotonic() < deadline:
-            proc.poll()               # reap sh so only live members keep the group
-            if not group_alive(proc.pid):
-                return
-            time.sleep(GRACE_STEP_SECONDS)
-    except KeyboardInterrupt:         # a second Ctrl-C: no more patience, KILL now
-        kill_group(proc.pid)
-        raise
-    kill_group(proc.pid)
-
-
-def kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except OSError:
-        pass
-
-
-def group_alive(pgid: int) -> bool:
-    """Is any member of the process group still running?
-
-    killpg(pgid, 0) also succeeds for zombies: a killed background job is
-    reparented to PID 1, which may take seconds to reap it. Where /proc
-    exists, zombies are therefore not counted.
-    """
-    try:
-        os.killpg(pgid, 0)
-    except OSError:
-        return False
-    if not os.path.isdir("/proc"):
-        return True
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            state, _ppid, group = stat_file.read_text().rsplit(")", 1)[1].split()[:3]
-        except (OSError, IndexError, ValueError):
-            continue              # the process ended while we looked
-        if int(group) == pgid and state != "Z":
-            return True
-    return False
-
-
-def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
-    """Read a pipe until EOF, keeping at most cap bytes.
-
-    A reader thread is needed because a full pipe (about 64 KB) blocks the
-    child forever. read1 returns what is there now, so output printed before
-    a background job holds the pipe open is not lost.
-    """
-    try:
-        while chunk := pipe.read1(65536):
-            room = cap - len(captured)
-            captured += chunk[:max(room, 0)]
-            if len(chunk) > room and on_full is not None:
-                on_full()
-                return
-    except (OSError, ValueError):
-        pass
-    finally:
-        try:
-            pipe.close()
-        except OSError:
-            pass
 
 
 class HeadAndTail:
@@ -2614,6 +2704,18 @@ def mask_credentials(text: str) -> str:
     return text
 
 
+RUN_COMMAND_SPEC = spec(
+    "run_command",
+    "Run a command line with /bin/sh in the working directory; returns stdout and stderr "
+    "combined, and the exit code. For tests, builds, linters and git. No input (interactive "
+    "programs fail); stopped at its timeout; long output keeps head and tail. Each call is a "
+    "fresh shell (cd and variables do not persist: `cd sub && make`); background jobs are "
+    "stopped at the end. Use the file tools, not cat/sed/echo, on files.",
+    {"command": string("The shell command, e.g. python -m pytest -q"),
+     "timeout": integer("Seconds; only lower than the default.")},
+    ["command"])
+
+
 def run_command(command, timeout=None):
     if not isinstance(command, str) or not command.strip():
         return "Error: command must not be empty.", True
@@ -2632,7 +2734,7 @@ def run_command(command, timeout=None):
 
     def on_full():
         overflow.set()
-        stop_process_group(proc)
+        stop_process_group(proc, KILL_GRACE_SECONDS)
 
     reader = threading.Thread(target=drain_output, daemon=True,
                               args=(proc.stdout, captured, MAX_CAPTURE_BYTES, on_full))
@@ -2642,7 +2744,7 @@ def run_command(command, timeout=None):
         ending = wait_for_command(proc, limit)
     finally:
         # Always, even after a normal exit: no background job outlives the call.
-        stop_process_group(proc, grace=0 if ending == "processes" else None)
+        stop_process_group(proc, 0 if ending == "processes" else KILL_GRACE_SECONDS)
         proc.wait()
         reader.join(timeout=5)   # a process that left the group may hold the pipe
     text, failed = describe_command_result(captured, proc.returncode, ending, overflow.is_set(), limit)
@@ -2911,16 +3013,17 @@ def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
 
 
 def fixed_prefix_tokens(tools: list[dict], system: list[dict]) -> int:
-    return (tools_chars(tuple(t["name"] for t in tools)) + sum(len(b["text"]) for b in system)) // 4
+    return (tools_chars(tools) + sum(len(b["text"]) for b in system)) // 4
 
 
 _TOOLS_CHARS: dict[tuple, int] = {}
 
 
-def tools_chars(names: tuple) -> int:
-    """Size of the tool specs sent for these names; they never change while KeSi runs."""
+def tools_chars(tools: list[dict]) -> int:
+    """Size of these tool specs as sent; they never change while KeSi runs."""
+    names = tuple(t["name"] for t in tools)
     if names not in _TOOLS_CHARS:
-        _TOOLS_CHARS[names] = json_chars([t for t in TOOLS if t["name"] in names])
+        _TOOLS_CHARS[names] = json_chars(tools)
     return _TOOLS_CHARS[names]
 
 
@@ -2961,6 +3064,7 @@ def block_to_dict(block) -> dict:
 
 
 def block_type(block) -> str | None:
+    """Journal blocks are dicts here; the series appends the SDK's objects as they come."""
     return block.get("type") if isinstance(block, dict) else getattr(block, "type", None)
 
 
@@ -2998,7 +3102,6 @@ PRICES = {
 # Haiku 5.5 bills every token of a request 5x once its prompt passes 100k tokens.
 LONG_PROMPT_PRICES = {"claude-haiku-5-5": (100_000, 5.0)}
 PRICE_KEYS = ("input", "output", "cache_write", "cache_write_1h", "cache_read")
-USAGE_KEYS = ("input", "output", "cache_write", "cache_read")
 
 
 def price_for(model: str, prompt_tokens: int = 0) -> dict[str, float] | None:
@@ -3244,7 +3347,181 @@ def say(message: str, agent=None) -> str:
 
 
 # ============================================================================
-# 9. The agent loop
+# 9. Context management: clear old tool results, then compact
+# ============================================================================
+# The API is stateless: the whole journal is re-sent (and paid for) on every
+# request. Old tool output is the cheapest thing to drop: the model can run
+# the tool again. Only when that is not enough is the history summarised.
+
+CLEAR_RESULTS_AT = 0.5       # share of the context window that triggers clearing
+COMPACT_AT = 0.8             # share that triggers automatic compaction
+KEEP_RECENT_RESULTS = 4      # the newest tool results always stay whole
+MIN_CLEARABLE_CHARS = 500
+CLEARED_RESULT = "[old tool result cleared to save context; run the tool again if you need it]"
+COMPACT_PROMPT = ("Summarise our conversation so far so that it can replace the history. Do not call "
+                  "any tool: answer with the summary only. Keep: "
+                  "the user's goals and instructions, decisions made, files read or changed (with "
+                  "paths), commands run and their outcome, open problems and the next step. Be "
+                  "concise; write it for yourself, not for the user.")
+COMPACT_INTRO = "This conversation was compacted. Summary of what happened before:\n\n"
+
+
+@dataclass
+class SizeMark:
+    """The size in tokens of an agent's request for history[:length]: the
+    API's own count once the response arrived, an estimate before that."""
+    history: list
+    length: int
+    last: dict | None          # history[length - 1] then: a rewritten journal is noticed
+    tokens: int
+
+    def fits(self, history: list[dict]) -> bool:
+        return (history is self.history and len(history) >= self.length
+                and (self.length == 0 or history[self.length - 1] is self.last))
+
+
+def estimate_tokens(history: list[dict], agent: Agent | None = None) -> int:
+    """A cheap local estimate (about four characters a token) of a request:
+    the messages, plus tools and rules when agent is given. It starts from
+    the agent's last request when the journal has only grown since, so it
+    costs O(new messages), not O(history)."""
+    mark = agent.size_mark if agent is not None else None
+    if mark is not None and mark.fits(history):
+        return mark.tokens + json_chars(history[mark.length:]) // 4
+    size = json_chars(history)
+    if agent is not None:
+        size += tools_chars(agent.tools()) + len(agent.rules) + 1000
+    return size // 4
+
+
+def json_chars(messages: list[dict]) -> int:
+    # ensure_ascii: a CJK character becomes a 6-character escape, close to
+    # its real cost of one to two tokens; raw it would count as a quarter.
+    return len(json.dumps(messages, default=str, separators=(",", ":")))
+
+
+def mark_request_size(agent: Agent, history: list[dict], tokens: int) -> None:
+    agent.size_mark = SizeMark(history, len(history), history[-1] if history else None, tokens)
+
+
+def note_request_size(agent: Agent, usage) -> None:
+    """Replace the estimate of the request just answered by the API's count."""
+    get = (usage.get if isinstance(usage, dict) else lambda k, d=0: getattr(usage, k, d))
+    counted = sum(get(k, 0) or 0 for k in ("input_tokens", "cache_creation_input_tokens",
+                                           "cache_read_input_tokens"))
+    if agent.size_mark is not None and counted > 0:
+        agent.size_mark.tokens = counted
+
+
+def clear_old_tool_results(history: list[dict]) -> int:
+    """Replace all but the newest tool results, when large, with a stub."""
+    results = [block for message in history if message["role"] == "user"
+               and isinstance(message["content"], list)
+               for block in message["content"] if block_type(block) == "tool_result"]
+    reads = {b.get("id"): b.get("input") for m in history if m["role"] == "assistant"
+             and isinstance(m["content"], list) for b in m["content"]
+             if block_type(b) == "tool_use" and b.get("name") == "read_file"}
+    cleared = 0
+    for block in results[:-KEEP_RECENT_RESULTS] if KEEP_RECENT_RESULTS else results:
+        content = block.get("content")
+        if isinstance(content, str) and len(content) >= MIN_CLEARABLE_CHARS:
+            block["content"] = CLEARED_RESULT
+            cleared += 1
+            read = reads.get(block.get("tool_use_id"))
+            if isinstance(read, dict):   # the model no longer sees that file: no overwrite from memory
+                READ_VERSIONS.pop(safe_write_path(read.get("file_path")), None)
+    return cleared
+
+
+def manage_context(client, history: list[dict], agent: Agent) -> None:
+    if estimate_tokens(history, agent) < CLEAR_RESULTS_AT * CONTEXT_WINDOW:
+        return
+    cleared = clear_old_tool_results(history)
+    if cleared:
+        agent.size_mark = None   # results changed in place: estimate the whole journal again
+        ui(f"  (context: cleared {cleared} old tool result{'s' * (cleared != 1)})")
+    if estimate_tokens(history, agent) >= COMPACT_AT * CONTEXT_WINDOW:
+        ui("  (context: nearly full, compacting the conversation)")
+        compact_history(client, history)
+
+
+def compact_history(client, history: list[dict], focus: str | None = None) -> bool:
+    """Summarise the journal with the model and replace it with the summary.
+
+    Never raises (Ctrl-C included): on any failure the history is kept as it
+    was. A new user prompt at the end is kept as it is; a pending tool round
+    is folded into the summary. The session file keeps the full transcript.
+    """
+    if not history:
+        return False
+    tail = history[-1:] if is_user_prompt(history[-1]) and len(history) > 1 else []
+    past = history[:len(history) - len(tail)]
+    ui("  (compacting the conversation: asking the model for a summary...)")
+    try:
+        summary, problem = ask_for_summary(client, past, focus)
+    except KeyboardInterrupt:
+        summary, problem = None, "compaction interrupted, history kept"
+    if not summary:
+        ui(f"  ({visible(problem)})")
+        return False
+    if past[-1]["role"] == "user" and not tail:   # mid-task: let the model carry on from the summary
+        history[:] = [{"role": "user", "content": COMPACT_INTRO + summary + "\n\nContinue the task."}]
+    else:
+        history[:] = [{"role": "user", "content": COMPACT_INTRO + summary},
+                      {"role": "assistant", "content": "Understood. I will continue from this summary."}, *tail]
+    READ_VERSIONS.clear()   # the file contents read are gone from the history, as after /reset
+    return True
+
+
+def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | None, str]:
+    """(summary, "") or (None, what went wrong).
+
+    The request is a normal one (same system prompt, tools and tool_choice)
+    with the instruction as the last user message, so it reads the whole
+    conversation from the cache. It streams: a non-streaming request with a
+    large max_tokens is refused by the SDK. An endpoint that answers with a
+    tool call anyway (some ignore the instruction) is asked again without tools.
+    """
+    instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
+    request = request_for(append_user_text(past, instruction), MAIN_AGENT)
+    for attempt in ("with tools", "without tools"):
+        try:
+            message, finished, interrupted = stream_turn(client, request, echo=False)
+        except StreamFailure as failure:
+            return None, f"compaction failed, history kept: {describe_api_error(failure.cause)}"
+        except Exception as exc:
+            return None, f"compaction failed, history kept: {describe_api_error(exc)}"
+        if interrupted:
+            return None, "compaction interrupted, history kept"
+        METER.record(message.usage, label="compact")
+        content = kept_blocks(message.content)
+        summary = text_of(content).strip()
+        if not any(b["type"] == "tool_use" for b in content):
+            return (summary, "") if summary else (None, "compaction returned no summary; history kept")
+        request = {k: v for k, v in request.items() if k != "tools"}
+    return None, "compaction returned a tool call instead of a summary; history kept"
+
+
+def is_user_prompt(message: dict) -> bool:
+    if message["role"] != "user":
+        return False
+    content = message["content"]
+    return isinstance(content, str) or all(block_type(b) == "text" for b in content)
+
+
+def append_user_text(history: list[dict], text: str) -> list[dict]:
+    """A copy of history ending in a user message that carries text."""
+    messages = list(history)
+    if messages and messages[-1]["role"] == "user":
+        messages[-1] = {"role": "user", "content": as_blocks(messages[-1]["content"])
+                        + [{"type": "text", "text": text}]}
+    else:
+        messages.append({"role": "user", "content": text})
+    return messages
+
+
+# ============================================================================
+# 10. The agent loop
 # ============================================================================
 
 TRUNCATED = {"max_tokens": "hit its output limit (max_tokens)",
@@ -3436,10 +3713,6 @@ def describe_call(name: str, tool_input) -> str:
     return visible(shorten(f"{name}({args})", 200))
 
 
-def shorten(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def summarize_result(name: str, output: str, is_error: bool) -> str | None:
     """The one line a person wants to see under a tool call (None: nothing)."""
     lines = output.splitlines() or [""]
@@ -3492,6 +3765,8 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
     agent = agent or MAIN_AGENT
     results, interrupted = [], False
     for block in blocks:
+        if block_type(block) != "tool_use":    # text in the same message needs no result
+            continue
         if interrupted:
             results.append(tool_result(block["id"], SKIPPED_TOOL, True))
             continue
@@ -3530,9 +3805,11 @@ def argument_problem(name: str, tool_input, agent: Agent | None = None) -> str |
     return None
 
 
-def call_tool(name: str, tool_input, agent: Agent | None = None) -> tuple[str, bool]:
-    """The one dispatch point: look the name up in TOOL_FUNCS, check the
-    arguments against the function, and turn every failure into a result."""
+def call_tool(block: dict, agent: Agent | None = None) -> tuple[str, bool]:
+    """Run one tool_use block without asking: look its name up in TOOL_FUNCS,
+    check the arguments against the function, and turn every failure into a
+    result. run_tools adds the permission check in between."""
+    name, tool_input = block.get("name"), block.get("input")
     problem = argument_problem(name, tool_input, agent)
     return (problem, True) if problem else execute(name, tool_input)
 
@@ -3549,7 +3826,7 @@ def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
 
 
 # ============================================================================
-# 10. Tools that live next to the loop, and the tool table
+# 11. Tools that live next to the loop, and the tool table
 # ============================================================================
 
 # --- the todo list: a visible plan for multi-step work -------------------------
@@ -3583,6 +3860,18 @@ def set_todos(todos: list[dict]) -> None:
     TODOS[:] = [{"content": t["content"].strip(), "status": t["status"]} for t in todos]
 
 
+TODO_WRITE_SPEC = spec(
+    "todo_write",
+    "A short visible plan for multi-step work. Send the whole list each time, one item "
+    "in_progress; mark items completed when done. Skip for one-step tasks.",
+    {"todos": {"type": "array", "description": "The full, updated list.",
+               "items": {"type": "object", "additionalProperties": False,
+                         "required": ["content", "status"],
+                         "properties": {"content": string("The step."),
+                                        "status": {"type": "string", "enum": list(TODO_STATES)}}}}},
+    ["todos"])
+
+
 def todo_write(todos):
     problem = todo_problem(todos)
     if problem:
@@ -3613,6 +3902,16 @@ with file paths and line numbers. Your answer is all the main agent will see, so
 needs and nothing else. You cannot change anything."""
 
 
+TASK_SPEC = spec(
+    "task",
+    "Hand a research question to a sub-agent with a fresh context and read-only tools "
+    "(list_files, glob, grep, read_file); only its conclusion comes back. For broad "
+    "questions about a big codebase; do simple lookups yourself.",
+    {"prompt": string("The question, with all the context it needs."),
+     "description": string("A few words shown to the user.")},
+    ["prompt"])
+
+
 def task(prompt, description=""):
     """Run a sub-agent: it searches and reads in its own fresh history and
     returns only its conclusion, so the main context stays small."""
@@ -3633,98 +3932,11 @@ def task(prompt, description=""):
 
 
 # --- the tool table -----------------------------------------------------------
-# What the model sees (name, description, JSON schema) and what runs (the
-# function). A new tool needs one spec and one TOOL_FUNCS entry, nothing else.
+# What the model sees (each tool's spec, written beside its function) and what
+# runs. A new tool needs one spec and one TOOL_FUNCS entry, nothing else.
 
-def spec(name: str, description: str, properties: dict, required: list[str]) -> dict:
-    return {"name": name, "description": description, "strict": True,
-            "input_schema": {"type": "object", "properties": properties,
-                             "required": required, "additionalProperties": False}}
-
-
-def string(description: str) -> dict:
-    return {"type": "string", "description": description}
-
-
-def integer(description: str) -> dict:
-    return {"type": "integer", "description": description}
-
-
-def boolean(description: str) -> dict:
-    return {"type": "boolean", "description": description}
-
-
-TOOLS = [
-    spec("read_file",
-         "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not "
-         f"part of the file. Returns up to {MAX_READ_LINES} lines; use offset and limit for more. "
-         "A view marked PARTIAL is not a full read for write_file. Binary files and hidden "
-         "names are refused. Read before you edit.",
-         {"file_path": string("Relative path."),
-          "offset": integer("First line, 1-based."),
-          "limit": integer("Number of lines.")},
-         ["file_path"]),
-    spec("list_files",
-         "List one directory, one level deep; folder names end with /. Hidden names are left "
-         f"out; at most {MAX_LIST_FILES} entries.",
-         {"path": string("Relative directory; omit for the working directory.")},
-         []),
-    spec("glob",
-         "Find files by path pattern: *.py (top level), **/*.py (any depth), src/**/test_*.ts. "
-         f"Relative paths sorted by name, folders end with /, at most {MAX_LIST_FILES}.",
-         {"pattern": string("Glob pattern, relative.")},
-         ["pattern"]),
-    spec("grep",
-         "Search file contents with ripgrep (Rust regex, no look-around). Returns path:line:text, "
-         f"at most {MAX_SEARCH_LINES} lines; hidden names are skipped.",
-         {"pattern": string("Text or regular expression."),
-          "path": string("Relative file or folder; omit for everything."),
-          "glob": string("Only files matching this glob, e.g. *.py."),
-          "ignore_case": boolean("Ignore case.")},
-         ["pattern"]),
-    spec("edit_file",
-         "Replace old_string with new_string in an existing text file you have read. "
-         "old_string must match exactly (whitespace included, without the line-number prefix) "
-         "and occur once unless replace_all is true; add surrounding lines to make it unique. "
-         "Prefer this to write_file for partial changes.",
-         {"file_path": string("Relative path."),
-          "old_string": string("Exact text to replace; non-empty."),
-          "new_string": string("Replacement; empty deletes."),
-          "replace_all": boolean("Replace every occurrence.")},
-         ["file_path", "old_string", "new_string"]),
-    spec("write_file",
-         "Create a UTF-8 text file (missing folders too) or replace a whole file. Overwriting "
-         "needs a full read_file first and is refused if the file changed since.",
-         {"file_path": string("Relative path."),
-          "content": string("The complete text.")},
-         ["file_path", "content"]),
-    spec("run_command",
-         "Run a command line with /bin/sh in the working directory; returns stdout and stderr "
-         "combined, and the exit code. For tests, builds, linters and git. No input (interactive "
-         "programs fail); stopped at its timeout; long output keeps head and tail. Each call is a "
-         "fresh shell (cd and variables do not persist: `cd sub && make`); background jobs are "
-         "stopped at the end. Use the file tools, not cat/sed/echo, on files.",
-         {"command": string("The shell command, e.g. python -m pytest -q"),
-          "timeout": integer("Seconds; only lower than the default.")},
-         ["command"]),
-    spec("todo_write",
-         "A short visible plan for multi-step work. Send the whole list each time, one item "
-         "in_progress; mark items completed when done. Skip for one-step tasks.",
-         {"todos": {"type": "array", "description": "The full, updated list.",
-                    "items": {"type": "object", "additionalProperties": False,
-                              "required": ["content", "status"],
-                              "properties": {"content": string("The step."),
-                                             "status": {"type": "string",
-                                                        "enum": list(TODO_STATES)}}}}},
-         ["todos"]),
-    spec("task",
-         "Hand a research question to a sub-agent with a fresh context and read-only tools "
-         "(list_files, glob, grep, read_file); only its conclusion comes back. For broad "
-         "questions about a big codebase; do simple lookups yourself.",
-         {"prompt": string("The question, with all the context it needs."),
-          "description": string("A few words shown to the user.")},
-         ["prompt"]),
-]
+TOOLS = [READ_FILE_SPEC, LIST_FILES_SPEC, GLOB_SPEC, GREP_SPEC, EDIT_FILE_SPEC,
+         WRITE_FILE_SPEC, RUN_COMMAND_SPEC, TODO_WRITE_SPEC, TASK_SPEC]
 
 TOOL_FUNCS = {
     "read_file": read_file,
@@ -3741,180 +3953,6 @@ TOOL_FUNCS = {
 MAIN_AGENT = Agent("main", tuple(TOOL_FUNCS))
 SUB_AGENT = Agent("sub-agent", ("read_file", "list_files", "glob", "grep"), rules=SUBAGENT_RULES,
                   echo=False, indent="      ", manages_context=False)
-
-
-# ============================================================================
-# 11. Context management: clear old tool results, then compact
-# ============================================================================
-# The API is stateless: the whole journal is re-sent (and paid for) on every
-# request. Old tool output is the cheapest thing to drop: the model can run
-# the tool again. Only when that is not enough is the history summarised.
-
-CLEAR_RESULTS_AT = 0.5       # share of the context window that triggers clearing
-COMPACT_AT = 0.8             # share that triggers automatic compaction
-KEEP_RECENT_RESULTS = 4      # the newest tool results always stay whole
-MIN_CLEARABLE_CHARS = 500
-CLEARED_RESULT = "[old tool result cleared to save context; run the tool again if you need it]"
-COMPACT_PROMPT = ("Summarise our conversation so far so that it can replace the history. Do not call "
-                  "any tool: answer with the summary only. Keep: "
-                  "the user's goals and instructions, decisions made, files read or changed (with "
-                  "paths), commands run and their outcome, open problems and the next step. Be "
-                  "concise; write it for yourself, not for the user.")
-COMPACT_INTRO = "This conversation was compacted. Summary of what happened before:\n\n"
-
-
-@dataclass
-class SizeMark:
-    """The size in tokens of an agent's request for history[:length]: the
-    API's own count once the response arrived, an estimate before that."""
-    history: list
-    length: int
-    last: dict | None          # history[length - 1] then: a rewritten journal is noticed
-    tokens: int
-
-    def fits(self, history: list[dict]) -> bool:
-        return (history is self.history and len(history) >= self.length
-                and (self.length == 0 or history[self.length - 1] is self.last))
-
-
-def estimate_tokens(history: list[dict], agent: Agent | None = None) -> int:
-    """A cheap local estimate (about four characters a token) of a request:
-    the messages, plus tools and rules when agent is given. It starts from
-    the agent's last request when the journal has only grown since, so it
-    costs O(new messages), not O(history)."""
-    mark = agent.size_mark if agent is not None else None
-    if mark is not None and mark.fits(history):
-        return mark.tokens + json_chars(history[mark.length:]) // 4
-    size = json_chars(history)
-    if agent is not None:
-        size += tools_chars(agent.tool_names) + len(agent.rules) + 1000
-    return size // 4
-
-
-def json_chars(messages: list[dict]) -> int:
-    # ensure_ascii: a CJK character becomes a 6-character escape, close to
-    # its real cost of one to two tokens; raw it would count as a quarter.
-    return len(json.dumps(messages, default=str, separators=(",", ":")))
-
-
-def mark_request_size(agent: Agent, history: list[dict], tokens: int) -> None:
-    agent.size_mark = SizeMark(history, len(history), history[-1] if history else None, tokens)
-
-
-def note_request_size(agent: Agent, usage) -> None:
-    """Replace the estimate of the request just answered by the API's count."""
-    get = (usage.get if isinstance(usage, dict) else lambda k, d=0: getattr(usage, k, d))
-    counted = sum(get(k, 0) or 0 for k in ("input_tokens", "cache_creation_input_tokens",
-                                           "cache_read_input_tokens"))
-    if agent.size_mark is not None and counted > 0:
-        agent.size_mark.tokens = counted
-
-
-def clear_old_tool_results(history: list[dict]) -> int:
-    """Replace all but the newest tool results, when large, with a stub."""
-    results = [block for message in history if message["role"] == "user"
-               and isinstance(message["content"], list)
-               for block in message["content"] if block_type(block) == "tool_result"]
-    reads = {b.get("id"): b.get("input") for m in history if m["role"] == "assistant"
-             and isinstance(m["content"], list) for b in m["content"]
-             if block_type(b) == "tool_use" and b.get("name") == "read_file"}
-    cleared = 0
-    for block in results[:-KEEP_RECENT_RESULTS] if KEEP_RECENT_RESULTS else results:
-        content = block.get("content")
-        if isinstance(content, str) and len(content) >= MIN_CLEARABLE_CHARS:
-            block["content"] = CLEARED_RESULT
-            cleared += 1
-            read = reads.get(block.get("tool_use_id"))
-            if isinstance(read, dict):   # the model no longer sees that file: no overwrite from memory
-                READ_VERSIONS.pop(safe_write_path(read.get("file_path")), None)
-    return cleared
-
-
-def manage_context(client, history: list[dict], agent: Agent) -> None:
-    if estimate_tokens(history, agent) < CLEAR_RESULTS_AT * CONTEXT_WINDOW:
-        return
-    cleared = clear_old_tool_results(history)
-    if cleared:
-        agent.size_mark = None   # results changed in place: estimate the whole journal again
-        ui(f"  (context: cleared {cleared} old tool result{'s' * (cleared != 1)})")
-    if estimate_tokens(history, agent) >= COMPACT_AT * CONTEXT_WINDOW:
-        ui("  (context: nearly full, compacting the conversation)")
-        compact_history(client, history)
-
-
-def compact_history(client, history: list[dict], focus: str | None = None) -> bool:
-    """Summarise the journal with the model and replace it with the summary.
-
-    Never raises (Ctrl-C included): on any failure the history is kept as it
-    was. A new user prompt at the end is kept as it is; a pending tool round
-    is folded into the summary. The session file keeps the full transcript.
-    """
-    if not history:
-        return False
-    tail = history[-1:] if is_user_prompt(history[-1]) and len(history) > 1 else []
-    past = history[:len(history) - len(tail)]
-    ui("  (compacting the conversation: asking the model for a summary...)")
-    try:
-        summary, problem = ask_for_summary(client, past, focus)
-    except KeyboardInterrupt:
-        summary, problem = None, "compaction interrupted, history kept"
-    if not summary:
-        ui(f"  ({visible(problem)})")
-        return False
-    if past[-1]["role"] == "user" and not tail:   # mid-task: let the model carry on from the summary
-        history[:] = [{"role": "user", "content": COMPACT_INTRO + summary + "\n\nContinue the task."}]
-    else:
-        history[:] = [{"role": "user", "content": COMPACT_INTRO + summary},
-                      {"role": "assistant", "content": "Understood. I will continue from this summary."}, *tail]
-    READ_VERSIONS.clear()   # the file contents read are gone from the history, as after /reset
-    return True
-
-
-def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | None, str]:
-    """(summary, "") or (None, what went wrong).
-
-    The request is a normal one (same system prompt, tools and tool_choice)
-    with the instruction as the last user message, so it reads the whole
-    conversation from the cache. It streams: a non-streaming request with a
-    large max_tokens is refused by the SDK. An endpoint that answers with a
-    tool call anyway (some ignore the instruction) is asked again without tools.
-    """
-    instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
-    request = request_for(append_user_text(past, instruction), MAIN_AGENT)
-    for attempt in ("with tools", "without tools"):
-        try:
-            message, finished, interrupted = stream_turn(client, request, echo=False)
-        except StreamFailure as failure:
-            return None, f"compaction failed, history kept: {describe_api_error(failure.cause)}"
-        except Exception as exc:
-            return None, f"compaction failed, history kept: {describe_api_error(exc)}"
-        if interrupted:
-            return None, "compaction interrupted, history kept"
-        METER.record(message.usage, label="compact")
-        content = kept_blocks(message.content)
-        summary = text_of(content).strip()
-        if not any(b["type"] == "tool_use" for b in content):
-            return (summary, "") if summary else (None, "compaction returned no summary; history kept")
-        request = {k: v for k, v in request.items() if k != "tools"}
-    return None, "compaction returned a tool call instead of a summary; history kept"
-
-
-def is_user_prompt(message: dict) -> bool:
-    if message["role"] != "user":
-        return False
-    content = message["content"]
-    return isinstance(content, str) or all(block_type(b) == "text" for b in content)
-
-
-def append_user_text(history: list[dict], text: str) -> list[dict]:
-    """A copy of history ending in a user message that carries text."""
-    messages = list(history)
-    if messages and messages[-1]["role"] == "user":
-        messages[-1] = {"role": "user", "content": as_blocks(messages[-1]["content"])
-                        + [{"type": "text", "text": text}]}
-    else:
-        messages.append({"role": "user", "content": text})
-    return messages
 
 
 # ============================================================================
@@ -4161,7 +4199,7 @@ class LazyClient:
 def print_startup() -> None:
     ui(BANNER)
     ui(f"  workspace: {visible(BASE_DIR)}")
-    ui(f"  sandbox:   {sandbox_summary()}")
+    ui(f"  sandbox:   {sandbox_status()}")
     ui(f"  model:     {MODEL}   permissions: {PERMISSION_MODE}")
 
 

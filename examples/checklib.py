@@ -72,12 +72,12 @@ def fresh_state() -> None:
 @contextlib.contextmanager
 def sandbox_forced(kind):
     """Pretend the sandbox probe found `kind` ('bubblewrap', 'seatbelt' or None: off)."""
-    saved = list(kesi._sandbox_kind)
-    kesi._sandbox_kind[:] = [kind]
+    saved = kesi.sandbox_kind
+    kesi.sandbox_kind = lambda: kind
     try:
         yield
     finally:
-        kesi._sandbox_kind[:] = saved
+        kesi.sandbox_kind = saved
 
 
 def capture_ui() -> io.StringIO:

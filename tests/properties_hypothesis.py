@@ -146,7 +146,7 @@ def is_sendable(value) -> bool:
 @given(data=st.data())
 def test_call_tool_never_raises(jail, tool, data):
     tool_input = data.draw(model_input(tool), label="input")
-    result = kesi.call_tool(tool, tool_input)
+    result = kesi.call_tool({"name": tool, "input": tool_input})
     assert_tool_result(result)
     assert is_sendable(result[0]), "call_tool output must fit in the next API request"
 
@@ -169,7 +169,7 @@ def test_direct_call_never_raises(jail, tool, data):
 def test_unknown_tools_and_odd_inputs(jail, name, tool_input):
     if name == "run_command":
         return                      # arbitrary input must never reach the shell
-    output, is_error = kesi.call_tool(name, tool_input)
+    output, is_error = kesi.call_tool({"name": name, "input": tool_input})
     assert_tool_result((output, is_error))
     if name not in kesi.TOOL_FUNCS:
         assert is_error and "no tool named" in output

@@ -30,7 +30,7 @@ def test_todo_write_rejects_shapes_that_are_not_a_list_of_items(ws):
     kesi.todo_write(PLAN)
     for bad in ("Look, Fix", {"content": "Fix"}, [["Fix", "pending"]], [{"content": 3, "status": "pending"}],
                 [{"content": "Fix", "status": ["pending"]}]):
-        output, is_error = kesi.call_tool("todo_write", {"todos": bad})
+        output, is_error = kesi.call_tool({"name": "todo_write", "input": {"todos": bad}})
         assert is_error and output.startswith("Error"), bad
     assert kesi.TODOS == PLAN
 

@@ -15,16 +15,14 @@ import pytest
 
 import kesi
 
-kesi._sandbox_kind.clear()
-AVAILABLE = kesi.sandbox_kind()
-kesi._sandbox_kind.clear()
+AVAILABLE = kesi.probe_sandbox()
 SANDBOXES = [None] + ([AVAILABLE] if AVAILABLE else [])
 
 
 @pytest.fixture(params=SANDBOXES, ids=lambda kind: kind or "no-sandbox")
 def shell(request, ws, monkeypatch):
     """A workspace where run_command uses the given sandbox (or none), with short limits."""
-    monkeypatch.setattr(kesi, "_sandbox_kind", [request.param])
+    monkeypatch.setattr(kesi, "sandbox_kind", lambda: request.param)
     monkeypatch.setattr(kesi, "COMMAND_TIMEOUT", 2)
     monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
     return ws
@@ -33,7 +31,7 @@ def shell(request, ws, monkeypatch):
 @pytest.fixture
 def plain(ws, monkeypatch):
     """A workspace without the sandbox, for tests about the report itself."""
-    monkeypatch.setattr(kesi, "_sandbox_kind", [None])
+    monkeypatch.setattr(kesi, "sandbox_kind", lambda: None)
     monkeypatch.setattr(kesi, "COMMAND_TIMEOUT", 2)
     monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
     return ws
@@ -239,16 +237,6 @@ def test_a_group_that_ignores_term_is_killed_after_the_grace(shell):
     assert not alive("sleep 31.16")
 
 
-def test_stop_process_group_reads_the_grace_at_call_time(plain, monkeypatch):
-    monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.2)
-    proc = subprocess.Popen(["/bin/sh", "-c", "trap '' TERM; sleep 31.17"], start_new_session=True)
-    time.sleep(0.2)
-    started = time.monotonic()
-    kesi.stop_process_group(proc)
-    proc.wait(timeout=5)
-    assert time.monotonic() - started < 1.5 and proc.returncode == -signal.SIGKILL
-
-
 def test_ctrl_c_propagates_and_the_group_is_stopped(shell, monkeypatch):
     RecordingPopen.started = []
     monkeypatch.setattr(kesi.subprocess, "Popen", RecordingPopen)
@@ -297,9 +285,9 @@ def test_call_tool_lets_ctrl_c_through_but_turns_errors_into_results(plain, monk
         raise RuntimeError("boom")
     monkeypatch.setitem(kesi.TOOL_FUNCS, "run_command", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        kesi.call_tool("run_command", {"command": "true"})
+        kesi.call_tool({"name": "run_command", "input": {"command": "true"}})
     monkeypatch.setitem(kesi.TOOL_FUNCS, "run_command", broken)
-    assert kesi.call_tool("run_command", {"command": "true"}) == ("Error: run_command failed: RuntimeError: boom", True)
+    assert kesi.call_tool({"name": "run_command", "input": {"command": "true"}}) == ("Error: run_command failed: RuntimeError: boom", True)
 
 
 # --- the sandbox's part (only where one exists) ------------------------------------------------------------
@@ -309,10 +297,10 @@ def test_with_the_sandbox_secrets_and_outside_files_are_out_of_reach(ws, monkeyp
     outside = tmp_path_factory.mktemp("outside") / "secret.txt"
     outside.write_text("outside secret\n")
     (ws / ".env").write_text("KEY=sk-ant-secret\n")
-    monkeypatch.setattr(kesi, "_sandbox_kind", [None])
+    monkeypatch.setattr(kesi, "sandbox_kind", lambda: None)
     assert "sk-ant-secret" in kesi.run_command("cat .env")[0]           # no sandbox: the shell sees all
     assert "outside secret" in kesi.run_command(f"cat {outside}")[0]
-    monkeypatch.setattr(kesi, "_sandbox_kind", [AVAILABLE])
+    monkeypatch.setattr(kesi, "sandbox_kind", lambda: AVAILABLE)
     for command in ("cat .env", f"cat {outside}", "echo x > /usr/kesi-test"):
         output, is_error = kesi.run_command(command)
         assert is_error and "sk-ant-secret" not in output and "outside secret" not in output, command

@@ -45,7 +45,7 @@ def sh(command: str) -> tuple[str, bool]:
 def sandboxed(ws):
     if kesi.sandbox_kind() is None:
         if LINUX_BWRAP and kesi.SANDBOX_SETTING not in ("off", "0", "no", "false"):
-            pytest.fail("bwrap is installed but KeSi found no usable sandbox: " + kesi.sandbox_summary())
+            pytest.fail("bwrap is installed but KeSi found no usable sandbox: " + kesi.sandbox_status())
         pytest.skip("no sandbox on this machine")
     return ws
 
@@ -241,7 +241,7 @@ def test_seatbelt_profile_takes_paths_only_as_parameters(ws):
     root = ws / 'evil") (allow file-read* (subpath "/'
     root.mkdir()
     use_base_dir(root)
-    profile, params = kesi.seatbelt_spec()
+    profile, params = kesi.sandbox_spec()
     assert str(root) not in profile and "evil" not in profile
     assert dict(params)["BASE_DIR"] == str(root) and dict(params)["HOME_DIR"] == str(kesi.HOME_DIR)
     assert dict(params)["TMP_DIR"] == os.path.realpath(tempfile.gettempdir())
@@ -254,7 +254,7 @@ def test_seatbelt_profile_takes_paths_only_as_parameters(ws):
 
 
 def test_seatbelt_profile_protects_git_control_files(ws):
-    profile, _ = kesi.seatbelt_spec()
+    profile, _ = kesi.sandbox_spec()
     line = next(l for l in profile.splitlines() if l.startswith("(deny file-write* (regex") and ".git" in l)
     pattern = re.compile(re.escape(str(ws)) + line.split('"')[-2].replace("\\\\", "\\"))
     for rel in (".git", ".git/hooks", ".git/hooks/pre-commit", ".git/config", ".git/commondir",
@@ -267,7 +267,7 @@ def test_seatbelt_profile_protects_git_control_files(ws):
 def test_seatbelt_argv(ws):
     with sandbox_forced("seatbelt"):
         argv = kesi.shell_argv("ls")
-    profile, params = kesi.seatbelt_spec()
+    profile, params = kesi.sandbox_spec()
     defines = argv[1:argv.index("-p")]
     assert argv[0] == kesi.SANDBOX_EXEC and defines == [a for n, v in params for a in ("-D", f"{n}={v}")]
     assert argv[argv.index("-p") + 1:] == [profile, kesi.SHELL_PATH, "-c", "ls"]
@@ -294,7 +294,7 @@ def test_environment_block_states_the_sandbox(ws, monkeypatch, state):
         monkeypatch.setattr(kesi, "HOME_DIR", ws)
     with sandbox_forced(None) if state == "off" else contextlib.nullcontext():
         block = kesi.environment_block()
-        summary = kesi.sandbox_summary()
+        summary = kesi.sandbox_status()
     assert kesi.SANDBOX_LINES[state] in block
     assert (kesi.SANDBOX_HINT in block) == (state != "off")
     assert {"on": "on (", "useless": "means nothing", "off": "unavailable"}[state] in summary
@@ -338,6 +338,6 @@ def test_toolchain_credentials_stay_hidden(sandboxed, tmp_path_factory, monkeypa
     assert kesi.toolchain_secrets() == [str(home / ".cargo" / "credentials.toml")]
     output, failed = sh(f"cat '{home}/.cargo/bin/tool' && cat '{home}/.cargo/credentials.toml'")
     assert output.startswith("a tool\n") and "cargo-canary" not in output and failed, output
-    profile, params = kesi.seatbelt_spec()
+    profile, params = kesi.sandbox_spec()
     assert ("TOOLCHAIN_SECRET_0", str(home / ".cargo" / "credentials.toml")) in params
     assert '(deny file-read* (literal (param "TOOLCHAIN_SECRET_0")))' in profile

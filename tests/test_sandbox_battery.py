@@ -26,7 +26,6 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAM
 
 @pytest.fixture
 def box(ws, monkeypatch):
-    kesi._sandbox_kind.clear()
     if kesi.sandbox_kind() != "bubblewrap":
         pytest.skip("no usable bubblewrap here")
     monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)

@@ -20,8 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def sandbox(monkeypatch):
     """set(kind): pretend the sandbox probe found kind ('bubblewrap', 'seatbelt' or None)."""
-    monkeypatch.setattr(kesi, "_sandbox_kind", [])
-    return lambda kind: kesi._sandbox_kind.__setitem__(slice(None), [kind])
+    return lambda kind: monkeypatch.setattr(kesi, "sandbox_kind", lambda: kind)
 
 
 def sandbox_lines_in(text: str) -> list[str]:
@@ -112,7 +111,7 @@ def test_kesi_sandbox_off_really_turns_the_line_off(ws, sandbox, monkeypatch):
     kesi.apply_settings(kesi.read_settings({"KESI_SANDBOX": "off"}))   # what main() does at start-up
     try:
         env = kesi.environment_block()                      # probes for real
-        assert kesi._sandbox_kind == [None]
+        assert kesi.sandbox_kind() is None
     finally:
         kesi.apply_settings(kesi.Settings())
     assert sandbox_lines_in(env) == ["off"] and kesi.SANDBOX_HINT not in env

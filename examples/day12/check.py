@@ -202,10 +202,10 @@ with workspace({"a.txt": "a\n"}):
                  and again.text == "Here now.", (waited, history))
 
     # --- Ctrl-C inside run_command, with the sandbox off and on ---------------------
-    kesi._sandbox_kind.clear()
+    real_sandbox_kind = kesi.sandbox_kind
     available = kesi.sandbox_kind()
     for tag, kind in [("sandbox off", None)] + ([(available, available)] if available else []):
-        kesi._sandbox_kind[:] = [kind]
+        kesi.sandbox_kind = lambda kind=kind: kind
         RecordingPopen.started = []
         kesi.subprocess.Popen = RecordingPopen
         timer, interrupted = interrupt_me_after(0.2), False
@@ -220,7 +220,7 @@ with workspace({"a.txt": "a\n"}):
         checks.check(f"17. [{tag}] SIGINT during `sleep 30`: the interrupt propagates, the group is stopped",
                      interrupted and len(procs) == 1 and procs[0].poll() is not None
                      and subprocess.run(["pgrep", "-f", "sleep 30.4"], capture_output=True).returncode == 1)
-    kesi._sandbox_kind.clear()
+    kesi.sandbox_kind = real_sandbox_kind
 
 # --- the command line: an API failure exits 1 with the message on stderr ----------------
 with workspace() as root, MockAPI(MockAPI.mode("400")) as mock:

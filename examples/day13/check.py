@@ -26,65 +26,17 @@ from checklib import Checks, workspace, mock_client, write_files   # noqa: E402 
 import kesi                                             # noqa: E402
 from mock_api import reply, tool_call                   # noqa: E402
 import project                                          # noqa: E402
+from scripted import PYTEST, debugger  # noqa: E402
 from grading import diff_against_build, grade, last_line, passes, project_files, pytest_in, utils_tests_pass  # noqa: E402,F401
 
 checks = Checks("Day 13: bug fix, red -> agent -> green")
 PROMPT = "Run the tests; one of them fails. Find out why and fix it."
 # What a model would write as `python -m pytest -q`: sys.executable is the
 # interpreter that has pytest, whatever `python` on PATH happens to be.
-PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
 IGNORED = project.CACHE_NAMES
 
 
 # --- the scripted model ------------------------------------------------------------
-
-def last_results(body: dict) -> list[str]:
-    """Text of the tool results in the newest user message."""
-    content = body["messages"][-1]["content"]
-    blocks = content if isinstance(content, list) else []
-    texts = [b.get("content", "") for b in blocks if b.get("type") == "tool_result"]
-    return [t if isinstance(t, str) else "".join(x.get("text", "") for x in t) for t in texts]
-
-
-def unnumbered(view: str) -> list[str]:
-    """read_file's view without its 'number<TAB>' prefixes."""
-    return [line.split("\t", 1)[1] for line in view.splitlines() if re.match(r"\s*\d+\t", line)]
-
-
-def debugger(body: dict, n: int):
-    """One move per request, each chosen from what the previous tools returned."""
-    seen = last_results(body)
-    joined = "\n".join(seen)
-    if n == 1:
-        return reply("I'll run the test suite first.", tool_call("run_command", {"command": PYTEST}))
-    if n == 2:
-        failed = re.search(r"FAILED (\S+?)::(\w+)", joined)
-        if not failed:
-            return reply("I could not find a failing test in the output.")
-        return reply(f"{failed[2]} fails: {re.search(r'assert .*', joined)[0]}. Let me read the test "
-                     "and find checkout.", tool_call("read_file", {"file_path": failed[1]}),
-                     tool_call("grep", {"pattern": "def checkout"}))
-    if n == 3:
-        where = re.search(r"^([\w/]+\.py):\d+:def checkout", joined, re.M)
-        return reply(None, tool_call("read_file", {"file_path": where[1]}))
-    if n == 4:
-        source = re.search(r"from (\w+) import .*tier_discount", joined)
-        return reply("At exactly 1000 the total is unchanged: either no discount or extra shipping. "
-                     f"tier_discount comes from {source[1]}.py.",
-                     tool_call("grep", {"pattern": "def tier_discount", "glob": f"{source[1]}.py"}))
-    if n == 5:
-        where = re.search(r"^([\w/]+\.py):\d+:def tier_discount", joined, re.M)
-        return reply(None, tool_call("read_file", {"file_path": where[1]}))
-    if n == 6:
-        line = next(x for x in unnumbered(joined) if re.search(r"if amount > threshold", x))
-        return reply("The tiers say 'at least', but the code uses >, so exactly 1000 gets nothing.",
-                     tool_call("edit_file", {"file_path": "rules.py", "old_string": line,
-                                             "new_string": line.replace(" > ", " >= ")}))
-    if n == 7:
-        return reply(None, tool_call("run_command", {"command": PYTEST}))
-    summary = re.search(r"\d+ (passed|failed).*", joined)
-    return reply(f"Fixed rules.tier_discount (> became >=). pytest now says: {summary[0] if summary else joined[-200:]}")
-
 
 # --- the project builder ------------------------------------------------------------------
 
@@ -117,7 +69,6 @@ with workspace(project.FILES) as root:
 
     asked = []
     kesi.ask_user = lambda question: (asked.append(question.detail), (True, False))[1]
-    kesi._sandbox_kind.clear()                        # the real probe: bubblewrap here, if usable
     with mock_client(debugger) as (mock, client):
         history: list[dict] = []
         answer = kesi.run_turn(client, history, PROMPT)

@@ -177,7 +177,7 @@ def check_running_sandbox(checks, root, outside):
 
 def check_profile_text(checks, root):
     """The macOS profile and argv, generated on any platform."""
-    profile, params = kesi.seatbelt_spec()
+    profile, params = kesi.sandbox_spec()
     values = dict(params)
     checks.check("profile: paths enter only as -D parameters (a quote cannot break it)",
                  values.get("BASE_DIR") == str(root) and str(root) not in profile
@@ -231,9 +231,9 @@ try:
         kind = kesi.sandbox_kind()
         switched_off = kesi.SANDBOX_SETTING in ("off", "0", "no", "false")
         if kind is None and not switched_off and sys.platform.startswith("linux") and shutil.which("bwrap"):
-            checks.check("bwrap is installed, so the sandbox must work", False, kesi.sandbox_summary())
+            checks.check("bwrap is installed, so the sandbox must work", False, kesi.sandbox_status())
         elif kind is None:
-            checks.skip("running commands in the sandbox", "no usable sandbox here: " + kesi.sandbox_summary())
+            checks.skip("running commands in the sandbox", "no usable sandbox here: " + kesi.sandbox_status())
         else:
             print(f"  (sandbox: {kind})")
             check_running_sandbox(checks, root, outside)

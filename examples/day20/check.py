@@ -75,7 +75,7 @@ def check_todo_validation():
                  "a blank step": [{"content": "  ", "status": "pending"}],
                  "a missing status": [{"content": "Fix"}]}
         for name, todos in cases.items():
-            output, is_error = kesi.call_tool("todo_write", {"todos": todos})
+            output, is_error = kesi.call_tool({"name": "todo_write", "input": {"todos": todos}})
             checks.check(f"todo_write refuses {name}", is_error and output.startswith("Error:"), output)
         checks.check("a refused list leaves the plan unchanged", kesi.TODOS == PLAN, kesi.TODOS)
         script = [reply(tool_call("todo_write", {"todos": two_active})), reply("Fixed my plan.")]

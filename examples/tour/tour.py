@@ -1,0 +1,117 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["anthropic>=2.16,<3", "pytest"]
+# ///
+"""A scripted tour of KeSi at a real terminal, saved as a transcript to read.
+
+    uv run examples/tour/tour.py                  # writes examples/tour/transcript.txt
+    uv run examples/tour/tour.py --out /tmp/t.txt
+
+It builds the day 13 exercise (a shop with one failing test) in a temporary
+folder, starts the local mock Messages API with a scripted model that
+debugs like a careful person, and runs `kesi.py` on a pseudo-terminal, as a
+person would: it types the request, answers the permission questions, asks
+for /cost and leaves. Everything KeSi printed goes into the transcript,
+with terminal control sequences removed. No API key, no network.
+"""
+import argparse
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE.parent / "day13")]
+from checklib import ROOT, kesi_subprocess_env   # noqa: E402
+from mock_api import MockAPI                     # noqa: E402
+import project                                   # noqa: E402
+import scripted                                  # noqa: E402
+
+REQUEST = "test_pricing keeps failing, take a look"
+CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]")
+
+
+class Terminal:
+    """kesi.py on a pseudo-terminal of its own: type text, wait for text."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict, columns: int = 100):
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
+                                     start_new_session=True,
+                                     preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+        os.close(slave)
+        self.seen = ""
+        self.pos = 0
+
+    def expect(self, text: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.seen[self.pos:]:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.master], [], [], left)[0]:
+                raise SystemExit(f"tour: no {text!r} on the terminal; it shows:\n{readable(self.seen)}")
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                raise SystemExit(f"tour: KeSi closed the terminal before {text!r}:\n{readable(self.seen)}")
+            self.seen += chunk.decode("utf-8", errors="replace")
+        self.pos = self.seen.index(text, self.pos) + len(text)
+
+    def type(self, text: str) -> None:
+        os.write(self.master, text.encode())
+
+    def finish(self) -> int:
+        try:
+            return self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            os.close(self.master)
+
+
+def readable(raw: str) -> str:
+    """What a person saw: control sequences removed, carriage returns resolved."""
+    lines = []
+    for line in CONTROL.sub("", raw).replace("\r\n", "\n").split("\n"):
+        lines.append(line.rsplit("\r", 1)[-1].rstrip())
+    return "\n".join(lines).strip() + "\n"
+
+
+def tour(out: Path) -> int:
+    with tempfile.TemporaryDirectory(prefix="kesi-tour-") as tmp, MockAPI(scripted.debugger) as mock:
+        shop = project.build(Path(tmp) / "shop")
+        # The command a person would type; this Python (which has pytest) comes first on PATH.
+        scripted.PYTEST = "python -m pytest -q"
+        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        env = kesi_subprocess_env(mock, TERM="xterm-256color", NO_COLOR="1", PATH=path)
+        term = Terminal([sys.executable, str(ROOT / "kesi.py")], shop, env)
+        term.expect("you > ")
+        term.type(REQUEST + "\n")
+        for _ in range(3):        # pytest, the edit, pytest again: each asks once
+            term.expect("Allow? [")
+            term.type("y\n")
+        term.expect("you > ")
+        term.type("/cost\n")
+        term.expect("you > ")
+        term.type("/exit\n")
+        code = term.finish()
+        text = readable(term.seen).replace(str(shop), "~/shop")
+    out.write_text(f"$ cd ~/shop && uv run kesi.py\n{text}", encoding="utf-8")
+    print(f"tour: {len(mock.requests)} model requests, KeSi exited with {code}; transcript in {out}")
+    return code
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=HERE / "transcript.txt")
+    sys.exit(tour(parser.parse_args().out))
