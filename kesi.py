@@ -165,7 +165,11 @@ def read_settings(environ=None, user_file: Path | None = None, project_env: Path
     environ = os.environ if environ is None else environ
     user = read_env_file(user_file) if user_file else {}
     project = read_env_file(project_env) if project_env else {}
-    values = {**{k: v for k, v in project.items() if k in PROJECT_ENV_NAMES}, **user, **environ}
+    mine = {**user, **environ}
+    # The project's key only when the user has no credential of their own:
+    # added beside a token, it would travel to the user's endpoint too.
+    theirs = {} if mine.get("ANTHROPIC_AUTH_TOKEN") else {k: v for k, v in project.items() if k in PROJECT_ENV_NAMES}
+    values = {**theirs, **mine}
     get = lambda name: values.get(name, "").strip()
     found = {}
     for name, (key, smallest) in WHOLE_NUMBER_SETTINGS.items():
@@ -1516,6 +1520,12 @@ FILE_TOOLS = {"edit_file", "write_file"}   # ask, once per file
 SAFE_COMMANDS = [("ls",), ("pwd",), ("cat",), ("head",), ("tail",), ("wc",), ("echo",),
                  ("which",), ("diff",), ("stat",), ("du",), ("date",),
                  ("git", "status"), ("git", "log"), ("git", "diff"), ("git", "show")]
+# ... except for these options: they change the system (date -s) or read a
+# list of names from a file the path check cannot see (date -f .env).
+UNSAFE_OPTIONS = {"date": ("-s", "--set", "-f", "--file"),
+                  "du": ("--files0-from", "-X", "--exclude-from"),
+                  "wc": ("--files0-from",),
+                  "diff": ("--from-file", "--to-file", "-X", "--exclude-from")}
 # git options that write files or run other programs, even under "git log".
 GIT_SENSITIVE_OPTIONS = {"--output", "--ext-diff", "--textconv", "-c", "--exec-path",
                          "--git-dir", "--work-tree", "--config-env"}
@@ -1815,10 +1825,14 @@ def git_requires_approval(tokens: list[str]) -> bool:
 def touches_forbidden(tokens: list[str]) -> bool:
     """Does a command argument name an ignored or out-of-jail path?"""
     for token in tokens[1:]:
-        if token.startswith("-"):
+        if token.startswith("--"):
             if "=" not in token:
                 continue
             token = token.split("=", 1)[1]      # --from-file=.env names a path too
+        elif token.startswith("-"):
+            if len(token) <= 2:
+                continue
+            token = token[2:]                   # -f.env: a short option with its value attached
         # split on ':' too: "git show HEAD:.env" prints a committed secret
         if any(is_ignored_name(part) for piece in token.split(":") for part in Path(piece).parts):
             return True
@@ -1830,6 +1844,21 @@ def touches_forbidden(tokens: list[str]) -> bool:
         if exists:
             target = safe_path(token)
             if target is None or is_ignored(target):
+                return True
+    return False
+
+
+def has_unsafe_option(tokens: list[str]) -> bool:
+    """Is one of UNSAFE_OPTIONS given, in any spelling sh passes on: --set=X,
+    -s X, -sX, or inside a cluster of short options (-us)?"""
+    for token in tokens[1:]:
+        if token == "--":
+            return False
+        for option in UNSAFE_OPTIONS.get(tokens[0], ()):
+            if option.startswith("--"):
+                if token == option or token.startswith(option + "="):
+                    return True
+            elif token.startswith("-") and not token.startswith("--") and option[1] in token[1:]:
                 return True
     return False
 
@@ -1869,6 +1898,8 @@ def classify_command(command) -> tuple[str, str]:
             return "ask", "the git command has options that write files or run programs"
         if touches_forbidden(tokens):
             return "ask", "it touches a path that tools may not read"
+        if has_unsafe_option(tokens):
+            return "ask", f"{tokens[0]} has an option that changes the system or reads names from a file"
     return "allow", "read-only commands"
 
 
@@ -1896,20 +1927,35 @@ def write_key(file_path, tool: str = "edit_file") -> str | None:
 # any case, on the path the tool will really write. Makefile, package.json
 # or conftest.py are not listed: they run only when the person runs them.
 RUNS_LATER_NAMES = {
-    ".envrc", ".vscode", ".idea", ".zed", ".devcontainer", ".devcontainer.json", ".husky",
-    ".githooks", ".pre-commit-config.yaml", ".lefthook", "lefthook.yml", ".lefthook.yml",
-    "lefthook-local.yml", ".gitlab-ci.yml", ".circleci", ".buildkite", ".travis.yml", "jenkinsfile",
-    "azure-pipelines.yml", ".claude", ".cursor", ".gemini", ".mcp.json", "mise.toml", ".mise.toml",
-    "mise.local.toml", ".mise.local.toml", ".exrc", ".nvimrc", ".nvim.lua", ".git",
+    # direnv, editors and IDEs
+    ".envrc", ".vscode", ".idea", ".zed", ".fleet", ".theia", ".devcontainer", ".devcontainer.json",
+    ".exrc", ".nvimrc", ".nvim.lua", ".lvimrc", ".gitpod.yml", ".idx",
+    # git and its hook managers
+    ".git", ".husky", ".githooks", ".pre-commit-config.yaml", ".lefthook", "lefthook.yml",
+    ".lefthook.yml", "lefthook-local.yml", "lefthook.yaml", ".lefthook.yaml", "lefthook-local.yaml",
+    # CI
+    ".gitlab-ci.yml", ".circleci", ".buildkite", ".travis.yml", "jenkinsfile", "azure-pipelines.yml",
+    ".woodpecker", ".woodpecker.yml", ".drone.yml", "bitbucket-pipelines.yml",
+    # tool managers that run hooks or tasks on cd
+    "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".mise",
+    # other agents' settings and instructions (hooks, MCP servers are commands)
+    ".claude", ".cursor", ".gemini", ".mcp.json", ".codex", ".continue", ".aider.conf.yml",
+    "opencode.json", ".roo", ".kiro", ".amazonq", ".windsurfrules", ".clinerules",
 }
-RUNS_LATER_PATHS = {(".github", "workflows"), (".github", "actions")}
+RUNS_LATER_PATHS = {(".github", "workflows"), (".github", "actions"), (".github", "copilot-instructions.md"),
+                    (".gitea", "workflows"), (".forgejo", "workflows"), (".config", "mise"),
+                    ("mise", "config.toml")}
+# Python runs every .pth file of a virtualenv's site-packages at start-up,
+# whatever the venv folder is called (.venv, env, .direnv/python-3.12).
+RUNS_LATER_SUFFIXES = (".code-workspace", ".pth")
 RUNS_LATER_REASON = "other tools run this file later, outside the sandbox (an editor, direnv, git hooks or CI)"
 
 
 def runs_later(key: str) -> bool:
     parts = [part.casefold() for part in PurePosixPath(key).parts]
     return (any(part in RUNS_LATER_NAMES for part in parts)
-            or any(tuple(parts[i:i + 2]) in RUNS_LATER_PATHS for i in range(len(parts))))
+            or any(tuple(parts[i:i + 2]) in RUNS_LATER_PATHS for i in range(len(parts)))
+            or bool(parts) and parts[-1].endswith(RUNS_LATER_SUFFIXES))
 
 
 # --- asking the person -----------------------------------------------------------
@@ -2013,8 +2059,9 @@ def forget_last_input() -> None:
 
 
 def refuse(shown: str, for_model: str) -> tuple[bool, str]:
-    """A refusal: a short line for the person, the full instruction for the model."""
-    ui(f"      [blocked] {shown}")
+    """A refusal: a short line for the person, the full instruction for the model.
+    shown may quote a rule from a project file, so it is printed visibly."""
+    ui(f"      [blocked] {visible(shown)}")
     return False, for_model
 
 
@@ -2088,15 +2135,59 @@ def command_matches(pattern: str, command: str, for_deny: bool) -> bool:
     if not wanted or len(wanted) != 1:
         return False
     if for_deny:
-        parts = [unwrap_command(s) for s in command_segments(command) or []]
-        return any(p[:len(wanted[0])] == wanted[0] if prefix else p == wanted[0] for p in parts) or \
-            command_key(command) == pattern
+        return runs_denied(rule_words(wanted[0]), prefix, command) or command_key(command) == pattern
     if not prefix:
         return command_key(command) == pattern.strip()
     segments = command_segments(command)
     plain = (segments is not None and len(segments) == 1 and not control_characters(command)
              and not any(c in SHELL_METACHARS or c in ";&|\n" for c in command))
     return plain and segments[0][:len(wanted[0])] == wanted[0]
+
+
+# git's own options before its subcommand, and which of them take a value.
+GIT_GLOBAL_OPTIONS = {"-C": True, "-c": True, "--git-dir": True, "--work-tree": True, "--namespace": True,
+                      "--exec-path": False, "--no-pager": False, "-P": False, "--paginate": False,
+                      "-p": False, "--bare": False, "--no-replace-objects": False, "--literal-pathspecs": False,
+                      "--no-optional-locks": False}
+
+
+def rule_words(tokens: list[str]) -> list[str]:
+    """A command's words the way a deny rule compares them: the program by
+    its name (/usr/bin/git is git), git's global options dropped (git -C .
+    push is git push) and short option letters sorted (rm -fr is rm -rf)."""
+    words = [program_name(tokens[0]), *tokens[1:]] if tokens else []
+    if words[:1] == ["git"]:
+        rest = words[1:]
+        while rest and rest[0].startswith("-"):
+            option = rest.pop(0).split("=", 1)[0]
+            if GIT_GLOBAL_OPTIONS.get(option) and "=" not in option and rest:
+                rest.pop(0)
+        words = ["git", *rest]
+    return [("-" + "".join(sorted(w[1:]))) if re.fullmatch(r"-[A-Za-z]{2,}", w) else w for w in words]
+
+
+def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -> bool:
+    """Does any part of the command run what a deny rule names? Every simple
+    command is looked at from each word that could be a program a wrapper
+    starts (timeout 9 git push, xargs git push), and every argument that is a
+    command line of its own (sh -c 'git push', eval ...), as hard denials are."""
+    segments = command_segments(command)
+    if not segments or depth > MAX_NESTING:
+        return False
+    feeds_a_shell = any(program_name(t[0]) in COMMAND_READERS for t in map(unwrap_command, segments) if t)
+    for segment in segments:
+        tokens = unwrap_command(segment)
+        text_only = bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell
+        for start in range(1 if text_only else len(tokens)):      # echo git push runs no git
+            words = rule_words(tokens[start:])
+            if (words[:len(wanted)] == wanted) if prefix else (words == wanted):
+                return True
+        for word in tokens:       # a text program's arguments run nothing, but $(...) and `...`
+            if text_only and "$(" not in word and "`" not in word:
+                continue
+            if command_segments(word) not in ([[word]], [], None) and runs_denied(wanted, prefix, word, depth + 1):
+                return True
+    return False
 
 
 def path_matches(pattern: str, key: str, for_deny: bool) -> bool:
@@ -2216,9 +2307,11 @@ def check_command_permission(command) -> tuple[bool, str | None]:
 
 SHELL_PATH = "/bin/sh"
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
-TOOLCHAIN_DIRS = [".local", ".cargo", ".rustup", ".bun", ".deno", ".volta", ".pyenv", ".rbenv",
-                  ".nodenv", ".nvm", ".asdf", ".mise", ".sdkman", ".gem", ".npm", ".yarn",
-                  ".pnpm", ".cache/uv", ".cache/pip"]
+# Of ~/.local only the parts programs run from: the rest holds keyrings,
+# shell history and tokens (jupyter, mkcert, the trash).
+TOOLCHAIN_DIRS = [".local/bin", ".local/lib", ".local/share/uv", ".local/share/pipx", ".cargo", ".rustup",
+                  ".bun", ".deno", ".volta", ".pyenv", ".rbenv", ".nodenv", ".nvm", ".asdf", ".mise",
+                  ".sdkman", ".gem", ".npm", ".yarn", ".pnpm", ".cache/uv", ".cache/pip"]
 SECRET_PATH = r"(\.env(\.[^/]*)?|\.git/config)"
 GIT_CONTROL_PATH = r"\.git(/hooks(/.*)?|/config|/commondir|/config\.worktree)?"
 
@@ -2297,8 +2390,9 @@ SENSITIVE_ENV_NAMES = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DATABASE_U
                        "GOOGLE_APPLICATION_CREDENTIALS", "SSH_AUTH_SOCK", "ANTHROPIC_API_KEY",
                        "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "PIP_CLIENT_CERT"}
 SENSITIVE_ENV_SUFFIXES = ("_PWD", "_PASS", "_PW")       # MYSQL_PWD; PWD itself is the folder
-SENSITIVE_ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH",
-                       "SESSION", "COOKIE", "PRIVATE", "DSN", "SIGNATURE")
+SENSITIVE_ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
+                       "AUTH", "BEARER", "_OTP", "USERNAME", "SESSION", "COOKIE", "PRIVATE", "DSN",
+                       "SIGNATURE")
 URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]*@")   # https://user:pass@host
 
 
@@ -2344,7 +2438,8 @@ def without_own_venv(env: dict[str, str]) -> dict[str, str]:
 
 
 # Credentials that live inside those toolchain folders: masked again.
-TOOLCHAIN_SECRETS = [".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials"]
+TOOLCHAIN_SECRETS = [".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",
+                     ".local/share/uv/credentials/credentials.toml"]
 
 
 def toolchain_dirs() -> list[str]:
@@ -2393,7 +2488,7 @@ def sandbox_spec() -> tuple[str, list[tuple[str, str]]]:
         '(allow file-write* (subpath (param "BASE_DIR")) (subpath (param "TMP_DIR")) '
         '(subpath "/private/var/folders") (subpath "/dev"))',
         "(deny network*)",
-        # Git's control files (see GIT_CONTROL_FILES): .git itself cannot be
+        # Git's control files (see git_control_snapshot): .git itself cannot be
         # moved aside, hooks/ and config cannot be written.
         '(deny file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
@@ -2426,29 +2521,40 @@ def denied_sources() -> dict[str, str]:
 
 def secret_paths() -> list[Path]:
     """Existing .env, .env.* (any case) and .git/config files in the
-    workspace, any depth.
+    workspace, any depth (and the configs `.git` files lead to)."""
+    return scan_workspace()[0]
 
+
+def scan_workspace() -> tuple[list[Path], list[Path]]:
+    """(secrets to mask, `.git` files to pin) in the workspace, any depth.
+
+    A `.git` file (a submodule's or a linked worktree's) says where git takes
+    its config and hooks from; rewritten, it would make git run a planted
+    config later, so it is pinned read-only like the top-level .git.
     Dependency and cache folders are walked by rg, which is many times
     faster than os.walk in a node_modules of 50,000 files (a package can
     ship a .env of its own); the rest of the tree is walked here.
     """
-    found, skipped = [], []
+    found, skipped, pointers = [], [], []
     for root, dirs, files in os.walk(BASE_DIR):
         here = Path(root)
         if ".git" in dirs and (here / ".git" / "config").is_file():
             found.append(here / ".git" / "config")
             found += submodule_configs(here / ".git" / "modules")
+        elif ".git" in files and not (here / ".git").is_symlink():
+            found += linked_git_configs(here / ".git")
+            pointers.append(here / ".git")
         found += [here / n for n in [*dirs, *files] if is_env_name(n)]
         # .git has its own rule above; .kesi holds only what KeSi writes.
         skipped += [here / d for d in dirs
                     if is_ignored_name(d) and d not in (".git", ".kesi") and not is_env_name(d)]
         dirs[:] = [d for d in dirs if not is_ignored_name(d)]
-    found += env_files_below(skipped)
+    found += secret_files_below(skipped)
     # A symlinked secret is left alone: bwrap would mount over the link's
     # target (or fail on a dangling one, breaking every command). The target
     # is hidden anyway when it is in home, or a secret of its own, or it is a
     # file the command could read by its real name.
-    return [path for path in found if not path.is_symlink()]
+    return [path for path in found if not path.is_symlink()], pointers
 
 
 def is_env_name(name: str) -> bool:
@@ -2456,17 +2562,37 @@ def is_env_name(name: str) -> bool:
     return lower == ".env" or lower.startswith(".env.")
 
 
-def env_files_below(folders: list[Path]) -> list[Path]:
-    """.env files anywhere below these folders, found by rg (links not followed)."""
+def secret_files_below(folders: list[Path]) -> list[Path]:
+    """.env and .git/config files anywhere below these folders, found by rg
+    (links not followed): `pip install -e git+https://TOKEN@...` keeps a clone
+    with its credentials in .venv/src."""
     if not folders or RG_PATH is None:
         return []
     argv = [RG_PATH, "--no-config", "--files", "--hidden", "--no-ignore", "--null",
-            "--iglob", ".env", "--iglob", ".env.*", "--", *map(str, folders)]
+            "--iglob", ".env", "--iglob", ".env.*", "--iglob", "**/.git/config", "--", *map(str, folders)]
     try:
         listed = subprocess.run(argv, capture_output=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [Path(os.fsdecode(p)) for p in listed.split(b"\0") if p]
+
+
+def linked_git_configs(dot_git: Path) -> list[Path]:
+    """The configs a `.git` file leads to (`gitdir: ...` of a linked worktree
+    or a submodule, and the main repository through its commondir): outside
+    the workspace, but still readable there unless in home."""
+    try:
+        pointer = dot_git.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    if dot_git.is_symlink() or not pointer.startswith("gitdir:"):
+        return []
+    gitdir = dot_git.parent / pointer[len("gitdir:"):].strip()
+    folders = [gitdir]
+    with contextlib.suppress(OSError):
+        folders.append(gitdir / (gitdir / "commondir").read_text(encoding="utf-8", errors="replace").strip())
+    configs = [Path(os.path.normpath(folder / "config")) for folder in folders]
+    return [c for c in dict.fromkeys(configs) if c.is_file() and not c.is_symlink()]
 
 
 def submodule_configs(modules: Path) -> list[Path]:
@@ -2502,8 +2628,11 @@ def bwrap_argv(command: str) -> list[str]:
     for path in toolchain_secrets():
         argv += ["--ro-bind", denied["file"], path]
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
+    secrets, git_pointers = scan_workspace()
     argv += git_pins()
-    for secret in secret_paths():
+    for pointer in git_pointers:
+        argv += ["--ro-bind", str(pointer), str(pointer)]
+    for secret in secrets:
         if secret.name == "config" and ".git" in secret.parts:
             source = denied["empty"]
         else:
@@ -2534,14 +2663,18 @@ def runtime_dirs() -> list[str]:
 
 # ----------------------------------------------------------------------------
 # Git's control files run code later, outside the sandbox: a hook runs on the
-# user's next `git commit`, core.fsmonitor (in config, or in a repository that
-# commondir points at) on the next `git status`. Inside the sandbox .git is
-# pinned in place (a mount point cannot be renamed or removed, so no `git init`
-# can replace it), hooks/ is read-only and config is an empty read-only file
-# (see secret_paths). The files git would take from elsewhere are checked
-# after every command and put back as they were: GIT_CONTROL_FILES.
+# user's next `git commit`, core.fsmonitor (in config, in a file config
+# includes, or in a repository that commondir or a `.git` file points at) on
+# the next `git status`. Inside the sandbox .git is pinned in place (a mount
+# point cannot be renamed or removed, so no `git init` can replace it; a
+# `.git` file is pinned read-only), hooks/, the folder core.hooksPath names
+# and files config includes are read-only, and config is an empty read-only
+# file (see secret_paths). Everything else git would take code from, in the
+# repository and in its submodules' and worktrees' folders under .git, is
+# checked after every command and put back as it was: git_control_snapshot.
 
-GIT_CONTROL_FILES = ("commondir", "config.worktree", "config")
+GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir"}
+GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
 # Inside the sandbox too, read-only git commands run no fsmonitor program that
 # a planted config names (a `.git` file may point at any folder's config).
 GIT_SAFE_CONFIG = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "false"}
@@ -2550,25 +2683,82 @@ GIT_SAFE_CONFIG = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor"
 def git_pins() -> list[str]:
     git = BASE_DIR / ".git"
     if git.is_symlink() or not git.is_dir():
-        return []
+        return []                 # a `.git` file is pinned with the others (scan_workspace)
     pins = ["--bind", str(git), str(git)]
-    if (git / "hooks").is_dir() and not (git / "hooks").is_symlink():
-        pins += ["--ro-bind", str(git / "hooks"), str(git / "hooks")]
+    for path in [git / "hooks", *paths_git_config_names(git / "config")]:
+        path = Path(os.path.realpath(path))          # hooks may be a link into the work tree
+        if path.is_relative_to(BASE_DIR) and path.exists() and path not in (BASE_DIR, git):
+            pins += ["--ro-bind", str(path), str(path)]
     return pins
 
 
-def git_control_snapshot() -> dict[str, bytes | None] | None:
-    """The bytes of each control file of the workspace's repository (None:
-    absent), or None if the workspace has no .git folder. Nothing is followed
+def paths_git_config_names(config: Path) -> list[Path]:
+    """The hooks folder (core.hooksPath) and included files a repository's
+    config names: a command that writes them changes what git runs later.
+    Read by git itself from the file alone (no repository, nothing runs)."""
+    git = shutil.which("git")
+    if git is None or config.is_symlink() or not config.is_file():
+        return []
+    try:
+        listed = subprocess.run([git, "config", "--file", str(config), "--null", "--get-regexp",
+                                 r"^(core\.hookspath|include\.path|includeif\..*\.path)$"],
+                                capture_output=True, timeout=10, env={"PATH": os.defpath}).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    found = []
+    for entry in listed.split(b"\0"):
+        key, _, value = os.fsdecode(entry).partition("\n")
+        if not value or value.startswith("~"):
+            continue              # in home: hidden from commands anyway
+        # A relative hooksPath is taken from the top of the work tree, an include from .git.
+        base = BASE_DIR if key == "core.hookspath" else config.parent
+        found.append(Path(os.path.normpath(base / value)))
+    return found
+
+
+def git_control_snapshot() -> dict[str, tuple] | None:
+    """What git could run code from, under the workspace's .git folder:
+    {path relative to .git: (kind, bytes, mode)} for every control file
+    (GIT_CONTROL_NAMES at any depth, anything in a hooks folder) and every
+    link, or None if the workspace has no .git folder. Nothing is followed
     through a link: a planted `.git/config -> ~/.ssh/id_rsa` is not read."""
     try:
         git_fd = open_git_folder()
     except OSError:
         return None
     try:
-        return {name: read_control_file(git_fd, name) for name in GIT_CONTROL_FILES}
+        return dict(control_entries(git_fd, ""))
     finally:
         os.close(git_fd)
+
+
+def control_entries(folder_fd: int, prefix: str, in_hooks: bool = False, depth: int = 0):
+    """(relative path, (kind, bytes, mode)) of the control files below one open folder."""
+    try:
+        names = os.listdir(folder_fd)
+    except OSError:
+        return
+    for name in names:
+        path = prefix + name
+        try:
+            info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            yield path, ("link", os.readlink(name, dir_fd=folder_fd).encode(errors="surrogateescape"), 0)
+        elif stat.S_ISDIR(info.st_mode):
+            if name in GIT_DATA_FOLDERS or depth >= 12:
+                continue
+            try:
+                child = os.open(name, FOLDER_FLAGS, dir_fd=folder_fd)
+            except OSError:
+                continue
+            try:
+                yield from control_entries(child, path + "/", in_hooks or name == "hooks", depth + 1)
+            finally:
+                os.close(child)
+        elif in_hooks or name in GIT_CONTROL_NAMES:
+            yield path, ("file", read_control_file(folder_fd, name), stat.S_IMODE(info.st_mode))
 
 
 def open_git_folder() -> int:
@@ -2579,11 +2769,9 @@ def open_git_folder() -> int:
         os.close(base_fd)
 
 
-def read_control_file(git_fd: int, name: str) -> bytes | None:
+def read_control_file(folder_fd: int, name: str) -> bytes:
     try:
-        fd = os.open(name, FILE_FLAGS, dir_fd=git_fd)
-    except FileNotFoundError:
-        return None
+        fd = os.open(name, FILE_FLAGS, dir_fd=folder_fd)
     except OSError:
         return b"(not a regular file)"     # a link or a folder: never what was there
     with os.fdopen(fd, "rb") as handle:
@@ -2593,32 +2781,49 @@ def read_control_file(git_fd: int, name: str) -> bytes | None:
             return b"(not a regular file)"
 
 
-def restore_git_control(before: dict[str, bytes | None] | None) -> list[str]:
+def restore_git_control(before: dict[str, tuple] | None) -> list[str]:
     """Put back what a command changed among the control files (no process of
-    it is left to race this); returns the names put back."""
+    it is left to race this): changed ones as they were, new ones removed.
+    Returns the paths put back."""
     if before is None:
         return []                   # no repository before: nothing of the user's to protect
     after = git_control_snapshot()
-    changed = [name for name in GIT_CONTROL_FILES if after is None or after[name] != before[name]]
+    if after is None:
+        return [".git (it is no longer a folder; check it before you use git here)"]
+    changed = sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path))
     if not changed:
         return []
+    git_fd = open_git_folder()
     try:
-        git_fd = open_git_folder()
-    except OSError:
-        return [".git (it is no longer a folder; check it before you use git here)"]
-    try:
-        for name in changed:
-            with contextlib.suppress(OSError):
-                info = os.stat(name, dir_fd=git_fd, follow_symlinks=False)
-                if stat.S_ISDIR(info.st_mode):
-                    shutil.rmtree(name, dir_fd=git_fd)
-                else:
-                    os.unlink(name, dir_fd=git_fd)
-            if before[name] is not None:
-                write_atomically(git_fd, name, before[name])
+        for path in changed:
+            put_back(git_fd, path, before.get(path))
     finally:
         os.close(git_fd)
-    return [f".git/{name}" for name in changed]
+    return [f".git/{path}" for path in changed]
+
+
+def put_back(git_fd: int, path: str, was: tuple | None) -> None:
+    """Make one path under .git what it was (None: absent), never through a link."""
+    *folders, name = path.split("/")
+    fds = [git_fd]
+    try:
+        for folder in folders:
+            fds.append(os.open(folder, FOLDER_FLAGS, dir_fd=fds[-1]))
+        with contextlib.suppress(OSError):
+            info = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
+            if stat.S_ISDIR(info.st_mode):
+                shutil.rmtree(name, dir_fd=fds[-1])
+            else:
+                os.unlink(name, dir_fd=fds[-1])
+        if was is not None and was[0] == "link":
+            os.symlink(os.fsdecode(was[1]), name, dir_fd=fds[-1])
+        elif was is not None:
+            write_atomically(fds[-1], name, was[1], mode=was[2])
+    except OSError:
+        pass                      # its folder is gone: nothing left to run from there
+    finally:
+        for fd in fds[1:]:
+            os.close(fd)
 
 
 # ============================================================================
@@ -2723,6 +2928,7 @@ def run_command(command, timeout=None):
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
         return "Error: timeout must be a positive number of seconds.", True
     limit = min(limit, COMMAND_TIMEOUT)
+    git_before = git_control_snapshot()    # before the command starts: it cannot win a race
     try:
         proc = subprocess.Popen(shell_argv(command), cwd=BASE_DIR, env=sandbox_environment(),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -2730,7 +2936,6 @@ def run_command(command, timeout=None):
     except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
         return f"Error: could not start the command: {exc}", True
     captured, overflow = HeadAndTail(MAX_OUTPUT_BYTES // 2), threading.Event()
-    git_before = git_control_snapshot()
 
     def on_full():
         overflow.set()

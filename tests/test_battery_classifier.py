@@ -134,3 +134,86 @@ def test_everyday_commands_are_not_denied():
 def test_battery_size():
     print(f"\nclassifier battery: {COUNT} attempts")
     assert COUNT >= 200
+
+
+# --- round 2: read-only commands with options that write or read a hidden file ----------
+
+@pytest.mark.parametrize("command", [
+    "date -s 2020-01-01", "date --set=2020-01-01", "date --set 2020-01-01", "date -us 12:00",
+    "date -f.env", "date -f .env", "date --file=.env", "date -uf.env", "du --files0-from=list",
+    "wc --files0-from=.env", "diff --from-file=.env a", "du -X.env .", "cat -v.env",
+])
+def test_safe_commands_with_unsafe_options_ask(ws, command):
+    (ws / ".env").write_text("TOKEN=x\n")
+    assert kesi.classify_command(command)[0] == "ask", command
+
+
+@pytest.mark.parametrize("command", ["date", "date +%F", "date -u", "date -R", "date -u +%s", "du -sh .",
+                                     "wc -l a.txt", "diff a.txt b.txt", "ls -la"])
+def test_the_same_commands_without_them_still_run_unasked(ws, command):
+    for name in ("a.txt", "b.txt"):
+        (ws / name).write_text("x\n")
+    assert kesi.classify_command(command)[0] == "allow", command
+
+
+def test_a_deny_rule_from_a_project_file_is_printed_visibly(ws, monkeypatch):
+    import json
+
+    import checklib
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(ws / "user-config"))
+    (ws / ".kesi").mkdir()
+    rule = "Bash(git #\x1b]52;c;cHduZWQ=\x07\x1b[2K\x1b[1A:*)"
+    (ws / ".kesi" / "settings.json").write_text(json.dumps({"permissions": {"deny": [rule]}}))
+    screen = checklib.capture_ui()
+    allowed, refusal = kesi.check_permission("run_command", {"command": "git status"})
+    shown = screen.getvalue()
+    assert not allowed and "deny rule" in shown
+    assert "\x1b" not in shown and "\x07" not in shown, repr(shown)
+
+
+@pytest.mark.parametrize("rule,command", [
+    ("Bash(git push:*)", "/usr/bin/git push origin main"), ("Bash(git push:*)", "git -C . push"),
+    ("Bash(git push:*)", "git -c core.pager=cat --no-pager push"), ("Bash(git push:*)", "timeout 9 git push"),
+    ("Bash(git push:*)", "sh -c 'git push'"), ("Bash(git push:*)", "eval 'git push --force'"),
+    ("Bash(git push:*)", "echo main | xargs git push origin"), ("Bash(git push:*)", "nice -n 5 git push"),
+    ("Bash(git push:*)", "env -i git push"), ("Bash(git push:*)", "bash -c \"cd . && git push\""),
+    ("Bash(rm -rf:*)", "rm -fr build"), ("Bash(rm -rf:*)", "/bin/rm -rf build"),
+    ("Bash(npm publish)", "npm  publish"),
+])
+def test_a_deny_rule_holds_against_other_spellings_even_in_bypass_mode(ws, monkeypatch, rule, command):
+    import json
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(ws / "user-config"))
+    (ws / "user-config" / "kesi").mkdir(parents=True)
+    (ws / "user-config" / "kesi" / "settings.json").write_text(json.dumps({"permissions": {"deny": [rule]}}))
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
+    allowed, refusal = kesi.check_permission("run_command", {"command": command})
+    assert not allowed and "deny rule" in refusal, (rule, command)
+
+
+@pytest.mark.parametrize("command", ["echo git push", "grep -rn 'git push' docs", "git pull", "rm -r build"])
+def test_a_deny_rule_does_not_catch_commands_that_do_not_run_it(ws, monkeypatch, command):
+    import json
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(ws / "user-config"))
+    (ws / "user-config" / "kesi").mkdir(parents=True)
+    rules = {"permissions": {"deny": ["Bash(git push:*)", "Bash(rm -rf:*)"]}}
+    (ws / "user-config" / "kesi" / "settings.json").write_text(json.dumps(rules))
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
+    assert kesi.check_permission("run_command", {"command": command}) == (True, None), command
+
+
+RUN_LATER_FILES = [".gitea/workflows/ci.yml", ".forgejo/workflows/x.yaml", ".woodpecker.yml", ".drone.yml",
+                   "bitbucket-pipelines.yml", ".gitpod.yml", "proj.code-workspace", ".theia/tasks.json",
+                   ".fleet/run.json", "lefthook.yaml", ".lefthook.yaml", ".config/mise/config.toml",
+                   "mise/config.toml", ".mise/config.toml", ".direnv/python-3.12/lib/site-packages/evil.pth",
+                   "env/lib/python3.12/site-packages/x.PTH", ".codex/config.toml", ".continue/config.json",
+                   "opencode.json", ".roo/mcp.json", ".kiro/settings.json", ".windsurfrules", ".clinerules",
+                   ".github/copilot-instructions.md", ".aider.conf.yml"]
+
+
+@pytest.mark.parametrize("path", RUN_LATER_FILES)
+def test_files_run_later_are_not_written_unasked_even_in_accept_edits(ws, monkeypatch, path):
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
+    monkeypatch.setattr(kesi, "can_ask", lambda: False)          # nobody there: an ask is a refusal
+    allowed, refusal = kesi.check_permission("write_file", {"file_path": path, "content": "x"})
+    assert not allowed and refusal, path
+    assert kesi.check_permission("write_file", {"file_path": "src/mise_notes.md", "content": "x"}) == (True, None)

@@ -246,3 +246,159 @@ def test_env_files_are_masked_at_any_depth_and_in_any_case(box, rel):
     (box / rel).write_text("CANARY_SECRET=tok-e2f1\n")
     output, _ = sh(f"cat '{rel}'; grep -r tok-e2f1 . 2>/dev/null; echo end")
     assert "tok-e2f1" not in output and "end" in output, output
+
+
+# --- round 2: classes an outside red team found open (our own variants) --------------
+# Each plant runs in the sandbox; then the person's own git runs outside, as it
+# would later, and must run nothing the command planted.
+
+FSMONITOR = "printf '[core]\\n\\tfsmonitor = touch PWNED\\n' >> {}"
+EVIL_GITDIR = ("git init -q --bare {d} && printf '[core]\\n\\tbare = false\\n\\tfsmonitor = touch PWNED\\n' "
+               ">> {d}/config")
+
+
+def git_everywhere(root: Path) -> str:
+    """What the person runs later, outside: status (fsmonitor), a commit (hooks)."""
+    (root / "a.txt").write_text(f"changed {uuid.uuid4()}\n")
+    outputs = [git(root, "status", "--short"), git(root, "commit", "-qam", "later")]
+    return " | ".join(p.stdout + p.stderr for p in outputs)
+
+
+def pwned(*roots: Path) -> list[Path]:
+    return [p for root in roots for p in root.rglob("PWNED")]
+
+
+@pytest.fixture
+def worktree(box):
+    """The workspace is a linked worktree: its .git is a file pointing at a
+    repository outside, in a folder the sandbox leaves readable (not /tmp,
+    not home), as a checkout under /work or /srv would be."""
+    main = Path(tempfile.mkdtemp(prefix="kesi-main-repo-", dir="/var/tmp"))
+    make_repo(main)
+    git(main, "config", "kesi.canary", "maincanary-91c4")      # not a credential format: no output mask
+    wt = box / "wt"
+    assert git(main, "worktree", "add", "-q", str(wt)).returncode == 0
+    old = kesi.BASE_DIR
+    kesi.BASE_DIR = wt
+    yield main, wt
+    kesi.BASE_DIR = old
+    subprocess.run(["rm", "-rf", str(main)], check=False)
+
+
+@pytest.mark.parametrize("plant", [
+    EVIL_GITDIR.format(d="evilgd") + " && printf 'gitdir: evilgd\\n' > .git",
+    "rm -f .git && git init -q && git config core.fsmonitor 'touch PWNED'",
+    "mv .git .git-aside && git init -q && git config core.fsmonitor 'touch PWNED'",
+])
+def test_a_linked_worktree_keeps_its_git_file(worktree, plant):
+    main, wt = worktree
+    pointer = (wt / ".git").read_text()
+    sh(plant)
+    later = git_everywhere(wt)
+    assert (wt / ".git").read_text() == pointer and not pwned(main, wt), later
+
+
+def test_the_main_repository_config_of_a_worktree_is_masked(worktree):
+    main, _ = worktree
+    output, _ = sh(f"cat {main}/.git/config; git config --get kesi.canary; echo end")
+    assert "maincanary-91c4" not in output and "end" in output, output
+
+
+def test_the_folder_core_hookspath_names_is_read_only(box):
+    make_repo(box)
+    (box / ".githooks").mkdir()
+    git(box, "config", "core.hooksPath", ".githooks")
+    sh("echo 'touch PWNED' > .githooks/pre-commit; chmod +x .githooks/pre-commit")
+    later = git_everywhere(box)
+    assert not pwned(box) and not (box / ".githooks" / "pre-commit").exists(), later
+
+
+def test_a_file_the_config_includes_is_read_only(box):
+    make_repo(box)
+    (box / "team.gitconfig").write_text("[user]\n\tname = team\n")
+    git(box, "config", "include.path", "../team.gitconfig")
+    sh(FSMONITOR.format("team.gitconfig"))
+    later = git_everywhere(box)
+    assert not pwned(box) and "fsmonitor" not in (box / "team.gitconfig").read_text(), later
+
+
+def test_hooks_planted_where_there_was_no_hooks_folder_are_removed(box):
+    make_repo(box)
+    subprocess.run(["rm", "-rf", str(box / ".git" / "hooks")], check=True)
+    output, failed = sh("mkdir -p .git/hooks && echo 'touch PWNED' > .git/hooks/pre-commit && "
+                        "chmod +x .git/hooks/pre-commit; echo planted")
+    later = git_everywhere(box)
+    assert failed and "KeSi put back" in output and ".git/hooks" in output, output
+    assert not pwned(box), later
+
+
+def test_a_hooks_folder_linked_into_the_work_tree_is_read_only(box):
+    make_repo(box)
+    subprocess.run(["rm", "-rf", str(box / ".git" / "hooks")], check=True)
+    (box / "myhooks").mkdir()
+    (box / ".git" / "hooks").symlink_to("../myhooks")
+    sh("echo 'touch PWNED' > myhooks/pre-commit; chmod +x myhooks/pre-commit")
+    later = git_everywhere(box)
+    assert not pwned(box) and not (box / "myhooks" / "pre-commit").exists(), later
+
+
+@pytest.fixture
+def with_submodule(box, tmp_path_factory):
+    upstream = tmp_path_factory.mktemp("upstream")
+    make_repo(upstream)
+    make_repo(box)
+    added = subprocess.run(["git", "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream),
+                            "sub"], cwd=box, env={**os.environ, **GIT_ENV}, capture_output=True, text=True)
+    assert added.returncode == 0, added.stderr
+    assert git(box, "commit", "-qm", "with sub").returncode == 0
+    return box
+
+
+@pytest.mark.parametrize("plant", [
+    "echo 'touch ../PWNED' > .git/modules/sub/hooks/pre-commit; chmod +x .git/modules/sub/hooks/pre-commit",
+    EVIL_GITDIR.format(d="evilgd") + " && echo \"$PWD/evilgd\" > .git/modules/sub/commondir",
+    EVIL_GITDIR.format(d="evilgd") + " && printf 'gitdir: ../evilgd\\n' > sub/.git",
+    "printf '[core]\\n\\tfsmonitor = touch PWNED\\n' > .git/modules/sub/config.worktree",
+])
+def test_submodule_control_files_are_guarded(with_submodule, plant):
+    root = with_submodule
+    pointer = (root / "sub" / ".git").read_text()
+    sh(plant)
+    (root / "sub" / "a.txt").write_text("changed in sub\n")
+    later = [git(root, "status"), git(root / "sub", "status"), git(root / "sub", "commit", "-qam", "sub later")]
+    assert (root / "sub" / ".git").read_text() == pointer
+    assert not pwned(root), [p.stdout + p.stderr for p in later]
+
+
+def test_another_worktrees_control_files_are_put_back(box, tmp_path_factory):
+    make_repo(box)
+    other = tmp_path_factory.mktemp("other") / "wt"
+    assert git(box, "worktree", "add", "-q", str(other)).returncode == 0
+    name = other.name
+    sh(EVIL_GITDIR.format(d="evilgd") + f" && echo \"$PWD/evilgd\" > .git/worktrees/{name}/commondir")
+    later = git_everywhere(other)
+    assert not pwned(box, other), later
+
+
+@pytest.mark.parametrize("rel", [".venv/src/pkg/.git/config", "node_modules/dep/.git/config"])
+def test_git_configs_inside_dependency_folders_are_masked(box, rel):
+    (box / rel).parent.mkdir(parents=True)
+    (box / rel).write_text("[kesi]\n\tcanary = depcanary-3b7e\n")     # not a credential format: no output mask
+    output, _ = sh(f"cat {rel}; grep -r depcanary . 2>/dev/null; echo end")
+    assert "depcanary-3b7e" not in output and "end" in output, output
+
+
+def test_of_dot_local_only_the_program_folders_are_readable(box, tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("home")
+    for rel, text in {".local/bin/tool": "#!/bin/sh\necho tool-ran\n",
+                      ".local/share/keyrings/login.keyring": "keyring-canary-5d1",
+                      ".local/share/fish/fish_history": "history-canary-5d1",
+                      ".local/share/uv/credentials/credentials.toml": "uvcred-canary-5d1",
+                      ".local/share/Trash/files/.env": "trash-canary-5d1"}.items():
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(text)
+    (home / ".local/bin/tool").chmod(0o755)
+    monkeypatch.setattr(kesi, "HOME_DIR", home)
+    output, _ = sh(f"{home}/.local/bin/tool; cat {home}/.local/share/keyrings/* {home}/.local/share/fish/* "
+                   f"{home}/.local/share/uv/credentials/* {home}/.local/share/Trash/files/.env; echo end")
+    assert "tool-ran" in output and "end" in output and "canary-5d1" not in output, output

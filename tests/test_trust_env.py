@@ -142,6 +142,8 @@ SECRETS = [
     "DIGITALOCEAN_ACCESS_TOKEN", "SSH_AUTH_SOCK", "VAULT_TOKEN", "KUBECONFIG", "session_cookie",
     "HOMEBREW_GITHUB_API_TOKEN", "KESI_API_KEY", "PYTHON_KEYRING_PASSWORD", "DB_PASS", "SMTP_PW",
     "npm_config__authToken", "XDG_PRIVATE_THING", "Conda_Secret", "NODE_PRIVATE_REGISTRY_KEY",
+    # found by an outside red team: words the first list lacked
+    "PYENV_GITHUB_BEARER", "PYTHONX_PASSPHRASE", "NPM_CONFIG__OTP", "UV_PUBLISH_USERNAME", "CARGO_OTP_CODE",
 ]
 # Credentials in the value of an otherwise harmless toolchain or proxy name.
 SECRET_URLS = ["PIP_INDEX_URL", "GOPROXY", "HTTPS_PROXY", "RUSTUP_DIST_SERVER", "UV_INDEX_URL"]
@@ -195,3 +197,19 @@ def test_the_user_can_pass_more_with_kesi_pass_env(ws, monkeypatch):
 def test_secret_rules_keep_the_series_names():
     assert "AWS_SECRET_ACCESS_KEY" in kesi.SENSITIVE_ENV_NAMES and "SSH_AUTH_SOCK" in kesi.SENSITIVE_ENV_NAMES
     assert "MYSQL_PWD".endswith(kesi.SENSITIVE_ENV_SUFFIXES) and not "PWD".endswith(kesi.SENSITIVE_ENV_SUFFIXES)
+
+
+def test_a_project_key_is_not_sent_beside_the_users_own_token(tmp_path):
+    """Logged in with ANTHROPIC_AUTH_TOKEN, the user's endpoint gets that token only."""
+    marker = uuid.uuid4().hex[:12]
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".env").write_text(f"ANTHROPIC_API_KEY=sk-ant-project-{marker}\n")
+    with MockAPI(ENV_TURN) as mock:
+        env = checklib.kesi_subprocess_env(ANTHROPIC_BASE_URL=mock.url, ANTHROPIC_AUTH_TOKEN="user-token",
+                                           XDG_CONFIG_HOME=str(tmp_path / "none"), KESI_SANDBOX="off")
+        proc = start_kesi(project, env)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and out.strip() == "done", err
+    headers = [str(r["headers"]) for r in mock.requests]
+    assert headers and all(marker not in h and "user-token" in h for h in headers)
