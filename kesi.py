@@ -2144,7 +2144,8 @@ def sandbox_environment() -> dict[str, str]:
     env["PWD"] = str(BASE_DIR)
     if "PYENV_DIR" in env:
         env["PYENV_DIR"] = str(BASE_DIR)
-    return without_own_venv(env)
+    env.update(git_identity_environment())
+    return with_command_caches(without_own_venv(env))
 
 
 def is_harmless_variable(name: str, value: str) -> bool:
@@ -2183,6 +2184,50 @@ def toolchain_dirs() -> list[str]:
 
 def toolchain_secrets() -> list[str]:
     return [str(HOME_DIR / f) for f in TOOLCHAIN_SECRETS if (HOME_DIR / f).is_file()]
+
+
+# --- toolchain caches ---------------------------------------------------------
+# uv, pip, npm, cargo and go keep their caches in the home folder, which the
+# sandbox keeps read-only, so `uv run pytest` or `npm test` would fail there.
+# Binding ~/.cache/uv writable instead would open a channel out of the
+# sandbox: a command could plant a wheel that the user's own `uv run` later
+# installs and runs outside it. So sandboxed commands get caches of their
+# own, per project, in .kesi/cache: a place they can write anyway (it is in
+# the workspace), ignored by git and the file tools, and on the same file
+# system as .venv (uv hardlinks from its cache). Nothing outside the sandbox
+# reads it. The price: a project's first install cannot reuse the user's
+# cache (copying it is not cheap; hard links would share the user's files).
+CACHE_FOLDER = "cache"               # .kesi/cache
+CACHE_VARIABLES = {                  # variable -> folder in .kesi/cache ("": the folder itself)
+    "XDG_CACHE_HOME": "", "UV_CACHE_DIR": "uv", "PIP_CACHE_DIR": "pip", "npm_config_cache": "npm",
+    "YARN_CACHE_FOLDER": "yarn", "CARGO_HOME": "cargo", "GOCACHE": "go-build", "GOMODCACHE": "go-mod",
+}
+
+
+def cache_environment() -> dict[str, str]:
+    """The cache variables a sandboxed command gets; none when unsandboxed
+    (the user's own caches are writable then, and theirs to use)."""
+    if not sandbox_enabled():
+        return {}
+    root = BASE_DIR / ".kesi" / CACHE_FOLDER
+    return {name: str(root / folder) if folder else str(root) for name, folder in CACHE_VARIABLES.items()}
+
+
+def with_command_caches(env: dict[str, str]) -> dict[str, str]:
+    """env with the cache variables set, but for those the user set (in any
+    case: NPM_CONFIG_CACHE): their choice, read-only inside unless it is in
+    the workspace, so it opens no way out either."""
+    chosen = {name.upper() for name in env}
+    return {**env, **{k: v for k, v in cache_environment().items() if k.upper() not in chosen}}
+
+
+def make_cache_folder() -> None:
+    """.kesi/cache, made through descriptors (see kesi_folder) before a
+    sandboxed command runs. A link planted there is left alone: inside the
+    sandbox it can only lead where the command could write anyway."""
+    if sandbox_enabled():
+        with contextlib.suppress(OSError):
+            os.close(kesi_folder(CACHE_FOLDER))
 
 
 def shell_argv(command: str) -> list[str]:
@@ -2323,9 +2368,8 @@ def bwrap_argv(command: str) -> list[str]:
             # as host root); /run holds other programs' sockets (D-Bus, Docker),
             # which a network namespace does not cover.
             "--ro-bind", "/proc/sys", "/proc/sys", "--tmpfs", "/tmp", "--tmpfs", "/run"]
-    for hidden in dict.fromkeys([str(HOME_DIR), "/home", "/root", *runtime_dirs()]):
-        if os.path.isdir(hidden):
-            argv += ["--tmpfs", hidden]
+    for hidden in hidden_folders():
+        argv += ["--tmpfs", hidden]
     denied = denied_sources()
     for path in toolchain_dirs():
         argv += ["--ro-bind", path, path]
@@ -2339,6 +2383,7 @@ def bwrap_argv(command: str) -> list[str]:
         else:
             source = denied["dir"] if secret.is_dir() else denied["file"]
         argv += ["--ro-bind", source, str(secret)]
+    argv += hidden_folders_read_only()
     steps = str(round(KILL_GRACE_SECONDS / GRACE_STEP_SECONDS))
     return argv + ["--chdir", str(BASE_DIR), SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, steps,
                    str(GRACE_STEP_SECONDS)]
@@ -2352,6 +2397,20 @@ def bwrap_argv(command: str) -> list[str]:
 GRACE_WRAPPER = ('"$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
                  'while [ "$i" -lt "$2" ] && kill -0 -1 2>/dev/null; do sleep "$3"; i=$((i + 1)); done; '
                  'exit "$code"')
+
+
+def hidden_folders() -> list[str]:
+    """The home folders and socket folders bwrap covers with an empty tmpfs."""
+    return [d for d in dict.fromkeys([str(HOME_DIR), "/home", "/root", *runtime_dirs()]) if os.path.isdir(d)]
+
+
+def hidden_folders_read_only() -> list[str]:
+    """Those empty folders made read-only once everything inside is mounted.
+    A write to ~ then fails loudly instead of vanishing with the sandbox (a
+    `pip install --user` that seems to work, gone by the next command); the
+    caches are in .kesi/cache instead. A folder the workspace covers is left
+    alone: remounting it would make the workspace read-only."""
+    return [arg for d in hidden_folders() if not Path(d).is_relative_to(BASE_DIR) for arg in ("--remount-ro", d)]
 
 
 def runtime_dirs() -> list[str]:
@@ -2375,6 +2434,48 @@ GIT_CONTROL_FILES = ("commondir", "config.worktree", "config")
 # Inside the sandbox too, read-only git commands run no fsmonitor program that
 # a planted config names (a `.git` file may point at any folder's config).
 GIT_SAFE_CONFIG = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "false"}
+
+
+# The home folder (and ~/.gitconfig with it) is hidden in the sandbox, so
+# `git commit` would fail with "unable to auto-detect email". KeSi reads the
+# user's name and email outside, with git itself, and passes only those two
+# values in; aliases, credential helpers, hooksPath and the rest of the
+# user's config stay outside.
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "user.name", "GIT_AUTHOR_EMAIL": "user.email",
+                "GIT_COMMITTER_NAME": "user.name", "GIT_COMMITTER_EMAIL": "user.email"}
+_git_identity: dict[Path, dict[str, str]] = {}     # workspace -> the variables, read once
+
+
+def git_identity_environment() -> dict[str, str]:
+    """GIT_AUTHOR_* and GIT_COMMITTER_* for a sandboxed command: the user's own
+    variables if set, else user.name and user.email as git sees them here."""
+    if not sandbox_enabled():
+        return {}                      # unsandboxed, git reads the user's config itself
+    if BASE_DIR not in _git_identity:
+        config = read_git_identity()
+        _git_identity[BASE_DIR] = {name: config[key] for name, key in GIT_IDENTITY.items() if key in config}
+    identity = dict(_git_identity[BASE_DIR])
+    identity.update({name: os.environ[name] for name in GIT_IDENTITY if os.environ.get(name)})
+    return identity
+
+
+def read_git_identity() -> dict[str, str]:
+    """{'user.name': ..., 'user.email': ...}, whichever are set; {} without git.
+    A value with a control character is dropped: it could only be an attack."""
+    git = shutil.which("git")
+    if git is None:
+        return {}
+    try:
+        listed = subprocess.run([git, "config", "-z", "--get-regexp", r"^user\.(name|email)$"], cwd=BASE_DIR,
+                                capture_output=True, timeout=10, env={**os.environ, **GIT_SAFE_CONFIG}).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    found = {}
+    for item in listed.decode("utf-8", errors="replace").split("\0"):
+        key, _, value = item.partition("\n")
+        if key.lower() in ("user.name", "user.email") and value and "\n" not in value and not control_characters(value):
+            found[key.lower()] = value          # the last one wins, as in git
+    return found
 
 
 def git_pins() -> list[str]:
@@ -2621,6 +2722,7 @@ def run_command(command, timeout=None):
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
         return "Error: timeout must be a positive number of seconds.", True
     limit = min(limit, COMMAND_TIMEOUT)
+    make_cache_folder()
     try:
         proc = subprocess.Popen(shell_argv(command), cwd=BASE_DIR, env=sandbox_environment(),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
