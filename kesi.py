@@ -1327,10 +1327,12 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
 # Edits ask once per file. Commands are classified: a hard deny never runs
 # (not even with a "yes"), anything not provably read-only asks the user.
 
-READ_ONLY_TOOLS = {"read_file", "list_files", "glob", "grep", "todo_write", "task"}   # never ask
+READ_ONLY_TOOLS = {"read_file", "list_files", "glob", "grep", "todo_write", "task",   # never ask
+                   "background_output", "background_stop"}
 FILE_TOOLS = {"edit_file", "write_file"}   # ask, once per file
 # run_command is classified below. todo_write and task change nothing on
-# disk (a sub-agent's own calls are checked one by one).
+# disk (a sub-agent's own calls are checked one by one); the background_
+# tools only read or end a task whose command was checked when it started.
 
 # Deliberately short: each entry must be harmless with any arguments.
 SAFE_COMMANDS = [("ls",), ("pwd",), ("cat",), ("head",), ("tail",), ("wc",), ("echo",),
@@ -1967,7 +1969,7 @@ def check_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str 
     if name in READ_ONLY_TOOLS:
         return True, None
     if name == "run_command":
-        return check_command_permission(tool_input.get("command"))
+        return check_command_permission(tool_input.get("command"), tool_input.get("run_in_background") is True)
     if name in FILE_TOOLS:
         return check_write_permission(name, tool_input.get("file_path"), plan)
     return refuse(f"{name} has no permission rule", f"Error: {name} has no permission rule, so it cannot run.")
@@ -1998,7 +2000,7 @@ def check_write_permission(name: str, file_path, plan=None) -> tuple[bool, str |
     return (True, None) if allowed else refuse("refused; not changed", USER_REFUSED)
 
 
-def check_command_permission(command) -> tuple[bool, str | None]:
+def check_command_permission(command, background: bool = False) -> tuple[bool, str | None]:
     verdict, reason = classify_command(command)
     if verdict == "deny":
         return refuse(f"safety rule: {reason}", HARD_DENY_TEXT.format(reason))
@@ -2013,7 +2015,7 @@ def check_command_permission(command) -> tuple[bool, str | None]:
     if PERMISSION_MODE == "readOnly":
         return refuse(f"read-only mode ({reason})",
                       f"Error: KeSi is in read-only mode and this command needs approval ({reason}).")
-    allowed, remember = ask_user(Question(f"run command: {command}", reason))
+    allowed, remember = ask_user(Question(f"run command{' in the background' if background else ''}: {command}", reason))
     if allowed and remember == "project":
         save_project_rule(f"Bash({key})")
     if allowed and remember:
@@ -2230,18 +2232,18 @@ def make_cache_folder() -> None:
             os.close(kesi_folder(CACHE_FOLDER))
 
 
-def shell_argv(command: str) -> list[str]:
+def shell_argv(command: str, background: bool = False) -> list[str]:
     kind = sandbox_kind()
     if kind == "seatbelt":
-        profile, params = seatbelt_spec()
+        profile, params = seatbelt_spec(background)
         defines = [arg for name, value in params for arg in ("-D", f"{name}={value}")]
         return [SANDBOX_EXEC, *defines, "-p", profile, SHELL_PATH, "-c", command]
     if kind == "bubblewrap":
-        return bwrap_argv(command)
+        return in_shared_network(bwrap_argv(command, background))
     return [SHELL_PATH, "-c", command]
 
 
-def seatbelt_spec() -> tuple[str, list[tuple[str, str]]]:
+def seatbelt_spec(background: bool = False) -> tuple[str, list[tuple[str, str]]]:
     """The macOS profile and its parameters.
 
     Paths enter only through -D parameters, never pasted into the profile
@@ -2274,6 +2276,8 @@ def seatbelt_spec() -> tuple[str, list[tuple[str, str]]]:
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
         '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/(.*/)?{SECRET_PATH.replace(chr(92), chr(92) * 2)}(/|$)")))',
+        # A background task may run while the user runs git: it may not write .git at all.
+        *(['(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'] if background else []),
     ])
     return profile, params
 
@@ -2353,7 +2357,7 @@ def submodule_configs(modules: Path) -> list[Path]:
             if config.is_file() and (config.parent / "HEAD").is_file()]
 
 
-def bwrap_argv(command: str) -> list[str]:
+def bwrap_argv(command: str, background: bool = False) -> list[str]:
     """Linux: a read-only root, a private /tmp, home hidden, workspace writable."""
     # A user namespace (when possible) matters when KeSi runs as root: without
     # one, the command may open /proc/<bwrap pid>/root and /proc/<bwrap pid>/cwd,
@@ -2376,7 +2380,7 @@ def bwrap_argv(command: str) -> list[str]:
     for path in toolchain_secrets():
         argv += ["--ro-bind", denied["file"], path]
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
-    argv += git_pins()
+    argv += git_pins(read_only=background)
     for secret in secret_paths():
         if secret.name == "config" and ".git" in secret.parts:
             source = denied["empty"]
@@ -2419,6 +2423,71 @@ def runtime_dirs() -> list[str]:
     found = [os.environ.get("XDG_RUNTIME_DIR", "")]
     found += [os.path.dirname(os.environ.get("SSH_AUTH_SOCK", ""))]
     return [d for d in found if d.startswith("/") and not Path(d).is_relative_to(BASE_DIR)]
+
+
+# --- one loopback network for the session's commands ------------------------------
+# Each bwrap gets a network namespace of its own, with only a loopback, so a
+# server started in the background could not be reached by the next command.
+# Once a background task starts, every later sandboxed command joins one
+# namespace made for the session instead: it still has no route out, only a
+# loopback (and abstract Unix sockets) that this session's commands share.
+# KeSi keeps it alive by holding a descriptor of it; nsenter enters it by that
+# descriptor, so no process id can be reused to point somewhere else.
+_shared_network: list[int] = []      # descriptors: the network (and its user namespace)
+
+
+def start_shared_network() -> bool:
+    """Make the session's network (once). False where it cannot be entered."""
+    if _shared_network:
+        return True
+    if sandbox_kind() != "bubblewrap" or shutil.which("nsenter") is None:
+        return False
+    read_end, write_end = os.pipe()
+    try:
+        holder = subprocess.Popen(["bwrap", "--ro-bind", "/", "/", "--unshare-net", "--unshare-user-try",
+                                   "--die-with-parent", "--info-fd", str(write_end), "--", "cat"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  pass_fds=(write_end,), start_new_session=True)
+    except OSError:
+        os.close(read_end)
+        return False
+    finally:
+        os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as info:
+            pid = json.loads(info.read() or b"{}")["child-pid"]
+        spaces = ["net"] if os.geteuid() == 0 else ["user", "net"]   # others enter its user namespace first
+        fds = [os.open(f"/proc/{pid}/ns/{space}", os.O_RDONLY | os.O_CLOEXEC) for space in spaces]
+    except (OSError, ValueError, KeyError):
+        fds = []
+    finally:
+        holder.stdin.close()                # the holder ends; the descriptors keep the network
+        holder.wait()
+    _shared_network[:] = fds
+    if fds and subprocess.run(in_shared_network(["true"]), pass_fds=tuple(fds), capture_output=True).returncode != 0:
+        for fd in fds:
+            os.close(fd)
+        _shared_network.clear()
+    return bool(_shared_network)
+
+
+def in_shared_network(argv: list[str]) -> list[str]:
+    """A bwrap argv made to join the session's network, once there is one."""
+    if not _shared_network:
+        return argv
+    spaces = ["net"] if len(_shared_network) == 1 else ["user", "net"]
+    enter = [f"--{space}=/proc/self/fd/{fd}" for space, fd in zip(spaces, _shared_network)]
+    if len(spaces) == 2:
+        enter.append("--preserve-credentials")
+    inner = list(argv)
+    if "--unshare-net" in inner:
+        inner.remove("--unshare-net")
+    return ["nsenter", *enter, "--", *inner]
+
+
+def shared_network_fds() -> tuple[int, ...]:
+    """What a command needs passed to enter the session's network."""
+    return tuple(_shared_network)
 
 
 # ----------------------------------------------------------------------------
@@ -2478,11 +2547,13 @@ def read_git_identity() -> dict[str, str]:
     return found
 
 
-def git_pins() -> list[str]:
+def git_pins(read_only: bool = False) -> list[str]:
+    """read_only for background tasks: they run while the user may run git,
+    so the check-and-restore after a command cannot guard them."""
     git = BASE_DIR / ".git"
     if git.is_symlink() or not git.is_dir():
         return []
-    pins = ["--bind", str(git), str(git)]
+    pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
     if (git / "hooks").is_dir() and not (git / "hooks").is_symlink():
         pins += ["--ro-bind", str(git / "hooks"), str(git / "hooks")]
     return pins
@@ -2715,9 +2786,13 @@ def mask_credentials(text: str) -> str:
     return text
 
 
-def run_command(command, timeout=None):
+def run_command(command, timeout=None, run_in_background=False):
     if not isinstance(command, str) or not command.strip():
         return "Error: command must not be empty.", True
+    if not isinstance(run_in_background, bool):
+        return "Error: run_in_background must be true or false.", True
+    if run_in_background:
+        return start_background_task(command)
     limit = COMMAND_TIMEOUT if timeout is None else timeout
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
         return "Error: timeout must be a positive number of seconds.", True
@@ -2725,7 +2800,7 @@ def run_command(command, timeout=None):
     make_cache_folder()
     try:
         proc = subprocess.Popen(shell_argv(command), cwd=BASE_DIR, env=sandbox_environment(),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, pass_fds=shared_network_fds(),
                                 stderr=subprocess.STDOUT, start_new_session=True)
     except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
         return f"Error: could not start the command: {exc}", True
@@ -2813,6 +2888,150 @@ def describe_command_result(data: "HeadAndTail", code: int, ending: str, overflo
         text += ("\n(note: this may be the sandbox at work: reads outside the workspace, "
                  "writes outside it and all network access are blocked on purpose)")
     return text, failed
+
+
+# --- background tasks ----------------------------------------------------------
+# A dev server or a watcher must outlive the call that starts it, which
+# run_command never allows. run_in_background starts the command after the
+# same permission check, in the same sandbox (but with .git read-only: it may
+# run while the user runs git), and returns at once with an id. The model
+# reads what it printed since the last look with background_output and ends
+# it with background_stop. Every task is stopped when KeSi exits: at a normal
+# exit and after a crash (atexit), on SIGHUP and SIGTERM (main turns them into
+# an exit), and in bwrap even after a SIGKILL of KeSi (--die-with-parent).
+
+MAX_BACKGROUND_TASKS = 8               # running at once
+MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task
+
+
+class RecentOutput:
+    """The newest `keep` bytes a task printed, and how many it printed in all.
+    drain_output fills it as it would a bytearray, from its own thread."""
+
+    def __init__(self, keep: int):
+        self.keep, self.data, self.total, self.lock = keep, bytearray(), 0, threading.Lock()
+
+    def __iadd__(self, chunk: bytes):
+        with self.lock:
+            self.total += len(chunk)
+            self.data += chunk
+            if len(self.data) > 2 * self.keep:      # trim now and then, not on every chunk
+                del self.data[:-self.keep]
+        return self
+
+    def __len__(self) -> int:
+        return self.total
+
+    def since(self, offset: int) -> tuple[bytes, int]:
+        """What came after the first `offset` bytes, and how many of those
+        new bytes are no longer kept."""
+        with self.lock:
+            first_kept = self.total - len(self.data)
+            return bytes(self.data[max(offset - first_kept, 0):]), max(first_kept - offset, 0)
+
+
+@dataclass
+class BackgroundTask:
+    id: int
+    command: str
+    proc: subprocess.Popen
+    output: RecentOutput
+    reader: threading.Thread
+    started: float = field(default_factory=time.time)
+    shown: int = 0                     # bytes of output already handed to the model
+
+    def state(self) -> str:
+        code = self.proc.poll()
+        if code is None:
+            return f"running for {time.time() - self.started:.0f} s"
+        return f"exited with code {code}" if code >= 0 else f"stopped (signal {-code})"
+
+
+BACKGROUND_TASKS: dict[int, BackgroundTask] = {}
+
+
+def start_background_task(command: str) -> tuple[str, bool]:
+    running = [task for task in BACKGROUND_TASKS.values() if task.proc.poll() is None]
+    if len(running) >= MAX_BACKGROUND_TASKS:
+        return (f"Error: {len(running)} background tasks are running already, the most KeSi allows; "
+                "stop one with background_stop first."), True
+    shared = start_shared_network()
+    make_cache_folder()
+    try:
+        proc = subprocess.Popen(shell_argv(command, background=True), cwd=BASE_DIR, env=sandbox_environment(),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                pass_fds=shared_network_fds(), start_new_session=True)
+    except (OSError, ValueError) as exc:
+        return f"Error: could not start the command: {exc}", True
+    if not BACKGROUND_TASKS:
+        atexit.register(stop_background_tasks)
+    output = RecentOutput(MAX_TASK_OUTPUT_BYTES)
+    reader = threading.Thread(target=drain_output, args=(proc.stdout, output, sys.maxsize), daemon=True)
+    reader.start()
+    task = BackgroundTask(max(BACKGROUND_TASKS, default=0) + 1, command, proc, output, reader)
+    BACKGROUND_TASKS[task.id] = task
+    text = (f"Started background task {task.id}; it keeps running. background_output(id={task.id}) shows what "
+            f"it prints, background_stop(id={task.id}) ends it; KeSi stops it when it exits.")
+    if shared:
+        text += " Later commands share its loopback network, so they reach a server it starts on 127.0.0.1."
+    elif sandbox_kind() == "bubblewrap":
+        text += " Other commands cannot reach it over the network (no shared sandbox network here)."
+    return text, False
+
+
+def find_task(task_id) -> BackgroundTask | None:
+    return BACKGROUND_TASKS.get(task_id) if isinstance(task_id, int) and not isinstance(task_id, bool) else None
+
+
+def no_such_task(task_id) -> tuple[str, bool]:
+    known = ", ".join(str(n) for n in BACKGROUND_TASKS) or "none"
+    return f"Error: there is no background task {visible(repr(task_id))}. Tasks of this session: {known}.", True
+
+
+def new_task_output(task: BackgroundTask) -> str:
+    """What the task printed since the model last looked, clipped and masked."""
+    data, lost = task.output.since(task.shown)
+    task.shown = len(task.output)
+    text = mask_credentials(clip_output(data)) if data else "(no new output)"
+    if lost:
+        text = f"(... {lost} earlier bytes were not kept ...)\n" + text
+    return text if text.endswith("\n") else text + "\n"
+
+
+def background_output(id):
+    task = find_task(id)
+    if task is None:
+        return no_such_task(id)
+    if task.proc.poll() is not None:
+        task.reader.join(timeout=5)    # the rest of what it printed
+    return new_task_output(task) + f"(task {task.id} {task.state()})", False
+
+
+def background_stop(id):
+    task = find_task(id)
+    if task is None:
+        return no_such_task(id)
+    if task.proc.poll() is None:
+        stop_process_group(task.proc)
+    task.proc.wait()
+    task.reader.join(timeout=5)
+    return new_task_output(task) + f"(task {task.id} {task.state()})", False
+
+
+def stop_background_tasks() -> None:
+    """TERM every running task's process group, give them all one grace
+    period together, then KILL what is left."""
+    running = [task.proc for task in BACKGROUND_TASKS.values() if task.proc.poll() is None]
+    for proc in running:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + KILL_GRACE_SECONDS
+    while time.monotonic() < deadline and any(proc.poll() is None or group_alive(proc.pid) for proc in running):
+        time.sleep(GRACE_STEP_SECONDS)
+    for proc in running:
+        kill_group(proc.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
 
 
 # ============================================================================
@@ -3805,10 +4024,22 @@ TOOLS = [
          "combined, and the exit code. For tests, builds, linters and git. No input (interactive "
          "programs fail); stopped at its timeout; long output keeps head and tail. Each call is a "
          "fresh shell (cd and variables do not persist: `cd sub && make`); background jobs are "
-         "stopped at the end. Use the file tools, not cat/sed/echo, on files.",
+         "stopped at the end. For a server or watcher that must keep running, set "
+         "run_in_background: it returns at once with an id for background_output and "
+         "background_stop. Use the file tools, not cat/sed/echo, on files.",
          {"command": string("The shell command, e.g. python -m pytest -q"),
-          "timeout": integer("Seconds; only lower than the default.")},
+          "timeout": integer("Seconds; only lower than the default."),
+          "run_in_background": boolean("Keep it running after this call (dev servers, watchers).")},
          ["command"]),
+    spec("background_output",
+         "The new output of a background task (what it printed since you last looked) and "
+         "whether it is still running.",
+         {"id": integer("The task id run_command returned.")},
+         ["id"]),
+    spec("background_stop",
+         "Stop a background task and its child processes; returns its last output.",
+         {"id": integer("The task id run_command returned.")},
+         ["id"]),
     spec("todo_write",
          "A short visible plan for multi-step work. Send the whole list each time, one item "
          "in_progress; mark items completed when done. Skip for one-step tasks.",
@@ -3836,6 +4067,8 @@ TOOL_FUNCS = {
     "edit_file": edit_file,
     "write_file": write_file,
     "run_command": run_command,
+    "background_output": background_output,
+    "background_stop": background_stop,
     "todo_write": todo_write,
     "task": task,
 }
@@ -4233,6 +4466,7 @@ HELP = """  /help                  this list
   /mode NAME             switch permission mode: {modes}
   /compact [focus]       summarise the conversation to free context
   /resume [N]            list saved sessions, or continue session N
+  /tasks                 background tasks (all are stopped when KeSi exits)
   /reset, /clear         start over: empty history, plan and file versions
   /exit, /quit, Ctrl-D   leave (Ctrl-C twice at the prompt too)
   A line ending in \\ continues on the next; a line of three double quotes
@@ -4322,6 +4556,13 @@ def session_title(path: Path) -> str:
         return "(unreadable)"
 
 
+def show_tasks() -> None:
+    if not BACKGROUND_TASKS:
+        ui("  No background tasks in this session.")
+    for task in BACKGROUND_TASKS.values():
+        ui(f"  {task.id:>2}. {task.state():<22} {visible(shorten(task.command, 100))}")
+
+
 def is_slash_command(line: str) -> bool:
     """'/cost' is a command; '/etc/hosts: what is this?' is a prompt."""
     return line.startswith("/") and "/" not in line.partition(" ")[0][1:]
@@ -4366,6 +4607,8 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
             save_session(history)
     elif name == "/resume":
         show_or_resume(argument, history)
+    elif name == "/tasks":
+        show_tasks()
     else:
         ui(f"  Unknown command {visible(name)}. /help lists them.")
     return True
@@ -4492,6 +4735,18 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+def exit_on_signal(signum, frame) -> None:
+    """SIGHUP (the terminal closed) and SIGTERM end KeSi as an exit would, so
+    the atexit handlers stop background tasks and save what is saved."""
+    raise SystemExit(128 + signum)
+
+
+def exit_on_hangup_and_term() -> None:
+    for name in ("SIGHUP", "SIGTERM"):            # Windows has no SIGHUP
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), exit_on_signal)
+
+
 def main(argv=None) -> int:
     global CLIENT, MODEL, PERMISSION_MODE, UI
     args = parse_args(argv)
@@ -4549,4 +4804,5 @@ def exit_now(code: int) -> None:
 
 
 if __name__ == "__main__":
+    exit_on_hangup_and_term()
     exit_now(main())
