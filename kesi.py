@@ -2001,18 +2001,23 @@ def check_write_permission(name: str, file_path, plan=None) -> tuple[bool, str |
 
 
 def check_command_permission(command, background: bool = False) -> tuple[bool, str | None]:
+    """The decision, and who made it (for the audit log: note_approval)."""
     verdict, reason = classify_command(command)
     if verdict == "deny":
+        note_approval(command, f"refused by a safety rule: {reason}", background)
         return refuse(f"safety rule: {reason}", HARD_DENY_TEXT.format(reason))
     key = command_key(command)
     denied = key and matching_rule("deny", "Bash", key)
     if denied:
+        note_approval(command, f"refused by deny rule {denied.text} ({denied.source})", background)
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids this command.")
-    if (verdict == "allow" or key is None or PERMISSION_MODE == "bypassPermissions" or key in GRANTED_COMMANDS
-            or (PERMISSION_MODE != "readOnly" and matching_rule("allow", "Bash", key))):
+    unasked = allowed_without_asking(verdict, key)
+    if unasked:
+        note_approval(command, unasked, background)
         return True, None     # an empty command is refused by run_command itself
     if PERMISSION_MODE == "readOnly":
+        note_approval(command, "refused by read-only mode", background)
         return refuse(f"read-only mode ({reason})",
                       f"Error: KeSi is in read-only mode and this command needs approval ({reason}).")
     allowed, remember = ask_user(Question(f"run command{' in the background' if background else ''}: {command}", reason))
@@ -2020,7 +2025,24 @@ def check_command_permission(command, background: bool = False) -> tuple[bool, s
         save_project_rule(f"Bash({key})")
     if allowed and remember:
         GRANTED_COMMANDS.add(key)
+    scope = {False: "once", True: "for this session", "project": "always, in this project"}[remember]
+    note_approval(command, f"allowed by the person ({scope})" if allowed else
+                  "refused by the person" if can_ask() else "refused: nobody to ask", background)
     return (True, None) if allowed else refuse("refused; not run", USER_REFUSED)
+
+
+def allowed_without_asking(verdict: str, key: str | None) -> str | None:
+    """Who allows a command without a question, in words; None: ask."""
+    if verdict == "allow":
+        return "allowed as read-only (classifier)"
+    if key is None:
+        return "not checked (empty)"
+    if PERMISSION_MODE == "bypassPermissions":
+        return "allowed by mode bypassPermissions"
+    if key in GRANTED_COMMANDS:
+        return "allowed by the person (earlier, for this session)"
+    rule = PERMISSION_MODE != "readOnly" and matching_rule("allow", "Bash", key)
+    return f"allowed by rule {rule.text} ({rule.source})" if rule else None
 
 
 def diff_lines(old: str, new: str) -> str:
@@ -2387,6 +2409,7 @@ def bwrap_argv(command: str, background: bool = False) -> list[str]:
         else:
             source = denied["dir"] if secret.is_dir() else denied["file"]
         argv += ["--ro-bind", source, str(secret)]
+    argv += audit_log_pin()
     argv += hidden_folders_read_only()
     steps = str(round(KILL_GRACE_SECONDS / GRACE_STEP_SECONDS))
     return argv + ["--chdir", str(BASE_DIR), SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, steps,
@@ -2512,20 +2535,22 @@ GIT_SAFE_CONFIG = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor"
 # user's config stay outside.
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "user.name", "GIT_AUTHOR_EMAIL": "user.email",
                 "GIT_COMMITTER_NAME": "user.name", "GIT_COMMITTER_EMAIL": "user.email"}
-_git_identity: dict[Path, dict[str, str]] = {}     # workspace -> the variables, read once
+GIT_IDENTITY_ENV: dict[str, str] = {}     # read once at start-up by load_git_identity
+
+
+def load_git_identity() -> None:
+    """Read user.name and user.email (main() does, once, before any command)."""
+    config = read_git_identity() if sandbox_enabled() else {}
+    GIT_IDENTITY_ENV.clear()
+    GIT_IDENTITY_ENV.update({name: config[key] for name, key in GIT_IDENTITY.items() if key in config})
 
 
 def git_identity_environment() -> dict[str, str]:
     """GIT_AUTHOR_* and GIT_COMMITTER_* for a sandboxed command: the user's own
-    variables if set, else user.name and user.email as git sees them here."""
+    variables if set, else user.name and user.email as git saw them at start-up."""
     if not sandbox_enabled():
         return {}                      # unsandboxed, git reads the user's config itself
-    if BASE_DIR not in _git_identity:
-        config = read_git_identity()
-        _git_identity[BASE_DIR] = {name: config[key] for name, key in GIT_IDENTITY.items() if key in config}
-    identity = dict(_git_identity[BASE_DIR])
-    identity.update({name: os.environ[name] for name in GIT_IDENTITY if os.environ.get(name)})
-    return identity
+    return {**GIT_IDENTITY_ENV, **{name: os.environ[name] for name in GIT_IDENTITY if os.environ.get(name)}}
 
 
 def read_git_identity() -> dict[str, str]:
@@ -2797,6 +2822,7 @@ def run_command(command, timeout=None, run_in_background=False):
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
         return "Error: timeout must be a positive number of seconds.", True
     limit = min(limit, COMMAND_TIMEOUT)
+    decision, started = approval_of(command, False), time.time()
     make_cache_folder()
     try:
         proc = subprocess.Popen(shell_argv(command), cwd=BASE_DIR, env=sandbox_environment(),
@@ -2827,6 +2853,7 @@ def run_command(command, timeout=None, run_in_background=False):
     if restored:
         text += (f"\n(KeSi put back {', '.join(restored)}: git's control files run code later, outside "
                  "the sandbox, so commands may not change them; ask the user to do it)")
+    audit_command(command, decision, started, time.time() - started, proc.returncode, text)
     return text, failed or bool(restored)
 
 
@@ -2951,6 +2978,7 @@ BACKGROUND_TASKS: dict[int, BackgroundTask] = {}
 
 
 def start_background_task(command: str) -> tuple[str, bool]:
+    """Start it, log it (its end is logged when it is stopped), return its id."""
     running = [task for task in BACKGROUND_TASKS.values() if task.proc.poll() is None]
     if len(running) >= MAX_BACKGROUND_TASKS:
         return (f"Error: {len(running)} background tasks are running already, the most KeSi allows; "
@@ -2970,6 +2998,7 @@ def start_background_task(command: str) -> tuple[str, bool]:
     reader.start()
     task = BackgroundTask(max(BACKGROUND_TASKS, default=0) + 1, command, proc, output, reader)
     BACKGROUND_TASKS[task.id] = task
+    audit_command(command, approval_of(command, True), task.started, None, None, "", background_task=task.id)
     text = (f"Started background task {task.id}; it keeps running. background_output(id={task.id}) shows what "
             f"it prints, background_stop(id={task.id}) ends it; KeSi stops it when it exits.")
     if shared:
@@ -3015,7 +3044,15 @@ def background_stop(id):
         stop_process_group(task.proc)
     task.proc.wait()
     task.reader.join(timeout=5)
-    return new_task_output(task) + f"(task {task.id} {task.state()})", False
+    text = new_task_output(task) + f"(task {task.id} {task.state()})"
+    log_task_end(task, "stopped by the model")
+    return text, False
+
+
+def log_task_end(task: BackgroundTask, how: str) -> None:
+    data, _ = task.output.since(0)
+    audit_command(task.command, how, task.started, time.time() - task.started, task.proc.returncode,
+                  mask_credentials(data.decode("utf-8", errors="replace")), background_task=task.id)
 
 
 def stop_background_tasks() -> None:
@@ -3032,6 +3069,101 @@ def stop_background_tasks() -> None:
         kill_group(proc.pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
+    for task in BACKGROUND_TASKS.values():
+        if task.proc in running:
+            log_task_end(task, "stopped when KeSi exited")
+
+
+# --- the audit trail ---------------------------------------------------------------
+# Every command, with who allowed it (or refused it), when it started, how
+# long it ran, its exit code and its output (clipped, credentials masked), is
+# appended to .kesi/audit.jsonl. The journal is compacted and cleared; this
+# file is not, so it answers "what ran here, and who let it?" later. /log
+# shows its end. It is written through the .kesi descriptor, never through a
+# link a command planted, and bwrap mounts it read-only inside the sandbox.
+
+AUDIT_LOG = "audit.jsonl"             # in .kesi/
+AUDIT_OUTPUT_CHARS = 2000             # head and tail of a command's output kept in the log
+_approvals: dict[tuple[str, bool], str] = {}    # (command, background) -> who decided, until it runs
+
+
+def note_approval(command, decision: str, background: bool = False) -> None:
+    """Remember who allowed a command until run_command logs it; a refusal
+    is logged now, since nothing will run."""
+    if not isinstance(command, str):
+        return
+    if decision.startswith("allowed"):
+        _approvals[(command, background)] = decision
+    else:
+        write_audit_entry({"command": command, "decision": decision, "background": background})
+
+
+def approval_of(command: str, background: bool) -> str:
+    return _approvals.pop((command, background), "not checked (called directly, not by the model)")
+
+
+def audit_command(command: str, decision: str, started: float, seconds: float | None, code, output: str,
+                  **more) -> None:
+    write_audit_entry({"command": command, "decision": decision, "sandbox": sandbox_state(),
+                       "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
+                       "seconds": None if seconds is None else round(seconds, 3), "exit_code": code,
+                       "output": clip_for_audit(output), **more})
+
+
+def clip_for_audit(text: str) -> str:
+    half = AUDIT_OUTPUT_CHARS // 2
+    return text if len(text) <= AUDIT_OUTPUT_CHARS else f"{text[:half]}\n(... clipped ...)\n{text[-half:]}"
+
+
+def write_audit_entry(entry: dict) -> None:
+    """Append one JSON line to .kesi/audit.jsonl; a failure is said, never raised."""
+    entry = {"at": datetime.datetime.now().isoformat(timespec="seconds"), **entry}
+    data = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", errors="backslashreplace")
+    try:
+        folder_fd = kesi_folder()
+        try:
+            fd = os.open(AUDIT_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o600, dir_fd=folder_fd)
+        finally:
+            os.close(folder_fd)
+        with os.fdopen(fd, "ab") as log:
+            log.write(data)
+    except OSError as exc:
+        ui(f"      (audit log not written: {visible(exc.strerror or exc)}; a command may have put a link "
+           f"in .kesi)")
+
+
+def read_audit_entries(limit: int) -> list[dict]:
+    """The last entries of the audit log, oldest first, read without following a link."""
+    try:
+        folder_fd = kesi_folder(create=False)
+    except OSError:
+        return []
+    try:
+        with JailEntry(folder_fd, AUDIT_LOG, BASE_DIR / ".kesi" / AUDIT_LOG, None) as entry:
+            with open_regular_file(entry) as log:
+                size = os.fstat(log.fileno()).st_size
+                log.seek(max(size - MAX_AUDIT_READ_BYTES, 0))
+                lines = log.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    entries = []
+    for line in lines[-limit:]:
+        with contextlib.suppress(ValueError):
+            entries.append(json.loads(line))
+    return [e for e in entries if isinstance(e, dict)]
+
+
+MAX_AUDIT_READ_BYTES = 4_000_000
+
+
+def audit_log_pin() -> list[str]:
+    """bwrap args that make the audit log read-only inside the sandbox, so a
+    command cannot rewrite the record of the commands before it."""
+    log = BASE_DIR / ".kesi" / AUDIT_LOG
+    if log.parent.is_symlink() or log.is_symlink() or not log.is_file():
+        return []
+    return ["--ro-bind", str(log), str(log)]
 
 
 # ============================================================================
@@ -4467,6 +4599,7 @@ HELP = """  /help                  this list
   /compact [focus]       summarise the conversation to free context
   /resume [N]            list saved sessions, or continue session N
   /tasks                 background tasks (all are stopped when KeSi exits)
+  /log [N]               the last N commands from .kesi/audit.jsonl (default 10)
   /reset, /clear         start over: empty history, plan and file versions
   /exit, /quit, Ctrl-D   leave (Ctrl-C twice at the prompt too)
   A line ending in \\ continues on the next; a line of three double quotes
@@ -4563,6 +4696,20 @@ def show_tasks() -> None:
         ui(f"  {task.id:>2}. {task.state():<22} {visible(shorten(task.command, 100))}")
 
 
+def show_log(argument: str) -> None:
+    if argument and not (argument.isdigit() and int(argument) > 0):
+        ui("  /log N shows the last N commands; N is a whole number, 1 or more.")
+        return
+    entries = read_audit_entries(int(argument or 10))
+    if not entries:
+        ui("  No commands logged in this project yet (.kesi/audit.jsonl).")
+    for entry in entries:
+        ran = "" if entry.get("exit_code") is None else f"exit {entry.get('exit_code')}, {entry.get('seconds')} s"
+        task = f"[task {entry['background_task']}] " if entry.get("background_task") else ""
+        ui(f"  {visible(entry.get('at', '?'))}  {task}{visible(shorten(str(entry.get('command', '')), 80))}")
+        ui(f"      {visible(entry.get('decision', '?'))}{'; ' + ran if ran else ''}")
+
+
 def is_slash_command(line: str) -> bool:
     """'/cost' is a command; '/etc/hosts: what is this?' is a prompt."""
     return line.startswith("/") and "/" not in line.partition(" ")[0][1:]
@@ -4609,6 +4756,8 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         show_or_resume(argument, history)
     elif name == "/tasks":
         show_tasks()
+    elif name == "/log":
+        show_log(argument)
     else:
         ui(f"  Unknown command {visible(name)}. /help lists them.")
     return True
@@ -4756,6 +4905,7 @@ def main(argv=None) -> int:
         print(f"KeSi: {visible(exc)}", file=sys.stderr)
         return 2
     apply_settings(settings)
+    load_git_identity()
     MODEL = args.model or MODEL
     PERMISSION_MODE = args.permission_mode
     if not (settings.api_key or settings.auth_token):

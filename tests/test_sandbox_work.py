@@ -15,6 +15,8 @@ import pytest
 
 import kesi
 from checklib import sandbox_forced
+from mock_api import reply, tool_call
+from test_permissions import KESI, child_env
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux only")
 
@@ -125,7 +127,9 @@ def user_gitconfig(box, tmp_path_factory, monkeypatch):
     (box / "a.txt").write_text("a\n")
     for args in (["init", "-q"], ["add", "a.txt"], ["commit", "-qm", "first"]):
         assert git(box, *args).returncode == 0
-    return config
+    kesi.load_git_identity()            # as main() does at start-up
+    yield config
+    kesi.GIT_IDENTITY_ENV.clear()
 
 
 def test_git_commit_inside_the_sandbox_carries_the_users_identity(user_gitconfig, box):
@@ -153,5 +157,20 @@ def test_identity_values_with_control_characters_are_dropped(box, tmp_path_facto
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
     for name in kesi.GIT_IDENTITY:
         monkeypatch.delenv(name, raising=False)
-    assert kesi.git_identity_environment() == {"GIT_AUTHOR_EMAIL": "ok@example.com",
-                                               "GIT_COMMITTER_EMAIL": "ok@example.com"}
+    kesi.load_git_identity()
+    try:
+        assert kesi.git_identity_environment() == {"GIT_AUTHOR_EMAIL": "ok@example.com",
+                                                   "GIT_COMMITTER_EMAIL": "ok@example.com"}
+    finally:
+        kesi.GIT_IDENTITY_ENV.clear()
+
+
+def test_a_real_kesi_reads_the_identity_at_start_up(user_gitconfig, box, mock_client):
+    """kesi.py itself, headless: the model's git commit carries the user's name."""
+    kesi.GIT_IDENTITY_ENV.clear()
+    mock, _ = mock_client([reply(tool_call("run_command", {"command": "echo b > a.txt && git commit -qam kesi-fix"})),
+                           reply("committed")])
+    done = subprocess.run([sys.executable, KESI, "--permission-mode", "bypassPermissions", "-p", "commit it"],
+                          cwd=box, env=child_env(mock), capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert git(box, "log", "-1", "--format=%s %an <%ae>").stdout.strip() == "kesi-fix Ada Lovelace <ada@example.com>"
