@@ -2296,10 +2296,12 @@ def seatbelt_spec(background: bool = False) -> tuple[str, list[tuple[str, str]]]
         # moved aside, hooks/ and config cannot be written.
         '(deny file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
-        '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
-        f'"/(.*/)?{SECRET_PATH.replace(chr(92), chr(92) * 2)}(/|$)")))',
         # A background task may run while the user runs git: it may not write .git at all.
         *(['(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'] if background else []),
+        # KeSi's record of earlier commands and their output (see audit_log_pin).
+        '(deny file-read* file-write* (literal (string-append (param "BASE_DIR") "/.kesi/audit.jsonl")))',
+        '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
+        f'"/(.*/)?{SECRET_PATH.replace(chr(92), chr(92) * 2)}(/|$)")))',
     ])
     return profile, params
 
@@ -2824,6 +2826,7 @@ def run_command(command, timeout=None, run_in_background=False):
     limit = min(limit, COMMAND_TIMEOUT)
     decision, started = approval_of(command, False), time.time()
     make_cache_folder()
+    write_audit_entry(None)
     try:
         proc = subprocess.Popen(shell_argv(command), cwd=BASE_DIR, env=sandbox_environment(),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, pass_fds=shared_network_fds(),
@@ -2985,6 +2988,7 @@ def start_background_task(command: str) -> tuple[str, bool]:
                 "stop one with background_stop first."), True
     shared = start_shared_network()
     make_cache_folder()
+    write_audit_entry(None)
     try:
         proc = subprocess.Popen(shell_argv(command, background=True), cwd=BASE_DIR, env=sandbox_environment(),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -3115,18 +3119,24 @@ def clip_for_audit(text: str) -> str:
     return text if len(text) <= AUDIT_OUTPUT_CHARS else f"{text[:half]}\n(... clipped ...)\n{text[-half:]}"
 
 
-def write_audit_entry(entry: dict) -> None:
-    """Append one JSON line to .kesi/audit.jsonl; a failure is said, never raised."""
-    entry = {"at": datetime.datetime.now().isoformat(timespec="seconds"), **entry}
-    data = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", errors="backslashreplace")
+def write_audit_entry(entry: dict | None) -> None:
+    """Append one JSON line to .kesi/audit.jsonl; a failure is said, never
+    raised. None appends nothing: it only makes the file before a command
+    starts, so that the sandbox can hide it from that command."""
+    if entry is not None:
+        entry = {"at": datetime.datetime.now().isoformat(timespec="seconds"), **entry}
+    data = b"" if entry is None else (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", errors="backslashreplace")
     try:
         folder_fd = kesi_folder()
         try:
-            fd = os.open(AUDIT_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         0o600, dir_fd=folder_fd)
+            # O_NONBLOCK: a FIFO a command put there must not hang KeSi.
+            fd = os.open(AUDIT_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+                         | os.O_NONBLOCK, 0o600, dir_fd=folder_fd)
         finally:
             os.close(folder_fd)
         with os.fdopen(fd, "ab") as log:
+            if not stat.S_ISREG(os.fstat(log.fileno()).st_mode):
+                raise OSError("the audit log is not a regular file")
             log.write(data)
     except OSError as exc:
         ui(f"      (audit log not written: {visible(exc.strerror or exc)}; a command may have put a link "
@@ -3158,12 +3168,13 @@ MAX_AUDIT_READ_BYTES = 4_000_000
 
 
 def audit_log_pin() -> list[str]:
-    """bwrap args that make the audit log read-only inside the sandbox, so a
-    command cannot rewrite the record of the commands before it."""
+    """bwrap args that hide the audit log inside the sandbox, as a secret is
+    hidden: a command can neither rewrite the record of the commands before
+    it nor read their output (which may hold what an earlier command read)."""
     log = BASE_DIR / ".kesi" / AUDIT_LOG
     if log.parent.is_symlink() or log.is_symlink() or not log.is_file():
         return []
-    return ["--ro-bind", str(log), str(log)]
+    return ["--ro-bind", denied_sources()["file"], str(log)]
 
 
 # ============================================================================
@@ -3206,6 +3217,20 @@ SANDBOX_LINES = {
 SANDBOX_HINT = ("When a command fails with 'Operation not permitted', 'Permission denied', 'Read-only "
                 "file system' or 'Could not resolve host', the sandbox probably blocked it: say so "
                 "when you report, instead of concluding that something is missing or the network is down.")
+# What the sandbox lets everyday work do, said next to what it blocks.
+SANDBOX_ALLOWS = ("Inside the sandbox the home folder is read-only; package caches (uv, pip, npm, yarn, "
+                  "cargo, go, XDG_CACHE_HOME) point at .kesi/cache in the project, so installs from local "
+                  "files or caches and builds work; git commit works with the user's name and email.")
+BACKGROUND_LINES = {
+    "bubblewrap": ("For a dev server or watcher, run_command with run_in_background keeps it running in "
+                   "the same sandbox (.git read-only); later commands share its loopback network, so "
+                   "curl http://127.0.0.1:PORT reaches it. Read it with background_output, end it with "
+                   "background_stop; all are stopped when KeSi exits."),
+    "seatbelt": ("run_command with run_in_background keeps a watcher or build running (background_output, "
+                 "background_stop); the macOS sandbox has no network, so a server cannot listen."),
+    None: ("run_command with run_in_background keeps a dev server or watcher running; read it with "
+           "background_output, end it with background_stop; all are stopped when KeSi exits."),
+}
 MEMORY_FILES = ("AGENTS.md", "CLAUDE.md")
 MAX_MEMORY_CHARS = 20_000
 
@@ -3227,6 +3252,8 @@ def environment_block() -> str:
     ]
     if sandbox_enabled():   # on Linux without bwrap this hint would be false
         lines.append(f"- {SANDBOX_HINT}")
+        lines.append(f"- {SANDBOX_ALLOWS}")
+    lines.append(f"- {BACKGROUND_LINES[sandbox_kind()]}")
     return "\n".join(lines)
 
 
@@ -4631,7 +4658,18 @@ def print_startup() -> None:
     ui(BANNER)
     ui(f"  workspace: {visible(BASE_DIR)}")
     ui(f"  sandbox:   {sandbox_summary()}")
+    if sandbox_enabled():
+        ui(f"             {sandbox_allowances()}")
     ui(f"  model:     {MODEL}   permissions: {PERMISSION_MODE}")
+
+
+def sandbox_allowances() -> str:
+    """The startup line under the sandbox's: what work it lets through."""
+    who = GIT_IDENTITY_ENV.get("GIT_AUTHOR_EMAIL") or os.environ.get("GIT_AUTHOR_EMAIL")
+    shared = "sharing one loopback network" if sandbox_kind() == "bubblewrap" else "no server can listen"
+    return (f"allows: writes to the workspace, /tmp and caches in .kesi/cache (home read-only), "
+            f"git commit as {visible(who) if who else '(no user.email set)'}, "
+            f"background tasks ({shared})")
 
 
 def show_cost() -> None:

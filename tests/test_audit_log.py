@@ -119,12 +119,23 @@ def test_a_planted_link_never_redirects_the_log(ws, notices, tmp_path_factory):
     assert sorted(os.listdir(outside.parent)) == ["victim.txt"]
 
 
-def test_a_sandboxed_command_cannot_rewrite_the_log(ws, notices):
+def test_a_sandboxed_command_can_neither_read_nor_rewrite_the_log(ws, notices):
     kesi._sandbox_kind.clear()
     if kesi.sandbox_kind() != "bubblewrap":
         pytest.skip("no usable bubblewrap here")
-    kesi.run_command("echo first")
-    output, failed = kesi.run_command("echo forged >> .kesi/audit.jsonl; : > .kesi/audit.jsonl")
-    assert failed and "Read-only file system" in output
-    assert [e["command"] for e in audit(ws)][:2] == ["echo first", "echo forged >> .kesi/audit.jsonl; : > .kesi/audit.jsonl"]
+    output, _ = kesi.run_command("cat .kesi/audit.jsonl; echo first-canary")    # hidden from the first command too
+    assert "Permission denied" in output
+    output, failed = kesi.run_command("cat .kesi/audit.jsonl; grep -r first-canary .kesi; "
+                                      "echo forged >> .kesi/audit.jsonl; : > .kesi/audit.jsonl")
+    blocked = [line for line in output.splitlines() if line.endswith(("Permission denied", "Read-only file system"))]
+    assert failed and len(blocked) == 4 and "first-canary" not in output, output
+    assert audit(ws)[0]["command"].endswith("echo first-canary") and len(audit(ws)) == 2
     assert "forged\n" not in (ws / ".kesi" / "audit.jsonl").read_text().splitlines()
+
+
+def test_a_fifo_in_place_of_the_log_does_not_hang_kesi(ws, notices):
+    (ws / ".kesi").mkdir()
+    os.mkfifo(ws / ".kesi" / "audit.jsonl")
+    with sandbox_forced(None):
+        output, failed = kesi.run_command("echo fine")
+    assert not failed and output.startswith("fine") and "audit log not written" in notices.getvalue()

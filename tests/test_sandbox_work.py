@@ -174,3 +174,41 @@ def test_a_real_kesi_reads_the_identity_at_start_up(user_gitconfig, box, mock_cl
                           cwd=box, env=child_env(mock), capture_output=True, text=True, timeout=90)
     assert done.returncode == 0, done.stderr
     assert git(box, "log", "-1", "--format=%s %an <%ae>").stdout.strip() == "kesi-fix Ada Lovelace <ada@example.com>"
+
+
+# --- what KeSi says the sandbox allows ------------------------------------------------------
+
+def test_startup_line_and_system_prompt_say_what_the_sandbox_allows(user_gitconfig, box, mock_client):
+    mock, _ = mock_client([reply("hi")])
+    done = subprocess.run([sys.executable, KESI], cwd=box, env=child_env(mock), input="hello\n",
+                          capture_output=True, text=True, timeout=90)
+    assert "sandbox:   on (bubblewrap)\n             allows: writes to the workspace, /tmp and caches in " \
+           ".kesi/cache (home read-only), git commit as ada@example.com, background tasks (sharing one " \
+           "loopback network)\n" in done.stdout, done.stdout
+    system = " ".join(block["text"] for block in mock.requests[0]["body"]["system"])
+    assert kesi.SANDBOX_ALLOWS in system and kesi.BACKGROUND_LINES["bubblewrap"] in system
+
+
+def test_the_prompt_does_not_promise_sandbox_caches_when_there_is_no_sandbox(ws):
+    with sandbox_forced(None):
+        block = kesi.environment_block()
+    assert kesi.SANDBOX_ALLOWS not in block and kesi.BACKGROUND_LINES[None] in block
+
+
+def test_the_macos_profile_has_the_same_policy_as_text(ws):
+    """Checked as text (no Mac here): caches land in the workspace, which the
+    profile lets commands write; home is not writable; a background task may
+    not write .git at all."""
+    with sandbox_forced("seatbelt"):
+        env = kesi.sandbox_environment()
+        foreground, params = kesi.seatbelt_spec()
+        background, _ = kesi.seatbelt_spec(background=True)
+        argv = kesi.shell_argv("npm run dev", background=True)
+    assert env["UV_CACHE_DIR"] == str(ws / ".kesi" / "cache" / "uv")
+    writable = '(allow file-write* (subpath (param "BASE_DIR")) (subpath (param "TMP_DIR"))'
+    assert "(deny file-write*)" in foreground and writable in foreground and "HOME_DIR" not in writable
+    git_rule = '(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'
+    assert git_rule not in foreground and git_rule in background.splitlines()
+    audit_rule = '(deny file-read* file-write* (literal (string-append (param "BASE_DIR") "/.kesi/audit.jsonl")))'
+    assert audit_rule in foreground.splitlines() and audit_rule in background.splitlines()
+    assert argv[argv.index("-p") + 1] == background and ("BASE_DIR", str(ws)) in params
