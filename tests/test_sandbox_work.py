@@ -5,6 +5,7 @@ Nothing here needs the network: packages come from a wheel the test builds.
 """
 import base64
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -212,3 +213,38 @@ def test_the_macos_profile_has_the_same_policy_as_text(ws):
     audit_rule = '(deny file-read* file-write* (literal (string-append (param "BASE_DIR") "/.kesi/audit.jsonl")))'
     assert audit_rule in foreground.splitlines() and audit_rule in background.splitlines()
     assert argv[argv.index("-p") + 1] == background and ("BASE_DIR", str(ws)) in params
+
+
+# --- the whole day, scripted ----------------------------------------------------------
+
+def test_a_scripted_session_does_everyday_work_in_the_sandbox(user_gitconfig, box, mock_client):
+    """kesi.py itself, sandbox on: uv run the tests (a dependency from a local
+    wheel), git commit, a background server queried by a second command,
+    stopped; the audit log tells the story afterwards."""
+    build_wheel(box / "wheels")
+    (box / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
+                                        'dependencies = ["kesidemo"]\n[tool.uv]\nfind-links = ["wheels"]\n'
+                                        'package = false\n')
+    (box / "test_app.py").write_text("import unittest, kesidemo\n\nclass T(unittest.TestCase):\n"
+                                     "    def test_answer(self):\n        self.assertEqual(kesidemo.ANSWER, 42)\n")
+    port = 39518
+    steps = [{"command": "uv run --offline python -m unittest -v 2>&1 | tail -3"},
+             {"command": "git add pyproject.toml test_app.py && git commit -qm 'test the answer' && echo committed"},
+             {"command": f"exec python3 -m http.server {port} --bind 127.0.0.1", "run_in_background": True},
+             {"command": f"for i in $(seq 100); do curl -s -o /dev/null -w 'HTTP %{{http_code}}' "
+                         f"http://127.0.0.1:{port}/ && break; sleep 0.1; done"}]
+    script = [reply(tool_call("run_command", step)) for step in steps]
+    script += [reply(tool_call("background_stop", {"id": 1})), reply("all done")]
+    mock, _ = mock_client(script)
+    done = subprocess.run([sys.executable, KESI, "--permission-mode", "bypassPermissions", "-p", "work"],
+                          cwd=box, env=child_env(mock), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "all done", done.stderr
+    entries = [json.loads(line) for line in (box / ".kesi" / "audit.jsonl").read_text().splitlines()]
+    assert [e["command"] for e in entries] == [s["command"] for s in steps] + [steps[2]["command"]]
+    tests, commit, server, query, stopped = entries
+    assert tests["exit_code"] == 0 and "OK" in tests["output"], tests
+    assert commit["exit_code"] == 0 and "committed" in commit["output"], commit
+    assert server["background_task"] == 1 and query["exit_code"] == 0 and "HTTP 200" in query["output"], query
+    assert stopped["decision"] == "stopped by the model" and '"GET / HTTP/1.1" 200' in stopped["output"]
+    assert all(e["decision"] == "allowed by mode bypassPermissions" for e in entries[:4])
+    assert git(box, "log", "-1", "--format=%s|%an").stdout.strip() == "test the answer|Ada Lovelace"
