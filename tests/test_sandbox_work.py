@@ -166,17 +166,6 @@ def test_identity_values_with_control_characters_are_dropped(box, tmp_path_facto
         kesi.GIT_IDENTITY_ENV.clear()
 
 
-def test_a_real_kesi_reads_the_identity_at_start_up(user_gitconfig, box, mock_client):
-    """kesi.py itself, headless: the model's git commit carries the user's name."""
-    kesi.GIT_IDENTITY_ENV.clear()
-    mock, _ = mock_client([reply(tool_call("run_command", {"command": "echo b > a.txt && git commit -qam kesi-fix"})),
-                           reply("committed")])
-    done = subprocess.run([sys.executable, KESI, "--permission-mode", "bypassPermissions", "-p", "commit it"],
-                          cwd=box, env=child_env(mock), capture_output=True, text=True, timeout=90)
-    assert done.returncode == 0, done.stderr
-    assert git(box, "log", "-1", "--format=%s %an <%ae>").stdout.strip() == "kesi-fix Ada Lovelace <ada@example.com>"
-
-
 # --- what KeSi says the sandbox allows ------------------------------------------------------
 
 def test_startup_line_and_system_prompt_say_what_the_sandbox_allows(user_gitconfig, box, mock_client):
