@@ -2438,8 +2438,12 @@ def hidden_folders_read_only() -> list[str]:
     A write to ~ then fails loudly instead of vanishing with the sandbox (a
     `pip install --user` that seems to work, gone by the next command); the
     caches are in .kesi/cache instead. A folder the workspace covers is left
-    alone: remounting it would make the workspace read-only."""
-    return [arg for d in hidden_folders() if not Path(d).is_relative_to(BASE_DIR) for arg in ("--remount-ro", d)]
+    alone: remounting it would make the workspace read-only. So is one that a
+    later tmpfs covers (~ = /home/ann, then /home): it is no mount point any
+    more, bwrap would refuse to start, and remounting /home covers it."""
+    hidden = hidden_folders()
+    mounted = [d for i, d in enumerate(hidden) if not any(Path(d).is_relative_to(e) for e in hidden[i + 1:])]
+    return [arg for d in mounted if not Path(d).is_relative_to(BASE_DIR) for arg in ("--remount-ro", d)]
 
 
 def runtime_dirs() -> list[str]:

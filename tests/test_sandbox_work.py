@@ -7,7 +7,9 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import sys
 import zipfile
 from pathlib import Path
@@ -107,6 +109,22 @@ def test_home_stays_read_only_and_the_users_cache_unwritten(box):
         assert not (uv_cache / "kesi-planted").exists()
     assert not (kesi.HOME_DIR / "kesi-planted.txt").exists()
     assert sh("echo fine > here.txt && cat here.txt")[0].startswith("fine")   # the workspace still is
+
+
+def test_a_home_under_another_hidden_folder_stays_read_only(box, monkeypatch):
+    """~ = /home/ann is hidden, then /home over it: the usual layout. The
+    inner folder is no mount point then; remounting /home covers it."""
+    home = Path(tempfile.mkdtemp(prefix=".kesi-test-home-", dir="/root" if os.path.isdir("/root") else None))
+    try:
+        if not home.is_relative_to("/root"):
+            pytest.skip("no /root folder to nest a home under")
+        (home / ".cargo").mkdir()              # a toolchain: ~ exists inside the sandbox then
+        monkeypatch.setattr(kesi, "HOME_DIR", home)
+        output, failed = sh(f"echo fine; touch '{home}/planted' || echo blocked")
+        assert not failed and output.startswith("fine\n") and "blocked" in output, output
+        assert "Read-only file system" in output and not (home / "planted").exists()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 # --- git inside the sandbox --------------------------------------------------------------
