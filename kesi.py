@@ -2058,9 +2058,10 @@ def diff_lines(old: str, new: str) -> str:
 # anything the user can. So commands run inside the OS sandbox: sandbox-exec
 # on macOS, bubblewrap on Linux, with one policy:
 #   - the home folder is unreadable, except the workspace and toolchains;
-#   - writes go only to the workspace, a temp dir and /dev;
+#   - writes go only to the workspace, a temp dir and /dev (so package
+#     caches are pointed at .kesi/cache in the workspace);
 #   - secrets (.env, .env.*, .git/config) are unreadable at any depth;
-#   - no network.
+#   - no network (background tasks and later commands share a loopback).
 # Caches such as node_modules or .venv stay usable: tests need them. They are
 # hidden from the file tools to save context, not because they are secret.
 
