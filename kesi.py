@@ -4188,22 +4188,13 @@ TOOLS = [
          "combined, and the exit code. For tests, builds, linters and git. No input (interactive "
          "programs fail); stopped at its timeout; long output keeps head and tail. Each call is a "
          "fresh shell (cd and variables do not persist: `cd sub && make`); background jobs are "
-         "stopped at the end. For a server or watcher that must keep running, set "
-         "run_in_background: it returns at once with an id for background_output and "
-         "background_stop. Use the file tools, not cat/sed/echo, on files.",
+         "stopped at the end, unless run_in_background. Use the file tools, not cat/sed/echo, on files.",
          {"command": string("The shell command, e.g. python -m pytest -q"),
           "timeout": integer("Seconds; only lower than the default."),
-          "run_in_background": boolean("Keep it running after this call (dev servers, watchers).")},
+          "run_in_background": boolean("For servers and watchers: returns a task id at once.")},
          ["command"]),
-    spec("background_output",
-         "The new output of a background task (what it printed since you last looked) and "
-         "whether it is still running.",
-         {"id": integer("The task id run_command returned.")},
-         ["id"]),
-    spec("background_stop",
-         "Stop a background task and its child processes; returns its last output.",
-         {"id": integer("The task id run_command returned.")},
-         ["id"]),
+    spec("background_output", "A background task's new output and state.", {"id": integer("Task id.")}, ["id"]),
+    spec("background_stop", "Stop a background task.", {"id": integer("Task id.")}, ["id"]),
     spec("todo_write",
          "A short visible plan for multi-step work. Send the whole list each time, one item "
          "in_progress; mark items completed when done. Skip for one-step tasks.",
