@@ -5,6 +5,9 @@ on SIGKILL). Whether a process is left is answered from /proc by a marker
 unique to the run, or by the task's own pid namespace, never by a name.
 """
 import io
+import shutil
+import tempfile
+from pathlib import Path
 import os
 import signal
 import socket
@@ -145,3 +148,38 @@ def test_no_background_process_outlives_kesi(box, mock_client, ending):
             break
         time.sleep(0.1)
     assert not marker_alive(marker), (ending, err)
+
+
+NOBODY_SCRIPT = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import kesi
+kesi.BASE_DIR = kesi.HOME_DIR = Path(sys.argv[2])
+print("sandbox:", kesi.sandbox_kind())
+print(kesi.run_command("exec python3 -m http.server 39519 --bind 127.0.0.1", run_in_background=True)[0])
+print(kesi.run_command("for i in $(seq 100); do curl -s -o /dev/null -w 'HTTP %{http_code}' "
+                       "http://127.0.0.1:39519/ && break; sleep 0.1; done")[0])
+kesi.stop_background_tasks()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become nobody")
+def test_the_shared_network_works_for_a_user_without_privileges(box, tmp_path_factory):
+    """Not root: KeSi enters the session network's user namespace first."""
+    shared = Path(tempfile.mkdtemp(prefix="kesi-nobody-"))
+    try:
+        shutil.copy(KESI, shared / "kesi.py")
+        (shared / "ws").mkdir()
+        for path in (shared, shared / "ws"):
+            path.chmod(0o777)
+        (shared / "kesi.py").chmod(0o644)
+        done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                               NOBODY_SCRIPT, str(shared), str(shared / "ws")], cwd=shared / "ws",
+                              env={"PATH": os.environ["PATH"], "HOME": str(shared / "ws")},
+                              capture_output=True, text=True, timeout=90)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    if "sandbox: None" in done.stdout:
+        pytest.skip("bwrap cannot run without privileges here (no unprivileged user namespaces)")
+    assert "share its loopback network" in done.stdout and "HTTP 200" in done.stdout, (done.stdout, done.stderr)
