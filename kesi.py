@@ -2299,8 +2299,10 @@ def seatbelt_spec(background: bool = False) -> tuple[str, list[tuple[str, str]]]
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
         # A background task may run while the user runs git: it may not write .git at all.
         *(['(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'] if background else []),
-        # KeSi's record of earlier commands and their output (see audit_log_pin).
-        '(deny file-read* file-write* (literal (string-append (param "BASE_DIR") "/.kesi/audit.jsonl")))',
+        # KeSi's records of earlier commands and their output (see audit_log_pin).
+        '(deny file-read* file-write* (literal (string-append (param "BASE_DIR") "/.kesi/audit.jsonl")) '
+        '(subpath (string-append (param "BASE_DIR") "/.kesi/sessions")) '
+        '(literal (string-append (param "BASE_DIR") "/.kesi/prompt-history")))',
         '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/(.*/)?{SECRET_PATH.replace(chr(92), chr(92) * 2)}(/|$)")))',
     ])
@@ -3172,14 +3174,23 @@ def read_audit_entries(limit: int) -> list[dict]:
 MAX_AUDIT_READ_BYTES = 4_000_000
 
 
+KESI_RECORDS = (AUDIT_LOG, "sessions", "prompt-history")     # in .kesi/: hidden inside the sandbox
+
+
 def audit_log_pin() -> list[str]:
-    """bwrap args that hide the audit log inside the sandbox, as a secret is
-    hidden: a command can neither rewrite the record of the commands before
-    it nor read their output (which may hold what an earlier command read)."""
-    log = BASE_DIR / ".kesi" / AUDIT_LOG
-    if log.parent.is_symlink() or log.is_symlink() or not log.is_file():
+    """bwrap args that hide KeSi's records inside the sandbox, as a secret is
+    hidden: the audit log, the sessions and the prompt history. A command can
+    neither rewrite the record of the commands before it nor read what they
+    printed (which may hold what an earlier, allowed command read)."""
+    kesi_dir = BASE_DIR / ".kesi"
+    if kesi_dir.is_symlink() or not kesi_dir.is_dir():
         return []
-    return ["--ro-bind", denied_sources()["file"], str(log)]
+    args = []
+    for name in KESI_RECORDS:
+        record = kesi_dir / name
+        if not record.is_symlink() and (record.is_file() or record.is_dir()):
+            args += ["--ro-bind", denied_sources()["dir" if record.is_dir() else "file"], str(record)]
+    return args
 
 
 # ============================================================================

@@ -139,3 +139,14 @@ def test_a_fifo_in_place_of_the_log_does_not_hang_kesi(ws, notices):
     with sandbox_forced(None):
         output, failed = kesi.run_command("echo fine")
     assert not failed and output.startswith("fine") and "audit log not written" in notices.getvalue()
+
+
+def test_sessions_and_prompt_history_are_hidden_from_commands_too(ws, notices):
+    kesi._sandbox_kind.clear()
+    if kesi.sandbox_kind() != "bubblewrap":
+        pytest.skip("no usable bubblewrap here")
+    kesi.save_session([{"role": "user", "content": "session-canary"}])
+    kesi.write_kesi_file((), "prompt-history", b"history-canary\n")
+    output, _ = kesi.run_command("grep -r canary .kesi; ls .kesi/sessions; echo end")
+    assert "session-canary" not in output and "history-canary" not in output and "end" in output, output
+    assert output.count("Permission denied") >= 2, output
