@@ -1511,10 +1511,12 @@ def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
 # Edits ask once per file. Commands are classified: a hard deny never runs
 # (not even with a "yes"), anything not provably read-only asks the user.
 
-READ_ONLY_TOOLS = {"read_file", "list_files", "glob", "grep", "todo_write", "task"}   # never ask
+READ_ONLY_TOOLS = {"read_file", "list_files", "glob", "grep", "todo_write", "task",   # never ask
+                   "background_output", "background_stop"}
 FILE_TOOLS = {"edit_file", "write_file"}   # ask, once per file
 # run_command is classified below. todo_write and task change nothing on
-# disk (a sub-agent's own calls are checked one by one).
+# disk (a sub-agent's own calls are checked one by one); the background_
+# tools only read or end a task whose command was checked when it started.
 
 # Deliberately short: each entry must be harmless with any arguments.
 SAFE_COMMANDS = [("ls",), ("pwd",), ("cat",), ("head",), ("tail",), ("wc",), ("echo",),
@@ -2238,7 +2240,7 @@ def check_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str 
     if name in READ_ONLY_TOOLS:
         return True, None
     if name == "run_command":
-        return check_command_permission(tool_input.get("command"))
+        return check_command_permission(tool_input.get("command"), tool_input.get("run_in_background") is True)
     if name in FILE_TOOLS:
         return check_write_permission(name, tool_input.get("file_path"), plan)
     return refuse(f"{name} has no permission rule", f"Error: {name} has no permission rule, so it cannot run.")
@@ -2269,27 +2271,49 @@ def check_write_permission(name: str, file_path, plan=None) -> tuple[bool, str |
     return (True, None) if allowed else refuse("refused; not changed", USER_REFUSED)
 
 
-def check_command_permission(command) -> tuple[bool, str | None]:
+def check_command_permission(command, background: bool = False) -> tuple[bool, str | None]:
+    """The decision, and who made it (for the audit log: note_approval)."""
     verdict, reason = classify_command(command)
     if verdict == "deny":
+        note_approval(command, f"refused by a safety rule: {reason}", background)
         return refuse(f"safety rule: {reason}", HARD_DENY_TEXT.format(reason))
     key = command_key(command)
     denied = key and matching_rule("deny", "Bash", key)
     if denied:
+        note_approval(command, f"refused by deny rule {denied.text} ({denied.source})", background)
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids this command.")
-    if (verdict == "allow" or key is None or PERMISSION_MODE == "bypassPermissions" or key in GRANTED_COMMANDS
-            or (PERMISSION_MODE != "readOnly" and matching_rule("allow", "Bash", key))):
+    unasked = allowed_without_asking(verdict, key)
+    if unasked:
+        note_approval(command, unasked, background)
         return True, None     # an empty command is refused by run_command itself
     if PERMISSION_MODE == "readOnly":
+        note_approval(command, "refused by read-only mode", background)
         return refuse(f"read-only mode ({reason})",
                       f"Error: KeSi is in read-only mode and this command needs approval ({reason}).")
-    allowed, remember = ask_user(Question(f"run command: {command}", reason))
+    allowed, remember = ask_user(Question(f"run command{' in the background' if background else ''}: {command}", reason))
     if allowed and remember == "project":
         save_project_rule(f"Bash({key})")
     if allowed and remember:
         GRANTED_COMMANDS.add(key)
+    scope = {False: "once", True: "for this session", "project": "always, in this project"}[remember]
+    note_approval(command, f"allowed by the person ({scope})" if allowed else
+                  "refused by the person" if can_ask() else "refused: nobody to ask", background)
     return (True, None) if allowed else refuse("refused; not run", USER_REFUSED)
+
+
+def allowed_without_asking(verdict: str, key: str | None) -> str | None:
+    """Who allows a command without a question, in words; None: ask."""
+    if verdict == "allow":
+        return "allowed as read-only (classifier)"
+    if key is None:
+        return "not checked (empty)"
+    if PERMISSION_MODE == "bypassPermissions":
+        return "allowed by mode bypassPermissions"
+    if key in GRANTED_COMMANDS:
+        return "allowed by the person (earlier, for this session)"
+    rule = PERMISSION_MODE != "readOnly" and matching_rule("allow", "Bash", key)
+    return f"allowed by rule {rule.text} ({rule.source})" if rule else None
 
 
 # ============================================================================
@@ -2299,9 +2323,10 @@ def check_command_permission(command) -> tuple[bool, str | None]:
 # anything the user can. So commands run inside the OS sandbox: sandbox-exec
 # on macOS, bubblewrap on Linux, with one policy:
 #   - the home folder is unreadable, except the workspace and toolchains;
-#   - writes go only to the workspace, a temp dir and /dev;
+#   - writes go only to the workspace, a temp dir and /dev (so package
+#     caches are pointed at .kesi/cache in the workspace);
 #   - secrets (.env, .env.*, .git/config) are unreadable at any depth;
-#   - no network.
+#   - no network (background tasks and later commands share a loopback).
 # Caches such as node_modules or .venv stay usable: tests need them. They are
 # hidden from the file tools to save context, not because they are secret.
 
@@ -2408,7 +2433,8 @@ def sandbox_environment() -> dict[str, str]:
     env["PWD"] = str(BASE_DIR)
     if "PYENV_DIR" in env:
         env["PYENV_DIR"] = str(BASE_DIR)
-    return without_own_venv(env)
+    env.update(git_identity_environment())
+    return with_command_caches(without_own_venv(env))
 
 
 def is_harmless_variable(name: str, value: str) -> bool:
@@ -2450,18 +2476,62 @@ def toolchain_secrets() -> list[str]:
     return [str(HOME_DIR / f) for f in TOOLCHAIN_SECRETS if (HOME_DIR / f).is_file()]
 
 
-def shell_argv(command: str) -> list[str]:
+# --- toolchain caches ---------------------------------------------------------
+# uv, pip, npm, cargo and go keep their caches in the home folder, which the
+# sandbox keeps read-only, so `uv run pytest` or `npm test` would fail there.
+# Binding ~/.cache/uv writable instead would open a channel out of the
+# sandbox: a command could plant a wheel that the user's own `uv run` later
+# installs and runs outside it. So sandboxed commands get caches of their
+# own, per project, in .kesi/cache: a place they can write anyway (it is in
+# the workspace), ignored by git and the file tools, and on the same file
+# system as .venv (uv hardlinks from its cache). Nothing outside the sandbox
+# reads it. The price: a project's first install cannot reuse the user's
+# cache (copying it is not cheap; hard links would share the user's files).
+CACHE_FOLDER = "cache"               # .kesi/cache
+CACHE_VARIABLES = {                  # variable -> folder in .kesi/cache ("": the folder itself)
+    "XDG_CACHE_HOME": "", "UV_CACHE_DIR": "uv", "PIP_CACHE_DIR": "pip", "npm_config_cache": "npm",
+    "YARN_CACHE_FOLDER": "yarn", "CARGO_HOME": "cargo", "GOCACHE": "go-build", "GOMODCACHE": "go-mod",
+}
+
+
+def cache_environment() -> dict[str, str]:
+    """The cache variables a sandboxed command gets; none when unsandboxed
+    (the user's own caches are writable then, and theirs to use)."""
+    if not sandbox_enabled():
+        return {}
+    root = BASE_DIR / ".kesi" / CACHE_FOLDER
+    return {name: str(root / folder) if folder else str(root) for name, folder in CACHE_VARIABLES.items()}
+
+
+def with_command_caches(env: dict[str, str]) -> dict[str, str]:
+    """env with the cache variables set, but for those the user set (in any
+    case: NPM_CONFIG_CACHE): their choice, read-only inside unless it is in
+    the workspace, so it opens no way out either."""
+    chosen = {name.upper() for name in env}
+    return {**env, **{k: v for k, v in cache_environment().items() if k.upper() not in chosen}}
+
+
+def make_cache_folder() -> None:
+    """.kesi/cache, made through descriptors (see kesi_folder) before a
+    sandboxed command runs. A link planted there is left alone: inside the
+    sandbox it can only lead where the command could write anyway."""
+    if sandbox_enabled():
+        with contextlib.suppress(OSError):
+            os.close(kesi_folder(CACHE_FOLDER))
+
+
+def shell_argv(command: str, background: bool = False) -> list[str]:
     kind = sandbox_kind()
     if kind == "seatbelt":
-        profile, params = sandbox_spec()
+        profile, params = sandbox_spec(background)
         defines = [arg for name, value in params for arg in ("-D", f"{name}={value}")]
         return [SANDBOX_EXEC, *defines, "-p", profile, SHELL_PATH, "-c", command]
     if kind == "bubblewrap":
-        return bwrap_argv(command)
+        return in_shared_network(bwrap_argv(command, background))
     return [SHELL_PATH, "-c", command]
 
 
-def sandbox_spec() -> tuple[str, list[tuple[str, str]]]:
+def sandbox_spec(background: bool = False) -> tuple[str, list[tuple[str, str]]]:
     """The macOS profile and its parameters.
 
     Paths enter only through -D parameters, never pasted into the profile
@@ -2492,6 +2562,12 @@ def sandbox_spec() -> tuple[str, list[tuple[str, str]]]:
         # moved aside, hooks/ and config cannot be written.
         '(deny file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
+        # A background task may run while the user runs git: it may not write .git at all.
+        *(['(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'] if background else []),
+        # KeSi's records of earlier commands and their output (see audit_log_pin).
+        '(deny file-read* file-write* (literal (string-append (param "BASE_DIR") "/.kesi/audit.jsonl")) '
+        '(subpath (string-append (param "BASE_DIR") "/.kesi/sessions")) '
+        '(literal (string-append (param "BASE_DIR") "/.kesi/prompt-history")))',
         '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/(.*/)?{SECRET_PATH.replace(chr(92), chr(92) * 2)}(/|$)")))',
     ])
@@ -2604,7 +2680,7 @@ def submodule_configs(modules: Path) -> list[Path]:
             if config.is_file() and (config.parent / "HEAD").is_file()]
 
 
-def bwrap_argv(command: str) -> list[str]:
+def bwrap_argv(command: str, background: bool = False) -> list[str]:
     """Linux: a read-only root, a private /tmp, home hidden, workspace writable."""
     # A user namespace (when possible) matters when KeSi runs as root: without
     # one, the command may open /proc/<bwrap pid>/root and /proc/<bwrap pid>/cwd,
@@ -2619,9 +2695,8 @@ def bwrap_argv(command: str) -> list[str]:
             # as host root); /run holds other programs' sockets (D-Bus, Docker),
             # which a network namespace does not cover.
             "--ro-bind", "/proc/sys", "/proc/sys", "--tmpfs", "/tmp", "--tmpfs", "/run"]
-    for hidden in dict.fromkeys([str(HOME_DIR), "/home", "/root", *runtime_dirs()]):
-        if os.path.isdir(hidden):
-            argv += ["--tmpfs", hidden]
+    for hidden in hidden_folders():
+        argv += ["--tmpfs", hidden]
     denied = denied_sources()
     for path in toolchain_dirs():
         argv += ["--ro-bind", path, path]
@@ -2629,7 +2704,7 @@ def bwrap_argv(command: str) -> list[str]:
         argv += ["--ro-bind", denied["file"], path]
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
-    argv += git_pins()
+    argv += git_pins(read_only=background)
     for pointer in git_pointers:
         argv += ["--ro-bind", str(pointer), str(pointer)]
     for secret in secrets:
@@ -2638,6 +2713,8 @@ def bwrap_argv(command: str) -> list[str]:
         else:
             source = denied["dir"] if secret.is_dir() else denied["file"]
         argv += ["--ro-bind", source, str(secret)]
+    argv += audit_log_pin()
+    argv += hidden_folders_read_only()
     steps = str(round(KILL_GRACE_SECONDS / GRACE_STEP_SECONDS))
     return argv + ["--chdir", str(BASE_DIR), SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, steps,
                    str(GRACE_STEP_SECONDS)]
@@ -2653,12 +2730,95 @@ GRACE_WRAPPER = ('"$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
                  'exit "$code"')
 
 
+def hidden_folders() -> list[str]:
+    """The home folders and socket folders bwrap covers with an empty tmpfs."""
+    return [d for d in dict.fromkeys([str(HOME_DIR), "/home", "/root", *runtime_dirs()]) if os.path.isdir(d)]
+
+
+def hidden_folders_read_only() -> list[str]:
+    """Those empty folders made read-only once everything inside is mounted.
+    A write to ~ then fails loudly instead of vanishing with the sandbox (a
+    `pip install --user` that seems to work, gone by the next command); the
+    caches are in .kesi/cache instead. A folder the workspace covers is left
+    alone: remounting it would make the workspace read-only. So is one that a
+    later tmpfs covers (~ = /home/ann, then /home): it is no mount point any
+    more, bwrap would refuse to start, and remounting /home covers it."""
+    hidden = hidden_folders()
+    mounted = [d for i, d in enumerate(hidden) if not any(Path(d).is_relative_to(e) for e in hidden[i + 1:])]
+    return [arg for d in mounted if not Path(d).is_relative_to(BASE_DIR) for arg in ("--remount-ro", d)]
+
+
 def runtime_dirs() -> list[str]:
     """Folders of other programs' sockets outside /run and /tmp (an agent's
     SSH_AUTH_SOCK, a relocated XDG_RUNTIME_DIR), unless inside the workspace."""
     found = [os.environ.get("XDG_RUNTIME_DIR", "")]
     found += [os.path.dirname(os.environ.get("SSH_AUTH_SOCK", ""))]
     return [d for d in found if d.startswith("/") and not Path(d).is_relative_to(BASE_DIR)]
+
+
+# --- one loopback network for the session's commands ------------------------------
+# Each bwrap gets a network namespace of its own, with only a loopback, so a
+# server started in the background could not be reached by the next command.
+# Once a background task starts, every later sandboxed command joins one
+# namespace made for the session instead: it still has no route out, only a
+# loopback (and abstract Unix sockets) that this session's commands share.
+# KeSi keeps it alive by holding a descriptor of it; nsenter enters it by that
+# descriptor, so no process id can be reused to point somewhere else.
+_shared_network: list[int] = []      # descriptors: the network (and its user namespace)
+
+
+def start_shared_network() -> bool:
+    """Make the session's network (once). False where it cannot be entered."""
+    if _shared_network:
+        return True
+    if sandbox_kind() != "bubblewrap" or shutil.which("nsenter") is None:
+        return False
+    read_end, write_end = os.pipe()
+    try:
+        holder = subprocess.Popen(["bwrap", "--ro-bind", "/", "/", "--unshare-net", "--unshare-user-try",
+                                   "--die-with-parent", "--info-fd", str(write_end), "--", "cat"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  pass_fds=(write_end,), start_new_session=True)
+    except OSError:
+        os.close(read_end)
+        return False
+    finally:
+        os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as info:
+            pid = json.loads(info.read() or b"{}")["child-pid"]
+        spaces = ["net"] if os.geteuid() == 0 else ["user", "net"]   # others enter its user namespace first
+        fds = [os.open(f"/proc/{pid}/ns/{space}", os.O_RDONLY | os.O_CLOEXEC) for space in spaces]
+    except (OSError, ValueError, KeyError):
+        fds = []
+    finally:
+        holder.stdin.close()                # the holder ends; the descriptors keep the network
+        holder.wait()
+    _shared_network[:] = fds
+    if fds and subprocess.run(in_shared_network(["true"]), pass_fds=tuple(fds), capture_output=True).returncode != 0:
+        for fd in fds:
+            os.close(fd)
+        _shared_network.clear()
+    return bool(_shared_network)
+
+
+def in_shared_network(argv: list[str]) -> list[str]:
+    """A bwrap argv made to join the session's network, once there is one."""
+    if not _shared_network:
+        return argv
+    spaces = ["net"] if len(_shared_network) == 1 else ["user", "net"]
+    enter = [f"--{space}=/proc/self/fd/{fd}" for space, fd in zip(spaces, _shared_network)]
+    if len(spaces) == 2:
+        enter.append("--preserve-credentials")
+    inner = list(argv)
+    if "--unshare-net" in inner:
+        inner.remove("--unshare-net")
+    return ["nsenter", *enter, "--", *inner]
+
+
+def shared_network_fds() -> tuple[int, ...]:
+    """What a command needs passed to enter the session's network."""
+    return tuple(_shared_network)
 
 
 # ----------------------------------------------------------------------------
@@ -2680,11 +2840,57 @@ GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, neve
 GIT_SAFE_CONFIG = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "false"}
 
 
-def git_pins() -> list[str]:
+# The home folder (and ~/.gitconfig with it) is hidden in the sandbox, so
+# `git commit` would fail with "unable to auto-detect email". KeSi reads the
+# user's name and email outside, with git itself, and passes only those two
+# values in; aliases, credential helpers, hooksPath and the rest of the
+# user's config stay outside.
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "user.name", "GIT_AUTHOR_EMAIL": "user.email",
+                "GIT_COMMITTER_NAME": "user.name", "GIT_COMMITTER_EMAIL": "user.email"}
+GIT_IDENTITY_ENV: dict[str, str] = {}     # read once at start-up by load_git_identity
+
+
+def load_git_identity() -> None:
+    """Read user.name and user.email (main() does, once, before any command)."""
+    config = read_git_identity() if sandbox_enabled() else {}
+    GIT_IDENTITY_ENV.clear()
+    GIT_IDENTITY_ENV.update({name: config[key] for name, key in GIT_IDENTITY.items() if key in config})
+
+
+def git_identity_environment() -> dict[str, str]:
+    """GIT_AUTHOR_* and GIT_COMMITTER_* for a sandboxed command: the user's own
+    variables if set, else user.name and user.email as git saw them at start-up."""
+    if not sandbox_enabled():
+        return {}                      # unsandboxed, git reads the user's config itself
+    return {**GIT_IDENTITY_ENV, **{name: os.environ[name] for name in GIT_IDENTITY if os.environ.get(name)}}
+
+
+def read_git_identity() -> dict[str, str]:
+    """{'user.name': ..., 'user.email': ...}, whichever are set; {} without git.
+    A value with a control character is dropped: it could only be an attack."""
+    git = shutil.which("git")
+    if git is None:
+        return {}
+    try:
+        listed = subprocess.run([git, "config", "-z", "--get-regexp", r"^user\.(name|email)$"], cwd=BASE_DIR,
+                                capture_output=True, timeout=10, env={**os.environ, **GIT_SAFE_CONFIG}).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    found = {}
+    for item in listed.decode("utf-8", errors="replace").split("\0"):
+        key, _, value = item.partition("\n")
+        if key.lower() in ("user.name", "user.email") and value and "\n" not in value and not control_characters(value):
+            found[key.lower()] = value          # the last one wins, as in git
+    return found
+
+
+def git_pins(read_only: bool = False) -> list[str]:
+    """read_only for background tasks: they run while the user may run git,
+    so the check-and-restore after a command cannot guard them."""
     git = BASE_DIR / ".git"
     if git.is_symlink() or not git.is_dir():
         return []                 # a `.git` file is pinned with the others (scan_workspace)
-    pins = ["--bind", str(git), str(git)]
+    pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
     for path in [git / "hooks", *paths_git_config_names(git / "config")]:
         path = Path(os.path.realpath(path))          # hooks may be a link into the work tree
         if path.is_relative_to(BASE_DIR) and path.exists() and path not in (BASE_DIR, git):
@@ -2915,23 +3121,31 @@ RUN_COMMAND_SPEC = spec(
     "combined, and the exit code. For tests, builds, linters and git. No input (interactive "
     "programs fail); stopped at its timeout; long output keeps head and tail. Each call is a "
     "fresh shell (cd and variables do not persist: `cd sub && make`); background jobs are "
-    "stopped at the end. Use the file tools, not cat/sed/echo, on files.",
+    "stopped at the end, unless run_in_background. Use the file tools, not cat/sed/echo, on files.",
     {"command": string("The shell command, e.g. python -m pytest -q"),
-     "timeout": integer("Seconds; only lower than the default.")},
+     "timeout": integer("Seconds; only lower than the default."),
+     "run_in_background": boolean("For servers and watchers: returns a task id at once.")},
     ["command"])
 
 
-def run_command(command, timeout=None):
+def run_command(command, timeout=None, run_in_background=False):
     if not isinstance(command, str) or not command.strip():
         return "Error: command must not be empty.", True
+    if not isinstance(run_in_background, bool):
+        return "Error: run_in_background must be true or false.", True
+    if run_in_background:
+        return start_background_task(command)
     limit = COMMAND_TIMEOUT if timeout is None else timeout
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
         return "Error: timeout must be a positive number of seconds.", True
     limit = min(limit, COMMAND_TIMEOUT)
+    decision, started = approval_of(command, False), time.time()
+    make_cache_folder()
+    write_audit_entry(None)
     git_before = git_control_snapshot()    # before the command starts: it cannot win a race
     try:
         proc = subprocess.Popen(shell_argv(command), cwd=BASE_DIR, env=sandbox_environment(),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, pass_fds=shared_network_fds(),
                                 stderr=subprocess.STDOUT, start_new_session=True)
     except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
         return f"Error: could not start the command: {exc}", True
@@ -2957,6 +3171,7 @@ def run_command(command, timeout=None):
     if restored:
         text += (f"\n(KeSi put back {', '.join(restored)}: git's control files run code later, outside "
                  "the sandbox, so commands may not change them; ask the user to do it)")
+    audit_command(command, decision, started, time.time() - started, proc.returncode, text)
     return text, failed or bool(restored)
 
 
@@ -3020,6 +3235,279 @@ def describe_command_result(data: "HeadAndTail", code: int, ending: str, overflo
     return text, failed
 
 
+# --- background tasks ----------------------------------------------------------
+# A dev server or a watcher must outlive the call that starts it, which
+# run_command never allows. run_in_background starts the command after the
+# same permission check, in the same sandbox (but with .git read-only: it may
+# run while the user runs git), and returns at once with an id. The model
+# reads what it printed since the last look with background_output and ends
+# it with background_stop. Every task is stopped when KeSi exits: at a normal
+# exit and after a crash (atexit), on SIGHUP and SIGTERM (main turns them into
+# an exit), and in bwrap even after a SIGKILL of KeSi (--die-with-parent).
+
+MAX_BACKGROUND_TASKS = 8               # running at once
+MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task
+
+
+class RecentOutput:
+    """The newest `keep` bytes a task printed, and how many it printed in all.
+    drain_output fills it as it would a bytearray, from its own thread."""
+
+    def __init__(self, keep: int):
+        self.keep, self.data, self.total, self.lock = keep, bytearray(), 0, threading.Lock()
+
+    def __iadd__(self, chunk: bytes):
+        with self.lock:
+            self.total += len(chunk)
+            self.data += chunk
+            if len(self.data) > 2 * self.keep:      # trim now and then, not on every chunk
+                del self.data[:-self.keep]
+        return self
+
+    def __len__(self) -> int:
+        return self.total
+
+    def since(self, offset: int) -> tuple[bytes, int]:
+        """What came after the first `offset` bytes, and how many of those
+        new bytes are no longer kept."""
+        with self.lock:
+            first_kept = self.total - len(self.data)
+            return bytes(self.data[max(offset - first_kept, 0):]), max(first_kept - offset, 0)
+
+
+@dataclass
+class BackgroundTask:
+    id: int
+    command: str
+    proc: subprocess.Popen
+    output: RecentOutput
+    reader: threading.Thread
+    started: float = field(default_factory=time.time)
+    shown: int = 0                     # bytes of output already handed to the model
+
+    def state(self) -> str:
+        code = self.proc.poll()
+        if code is None:
+            return f"running for {time.time() - self.started:.0f} s"
+        return f"exited with code {code}" if code >= 0 else f"stopped (signal {-code})"
+
+
+BACKGROUND_TASKS: dict[int, BackgroundTask] = {}
+
+
+def start_background_task(command: str) -> tuple[str, bool]:
+    """Start it, log it (its end is logged when it is stopped), return its id."""
+    running = [task for task in BACKGROUND_TASKS.values() if task.proc.poll() is None]
+    if len(running) >= MAX_BACKGROUND_TASKS:
+        return (f"Error: {len(running)} background tasks are running already, the most KeSi allows; "
+                "stop one with background_stop first."), True
+    shared = start_shared_network()
+    make_cache_folder()
+    write_audit_entry(None)
+    try:
+        proc = subprocess.Popen(shell_argv(command, background=True), cwd=BASE_DIR, env=sandbox_environment(),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                pass_fds=shared_network_fds(), start_new_session=True)
+    except (OSError, ValueError) as exc:
+        return f"Error: could not start the command: {exc}", True
+    if not BACKGROUND_TASKS:
+        atexit.register(stop_background_tasks)
+    output = RecentOutput(MAX_TASK_OUTPUT_BYTES)
+    reader = threading.Thread(target=drain_output, args=(proc.stdout, output, sys.maxsize), daemon=True)
+    reader.start()
+    task = BackgroundTask(max(BACKGROUND_TASKS, default=0) + 1, command, proc, output, reader)
+    BACKGROUND_TASKS[task.id] = task
+    audit_command(command, approval_of(command, True), task.started, None, None, "", background_task=task.id)
+    text = (f"Started background task {task.id}; it keeps running. background_output(id={task.id}) shows what "
+            f"it prints, background_stop(id={task.id}) ends it; KeSi stops it when it exits.")
+    if shared:
+        text += " Later commands share its loopback network, so they reach a server it starts on 127.0.0.1."
+    elif sandbox_kind() == "bubblewrap":
+        text += " Other commands cannot reach it over the network (no shared sandbox network here)."
+    return text, False
+
+
+def find_task(task_id) -> BackgroundTask | None:
+    return BACKGROUND_TASKS.get(task_id) if isinstance(task_id, int) and not isinstance(task_id, bool) else None
+
+
+def no_such_task(task_id) -> tuple[str, bool]:
+    known = ", ".join(str(n) for n in BACKGROUND_TASKS) or "none"
+    return f"Error: there is no background task {visible(repr(task_id))}. Tasks of this session: {known}.", True
+
+
+def new_task_output(task: BackgroundTask) -> str:
+    """What the task printed since the model last looked, clipped and masked."""
+    data, lost = task.output.since(task.shown)
+    task.shown = len(task.output)
+    text = mask_credentials(clip_output(data)) if data else "(no new output)"
+    if lost:
+        text = f"(... {lost} earlier bytes were not kept ...)\n" + text
+    return text if text.endswith("\n") else text + "\n"
+
+
+BACKGROUND_OUTPUT_SPEC = spec("background_output", "A background task's new output and state.",
+                              {"id": integer("Task id.")}, ["id"])
+
+
+def background_output(id):
+    task = find_task(id)
+    if task is None:
+        return no_such_task(id)
+    if task.proc.poll() is not None:
+        task.reader.join(timeout=5)    # the rest of what it printed
+    return new_task_output(task) + f"(task {task.id} {task.state()})", False
+
+
+BACKGROUND_STOP_SPEC = spec("background_stop", "Stop a background task.", {"id": integer("Task id.")}, ["id"])
+
+
+def background_stop(id):
+    task = find_task(id)
+    if task is None:
+        return no_such_task(id)
+    if task.proc.poll() is None:
+        stop_process_group(task.proc, KILL_GRACE_SECONDS)
+    task.proc.wait()
+    task.reader.join(timeout=5)
+    text = new_task_output(task) + f"(task {task.id} {task.state()})"
+    log_task_end(task, "stopped by the model")
+    return text, False
+
+
+def log_task_end(task: BackgroundTask, how: str) -> None:
+    data, _ = task.output.since(0)
+    audit_command(task.command, how, task.started, time.time() - task.started, task.proc.returncode,
+                  mask_credentials(data.decode("utf-8", errors="replace")), background_task=task.id)
+
+
+def stop_background_tasks() -> None:
+    """TERM every running task's process group, give them all one grace
+    period together, then KILL what is left."""
+    running = [task.proc for task in BACKGROUND_TASKS.values() if task.proc.poll() is None]
+    for proc in running:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + KILL_GRACE_SECONDS
+    while time.monotonic() < deadline and any(proc.poll() is None or group_alive(proc.pid) for proc in running):
+        time.sleep(GRACE_STEP_SECONDS)
+    for proc in running:
+        kill_group(proc.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+    for task in BACKGROUND_TASKS.values():
+        if task.proc in running:
+            log_task_end(task, "stopped when KeSi exited")
+
+
+# --- the audit trail ---------------------------------------------------------------
+# Every command, with who allowed it (or refused it), when it started, how
+# long it ran, its exit code and its output (clipped, credentials masked), is
+# appended to .kesi/audit.jsonl. The journal is compacted and cleared; this
+# file is not, so it answers "what ran here, and who let it?" later. /log
+# shows its end. It is written through the .kesi descriptor, never through a
+# link a command planted, and bwrap mounts it read-only inside the sandbox.
+
+AUDIT_LOG = "audit.jsonl"             # in .kesi/
+AUDIT_OUTPUT_CHARS = 2000             # head and tail of a command's output kept in the log
+_approvals: dict[tuple[str, bool], str] = {}    # (command, background) -> who decided, until it runs
+
+
+def note_approval(command, decision: str, background: bool = False) -> None:
+    """Remember who allowed a command until run_command logs it; a refusal
+    is logged now, since nothing will run."""
+    if not isinstance(command, str):
+        return
+    if decision.startswith("allowed"):
+        _approvals[(command, background)] = decision
+    else:
+        write_audit_entry({"command": command, "decision": decision, "background": background})
+
+
+def approval_of(command: str, background: bool) -> str:
+    return _approvals.pop((command, background), "not checked (called directly, not by the model)")
+
+
+def audit_command(command: str, decision: str, started: float, seconds: float | None, code, output: str,
+                  **more) -> None:
+    write_audit_entry({"command": command, "decision": decision, "sandbox": sandbox_state(),
+                       "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
+                       "seconds": None if seconds is None else round(seconds, 3), "exit_code": code,
+                       "output": clip_for_audit(output), **more})
+
+
+def clip_for_audit(text: str) -> str:
+    half = AUDIT_OUTPUT_CHARS // 2
+    return text if len(text) <= AUDIT_OUTPUT_CHARS else f"{text[:half]}\n(... clipped ...)\n{text[-half:]}"
+
+
+def write_audit_entry(entry: dict | None) -> None:
+    """Append one JSON line to .kesi/audit.jsonl; a failure is said, never
+    raised. None appends nothing: it only makes the file before a command
+    starts, so that the sandbox can hide it from that command."""
+    if entry is not None:
+        entry = {"at": datetime.datetime.now().isoformat(timespec="seconds"), **entry}
+    data = b"" if entry is None else (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", errors="backslashreplace")
+    try:
+        folder_fd = kesi_folder()
+        try:
+            # O_NONBLOCK: a FIFO a command put there must not hang KeSi.
+            fd = os.open(AUDIT_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+                         | os.O_NONBLOCK, 0o600, dir_fd=folder_fd)
+        finally:
+            os.close(folder_fd)
+        with os.fdopen(fd, "ab") as log:
+            if not stat.S_ISREG(os.fstat(log.fileno()).st_mode):
+                raise OSError("the audit log is not a regular file")
+            log.write(data)
+    except OSError as exc:
+        ui(f"      (audit log not written: {visible(exc.strerror or exc)}; a command may have put a link "
+           f"in .kesi)")
+
+
+def read_audit_entries(limit: int) -> list[dict]:
+    """The last entries of the audit log, oldest first, read without following a link."""
+    try:
+        folder_fd = kesi_folder(create=False)
+    except OSError:
+        return []
+    try:
+        with JailEntry(folder_fd, AUDIT_LOG, BASE_DIR / ".kesi" / AUDIT_LOG, None) as entry:
+            with open_regular_file(entry) as log:
+                size = os.fstat(log.fileno()).st_size
+                log.seek(max(size - MAX_AUDIT_READ_BYTES, 0))
+                lines = log.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    entries = []
+    for line in lines[-limit:]:
+        with contextlib.suppress(ValueError):
+            entries.append(json.loads(line))
+    return [e for e in entries if isinstance(e, dict)]
+
+
+MAX_AUDIT_READ_BYTES = 4_000_000
+
+
+KESI_RECORDS = (AUDIT_LOG, "sessions", "prompt-history")     # in .kesi/: hidden inside the sandbox
+
+
+def audit_log_pin() -> list[str]:
+    """bwrap args that hide KeSi's records inside the sandbox, as a secret is
+    hidden: the audit log, the sessions and the prompt history. A command can
+    neither rewrite the record of the commands before it nor read what they
+    printed (which may hold what an earlier, allowed command read)."""
+    kesi_dir = BASE_DIR / ".kesi"
+    if kesi_dir.is_symlink() or not kesi_dir.is_dir():
+        return []
+    args = []
+    for name in KESI_RECORDS:
+        record = kesi_dir / name
+        if not record.is_symlink() and (record.is_file() or record.is_dir()):
+            args += ["--ro-bind", denied_sources()["dir" if record.is_dir() else "file"], str(record)]
+    return args
+
+
 # ============================================================================
 # 8. The model API: system prompt, prompt caching, streaming, cost meter
 # ============================================================================
@@ -3060,6 +3548,20 @@ SANDBOX_LINES = {
 SANDBOX_HINT = ("When a command fails with 'Operation not permitted', 'Permission denied', 'Read-only "
                 "file system' or 'Could not resolve host', the sandbox probably blocked it: say so "
                 "when you report, instead of concluding that something is missing or the network is down.")
+# What the sandbox lets everyday work do, said next to what it blocks.
+SANDBOX_ALLOWS = ("Inside the sandbox the home folder is read-only; package caches (uv, pip, npm, yarn, "
+                  "cargo, go, XDG_CACHE_HOME) point at .kesi/cache in the project, so installs from local "
+                  "files or caches and builds work; git commit works with the user's name and email.")
+BACKGROUND_LINES = {
+    "bubblewrap": ("For a dev server or watcher, run_command with run_in_background keeps it running in "
+                   "the same sandbox (.git read-only); later commands share its loopback network, so "
+                   "curl http://127.0.0.1:PORT reaches it. Read it with background_output, end it with "
+                   "background_stop; all are stopped when KeSi exits."),
+    "seatbelt": ("run_command with run_in_background keeps a watcher or build running (background_output, "
+                 "background_stop); the macOS sandbox has no network, so a server cannot listen."),
+    None: ("run_command with run_in_background keeps a dev server or watcher running; read it with "
+           "background_output, end it with background_stop; all are stopped when KeSi exits."),
+}
 MEMORY_FILES = ("AGENTS.md", "CLAUDE.md")
 MAX_MEMORY_CHARS = 20_000
 
@@ -3081,6 +3583,8 @@ def environment_block() -> str:
     ]
     if sandbox_enabled():   # on Linux without bwrap this hint would be false
         lines.append(f"- {SANDBOX_HINT}")
+        lines.append(f"- {SANDBOX_ALLOWS}")
+    lines.append(f"- {BACKGROUND_LINES[sandbox_kind()]}")
     return "\n".join(lines)
 
 
@@ -4140,8 +4644,8 @@ def task(prompt, description=""):
 # What the model sees (each tool's spec, written beside its function) and what
 # runs. A new tool needs one spec and one TOOL_FUNCS entry, nothing else.
 
-TOOLS = [READ_FILE_SPEC, LIST_FILES_SPEC, GLOB_SPEC, GREP_SPEC, EDIT_FILE_SPEC,
-         WRITE_FILE_SPEC, RUN_COMMAND_SPEC, TODO_WRITE_SPEC, TASK_SPEC]
+TOOLS = [READ_FILE_SPEC, LIST_FILES_SPEC, GLOB_SPEC, GREP_SPEC, EDIT_FILE_SPEC, WRITE_FILE_SPEC,
+         RUN_COMMAND_SPEC, BACKGROUND_OUTPUT_SPEC, BACKGROUND_STOP_SPEC, TODO_WRITE_SPEC, TASK_SPEC]
 
 TOOL_FUNCS = {
     "read_file": read_file,
@@ -4151,6 +4655,8 @@ TOOL_FUNCS = {
     "edit_file": edit_file,
     "write_file": write_file,
     "run_command": run_command,
+    "background_output": background_output,
+    "background_stop": background_stop,
     "todo_write": todo_write,
     "task": task,
 }
@@ -4374,6 +4880,8 @@ HELP = """  /help                  this list
   /mode NAME             switch permission mode: {modes}
   /compact [focus]       summarise the conversation to free context
   /resume [N]            list saved sessions, or continue session N
+  /tasks                 background tasks (all are stopped when KeSi exits)
+  /log [N]               the last N commands from .kesi/audit.jsonl (default 10)
   /reset, /clear         start over: empty history, plan and file versions
   /exit, /quit, Ctrl-D   leave (Ctrl-C twice at the prompt too)
   A line ending in \\ continues on the next; a line of three double quotes
@@ -4405,7 +4913,18 @@ def print_startup() -> None:
     ui(BANNER)
     ui(f"  workspace: {visible(BASE_DIR)}")
     ui(f"  sandbox:   {sandbox_status()}")
+    if sandbox_enabled():
+        ui(f"             {sandbox_allowances()}")
     ui(f"  model:     {MODEL}   permissions: {PERMISSION_MODE}")
+
+
+def sandbox_allowances() -> str:
+    """The startup line under the sandbox's: what work it lets through."""
+    who = GIT_IDENTITY_ENV.get("GIT_AUTHOR_EMAIL") or os.environ.get("GIT_AUTHOR_EMAIL")
+    shared = "sharing one loopback network" if sandbox_kind() == "bubblewrap" else "no server can listen"
+    return (f"allows: writes to the workspace, /tmp and caches in .kesi/cache (home read-only), "
+            f"git commit as {visible(who) if who else '(no user.email set)'}, "
+            f"background tasks ({shared})")
 
 
 def show_cost() -> None:
@@ -4463,6 +4982,27 @@ def session_title(path: Path) -> str:
         return "(unreadable)"
 
 
+def show_tasks() -> None:
+    if not BACKGROUND_TASKS:
+        ui("  No background tasks in this session.")
+    for task in BACKGROUND_TASKS.values():
+        ui(f"  {task.id:>2}. {task.state():<22} {visible(shorten(task.command, 100))}")
+
+
+def show_log(argument: str) -> None:
+    if argument and not (argument.isdigit() and int(argument) > 0):
+        ui("  /log N shows the last N commands; N is a whole number, 1 or more.")
+        return
+    entries = read_audit_entries(int(argument or 10))
+    if not entries:
+        ui("  No commands logged in this project yet (.kesi/audit.jsonl).")
+    for entry in entries:
+        ran = "" if entry.get("exit_code") is None else f"exit {entry.get('exit_code')}, {entry.get('seconds')} s"
+        task = f"[task {entry['background_task']}] " if entry.get("background_task") else ""
+        ui(f"  {visible(entry.get('at', '?'))}  {task}{visible(shorten(str(entry.get('command', '')), 80))}")
+        ui(f"      {visible(entry.get('decision', '?'))}{'; ' + ran if ran else ''}")
+
+
 def is_slash_command(line: str) -> bool:
     """'/cost' is a command; '/etc/hosts: what is this?' is a prompt."""
     return line.startswith("/") and "/" not in line.partition(" ")[0][1:]
@@ -4507,6 +5047,10 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
             save_session(history)
     elif name == "/resume":
         show_or_resume(argument, history)
+    elif name == "/tasks":
+        show_tasks()
+    elif name == "/log":
+        show_log(argument)
     else:
         ui(f"  Unknown command {visible(name)}. /help lists them.")
     return True
@@ -4633,6 +5177,18 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+def exit_on_signal(signum, frame) -> None:
+    """SIGHUP (the terminal closed) and SIGTERM end KeSi as an exit would, so
+    the atexit handlers stop background tasks and save what is saved."""
+    raise SystemExit(128 + signum)
+
+
+def exit_on_hangup_and_term() -> None:
+    for name in ("SIGHUP", "SIGTERM"):            # Windows has no SIGHUP
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), exit_on_signal)
+
+
 def main(argv=None) -> int:
     global CLIENT, MODEL, PERMISSION_MODE, UI
     args = parse_args(argv)
@@ -4642,6 +5198,7 @@ def main(argv=None) -> int:
         print(f"KeSi: {visible(exc)}", file=sys.stderr)
         return 2
     apply_settings(settings)
+    load_git_identity()
     MODEL = args.model or MODEL
     PERMISSION_MODE = args.permission_mode
     if not (settings.api_key or settings.auth_token):
@@ -4690,4 +5247,5 @@ def exit_now(code: int) -> None:
 
 
 if __name__ == "__main__":
+    exit_on_hangup_and_term()
     exit_now(main())

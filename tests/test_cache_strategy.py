@@ -119,7 +119,13 @@ def test_on_sonnet_the_fixed_prefix_gets_its_own_breakpoint(ws, mock_client, clo
 def test_an_unknown_model_is_treated_with_the_largest_minimum(ws, mock_client, clock, screen, monkeypatch):
     monkeypatch.setattr(kesi, "MODEL", "vendor-x-large")
     mock, client = mock_client(["ok"], clock=lambda: clock.offset)
-    kesi.run_agent(client, [{"role": "user", "content": "hi " * 3000}])    # about 2,300 tokens
+    # The request is sized to about 3,000 tokens with the tool specs and rules,
+    # whatever they weigh today: over every smaller minimum, under 4,096.
+    fixed = kesi.estimate_tokens([{"role": "user", "content": ""}], kesi.MAIN_AGENT)
+    history = [{"role": "user", "content": "hi " * ((3000 - fixed) * 4 // 3)}]
+    assert max(kesi.CACHE_MINIMUM.values()) == kesi.DEFAULT_CACHE_MINIMUM
+    assert 2048 < kesi.estimate_tokens(history, kesi.MAIN_AGENT) < kesi.DEFAULT_CACHE_MINIMUM
+    kesi.run_agent(client, history)
     assert "cache_control" not in json.dumps(mock.requests[0]["body"])
 
 

@@ -1,0 +1,184 @@
+"""Background tasks: started by run_command(run_in_background=True) in the
+same sandbox, read and stopped by id, listed by /tasks, and never left
+behind when KeSi exits (normally, on SIGTERM or SIGHUP, and in bwrap even
+on SIGKILL). Whether a process is left is answered from /proc by a marker
+unique to the run, or by the task's own pid namespace, never by a name.
+"""
+import io
+import shutil
+import tempfile
+from pathlib import Path
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+import kesi
+from mock_api import reply, tool_call
+from test_permissions import KESI, child_env
+from test_sandbox_battery import marker_alive
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux only")
+PORT = 39517
+
+
+@pytest.fixture
+def box(ws, monkeypatch):
+    if kesi.sandbox_kind() != "bubblewrap":
+        pytest.skip("no usable bubblewrap here")
+    monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
+    yield ws
+    kesi.stop_background_tasks()
+    kesi.BACKGROUND_TASKS.clear()
+    for fd in kesi._shared_network:     # later tests get a network of their own again
+        os.close(fd)
+    kesi._shared_network.clear()
+
+
+def live_in_namespace(namespace: str) -> list[str]:
+    """Processes of a pid namespace that are still running (zombies wait to be reaped)."""
+    live = []
+    for entry in os.scandir("/proc"):
+        try:
+            if entry.name.isdigit() and os.readlink(f"/proc/{entry.name}/ns/pid") == namespace:
+                state = open(f"/proc/{entry.name}/stat").read().rsplit(")", 1)[1].split()[0]
+                live += [entry.name] if state != "Z" else []
+        except (OSError, IndexError):
+            continue
+    return live
+
+
+def until_exited(task_id: int) -> str:
+    """Everything a short background task printed, once it has ended."""
+    task, output = kesi.BACKGROUND_TASKS[task_id], ""
+    for _ in range(300):
+        if task.proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    return output + kesi.background_output(task_id)[0]
+
+
+def test_a_background_server_is_reached_by_a_later_command_then_stopped(box):
+    started, failed = kesi.run_command(f"exec python3 -m http.server {PORT} --bind 127.0.0.1", run_in_background=True)
+    assert not failed and "Started background task 1" in started and "share its loopback" in started, started
+    task = kesi.BACKGROUND_TASKS[1]
+    # A second, separate command reaches it (it retries until the server listens).
+    output, failed = kesi.run_command(f"for i in $(seq 100); do curl -s -o /dev/null -w '%{{http_code}}' "
+                                      f"http://127.0.0.1:{PORT}/ && break; sleep 0.1; done", timeout=60)
+    assert not failed and output.startswith(("200", "000")) and "200" in output, output
+    # Nothing outside the sandbox can: the shared network has no way in or out.
+    with socket.socket() as probe, pytest.raises(OSError):
+        probe.settimeout(5)
+        probe.connect(("127.0.0.1", PORT))
+        probe.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        assert b"Directory listing" not in probe.recv(4096)
+        raise OSError("reached a server on the host's loopback, not the sandbox's")
+    seen, _ = kesi.background_output(1)
+    assert '"GET / HTTP/1.1" 200' in seen and "(task 1 running for" in seen, seen
+    assert kesi.background_output(1)[0].startswith("(no new output)")
+    kesi.UI = io.StringIO()
+    kesi.handle_slash("/tasks", None, [])
+    assert "1. running for" in kesi.UI.getvalue() and "http.server" in kesi.UI.getvalue()
+    namespace = kesi.pid_namespace_of_child(task.proc.pid)
+    assert namespace and kesi.processes_in_namespace(namespace) >= 1
+    stopped, failed = kesi.background_stop(1)
+    assert not failed and "(task 1 stopped" in stopped, stopped
+    assert live_in_namespace(namespace) == []
+    kesi.UI = io.StringIO()
+    kesi.handle_slash("/tasks", None, [])
+    assert "1. stopped" in kesi.UI.getvalue()
+
+
+def test_a_background_task_cannot_write_git_or_home(box):
+    subprocess.run(["git", "init", "-q"], cwd=box, check=True)
+    _, failed = kesi.run_command("touch .git/planted; echo x > .git/hooks/post-commit; touch ~/planted; "
+                                 "echo ok > made.txt; echo end", run_in_background=True)
+    assert not failed
+    output = until_exited(1)
+    assert "end" in output and "(task 1 exited with code 0)" in output, output
+    assert output.count("Read-only file system") == 3, output
+    assert not (box / ".git" / "planted").exists() and not (box / ".git" / "hooks" / "post-commit").exists()
+    assert (box / "made.txt").read_text() == "ok\n"       # the workspace itself stays writable
+
+
+def test_background_arguments_are_checked(box):
+    output, failed = kesi.run_command("true", run_in_background="yes")
+    assert failed and "run_in_background must be true or false" in output
+    output, failed = kesi.background_output(42)
+    assert failed and "no background task 42" in output
+    assert kesi.background_stop("1")[1]
+    kesi.PERMISSION_MODE = "readOnly"        # the same permission check as any command
+    allowed, refusal = kesi.check_permission("run_command", {"command": "python3 -m http.server",
+                                                             "run_in_background": True})
+    assert not allowed and "read-only mode" in refusal and not kesi.BACKGROUND_TASKS
+
+
+@pytest.mark.parametrize("ending", ["exit", "SIGTERM", "SIGHUP", "SIGKILL"])
+def test_no_background_process_outlives_kesi(box, mock_client, ending):
+    """A real kesi.py starts a background task; however it ends, the task ends too."""
+    marker = f"3{uuid.uuid4().int % 10**6}.5"         # sleep's argument is the marker
+    script = [reply(tool_call("run_command", {"command": f"sleep {marker}", "run_in_background": True}))]
+    if ending != "exit":     # keep KeSi busy in a foreground command while the signal comes
+        script.append(reply(tool_call("run_command", {"command": "sleep 60"})))
+    mock, _ = mock_client([*script, reply("done")])
+    proc = subprocess.Popen([sys.executable, KESI, "--permission-mode", "bypassPermissions", "-p", "go"],
+                            cwd=box, env=child_env(mock, KESI_COMMAND_TIMEOUT="90"), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(600):
+            if marker_alive(marker) or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert marker_alive(marker) or ending == "exit", proc.communicate(timeout=30)
+        if ending != "exit":
+            proc.send_signal(getattr(signal, ending))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    if ending == "exit":
+        assert proc.returncode == 0 and "Started background task 1" in err, err
+    for _ in range(100):           # the kernel ends a dead parent's sandbox, but not at once
+        if not marker_alive(marker):
+            break
+        time.sleep(0.1)
+    assert not marker_alive(marker), (ending, err)
+
+
+NOBODY_SCRIPT = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import kesi
+kesi.BASE_DIR = kesi.HOME_DIR = Path(sys.argv[2])
+print("sandbox:", kesi.sandbox_kind())
+print(kesi.run_command("exec python3 -m http.server 39519 --bind 127.0.0.1", run_in_background=True)[0])
+print(kesi.run_command("for i in $(seq 100); do curl -s -o /dev/null -w 'HTTP %{http_code}' "
+                       "http://127.0.0.1:39519/ && break; sleep 0.1; done")[0])
+kesi.stop_background_tasks()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become nobody")
+def test_the_shared_network_works_for_a_user_without_privileges(box, tmp_path_factory):
+    """Not root: KeSi enters the session network's user namespace first."""
+    shared = Path(tempfile.mkdtemp(prefix="kesi-nobody-"))
+    try:
+        shutil.copy(KESI, shared / "kesi.py")
+        (shared / "ws").mkdir()
+        for path in (shared, shared / "ws"):
+            path.chmod(0o777)
+        (shared / "kesi.py").chmod(0o644)
+        done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                               NOBODY_SCRIPT, str(shared), str(shared / "ws")], cwd=shared / "ws",
+                              env={"PATH": os.environ["PATH"], "HOME": str(shared / "ws")},
+                              capture_output=True, text=True, timeout=90)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    if "sandbox: None" in done.stdout:
+        pytest.skip("bwrap cannot run without privileges here (no unprivileged user namespaces)")
+    assert "share its loopback network" in done.stdout and "HTTP 200" in done.stdout, (done.stdout, done.stderr)

@@ -1,0 +1,258 @@
+"""Everyday work inside the real sandbox (bubblewrap): toolchain caches in
+.kesi/cache, a read-only home, and git commits with the user's identity.
+
+Nothing here needs the network: packages come from a wheel the test builds.
+"""
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import kesi
+from checklib import sandbox_forced
+from mock_api import reply, tool_call
+from test_permissions import KESI, child_env
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux only")
+
+
+@pytest.fixture
+def box(ws):
+    if kesi.sandbox_kind() != "bubblewrap":
+        pytest.skip("no usable bubblewrap here")
+    return ws
+
+
+def sh(command: str, timeout: int = 120) -> tuple[str, bool]:
+    return kesi.run_command(command, timeout=timeout)
+
+
+def build_wheel(folder: Path, name: str = "kesidemo", version: str = "1.0") -> Path:
+    """A minimal pure-Python wheel, written by hand: no build backend, no network."""
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": "ANSWER = 42\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: kesi-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    digest = lambda text: base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+    files[f"{info}/RECORD"] = "".join(f"{p},sha256={digest(t)},{len(t)}\n" for p, t in files.items()) + f"{info}/RECORD,,\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, text in files.items():
+            archive.writestr(member, text)
+    return path
+
+
+# --- toolchain caches ----------------------------------------------------------------
+
+def test_uv_run_installs_from_a_local_wheel_into_the_projects_own_cache(box):
+    """`uv run` needs a writable cache: it gets .kesi/cache/uv, never ~/.cache/uv."""
+    build_wheel(box / "wheels")
+    (box / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
+                                        'dependencies = ["kesidemo"]\n[tool.uv]\nfind-links = ["wheels"]\n'
+                                        'package = false\n')
+    output, failed = sh('uv run --offline python -c "import kesidemo; print(kesidemo.ANSWER)"')
+    assert not failed and "\n42\n" in "\n" + output, output
+    assert (box / ".kesi" / "cache" / "uv").is_dir()
+    # KeSi made the folder (with its .gitignore), so git never shows the cache.
+    assert (box / ".kesi" / ".gitignore").read_text().strip().endswith("*")
+
+
+def python_with_pip() -> str:
+    # The interpreter itself, not a pyenv shim: after pip install the shim
+    # rehashes ~/.pyenv/shims, which is read-only in the sandbox (README).
+    candidates = [Path(sys.base_prefix) / "bin" / "python3", Path("/usr/bin/python3"), Path("/usr/local/bin/python3")]
+    for python in candidates:
+        if python.exists() and subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode == 0:
+            return str(python)
+    pytest.skip("no Python with pip on this machine")
+
+
+def test_pip_installs_from_a_local_wheel_and_caches_in_the_project(box):
+    build_wheel(box / "wheels")
+    python = python_with_pip()
+    output, failed = sh(f"{python} -m pip install -q --no-index --find-links wheels --target site kesidemo"
+                        f" && {python} -m pip cache dir")
+    assert not failed and (box / "site" / "kesidemo" / "__init__.py").is_file(), output
+    assert output.splitlines()[-2] == str(box / ".kesi" / "cache" / "pip"), output
+
+
+def test_cache_variables_name_the_project_but_keep_the_users_own_choice(box, monkeypatch):
+    monkeypatch.delenv("UV_CACHE_DIR", raising=False)
+    monkeypatch.delenv("CARGO_HOME", raising=False)
+    monkeypatch.setenv("NPM_CONFIG_CACHE", str(box / "my-npm-cache"))
+    env = kesi.sandbox_environment()
+    cache = box / ".kesi" / "cache"
+    assert env["UV_CACHE_DIR"] == str(cache / "uv") and env["XDG_CACHE_HOME"] == str(cache)
+    assert env["CARGO_HOME"] == str(cache / "cargo")
+    assert env["NPM_CONFIG_CACHE"] == str(box / "my-npm-cache") and "npm_config_cache" not in env
+    with sandbox_forced(None):       # unsandboxed, the user's own caches are theirs to use
+        assert "UV_CACHE_DIR" not in kesi.sandbox_environment()
+
+
+def test_home_stays_read_only_and_the_users_cache_unwritten(box):
+    uv_cache = kesi.HOME_DIR / ".cache" / "uv"
+    output, failed = sh("echo planted > ~/kesi-planted.txt")
+    assert failed and "Read-only file system" in output, output
+    if uv_cache.is_dir():            # readable (uv's interpreters live there), not writable
+        output, failed = sh(f"touch '{uv_cache}/kesi-planted'")
+        assert failed and "Read-only file system" in output, output
+        assert not (uv_cache / "kesi-planted").exists()
+    assert not (kesi.HOME_DIR / "kesi-planted.txt").exists()
+    assert sh("echo fine > here.txt && cat here.txt")[0].startswith("fine")   # the workspace still is
+
+
+def test_a_home_under_another_hidden_folder_stays_read_only(box, monkeypatch):
+    """~ = /home/ann is hidden, then /home over it: the usual layout. The
+    inner folder is no mount point then; remounting /home covers it."""
+    home = Path(tempfile.mkdtemp(prefix=".kesi-test-home-", dir="/root" if os.path.isdir("/root") else None))
+    try:
+        if not home.is_relative_to("/root"):
+            pytest.skip("no /root folder to nest a home under")
+        (home / ".cargo").mkdir()              # a toolchain: ~ exists inside the sandbox then
+        monkeypatch.setattr(kesi, "HOME_DIR", home)
+        output, failed = sh(f"echo fine; touch '{home}/planted' || echo blocked")
+        assert not failed and output.startswith("fine\n") and "blocked" in output, output
+        assert "Read-only file system" in output and not (home / "planted").exists()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# --- git inside the sandbox --------------------------------------------------------------
+
+def git(workspace: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=workspace, capture_output=True, text=True, timeout=30,
+                          env=env or os.environ)
+
+
+@pytest.fixture
+def user_gitconfig(box, tmp_path_factory, monkeypatch):
+    """The user's global git config, with an identity and things that must stay outside."""
+    config = tmp_path_factory.mktemp("gitconfig") / "config"
+    config.write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.com\n"
+                      "[alias]\n\tkesi-alias = log\n[credential]\n\thelper = store\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    for name in kesi.GIT_IDENTITY:
+        monkeypatch.delenv(name, raising=False)
+    (box / "a.txt").write_text("a\n")
+    for args in (["init", "-q"], ["add", "a.txt"], ["commit", "-qm", "first"]):
+        assert git(box, *args).returncode == 0
+    kesi.load_git_identity()            # as main() does at start-up
+    yield config
+    kesi.GIT_IDENTITY_ENV.clear()
+
+
+def test_git_commit_inside_the_sandbox_carries_the_users_identity(user_gitconfig, box):
+    output, failed = sh("echo fix > a.txt && git commit -qam 'fix a' && git log -1 --format='%an <%ae> / %cn <%ce>'"
+                        " && git config --get alias.kesi-alias; git config --get credential.helper; echo end")
+    assert not failed and "Ada Lovelace <ada@example.com> / Ada Lovelace <ada@example.com>" in output, output
+    # Only the two values came in: the rest of the user's config stayed outside.
+    assert output.split("/ Ada Lovelace <ada@example.com>\n", 1)[1].startswith("end"), output
+    assert git(box, "log", "-1", "--format=%s %ae").stdout.strip() == "fix a ada@example.com"
+
+
+def test_a_commit_inside_cannot_plant_hooks_or_hookspath(user_gitconfig, box):
+    config = (box / ".git" / "config").read_bytes()
+    output, _ = sh("echo 'touch PWNED' > .git/hooks/pre-commit; git config core.hooksPath evil; "
+                   "git config --global core.hooksPath evil; echo b > a.txt && git commit -qam second && echo committed")
+    assert "committed" in output, output
+    assert not (box / ".git" / "hooks" / "pre-commit").exists()
+    assert (box / ".git" / "config").read_bytes() == config and "hooksPath" not in user_gitconfig.read_text()
+    assert git(box, "commit", "--allow-empty", "-qm", "outside").returncode == 0 and not (box / "PWNED").exists()
+
+
+def test_identity_values_with_control_characters_are_dropped(box, tmp_path_factory, monkeypatch):
+    config = tmp_path_factory.mktemp("gitconfig") / "config"
+    config.write_text("[user]\n\tname = Eve\x1b[2J\n\temail = ok@example.com\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    for name in kesi.GIT_IDENTITY:
+        monkeypatch.delenv(name, raising=False)
+    kesi.load_git_identity()
+    try:
+        assert kesi.git_identity_environment() == {"GIT_AUTHOR_EMAIL": "ok@example.com",
+                                                   "GIT_COMMITTER_EMAIL": "ok@example.com"}
+    finally:
+        kesi.GIT_IDENTITY_ENV.clear()
+
+
+# --- what KeSi says the sandbox allows ------------------------------------------------------
+
+def test_startup_line_and_system_prompt_say_what_the_sandbox_allows(user_gitconfig, box, mock_client):
+    mock, _ = mock_client([reply("hi")])
+    done = subprocess.run([sys.executable, KESI], cwd=box, env=child_env(mock), input="hello\n",
+                          capture_output=True, text=True, timeout=90)
+    assert "sandbox:   on (bubblewrap)\n             allows: writes to the workspace, /tmp and caches in " \
+           ".kesi/cache (home read-only), git commit as ada@example.com, background tasks (sharing one " \
+           "loopback network)\n" in done.stdout, done.stdout
+    system = " ".join(block["text"] for block in mock.requests[0]["body"]["system"])
+    assert kesi.SANDBOX_ALLOWS in system and kesi.BACKGROUND_LINES["bubblewrap"] in system
+
+
+def test_the_prompt_does_not_promise_sandbox_caches_when_there_is_no_sandbox(ws):
+    with sandbox_forced(None):
+        block = kesi.environment_block()
+    assert kesi.SANDBOX_ALLOWS not in block and kesi.BACKGROUND_LINES[None] in block
+
+
+def test_the_macos_profile_has_the_same_policy_as_text(ws):
+    """Checked as text (no Mac here): caches land in the workspace, which the
+    profile lets commands write; home is not writable; a background task may
+    not write .git at all."""
+    with sandbox_forced("seatbelt"):
+        env = kesi.sandbox_environment()
+        foreground, params = kesi.sandbox_spec()
+        background, _ = kesi.sandbox_spec(background=True)
+        argv = kesi.shell_argv("npm run dev", background=True)
+    assert env["UV_CACHE_DIR"] == str(ws / ".kesi" / "cache" / "uv")
+    writable = '(allow file-write* (subpath (param "BASE_DIR")) (subpath (param "TMP_DIR"))'
+    assert "(deny file-write*)" in foreground and writable in foreground and "HOME_DIR" not in writable
+    git_rule = '(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'
+    assert git_rule not in foreground and git_rule in background.splitlines()
+    records = [line for line in foreground.splitlines() if "/.kesi/audit.jsonl" in line]
+    assert records == [line for line in background.splitlines() if "/.kesi/audit.jsonl" in line]
+    assert records[0].startswith("(deny file-read* file-write* (literal") and records[0].count("(") == records[0].count(")")
+    assert '(subpath (string-append (param "BASE_DIR") "/.kesi/sessions"))' in records[0]
+    assert argv[argv.index("-p") + 1] == background and ("BASE_DIR", str(ws)) in params
+
+
+# --- the whole day, scripted ----------------------------------------------------------
+
+def test_a_scripted_session_does_everyday_work_in_the_sandbox(user_gitconfig, box, mock_client):
+    """kesi.py itself, sandbox on: uv run the tests (a dependency from a local
+    wheel), git commit, a background server queried by a second command,
+    stopped; the audit log tells the story afterwards."""
+    build_wheel(box / "wheels")
+    (box / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
+                                        'dependencies = ["kesidemo"]\n[tool.uv]\nfind-links = ["wheels"]\n'
+                                        'package = false\n')
+    (box / "test_app.py").write_text("import unittest, kesidemo\n\nclass T(unittest.TestCase):\n"
+                                     "    def test_answer(self):\n        self.assertEqual(kesidemo.ANSWER, 42)\n")
+    port = 39518
+    steps = [{"command": "uv run --offline python -m unittest -v 2>&1 | tail -3"},
+             {"command": "git add pyproject.toml test_app.py && git commit -qm 'test the answer' && echo committed"},
+             {"command": f"exec python3 -m http.server {port} --bind 127.0.0.1", "run_in_background": True},
+             {"command": f"for i in $(seq 100); do curl -s -o /dev/null -w 'HTTP %{{http_code}}' "
+                         f"http://127.0.0.1:{port}/ && break; sleep 0.1; done"}]
+    script = [reply(tool_call("run_command", step)) for step in steps]
+    script += [reply(tool_call("background_stop", {"id": 1})), reply("all done")]
+    mock, _ = mock_client(script)
+    done = subprocess.run([sys.executable, KESI, "--permission-mode", "bypassPermissions", "-p", "work"],
+                          cwd=box, env=child_env(mock), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "all done", done.stderr
+    entries = [json.loads(line) for line in (box / ".kesi" / "audit.jsonl").read_text().splitlines()]
+    assert [e["command"] for e in entries] == [s["command"] for s in steps] + [steps[2]["command"]]
+    tests, commit, server, query, stopped = entries
+    assert tests["exit_code"] == 0 and "OK" in tests["output"], tests
+    assert commit["exit_code"] == 0 and "committed" in commit["output"], commit
+    assert server["background_task"] == 1 and query["exit_code"] == 0 and "HTTP 200" in query["output"], query
+    assert stopped["decision"] == "stopped by the model" and '"GET / HTTP/1.1" 200' in stopped["output"]
+    assert all(e["decision"] == "allowed by mode bypassPermissions" for e in entries[:4])
+    assert git(box, "log", "-1", "--format=%s|%an").stdout.strip() == "test the answer|Ada Lovelace"
