@@ -1777,7 +1777,7 @@ class Escalate:
 ESCALATION_LEVELS = {"network": "with the full network (files still sandboxed)",
                      "unsandboxed": "without the sandbox, with your full user rights"}
 ESCALATION_CHOICES = (Choice(("w",), "once with full network", True, Escalate("network", False)),
-                      Choice(("wa",), "with full network, this session", True, Escalate("network", True)),
+                      Choice(("wa",), "full network, this session", True, Escalate("network", True)),
                       Choice(("u",), "once unsandboxed", True, Escalate("unsandboxed", False)),
                       Choice(("ua",), "unsandboxed, this session", True, Escalate("unsandboxed", True)))
 GRANTED_ESCALATIONS: dict[str, str] = {}   # exact command -> level, for this session
@@ -1800,6 +1800,13 @@ def grant_escalation(key: str, escalate: Escalate) -> None:
         ESCALATE_ONCE[key] = escalate.level
     ui(f"      (this command runs {ESCALATION_LEVELS[escalate.level]}"
        f"{', for the rest of this session' if escalate.session else ', this once'})")
+
+
+def set_headless_escalation(level: str | None) -> None:
+    global HEADLESS_ESCALATION
+    HEADLESS_ESCALATION = level
+    if level:
+        ui(f"  (--escalate {level}: every command of this run runs {ESCALATION_LEVELS[level]})")
 
 
 def escalation_for(command: str) -> str | None:
@@ -2094,7 +2101,7 @@ def diff_lines(old: str, new: str) -> str:
 #   - the home folder is unreadable, except the workspace and toolchains;
 #   - writes go only to the workspace, a temp dir and /dev;
 #   - secrets (.env, .env.*, .git/config) are unreadable at any depth;
-#   - no network.
+#   - the network only through KeSi's allowlist proxy (see below).
 # Caches such as node_modules or .venv stay usable: tests need them. They are
 # hidden from the file tools to save context, not because they are secret.
 
@@ -2824,19 +2831,20 @@ class LocalProxyServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
 
 
-_network_proxy: list = []      # the running server (or None if it could not start), once started
+_network_proxy: dict = {}      # sandbox kind -> the running server, or None if it could not start
 
 
 def network_proxy():
     """The allowlist proxy, started on first need; it ends with KeSi (a daemon thread)."""
-    if not _network_proxy:
-        _network_proxy.append(start_network_proxy())
-    return _network_proxy[0]
+    kind = sandbox_kind()
+    if kind not in _network_proxy:
+        _network_proxy[kind] = start_network_proxy(kind)
+    return _network_proxy[kind]
 
 
-def start_network_proxy():
+def start_network_proxy(kind: str | None):
     try:
-        if sandbox_kind() == "seatbelt":
+        if kind == "seatbelt":
             server = LocalProxyServer(("127.0.0.1", 0), AllowlistProxyHandler)
         else:
             folder = tempfile.mkdtemp(prefix="kesi-net-")
@@ -2858,6 +2866,22 @@ def proxy_port(escalation: str | None = None) -> int | None:
     if kind == "seatbelt":
         return network_proxy().server_address[1]
     return PROXY_PORT if forwarder_python() else None
+
+
+def network_available() -> bool:
+    """Can sandboxed commands use the proxy? Known without starting it."""
+    return sandbox_kind() == "seatbelt" or (sandbox_kind() == "bubblewrap" and forwarder_python() is not None)
+
+
+def network_summary() -> str:
+    """The startup line's account of the network."""
+    if not sandbox_enabled():
+        return "full (no sandbox)"
+    if not network_available():
+        return "none (no Python visible inside the sandbox to bridge the allowlist proxy)"
+    hosts = network_policy().allow
+    shown = ", ".join(hosts[:4]) + (f" and {len(hosts) - 4} more" if len(hosts) > 4 else "")
+    return f"only allowed hosts, through KeSi's proxy ({shown or 'none'}; see /permissions)"
 
 
 def proxy_environment(port: int) -> dict[str, str]:
@@ -3190,7 +3214,7 @@ def describe_command_result(data: "HeadAndTail", code: int, ending: str, overflo
     failed = bool(ending != "exited" or overflow or code)
     if failed and sandbox_enabled() and any(s in text for s in SANDBOX_SYMPTOMS):
         text += ("\n(note: this may be the sandbox at work: reads outside the workspace, "
-                 "writes outside it and all network access are blocked on purpose)")
+                 "writes outside it and network access beyond the allowlist are blocked on purpose)")
     return text, failed
 
 
@@ -3225,15 +3249,31 @@ SANDBOX_LINES = {
     "off": ("Command sandbox: off. Shell commands run with the user's own rights, with no extra "
             "limit on what they read, write or reach over the network. Be especially careful."),
     "useless": ("Command sandbox: on, but the working directory is the home folder or above it, so "
-                "the read/write boundary protects nothing. Be especially careful. The network is "
-                "still blocked and the hidden names above are still unreadable."),
+                "the read/write boundary protects nothing. Be especially careful. The network limit "
+                "below still holds and the hidden names above are still unreadable."),
     "on": ("Command sandbox: on. Shell commands cannot read the user's files outside the working "
-           "directory, can write only to it, a temp folder and /dev, and have no network. System "
-           "paths and toolchains stay readable. This is deliberate, not a broken environment."),
+           "directory and can write only to it, a temp folder and /dev; their network is limited "
+           "as the next line says. System paths and toolchains stay readable. This is deliberate, "
+           "not a broken environment."),
 }
 SANDBOX_HINT = ("When a command fails with 'Operation not permitted', 'Permission denied', 'Read-only "
-                "file system' or 'Could not resolve host', the sandbox probably blocked it: say so "
+                "file system', 'Could not resolve host' or a 403 from KeSi's network allowlist, the "
+                "sandbox probably blocked it: say so "
                 "when you report, instead of concluding that something is missing or the network is down.")
+
+
+def network_line() -> str:
+    """What the model is told about the network of a sandboxed command."""
+    if not network_available():
+        return "Network for commands: none at all."
+    hosts = network_policy().allow
+    shown = ", ".join(hosts[:30]) + (f" and {len(hosts) - 30} more" if len(hosts) > 30 else "")
+    return ("Network for commands: only through KeSi's proxy (HTTP_PROXY and HTTPS_PROXY are set), and "
+            f"only to these hosts: {shown or 'none'}. Other hosts get a 403 from the proxy; connections "
+            "that ignore the proxy fail. Only the user can allow more hosts (in their settings) or give "
+            "one command the full network (at its permission prompt): do not try to get around it.")
+
+
 MEMORY_FILES = ("AGENTS.md", "CLAUDE.md")
 MAX_MEMORY_CHARS = 20_000
 
@@ -3254,6 +3294,7 @@ def environment_block() -> str:
         f"- {SANDBOX_LINES[sandbox_state()]}",
     ]
     if sandbox_enabled():   # on Linux without bwrap this hint would be false
+        lines.append(f"- {network_line()}")
         lines.append(f"- {SANDBOX_HINT}")
     return "\n".join(lines)
 
@@ -4643,6 +4684,7 @@ def print_startup() -> None:
     ui(BANNER)
     ui(f"  workspace: {visible(BASE_DIR)}")
     ui(f"  sandbox:   {sandbox_summary()}")
+    ui(f"  network:   {network_summary()}")
     ui(f"  model:     {MODEL}   permissions: {PERMISSION_MODE}")
 
 
@@ -4664,9 +4706,29 @@ def show_permissions() -> None:
     for rule in rules:
         valid = "" if parse_rule(rule.text) else "  (not understood: ignored)"
         ui(f"    {rule.kind:5} {visible(rule.text)}   from {rule.source}{valid}")
+    show_network_policy()
     ignored = rules_in(read_json_file(project_settings_file()).get("permissions"), "", kinds=("allow",))
     if ignored:
         ui(f"    ({len(ignored)} allow rule(s) in .kesi/settings.json ignored: a project file may only deny)")
+
+
+def show_network_policy() -> None:
+    ui(f"  network:   {network_summary()}")
+    if GRANTED_ESCALATIONS:
+        ui("  escalated for this session: " + ", ".join(
+            f"{visible(c)} ({level})" for c, level in sorted(GRANTED_ESCALATIONS.items())))
+    if not sandbox_enabled():
+        return
+    policy = network_policy()
+    ui(f"    allowed hosts: {visible(', '.join(policy.allow)) or 'none'}")
+    if policy.deny:
+        ui(f"    denied hosts:  {visible(', '.join(policy.deny))}")
+    for name, address in policy.resolve.items():
+        ui(f"    {visible(name)} -> {address} (your resolve setting)")
+    ignored = network_section(read_json_file(project_settings_file())).get("allow")
+    if ignored:
+        ui("    (the \"allow\" hosts in .kesi/settings.json are ignored: a project file may only deny; "
+           f"add them to {user_settings_file()} if you trust them)")
 
 
 def reset_session(history: list[dict]) -> None:
@@ -4727,6 +4789,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     elif name == "/revoke":
         GRANTED_COMMANDS.clear()
         GRANTED_WRITES.clear()
+        GRANTED_ESCALATIONS.clear()
         ui("  (all session permissions revoked)")
     elif name == "/mode":
         if argument in PERMISSION_MODES:
@@ -4868,6 +4931,9 @@ def parse_args(argv):
     parser.add_argument("-c", "--continue", dest="resume", action="store_true",
                         help="continue the most recent session of this project")
     parser.add_argument("--model", help="model id (default: KESI_MODEL or claude-haiku-4-5)")
+    parser.add_argument("--escalate", choices=list(ESCALATION_LEVELS),
+                        help="with -p only: every command this run may run gets the full network "
+                             "(network) or no sandbox (unsandboxed); without it -p never escalates")
     return parser.parse_args(argv)
 
 
@@ -4882,6 +4948,10 @@ def main(argv=None) -> int:
     apply_settings(settings)
     MODEL = args.model or MODEL
     PERMISSION_MODE = args.permission_mode
+    if args.escalate and args.prompt is None:
+        print("KeSi: --escalate is for -p runs only; in the REPL, answer w or u at a command's "
+              "permission prompt.", file=sys.stderr)
+        return 2
     if not (settings.api_key or settings.auth_token):
         print(NO_KEY, file=sys.stderr)
         return 2
@@ -4892,6 +4962,7 @@ def main(argv=None) -> int:
     else:
         UI = sys.stderr                  # stdout carries only the answer (resume notices too)
         MAIN_AGENT.echo = False
+        set_headless_escalation(args.escalate)
     if settings.ignored:
         ui(f"  (ignored in this project's .env: {visible(', '.join(settings.ignored))}; only your shell "
            f"or {visible(user_env_file())} may set these)")
