@@ -2305,8 +2305,8 @@ def seatbelt_network_rules(full_network: bool) -> list[str]:
     safe in the text); none at all without the proxy; all of it when escalated."""
     if full_network:
         return []
-    port = proxy_port()
-    allowed = [f'(allow network-outbound (remote ip "localhost:{port}"))'] if port else []
+    proxy = network_proxy("seatbelt")
+    allowed = [f'(allow network-outbound (remote ip "localhost:{proxy.server_address[1]}"))'] if proxy else []
     return ["(deny network*)", *allowed]
 
 
@@ -2834,9 +2834,10 @@ class LocalProxyServer(socketserver.ThreadingTCPServer):
 _network_proxy: dict = {}      # sandbox kind -> the running server, or None if it could not start
 
 
-def network_proxy():
-    """The allowlist proxy, started on first need; it ends with KeSi (a daemon thread)."""
-    kind = sandbox_kind()
+def network_proxy(kind: str | None = None):
+    """The allowlist proxy for this sandbox kind (a Unix socket for bwrap, a local
+    port for seatbelt), started on first need; it ends with KeSi (a daemon thread)."""
+    kind = kind or sandbox_kind()
     if kind not in _network_proxy:
         _network_proxy[kind] = start_network_proxy(kind)
     return _network_proxy[kind]
@@ -2881,7 +2882,7 @@ def network_summary() -> str:
         return "none (no Python visible inside the sandbox to bridge the allowlist proxy)"
     hosts = network_policy().allow
     shown = ", ".join(hosts[:4]) + (f" and {len(hosts) - 4} more" if len(hosts) > 4 else "")
-    return f"only allowed hosts, through KeSi's proxy ({shown or 'none'}; see /permissions)"
+    return f"only allowed hosts, through KeSi's proxy ({shown or 'none'}; /network lists them)"
 
 
 def proxy_environment(port: int) -> dict[str, str]:
@@ -4649,6 +4650,7 @@ HELP = """  /help                  this list
   /cost                  tokens and estimated cost of this session
   /todo                  the current plan
   /permissions           permission mode and what you allowed for this session
+  /network               which hosts sandboxed commands may reach, and how to add one
   /revoke                forget every "a" (allow for this session) answer
   /mode NAME             switch permission mode: {modes}
   /compact [focus]       summarise the conversation to free context
@@ -4701,22 +4703,20 @@ def show_permissions() -> None:
     ui(f"  mode: {PERMISSION_MODE} ({PERMISSION_MODES[PERMISSION_MODE]})")
     ui(f"  allowed commands: {', '.join(sorted(visible(c) for c in GRANTED_COMMANDS)) or 'none'}")
     ui(f"  allowed files:    {visible(', '.join(sorted(GRANTED_WRITES))) or 'none'}")
+    ui(f"  escalated:        {', '.join(sorted(visible(f'{c} ({level})') for c, level in GRANTED_ESCALATIONS.items())) or 'none'}"
+       "   (/network: the hosts commands may reach)")
     rules = permission_rules()
     ui(f"  rules ({user_settings_file()}, {project_settings_file()}):" if rules else "  rules: none")
     for rule in rules:
         valid = "" if parse_rule(rule.text) else "  (not understood: ignored)"
         ui(f"    {rule.kind:5} {visible(rule.text)}   from {rule.source}{valid}")
-    show_network_policy()
     ignored = rules_in(read_json_file(project_settings_file()).get("permissions"), "", kinds=("allow",))
     if ignored:
         ui(f"    ({len(ignored)} allow rule(s) in .kesi/settings.json ignored: a project file may only deny)")
 
 
 def show_network_policy() -> None:
-    ui(f"  network:   {network_summary()}")
-    if GRANTED_ESCALATIONS:
-        ui("  escalated for this session: " + ", ".join(
-            f"{visible(c)} ({level})" for c, level in sorted(GRANTED_ESCALATIONS.items())))
+    ui(f"  network: {network_summary()}")
     if not sandbox_enabled():
         return
     policy = network_policy()
@@ -4725,6 +4725,7 @@ def show_network_policy() -> None:
         ui(f"    denied hosts:  {visible(', '.join(policy.deny))}")
     for name, address in policy.resolve.items():
         ui(f"    {visible(name)} -> {address} (your resolve setting)")
+    ui(f"    to add one: \"network\": {{\"allow\": [\"example.org\"]}} in {visible(user_settings_file())}")
     ignored = network_section(read_json_file(project_settings_file())).get("allow")
     if ignored:
         ui("    (the \"allow\" hosts in .kesi/settings.json are ignored: a project file may only deny; "
@@ -4786,6 +4787,8 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         ui("  " + visible(render_todos()).replace("\n", "\n  "))
     elif name == "/permissions":
         show_permissions()
+    elif name == "/network":
+        show_network_policy()
     elif name == "/revoke":
         GRANTED_COMMANDS.clear()
         GRANTED_WRITES.clear()

@@ -341,3 +341,17 @@ def test_seatbelt_allows_only_the_proxy_port(ws):
     network = [line for line in lines if "network" in line]
     assert network == ["(deny network*)", f'(allow network-outbound (remote ip "localhost:{port}"))']
     assert not any("network" in line for line in escalated.splitlines())
+
+
+def test_network_command_lists_the_policy(ws, config, monkeypatch):
+    config({"network": {"allow": ["extra.example"], "deny": ["gitlab.com"]}})
+    (ws / ".kesi").mkdir()
+    (ws / ".kesi" / "settings.json").write_text(json.dumps({"network": {"allow": ["planted.example"]}}))
+    shown = io.StringIO()
+    monkeypatch.setattr(kesi, "UI", shown)
+    with sandbox_forced("bubblewrap"):
+        kesi.handle_slash("/network", None, [])
+    text = shown.getvalue()
+    assert "allowed hosts: pypi.org," in text and "extra.example" in text
+    assert "denied hosts:  gitlab.com" in text and "planted.example" not in text.split("ignored")[0]
+    assert "allow\" hosts in .kesi/settings.json are ignored" in text
