@@ -2419,7 +2419,7 @@ def bwrap_argv(command: str, full_network: bool = False) -> list[str]:
         argv += ["--ro-bind", source, str(secret)]
     forwarder = []
     if not full_network and proxy_port():
-        argv += ["--ro-bind", network_proxy().server_address, PROXY_SOCKET_INSIDE]
+        argv += ["--as-pid-1", "--ro-bind", network_proxy().server_address, PROXY_SOCKET_INSIDE]
         forwarder = proxy_forwarder_argv()
     steps = str(round(KILL_GRACE_SECONDS / GRACE_STEP_SECONDS))
     return argv + ["--chdir", str(BASE_DIR), *forwarder, SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, steps,
@@ -2906,15 +2906,17 @@ def forwarder_python() -> str | None:
 
 
 def proxy_forwarder_argv() -> list[str]:
-    """Put in front of the command inside bwrap: listen, fork the relay, exec the command."""
+    """Put in front of the command inside bwrap: the forwarder, pid 1, runs it."""
     return [forwarder_python(), "-I", "-S", "-c", PROXY_FORWARDER, str(PROXY_PORT), PROXY_SOCKET_INSIDE]
 
 
-# Runs inside the sandbox: argv is port, socket, then the command to exec.
-# The listening socket exists before the command starts; the relay child
-# ends with the sandbox's pid namespace (the grace wrapper TERMs it).
+# Runs inside the sandbox as its pid 1 (bwrap --as-pid-1): argv is port,
+# socket, then the command. It listens before the command starts. As init it
+# is spared by the grace wrapper's "kill -1", so background jobs keep the
+# network during their grace period, and it reaps orphans; it ends when the
+# command does, passing on its exit code, and the namespace ends with it.
 PROXY_FORWARDER = """
-import os, socket, sys, threading
+import os, signal, socket, sys, threading
 port, path, command = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 listener = socket.create_server(("127.0.0.1", port))
 def relay(source, target):
@@ -2937,14 +2939,20 @@ def serve(client):
         back.start()
         relay(client, proxy)
         back.join()
-if os.fork() == 0:
-    quiet = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(quiet, fd)
+def accept():
     while True:
         threading.Thread(target=serve, args=(listener.accept()[0],), daemon=True).start()
-listener.close()
-os.execvp(command[0], command)
+child = os.fork()
+if child == 0:
+    listener.close()
+    os.execvp(command[0], command)
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+threading.Thread(target=accept, daemon=True).start()
+while True:
+    pid, status = os.waitpid(-1, 0)
+    if pid == child:
+        code = os.waitstatus_to_exitcode(status)
+        os._exit(code if code >= 0 else 128 - code)
 """
 
 
