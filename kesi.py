@@ -2770,7 +2770,8 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
             if upstream is None:
                 return send_proxy_error(client, 502, f"KeSi's proxy could not connect to {request.host}:{request.port}.")
             with upstream:
-                client.settimeout(None)
+                client.settimeout(None)          # a tunnel may be idle as long as it likes
+                upstream.settimeout(None)
                 if request.upstream_head is None:
                     client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 else:
@@ -2823,12 +2824,20 @@ def relay(source, target) -> None:
         target.shutdown(socket.SHUT_WR)      # pass the end on: the other side may still answer
 
 
-class UnixProxyServer(socketserver.ThreadingUnixStreamServer):
+class QuietServer:
+    """A failed connection is the client's problem: nothing is printed over KeSi's screen."""
     daemon_threads = True
 
+    def handle_error(self, request, client_address):
+        pass
 
-class LocalProxyServer(socketserver.ThreadingTCPServer):
-    daemon_threads = True
+
+class UnixProxyServer(QuietServer, socketserver.ThreadingUnixStreamServer):
+    pass
+
+
+class LocalProxyServer(QuietServer, socketserver.ThreadingTCPServer):
+    pass
 
 
 _network_proxy: dict = {}      # sandbox kind -> the running server, or None if it could not start
