@@ -1842,10 +1842,15 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
     if question.reason:
         ui(f"      reason: {visible(question.reason)}")
     cut = show_diff(question.diff, MAX_PREVIEW_LINES)
+    # Escalations get a line of their own, so the question itself stays short.
+    beyond = [f"{c.keys[0]} = {c.label}" for c in question.choices if isinstance(c.remember, Escalate)]
+    if beyond and can_ask():
+        ui(f"      beyond the sandbox: {' / '.join(beyond)}")
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
         return False, False
-    options = [f"{c.keys[0]} = {c.label}" for c in question.choices] + (["d = the whole diff"] if cut else [])
+    options = [f"{c.keys[0]} = {c.label}" for c in question.choices if not isinstance(c.remember, Escalate)]
+    options += ["d = the whole diff"] if cut else []
     while True:
         try:
             answer = prompt_input(f"      Allow? [{' / '.join(options)}] ")

@@ -289,7 +289,9 @@ def test_prompt_choice_w_runs_one_command_with_network(sandboxed, mock_client, l
         for answer in ("w", "n"):
             term.expect("you > ")
             term.type(f"connect ({answer})\n")
-            term.expect("u = once unsandboxed / ua = unsandboxed, this session / N = no] ")
+            term.expect("beyond the sandbox: w = once with full network / wa = full network, this session / "
+                        "u = once unsandboxed / ua = unsandboxed, this session")
+            term.expect("N = no] ")
             term.type(answer + "\n")
             term.expect("KeSi > done")
         term.expect("you > ")

@@ -388,7 +388,7 @@ class Terminal:
         self.master, slave = pty.openpty()
         # A wide window: the approval question is longer than 80 columns, and
         # readline on a dumb terminal scrolls a long line sideways instead.
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 300, 0, 0))
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
         # A session of its own with the pty as controlling terminal, so that
         # Ctrl-C typed into it becomes a real SIGINT, as in a real terminal.
         self.proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
@@ -439,9 +439,7 @@ def test_real_prompt_over_a_pty(ws, mock_client):
             term.type(f"turn {number}\n")
             if answer is not None:
                 term.expect("[permission needed] run command: touch made-by-kesi.txt")
-                term.expect("Allow? [y = once / a = this exact command, this session / p = always, in this project / "
-                            "w = once with full network / wa = full network, this session / "
-                            "u = once unsandboxed / ua = unsandboxed, this session / N = no] ")
+                term.expect("Allow? [y = once / a = this exact command, this session / p = always, in this project / N = no] ")
                 term.type(answer)
             term.expect("KeSi > ok")
             term.expect("you > ")
