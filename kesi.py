@@ -33,6 +33,7 @@ import functools
 import hashlib
 import importlib
 import inspect
+import ipaddress
 import json
 import os
 import platform
@@ -40,6 +41,8 @@ import re
 import shlex
 import shutil
 import signal
+import socket
+import socketserver
 import stat
 import subprocess
 import sys
@@ -47,6 +50,7 @@ import tempfile
 import threading
 import time
 import unicodedata
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
@@ -1982,6 +1986,63 @@ def choices_for(scope: str) -> tuple:
 
 COMMAND_CHOICES = choices_for("this exact command, this session")
 FILE_CHOICES = choices_for("this file, this session")
+
+
+# --- escalation: more than the sandbox gives, for one exact command --------------
+# Only the person can give a command more room, at its prompt: the model has no
+# parameter that turns the sandbox off. "network" runs it in the sandbox with
+# the full network (no allowlist); "unsandboxed" runs it with the user's own
+# rights. Once, or for this exact command for the session. Headless runs never
+# escalate, unless the person starting them says so with --escalate.
+
+@dataclass(frozen=True)
+class Escalate:
+    """The remember value of an escalation choice (see Choice)."""
+    level: str           # "network" | "unsandboxed"
+    session: bool        # for this exact command, this session; else once
+
+
+ESCALATION_LEVELS = {"network": "with the full network (files still sandboxed)",
+                     "unsandboxed": "without the sandbox, with your full user rights"}
+ESCALATION_CHOICES = (Choice(("w",), "once with full network", True, Escalate("network", False)),
+                      Choice(("wa",), "full network, this session", True, Escalate("network", True)),
+                      Choice(("u",), "once unsandboxed", True, Escalate("unsandboxed", False)),
+                      Choice(("ua",), "unsandboxed, this session", True, Escalate("unsandboxed", True)))
+GRANTED_ESCALATIONS: dict[str, str] = {}   # exact command -> level, for this session
+ESCALATE_ONCE: dict[str, str] = {}         # exact command -> level, for its next run only
+HEADLESS_ESCALATION: str | None = None     # --escalate LEVEL, given by the person for a -p run
+
+
+def command_choices() -> tuple:
+    """y / a / p, the escalations when there is a sandbox to escalate from, then N."""
+    if not sandbox_enabled():
+        return COMMAND_CHOICES
+    return COMMAND_CHOICES[:-1] + ESCALATION_CHOICES + COMMAND_CHOICES[-1:]
+
+
+def grant_escalation(key: str, escalate: Escalate) -> None:
+    if escalate.session:
+        GRANTED_ESCALATIONS[key] = escalate.level
+        GRANTED_COMMANDS.add(key)
+    else:
+        ESCALATE_ONCE[key] = escalate.level
+    ui(f"      (this command runs {ESCALATION_LEVELS[escalate.level]}"
+       f"{', for the rest of this session' if escalate.session else ', this once'})")
+
+
+def set_headless_escalation(level: str | None) -> None:
+    global HEADLESS_ESCALATION
+    HEADLESS_ESCALATION = level
+    if level:
+        ui(f"  (--escalate {level}: every command of this run runs {ESCALATION_LEVELS[level]})")
+
+
+def escalation_for(command: str) -> str | None:
+    """How much more than the sandbox this run gets: None (the sandbox as it
+    is), "network" or "unsandboxed". A once-only answer is used up here."""
+    key = command_key(command)
+    once = ESCALATE_ONCE.pop(key, None) if key else None
+    return once or GRANTED_ESCALATIONS.get(key) or HEADLESS_ESCALATION
 MAX_PREVIEW_LINES = 30
 
 
@@ -2009,10 +2070,15 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
     if question.reason:
         ui(f"      reason: {visible(question.reason)}")
     cut = show_diff(question.diff, MAX_PREVIEW_LINES)
+    # Escalations get a line of their own, so the question itself stays short.
+    beyond = [f"{c.keys[0]} = {c.label}" for c in question.choices if isinstance(c.remember, Escalate)]
+    if beyond and can_ask():
+        ui(f"      beyond the sandbox: {' / '.join(beyond)}")
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
         return False, False
-    options = [f"{c.keys[0]} = {c.label}" for c in question.choices] + (["d = the whole diff"] if cut else [])
+    options = [f"{c.keys[0]} = {c.label}" for c in question.choices if not isinstance(c.remember, Escalate)]
+    options += ["d = the whole diff"] if cut else []
     while True:
         try:
             answer = prompt_input(f"      Allow? [{' / '.join(options)}] ")
@@ -2273,6 +2339,7 @@ def check_write_permission(name: str, file_path, plan=None) -> tuple[bool, str |
 
 def check_command_permission(command, background: bool = False) -> tuple[bool, str | None]:
     """The decision, and who made it (for the audit log: note_approval)."""
+    ESCALATE_ONCE.clear()     # a once-only answer is for the call it answered, never a later one
     verdict, reason = classify_command(command)
     if verdict == "deny":
         note_approval(command, f"refused by a safety rule: {reason}", background)
@@ -2291,7 +2358,13 @@ def check_command_permission(command, background: bool = False) -> tuple[bool, s
         note_approval(command, "refused by read-only mode", background)
         return refuse(f"read-only mode ({reason})",
                       f"Error: KeSi is in read-only mode and this command needs approval ({reason}).")
-    allowed, remember = ask_user(Question(f"run command{' in the background' if background else ''}: {command}", reason))
+    choices = COMMAND_CHOICES if background else command_choices()    # escalation: one command at a time
+    allowed, remember = ask_user(Question(f"run command{' in the background' if background else ''}: {command}",
+                                          reason, choices=choices))
+    if allowed and isinstance(remember, Escalate):
+        grant_escalation(key, remember)
+        note_approval(command, f"allowed by the person ({remember})", background)
+        return True, None
     if allowed and remember == "project":
         save_project_rule(f"Bash({key})")
     if allowed and remember:
@@ -2326,7 +2399,8 @@ def allowed_without_asking(verdict: str, key: str | None) -> str | None:
 #   - writes go only to the workspace, a temp dir and /dev (so package
 #     caches are pointed at .kesi/cache in the workspace);
 #   - secrets (.env, .env.*, .git/config) are unreadable at any depth;
-#   - no network (background tasks and later commands share a loopback).
+#   - the network only through KeSi's allowlist proxy (see below); background
+#     tasks and later commands share one loopback.
 # Caches such as node_modules or .venv stay usable: tests need them. They are
 # hidden from the file tools to save context, not because they are secret.
 
@@ -2520,18 +2594,22 @@ def make_cache_folder() -> None:
             os.close(kesi_folder(CACHE_FOLDER))
 
 
-def shell_argv(command: str, background: bool = False) -> list[str]:
-    kind = sandbox_kind()
+def shell_argv(command: str, background: bool = False, escalation: str | None = None) -> list[str]:
+    """How the command is started; escalation (given only by the person, see
+    escalation_for) is None, "network" or "unsandboxed"."""
+    kind = None if escalation == "unsandboxed" else sandbox_kind()
+    full_network = escalation == "network"
     if kind == "seatbelt":
-        profile, params = sandbox_spec(background)
+        profile, params = sandbox_spec(background, full_network)
         defines = [arg for name, value in params for arg in ("-D", f"{name}={value}")]
         return [SANDBOX_EXEC, *defines, "-p", profile, SHELL_PATH, "-c", command]
     if kind == "bubblewrap":
-        return in_shared_network(bwrap_argv(command, background))
+        argv = bwrap_argv(command, background, full_network)
+        return argv if full_network else in_shared_network(argv)
     return [SHELL_PATH, "-c", command]
 
 
-def sandbox_spec(background: bool = False) -> tuple[str, list[tuple[str, str]]]:
+def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[str, list[tuple[str, str]]]:
     """The macOS profile and its parameters.
 
     Paths enter only through -D parameters, never pasted into the profile
@@ -2557,7 +2635,7 @@ def sandbox_spec(background: bool = False) -> tuple[str, list[tuple[str, str]]]:
         "(deny file-write*)",
         '(allow file-write* (subpath (param "BASE_DIR")) (subpath (param "TMP_DIR")) '
         '(subpath "/private/var/folders") (subpath "/dev"))',
-        "(deny network*)",
+        *seatbelt_network_rules(full_network),
         # Git's control files (see git_control_snapshot): .git itself cannot be
         # moved aside, hooks/ and config cannot be written.
         '(deny file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
@@ -2572,6 +2650,16 @@ def sandbox_spec(background: bool = False) -> tuple[str, list[tuple[str, str]]]:
         f'"/(.*/)?{SECRET_PATH.replace(chr(92), chr(92) * 2)}(/|$)")))',
     ])
     return profile, params
+
+
+def seatbelt_network_rules(full_network: bool) -> list[str]:
+    """No network but the allowlist proxy's local port (a number KeSi chose, so
+    safe in the text); none at all without the proxy; all of it when escalated."""
+    if full_network:
+        return []
+    proxy = network_proxy("seatbelt")
+    allowed = [f'(allow network-outbound (remote ip "localhost:{proxy.server_address[1]}"))'] if proxy else []
+    return ["(deny network*)", *allowed]
 
 
 _denied: dict[str, str] = {}
@@ -2680,15 +2768,16 @@ def submodule_configs(modules: Path) -> list[Path]:
             if config.is_file() and (config.parent / "HEAD").is_file()]
 
 
-def bwrap_argv(command: str, background: bool = False) -> list[str]:
-    """Linux: a read-only root, a private /tmp, home hidden, workspace writable."""
+def bwrap_argv(command: str, background: bool = False, full_network: bool = False) -> list[str]:
+    """Linux: a read-only root, a private /tmp, home hidden, workspace writable,
+    the network only through the allowlist proxy (all of it when escalated)."""
     # A user namespace (when possible) matters when KeSi runs as root: without
     # one, the command may open /proc/<bwrap pid>/root and /proc/<bwrap pid>/cwd,
     # bwrap's own view of the real file system, with no secret hidden. The pid
     # namespace means nothing outside can be signalled or read in /proc, and
     # nothing outlives the command: when sh ends, the namespace's init ends and
     # the kernel kills whatever is left (setsid and setpgid cannot escape it).
-    argv = ["bwrap", "--die-with-parent", "--unshare-user-try", "--unshare-net",
+    argv = ["bwrap", "--die-with-parent", "--unshare-user-try", *([] if full_network else ["--unshare-net"]),
             "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             # /proc/sys is writable for root (kernel/core_pattern runs a program
@@ -2715,8 +2804,12 @@ def bwrap_argv(command: str, background: bool = False) -> list[str]:
         argv += ["--ro-bind", source, str(secret)]
     argv += audit_log_pin()
     argv += hidden_folders_read_only()
+    forwarder = []
+    if not full_network and proxy_port():
+        argv += ["--as-pid-1", "--ro-bind", network_proxy().server_address, PROXY_SOCKET_INSIDE]
+        forwarder = proxy_forwarder_argv()
     steps = str(round(KILL_GRACE_SECONDS / GRACE_STEP_SECONDS))
-    return argv + ["--chdir", str(BASE_DIR), SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, steps,
+    return argv + ["--chdir", str(BASE_DIR), *forwarder, SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, steps,
                    str(GRACE_STEP_SECONDS)]
 
 
@@ -3032,6 +3125,451 @@ def put_back(git_fd: int, path: str, was: tuple | None) -> None:
             os.close(fd)
 
 
+# --- network allowlist proxy ---------------------------------------------------
+# A sandboxed command has no network of its own (bwrap --unshare-net, seatbelt
+# (deny network*)). It gets an HTTP proxy instead, run by KeSi in a thread,
+# that connects only to hosts on an allowlist: the common package registries
+# and git hosts, plus what the user adds. https goes through CONNECT (the
+# proxy sees the host name, never the traffic), http as absolute-URI requests.
+#
+# On Linux the proxy listens on a Unix socket that is mounted into the
+# sandbox, where PROXY_FORWARDER, started before the command, listens on
+# 127.0.0.1:PROXY_PORT of the sandbox's own network namespace and carries each
+# connection to that socket. It listens before the command starts, so no
+# command can race it. On macOS the proxy listens on a local TCP port, the
+# only address the profile lets a command reach.
+#
+# Trust as for permission rules: the user's settings file may add hosts
+# ("network": {"allow": [...]}, or under "projects" -> <path> for one
+# project); the project's .kesi/settings.json is writable by commands, so its
+# "network" may only deny. The proxy connects to the address it checked,
+# never a second lookup (DNS rebinding), and a name that resolves only to
+# local or private addresses is refused, unless the user mapped it there
+# himself ("resolve": {"name": "address"}, like curl --resolve).
+
+DEFAULT_NETWORK_HOSTS = (
+    "pypi.org", "files.pythonhosted.org",                                  # pip, uv
+    "registry.npmjs.org", "registry.yarnpkg.com",                          # npm, yarn, pnpm
+    "crates.io", "index.crates.io", "static.crates.io",                    # cargo
+    "proxy.golang.org", "sum.golang.org",                                  # go
+    "rubygems.org", "index.rubygems.org", "repo.maven.apache.org", "repo1.maven.org",
+    "github.com", "codeload.github.com", "objects.githubusercontent.com",  # git, release files
+    "raw.githubusercontent.com", "gitlab.com", "bitbucket.org",
+)
+DEFAULT_NETWORK_PORTS = (80, 443)     # an entry without a port allows these; "host:8443" another
+PROXY_PORT = 3128                     # inside the sandbox's own network namespace
+PROXY_SOCKET_INSIDE = "/run/kesi/proxy.sock"
+MAX_REQUEST_HEAD = 65536
+PROXY_CONNECT_TIMEOUT = 10
+HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")
+HOST_ENTRY = re.compile(r"(\*|(?:\*\.)?[a-z0-9_.-]+|\[[0-9a-f:.]+\])(?::(\d{1,5}))?")
+HEADER_LINE = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*")    # no folding, no bare CR/LF
+HOP_BY_HOP = {b"host", b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization"}
+NETWORK_BLOCKED: list[str] = []      # host:port the proxy refused, newest last
+
+
+@dataclass(frozen=True)
+class NetworkPolicy:
+    allow: tuple                 # host entries: "pypi.org", "*.example.com", "host:8443", "[::1]:80"
+    deny: tuple
+    resolve: dict                # name -> address the user chose for it
+
+
+def network_policy() -> NetworkPolicy:
+    """The allowlist in force, read fresh for every connection."""
+    user = read_json_file(user_settings_file())
+    projects = user.get("projects") if isinstance(user.get("projects"), dict) else {}
+    here = projects.get(str(BASE_DIR)) if isinstance(projects.get(str(BASE_DIR)), dict) else {}
+    mine = [network_section(user), network_section(here)]
+    project = network_section(read_json_file(project_settings_file()))
+    defaults = () if any(section.get("defaults") is False for section in mine) else DEFAULT_NETWORK_HOSTS
+    resolve = {}
+    for section in mine:
+        for name, address in (section.get("resolve") if isinstance(section.get("resolve"), dict) else {}).items():
+            if isinstance(name, str) and ip_literal(str(address)) and normal_host(name):
+                resolve[normal_host(name)] = ip_literal(str(address))
+    return NetworkPolicy(allow=(*defaults, *entries(mine, "allow")),
+                         deny=entries([*mine, project], "deny"), resolve=resolve)
+
+
+def network_section(settings: dict) -> dict:
+    section = settings.get("network")
+    return section if isinstance(section, dict) else {}
+
+
+def entries(sections: list[dict], kind: str) -> tuple:
+    return tuple(entry for section in sections
+                 for entry in (section.get(kind) if isinstance(section.get(kind), list) else [])
+                 if isinstance(entry, str))
+
+
+def ip_literal(text: str) -> str | None:
+    """The address in its one canonical spelling, or None if text is not an IP address."""
+    try:
+        return str(ipaddress.ip_address(text.strip("[]")))
+    except ValueError:
+        return None
+
+
+def normal_host(raw: str) -> str | None:
+    """A host name or address as the allowlist compares it, or None if it is neither.
+    Names are lower case without a trailing dot; addresses canonical."""
+    host = raw.strip().lower()
+    if ip_literal(host):
+        return ip_literal(host)
+    host = host.removesuffix(".")
+    return host if len(host) <= 253 and HOST_NAME.fullmatch(host) else None
+
+
+def entry_matches(entry: str, host: str, port: int, for_deny: bool) -> bool:
+    """Exact host, or "*.suffix" for any name below suffix; "*" alone is every
+    name. A wildcard never allows an IP address: those must be listed as they are."""
+    match = HOST_ENTRY.fullmatch(entry.strip().lower())
+    if not match:
+        return False
+    name, wanted = match.group(1), match.group(2)
+    if wanted is not None:
+        port_ok = port == int(wanted)
+    else:
+        port_ok = for_deny or port in DEFAULT_NETWORK_PORTS
+    if name.startswith("*"):
+        return port_ok and (for_deny or not ip_literal(host)) and (name == "*" or host.endswith(name[1:]))
+    return port_ok and host == (ip_literal(name) or name.removesuffix("."))
+
+
+def network_refusal(host: str | None, port: int, policy: NetworkPolicy) -> str | None:
+    """Why a connection to host:port is not allowed, or None."""
+    if host is None:
+        return "that is not a valid host name"
+    denied = next((e for e in policy.deny if entry_matches(e, host, port, True)), None)
+    if denied:
+        return f"a deny entry ({denied}) covers it"
+    if not any(entry_matches(e, host, port, False) for e in policy.allow):
+        return "it is not on the network allowlist"
+    return None
+
+
+def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list[str], str | None]:
+    """The addresses to connect to (the very ones checked here), or why none."""
+    if host in policy.resolve:
+        return [policy.resolve[host]], None       # the user's own mapping: a local mirror, a test server
+    if ip_literal(host):
+        return [host], None                       # listed as an address by the user
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        return [], f"its name could not be resolved ({exc})"
+    addresses = list(dict.fromkeys(info[4][0] for info in found))
+    remote = [a for a in addresses if not is_local_network(a)]
+    if not remote:
+        return [], "it resolves only to addresses of this machine or a private network"
+    return remote, None
+
+
+# This machine, its private networks and link-local services (cloud metadata
+# at 169.254.169.254): what a name on the allowlist must never lead to.
+LOCAL_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.168.0.0/16", "224.0.0.0/3", "::/127", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8"))
+
+
+def is_local_network(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%")[0])
+    ip = getattr(ip, "ipv4_mapped", None) or ip       # ::ffff:127.0.0.1 is 127.0.0.1
+    return any(ip in network for network in LOCAL_NETWORKS if network.version == ip.version)
+
+
+@dataclass(frozen=True)
+class ProxyRequest:
+    host: str | None
+    port: int
+    upstream_head: bytes | None      # http: the request to send on; CONNECT: None
+
+
+def read_request_head(sock) -> tuple[bytes, bytes] | None:
+    """(head, bytes after it) or None if the client sent no complete head in time."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if len(data) > MAX_REQUEST_HEAD:
+            return None
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return head, rest
+
+
+def parse_proxy_request(head: bytes) -> tuple[ProxyRequest | None, str]:
+    """A CONNECT host:port, or an absolute http:// request rewritten for the
+    origin server. Requests another server could read differently (folded or
+    odd header lines, two lengths) are refused; the upstream connection is
+    bound to the one host checked, so nothing after the head can reach another."""
+    lines = head.split(b"\r\n")
+    start = re.fullmatch(rb"([A-Z]+) (\S+) HTTP/1\.[01]", lines[0])
+    if not start:
+        return None, "the request line is not HTTP/1.x"
+    headers = lines[1:]
+    if not all(HEADER_LINE.fullmatch(line) for line in headers):
+        return None, "a header line is malformed (folded, a bare CR or LF, or a space before the colon)"
+    names = [line.split(b":", 1)[0].lower() for line in headers]
+    if b"transfer-encoding" in names and b"content-length" in names or \
+            names.count(b"content-length") > 1 or names.count(b"transfer-encoding") > 1:
+        return None, "the request gives its length in more than one way"
+    method, target = start.group(1).decode(), start.group(2).decode("ascii", "replace")
+    if method == "CONNECT":
+        authority = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]/@\s]+):(\d{1,5})", target)
+        if not authority:
+            return None, "CONNECT needs host:port"
+        return ProxyRequest(normal_host(authority.group(1)), int(authority.group(2)), None), ""
+    url = urllib.parse.urlsplit(target)
+    try:
+        port = url.port or 80
+    except ValueError:
+        return None, "the URL has an invalid port"
+    if url.scheme != "http" or not url.hostname or url.username is not None:
+        return None, "send an absolute http:// URL without user name (https goes through CONNECT)"
+    host = normal_host(url.hostname)
+    shown = f"[{host}]" if host and ":" in host else host
+    path = urllib.parse.urlunsplit(("", "", url.path or "/", url.query, ""))
+    kept = [line for line, name in zip(headers, names) if name not in HOP_BY_HOP]
+    upstream = [f"{method} {path} HTTP/1.1".encode(), f"Host: {shown}{'' if port == 80 else f':{port}'}".encode(),
+                *kept, b"Connection: close", b"", b""]
+    return ProxyRequest(host, port, b"\r\n".join(upstream)), ""
+
+
+class AllowlistProxyHandler(socketserver.BaseRequestHandler):
+    """One client connection: check its one request, then relay bytes."""
+
+    def handle(self):
+        client = self.request
+        client.settimeout(PROXY_CONNECT_TIMEOUT * 3)       # for the request head only
+        with contextlib.suppress(OSError):
+            got = read_request_head(client)
+            if got is None:
+                return send_proxy_error(client, 400, "KeSi's proxy got no complete HTTP request.")
+            request, problem = parse_proxy_request(got[0])
+            if request is None:
+                return send_proxy_error(client, 400, f"KeSi's proxy refused a malformed request: {problem}.")
+            policy = network_policy()
+            reason = network_refusal(request.host, request.port, policy)
+            addresses = []
+            if reason is None:
+                addresses, reason = checked_addresses(request.host, request.port, policy)
+            if reason:
+                return refuse_host(client, request, reason)
+            upstream = connect_first(addresses, request.port)
+            if upstream is None:
+                return send_proxy_error(client, 502, f"KeSi's proxy could not connect to {request.host}:{request.port}.")
+            with upstream:
+                client.settimeout(None)          # a tunnel may be idle as long as it likes
+                upstream.settimeout(None)
+                if request.upstream_head is None:
+                    client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                else:
+                    upstream.sendall(request.upstream_head)
+                upstream.sendall(got[1])
+                relay_both_ways(client, upstream)
+
+
+def refuse_host(client, request: ProxyRequest, reason: str) -> None:
+    where = f"{request.host or '(invalid host)'}:{request.port}"
+    NETWORK_BLOCKED.append(f"{where} ({reason})")
+    send_proxy_error(client, 403, (
+        f"KeSi's network allowlist blocked {where}: {reason}.\n"
+        "Sandboxed commands reach only allowed hosts (package registries and git hosts by default). "
+        f"The user can add one to \"network\": {{\"allow\": [...]}} in {user_settings_file()}, "
+        "or allow this one command with full network at its permission prompt."))
+
+
+def send_proxy_error(client, status: int, text: str) -> None:
+    body = (text + "\n").encode()
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    client.sendall(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                   f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+
+
+def connect_first(addresses: list[str], port: int):
+    for address in addresses:
+        try:
+            return socket.create_connection((address, port), timeout=PROXY_CONNECT_TIMEOUT)
+        except OSError:
+            continue
+    return None
+
+
+def relay_both_ways(a, b) -> None:
+    """Copy bytes both ways until each side has finished sending."""
+    back = threading.Thread(target=relay, args=(b, a), daemon=True)
+    back.start()
+    relay(a, b)
+    back.join()
+
+
+def relay(source, target) -> None:
+    try:
+        while data := source.recv(65536):
+            target.sendall(data)
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        target.shutdown(socket.SHUT_WR)      # pass the end on: the other side may still answer
+
+
+class QuietServer:
+    """A failed connection is the client's problem: nothing is printed over KeSi's screen."""
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass
+
+
+class UnixProxyServer(QuietServer, socketserver.ThreadingUnixStreamServer):
+    pass
+
+
+class LocalProxyServer(QuietServer, socketserver.ThreadingTCPServer):
+    pass
+
+
+_network_proxy: dict = {}      # sandbox kind -> the running server, or None if it could not start
+
+
+def network_proxy(kind: str | None = None):
+    """The allowlist proxy for this sandbox kind (a Unix socket for bwrap, a local
+    port for seatbelt), started on first need; it ends with KeSi (a daemon thread)."""
+    kind = kind or sandbox_kind()
+    if kind not in _network_proxy:
+        _network_proxy[kind] = start_network_proxy(kind)
+    return _network_proxy[kind]
+
+
+def start_network_proxy(kind: str | None):
+    try:
+        if kind == "seatbelt":
+            server = LocalProxyServer(("127.0.0.1", 0), AllowlistProxyHandler)
+        else:
+            folder = tempfile.mkdtemp(prefix="kesi-net-")
+            atexit.register(shutil.rmtree, folder, True)
+            server = UnixProxyServer(os.path.join(folder, "proxy.sock"), AllowlistProxyHandler)
+            os.chmod(server.server_address, 0o600)
+    except OSError:
+        return None
+    threading.Thread(target=server.serve_forever, name="network proxy", daemon=True).start()
+    return server
+
+
+def proxy_port(escalation: str | None = None) -> int | None:
+    """Where commands reach the proxy, or None when this command does not use it
+    (no sandbox, an escalation, or nothing to run the forwarder with)."""
+    kind = sandbox_kind()
+    if escalation or kind is None or network_proxy() is None:
+        return None
+    if kind == "seatbelt":
+        return network_proxy().server_address[1]
+    return PROXY_PORT if forwarder_python() else None
+
+
+def command_environment(escalation: str | None = None) -> dict[str, str]:
+    """sandbox_environment, plus the proxy variables when the command uses it."""
+    env, port = sandbox_environment(), proxy_port(escalation)
+    if port:
+        env.update(proxy_environment(port))
+    return env
+
+
+def network_available() -> bool:
+    """Can sandboxed commands use the proxy? Known without starting it."""
+    return sandbox_kind() == "seatbelt" or (sandbox_kind() == "bubblewrap" and forwarder_python() is not None)
+
+
+def network_summary() -> str:
+    """The startup line's account of the network."""
+    if not sandbox_enabled():
+        return "full (no sandbox)"
+    if not network_available():
+        return "none (no Python visible inside the sandbox to bridge the allowlist proxy)"
+    hosts = network_policy().allow
+    shown = ", ".join(hosts[:4]) + (f" and {len(hosts) - 4} more" if len(hosts) > 4 else "")
+    return f"only allowed hosts, through KeSi's proxy ({shown or 'none'}; /network lists them)"
+
+
+def proxy_environment(port: int) -> dict[str, str]:
+    """What curl, pip, uv, npm, cargo and git read to find a proxy (either case)."""
+    url = f"http://127.0.0.1:{port}"
+    env = {name: url for base in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY") for name in (base, base.lower())}
+    env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1"    # servers inside the sandbox
+    return env
+
+
+def forwarder_python() -> str | None:
+    """An interpreter the sandbox can see (not in the hidden home or /tmp), for PROXY_FORWARDER."""
+    shown = [BASE_DIR, *map(Path, toolchain_dirs())]
+    hidden = [HOME_DIR, Path("/tmp"), Path("/run"), Path("/home"), Path("/root")]
+    for candidate in (os.path.realpath(sys.executable), shutil.which("python3", path=os.defpath)):
+        if candidate and os.access(candidate, os.X_OK):
+            path = Path(candidate)
+            if any(path.is_relative_to(d) for d in shown) or not any(path.is_relative_to(d) for d in hidden):
+                return candidate
+    return None
+
+
+def proxy_forwarder_argv() -> list[str]:
+    """Put in front of the command inside bwrap: the forwarder, pid 1, runs it."""
+    return [forwarder_python(), "-I", "-S", "-c", PROXY_FORWARDER, str(PROXY_PORT), PROXY_SOCKET_INSIDE]
+
+
+# Runs inside the sandbox as its pid 1 (bwrap --as-pid-1): argv is port,
+# socket, then the command. It listens before the command starts. As init it
+# is spared by the grace wrapper's "kill -1", so background jobs keep the
+# network during their grace period, and it reaps orphans; it ends when the
+# command does, passing on its exit code, and the namespace ends with it.
+PROXY_FORWARDER = """
+import os, signal, socket, sys, threading
+port, path, command = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+try:
+    listener = socket.create_server(("127.0.0.1", port))
+except OSError:   # the session's shared network: another command's forwarder already listens there
+    listener = None
+def relay(source, target):
+    try:
+        while data := source.recv(65536):
+            target.sendall(data)
+    except OSError:
+        pass
+    try:
+        target.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+def serve(client):
+    with client, socket.socket(socket.AF_UNIX) as proxy:
+        try:
+            proxy.connect(path)
+        except OSError:
+            return
+        back = threading.Thread(target=relay, args=(proxy, client), daemon=True)
+        back.start()
+        relay(client, proxy)
+        back.join()
+def accept():
+    while True:
+        threading.Thread(target=serve, args=(listener.accept()[0],), daemon=True).start()
+child = os.fork()
+if child == 0:
+    if listener:
+        listener.close()
+    os.execvp(command[0], command)
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+if listener:
+    threading.Thread(target=accept, daemon=True).start()
+while True:
+    pid, status = os.waitpid(-1, 0)
+    if pid == child:
+        code = os.waitstatus_to_exitcode(status)
+        os._exit(code if code >= 0 else 128 - code)
+"""
+
+
 # ============================================================================
 # 7. run_command
 # ============================================================================
@@ -3142,9 +3680,12 @@ def run_command(command, timeout=None, run_in_background=False):
     decision, started = approval_of(command, False), time.time()
     make_cache_folder()
     write_audit_entry(None)
+    escalation = escalation_for(command)
+    env = command_environment(escalation)
+    blocked_before = len(NETWORK_BLOCKED)
     git_before = git_control_snapshot()    # before the command starts: it cannot win a race
     try:
-        proc = subprocess.Popen(shell_argv(command), cwd=BASE_DIR, env=sandbox_environment(),
+        proc = subprocess.Popen(shell_argv(command, escalation=escalation), cwd=BASE_DIR, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, pass_fds=shared_network_fds(),
                                 stderr=subprocess.STDOUT, start_new_session=True)
     except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
@@ -3167,6 +3708,10 @@ def run_command(command, timeout=None, run_in_background=False):
         proc.wait()
         reader.join(timeout=5)   # a process that left the group may hold the pipe
     text, failed = describe_command_result(captured, proc.returncode, ending, overflow.is_set(), limit)
+    blocked = list(dict.fromkeys(NETWORK_BLOCKED[blocked_before:]))
+    if blocked:
+        text += (f"\n(the network allowlist blocked {', '.join(blocked[:5])}: only the user can allow "
+                 "more hosts, in their settings or at the permission prompt)")
     restored = restore_git_control(git_before)
     if restored:
         text += (f"\n(KeSi put back {', '.join(restored)}: git's control files run code later, outside "
@@ -3231,7 +3776,7 @@ def describe_command_result(data: "HeadAndTail", code: int, ending: str, overflo
     failed = bool(ending != "exited" or overflow or code)
     if failed and sandbox_enabled() and any(s in text for s in SANDBOX_SYMPTOMS):
         text += ("\n(note: this may be the sandbox at work: reads outside the workspace, "
-                 "writes outside it and all network access are blocked on purpose)")
+                 "writes outside it and network access beyond the allowlist are blocked on purpose)")
     return text, failed
 
 
@@ -3305,7 +3850,7 @@ def start_background_task(command: str) -> tuple[str, bool]:
     make_cache_folder()
     write_audit_entry(None)
     try:
-        proc = subprocess.Popen(shell_argv(command, background=True), cwd=BASE_DIR, env=sandbox_environment(),
+        proc = subprocess.Popen(shell_argv(command, background=True), cwd=BASE_DIR, env=command_environment(),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 pass_fds=shared_network_fds(), start_new_session=True)
     except (OSError, ValueError) as exc:
@@ -3539,14 +4084,16 @@ SANDBOX_LINES = {
     "off": ("Command sandbox: off. Shell commands run with the user's own rights, with no extra "
             "limit on what they read, write or reach over the network. Be especially careful."),
     "useless": ("Command sandbox: on, but the working directory is the home folder or above it, so "
-                "the read/write boundary protects nothing. Be especially careful. The network is "
-                "still blocked and the hidden names above are still unreadable."),
+                "the read/write boundary protects nothing. Be especially careful. The network limit "
+                "below still holds and the hidden names above are still unreadable."),
     "on": ("Command sandbox: on. Shell commands cannot read the user's files outside the working "
-           "directory, can write only to it, a temp folder and /dev, and have no network. System "
-           "paths and toolchains stay readable. This is deliberate, not a broken environment."),
+           "directory and can write only to it, a temp folder and /dev; their network is limited "
+           "as the next line says. System paths and toolchains stay readable. This is deliberate, "
+           "not a broken environment."),
 }
 SANDBOX_HINT = ("When a command fails with 'Operation not permitted', 'Permission denied', 'Read-only "
-                "file system' or 'Could not resolve host', the sandbox probably blocked it: say so "
+                "file system', 'Could not resolve host' or a 403 from KeSi's network allowlist, the "
+                "sandbox probably blocked it: say so "
                 "when you report, instead of concluding that something is missing or the network is down.")
 # What the sandbox lets everyday work do, said next to what it blocks.
 SANDBOX_ALLOWS = ("Inside the sandbox the home folder is read-only; package caches (uv, pip, npm, yarn, "
@@ -3562,6 +4109,20 @@ BACKGROUND_LINES = {
     None: ("run_command with run_in_background keeps a dev server or watcher running; read it with "
            "background_output, end it with background_stop; all are stopped when KeSi exits."),
 }
+
+
+def network_line() -> str:
+    """What the model is told about the network of a sandboxed command."""
+    if not network_available():
+        return "Network for commands: none at all."
+    hosts = network_policy().allow
+    shown = ", ".join(hosts[:30]) + (f" and {len(hosts) - 30} more" if len(hosts) > 30 else "")
+    return ("Network for commands: only through KeSi's proxy (HTTP_PROXY and HTTPS_PROXY are set), and "
+            f"only to these hosts: {shown or 'none'}. Other hosts get a 403 from the proxy; connections "
+            "that ignore the proxy fail. Only the user can allow more hosts (in their settings) or give "
+            "one command the full network (at its permission prompt): do not try to get around it.")
+
+
 MEMORY_FILES = ("AGENTS.md", "CLAUDE.md")
 MAX_MEMORY_CHARS = 20_000
 
@@ -3582,6 +4143,7 @@ def environment_block() -> str:
         f"- {SANDBOX_LINES[sandbox_state()]}",
     ]
     if sandbox_enabled():   # on Linux without bwrap this hint would be false
+        lines.append(f"- {network_line()}")
         lines.append(f"- {SANDBOX_HINT}")
         lines.append(f"- {SANDBOX_ALLOWS}")
     lines.append(f"- {BACKGROUND_LINES[sandbox_kind()]}")
@@ -4876,6 +5438,7 @@ HELP = """  /help                  this list
   /cost                  tokens and estimated cost of this session
   /todo                  the current plan
   /permissions           permission mode and what you allowed for this session
+  /network               which hosts sandboxed commands may reach, and how to add one
   /revoke                forget every "a" (allow for this session) answer
   /mode NAME             switch permission mode: {modes}
   /compact [focus]       summarise the conversation to free context
@@ -4915,6 +5478,7 @@ def print_startup() -> None:
     ui(f"  sandbox:   {sandbox_status()}")
     if sandbox_enabled():
         ui(f"             {sandbox_allowances()}")
+    ui(f"  network:   {network_summary()}")
     ui(f"  model:     {MODEL}   permissions: {PERMISSION_MODE}")
 
 
@@ -4940,6 +5504,8 @@ def show_permissions() -> None:
     ui(f"  mode: {PERMISSION_MODE} ({PERMISSION_MODES[PERMISSION_MODE]})")
     ui(f"  allowed commands: {', '.join(sorted(visible(c) for c in GRANTED_COMMANDS)) or 'none'}")
     ui(f"  allowed files:    {visible(', '.join(sorted(GRANTED_WRITES))) or 'none'}")
+    ui(f"  escalated:        {', '.join(sorted(visible(f'{c} ({level})') for c, level in GRANTED_ESCALATIONS.items())) or 'none'}"
+       "   (/network: the hosts commands may reach)")
     rules = permission_rules()
     ui(f"  rules ({user_settings_file()}, {project_settings_file()}):" if rules else "  rules: none")
     for rule in rules:
@@ -4948,6 +5514,23 @@ def show_permissions() -> None:
     ignored = rules_in(read_json_file(project_settings_file()).get("permissions"), "", kinds=("allow",))
     if ignored:
         ui(f"    ({len(ignored)} allow rule(s) in .kesi/settings.json ignored: a project file may only deny)")
+
+
+def show_network_policy() -> None:
+    ui(f"  network: {network_summary()}")
+    if not sandbox_enabled():
+        return
+    policy = network_policy()
+    ui(f"    allowed hosts: {visible(', '.join(policy.allow)) or 'none'}")
+    if policy.deny:
+        ui(f"    denied hosts:  {visible(', '.join(policy.deny))}")
+    for name, address in policy.resolve.items():
+        ui(f"    {visible(name)} -> {address} (your resolve setting)")
+    ui(f"    to add one: \"network\": {{\"allow\": [\"example.org\"]}} in {visible(user_settings_file())}")
+    ignored = network_section(read_json_file(project_settings_file())).get("allow")
+    if ignored:
+        ui("    (the \"allow\" hosts in .kesi/settings.json are ignored: a project file may only deny; "
+           f"add them to {user_settings_file()} if you trust them)")
 
 
 def reset_session(history: list[dict]) -> None:
@@ -5026,9 +5609,12 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         ui("  " + visible(render_todos()).replace("\n", "\n  "))
     elif name == "/permissions":
         show_permissions()
+    elif name == "/network":
+        show_network_policy()
     elif name == "/revoke":
         GRANTED_COMMANDS.clear()
         GRANTED_WRITES.clear()
+        GRANTED_ESCALATIONS.clear()
         ui("  (all session permissions revoked)")
     elif name == "/mode":
         if argument in PERMISSION_MODES:
@@ -5174,6 +5760,9 @@ def parse_args(argv):
     parser.add_argument("-c", "--continue", dest="resume", action="store_true",
                         help="continue the most recent session of this project")
     parser.add_argument("--model", help="model id (default: KESI_MODEL or claude-haiku-4-5)")
+    parser.add_argument("--escalate", choices=list(ESCALATION_LEVELS),
+                        help="with -p only: every command this run may run gets the full network "
+                             "(network) or no sandbox (unsandboxed); without it -p never escalates")
     return parser.parse_args(argv)
 
 
@@ -5201,6 +5790,10 @@ def main(argv=None) -> int:
     load_git_identity()
     MODEL = args.model or MODEL
     PERMISSION_MODE = args.permission_mode
+    if args.escalate and args.prompt is None:
+        print("KeSi: --escalate is for -p runs only; in the REPL, answer w or u at a command's "
+              "permission prompt.", file=sys.stderr)
+        return 2
     if not (settings.api_key or settings.auth_token):
         print(NO_KEY, file=sys.stderr)
         return 2
@@ -5211,6 +5804,7 @@ def main(argv=None) -> int:
     else:
         UI = sys.stderr                  # stdout carries only the answer (resume notices too)
         MAIN_AGENT.echo = False
+        set_headless_escalation(args.escalate)
     if settings.ignored:
         ui(f"  (ignored in this project's .env: {visible(', '.join(settings.ignored))}; only your shell "
            f"or {visible(user_env_file())} may set these)")

@@ -59,6 +59,9 @@ def fresh_state() -> None:
     kesi.READ_VERSIONS.clear()
     kesi.GRANTED_COMMANDS.clear()
     kesi.GRANTED_WRITES.clear()
+    kesi.GRANTED_ESCALATIONS.clear()
+    kesi.ESCALATE_ONCE.clear()
+    kesi.HEADLESS_ESCALATION = None
     kesi.TODOS.clear()
     kesi.METER.calls.clear()
     kesi.CACHE_CLOCK = kesi.CacheClock()          # no pause remembered from an earlier check

@@ -1,0 +1,360 @@
+"""Network by allowlist, and escalation decided by the person.
+
+Sandboxed commands reach the network only through KeSi's proxy. The tests
+run a local HTTP server on 127.0.0.1 and map a test name to it with the
+user's own "resolve" setting (as curl --resolve would), in a settings file in
+a temporary XDG_CONFIG_HOME; nothing leaves the machine. Real bwrap commands
+use curl and pip through the proxy; a real kesi.py answers the permission
+prompt over a pty, and refuses to escalate when headless.
+"""
+import http.server
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import kesi
+from checklib import sandbox_forced
+from mock_api import reply, tool_call
+from test_permissions import KESI, Terminal, child_env
+from test_sandbox import listener, outside, sandboxed, tcp_probe  # noqa: F401 (fixtures)
+
+TEST_HOST = "localtest.kesi"
+needs_curl = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+
+
+class IndexServer(http.server.BaseHTTPRequestHandler):
+    """/hello answers with the Host it was asked for; /simple/ is a tiny package index."""
+    files: dict = {}
+
+    def do_GET(self):
+        body = self.files.get(self.path)
+        if body is None and self.path == "/hello":
+            body = f"hello via {self.headers['Host']}\n".encode()
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html" if self.path.endswith("/") else "application/octet-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), IndexServer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd.server_address[1]
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def config(tmp_path_factory, monkeypatch):
+    """settings(**network): writes the user's settings.json; returns the config folder."""
+    folder = tmp_path_factory.mktemp("config")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder))
+
+    def settings(data: dict):
+        (folder / "kesi").mkdir(exist_ok=True)
+        (folder / "kesi" / "settings.json").write_text(json.dumps(data))
+        return folder
+    return settings
+
+
+@pytest.fixture
+def allowed(server, config):
+    """The test server, allowed by the user under TEST_HOST:port and mapped to 127.0.0.1."""
+    config({"network": {"allow": [f"{TEST_HOST}:{server}"], "resolve": {TEST_HOST: "127.0.0.1"}}})
+    return server
+
+
+def sh(command: str) -> tuple[str, bool]:
+    return kesi.run_command(command, timeout=60)
+
+
+# --- the allowlist as data -------------------------------------------------------------
+
+@pytest.mark.parametrize("entry, host, port, allowed", [
+    ("pypi.org", "pypi.org", 443, True), ("pypi.org", "pypi.org", 80, True),
+    ("pypi.org", "pypi.org", 22, False),                 # no port given: 80 and 443 only
+    ("pypi.org", "evilpypi.org", 443, False), ("pypi.org", "pypi.org.evil.com", 443, False),
+    ("*.example.com", "a.b.example.com", 443, True), ("*.example.com", "example.com", 443, False),
+    ("*.example.com", "badexample.com", 443, False),
+    ("host.test:8443", "host.test", 8443, True), ("host.test:8443", "host.test", 443, False),
+    ("*", "anything.org", 443, True), ("*", "127.0.0.1", 443, False),      # no wildcard allows an address
+    ("127.0.0.1:8000", "127.0.0.1", 8000, True), ("[::1]:80", "::1", 80, True),
+    ("PyPI.org.", "pypi.org", 443, True), ("not a host", "not", 443, False),
+])
+def test_entry_matching(entry, host, port, allowed):
+    assert kesi.entry_matches(entry, host, port, for_deny=False) is allowed
+
+
+def test_host_names_are_normalised_and_odd_ones_refused():
+    assert kesi.normal_host("PyPI.ORG.") == "pypi.org"
+    assert kesi.normal_host("0:0:0:0:0:0:0:1") == "::1"
+    for odd in ("a b", "évil.com", "x/y", "", "a..b"):
+        assert kesi.normal_host(odd) is None, odd
+
+
+def test_trust_user_settings_add_project_file_only_narrows(ws, config):
+    config({"network": {"allow": ["mine.example"]},
+            "projects": {str(ws): {"network": {"allow": ["this-project.example"]}},
+                         "/elsewhere": {"network": {"allow": ["other-project.example"]}}}})
+    (ws / ".kesi").mkdir()
+    (ws / ".kesi" / "settings.json").write_text(json.dumps(
+        {"network": {"allow": ["planted.example"], "deny": ["github.com"],
+                     "resolve": {"pypi.org": "127.0.0.1"}}}))
+    policy = kesi.network_policy()
+    assert kesi.network_refusal("mine.example", 443, policy) is None
+    assert kesi.network_refusal("this-project.example", 443, policy) is None
+    assert kesi.network_refusal("pypi.org", 443, policy) is None                 # a default
+    assert "not on the network allowlist" in kesi.network_refusal("other-project.example", 443, policy)
+    assert "not on the network allowlist" in kesi.network_refusal("planted.example", 443, policy)
+    assert "deny entry (github.com)" in kesi.network_refusal("github.com", 443, policy)
+    assert policy.resolve == {}                 # a project file cannot point a name anywhere
+    config({"network": {"defaults": False, "allow": ["only.example"]}})
+    assert kesi.network_policy().allow == ("only.example",)
+
+
+def test_names_that_lead_to_this_machine_are_refused(config):
+    config({"network": {"allow": ["localhost", "127.0.0.1"], "resolve": {"mapped.test": "127.0.0.1"}}})
+    policy = kesi.network_policy()
+    assert kesi.network_refusal("localhost", 80, policy) is None
+    addresses, reason = kesi.checked_addresses("localhost", 80, policy)
+    assert addresses == [] and "this machine or a private network" in reason
+    assert kesi.checked_addresses("127.0.0.1", 80, policy) == (["127.0.0.1"], None)    # listed as an address
+    assert kesi.checked_addresses("mapped.test", 80, policy) == (["127.0.0.1"], None)  # the user's mapping
+    for address in ("127.0.0.2", "10.1.2.3", "192.168.0.1", "169.254.169.254", "::1", "fe80::1",
+                    "::ffff:127.0.0.1", "0.0.0.0", "100.64.0.1"):
+        assert kesi.is_local_network(address), address
+    assert not kesi.is_local_network("151.101.0.223") and not kesi.is_local_network("2a04:4e42::223")
+
+
+@pytest.mark.parametrize("head, problem", [
+    (b"GET http://a.example/ HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked",
+     "more than one way"),
+    (b"POST http://a.example/ HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4", "more than one way"),
+    (b"GET http://a.example/ HTTP/1.1\r\nX: 1\r\n folded", "malformed"),
+    (b"GET http://a.example/ HTTP/1.1\r\nX: 1\nHost: b.example", "malformed"),
+    (b"GET http://a.example/ HTTP/1.1\r\nX : 1", "malformed"),
+    (b"GET https://a.example/ HTTP/1.1", "CONNECT"),
+    (b"GET /relative HTTP/1.1\r\nHost: a.example", "absolute http://"),
+    (b"GET http://user@a.example/ HTTP/1.1", "without user name"),
+    (b"CONNECT a.example HTTP/1.1", "host:port"),
+    (b"GET http://a.example/ HTTP/2", "not HTTP/1.x"),
+])
+def test_requests_another_server_could_read_differently_are_refused(head, problem):
+    request, why = kesi.parse_proxy_request(head)
+    assert request is None and problem in why
+
+
+def test_http_request_is_rewritten_for_the_one_checked_host():
+    request, _ = kesi.parse_proxy_request(
+        b"GET http://A.Example:8080/p?q=1 HTTP/1.1\r\nHost: other.example\r\nProxy-Authorization: x\r\n"
+        b"Connection: keep-alive\r\nAccept: */*")
+    assert (request.host, request.port) == ("a.example", 8080)
+    assert request.upstream_head == (b"GET /p?q=1 HTTP/1.1\r\nHost: a.example:8080\r\nAccept: */*\r\n"
+                                     b"Connection: close\r\n\r\n")
+
+
+# --- real commands in bwrap, through the proxy -------------------------------------------
+
+@needs_curl
+def test_allowed_host_is_reached_through_the_proxy(sandboxed, allowed):
+    output, failed = sh(f"curl -sS http://{TEST_HOST}:{allowed}/hello")
+    assert not failed and output.startswith(f"hello via {TEST_HOST}:{allowed}\n"), output
+    # https goes through CONNECT: the tunnel to the allowed host:port opens.
+    output, failed = sh(f"curl -sS -o /dev/null -w '%{{http_connect}}' -p --max-time 20 "
+                        f"http://{TEST_HOST}:{allowed}/hello")
+    assert not failed and output.startswith("200"), output
+
+
+@needs_curl
+def test_other_hosts_get_a_403_that_says_why(sandboxed, allowed):
+    output, failed = sh(f"curl -sS http://blocked.kesi:{allowed}/hello")
+    assert "KeSi's network allowlist blocked blocked.kesi:" in output and "not on the network allowlist" in output
+    assert "(the network allowlist blocked blocked.kesi:" in output     # the note for the model
+    # The allowed name on another port, the server's address itself, and a CONNECT to port 22.
+    for url in (f"http://{TEST_HOST}:{allowed + 1}/hello", f"http://127.0.0.1:{allowed}/hello"):
+        output, _ = sh(f"curl -sS --noproxy '' --proxy http://127.0.0.1:{kesi.PROXY_PORT} {url}")
+        assert "KeSi's network allowlist blocked" in output and "hello via" not in output, output
+    output, failed = sh(f"curl -sS -p --max-time 20 http://{TEST_HOST}:22/")
+    assert failed and "CONNECT tunnel failed, response 403" in output, output
+
+
+@needs_curl
+def test_a_direct_connection_fails(sandboxed, allowed):
+    output, failed = sh(f"curl -sS --noproxy '*' --max-time 20 http://127.0.0.1:{allowed}/hello")
+    assert failed and "hello via" not in output, output
+    output, failed = sh(tcp_probe(allowed))
+    assert failed and "connected" not in output
+
+
+def small_wheel(folder: Path) -> bytes:
+    """A real, minimal wheel of a package named kesidemo."""
+    path = folder / "kesidemo-1.0-py3-none-any.whl"
+    info = "kesidemo-1.0.dist-info"
+    with zipfile.ZipFile(path, "w") as wheel:
+        wheel.writestr("kesidemo.py", "VALUE = 42\n")
+        wheel.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: kesidemo\nVersion: 1.0\n")
+        wheel.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel.writestr(f"{info}/RECORD", "")
+    return path.read_bytes()
+
+
+def test_pip_downloads_from_an_allowed_index(sandboxed, allowed, tmp_path_factory, monkeypatch):
+    python = kesi.forwarder_python()
+    if subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("no pip for the sandbox's python")
+    wheel = small_wheel(tmp_path_factory.mktemp("wheel"))
+    monkeypatch.setattr(IndexServer, "files", {
+        "/simple/kesidemo/": b'<a href="/files/kesidemo-1.0-py3-none-any.whl">kesidemo-1.0-py3-none-any.whl</a>',
+        "/files/kesidemo-1.0-py3-none-any.whl": wheel})
+    output, failed = sh(f"{python} -m pip --isolated download --no-cache-dir --no-deps --disable-pip-version-check "
+                        f"--index-url http://{TEST_HOST}:{allowed}/simple/ --trusted-host {TEST_HOST} "
+                        "-d downloads kesidemo")
+    assert not failed, output
+    assert (sandboxed / "downloads" / "kesidemo-1.0-py3-none-any.whl").read_bytes() == wheel
+
+
+# --- escalation, decided by the person ---------------------------------------------------
+
+def test_the_model_cannot_turn_the_sandbox_off():
+    spec = next(t for t in kesi.TOOLS if t["name"] == "run_command")
+    # run_in_background runs in the same sandbox; nothing in the schema loosens it
+    assert set(spec["input_schema"]["properties"]) == {"command", "timeout", "run_in_background"}
+    problem = kesi.argument_problem("run_command", {"command": "ls", "sandbox": False})
+    assert problem and "wrong arguments" in problem
+
+
+def test_escalation_choices_only_when_there_is_a_sandbox(ws):
+    with sandbox_forced("bubblewrap"):
+        keys = [c.keys[0] for c in kesi.command_choices()]
+    assert keys == ["y", "a", "p", "w", "wa", "u", "ua", "N"]
+    with sandbox_forced(None):
+        assert kesi.command_choices() == kesi.COMMAND_CHOICES
+
+
+def test_escalation_once_and_for_the_session(sandboxed, monkeypatch, listener):
+    answers = [kesi.Escalate("network", False), kesi.Escalate("network", True)]
+    asked = []
+
+    def person(question):
+        asked.append(question.choices)
+        return True, answers.pop(0)
+    monkeypatch.setattr(kesi, "ask_user", person)
+    monkeypatch.setattr(kesi, "UI", io.StringIO())
+    probe = tcp_probe(listener)
+
+    def run() -> str:
+        allowed, _ = kesi.check_command_permission(probe)
+        assert allowed
+        return sh(probe)[0]
+    assert "connected" in run()                  # once: the full network
+    assert "connected" not in sh(probe)[0]       # the next run is sandboxed again (no new answer)
+    assert "connected" in run() and "connected" in run()    # for the session: asked once more, then not
+    assert len(asked) == 2 and kesi.ESCALATION_CHOICES[0] in asked[0]
+    assert kesi.GRANTED_ESCALATIONS == {probe: "network"}
+    kesi.handle_slash("/revoke", None, [])
+    assert kesi.GRANTED_ESCALATIONS == {} and "connected" not in sh(probe)[0]
+
+
+def test_unsandboxed_escalation_reaches_outside_the_workspace(sandboxed, outside):
+    command = f"cat '{outside}/secret.txt'"
+    assert "home secret" not in sh(command)[0]
+    kesi.grant_escalation(command, kesi.Escalate("unsandboxed", False))
+    assert sh(command)[0].startswith("home secret")
+    assert "home secret" not in sh(command)[0]
+
+
+def test_prompt_choice_w_runs_one_command_with_network(sandboxed, mock_client, listener, config):
+    folder = config({})
+    probe = tcp_probe(listener)
+    mock, _ = mock_client([reply(tool_call("run_command", {"command": probe})), reply("done")] * 2)
+    term = Terminal([sys.executable, KESI], sandboxed, child_env(mock, TERM="dumb", XDG_CONFIG_HOME=str(folder)))
+    try:
+        term.expect("network:   only allowed hosts, through KeSi's proxy")
+        for answer in ("w", "n"):
+            term.expect("you > ")
+            term.type(f"connect ({answer})\n")
+            term.expect("beyond the sandbox: w = once with full network / wa = full network, this session / "
+                        "u = once unsandboxed / ua = unsandboxed, this session")
+            term.expect("N = no] ")
+            term.type(answer + "\n")
+            term.expect("KeSi > done")
+        term.expect("you > ")
+        term.type("/exit\n")
+        term.close()
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    results = [mock.requests[n]["body"]["messages"][-1]["content"][0] for n in (1, 3)]
+    assert "connected" in results[0]["content"] and not results[0]["is_error"], results[0]
+    assert results[1]["content"] == kesi.USER_REFUSED
+    assert "runs with the full network (files still sandboxed), this once" in term.seen
+
+
+def test_headless_never_escalates_unless_the_flag_says_so(sandboxed, mock_client, listener, config):
+    folder = config({})
+    probe = tcp_probe(listener)
+    mock, _ = mock_client([reply(tool_call("run_command", {"command": probe})), reply("done")] * 2)
+    env = child_env(mock, XDG_CONFIG_HOME=str(folder))
+    base = [sys.executable, KESI, "-p", "connect", "--permission-mode", "bypassPermissions"]
+    plain = subprocess.run(base, cwd=sandboxed, env=env, capture_output=True, text=True, timeout=60)
+    flagged = subprocess.run(base + ["--escalate", "network"], cwd=sandboxed, env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert plain.returncode == flagged.returncode == 0, plain.stderr + flagged.stderr
+    results = [mock.requests[n]["body"]["messages"][-1]["content"][0]["content"] for n in (1, 3)]
+    assert "connected" not in results[0] and "connected" in results[1], results
+    assert "--escalate network: every command of this run runs with the full network" in flagged.stderr
+    refused = subprocess.run([sys.executable, KESI, "--escalate", "network"], cwd=sandboxed, env=env,
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--escalate is for -p runs only" in refused.stderr
+
+
+# --- what the person and the model are told ------------------------------------------------
+
+def test_system_prompt_states_the_network_policy(sandboxed, config):
+    config({"network": {"allow": ["extra.example"]}})
+    block = kesi.environment_block()
+    assert "Network for commands: only through KeSi's proxy" in block
+    assert "pypi.org" in block and "extra.example" in block
+    assert "have no network" not in block
+
+
+def test_seatbelt_allows_only_the_proxy_port(ws):
+    with sandbox_forced("seatbelt"):
+        profile, _ = kesi.sandbox_spec()
+        port = kesi.network_proxy().server_address[1]
+        escalated, _ = kesi.sandbox_spec(full_network=True)
+    lines = profile.splitlines()
+    network = [line for line in lines if "network" in line]
+    assert network == ["(deny network*)", f'(allow network-outbound (remote ip "localhost:{port}"))']
+    assert not any("network" in line for line in escalated.splitlines())
+
+
+def test_network_command_lists_the_policy(ws, config, monkeypatch):
+    config({"network": {"allow": ["extra.example"], "deny": ["gitlab.com"]}})
+    (ws / ".kesi").mkdir()
+    (ws / ".kesi" / "settings.json").write_text(json.dumps({"network": {"allow": ["planted.example"]}}))
+    shown = io.StringIO()
+    monkeypatch.setattr(kesi, "UI", shown)
+    with sandbox_forced("bubblewrap"):
+        kesi.handle_slash("/network", None, [])
+    text = shown.getvalue()
+    assert "allowed hosts: pypi.org," in text and "extra.example" in text
+    assert "denied hosts:  gitlab.com" in text and "planted.example" not in text.split("ignored")[0]
+    assert "allow\" hosts in .kesi/settings.json are ignored" in text
