@@ -95,6 +95,26 @@ def tool_results(messages: list[dict]) -> list[dict]:
             for b in m["content"] if b.get("type") == "tool_result"]
 
 
+class ScriptedUser:
+    """Stands in for ask_user, the person at the terminal: records every
+    Question and answers from a list, then always with `then`.
+    "y" allows once, "a" allows and remembers for the session, "p" allows and
+    saves a rule for this project, "n" refuses."""
+
+    def __init__(self, *answers, then: str = "n"):
+        self.answers, self.then, self.questions = list(answers), then, []
+
+    @property
+    def asked(self) -> list[str]:
+        """What each question said (its detail line), in order."""
+        return [question.detail for question in self.questions]
+
+    def __call__(self, question):
+        self.questions.append(question)
+        answer = self.answers.pop(0) if self.answers else self.then
+        return answer in ("y", "a", "p"), {"a": True, "p": "project"}.get(answer, False)
+
+
 def write_files(root: Path, files: dict) -> None:
     for rel, content in (files or {}).items():
         path = root / rel

@@ -49,3 +49,13 @@ def mock_client():
     yield start
     for manager in reversed(stack):
         manager.__exit__(None, None, None)
+
+
+@pytest.fixture
+def user(monkeypatch):
+    """Factory: user(*answers, then="n") puts a checklib.ScriptedUser at the keyboard."""
+    def install(*answers, then="n"):
+        scripted = checklib.ScriptedUser(*answers, then=then)
+        monkeypatch.setattr(kesi, "ask_user", scripted)
+        return scripted
+    return install

@@ -171,7 +171,7 @@ def test_a_400_is_retried_only_when_the_server_says_so(mock_client):
 
 
 def test_a_slow_api_times_out_with_a_clear_message():
-    with MockAPI([reply("late", delay=3)]) as mock:
+    with MockAPI([reply("late", delay=30)]) as mock:      # far beyond the 0.5 s timeout
         client = anthropic.Anthropic(base_url=mock.url, api_key="test-key", max_retries=0, timeout=0.5)
         history = [{"role": "user", "content": "go"}]
         answer = kesi.run_agent(client, history)

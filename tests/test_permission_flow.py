@@ -15,27 +15,6 @@ from mock_api import reply, tool_call
 from test_permissions import KESI, Terminal
 
 
-class Person:
-    """Stands in for ask_user: records each question, answers from a list."""
-
-    def __init__(self, *answers):
-        self.answers, self.questions = list(answers), []
-
-    def __call__(self, question):
-        self.questions.append(question)
-        answer = self.answers.pop(0) if self.answers else "n"
-        return answer in ("y", "a"), answer == "a"
-
-
-@pytest.fixture
-def person(monkeypatch):
-    def install(*answers):
-        stand_in = Person(*answers)
-        monkeypatch.setattr(kesi, "ask_user", stand_in)
-        return stand_in
-    return install
-
-
 @pytest.fixture
 def screen(monkeypatch):
     shown = io.StringIO()
@@ -56,28 +35,28 @@ def use(name, tool_input, use_id="t1"):
     ("../outside.txt", "x\n", "not allowed"),
     ("/etc/hosts", "x\n", "not allowed"),
 ])
-def test_write_file_that_would_fail_is_refused_unasked(ws, person, screen, path, content, why):
+def test_write_file_that_would_fail_is_refused_unasked(ws, user, screen, path, content, why):
     (ws / "seen.txt").write_text("old\n")
-    asked = person("y")
+    asked = user("y")
     results, interrupted = kesi.run_tools([use("write_file", {"file_path": path, "content": content})])
     assert results[0]["is_error"] and why in results[0]["content"] and not interrupted
     assert asked.questions == [] and (ws / "seen.txt").read_text() == "old\n"
 
 
-def test_write_file_over_a_file_changed_since_it_was_read_is_refused_unasked(ws, person, screen):
+def test_write_file_over_a_file_changed_since_it_was_read_is_refused_unasked(ws, user, screen):
     (ws / "a.txt").write_text("one\n")
     kesi.read_file("a.txt")
     (ws / "a.txt").write_text("two\n")
-    asked = person("y")
+    asked = user("y")
     results, _ = kesi.run_tools([use("write_file", {"file_path": "a.txt", "content": "three\n"})])
     assert "changed after you read it" in results[0]["content"] and asked.questions == []
     assert (ws / "a.txt").read_text() == "two\n"
 
 
-def test_write_file_over_a_read_file_asks_with_its_diff_and_writes(ws, person, screen):
+def test_write_file_over_a_read_file_asks_with_its_diff_and_writes(ws, user, screen):
     (ws / "a.txt").write_text("one\n")
     kesi.read_file("a.txt")
-    asked = person("y")
+    asked = user("y")
     results, _ = kesi.run_tools([use("write_file", {"file_path": "a.txt", "content": "two\n"})])
     assert not results[0]["is_error"] and (ws / "a.txt").read_text() == "two\n"
     assert asked.questions[0].detail == "write_file wants to change a.txt"
@@ -86,8 +65,8 @@ def test_write_file_over_a_read_file_asks_with_its_diff_and_writes(ws, person, s
 
 # --- the person reads a short line; the model gets the instruction ---------------------
 
-def test_refusals_show_a_short_line_and_send_the_instruction(ws, person, screen):
-    person("n")
+def test_refusals_show_a_short_line_and_send_the_instruction(ws, user, screen):
+    user("n")
     results, _ = kesi.run_tools([use("run_command", {"command": "pytest -q"}, "t1"),
                                  use("run_command", {"command": "sudo id"}, "t2")])
     assert results[0]["content"] == kesi.USER_REFUSED and "Do not retry" in results[0]["content"]
@@ -139,21 +118,21 @@ LATER = [".envrc", "sub/.envrc", ".vscode/tasks.json", ".VSCode/settings.json", 
 
 
 @pytest.mark.parametrize("path", LATER)
-def test_files_that_run_later_ask_even_in_accept_edits(ws, person, screen, monkeypatch, path):
+def test_files_that_run_later_ask_even_in_accept_edits(ws, user, screen, monkeypatch, path):
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
-    asked = person("n")
+    asked = user("n")
     results, _ = kesi.run_tools([use("write_file", {"file_path": path, "content": "echo planted\n"})])
     assert results[0]["content"] == kesi.USER_REFUSED and not (ws / path).exists()
     assert asked.questions[0].reason == kesi.RUNS_LATER_REASON
 
 
-def test_files_that_run_later_follow_the_path_the_tool_writes(ws, person, screen, monkeypatch):
+def test_files_that_run_later_follow_the_path_the_tool_writes(ws, user, screen, monkeypatch):
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
     (ws / "editor").mkdir()
     (ws / "cfg").symlink_to(ws / ".vscode", target_is_directory=True)
     (ws / ".vscode").mkdir()
     (ws / ".envrc").write_text("export A=1\n")
-    asked = person("n", "n")
+    asked = user("n", "n")
     kesi.run_tools([use("write_file", {"file_path": "cfg/tasks.json", "content": "{}"}),
                     use("edit_file", {"file_path": str(ws / "editor/../.envrc"), "old_string": "A=1",
                                       "new_string": "A=2"}, "t2")])
@@ -162,9 +141,9 @@ def test_files_that_run_later_follow_the_path_the_tool_writes(ws, person, screen
     assert not (ws / ".vscode" / "tasks.json").exists() and (ws / ".envrc").read_text() == "export A=1\n"
 
 
-def test_ordinary_files_and_bypass_do_not_ask(ws, person, screen, monkeypatch):
+def test_ordinary_files_and_bypass_do_not_ask(ws, user, screen, monkeypatch):
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
-    asked = person()
+    asked = user()
     kesi.run_tools([use("write_file", {"file_path": "Makefile", "content": "all:\n"}),
                     use("write_file", {"file_path": "src/envrc.py", "content": "x = 1\n"}, "t2")])
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")

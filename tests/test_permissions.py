@@ -74,27 +74,6 @@ def project(ws, tmp_path_factory):
     return ws
 
 
-class ScriptedUser:
-    """Stands in for ask_user: records each question, answers from a list."""
-
-    def __init__(self, *answers):
-        self.answers, self.asked = list(answers), []
-
-    def __call__(self, question):
-        self.asked.append((question.detail, question.reason))
-        answer = self.answers.pop(0) if self.answers else "n"
-        return answer in ("y", "a"), answer == "a"
-
-
-@pytest.fixture
-def user(monkeypatch):
-    def install(*answers):
-        scripted = ScriptedUser(*answers)
-        monkeypatch.setattr(kesi, "ask_user", scripted)
-        return scripted
-    return install
-
-
 # --- classify_command ----------------------------------------------------------
 
 @pytest.mark.parametrize("command", DENY)
@@ -153,7 +132,8 @@ def test_command_grant_is_exact(project, user):
         assert kesi.check_permission("run_command", {"command": other}) == (False, kesi.USER_REFUSED)
     assert kesi.GRANTED_COMMANDS == {"python -m pytest -v"}
     assert len(person.asked) == 4
-    assert person.asked[0] == ("run command: python -m pytest -v", "python is not on the read-only list")
+    first = person.questions[0]
+    assert (first.detail, first.reason) == ("run command: python -m pytest -v", "python is not on the read-only list")
 
 
 def test_y_allows_once_only(project, user):
@@ -169,7 +149,7 @@ def test_write_grant_is_per_path_and_shared_by_both_tools(project, user):
     assert kesi.check_permission("write_file", {"file_path": "./rules.py"}) == (True, None)
     assert kesi.check_permission("write_file", {"file_path": "test_rules.py"}) == (False, kesi.USER_REFUSED)
     assert kesi.GRANTED_WRITES == {"rules.py"}
-    assert [d for d, _ in person.asked] == ["edit_file wants to change rules.py",
+    assert person.asked == ["edit_file wants to change rules.py",
                                              "write_file wants to create test_rules.py"]
 
 

@@ -20,26 +20,6 @@ from mock_api import MockAPI, reply, tool_call
 KESI = checklib.ROOT / "kesi.py"
 
 
-class AskRecorder:
-    """Stands in for the person at the terminal: records each question and
-    answers it with `answer` ((allowed, remember))."""
-
-    def __init__(self, answer=(True, False)):
-        self.answer = answer
-        self.questions = []
-
-    def __call__(self, question):
-        self.questions.append(question.detail)
-        return self.answer
-
-
-@pytest.fixture
-def asked(monkeypatch):
-    recorder = AskRecorder()
-    monkeypatch.setattr(kesi, "ask_user", recorder)
-    return recorder
-
-
 @pytest.fixture
 def notices(monkeypatch):
     """KeSi's UI notices, collected in a buffer."""
@@ -72,12 +52,13 @@ def test_split_secret_name_is_asked_about(ws):
     assert kesi.classify_command("cat README.md")[0] == "allow"    # the control case
 
 
-def test_split_rm_root_is_refused_even_in_bypass_mode(ws, monkeypatch, asked):
+def test_split_rm_root_is_refused_even_in_bypass_mode(ws, monkeypatch, user):
+    person = user(then="y")          # says yes to any question
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
     allowed, refusal = kesi.check_command_permission("r\\\nm -rf /")
     assert not allowed
     assert "safety rule" in refusal
-    assert asked.questions == []
+    assert person.asked == []
 
 
 # --- 2. one grant key per file, however it is spelled ------------------------------
@@ -97,20 +78,23 @@ def test_write_key_is_the_same_for_every_spelling(jail_with_a):
     assert [kesi.write_key(p) for p in spellings(jail_with_a)] == ["a.py"] * 3
 
 
-def test_grant_on_a_py_covers_absolute_and_dotdot_spellings(jail_with_a, asked):
+def test_grant_on_a_py_covers_absolute_and_dotdot_spellings(jail_with_a, user):
+    person = user(then="y")          # says yes to any question
     kesi.GRANTED_WRITES.add("a.py")
     for path in spellings(jail_with_a):
         assert kesi.check_write_permission("edit_file", path) == (True, None), path
-    assert asked.questions == []
+    assert person.asked == []
 
 
-def test_absolute_and_dotdot_spellings_are_asked_about_without_a_grant(jail_with_a, asked):
+def test_absolute_and_dotdot_spellings_are_asked_about_without_a_grant(jail_with_a, user):
+    person = user(then="y")          # says yes to any question
     for path in spellings(jail_with_a)[1:]:
         assert kesi.check_write_permission("edit_file", path) == (True, None)
-    assert asked.questions == ["edit_file wants to change a.py"] * 2
+    assert person.asked == ["edit_file wants to change a.py"] * 2
 
 
-def test_read_only_mode_refuses_absolute_edit_without_asking(jail_with_a, asked, notices, monkeypatch):
+def test_read_only_mode_refuses_absolute_edit_without_asking(jail_with_a, user, notices, monkeypatch):
+    person = user(then="y")          # says yes to any question
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "readOnly")
     kesi.read_file("a.py")
     use = tool_use("e1", "edit_file", {"file_path": str(jail_with_a / "a.py"),
@@ -118,7 +102,7 @@ def test_read_only_mode_refuses_absolute_edit_without_asking(jail_with_a, asked,
     results, interrupted = kesi.run_tools([use], kesi.MAIN_AGENT)
     assert not interrupted
     assert results[0]["is_error"] and "read-only mode" in results[0]["content"]
-    assert asked.questions == []
+    assert person.asked == []
     assert (jail_with_a / "a.py").read_text() == "x = 1\n"
 
 
@@ -170,7 +154,8 @@ def test_cjk_text_is_not_underestimated():
 
 # --- 7. no permission question for a tool the agent lacks ---------------------------
 
-def test_sub_agent_write_file_is_refused_without_a_question(ws, mock_client, asked, notices):
+def test_sub_agent_write_file_is_refused_without_a_question(ws, mock_client, user, notices):
+    person = user(then="y")          # says yes to any question
     call = tool_call("write_file", {"file_path": "x.py", "content": "y = 1\n"})
     mock, client = mock_client([reply(None, call), "done"])
     answer = kesi.run_agent(client, [{"role": "user", "content": "look around"}], kesi.SUB_AGENT)
@@ -178,7 +163,7 @@ def test_sub_agent_write_file_is_refused_without_a_question(ws, mock_client, ask
     result = mock.requests[1]["body"]["messages"][-1]["content"][0]
     assert result["is_error"]
     assert "there is no tool named write_file" in kesi.text_of(result["content"])
-    assert asked.questions == []
+    assert person.asked == []
     assert not (ws / "x.py").exists()
 
 
@@ -438,11 +423,12 @@ def test_clearing_old_read_results_forgets_their_file_versions(ws):
     assert (ws / "f0.txt").read_text().startswith("file 0 ")
 
 
-def test_write_file_with_an_absolute_path_is_refused_without_asking(jail_with_a, asked):
+def test_write_file_with_an_absolute_path_is_refused_without_asking(jail_with_a, user):
     """write_file refuses absolute paths, so nobody is asked about one first."""
+    person = user(then="y")          # says yes to any question
     path = str(jail_with_a / "a.py")
     assert kesi.check_write_permission("write_file", path) == (True, None)
-    assert asked.questions == []
+    assert person.asked == []
     output, is_error = kesi.write_file(path, "x = 2\n")
     assert is_error and "not allowed" in output and (jail_with_a / "a.py").read_text() == "x = 1\n"
 
@@ -460,11 +446,12 @@ def test_the_user_sees_the_diff_before_approving_an_edit(ws, notices, monkeypatc
     assert seen[1] == ("write_file wants to create new.py", "@@ -0,0 +1 @@\n+x = 1")
 
 
-def test_an_edit_that_cannot_apply_is_refused_without_asking(ws, asked):
+def test_an_edit_that_cannot_apply_is_refused_without_asking(ws, user):
+    person = user(then="y")          # says yes to any question
     (ws / "calc.py").write_text("x = 1\n")
     verdict = kesi.judge_call("edit_file", {"file_path": "calc.py", "old_string": "nope", "new_string": "yes"},
                               kesi.MAIN_AGENT)
-    assert verdict.outcome == "cannot" and "old_string was not found" in verdict.message and asked.questions == []
+    assert verdict.outcome == "cannot" and "old_string was not found" in verdict.message and person.asked == []
     assert (ws / "calc.py").read_text() == "x = 1\n"
 
 
@@ -498,10 +485,11 @@ def test_no_thinking_note_when_output_is_not_a_terminal(ws, mock_client, notices
     assert "thinking" not in notices.getvalue() and "\033" not in notices.getvalue()
 
 
-def test_a_call_that_cannot_apply_is_shown_as_an_error_not_as_blocked(ws, asked, notices):
+def test_a_call_that_cannot_apply_is_shown_as_an_error_not_as_blocked(ws, user, notices):
+    person = user(then="y")          # says yes to any question
     (ws / "calc.py").write_text("x = 1\n")
     use = tool_use("e9", "edit_file", {"file_path": "calc.py", "old_string": "nope", "new_string": "yes"})
     results, _ = kesi.run_tools([use], kesi.MAIN_AGENT)
     assert results[0]["is_error"] and "old_string was not found" in results[0]["content"]
     assert "x Error: old_string was not found" in notices.getvalue() and "[blocked]" not in notices.getvalue()
-    assert asked.questions == []
+    assert person.asked == []
