@@ -12,7 +12,8 @@ import pytest
 import kesi
 from checklib import kesi_subprocess_env
 from mock_api import reply, tool_call
-from test_permissions import KESI, Terminal
+from ptyterm import Terminal
+from test_permissions import KESI
 
 
 @pytest.fixture
@@ -166,6 +167,7 @@ def test_ctrl_c_at_the_prompt_ends_the_turn(ws, mock_client):
         term.expect("you > ")
         term.type("run the tests\n")
         term.expect("Allow? [")
+        term.wait_until_reading()
         term.type("\x03")
         term.expect("interrupted")
         term.expect("you > ")

@@ -6,17 +6,10 @@ The --permission-mode values are exercised through headless kesi.py -p runs.
 """
 import builtins
 import contextlib
-import fcntl
 import io
 import json
-import os
-import pty
-import select
 import subprocess
-import struct
 import sys
-import termios
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +17,7 @@ import pytest
 
 import kesi
 from checklib import kesi_subprocess_env
+from ptyterm import Terminal
 from mock_api import MockAPI, reply, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -360,50 +354,6 @@ def test_permission_modes_are_documented(capsys):
 
 
 # --- the real prompt over a pseudo-terminal ---------------------------------------
-
-class Terminal:
-    """A kesi.py REPL on a pseudo-terminal: type lines, wait for text."""
-
-    def __init__(self, args, cwd, env):
-        self.master, slave = pty.openpty()
-        # A wide window: the approval question is longer than 80 columns, and
-        # readline on a dumb terminal scrolls a long line sideways instead.
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
-        # A session of its own with the pty as controlling terminal, so that
-        # Ctrl-C typed into it becomes a real SIGINT, as in a real terminal.
-        self.proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
-                                     start_new_session=True,
-                                     preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
-        os.close(slave)
-        self.seen, self.pos = "", 0
-
-    def expect(self, text, timeout=30):
-        deadline = time.monotonic() + timeout
-        while text not in self.seen[self.pos:]:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.master], [], [], left)[0]:
-                raise AssertionError(f"timed out waiting for {text!r}; output so far:\n{self.seen}")
-            try:
-                chunk = os.read(self.master, 4096)
-            except OSError:           # the child closed the terminal
-                chunk = b""
-            if not chunk:
-                raise AssertionError(f"terminal closed before {text!r}; output:\n{self.seen}")
-            self.seen += chunk.decode("utf-8", errors="replace")
-        self.pos = self.seen.index(text, self.pos) + len(text)
-        return self.seen
-
-    def type(self, data: str):
-        os.write(self.master, data.encode())
-
-    def close(self):
-        try:
-            self.proc.wait(timeout=20)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            os.close(self.master)
-
 
 def test_real_prompt_over_a_pty(ws, mock_client):
     command = "touch made-by-kesi.txt"

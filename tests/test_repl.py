@@ -8,14 +8,13 @@ import io
 import os
 import subprocess
 import sys
-import threading
-import time
 
 import pytest
 
 import checklib
 import kesi
 from mock_api import MockAPI, error, reply, tool_call
+from ptyterm import Terminal
 
 KESI = checklib.ROOT / "kesi.py"
 
@@ -229,58 +228,10 @@ def test_headless_unreachable_endpoint_exits_1(main_in_process):
 
 # --- readline on a real terminal ----------------------------------------------------------
 
-class Terminal:
-    """kesi.py on a pseudo-terminal, so readline is active as for a person."""
-
-    def __init__(self, cwd, mock):
-        self.master, slave = os.openpty()
-        env = child_env(mock, TERM="xterm")
-        self.proc = subprocess.Popen([sys.executable, str(KESI)], cwd=cwd, env=env,
-                                     stdin=slave, stdout=slave, stderr=slave)
-        os.close(slave)
-        self.output = b""
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        while True:
-            try:
-                data = os.read(self.master, 4096)
-            except OSError:
-                return
-            if not data:
-                return
-            self.output += data
-
-    def wait_for(self, *texts: bytes, seconds=30):
-        """Wait until the texts have appeared in this order (a prompt after an answer)."""
-        deadline = time.monotonic() + seconds
-        while not self._appeared_in_order(texts):
-            assert time.monotonic() < deadline, f"waited for {texts!r}: {self.output[-800:]!r}"
-            time.sleep(0.02)
-
-    def _appeared_in_order(self, texts) -> bool:
-        position = 0
-        for text in texts:
-            position = self.output.find(text, position)
-            if position < 0:
-                return False
-            position += len(text)
-        return True
-
-    def type(self, keys: bytes):
-        os.write(self.master, keys)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        os.close(self.master)
-
-
 def test_readline_recalls_history_and_ctrl_d_exits(tmp_path):
     pytest.importorskip("readline")
     with MockAPI(["first answer", "second answer"]) as mock:
-        term = Terminal(tmp_path, mock)
+        term = Terminal([sys.executable, KESI], tmp_path, child_env(mock, TERM="xterm"))
         try:
             term.wait_for(b"you > ")
             term.type(b"hello kesi\r")
