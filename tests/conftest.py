@@ -8,6 +8,7 @@ for folder in (ROOT, ROOT / "examples"):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
+import io  # noqa: E402
 import os  # noqa: E402
 import tempfile  # noqa: E402
 
@@ -59,3 +60,11 @@ def user(monkeypatch):
         monkeypatch.setattr(kesi, "ask_user", scripted)
         return scripted
     return install
+
+
+@pytest.fixture
+def notices(monkeypatch):
+    """KeSi's UI notices (tool lines, warnings), collected in a buffer."""
+    buffer = io.StringIO()
+    monkeypatch.setattr(kesi, "UI", buffer)
+    return buffer

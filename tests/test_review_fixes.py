@@ -20,14 +20,6 @@ from mock_api import MockAPI, reply, tool_call
 KESI = checklib.ROOT / "kesi.py"
 
 
-@pytest.fixture
-def notices(monkeypatch):
-    """KeSi's UI notices, collected in a buffer."""
-    buffer = io.StringIO()
-    monkeypatch.setattr(kesi, "UI", buffer)
-    return buffer
-
-
 def tool_use(use_id, name, tool_input):
     return {"type": "tool_use", "id": use_id, "name": name, "input": tool_input}
 
@@ -433,17 +425,18 @@ def test_write_file_with_an_absolute_path_is_refused_without_asking(jail_with_a,
     assert is_error and "not allowed" in output and (jail_with_a / "a.py").read_text() == "x = 1\n"
 
 
-def test_the_user_sees_the_diff_before_approving_an_edit(ws, notices, monkeypatch):
+def test_the_user_sees_the_diff_before_approving_an_edit(ws, notices, user):
     (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    seen = []
-    monkeypatch.setattr(kesi, "ask_user", lambda question: (seen.append((question.detail, question.diff)), (True, False))[1])
+    person = user("y", "y")
     edit = {"file_path": "calc.py", "old_string": "return a - b", "new_string": "return a + b"}
     assert kesi.judge_call("edit_file", edit, kesi.MAIN_AGENT).outcome == "allow"
+    seen = [(q.detail, q.diff) for q in person.questions]
     assert seen[0][0] == "edit_file wants to change calc.py"
     assert "-    return a - b" in seen[0][1] and "+    return a + b" in seen[0][1]
     write = {"file_path": "new.py", "content": "x = 1\n"}
     assert kesi.judge_call("write_file", write, kesi.MAIN_AGENT).outcome == "allow"
-    assert seen[1] == ("write_file wants to create new.py", "@@ -0,0 +1 @@\n+x = 1")
+    assert (person.questions[1].detail, person.questions[1].diff) == ("write_file wants to create new.py",
+                                                                      "@@ -0,0 +1 @@\n+x = 1")
 
 
 def test_an_edit_that_cannot_apply_is_refused_without_asking(ws, user):
