@@ -115,6 +115,11 @@ class ScriptedUser:
         return answer in ("y", "a", "p"), {"a": True, "p": "project"}.get(answer, False)
 
 
+def tool_use(use_id: str, name: str, tool_input: dict) -> dict:
+    """A tool_use block as the model sends it."""
+    return {"type": "tool_use", "id": use_id, "name": name, "input": tool_input}
+
+
 def write_files(root: Path, files: dict) -> None:
     for rel, content in (files or {}).items():
         path = root / rel

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import kesi
-from checklib import kesi_subprocess_env
+from checklib import kesi_subprocess_env, tool_use
 from mock_api import reply, tool_call
 from ptyterm import Terminal
 from test_permissions import KESI
@@ -186,3 +186,70 @@ def test_ctrl_c_at_the_prompt_ends_the_turn(ws, mock_client):
                    and m["content"] and m["content"][0].get("type") == "tool_result")
     assert [r["content"] for r in results] == [kesi.INTERRUPTED_PROMPT, kesi.SKIPPED_TOOL]
     assert "Error:" not in term.seen.split("Allow? [")[1].split("you > ")[0]
+
+
+# --- more calls that cannot succeed, and the preview a question shows -----------------------------
+
+def test_write_file_with_an_absolute_path_is_refused_without_asking(ws, user):
+    """write_file refuses absolute paths, so nobody is asked about one first."""
+    (ws / "a.py").write_text("x = 1\n")
+    person = user(then="y")          # says yes to any question
+    path = str(ws / "a.py")
+    assert kesi.check_write_permission("write_file", path) == (True, None)
+    assert person.asked == []
+    output, is_error = kesi.write_file(path, "x = 2\n")
+    assert is_error and "not allowed" in output and (ws / "a.py").read_text() == "x = 1\n"
+
+
+def test_an_edit_that_cannot_apply_is_refused_without_asking(ws, user):
+    person = user(then="y")          # says yes to any question
+    (ws / "calc.py").write_text("x = 1\n")
+    verdict = kesi.judge_call("edit_file", {"file_path": "calc.py", "old_string": "nope", "new_string": "yes"},
+                              kesi.MAIN_AGENT)
+    assert verdict.outcome == "cannot" and "old_string was not found" in verdict.message and person.asked == []
+    assert (ws / "calc.py").read_text() == "x = 1\n"
+
+
+def test_a_call_that_cannot_apply_is_shown_as_an_error_not_as_blocked(ws, user, notices):
+    person = user(then="y")          # says yes to any question
+    (ws / "calc.py").write_text("x = 1\n")
+    use = tool_use("e9", "edit_file", {"file_path": "calc.py", "old_string": "nope", "new_string": "yes"})
+    results, _ = kesi.run_tools([use], kesi.MAIN_AGENT)
+    assert results[0]["is_error"] and "old_string was not found" in results[0]["content"]
+    assert "x Error: old_string was not found" in notices.getvalue() and "[blocked]" not in notices.getvalue()
+    assert person.asked == []
+
+
+def test_sub_agent_write_file_is_refused_without_a_question(ws, mock_client, user, notices):
+    person = user(then="y")          # says yes to any question
+    call = tool_call("write_file", {"file_path": "x.py", "content": "y = 1\n"})
+    mock, client = mock_client([reply(None, call), "done"])
+    answer = kesi.run_agent(client, [{"role": "user", "content": "look around"}], kesi.SUB_AGENT)
+    assert answer.ok and answer.text == "done"
+    result = mock.requests[1]["body"]["messages"][-1]["content"][0]
+    assert result["is_error"]
+    assert "there is no tool named write_file" in kesi.text_of(result["content"])
+    assert person.asked == []
+    assert not (ws / "x.py").exists()
+
+
+def test_the_user_sees_the_diff_before_approving_an_edit(ws, notices, user):
+    (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    person = user("y", "y")
+    edit = {"file_path": "calc.py", "old_string": "return a - b", "new_string": "return a + b"}
+    assert kesi.judge_call("edit_file", edit, kesi.MAIN_AGENT).outcome == "allow"
+    seen = [(q.detail, q.diff) for q in person.questions]
+    assert seen[0][0] == "edit_file wants to change calc.py"
+    assert "-    return a - b" in seen[0][1] and "+    return a + b" in seen[0][1]
+    write = {"file_path": "new.py", "content": "x = 1\n"}
+    assert kesi.judge_call("write_file", write, kesi.MAIN_AGENT).outcome == "allow"
+    assert (person.questions[1].detail, person.questions[1].diff) == ("write_file wants to create new.py",
+                                                                      "@@ -0,0 +1 @@\n+x = 1")
+
+
+def test_the_real_prompt_prints_the_preview(ws, notices, monkeypatch):
+    monkeypatch.setattr(kesi, "can_ask", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt="": "n")
+    question = kesi.Question("edit_file wants to change a.py", diff="-old\n+new", choices=kesi.FILE_CHOICES)
+    assert kesi.ask_user(question) == (False, False)
+    assert "        -old\n        +new\n" in notices.getvalue()

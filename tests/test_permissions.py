@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import kesi
-from checklib import kesi_subprocess_env
+from checklib import kesi_subprocess_env, tool_use
 from ptyterm import Terminal
 from mock_api import MockAPI, reply, tool_call
 
@@ -393,3 +393,57 @@ def test_real_prompt_over_a_pty(ws, mock_client):
     assert [r["is_error"] for r in results] == [False, False, False, True, True], json.dumps(results)[:2000]
     assert results[3]["content"] == results[4]["content"] == kesi.USER_REFUSED
     assert (ws / "made-by-kesi.txt").exists()
+
+
+# --- one grant key per file, however it is spelled ------------------------------------------------
+
+def test_split_rm_root_is_refused_even_in_bypass_mode(ws, monkeypatch, user):
+    person = user(then="y")          # says yes to any question
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
+    allowed, refusal = kesi.check_command_permission("r\\\nm -rf /")
+    assert not allowed
+    assert "safety rule" in refusal
+    assert person.asked == []
+
+
+@pytest.fixture
+def jail_with_a(ws):
+    (ws / "a.py").write_text("x = 1\n")
+    (ws / "sub").mkdir()
+    return ws
+
+
+def spellings(root):
+    return ["a.py", str(root / "a.py"), "sub/../a.py"]
+
+
+def test_write_key_is_the_same_for_every_spelling(jail_with_a):
+    assert [kesi.write_key(p) for p in spellings(jail_with_a)] == ["a.py"] * 3
+
+
+def test_grant_on_a_py_covers_absolute_and_dotdot_spellings(jail_with_a, user):
+    person = user(then="y")          # says yes to any question
+    kesi.GRANTED_WRITES.add("a.py")
+    for path in spellings(jail_with_a):
+        assert kesi.check_write_permission("edit_file", path) == (True, None), path
+    assert person.asked == []
+
+
+def test_absolute_and_dotdot_spellings_are_asked_about_without_a_grant(jail_with_a, user):
+    person = user(then="y")          # says yes to any question
+    for path in spellings(jail_with_a)[1:]:
+        assert kesi.check_write_permission("edit_file", path) == (True, None)
+    assert person.asked == ["edit_file wants to change a.py"] * 2
+
+
+def test_read_only_mode_refuses_absolute_edit_without_asking(jail_with_a, user, notices, monkeypatch):
+    person = user(then="y")          # says yes to any question
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "readOnly")
+    kesi.read_file("a.py")
+    use = tool_use("e1", "edit_file", {"file_path": str(jail_with_a / "a.py"),
+                                       "old_string": "x = 1", "new_string": "x = 2"})
+    results, interrupted = kesi.run_tools([use], kesi.MAIN_AGENT)
+    assert not interrupted
+    assert results[0]["is_error"] and "read-only mode" in results[0]["content"]
+    assert person.asked == []
+    assert (jail_with_a / "a.py").read_text() == "x = 1\n"

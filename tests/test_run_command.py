@@ -8,11 +8,13 @@ call time.
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
+import checklib
 import kesi
 from checklib import left_behind, started_commands, unique_sleep
 
@@ -285,3 +287,44 @@ def test_a_second_ctrl_c_during_the_grace_kills_at_once(shell, monkeypatch):
     (proc,) = procs
     proc.wait(timeout=10)
     assert not left_behind(procs, [first, second])
+
+
+# --- the child's environment: KeSi's own virtualenv is left out -----------------------------------
+
+needs_venv = pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="not running in a virtualenv")
+
+
+def path_entries_inside(env, folder):
+    own = os.path.realpath(folder)
+    return [p for p in env["PATH"].split(os.pathsep)
+            if os.path.realpath(p) == own or os.path.realpath(p).startswith(own + os.sep)]
+
+
+@needs_venv
+def test_own_venv_is_dropped_from_the_child_environment(ws, monkeypatch):
+    monkeypatch.setenv("PATH", os.pathsep.join([os.path.join(sys.prefix, "bin"), "/usr/bin", "/bin"]))
+    monkeypatch.setenv("VIRTUAL_ENV", sys.prefix)
+    env = kesi.sandbox_environment()
+    assert path_entries_inside(env, sys.prefix) == []
+    assert "/usr/bin" in env["PATH"].split(os.pathsep)
+    assert "VIRTUAL_ENV" not in env
+    assert env["PWD"] == str(ws)
+    with checklib.sandbox_forced(None):
+        output, _ = kesi.run_command('echo "venv=${VIRTUAL_ENV-unset} pwd=$PWD"')
+    assert output.startswith(f"venv=unset pwd={ws}\n")
+
+
+@needs_venv
+def test_no_path_entry_inside_own_venv_survives(ws, monkeypatch):
+    entries = [sys.prefix, os.path.join(sys.prefix, "lib", "tools", "bin"), "/usr/bin"]
+    monkeypatch.setenv("PATH", os.pathsep.join(entries))
+    assert path_entries_inside(kesi.sandbox_environment(), sys.prefix) == []
+
+
+@needs_venv
+def test_a_users_own_venv_is_kept(ws, tmp_path_factory, monkeypatch):
+    other = str(tmp_path_factory.mktemp("user-venv"))
+    monkeypatch.setenv("VIRTUAL_ENV", other)
+    env = kesi.sandbox_environment()
+    assert env["VIRTUAL_ENV"] == other
+    assert env["PWD"] == str(ws)
