@@ -289,6 +289,42 @@ def test_a_second_ctrl_c_during_the_grace_kills_at_once(shell, monkeypatch):
     assert not left_behind(procs, [first, second])
 
 
+def test_call_tool_lets_ctrl_c_through_but_turns_errors_into_results(plain, monkeypatch):
+    def interrupted(command, timeout=None):
+        raise KeyboardInterrupt
+
+    def broken(command, timeout=None):
+        raise RuntimeError("boom")
+    monkeypatch.setitem(kesi.TOOL_FUNCS, "run_command", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        kesi.call_tool("run_command", {"command": "true"})
+    monkeypatch.setitem(kesi.TOOL_FUNCS, "run_command", broken)
+    assert kesi.call_tool("run_command", {"command": "true"}) == ("Error: run_command failed: RuntimeError: boom", True)
+
+
+# --- the sandbox's part (only where one exists) ------------------------------------------------------------
+
+@pytest.mark.skipif(AVAILABLE is None, reason="no usable OS sandbox on this machine")
+def test_with_the_sandbox_secrets_and_outside_files_are_out_of_reach(ws, monkeypatch, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("outside") / "secret.txt"
+    outside.write_text("outside secret\n")
+    (ws / ".env").write_text("KEY=sk-ant-secret\n")
+    monkeypatch.setattr(kesi, "_sandbox_kind", [None])
+    assert "sk-ant-secret" in kesi.run_command("cat .env")[0]           # no sandbox: the shell sees all
+    assert "outside secret" in kesi.run_command(f"cat {outside}")[0]
+    monkeypatch.setattr(kesi, "_sandbox_kind", [AVAILABLE])
+    for command in ("cat .env", f"cat {outside}", "echo x > /usr/kesi-test"):
+        output, is_error = kesi.run_command(command)
+        assert is_error and "sk-ant-secret" not in output and "outside secret" not in output, command
+    assert "sandbox" in kesi.run_command("cat .env")[0]                # the hint explains the refusal
+    assert not os.path.exists("/usr/kesi-test")
+
+
+def test_the_description_names_no_timeout_number():
+    description = next(t for t in kesi.TOOLS if t["name"] == "run_command")["description"]
+    assert str(kesi.COMMAND_TIMEOUT) not in description and "120" not in description
+
+
 # --- the child's environment: KeSi's own virtualenv is left out -----------------------------------
 
 needs_venv = pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="not running in a virtualenv")
