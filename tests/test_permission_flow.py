@@ -16,13 +16,6 @@ from ptyterm import Terminal
 from test_permissions import KESI
 
 
-@pytest.fixture
-def screen(monkeypatch):
-    shown = io.StringIO()
-    monkeypatch.setattr(kesi, "UI", shown)
-    return shown
-
-
 def use(name, tool_input, use_id="t1"):
     return {"type": "tool_use", "id": use_id, "name": name, "input": tool_input}
 
@@ -36,7 +29,7 @@ def use(name, tool_input, use_id="t1"):
     ("../outside.txt", "x\n", "not allowed"),
     ("/etc/hosts", "x\n", "not allowed"),
 ])
-def test_write_file_that_would_fail_is_refused_unasked(ws, user, screen, path, content, why):
+def test_write_file_that_would_fail_is_refused_unasked(ws, user, notices, path, content, why):
     (ws / "seen.txt").write_text("old\n")
     asked = user("y")
     results, interrupted = kesi.run_tools([use("write_file", {"file_path": path, "content": content})])
@@ -44,7 +37,7 @@ def test_write_file_that_would_fail_is_refused_unasked(ws, user, screen, path, c
     assert asked.questions == [] and (ws / "seen.txt").read_text() == "old\n"
 
 
-def test_write_file_over_a_file_changed_since_it_was_read_is_refused_unasked(ws, user, screen):
+def test_write_file_over_a_file_changed_since_it_was_read_is_refused_unasked(ws, user, notices):
     (ws / "a.txt").write_text("one\n")
     kesi.read_file("a.txt")
     (ws / "a.txt").write_text("two\n")
@@ -54,7 +47,7 @@ def test_write_file_over_a_file_changed_since_it_was_read_is_refused_unasked(ws,
     assert (ws / "a.txt").read_text() == "two\n"
 
 
-def test_write_file_over_a_read_file_asks_with_its_diff_and_writes(ws, user, screen):
+def test_write_file_over_a_read_file_asks_with_its_diff_and_writes(ws, user, notices):
     (ws / "a.txt").write_text("one\n")
     kesi.read_file("a.txt")
     asked = user("y")
@@ -66,13 +59,13 @@ def test_write_file_over_a_read_file_asks_with_its_diff_and_writes(ws, user, scr
 
 # --- the person reads a short line; the model gets the instruction ---------------------
 
-def test_refusals_show_a_short_line_and_send_the_instruction(ws, user, screen):
+def test_refusals_show_a_short_line_and_send_the_instruction(ws, user, notices):
     user("n")
     results, _ = kesi.run_tools([use("run_command", {"command": "pytest -q"}, "t1"),
                                  use("run_command", {"command": "sudo id"}, "t2")])
     assert results[0]["content"] == kesi.USER_REFUSED and "Do not retry" in results[0]["content"]
     assert "blocked by a safety rule" in results[1]["content"]
-    shown = screen.getvalue()
+    shown = notices.getvalue()
     assert "[blocked] refused; not run" in shown and "[blocked] safety rule: sudo would run" in shown
     assert "Do not retry" not in shown and "Error:" not in shown
 
@@ -89,23 +82,23 @@ def real_prompt(monkeypatch, typed):
     return answers
 
 
-def test_the_prompt_shows_the_whole_command_with_control_characters_escaped(ws, screen, monkeypatch):
+def test_the_prompt_shows_the_whole_command_with_control_characters_escaped(ws, notices, monkeypatch):
     command = "python -c 'print(1)' " + " ".join(f"arg{i}" for i in range(60)) + " \r\x1b[2Kdone"
     real_prompt(monkeypatch, ["n"])
     assert kesi.check_permission("run_command", {"command": command}) == (False, kesi.USER_REFUSED)
-    shown = screen.getvalue()
+    shown = notices.getvalue()
     assert "arg59 \\r\\x1b[2Kdone" in shown and "\r" not in shown and "\x1b" not in shown
     assert "control characters (\\r \\x1b)" in shown
 
 
-def test_d_shows_the_whole_diff_then_asks_again(ws, screen, monkeypatch):
+def test_d_shows_the_whole_diff_then_asks_again(ws, notices, monkeypatch):
     old = "".join(f"line {i}\n" for i in range(80))
     (ws / "big.txt").write_text(old)
     kesi.read_file("big.txt")
     left = real_prompt(monkeypatch, ["d", "y"])
     results, _ = kesi.run_tools([use("write_file", {"file_path": "big.txt", "content": old.replace("line", "LINE")})])
     assert not results[0]["is_error"] and not left
-    shown = screen.getvalue()
+    shown = notices.getvalue()
     assert "answer d to see them all" in shown and "d = the whole diff" in shown
     assert "+LINE 79" in shown and shown.count("Allow? [") == 2
 
@@ -119,7 +112,7 @@ LATER = [".envrc", "sub/.envrc", ".vscode/tasks.json", ".VSCode/settings.json", 
 
 
 @pytest.mark.parametrize("path", LATER)
-def test_files_that_run_later_ask_even_in_accept_edits(ws, user, screen, monkeypatch, path):
+def test_files_that_run_later_ask_even_in_accept_edits(ws, user, notices, monkeypatch, path):
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
     asked = user("n")
     results, _ = kesi.run_tools([use("write_file", {"file_path": path, "content": "echo planted\n"})])
@@ -127,7 +120,7 @@ def test_files_that_run_later_ask_even_in_accept_edits(ws, user, screen, monkeyp
     assert asked.questions[0].reason == kesi.RUNS_LATER_REASON
 
 
-def test_files_that_run_later_follow_the_path_the_tool_writes(ws, user, screen, monkeypatch):
+def test_files_that_run_later_follow_the_path_the_tool_writes(ws, user, notices, monkeypatch):
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
     (ws / "editor").mkdir()
     (ws / "cfg").symlink_to(ws / ".vscode", target_is_directory=True)
@@ -142,7 +135,7 @@ def test_files_that_run_later_follow_the_path_the_tool_writes(ws, user, screen, 
     assert not (ws / ".vscode" / "tasks.json").exists() and (ws / ".envrc").read_text() == "export A=1\n"
 
 
-def test_ordinary_files_and_bypass_do_not_ask(ws, user, screen, monkeypatch):
+def test_ordinary_files_and_bypass_do_not_ask(ws, user, notices, monkeypatch):
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
     asked = user()
     kesi.run_tools([use("write_file", {"file_path": "Makefile", "content": "all:\n"}),
