@@ -75,15 +75,6 @@ def test_three_all_failed_rounds_stop_the_loop(mock_client):
     assert len(mock.requests) == 3 and "3 rounds in a row" in answer.text and "round 3" in answer.text
 
 
-def test_a_round_with_one_success_resets_the_failure_count(mock_client):
-    bad = tool_call("read_file", {"file_path": "missing.txt"})
-    good = tool_call("list_files", {})
-    script = [reply(None, bad), reply(None, bad), reply(None, bad, good), reply(None, bad), reply(None, bad),
-              reply(None, bad), reply("unreachable")]
-    answer, _, mock, _ = run(mock_client, script)
-    assert len(mock.requests) == 6 and "round 6" in answer.text
-
-
 def test_unknown_tools_and_refused_permissions_count_as_failures(mock_client, monkeypatch):
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "readOnly")
     script = [reply(None, tool_call("no_such_tool", {})),
