@@ -11,6 +11,7 @@ import contextlib
 import io
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,11 @@ for folder in (ROOT, ROOT / "examples"):
         sys.path.insert(0, str(folder))
 
 import anthropic  # noqa: E402
+
+# Checks and tests press Ctrl-C by sending SIGINT to themselves. A shell starts
+# background jobs (`pytest &`) with SIGINT ignored, and Python keeps it so;
+# restore the usual handler so Ctrl-C raises KeyboardInterrupt however we were started.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import kesi  # noqa: E402
 from mock_api import MockAPI  # noqa: E402
