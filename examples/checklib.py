@@ -10,8 +10,12 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import secrets
+import signal
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,6 +24,11 @@ for folder in (ROOT, ROOT / "examples"):
         sys.path.insert(0, str(folder))
 
 import anthropic  # noqa: E402
+
+# Checks and tests press Ctrl-C by sending SIGINT to themselves. A shell starts
+# background jobs (`pytest &`) with SIGINT ignored, and Python keeps it so;
+# restore the usual handler so Ctrl-C raises KeyboardInterrupt however we were started.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import kesi  # noqa: E402
 from mock_api import MockAPI  # noqa: E402
@@ -95,6 +104,31 @@ def tool_results(messages: list[dict]) -> list[dict]:
             for b in m["content"] if b.get("type") == "tool_result"]
 
 
+class ScriptedUser:
+    """Stands in for ask_user, the person at the terminal: records every
+    Question and answers from a list, then always with `then`.
+    "y" allows once, "a" allows and remembers for the session, "p" allows and
+    saves a rule for this project, "n" refuses."""
+
+    def __init__(self, *answers, then: str = "n"):
+        self.answers, self.then, self.questions = list(answers), then, []
+
+    @property
+    def asked(self) -> list[str]:
+        """What each question said (its detail line), in order."""
+        return [question.detail for question in self.questions]
+
+    def __call__(self, question):
+        self.questions.append(question)
+        answer = self.answers.pop(0) if self.answers else self.then
+        return answer in ("y", "a", "p"), {"a": True, "p": "project"}.get(answer, False)
+
+
+def tool_use(use_id: str, name: str, tool_input: dict) -> dict:
+    """A tool_use block as the model sends it."""
+    return {"type": "tool_use", "id": use_id, "name": name, "input": tool_input}
+
+
 def write_files(root: Path, files: dict) -> None:
     for rel, content in (files or {}).items():
         path = root / rel
@@ -158,3 +192,72 @@ def with_bytecode_cache(env: dict) -> dict:
     env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "kesi-pycache")
     return env
+
+
+# --- processes: found by their process group and by a marker unique to this run ---------
+# Several copies of the suite may run on one machine at once, so a check never
+# looks for "a sleep 30" by name: the sleep carries random digits, and the
+# processes KeSi started are followed through their own process group.
+
+def unique_sleep(seconds: int = 30) -> str:
+    """A `sleep` command line no other run on this machine has: sleep 30.<9 random digits>."""
+    return f"sleep {seconds}.{secrets.randbelow(10 ** 9):09d}"
+
+
+@contextlib.contextmanager
+def started_commands():
+    """Record the process groups KeSi starts (start_new_session=True) while inside."""
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    class RecordingPopen(real_popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            if kwargs.get("start_new_session"):
+                started.append(self)
+
+    subprocess.Popen = RecordingPopen
+    try:
+        yield started
+    finally:
+        subprocess.Popen = real_popen
+
+
+def live_processes(pgids=(), markers=()) -> list[int]:
+    """Pids of live (not zombie) processes in one of the process groups, or
+    whose command line contains one of the markers."""
+    pgids, markers, found = set(pgids), list(markers), []
+    for pid, pgid, state, args in process_table():
+        if state != "Z" and (pgid in pgids or any(m in args for m in markers)):
+            found.append(pid)
+    return found
+
+
+def process_table():
+    """(pid, pgid, state, command line) for every process this one can see."""
+    if not os.path.isdir("/proc"):             # macOS: ps prints the same four columns
+        listed = subprocess.run(["ps", "-A", "-o", "pid=", "-o", "pgid=", "-o", "stat=", "-o", "args="],
+                                capture_output=True, text=True).stdout
+        for line in listed.splitlines():
+            pid, pgid, state, *args = line.split(None, 3)
+            yield int(pid), int(pgid), state[0], " ".join(args)
+        return
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            state, _ppid, pgid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+            args = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue                           # it ended while we looked
+        yield int(entry.name), int(pgid), state, args
+
+
+def left_behind(started=(), markers=(), patience: float = 10.0) -> list[int]:
+    """The processes of finished commands (their groups, or carrying a marker)
+    still alive after `patience` seconds; [] when all are gone. A killed process
+    may take a moment to go on a busy machine, so this waits; it fails only for
+    a process that stays (the sleeps it looks for last 30 s)."""
+    pgids = [proc.pid for proc in started]
+    deadline = time.monotonic() + patience
+    while (alive := live_processes(pgids, markers)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return alive

@@ -8,6 +8,7 @@ for folder in (ROOT, ROOT / "examples"):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
+import io  # noqa: E402
 import os  # noqa: E402
 import tempfile  # noqa: E402
 
@@ -49,3 +50,21 @@ def mock_client():
     yield start
     for manager in reversed(stack):
         manager.__exit__(None, None, None)
+
+
+@pytest.fixture
+def user(monkeypatch):
+    """Factory: user(*answers, then="n") puts a checklib.ScriptedUser at the keyboard."""
+    def install(*answers, then="n"):
+        scripted = checklib.ScriptedUser(*answers, then=then)
+        monkeypatch.setattr(kesi, "ask_user", scripted)
+        return scripted
+    return install
+
+
+@pytest.fixture
+def notices(monkeypatch):
+    """KeSi's UI notices (tool lines, warnings), collected in a buffer."""
+    buffer = io.StringIO()
+    monkeypatch.setattr(kesi, "UI", buffer)
+    return buffer

@@ -69,3 +69,33 @@ def test_root_targets_and_removals(ws):
 def test_long_commands_ask():
     assert kesi.classify_command("echo " + "x" * kesi.MAX_CHECKED_CHARS)[0] == "ask"
     assert kesi.classify_command("echo hi")[0] == "allow"
+
+
+# --- backslash-newline is joined as sh joins it; option=value arguments name paths ----------------
+
+def test_sh_really_joins_backslash_newline_into_one_word():
+    # The premise of the fix: "ec\<newline>ho" is the command echo for sh.
+    proc = subprocess.run(["sh", "-c", "ec\\\nho joined"], capture_output=True, text=True, timeout=10)
+    assert proc.stdout == "joined\n"
+
+
+@pytest.mark.parametrize("command", ["r\\\nm -rf /", "su\\\ndo id"])
+def test_split_dangerous_command_is_denied(ws, command):
+    verdict, reason = kesi.classify_command(command)
+    assert verdict == "deny", reason
+
+
+def test_split_secret_name_is_asked_about(ws):
+    (ws / ".env").write_text("KEY=1\n")
+    assert kesi.classify_command("cat .e\\\nnv")[0] == "ask"
+    assert kesi.classify_command("cat README.md")[0] == "allow"    # the control case
+
+
+@pytest.mark.parametrize("command", ["diff --from-file=.env README.md", "wc --files0-from=.env"])
+def test_option_value_naming_a_secret_is_asked_about(ws, command):
+    (ws / ".env").write_text("KEY=1\n")
+    (ws / "README.md").write_text("hi\n")
+    verdict, reason = kesi.classify_command(command)
+    assert verdict == "ask"
+    assert "may not read" in reason
+    assert kesi.touches_forbidden(command.split())

@@ -1,14 +1,17 @@
-"""Compaction under the real API's rules: it streams (the SDK refuses a large
-non-streaming max_tokens), never raises (Ctrl-C included), reads the
-conversation from the prompt cache, and survives an endpoint that answers
-with a tool call. Real SDK against the mock."""
+"""Context management. Compaction under the real API's rules: it streams (the
+SDK refuses a large non-streaming max_tokens), never raises (Ctrl-C included),
+reads the conversation from the prompt cache, and survives an endpoint that
+answers with a tool call. Also clearing old tool results, the token estimate
+and when compaction runs (the day19 check covers the main story). Real SDK
+against the mock."""
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
 
 import kesi
-from checklib import capture_ui
+from checklib import capture_ui, tool_use
 from mock_api import error, reply, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,3 +104,121 @@ class _Later:
     @property
     def requests(self):
         return self.mock.requests[self.count:]
+
+
+# --- clearing old tool results, the token estimate, and when compaction runs ----------------------
+
+def test_cjk_text_is_not_underestimated():
+    history = [{"role": "user", "content": "字" * 1000}]
+    assert kesi.estimate_tokens(history) >= 1000
+
+
+def tool_round(n: int, size: int) -> list[dict]:
+    use = {"type": "tool_use", "id": f"toolu_{n}", "name": "read_file", "input": {"file_path": f"f{n}"}}
+    return [{"role": "assistant", "content": [use]},
+            {"role": "user", "content": [kesi.tool_result(f"toolu_{n}", "y" * size, False)]}]
+
+
+def test_clearing_keeps_the_newest_and_the_small_results():
+    history = [{"role": "user", "content": "go"}]
+    for n, size in enumerate([2000, 100, 2000, 2000, 2000, 2000, 2000]):
+        history += tool_round(n, size)
+    assert kesi.clear_old_tool_results(history) == 2          # f0 and f2; f1 is small
+    contents = [r["content"] for m in history[1:] if m["role"] == "user" for r in m["content"]]
+    assert contents[0] == contents[2] == kesi.CLEARED_RESULT
+    assert contents[1] == "y" * 100 and all(c == "y" * 2000 for c in contents[3:])
+    assert kesi.clear_old_tool_results(history) == 0          # the stub itself is never "large"
+
+
+def test_clearing_old_read_results_forgets_their_file_versions(ws):
+    count = kesi.KEEP_RECENT_RESULTS + 1
+    history = [{"role": "user", "content": "read them all"}]
+    for i in range(count):
+        (ws / f"f{i}.txt").write_text(f"file {i} " + "y" * 600 + "\n")
+        output, is_error = kesi.read_file(f"f{i}.txt")
+        assert not is_error and len(output) >= kesi.MIN_CLEARABLE_CHARS
+        history.append({"role": "assistant", "content": [tool_use(f"r{i}", "read_file", {"file_path": f"f{i}.txt"})]})
+        history.append({"role": "user", "content": [kesi.tool_result(f"r{i}", output, False)]})
+    assert len(kesi.READ_VERSIONS) == count
+
+    assert kesi.clear_old_tool_results(history) == 1
+    assert history[2]["content"][0]["content"] == kesi.CLEARED_RESULT
+    assert set(kesi.READ_VERSIONS) == {ws / f"f{i}.txt" for i in range(1, count)}
+    output, is_error = kesi.write_file("f0.txt", "overwritten from memory\n")
+    assert is_error
+    assert (ws / "f0.txt").read_text().startswith("file 0 ")
+
+
+def test_below_the_threshold_nothing_happens(ws, mock_client):
+    mock, client = mock_client()
+    history = [{"role": "user", "content": "go"}] + tool_round(1, 5000)
+    before = json.dumps(history)
+    kesi.manage_context(client, history, kesi.MAIN_AGENT)
+    assert json.dumps(history) == before and mock.requests == []
+
+
+def summarising(steps):
+    queue = list(steps)
+    return lambda body, n: reply("SUMMARY.") if is_compaction(body) else queue.pop(0)
+
+
+def test_auto_compaction_at_turn_start_keeps_the_new_prompt(ws, mock_client, monkeypatch):
+    mock, client = mock_client(summarising([reply("first"), reply("answer to the new prompt")]))
+    capture_ui()
+    history = []
+    kesi.run_turn(client, history, "first question " + "z" * 4000)
+    monkeypatch.setattr(kesi, "CONTEXT_WINDOW", kesi.estimate_tokens(history, kesi.MAIN_AGENT))
+    answer = kesi.run_turn(client, history, "the new prompt")
+    sent = mock.requests[-1]["body"]["messages"]
+    assert is_compaction(mock.requests[1]["body"]) and answer.text == "answer to the new prompt"
+    assert [kesi.text_of(m["content"]) for m in sent][1:] == ["Understood. I will continue from this summary.",
+                                                             "the new prompt"]
+    assert all(r["status"] == 200 for r in mock.requests)
+
+
+def test_new_prompt_after_a_sealed_round_survives_compaction(ws, mock_client):
+    """A resumed session that ended mid-tool is sealed (user tool_result);
+    the next prompt then follows another user message. Compaction must keep
+    that prompt rather than fold it away unseen."""
+    mock, client = mock_client(summarising([reply("continuing")]))
+    history = [{"role": "user", "content": "read f1"}, tool_round(1, 10)[0]]
+    kesi.seal_dangling_tool_use(history)
+    history.append({"role": "user", "content": "now do the next thing"})
+    assert kesi.compact_history(client, history)
+    assert kesi.text_of(history[-1]["content"]) == "now do the next thing"
+    kesi.run_agent(client, history)
+    assert mock.requests[-1]["status"] == 200
+
+
+def test_after_compaction_files_must_be_read_again_before_overwriting(ws, mock_client):
+    """The summary does not hold the file; overwriting it from memory would lose what was forgotten."""
+    (ws / "notes.txt").write_text("line one\nline two\n")
+    mock, client = mock_client(summarising([]))
+    assert kesi.read_file("notes.txt")[1] is False and kesi.READ_VERSIONS
+    history = [{"role": "user", "content": "read notes.txt"}, {"role": "assistant", "content": "It has two lines."}]
+    assert kesi.compact_history(client, history)
+    output, is_error = kesi.write_file("notes.txt", "line one\n")
+    assert is_error and (ws / "notes.txt").read_text() == "line one\nline two\n"
+
+
+def test_failed_or_empty_compaction_keeps_the_history(ws, mock_client):
+    history = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    mock, client = mock_client([error(400, "prompt is too long (mock)"), reply(None, tool_call("grep", {"pattern": "x"})),
+                                reply(None)])
+    shown = capture_ui()
+    assert not kesi.compact_history(client, history)
+    assert "compaction failed, history kept" in shown.getvalue()
+    assert not kesi.compact_history(client, history)          # a tool call, then (without tools) no text: no summary
+    assert "no summary" in shown.getvalue() and "tools" not in mock.requests[-1]["body"]
+    assert history == [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+
+
+def test_compact_on_empty_history(ws, notices):
+    assert kesi.handle_slash("/compact", None, []) is True
+    assert "nothing to compact" in notices.getvalue()
+
+
+def test_compact_with_nothing_to_compact_sends_nothing(ws, mock_client):
+    mock, client = mock_client()
+    assert kesi.handle_slash("/compact", client, []) is True
+    assert mock.requests == []

@@ -6,11 +6,9 @@ text) fails these tests too: "the next request is accepted" is checked
 wherever a failure could have left the journal broken.
 """
 import io
-import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -19,7 +17,7 @@ import pytest
 from anthropic.types import TextBlock, ToolUseBlock
 
 import kesi
-from checklib import kesi_subprocess_env
+from checklib import kesi_subprocess_env, left_behind, live_processes, unique_sleep
 from mock_api import MockAPI, error, reply, tool_call
 
 KESI = Path(kesi.__file__).resolve()
@@ -56,16 +54,6 @@ def accepts_next_turn(client, history, mock) -> bool:
     return mock.requests[-1]["status"] == 200 and answer.ok
 
 
-def alive(marker: str) -> bool:
-    return subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
-
-
-def sigint_after(seconds: float) -> threading.Timer:
-    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    return timer
-
-
 # --- loop limits -------------------------------------------------------------------------
 
 def test_the_limits_have_their_documented_values():
@@ -85,15 +73,6 @@ def test_max_turns_stops_an_endless_loop_with_a_valid_journal(mock_client, monke
 def test_three_all_failed_rounds_stop_the_loop(mock_client):
     answer, history, mock, _ = run(mock_client, MockAPI.mode("fail"))
     assert len(mock.requests) == 3 and "3 rounds in a row" in answer.text and "round 3" in answer.text
-
-
-def test_a_round_with_one_success_resets_the_failure_count(mock_client):
-    bad = tool_call("read_file", {"file_path": "missing.txt"})
-    good = tool_call("list_files", {})
-    script = [reply(None, bad), reply(None, bad), reply(None, bad, good), reply(None, bad), reply(None, bad),
-              reply(None, bad), reply("unreachable")]
-    answer, _, mock, _ = run(mock_client, script)
-    assert len(mock.requests) == 6 and "round 6" in answer.text
 
 
 def test_unknown_tools_and_refused_permissions_count_as_failures(mock_client, monkeypatch):
@@ -183,7 +162,7 @@ def test_a_400_is_retried_only_when_the_server_says_so(mock_client):
 
 
 def test_a_slow_api_times_out_with_a_clear_message():
-    with MockAPI([reply("late", delay=3)]) as mock:
+    with MockAPI([reply("late", delay=30)]) as mock:      # far beyond the 0.5 s timeout
         client = anthropic.Anthropic(base_url=mock.url, api_key="test-key", max_retries=0, timeout=0.5)
         history = [{"role": "user", "content": "go"}]
         answer = kesi.run_agent(client, history)
@@ -259,24 +238,10 @@ def test_ctrl_c_between_tool_use_and_results_is_sealed_by_run_turn(mock_client, 
     assert kesi.run_turn(client, history, "again").ok
 
 
-def test_ctrl_c_while_waiting_for_the_api_returns_at_once(mock_client):
-    mock, client = mock_client([reply("too late", delay=3), reply("second")])
-    history = []
-    timer = sigint_after(0.3)
-    started = time.monotonic()
-    try:
-        answer = kesi.run_turn(client, history, "slow")
-    finally:
-        timer.cancel()
-    assert time.monotonic() - started < 2 and not answer.ok
-    assert "too late" not in str(history)
-    assert kesi.run_turn(client, history, "again").text == "second"
-
-
 def test_ctrl_c_in_the_repl_stops_the_command_and_keeps_the_session_going(ws):
     # The sandbox is left on "auto" (bubblewrap where it works); both ways of
     # launching are covered at the tool level in test_run_command.py.
-    marker = "sleep 31.61"
+    marker = unique_sleep()       # KeSi runs as a child here: its command is found by this marker
     script = [reply(None, tool_call("run_command", {"command": f"{marker} & {marker}"})), reply("Second answer.")]
     with MockAPI(script) as mock:
         proc = subprocess.Popen([sys.executable, str(KESI), "--permission-mode", "bypassPermissions"], cwd=ws,
@@ -286,9 +251,9 @@ def test_ctrl_c_in_the_repl_stops_the_command_and_keeps_the_session_going(ws):
             proc.stdin.write("start the job\n")
             proc.stdin.flush()
             deadline = time.monotonic() + 30
-            while not alive(marker) and time.monotonic() < deadline and proc.poll() is None:
+            while not live_processes(markers=[marker]) and time.monotonic() < deadline and proc.poll() is None:
                 time.sleep(0.05)
-            assert alive(marker), "the command never started"
+            assert live_processes(markers=[marker]), "the command never started"
             proc.send_signal(signal.SIGINT)      # the terminal's Ctrl-C reaches KeSi, not the command's session
             out, err = proc.communicate("what now?\n/exit\n", timeout=30)
         finally:
@@ -297,7 +262,7 @@ def test_ctrl_c_in_the_repl_stops_the_command_and_keeps_the_session_going(ws):
                 proc.wait()
     assert proc.returncode == 0, err
     assert "interrupted" in out and "Second answer." in out and "Traceback" not in err
-    assert not alive(marker)
+    assert not left_behind(markers=[marker])
     assert len(mock.requests) == 2 and mock.requests[1]["status"] == 200
     result = mock.requests[1]["body"]["messages"][2]["content"][0]
     assert result["content"] == kesi.INTERRUPTED_TOOL and result["is_error"] is True

@@ -10,37 +10,10 @@ import sys
 import pytest
 
 import kesi
-from checklib import kesi_subprocess_env
+from checklib import kesi_subprocess_env, tool_use
 from mock_api import reply, tool_call
-from test_permissions import KESI, Terminal
-
-
-class Person:
-    """Stands in for ask_user: records each question, answers from a list."""
-
-    def __init__(self, *answers):
-        self.answers, self.questions = list(answers), []
-
-    def __call__(self, question):
-        self.questions.append(question)
-        answer = self.answers.pop(0) if self.answers else "n"
-        return answer in ("y", "a"), answer == "a"
-
-
-@pytest.fixture
-def person(monkeypatch):
-    def install(*answers):
-        stand_in = Person(*answers)
-        monkeypatch.setattr(kesi, "ask_user", stand_in)
-        return stand_in
-    return install
-
-
-@pytest.fixture
-def screen(monkeypatch):
-    shown = io.StringIO()
-    monkeypatch.setattr(kesi, "UI", shown)
-    return shown
+from ptyterm import Terminal
+from test_permissions import KESI
 
 
 def use(name, tool_input, use_id="t1"):
@@ -56,28 +29,28 @@ def use(name, tool_input, use_id="t1"):
     ("../outside.txt", "x\n", "not allowed"),
     ("/etc/hosts", "x\n", "not allowed"),
 ])
-def test_write_file_that_would_fail_is_refused_unasked(ws, person, screen, path, content, why):
+def test_write_file_that_would_fail_is_refused_unasked(ws, user, notices, path, content, why):
     (ws / "seen.txt").write_text("old\n")
-    asked = person("y")
+    asked = user("y")
     results, interrupted = kesi.run_tools([use("write_file", {"file_path": path, "content": content})])
     assert results[0]["is_error"] and why in results[0]["content"] and not interrupted
     assert asked.questions == [] and (ws / "seen.txt").read_text() == "old\n"
 
 
-def test_write_file_over_a_file_changed_since_it_was_read_is_refused_unasked(ws, person, screen):
+def test_write_file_over_a_file_changed_since_it_was_read_is_refused_unasked(ws, user, notices):
     (ws / "a.txt").write_text("one\n")
     kesi.read_file("a.txt")
     (ws / "a.txt").write_text("two\n")
-    asked = person("y")
+    asked = user("y")
     results, _ = kesi.run_tools([use("write_file", {"file_path": "a.txt", "content": "three\n"})])
     assert "changed after you read it" in results[0]["content"] and asked.questions == []
     assert (ws / "a.txt").read_text() == "two\n"
 
 
-def test_write_file_over_a_read_file_asks_with_its_diff_and_writes(ws, person, screen):
+def test_write_file_over_a_read_file_asks_with_its_diff_and_writes(ws, user, notices):
     (ws / "a.txt").write_text("one\n")
     kesi.read_file("a.txt")
-    asked = person("y")
+    asked = user("y")
     results, _ = kesi.run_tools([use("write_file", {"file_path": "a.txt", "content": "two\n"})])
     assert not results[0]["is_error"] and (ws / "a.txt").read_text() == "two\n"
     assert asked.questions[0].detail == "write_file wants to change a.txt"
@@ -86,13 +59,13 @@ def test_write_file_over_a_read_file_asks_with_its_diff_and_writes(ws, person, s
 
 # --- the person reads a short line; the model gets the instruction ---------------------
 
-def test_refusals_show_a_short_line_and_send_the_instruction(ws, person, screen):
-    person("n")
+def test_refusals_show_a_short_line_and_send_the_instruction(ws, user, notices):
+    user("n")
     results, _ = kesi.run_tools([use("run_command", {"command": "pytest -q"}, "t1"),
                                  use("run_command", {"command": "sudo id"}, "t2")])
     assert results[0]["content"] == kesi.USER_REFUSED and "Do not retry" in results[0]["content"]
     assert "blocked by a safety rule" in results[1]["content"]
-    shown = screen.getvalue()
+    shown = notices.getvalue()
     assert "[blocked] refused; not run" in shown and "[blocked] safety rule: sudo would run" in shown
     assert "Do not retry" not in shown and "Error:" not in shown
 
@@ -109,23 +82,23 @@ def real_prompt(monkeypatch, typed):
     return answers
 
 
-def test_the_prompt_shows_the_whole_command_with_control_characters_escaped(ws, screen, monkeypatch):
+def test_the_prompt_shows_the_whole_command_with_control_characters_escaped(ws, notices, monkeypatch):
     command = "python -c 'print(1)' " + " ".join(f"arg{i}" for i in range(60)) + " \r\x1b[2Kdone"
     real_prompt(monkeypatch, ["n"])
     assert kesi.check_permission("run_command", {"command": command}) == (False, kesi.USER_REFUSED)
-    shown = screen.getvalue()
+    shown = notices.getvalue()
     assert "arg59 \\r\\x1b[2Kdone" in shown and "\r" not in shown and "\x1b" not in shown
     assert "control characters (\\r \\x1b)" in shown
 
 
-def test_d_shows_the_whole_diff_then_asks_again(ws, screen, monkeypatch):
+def test_d_shows_the_whole_diff_then_asks_again(ws, notices, monkeypatch):
     old = "".join(f"line {i}\n" for i in range(80))
     (ws / "big.txt").write_text(old)
     kesi.read_file("big.txt")
     left = real_prompt(monkeypatch, ["d", "y"])
     results, _ = kesi.run_tools([use("write_file", {"file_path": "big.txt", "content": old.replace("line", "LINE")})])
     assert not results[0]["is_error"] and not left
-    shown = screen.getvalue()
+    shown = notices.getvalue()
     assert "answer d to see them all" in shown and "d = the whole diff" in shown
     assert "+LINE 79" in shown and shown.count("Allow? [") == 2
 
@@ -139,21 +112,21 @@ LATER = [".envrc", "sub/.envrc", ".vscode/tasks.json", ".VSCode/settings.json", 
 
 
 @pytest.mark.parametrize("path", LATER)
-def test_files_that_run_later_ask_even_in_accept_edits(ws, person, screen, monkeypatch, path):
+def test_files_that_run_later_ask_even_in_accept_edits(ws, user, notices, monkeypatch, path):
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
-    asked = person("n")
+    asked = user("n")
     results, _ = kesi.run_tools([use("write_file", {"file_path": path, "content": "echo planted\n"})])
     assert results[0]["content"] == kesi.USER_REFUSED and not (ws / path).exists()
     assert asked.questions[0].reason == kesi.RUNS_LATER_REASON
 
 
-def test_files_that_run_later_follow_the_path_the_tool_writes(ws, person, screen, monkeypatch):
+def test_files_that_run_later_follow_the_path_the_tool_writes(ws, user, notices, monkeypatch):
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
     (ws / "editor").mkdir()
     (ws / "cfg").symlink_to(ws / ".vscode", target_is_directory=True)
     (ws / ".vscode").mkdir()
     (ws / ".envrc").write_text("export A=1\n")
-    asked = person("n", "n")
+    asked = user("n", "n")
     kesi.run_tools([use("write_file", {"file_path": "cfg/tasks.json", "content": "{}"}),
                     use("edit_file", {"file_path": str(ws / "editor/../.envrc"), "old_string": "A=1",
                                       "new_string": "A=2"}, "t2")])
@@ -162,9 +135,9 @@ def test_files_that_run_later_follow_the_path_the_tool_writes(ws, person, screen
     assert not (ws / ".vscode" / "tasks.json").exists() and (ws / ".envrc").read_text() == "export A=1\n"
 
 
-def test_ordinary_files_and_bypass_do_not_ask(ws, person, screen, monkeypatch):
+def test_ordinary_files_and_bypass_do_not_ask(ws, user, notices, monkeypatch):
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
-    asked = person()
+    asked = user()
     kesi.run_tools([use("write_file", {"file_path": "Makefile", "content": "all:\n"}),
                     use("write_file", {"file_path": "src/envrc.py", "content": "x = 1\n"}, "t2")])
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
@@ -187,6 +160,7 @@ def test_ctrl_c_at_the_prompt_ends_the_turn(ws, mock_client):
         term.expect("you > ")
         term.type("run the tests\n")
         term.expect("Allow? [")
+        term.wait_until_reading()
         term.type("\x03")
         try:
             term.expect("interrupted", timeout=5)
@@ -211,3 +185,70 @@ def test_ctrl_c_at_the_prompt_ends_the_turn(ws, mock_client):
                    and m["content"] and m["content"][0].get("type") == "tool_result")
     assert [r["content"] for r in results] == [kesi.INTERRUPTED_PROMPT, kesi.SKIPPED_TOOL]
     assert "Error:" not in term.seen.split("Allow? [")[1].split("you > ")[0]
+
+
+# --- more calls that cannot succeed, and the preview a question shows -----------------------------
+
+def test_write_file_with_an_absolute_path_is_refused_without_asking(ws, user):
+    """write_file refuses absolute paths, so nobody is asked about one first."""
+    (ws / "a.py").write_text("x = 1\n")
+    person = user(then="y")          # says yes to any question
+    path = str(ws / "a.py")
+    assert kesi.check_write_permission("write_file", path) == (True, None)
+    assert person.asked == []
+    output, is_error = kesi.write_file(path, "x = 2\n")
+    assert is_error and "not allowed" in output and (ws / "a.py").read_text() == "x = 1\n"
+
+
+def test_an_edit_that_cannot_apply_is_refused_without_asking(ws, user):
+    person = user(then="y")          # says yes to any question
+    (ws / "calc.py").write_text("x = 1\n")
+    verdict = kesi.judge_call("edit_file", {"file_path": "calc.py", "old_string": "nope", "new_string": "yes"},
+                              kesi.MAIN_AGENT)
+    assert verdict.outcome == "cannot" and "old_string was not found" in verdict.message and person.asked == []
+    assert (ws / "calc.py").read_text() == "x = 1\n"
+
+
+def test_a_call_that_cannot_apply_is_shown_as_an_error_not_as_blocked(ws, user, notices):
+    person = user(then="y")          # says yes to any question
+    (ws / "calc.py").write_text("x = 1\n")
+    use = tool_use("e9", "edit_file", {"file_path": "calc.py", "old_string": "nope", "new_string": "yes"})
+    results, _ = kesi.run_tools([use], kesi.MAIN_AGENT)
+    assert results[0]["is_error"] and "old_string was not found" in results[0]["content"]
+    assert "x Error: old_string was not found" in notices.getvalue() and "[blocked]" not in notices.getvalue()
+    assert person.asked == []
+
+
+def test_sub_agent_write_file_is_refused_without_a_question(ws, mock_client, user, notices):
+    person = user(then="y")          # says yes to any question
+    call = tool_call("write_file", {"file_path": "x.py", "content": "y = 1\n"})
+    mock, client = mock_client([reply(None, call), "done"])
+    answer = kesi.run_agent(client, [{"role": "user", "content": "look around"}], kesi.SUB_AGENT)
+    assert answer.ok and answer.text == "done"
+    result = mock.requests[1]["body"]["messages"][-1]["content"][0]
+    assert result["is_error"]
+    assert "there is no tool named write_file" in kesi.text_of(result["content"])
+    assert person.asked == []
+    assert not (ws / "x.py").exists()
+
+
+def test_the_user_sees_the_diff_before_approving_an_edit(ws, notices, user):
+    (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    person = user("y", "y")
+    edit = {"file_path": "calc.py", "old_string": "return a - b", "new_string": "return a + b"}
+    assert kesi.judge_call("edit_file", edit, kesi.MAIN_AGENT).outcome == "allow"
+    seen = [(q.detail, q.diff) for q in person.questions]
+    assert seen[0][0] == "edit_file wants to change calc.py"
+    assert "-    return a - b" in seen[0][1] and "+    return a + b" in seen[0][1]
+    write = {"file_path": "new.py", "content": "x = 1\n"}
+    assert kesi.judge_call("write_file", write, kesi.MAIN_AGENT).outcome == "allow"
+    assert (person.questions[1].detail, person.questions[1].diff) == ("write_file wants to create new.py",
+                                                                      "@@ -0,0 +1 @@\n+x = 1")
+
+
+def test_the_real_prompt_prints_the_preview(ws, notices, monkeypatch):
+    monkeypatch.setattr(kesi, "can_ask", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt="": "n")
+    question = kesi.Question("edit_file wants to change a.py", diff="-old\n+new", choices=kesi.FILE_CHOICES)
+    assert kesi.ask_user(question) == (False, False)
+    assert "        -old\n        +new\n" in notices.getvalue()

@@ -32,25 +32,6 @@ def settings(ws, tmp_path_factory, monkeypatch):
     return write
 
 
-class Person:
-    def __init__(self, *answers):
-        self.answers, self.asked = list(answers), []
-
-    def __call__(self, question):
-        self.asked.append(question.detail)
-        answer = self.answers.pop(0) if self.answers else "n"
-        return answer in ("y", "a", "p"), {"a": True, "p": "project"}.get(answer, False)
-
-
-@pytest.fixture
-def person(monkeypatch):
-    def install(*answers):
-        stand_in = Person(*answers)
-        monkeypatch.setattr(kesi, "ask_user", stand_in)
-        return stand_in
-    return install
-
-
 @pytest.fixture(autouse=True)
 def quiet(monkeypatch):
     monkeypatch.setattr(kesi, "UI", io.StringIO())
@@ -60,9 +41,9 @@ def allowed(command):
     return kesi.check_permission("run_command", {"command": command})[0]
 
 
-def test_a_prefix_rule_allows_plain_commands_only(settings, person):
+def test_a_prefix_rule_allows_plain_commands_only(settings, user):
     settings(user={"allow": ["Bash(npm test:*)"]})
-    asked = person()
+    asked = user()
     for command in ("npm test", "npm test -- -k slow", " npm  test "):
         assert allowed(command), command
     assert asked.asked == []
@@ -74,16 +55,16 @@ def test_a_prefix_rule_allows_plain_commands_only(settings, person):
     assert len(asked.asked) == len(sneaky)
 
 
-def test_an_exact_rule_matches_only_that_command(settings, person):
+def test_an_exact_rule_matches_only_that_command(settings, user):
     settings(project_rules={"allow": ["Bash(python -m pytest -q)"]})
-    person()
+    user()
     assert allowed("python -m pytest -q")
     assert not allowed("python -m pytest -q -x") and not allowed("python -m pytest")
 
 
-def test_deny_rules_beat_modes_grants_and_allow_rules(settings, person, monkeypatch):
+def test_deny_rules_beat_modes_grants_and_allow_rules(settings, user, monkeypatch):
     settings(user={"allow": ["Bash(git push:*)"], "deny": ["Bash(git push:*)", "Edit(secrets/**)"]})
-    asked = person("y")
+    asked = user("y")
     kesi.GRANTED_COMMANDS.add("git push origin main")
     for mode in kesi.PERMISSION_MODES:
         monkeypatch.setattr(kesi, "PERMISSION_MODE", mode)
@@ -95,16 +76,16 @@ def test_deny_rules_beat_modes_grants_and_allow_rules(settings, person, monkeypa
     assert asked.asked == []
 
 
-def test_hard_denials_stay_hard_whatever_the_rules(settings, person):
+def test_hard_denials_stay_hard_whatever_the_rules(settings, user):
     settings(user={"allow": ["Bash(sudo id)", "Bash(rm -rf:*)"]})
-    person("y")
+    user("y")
     assert kesi.classify_command("sudo id")[0] == "deny"
     assert not allowed("sudo id") and not allowed("rm -rf ~")
 
 
-def test_edit_rules_glob_the_workspace_path(settings, person):
+def test_edit_rules_glob_the_workspace_path(settings, user):
     settings(user={"allow": ["Edit(src/**)", "Edit(docs/*.md)"]})
-    asked = person()
+    asked = user()
     for path in ("src/a.py", "src/deep/b.py", "docs/x.md"):
         assert kesi.check_permission("write_file", {"file_path": path})[0], path
     assert asked.asked == []
@@ -113,25 +94,25 @@ def test_edit_rules_glob_the_workspace_path(settings, person):
     assert len(asked.asked) == 5        # files that run later ask even under an allow rule
 
 
-def test_a_project_file_can_deny_but_not_allow(settings, person):
+def test_a_project_file_can_deny_but_not_allow(settings, user):
     settings(project={"allow": ["Bash(curl:*)", "Edit(**)"], "deny": ["Bash(make deploy)"]})
-    asked = person()
+    asked = user()
     assert not allowed("curl https://example.com") and not kesi.check_permission("write_file", {"file_path": "a.py"})[0]
     assert len(asked.asked) == 2
     ok, refusal = kesi.check_permission("run_command", {"command": "make deploy"})
     assert not ok and ".kesi/settings.json" in refusal and len(asked.asked) == 2
 
 
-def test_p_saves_an_exact_rule_for_this_project_in_the_user_settings(settings, person, ws):
+def test_p_saves_an_exact_rule_for_this_project_in_the_user_settings(settings, user, ws):
     path = settings(user={})
-    person("p", "p")
+    user("p", "p")
     assert allowed("make check")
     assert kesi.check_permission("write_file", {"file_path": "notes.md"})[0]
     saved = json.loads(path.read_text())
     assert saved["projects"][str(ws)]["allow"] == ["Bash(make check)", "Edit(notes.md)"]
     assert not (ws / ".kesi" / "settings.json").exists()
     kesi.GRANTED_COMMANDS.clear(), kesi.GRANTED_WRITES.clear()      # a new session
-    later = person()
+    later = user()
     assert allowed("make check") and kesi.check_permission("write_file", {"file_path": "notes.md"})[0]
     assert not allowed("make check && rm -rf x") and later.asked == ["run command: make check && rm -rf x"]
 

@@ -6,24 +6,18 @@ The --permission-mode values are exercised through headless kesi.py -p runs.
 """
 import builtins
 import contextlib
-import fcntl
 import io
 import json
-import os
-import pty
-import select
 import subprocess
-import struct
 import sys
-import termios
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import kesi
-from checklib import kesi_subprocess_env
+from checklib import kesi_subprocess_env, tool_use
+from ptyterm import Terminal
 from mock_api import MockAPI, reply, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,27 +66,6 @@ def project(ws, tmp_path_factory):
     outside.write_text("outside\n")
     (ws / "outside-link").symlink_to(outside)
     return ws
-
-
-class ScriptedUser:
-    """Stands in for ask_user: records each question, answers from a list."""
-
-    def __init__(self, *answers):
-        self.answers, self.asked = list(answers), []
-
-    def __call__(self, question):
-        self.asked.append((question.detail, question.reason))
-        answer = self.answers.pop(0) if self.answers else "n"
-        return answer in ("y", "a"), answer == "a"
-
-
-@pytest.fixture
-def user(monkeypatch):
-    def install(*answers):
-        scripted = ScriptedUser(*answers)
-        monkeypatch.setattr(kesi, "ask_user", scripted)
-        return scripted
-    return install
 
 
 # --- classify_command ----------------------------------------------------------
@@ -153,7 +126,8 @@ def test_command_grant_is_exact(project, user):
         assert kesi.check_permission("run_command", {"command": other}) == (False, kesi.USER_REFUSED)
     assert kesi.GRANTED_COMMANDS == {"python -m pytest -v"}
     assert len(person.asked) == 4
-    assert person.asked[0] == ("run command: python -m pytest -v", "python is not on the read-only list")
+    first = person.questions[0]
+    assert (first.detail, first.reason) == ("run command: python -m pytest -v", "python is not on the read-only list")
 
 
 def test_y_allows_once_only(project, user):
@@ -169,7 +143,7 @@ def test_write_grant_is_per_path_and_shared_by_both_tools(project, user):
     assert kesi.check_permission("write_file", {"file_path": "./rules.py"}) == (True, None)
     assert kesi.check_permission("write_file", {"file_path": "test_rules.py"}) == (False, kesi.USER_REFUSED)
     assert kesi.GRANTED_WRITES == {"rules.py"}
-    assert [d for d, _ in person.asked] == ["edit_file wants to change rules.py",
+    assert person.asked == ["edit_file wants to change rules.py",
                                              "write_file wants to create test_rules.py"]
 
 
@@ -381,50 +355,6 @@ def test_permission_modes_are_documented(capsys):
 
 # --- the real prompt over a pseudo-terminal ---------------------------------------
 
-class Terminal:
-    """A kesi.py REPL on a pseudo-terminal: type lines, wait for text."""
-
-    def __init__(self, args, cwd, env):
-        self.master, slave = pty.openpty()
-        # A wide window: the approval question is longer than 80 columns, and
-        # readline on a dumb terminal scrolls a long line sideways instead.
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
-        # A session of its own with the pty as controlling terminal, so that
-        # Ctrl-C typed into it becomes a real SIGINT, as in a real terminal.
-        self.proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
-                                     start_new_session=True,
-                                     preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
-        os.close(slave)
-        self.seen, self.pos = "", 0
-
-    def expect(self, text, timeout=30):
-        deadline = time.monotonic() + timeout
-        while text not in self.seen[self.pos:]:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.master], [], [], left)[0]:
-                raise AssertionError(f"timed out waiting for {text!r}; output so far:\n{self.seen}")
-            try:
-                chunk = os.read(self.master, 4096)
-            except OSError:           # the child closed the terminal
-                chunk = b""
-            if not chunk:
-                raise AssertionError(f"terminal closed before {text!r}; output:\n{self.seen}")
-            self.seen += chunk.decode("utf-8", errors="replace")
-        self.pos = self.seen.index(text, self.pos) + len(text)
-        return self.seen
-
-    def type(self, data: str):
-        os.write(self.master, data.encode())
-
-    def close(self):
-        try:
-            self.proc.wait(timeout=20)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            os.close(self.master)
-
-
 def test_real_prompt_over_a_pty(ws, mock_client):
     command = "touch made-by-kesi.txt"
     turn = [reply(tool_call("run_command", {"command": command})), reply("ok")]
@@ -463,3 +393,57 @@ def test_real_prompt_over_a_pty(ws, mock_client):
     assert [r["is_error"] for r in results] == [False, False, False, True, True], json.dumps(results)[:2000]
     assert results[3]["content"] == results[4]["content"] == kesi.USER_REFUSED
     assert (ws / "made-by-kesi.txt").exists()
+
+
+# --- one grant key per file, however it is spelled ------------------------------------------------
+
+def test_split_rm_root_is_refused_even_in_bypass_mode(ws, monkeypatch, user):
+    person = user(then="y")          # says yes to any question
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
+    allowed, refusal = kesi.check_command_permission("r\\\nm -rf /")
+    assert not allowed
+    assert "safety rule" in refusal
+    assert person.asked == []
+
+
+@pytest.fixture
+def jail_with_a(ws):
+    (ws / "a.py").write_text("x = 1\n")
+    (ws / "sub").mkdir()
+    return ws
+
+
+def spellings(root):
+    return ["a.py", str(root / "a.py"), "sub/../a.py"]
+
+
+def test_write_key_is_the_same_for_every_spelling(jail_with_a):
+    assert [kesi.write_key(p) for p in spellings(jail_with_a)] == ["a.py"] * 3
+
+
+def test_grant_on_a_py_covers_absolute_and_dotdot_spellings(jail_with_a, user):
+    person = user(then="y")          # says yes to any question
+    kesi.GRANTED_WRITES.add("a.py")
+    for path in spellings(jail_with_a):
+        assert kesi.check_write_permission("edit_file", path) == (True, None), path
+    assert person.asked == []
+
+
+def test_absolute_and_dotdot_spellings_are_asked_about_without_a_grant(jail_with_a, user):
+    person = user(then="y")          # says yes to any question
+    for path in spellings(jail_with_a)[1:]:
+        assert kesi.check_write_permission("edit_file", path) == (True, None)
+    assert person.asked == ["edit_file wants to change a.py"] * 2
+
+
+def test_read_only_mode_refuses_absolute_edit_without_asking(jail_with_a, user, notices, monkeypatch):
+    person = user(then="y")          # says yes to any question
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "readOnly")
+    kesi.read_file("a.py")
+    use = tool_use("e1", "edit_file", {"file_path": str(jail_with_a / "a.py"),
+                                       "old_string": "x = 1", "new_string": "x = 2"})
+    results, interrupted = kesi.run_tools([use], kesi.MAIN_AGENT)
+    assert not interrupted
+    assert results[0]["is_error"] and "read-only mode" in results[0]["content"]
+    assert person.asked == []
+    assert (jail_with_a / "a.py").read_text() == "x = 1\n"

@@ -572,3 +572,43 @@ def test_glob_literal_folder_through_a_symlink_is_not_a_shortcut(ws, tmp_path_fa
     for pattern in ("out/*.py", "out/**/*.py", "inside/*.py"):
         output, is_error = kesi.glob_files(pattern)
         assert not is_error and "secret" not in output and output.startswith("No accessible files")
+
+
+# --- partial-view notes, and ignored names in any letter case -------------------------------------
+
+def test_read_to_eof_with_a_cut_line_points_to_edit_file(ws):
+    (ws / "long.txt").write_text("short\n" + "x" * (kesi.MAX_LINE_CHARS + 500) + "\nend\n")
+    output, is_error = kesi.read_file("long.txt")
+    assert not is_error
+    assert "the file ends at line 3" in output
+    assert "edit_file" in output
+    assert "offset=" not in output
+    assert (ws / "long.txt") not in kesi.READ_VERSIONS
+
+
+def test_offset_read_to_eof_says_end_of_file(ws):
+    (ws / "five.txt").write_text("".join(f"line {n}\n" for n in range(1, 6)))
+    output, is_error = kesi.read_file("five.txt", offset=3)
+    assert not is_error
+    assert "lines 3-5, the end of the file" in output
+    assert "offset=" not in output
+    assert kesi.READ_VERSIONS == {}
+
+
+def test_ignored_names_are_case_insensitive(ws):
+    (ws / ".ENV").write_text("KEY=1\n")
+    (ws / ".Env").mkdir()
+    (ws / "keep.txt").write_text("ok\n")
+    (ws / "NODE_MODULES" / "pkg").mkdir(parents=True)
+    (ws / "NODE_MODULES" / "pkg" / "index.js").write_text("x\n")
+
+    output, is_error = kesi.read_file(".ENV")
+    assert is_error and "off-limits" in output
+
+    listing, _ = kesi.list_files(".")
+    assert "keep.txt" in listing
+    assert ".Env" not in listing and ".ENV" not in listing
+
+    hits, _ = kesi.glob_files("**/*")
+    assert "keep.txt" in hits
+    assert "NODE_MODULES" not in hits and "index.js" not in hits

@@ -4,18 +4,18 @@ The REPL and CLI tests start a real `python kesi.py` child with piped stdin
 (or a pseudo-terminal for readline), then read the mock's request log: what
 KeSi actually sent is the best evidence of what its journal contains.
 """
+import builtins
 import io
 import os
 import subprocess
 import sys
-import threading
-import time
 
 import pytest
 
 import checklib
 import kesi
 from mock_api import MockAPI, error, reply, tool_call
+from ptyterm import Terminal
 
 KESI = checklib.ROOT / "kesi.py"
 
@@ -229,58 +229,10 @@ def test_headless_unreachable_endpoint_exits_1(main_in_process):
 
 # --- readline on a real terminal ----------------------------------------------------------
 
-class Terminal:
-    """kesi.py on a pseudo-terminal, so readline is active as for a person."""
-
-    def __init__(self, cwd, mock):
-        self.master, slave = os.openpty()
-        env = child_env(mock, TERM="xterm")
-        self.proc = subprocess.Popen([sys.executable, str(KESI)], cwd=cwd, env=env,
-                                     stdin=slave, stdout=slave, stderr=slave)
-        os.close(slave)
-        self.output = b""
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        while True:
-            try:
-                data = os.read(self.master, 4096)
-            except OSError:
-                return
-            if not data:
-                return
-            self.output += data
-
-    def wait_for(self, *texts: bytes, seconds=30):
-        """Wait until the texts have appeared in this order (a prompt after an answer)."""
-        deadline = time.monotonic() + seconds
-        while not self._appeared_in_order(texts):
-            assert time.monotonic() < deadline, f"waited for {texts!r}: {self.output[-800:]!r}"
-            time.sleep(0.02)
-
-    def _appeared_in_order(self, texts) -> bool:
-        position = 0
-        for text in texts:
-            position = self.output.find(text, position)
-            if position < 0:
-                return False
-            position += len(text)
-        return True
-
-    def type(self, keys: bytes):
-        os.write(self.master, keys)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        os.close(self.master)
-
-
 def test_readline_recalls_history_and_ctrl_d_exits(tmp_path):
     pytest.importorskip("readline")
     with MockAPI(["first answer", "second answer"]) as mock:
-        term = Terminal(tmp_path, mock)
+        term = Terminal([sys.executable, KESI], tmp_path, child_env(mock, TERM="xterm"))
         try:
             term.wait_for(b"you > ")
             term.type(b"hello kesi\r")
@@ -373,3 +325,93 @@ def test_the_journal_stays_valid_for_the_next_turn(ws, mock_client):
     history.append({"role": "user", "content": "and now?"})
     assert kesi.run_agent(client, history).text == "Second turn answer."
     assert [r["status"] for r in mock.requests] == [200, 200, 200]
+
+
+# --- multi-line prompts, Ctrl-C at the prompt, slash commands -------------------------------------
+
+def test_repl_joins_continued_lines_and_triple_quote_blocks(tmp_path):
+    stdin = 'first\\\nsecond\n"""\nline one\n  line two\n"""\n/exit\n'
+    with MockAPI(["ok one", "ok two"]) as mock:
+        proc = subprocess.run([sys.executable, str(KESI)], cwd=tmp_path, input=stdin,
+                              env=checklib.kesi_subprocess_env(mock, KESI_SANDBOX="off"),
+                              capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    prompts = [r["body"]["messages"][-1] for r in mock.requests]
+    assert [(m["role"], kesi.text_of(m["content"])) for m in prompts] == [
+        ("user", "first\nsecond"), ("user", "line one\n  line two")]
+
+
+def scripted_input(monkeypatch, actions):
+    """builtins.input that raises or returns the next action; returns what is left."""
+    left = list(actions)
+
+    def fake_input(prompt=""):
+        action = left.pop(0)
+        if isinstance(action, type) and issubclass(action, BaseException):
+            raise action
+        return action
+
+    monkeypatch.setattr(builtins, "input", fake_input)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))     # not a terminal: no readline setup
+    return left
+
+
+def test_one_ctrl_c_at_the_prompt_only_warns(ws, monkeypatch, notices):
+    left = scripted_input(monkeypatch, [KeyboardInterrupt, "/exit"])
+    assert kesi.repl(None, []) == 0
+    assert left == []                                     # it went on to read /exit
+    assert "Ctrl-C again" in notices.getvalue()
+
+
+def test_two_ctrl_c_in_a_row_leave_the_repl(ws, monkeypatch, notices):
+    left = scripted_input(monkeypatch, [KeyboardInterrupt, KeyboardInterrupt, "/exit"])
+    assert kesi.repl(None, []) == 0
+    assert left == ["/exit"]                              # left before reading another line
+
+
+def test_clear_resets_like_reset(ws, notices, monkeypatch):
+    monkeypatch.setattr(kesi, "SESSION_FILE", ws / "old.jsonl")
+    (ws / "a.txt").write_text("a\n")
+    kesi.read_file("a.txt")
+    kesi.TODOS[:] = [{"content": "step", "status": "pending"}]
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    assert kesi.handle_slash("/clear", None, history) is True
+    assert (history, kesi.READ_VERSIONS, kesi.TODOS, kesi.SESSION_FILE) == ([], {}, [], None)
+
+
+def test_mode_command_shows_and_rejects(ws, notices, monkeypatch):
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
+    kesi.handle_slash("/mode", None, [])
+    assert "Current mode: acceptEdits" in notices.getvalue()
+    kesi.handle_slash("/mode nonsense", None, [])
+    assert "Unknown mode nonsense" in notices.getvalue()
+    assert kesi.PERMISSION_MODE == "acceptEdits"
+
+
+def test_slash_command_or_path():
+    assert not kesi.is_slash_command("/etc/hosts what")
+    assert kesi.is_slash_command("/cost")
+
+
+# --- the one-line summary under a tool call -------------------------------------------------------
+
+def test_summary_of_a_command_shows_its_last_output_line_and_status():
+    output = "a\nb\n1 failed, 6 passed\n(exit code 1)"
+    assert kesi.summarize_result("run_command", output, True) == "1 failed, 6 passed  (exit code 1)"
+
+
+def test_summary_of_a_real_command_run(ws):
+    with checklib.sandbox_forced(None):
+        output, is_error = kesi.run_command("printf 'x\\n3 passed\\n'; exit 2")
+    assert kesi.summarize_result("run_command", output, is_error) == "3 passed  (exit code 2)"
+
+
+def test_summary_of_reads_todos_and_other_tools(ws, notices):
+    (ws / "three.txt").write_text("one\ntwo\nthree\n")
+    whole, _ = kesi.read_file("three.txt")
+    part, _ = kesi.read_file("three.txt", limit=2)
+    assert kesi.summarize_result("read_file", whole, False) == "read 3 lines"
+    assert kesi.summarize_result("read_file", part, False) == "read 2 lines (partial view)"
+    plan, is_error = kesi.todo_write([{"content": "step", "status": "pending"}])
+    assert kesi.summarize_result("todo_write", plan, is_error) is None
+    assert kesi.summarize_result("glob", "a.py\nb.py\nc.py", False) == "a.py (+2 lines)"

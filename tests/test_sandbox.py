@@ -341,3 +341,27 @@ def test_toolchain_credentials_stay_hidden(sandboxed, tmp_path_factory, monkeypa
     profile, params = kesi.sandbox_spec()
     assert ("TOOLCHAIN_SECRET_0", str(home / ".cargo" / "credentials.toml")) in params
     assert '(deny file-read* (literal (param "TOOLCHAIN_SECRET_0")))' in profile
+
+
+# --- symlinked secrets are not mounted over -------------------------------------------------------
+
+def test_symlinked_env_files_are_not_masked_and_commands_still_run(ws, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("outside") / "settings.txt"
+    outside.write_text("not a secret\n")
+    (ws / "dangling").mkdir()
+    (ws / "dangling" / ".env").symlink_to(ws / "no-such-file")
+    (ws / "linked").mkdir()
+    (ws / "linked" / ".env").symlink_to(outside)
+    (ws / ".env").write_text("KEY=1\n")                 # a real secret: still masked
+
+    assert kesi.secret_paths() == [ws / ".env"]
+    argv = kesi.bwrap_argv("echo ok")
+    assert str(ws / ".env") in argv
+    assert not any(".env" in arg and arg != str(ws / ".env") for arg in argv)
+
+    if kesi.sandbox_kind() is None:
+        pytest.skip("bubblewrap is not usable here")
+    output, is_error = kesi.run_command("echo ok")
+    assert (output, is_error) == ("ok\n(exit code 0)", False)
+    output, _ = kesi.run_command("cat .env")             # the mask really holds
+    assert "KEY=1" not in output

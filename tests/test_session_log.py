@@ -1,10 +1,12 @@
-"""The session file is a log: appended to, never rewritten. Compaction and a
-rolled-back refusal add a restart marker; resume loads the journal after the
-last marker while the full transcript stays on disk."""
+"""Sessions. The session file is a log: appended to, never rewritten. Compaction
+and a rolled-back refusal add a restart marker; resume loads the journal after
+the last marker while the full transcript stays on disk. Also the edges of
+saving, loading and /resume (the day21 check covers the main story)."""
 import json
+import subprocess
 
 import kesi
-from checklib import capture_ui
+from checklib import capture_ui, tool_use
 from mock_api import reply, tool_call
 
 
@@ -92,3 +94,99 @@ def test_tool_rounds_are_appended_in_order(ws, mock_client):
     history = []
     kesi.run_turn(client, history, "what is in a.txt?")
     assert kesi.load_session(kesi.SESSION_FILE) == history and len(history) == 4
+
+
+# --- sessions: saving, loading, resuming ----------------------------------------------------------
+
+def test_saved_session_folder_is_invisible_to_git(ws):
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True, timeout=30)
+    (ws / "main.py").write_text("print(1)\n")
+    kesi.save_session([{"role": "user", "content": "hello"}])
+    assert "*" in (ws / ".kesi" / ".gitignore").read_text().splitlines()
+    assert list((ws / ".kesi" / "sessions").glob("*.jsonl"))
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ws,
+                            capture_output=True, text=True, check=True, timeout=30).stdout
+    assert "main.py" in status
+    assert ".kesi" not in status
+
+
+def test_session_round_trip_keeps_unicode_and_blocks(ws):
+    history = [{"role": "user", "content": "幫我看 config.py"},
+               {"role": "assistant", "content": [{"type": "text", "text": "好"},
+                                                 tool_use("toolu_1", "read_file", {"file_path": "f1"})]},
+               {"role": "user", "content": [kesi.tool_result("toolu_1", "y" * 5, False)]}]
+    kesi.save_session(history)
+    assert kesi.SESSION_FILE.parent == ws / ".kesi" / "sessions"
+    assert "幫我看" in kesi.SESSION_FILE.read_text(encoding="utf-8")      # stored readable, not \\u escapes
+    assert kesi.load_session(kesi.SESSION_FILE) == history
+
+
+def test_bad_session_files_raise_readable_errors(ws):
+    folder = ws / ".kesi" / "sessions"
+    folder.mkdir(parents=True)
+    cases = {"role.jsonl": ('{"kesi_session": 1}\n{"role": "system", "content": "x"}\n', "line 2 is not a message"),
+             "content.jsonl": ('{"kesi_session": 1}\n{"role": "user", "content": 5}\n', "line 2 is not a message"),
+             "list.jsonl": ('{"kesi_session": 1}\n[1, 2]\n', "line 2 is not a message")}
+    for name, (text, reason) in cases.items():
+        (folder / name).write_text(text)
+        try:
+            kesi.load_session(folder / name)
+            raise AssertionError(f"{name} loaded")
+        except ValueError as exc:
+            assert reason in str(exc) and name in str(exc)
+    (folder / "bytes.jsonl").write_bytes(b'{"kesi_session": 1}\n\xff\xfe\n')
+    try:
+        kesi.load_session(folder / "bytes.jsonl")
+        raise AssertionError("bytes.jsonl loaded")
+    except ValueError as exc:
+        assert "cannot read bytes.jsonl" in str(exc)
+
+
+def test_resume_picks_by_number_and_saves_back_into_that_file(ws, mock_client):
+    mock, client = mock_client([reply("one"), reply("two"), reply("three")])
+    shown = capture_ui()
+    history = []
+    kesi.run_turn(client, history, "first session")
+    first = kesi.SESSION_FILE
+    kesi.handle_slash("/reset", client, history)
+    kesi.run_turn(client, history, "second session")
+    assert len(kesi.list_sessions()) == 2 and first.exists()
+    kesi.READ_VERSIONS[ws / "x"] = b"digest"
+    kesi.handle_slash("/resume 9", client, history)
+    assert "Pick a number from 1 to 2" in shown.getvalue()
+    number = kesi.list_sessions().index(first) + 1
+    kesi.handle_slash(f"/resume {number}", client, history)
+    assert kesi.SESSION_FILE == first and kesi.READ_VERSIONS == {}
+    assert [kesi.text_of(m["content"]) for m in history] == ["first session", "one"]
+    kesi.run_turn(client, history, "more")
+    assert len(first.read_text().splitlines()) == 1 + 4
+
+
+def test_resume_without_sessions_and_unwritable_sessions(ws, mock_client):
+    mock, client = mock_client()
+    shown = capture_ui()
+    kesi.handle_slash("/resume", client, [])
+    assert "No saved sessions" in shown.getvalue()
+    (ws / ".kesi").write_text("a file where the folder should be")
+    kesi.save_session([{"role": "user", "content": "hi"}])
+    assert "could not save the session" in shown.getvalue()
+
+
+def todo_round(use_id, todos):
+    return [{"role": "assistant", "content": [tool_use(use_id, "todo_write", {"todos": todos})]},
+            {"role": "user", "content": [kesi.tool_result(use_id, "saved", False)]}]
+
+
+def test_resume_restores_the_last_valid_todo_list(ws, notices):
+    first = [{"content": "explore", "status": "in_progress"}]
+    later = [{"content": "explore", "status": "completed"}, {"content": "fix", "status": "in_progress"}]
+    invalid = [{"content": "a", "status": "in_progress"}, {"content": "b", "status": "in_progress"}]
+    history = [{"role": "user", "content": "fix the bug"}, *todo_round("t1", first),
+               *todo_round("t2", later), *todo_round("t3", invalid),
+               {"role": "assistant", "content": "working on it"}]
+    kesi.save_session(history)
+    saved = kesi.SESSION_FILE
+    kesi.reset_session([])
+    assert kesi.resume_session(saved, resumed := [])
+    assert resumed == history
+    assert kesi.TODOS == later

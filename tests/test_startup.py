@@ -8,7 +8,6 @@ real SDK. No test measures a duration (examples/bench/startup.py does)."""
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 import checklib
 import kesi
 from mock_api import MockAPI, reply, tool_call
+from ptyterm import Terminal
 
 KESI = checklib.ROOT / "kesi.py"
 
@@ -50,49 +50,10 @@ def env_for(mock, shim=None, gate=None, **extra) -> dict:
     return env
 
 
-class Terminal:
-    """kesi.py on a pseudo-terminal, read by a thread."""
-
-    def __init__(self, cwd, env):
-        self.master, slave = os.openpty()
-        self.proc = subprocess.Popen([sys.executable, str(KESI)], cwd=cwd, env=env,
-                                     stdin=slave, stdout=slave, stderr=slave)
-        os.close(slave)
-        self.output = b""
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        while True:
-            try:
-                data = os.read(self.master, 4096)
-            except OSError:
-                return
-            if not data:
-                return
-            self.output += data
-
-    def wait_for(self, text: bytes, after: int = 0, seconds=60) -> int:
-        deadline = time.monotonic() + seconds
-        while (found := self.output.find(text, after)) < 0:
-            assert time.monotonic() < deadline, f"waited for {text!r}: {self.output[-800:]!r}"
-            assert self.proc.poll() is None, self.output[-800:]
-            time.sleep(0.02)
-        return found + len(text)
-
-    def type(self, keys: bytes):
-        os.write(self.master, keys)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        os.close(self.master)
-
-
 def test_the_repl_takes_a_prompt_before_the_sdk_has_loaded(tmp_path, gated_sdk):
     shim, gate = gated_sdk
     with MockAPI(["(mock) hello after the import"]) as mock:
-        term = Terminal(tmp_path, env_for(mock, shim, gate, TERM="dumb"))
+        term = Terminal([sys.executable, KESI], tmp_path, env_for(mock, shim, gate, TERM="dumb"))
         try:
             seen = term.wait_for(b"you > ")            # the gate is still closed
             assert not gate.exists() and mock.requests == []
@@ -100,8 +61,8 @@ def test_the_repl_takes_a_prompt_before_the_sdk_has_loaded(tmp_path, gated_sdk):
             time.sleep(0.5)                             # room for a wrong early request (none may come)
             assert mock.requests == []
             gate.write_text("open")
-            seen = term.wait_for(b"(mock) hello after the import", seen)
-            term.wait_for(b"you > ", seen)
+            seen = term.wait_for(b"(mock) hello after the import", after=seen)
+            term.wait_for(b"you > ", after=seen)
             term.type(b"/exit\r")
             assert term.proc.wait(timeout=60) == 0
         finally:

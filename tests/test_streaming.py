@@ -4,6 +4,7 @@ Real SDK, real SSE from the mock. Ctrl-C is a real SIGINT raised at a chosen
 SDK event (helpers from examples/day17/check.py); connection resets are real
 TCP resets (the mock's cut_after)."""
 import importlib.util
+import io
 from pathlib import Path
 
 import anthropic
@@ -217,3 +218,27 @@ def test_connection_reset_at_any_point_is_survived(ws, mock_client):
         assert not (ws / "hello.py").exists(), where
         assert len(kesi.METER.calls) <= 1 and all(c["partial"] for c in kesi.METER.calls), where
         assert accepted_by_mock(client, history) == "end_turn", where
+
+
+# --- the thinking note ----------------------------------------------------------------------------
+
+class FakeTTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_thinking_note_on_a_real_terminal_is_erased_when_the_answer_starts(ws, mock_client, monkeypatch):
+    screen = FakeTTY()
+    monkeypatch.setattr(kesi, "UI", screen)
+    monkeypatch.setenv("TERM", "xterm")
+    mock, client = mock_client(["Here it is."])
+    answer = kesi.run_turn(client, [], "hello")
+    shown = screen.getvalue()
+    assert answer.text == "Here it is."
+    assert shown.index("(thinking...)") < shown.index("\r\033[K") < shown.index("KeSi > Here it is.")
+
+
+def test_no_thinking_note_when_output_is_not_a_terminal(ws, mock_client, notices):
+    mock, client = mock_client(["Plain."])
+    kesi.run_turn(client, [], "hello")
+    assert "thinking" not in notices.getvalue() and "\033" not in notices.getvalue()

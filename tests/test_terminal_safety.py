@@ -8,76 +8,21 @@ returns, OSC 52 (writes the clipboard), the one-byte C1 CSI and a bidi
 override. The raw bytes the terminal received must contain none of them,
 and the approval prompt must show the spoofed command in full.
 """
-import fcntl
 import json
-import os
-import pty
 import re
-import select
-import struct
 import subprocess
 import sys
-import termios
-import time
 
 import checklib
 import kesi
 from mock_api import MockAPI, error, reply, tool_call
+from ptyterm import Terminal
 
 KESI = str(checklib.ROOT / "kesi.py")
 ERASE = "\x1b[2K\x1b[1A"
 OSC52 = "\x1b]52;c;UFdORUQ=\x07"
 SPOOF = f"python -m pytest -q{ERASE}\r" + " " * 90 + "; touch PWNED && echo spoofed-tail-mark"
 EVIL = f"{ERASE}\r{OSC52}\x9b31m\u202eevil\x08\x7f"
-
-
-class RawTerminal:
-    """kesi.py on a pty; keeps every byte the terminal was sent."""
-
-    def __init__(self, args, cwd, env):
-        self.master, slave = pty.openpty()
-        # Wide enough for the approval question: on a dumb terminal readline
-        # scrolls a line longer than the window sideways.
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
-        self.proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
-                                     start_new_session=True,
-                                     preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
-        os.close(slave)
-        self.raw, self.pos = b"", 0
-
-    def expect(self, text: str, timeout=60) -> None:
-        wanted = text.encode()
-        deadline = time.monotonic() + timeout
-        while wanted not in self.raw[self.pos:]:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.master], [], [], left)[0]:
-                raise AssertionError(f"timed out waiting for {text!r}; output so far:\n{self.raw!r}")
-            try:
-                chunk = os.read(self.master, 65536)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                raise AssertionError(f"terminal closed before {text!r}; output:\n{self.raw!r}")
-            self.raw += chunk
-        self.pos = self.raw.index(wanted, self.pos) + len(wanted)
-
-    def type(self, data: str) -> None:
-        os.write(self.master, data.encode())
-
-    def finish(self) -> None:
-        try:
-            self.proc.wait(timeout=30)
-            while select.select([self.master], [], [], 0.2)[0]:
-                chunk = os.read(self.master, 65536)
-                if not chunk:
-                    break
-                self.raw += chunk
-        except OSError:
-            pass
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            os.close(self.master)
 
 
 def assert_no_raw_controls(raw: bytes) -> None:
@@ -113,7 +58,7 @@ def test_no_escape_from_model_or_tool_text_reaches_the_terminal(tmp_path):
         json.dumps({"title": f"old {OSC52} title{ERASE}"}) + "\n" + json.dumps({"role": "user", "content": "hi"}) + "\n")
     with MockAPI(script()) as mock:
         env = checklib.kesi_subprocess_env(mock, TERM="dumb", KESI_SANDBOX="off")
-        term = RawTerminal([sys.executable, KESI], ws, env)
+        term = Terminal([sys.executable, KESI], ws, env)
         try:
             term.expect("you > ")
             term.type("go\n")
@@ -137,7 +82,7 @@ def test_no_escape_from_model_or_tool_text_reaches_the_terminal(tmp_path):
             term.expect("you > ")
             term.type("/exit\n")
         finally:
-            term.finish()
+            term.close()
     raw = term.raw
     assert term.proc.returncode == 0, raw[-2000:]
     assert not (ws / "PWNED").exists() and not (ws / "notes.txt").exists()
@@ -160,11 +105,11 @@ def test_headless_answer_is_sanitised_on_a_terminal_and_exact_in_a_pipe(tmp_path
     answer = f"answer {OSC52} end"
     with MockAPI([reply(answer), reply(answer)]) as mock:
         env = checklib.kesi_subprocess_env(mock, TERM="dumb", KESI_SANDBOX="off")
-        term = RawTerminal([sys.executable, KESI, "-p", "hi"], tmp_path, env)
+        term = Terminal([sys.executable, KESI, "-p", "hi"], tmp_path, env)
         try:
             term.expect("end")
         finally:
-            term.finish()
+            term.close()
         piped = subprocess.run([sys.executable, KESI, "-p", "hi"], cwd=tmp_path, env=env, capture_output=True,
                                text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert term.proc.returncode == 0 and piped.returncode == 0, (term.raw, piped.stderr)

@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from checklib import Checks, workspace, mock_client, write_files   # noqa: E402  (also puts kesi + mock_api on sys.path)
+from checklib import Checks, ScriptedUser, workspace, mock_client, write_files   # noqa: E402  (also puts kesi + mock_api on sys.path)
 import kesi                                             # noqa: E402
 from mock_api import reply, tool_call                   # noqa: E402
 import project                                          # noqa: E402
@@ -67,8 +67,7 @@ with workspace(project.FILES) as root:
                  code == 1 and "1 failed, 6 passed" in output and "assert 1000 == 900" in output, last_line(output))
     checks.check("PASS_TO_PASS before: the test_utils.py tests pass", utils_tests_pass(output))
 
-    asked = []
-    kesi.ask_user = lambda question: (asked.append(question.detail), (True, False))[1]
+    user = kesi.ask_user = ScriptedUser(then="y")
     with mock_client(debugger) as (mock, client):
         history: list[dict] = []
         answer = kesi.run_turn(client, history, PROMPT)
@@ -89,7 +88,8 @@ with workspace(project.FILES) as root:
                  len(mock.requests) == 8 and len(results) == 8 and all(r["status"] == 200 for r in mock.requests))
     checks.check("the final answer reports the green run", answer.ok and "7 passed" in answer.text, answer.text)
     checks.check("the edit and the test command went through the permission check",
-                 any("edit_file" in a and "rules.py" in a for a in asked) and any("pytest" in a for a in asked), asked)
+                 any("edit_file" in a and "rules.py" in a for a in user.asked)
+                 and any("pytest" in a for a in user.asked), user.asked)
 
     result = grade(root)
     checks.check("FAIL_TO_PASS: pytest is green afterwards (7 passed)", result["green"], result)

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from checklib import Checks, workspace, mock_client   # noqa: E402  (also puts kesi + mock_api on sys.path)
+from checklib import Checks, ScriptedUser, workspace, mock_client   # noqa: E402  (also puts kesi + mock_api on sys.path)
 import kesi                                             # noqa: E402
 from mock_api import reply, tool_call                   # noqa: E402
 
@@ -43,19 +43,6 @@ PROJECT = {
     ".git/config": "[remote]\n",
     "src/app.py": "print('app')\n",
 }
-
-
-class ScriptedUser:
-    """Stands in for ask_user: records every question, answers from a list."""
-
-    def __init__(self, *answers):
-        self.answers = list(answers)
-        self.asked = []
-
-    def __call__(self, question):
-        self.asked.append(question.detail)
-        answer = self.answers.pop(0) if self.answers else "n"
-        return answer in ("y", "a"), answer == "a"
 
 
 def permit(user, name, tool_input):
