@@ -14,7 +14,7 @@ import pytest
 import kesi
 from checklib import sandbox_forced
 from mock_api import reply, tool_call
-from test_permission_rules import Person
+from checklib import ScriptedUser
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_each_command_is_logged_with_who_decided(ws, notices, monkeypatch, tmp_p
     (config / "kesi").mkdir()
     (config / "kesi" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Bash(touch ruled.txt)"]}}))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
-    monkeypatch.setattr(kesi, "ask_user", Person("y", "n", "a", "y"))
+    monkeypatch.setattr(kesi, "ask_user", ScriptedUser("y", "n", "a", "y"))
     use(ws, "echo one", "touch asked.txt", "touch refused.txt", "touch ruled.txt", "sudo ls",
         "touch session.txt", "touch session.txt", "exit 3")
     kesi.PERMISSION_MODE = "bypassPermissions"

@@ -15,68 +15,22 @@ for /cost and leaves. Everything KeSi printed goes into the transcript,
 with terminal control sequences removed. No API key, no network.
 """
 import argparse
-import fcntl
 import os
-import pty
 import re
-import select
-import struct
-import subprocess
 import sys
 import tempfile
-import termios
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "day13")]
 from checklib import ROOT, kesi_subprocess_env   # noqa: E402
 from mock_api import MockAPI                     # noqa: E402
+from ptyterm import Terminal                     # noqa: E402
 import project                                   # noqa: E402
 import scripted                                  # noqa: E402
 
 REQUEST = "test_pricing keeps failing, take a look"
 CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]")
-
-
-class Terminal:
-    """kesi.py on a pseudo-terminal of its own: type text, wait for text."""
-
-    def __init__(self, argv: list[str], cwd: Path, env: dict, columns: int = 100):
-        self.master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
-                                     start_new_session=True,
-                                     preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
-        os.close(slave)
-        self.seen = ""
-        self.pos = 0
-
-    def expect(self, text: str, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.seen[self.pos:]:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.master], [], [], left)[0]:
-                raise SystemExit(f"tour: no {text!r} on the terminal; it shows:\n{readable(self.seen)}")
-            try:
-                chunk = os.read(self.master, 65536)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                raise SystemExit(f"tour: KeSi closed the terminal before {text!r}:\n{readable(self.seen)}")
-            self.seen += chunk.decode("utf-8", errors="replace")
-        self.pos = self.seen.index(text, self.pos) + len(text)
-
-    def type(self, text: str) -> None:
-        os.write(self.master, text.encode())
-
-    def finish(self) -> int:
-        try:
-            return self.proc.wait(timeout=60)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            os.close(self.master)
 
 
 def readable(raw: str) -> str:
@@ -94,7 +48,7 @@ def tour(out: Path) -> int:
         scripted.PYTEST = "python -m pytest -q"
         path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
         env = kesi_subprocess_env(mock, TERM="xterm-256color", NO_COLOR="1", PATH=path)
-        term = Terminal([sys.executable, str(ROOT / "kesi.py")], shop, env)
+        term = Terminal([sys.executable, ROOT / "kesi.py"], shop, env, columns=100)
         term.expect("you > ")
         term.type(REQUEST + "\n")
         for _ in range(3):        # pytest, the edit, pytest again: each asks once
@@ -104,7 +58,8 @@ def tour(out: Path) -> int:
         term.type("/cost\n")
         term.expect("you > ")
         term.type("/exit\n")
-        code = term.finish()
+        term.close()
+        code = term.proc.returncode
         text = readable(term.seen).replace(str(shop), "~/shop")
     out.write_text(f"$ cd ~/shop && uv run kesi.py\n{text}", encoding="utf-8")
     print(f"tour: {len(mock.requests)} model requests, KeSi exited with {code}; transcript in {out}")

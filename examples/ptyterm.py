@@ -1,4 +1,4 @@
-"""kesi.py on a real pseudo-terminal, for the tests that need one.
+"""kesi.py on a real pseudo-terminal, for the tests and the tour (examples/tour) that need one.
 
 The child gets a session of its own with the pty as its controlling terminal,
 as under a terminal emulator: readline is active, and Ctrl-C typed into the
