@@ -3326,8 +3326,15 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
     nothing.
     """
     agent = agent or MAIN_AGENT
-    failures = 0
-    for turn in range(1, MAX_TURNS + 1):
+    failures, turn, limit = 0, 0, MAX_TURNS
+    while True:
+        turn += 1
+        if turn > limit:
+            if not more_turns_wanted(agent, limit):
+                return end_turn(history, agent, f"Error: stopped after {limit} model round trips without a "
+                                "final answer. Set KESI_MAX_TURNS (or --max-turns) to allow more, split "
+                                "the task into smaller steps, or /reset.")
+            limit += MAX_TURNS
         if agent.manages_context:
             manage_context(client, history, agent)
         try:
@@ -3367,8 +3374,21 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
         if failures >= MAX_TOOL_FAILURES:
             return end_turn(history, agent, f"Error: every tool call failed {MAX_TOOL_FAILURES} rounds in a "
                             f"row (stopped at round {turn}). Try a different approach.")
-    return end_turn(history, agent, f"Error: stopped after {MAX_TURNS} model round trips without a final "
-                    "answer. Rephrase, split the task into smaller steps, or /reset.")
+
+
+def more_turns_wanted(agent: Agent, done: int) -> bool:
+    """At the turn limit the person at the REPL may let the task go on;
+    headless runs and sub-agents stop there."""
+    if agent is not MAIN_AGENT or not agent.echo or not can_ask():
+        return False
+    ui(f"  KeSi has made {done} model requests for this task without a final answer "
+       f"(the limit is KESI_MAX_TURNS={MAX_TURNS}, or --max-turns).")
+    try:
+        answer = prompt_input(f"  Go on for {MAX_TURNS} more? [y/N] ")
+    except EOFError:
+        return False
+    forget_last_input()
+    return answer.strip().lower() in ("y", "yes")
 
 
 def kept_blocks(content, text_only: bool = False) -> list[dict]:
@@ -4276,8 +4296,17 @@ MAX_HISTORY_BYTES = 1_000_000
 def setup_readline() -> None:
     if readline is None or not sys.stdin.isatty():
         return
+    if capable_terminal():
+        # The terminal marks pasted text, so a pasted stack trace is one
+        # prompt, not one paid request per line. Python turns this off.
+        readline.parse_and_bind("set enable-bracketed-paste on")
     load_prompt_history()
     atexit.register(save_prompt_history)
+
+
+def capable_terminal() -> bool:
+    """A terminal that understands escape codes (a dumb one shows them raw)."""
+    return os.environ.get("TERM", "dumb") not in ("", "dumb")
 
 
 def load_prompt_history() -> None:
@@ -4360,14 +4389,26 @@ def read_prompt() -> str:
     line = input("you > ")
     if line.strip() == '"""':
         lines = []
-        while (more := input("... ")).strip() != '"""':
+        while (more := more_input()) is not None and more.strip() != '"""':
             lines.append(more)
         return "\n".join(lines).strip()
     lines = [line]
     while lines[-1].endswith("\\"):
         lines[-1] = lines[-1][:-1]
-        lines.append(input("... "))
+        if (more := more_input()) is None:
+            break
+        lines.append(more)
     return "\n".join(lines).strip()
+
+
+def more_input() -> str | None:
+    """The next line of a prompt that goes on; None at Ctrl-D, which ends the
+    prompt there (the text typed so far is sent) instead of leaving KeSi."""
+    try:
+        return input("... ")
+    except EOFError:
+        ui("  (Ctrl-D: end of the prompt)")
+        return None
 
 
 def say_goodbye() -> int:
@@ -4406,6 +4447,10 @@ def main(argv=None) -> int:
         return 2
     CLIENT = LazyClient(settings)
     history: list[dict] = []
+    sessions = list_sessions() if args.resume else []
+    if args.resume and not sessions:     # before the banner: nothing starts
+        print("KeSi: no saved session to continue in this project.", file=sys.stderr)
+        return 2
     if args.prompt is None:
         print_startup()
     else:
@@ -4414,23 +4459,38 @@ def main(argv=None) -> int:
     if settings.ignored:
         ui(f"  (ignored in this project's .env: {visible(', '.join(settings.ignored))}; only your shell "
            f"or {visible(user_env_file())} may set these)")
-    if args.resume:
-        sessions = list_sessions()
-        if not sessions:
-            print("KeSi: no saved session to continue in this project.", file=sys.stderr)
-            return 2
-        if not resume_session(sessions[0], history):
-            return 2                     # going on without the context asked for would mislead
+    if args.resume and not resume_session(sessions[0], history):
+        return 2                         # going on without the context asked for would mislead
     if args.prompt is None:
         return repl(CLIENT, history)
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
-    if not prompt.strip():
+    prompt = headless_prompt(args.prompt)
+    if not prompt:
         print("KeSi: the prompt is empty.", file=sys.stderr)
         return 2
-    answer = run_turn(CLIENT, history, prompt.strip())
+    answer = run_turn(CLIENT, history, prompt)
+    if not answer.ok:                    # stdout is the answer; a failure is not one
+        print(visible(answer.text), file=sys.stderr)
+        return 1
     # A terminal obeys escape codes; a file or pipe gets the answer exactly as written.
     print(visible(answer.text) if sys.stdout.isatty() else answer.text)
-    return 0 if answer.ok else 1
+    return 0
+
+
+def headless_prompt(argument: str) -> str:
+    """-p's prompt. Piped input is read to its end and joined to it, as in
+    `cat log.txt | kesi.py -p "explain"`; '-' means the prompt is stdin."""
+    piped = read_stdin() if argument == "-" or (sys.stdin is not None and not sys.stdin.isatty()) else ""
+    if argument == "-":
+        return piped.strip()
+    return "\n\n".join(part for part in (argument.strip(), piped.strip()) if part)
+
+
+def read_stdin() -> str:
+    """All of stdin; bytes that are not UTF-8 (a binary log) become U+FFFD."""
+    if sys.stdin is None:
+        return ""
+    raw = getattr(sys.stdin, "buffer", None)
+    return raw.read().decode("utf-8", "replace") if raw is not None else sys.stdin.read()
 
 
 def exit_now(code: int) -> None:
