@@ -1890,9 +1890,13 @@ def permission_rules() -> list[Rule]:
     user = read_json_file(user_settings_file())
     projects = user.get("projects") if isinstance(user.get("projects"), dict) else {}
     project = read_json_file(project_settings_file()).get("permissions")
-    return (rules_in(user.get("permissions"), "user settings")
+    return (COMMAND_LINE_RULES
+            + rules_in(user.get("permissions"), "user settings")
             + rules_in(projects.get(str(BASE_DIR)), "user settings, this project")
             + rules_in(project, ".kesi/settings.json (deny only)", kinds=("deny",)))
+
+
+COMMAND_LINE_RULES: list[Rule] = []      # --allowed-tools / --disallowed-tools, for this run
 
 
 def parse_rule(text: str) -> tuple[str, str] | None:
@@ -3097,6 +3101,28 @@ class Meter:
 
 METER = Meter()
 
+# --max-budget-usd: the session stops before a request that could take its
+# cost past this. What a request will cost is only known after it, so the
+# check uses a bound: the estimated prompt at the dearest input price (a 1-hour
+# cache write) plus a full max_tokens of output.
+MAX_BUDGET_USD: float | None = None
+
+
+def budget_stop(history: list[dict], agent) -> str | None:
+    """Why the next request may not be sent (None: it may)."""
+    if MAX_BUDGET_USD is None:
+        return None
+    tokens = estimate_tokens(history, agent)
+    prices = price_for(MODEL, tokens)
+    if prices is None:
+        return f"Error: no price is known for {MODEL}, so --max-budget-usd cannot be kept; set KESI_PRICES."
+    bound = (tokens * max(prices[k] for k in PRICE_KEYS if k != "output") + MAX_TOKENS * prices["output"]) / 1e6
+    spent = METER.cost()
+    if spent + bound <= MAX_BUDGET_USD:
+        return None
+    return (f"Error: stopped before the next request: ${spent:.4f} of the ${MAX_BUDGET_USD:.4f} budget "
+            f"(--max-budget-usd) is spent, and the request could cost up to ${bound:.4f}.")
+
 
 # --- API errors --------------------------------------------------------------
 
@@ -3337,6 +3363,8 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
             limit += MAX_TURNS
         if agent.manages_context:
             manage_context(client, history, agent)
+        if over_budget := budget_stop(history, agent):
+            return end_turn(history, agent, over_budget)
         try:
             message, finished, interrupted = stream_turn(client, request_for(history, agent), agent.echo)
         except StreamFailure as failure:
@@ -4139,6 +4167,7 @@ def last_prompt(history: list[dict]) -> str:
 # 13. The REPL and the command line
 # ============================================================================
 
+VERSION = "0.1.0"
 BANNER = "KeSi, a small coding agent. /help lists commands, /exit leaves."
 NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your environment or in "
           "~/.config/kesi/env, or put the line ANTHROPIC_API_KEY=sk-ant-... in a .env file in this "
@@ -4421,14 +4450,92 @@ def say_goodbye() -> int:
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="kesi.py", description="KeSi, a small terminal coding agent.")
     parser.add_argument("-p", "--print", metavar="PROMPT", dest="prompt",
-                        help="run one task headless and print only the final answer ('-' reads stdin)")
+                        help="run one task headless and print only the final answer; piped input is added "
+                             "to the prompt ('-': the prompt is stdin)")
     parser.add_argument("--permission-mode", choices=list(PERMISSION_MODES), default="default",
                         help="default: ask (refuse when nobody can answer); acceptEdits; readOnly; "
                              "bypassPermissions")
     parser.add_argument("-c", "--continue", dest="resume", action="store_true",
                         help="continue the most recent session of this project")
     parser.add_argument("--model", help="model id (default: KESI_MODEL or claude-haiku-4-5)")
+    parser.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text",
+                        help="with -p: the answer as text; one JSON result; or one JSON line per message, "
+                             "then the result")
+    parser.add_argument("--max-turns", type=at_least_one, metavar="N",
+                        help="model round trips per task (default: KESI_MAX_TURNS or 20)")
+    parser.add_argument("--max-budget-usd", type=positive_dollars, metavar="X",
+                        help="stop before a request that could take this session's estimated cost past X")
+    parser.add_argument("--append-system-prompt", metavar="TEXT", help="added to the end of KeSi's rules")
+    parser.add_argument("--allowed-tools", action="append", default=[], metavar="RULES",
+                        help="allowed without asking: Bash(npm test), Bash(npm test:*), Edit(src/**), or "
+                             "edit_file / write_file (all edits); separated by commas or spaces")
+    parser.add_argument("--disallowed-tools", action="append", default=[], metavar="RULES",
+                        help="a tool name (the model does not get the tool) or a deny rule: Bash(git push:*)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     return parser.parse_args(argv)
+
+
+def at_least_one(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def positive_dollars(text: str) -> float:
+    try:
+        dollars = float(text)
+    except ValueError:
+        dollars = float("nan")
+    if not 0 < dollars < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be an amount of US dollars above 0, such as 0.50, got {text!r}")
+    return dollars
+
+
+def rule_words(values: list[str]) -> list[str]:
+    """'Bash(npm test), edit_file' -> ['Bash(npm test)', 'edit_file']: commas
+    and spaces separate, except inside the parentheses of a rule."""
+    words = []
+    for value in values:
+        words += [w for w in re.findall(r"(?:[^\s,(]+(?:\([^)]*\))?)", value) if w]
+    return words
+
+
+def command_line_rules(allowed: list[str], disallowed: list[str]) -> tuple[list[Rule], set[str]]:
+    """The rules and the removed tools the two flags ask for. Raises
+    SettingError for a word that is neither a tool nor a rule."""
+    rules, removed = [], set()
+    for kind, flag, values in (("allow", "--allowed-tools", allowed), ("deny", "--disallowed-tools", disallowed)):
+        for word in rule_words(values):
+            if parse_rule(word):
+                rules.append(Rule(kind, word, flag))
+            elif kind == "allow" and word in ("edit_file", "write_file"):
+                rules.append(Rule(kind, "Edit(**)", flag))
+            elif kind == "allow" and word in READ_ONLY_TOOLS:
+                pass                      # they never ask anyway
+            elif kind == "deny" and word in TOOL_FUNCS:
+                removed.add(word)
+            else:
+                accepted = ("Bash(command), Bash(prefix:*), Edit(glob), edit_file or write_file "
+                            "(run_command: name the commands, or use --permission-mode bypassPermissions)"
+                            if kind == "allow" else f"a tool name ({', '.join(TOOL_FUNCS)}) or a rule: "
+                            "Bash(command), Bash(prefix:*), Edit(glob)")
+                raise SettingError(f"{flag}: {word!r} is not understood; give {accepted}.")
+    return rules, removed
+
+
+def apply_flags(args) -> None:
+    """The command line's settings on top of the environment's. Raises SettingError."""
+    global MAX_TURNS, MAX_BUDGET_USD, COMMAND_LINE_RULES
+    MAX_TURNS = args.max_turns or MAX_TURNS
+    COMMAND_LINE_RULES, removed = command_line_rules(args.allowed_tools, args.disallowed_tools)
+    for agent in (MAIN_AGENT, SUB_AGENT):
+        agent.tool_names = tuple(name for name in agent.tool_names if name not in removed)
+    extra = (args.append_system_prompt or "").strip()
+    MAIN_AGENT.rules = f"{SYSTEM_RULES}\n\n{extra}" if extra else SYSTEM_RULES
+    if args.max_budget_usd is not None and price_for(MODEL) is None:
+        raise SettingError(f"--max-budget-usd needs a price for the model {MODEL}; set KESI_PRICES "
+                           '(e.g. {"input": 1, "output": 5, "cache_write": 1.25, "cache_read": 0.1}).')
+    MAX_BUDGET_USD = args.max_budget_usd
 
 
 def main(argv=None) -> int:
@@ -4442,6 +4549,11 @@ def main(argv=None) -> int:
     apply_settings(settings)
     MODEL = args.model or MODEL
     PERMISSION_MODE = args.permission_mode
+    try:
+        apply_flags(args)
+    except SettingError as exc:
+        print(f"KeSi: {visible(exc)}", file=sys.stderr)
+        return 2
     if not (settings.api_key or settings.auth_token):
         print(NO_KEY, file=sys.stderr)
         return 2
@@ -4462,12 +4574,23 @@ def main(argv=None) -> int:
     if args.resume and not resume_session(sessions[0], history):
         return 2                         # going on without the context asked for would mislead
     if args.prompt is None:
+        if args.output_format != "text":
+            print("KeSi: --output-format json and stream-json are for headless runs (-p).", file=sys.stderr)
+            return 2
         return repl(CLIENT, history)
     prompt = headless_prompt(args.prompt)
     if not prompt:
         print("KeSi: the prompt is empty.", file=sys.stderr)
         return 2
+    if args.output_format == "stream-json":
+        history = StreamedJournal(history)
+        print_json({"type": "system", "subtype": "init", "model": MODEL, "tools": list(MAIN_AGENT.tool_names),
+                    "permission_mode": PERMISSION_MODE, "cwd": str(BASE_DIR)})
+    before = len(METER.calls)
     answer = run_turn(CLIENT, history, prompt)
+    if args.output_format != "text":
+        print_json(result_record(answer, before))
+        return 0 if answer.ok else 1
     if not answer.ok:                    # stdout is the answer; a failure is not one
         print(visible(answer.text), file=sys.stderr)
         return 1
@@ -4483,6 +4606,32 @@ def headless_prompt(argument: str) -> str:
     if argument == "-":
         return piped.strip()
     return "\n\n".join(part for part in (argument.strip(), piped.strip()) if part)
+
+
+class StreamedJournal(list):
+    """The journal of a --output-format stream-json run: every message added
+    to it is also printed on stdout as one JSON line, as it happens."""
+
+    def append(self, message: dict) -> None:
+        super().append(message)
+        print_json({"type": message["role"], "message": message})
+
+
+def print_json(record: dict) -> None:
+    print(json.dumps(record, ensure_ascii=False), flush=True)
+
+
+def result_record(answer: Answer, since: int) -> dict:
+    """What --output-format json prints, named as Claude Code names it."""
+    totals = METER.totals(since)
+    calls = METER.calls[since:]
+    return {"type": "result", "subtype": "success" if answer.ok else "error", "is_error": not answer.ok,
+            "result": answer.text, "num_turns": sum(c["label"] == "main" for c in calls),
+            "usage": {"input_tokens": totals["input"], "output_tokens": totals["output"],
+                      "cache_creation_input_tokens": totals["cache_write"],
+                      "cache_read_input_tokens": totals["cache_read"]},
+            "total_cost_usd": None if METER.unpriced_models(since) else round(METER.cost(since), 6),
+            "session_id": SESSION_FILE.stem if SESSION_FILE is not None else None}
 
 
 def read_stdin() -> str:
