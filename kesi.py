@@ -33,6 +33,7 @@ import hashlib
 import importlib
 import inspect
 import json
+import logging
 import os
 import platform
 import re
@@ -267,6 +268,25 @@ def ui(text: str = "", end: str = "\n") -> None:
         print(text, end=end, file=UI, flush=True)
     except UnicodeEncodeError:   # a lone surrogate must not crash the loop
         print(utf8_safe(text), end=end, file=UI, flush=True)
+
+
+def capable_terminal() -> bool:
+    """A terminal that understands escape codes (a dumb one shows them raw)."""
+    return os.environ.get("TERM", "dumb") not in ("", "dumb")
+
+
+def use_colour() -> bool:
+    """Colour only for a person at a capable terminal who did not set NO_COLOR
+    (no-color.org); a pipe, a file or a dumb terminal gets plain text."""
+    return not os.environ.get("NO_COLOR") and capable_terminal() and hasattr(UI, "isatty") and UI.isatty()
+
+
+STYLES = {"tool": "36", "error": "31", "added": "32", "removed": "31", "quiet": "2"}   # SGR codes
+
+
+def paint(text: str, style: str) -> str:
+    """KeSi's own colour around text that visible() already made safe."""
+    return f"\033[{STYLES[style]}m{text}\033[0m" if use_colour() else text
 
 
 # Characters a terminal obeys instead of showing: C0 controls but newline and
@@ -1810,7 +1830,8 @@ def show_diff(diff: str, limit: int | None = None) -> bool:
     """Print a diff under the question, cut at limit lines. True if cut."""
     lines = diff.splitlines()
     for line in lines[:limit]:
-        ui(f"        {visible(shorten(line, 400))}")
+        style = {"+": "added", "-": "removed"}.get(line[:1], "quiet")
+        ui(paint(f"        {visible(shorten(line, 400))}", style))
     if limit is not None and len(lines) > limit:
         ui(f"        ... ({len(lines) - limit} more diff lines: answer d to see them all)")
         return True
@@ -1834,7 +1855,7 @@ def forget_last_input() -> None:
 
 def refuse(shown: str, for_model: str) -> tuple[bool, str]:
     """A refusal: a short line for the person, the full instruction for the model."""
-    ui(f"      [blocked] {shown}")
+    ui(paint(f"      [blocked] {shown}", "error"))
     return False, for_model
 
 
@@ -3233,20 +3254,72 @@ def malformed_after_last_block(exc: Exception, snapshot, finished: int) -> bool:
 
 
 class WaitingNote:
-    """'(thinking...)' until the answer starts, so a slow model (or the SDK
-    retrying a 429) does not look like a hang. Real terminals only: it is
-    erased with an escape code."""
+    """'(thinking... 3 s)' with a spinner until the answer starts, so a slow
+    model (or the SDK retrying a 429) does not look like a hang. Real
+    terminals only: a thread redraws the line, which is then erased with an
+    escape code. clear() stops the thread before anything else is printed."""
+
+    FRAMES = "|/-\\"
+    current: "WaitingNote | None" = None     # the note on screen, for RetryNotice
 
     def __init__(self, echo: bool):
-        self.shown = (echo and hasattr(UI, "isatty") and UI.isatty()
-                      and os.environ.get("TERM", "dumb") != "dumb")
+        self.shown = echo and capable_terminal() and hasattr(UI, "isatty") and UI.isatty()
+        self.stop, self.lock = threading.Event(), threading.Lock()
+        self.start, self.frame, self.retry_at = time.monotonic(), 0, None
+        self.thread = None
         if self.shown:
             ui("  (thinking...)", end="")
+            WaitingNote.current = self
+            self.thread = threading.Thread(target=self.spin, name="waiting note", daemon=True)
+            self.thread.start()
+
+    def spin(self) -> None:
+        while not self.stop.wait(0.25):
+            self.draw()
+
+    def draw(self) -> None:
+        with self.lock:
+            if self.stop.is_set():
+                return
+            self.frame += 1
+            now = time.monotonic()
+            what = f"thinking... {int(now - self.start)} s"
+            if self.retry_at is not None and now < self.retry_at:
+                what = f"the API is busy or failed; retrying in {int(self.retry_at - now + 0.99)} s"
+            ui(f"\r  {self.FRAMES[self.frame % 4]} ({what})\033[K", end="")
 
     def clear(self) -> None:
         if self.shown:
+            with self.lock:
+                self.stop.set()
+            self.thread.join()
             ui("\r\033[K", end="")
             self.shown = False
+            WaitingNote.current = None
+
+
+class RetryNotice(logging.Handler):
+    """The SDK retries 429 and 5xx answers itself and logs each wait
+    ("Retrying request to ... in 12.0 seconds"); the waiting note shows that
+    wait as a countdown."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        note = WaitingNote.current
+        if note is None or not str(record.msg).startswith("Retrying request") or not record.args:
+            return
+        try:
+            note.retry_at = time.monotonic() + float(record.args[-1])
+        except (TypeError, ValueError):
+            return
+        note.draw()
+
+
+def listen_for_retries() -> None:
+    sdk_log = logging.getLogger("anthropic._base_client")
+    if not any(isinstance(h, RetryNotice) for h in sdk_log.handlers):
+        sdk_log.addHandler(RetryNotice(logging.INFO))
+        if sdk_log.getEffectiveLevel() > logging.INFO:
+            sdk_log.setLevel(logging.INFO)
 
 
 def snapshot_of(stream):
@@ -3265,7 +3338,8 @@ def end_line(printed: bool) -> None:
 def say(message: str, agent=None) -> str:
     """Print a message that was not streamed (errors, limits, interruptions)."""
     if agent is None or agent.echo:
-        ui(f"KeSi > {visible(message)}")
+        shown = visible(message)
+        ui(f"KeSi > {paint(shown, 'error') if message.startswith('Error') else shown}")
     return message
 
 
@@ -3544,7 +3618,7 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
             results.append(tool_result(block["id"], SKIPPED_TOOL, True))
             continue
         name, tool_input = block["name"], block["input"]
-        ui(f"{agent.indent}[tool] {visible(describe_call(name, tool_input))}")
+        ui(paint(f"{agent.indent}[tool] {visible(describe_call(name, tool_input))}", "tool"))
         verdict = Verdict("cannot", INTERRUPTED_PROMPT)
         try:
             verdict = judge_call(name, tool_input, agent)
@@ -3557,7 +3631,8 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
             output = INTERRUPTED_TOOL if verdict.outcome == "allow" else INTERRUPTED_PROMPT
         summary = "interrupted; the turn ends" if interrupted else summarize_result(name, output, is_error)
         if summary is not None and (verdict.outcome != "deny" or interrupted):   # a refusal said why
-            ui(f"{agent.indent}    {'x' if is_error else '>'} {visible(summary)}")
+            line = f"{agent.indent}    {'x' if is_error else '>'} {visible(summary)}"
+            ui(paint(line, "error" if is_error else "quiet"))
         results.append(tool_result(block["id"], output, is_error))
     return results, interrupted
 
@@ -4174,6 +4249,7 @@ NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your enviro
           "folder (see .env.example).")
 HELP = """  /help                  this list
   /cost                  tokens and estimated cost of this session
+  /context               how full the context window is, and the permission mode
   /todo                  the current plan
   /permissions           permission mode and what you allowed for this session
   /revoke                forget every "a" (allow for this session) answer
@@ -4189,7 +4265,8 @@ HELP = """  /help                  this list
 def make_client(settings: Settings):
     """Key, token and endpoint are passed from the checked settings, so a
     project's .env cannot redirect them. The SDK retries 429/5xx with backoff
-    (honouring retry-after)."""
+    (honouring retry-after); the waiting note counts those waits down."""
+    listen_for_retries()
     return anthropic.Anthropic(api_key=settings.api_key, auth_token=settings.auth_token,
                                base_url=settings.base_url, max_retries=MAX_RETRIES)
 
@@ -4221,6 +4298,15 @@ def show_cost() -> None:
     if METER.calls:
         ui(f"  cache served {METER.cache_share():.0%} of input tokens")
     ui(f"  total {METER.cost_text()} (an estimate at list prices; the Console has the real bill)")
+
+
+def show_context(history: list[dict]) -> None:
+    """The next request's size: the API's count of the last one plus an
+    estimate of what was added since (see estimate_tokens)."""
+    tokens = estimate_tokens(history, MAIN_AGENT)
+    ui(f"  context: about {tokens:,} of {CONTEXT_WINDOW:,} tokens ({tokens / CONTEXT_WINDOW:.0%}); old tool "
+       f"results are cleared at {CLEAR_RESULTS_AT:.0%}, the conversation is compacted at {COMPACT_AT:.0%}")
+    ui(f"  {len(history)} messages; permission mode: {PERMISSION_MODE}")
 
 
 def show_permissions() -> None:
@@ -4288,6 +4374,8 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         ui("  (history, plan and file versions cleared; starting over)")
     elif name == "/cost":
         show_cost()
+    elif name == "/context":
+        show_context(history)
     elif name == "/todo":
         ui("  " + visible(render_todos()).replace("\n", "\n  "))
     elif name == "/permissions":
@@ -4331,11 +4419,6 @@ def setup_readline() -> None:
         readline.parse_and_bind("set enable-bracketed-paste on")
     load_prompt_history()
     atexit.register(save_prompt_history)
-
-
-def capable_terminal() -> bool:
-    """A terminal that understands escape codes (a dumb one shows them raw)."""
-    return os.environ.get("TERM", "dumb") not in ("", "dumb")
 
 
 def load_prompt_history() -> None:
@@ -4388,8 +4471,12 @@ def run_turn(client, history: list[dict], prompt: str) -> Answer:
     return answer
 
 
-def repl(client, history: list[dict]) -> int:
+def repl(client, history: list[dict], first: str = "") -> int:
+    """first: a prompt from the command line (`kesi.py "fix the failing test"`)."""
     setup_readline()
+    if first:
+        ui(f"you > {visible(first)}")
+        run_turn(client, history, first)
     armed = False                          # Ctrl-C pressed once already
     while True:
         try:
@@ -4452,6 +4539,8 @@ def parse_args(argv):
     parser.add_argument("-p", "--print", metavar="PROMPT", dest="prompt",
                         help="run one task headless and print only the final answer; piped input is added "
                              "to the prompt ('-': the prompt is stdin)")
+    parser.add_argument("first_prompt", nargs="*", metavar="PROMPT",
+                        help="start the REPL with this as the first message")
     parser.add_argument("--permission-mode", choices=list(PERMISSION_MODES), default="default",
                         help="default: ask (refuse when nobody can answer); acceptEdits; readOnly; "
                              "bypassPermissions")
@@ -4577,7 +4666,10 @@ def main(argv=None) -> int:
         if args.output_format != "text":
             print("KeSi: --output-format json and stream-json are for headless runs (-p).", file=sys.stderr)
             return 2
-        return repl(CLIENT, history)
+        return repl(CLIENT, history, " ".join(args.first_prompt).strip())
+    if args.first_prompt:
+        print("KeSi: give the task either after -p or as the REPL's first message, not both.", file=sys.stderr)
+        return 2
     prompt = headless_prompt(args.prompt)
     if not prompt:
         print("KeSi: the prompt is empty.", file=sys.stderr)

@@ -6,11 +6,13 @@ whether the task may go on.
 The pty helper is the one of test_permissions.py: a session of its own with
 the pty as controlling terminal (Ctrl-C is a real SIGINT) and a wide window.
 """
+import re
 import sys
+import threading
 
 import kesi
 from checklib import kesi_subprocess_env
-from mock_api import reply, tool_call
+from mock_api import error, reply, tool_call
 from test_permissions import KESI, Terminal
 
 
@@ -122,3 +124,106 @@ def test_at_the_turn_limit_the_repl_offers_to_go_on(ws, mock_client):
         if term.proc.poll() is None:
             term.proc.kill()
     assert [r["status"] for r in mock.requests] == [200] * 7
+
+
+# --- a first prompt on the command line, /context ----------------------------------------------
+
+def test_a_prompt_argument_starts_the_repl_with_it_and_context_shows_the_window(ws, mock_client):
+    mock, _ = mock_client(["hello from the first turn"])
+    env = kesi_subprocess_env(mock, KESI_SANDBOX="off", TERM="dumb", KESI_CONTEXT_WINDOW="100000")
+    term = Terminal([sys.executable, KESI, "say", "hello"], ws, env)
+    try:
+        term.expect("you > say hello")
+        term.expect("KeSi > hello from the first turn")
+        term.expect("you > ")
+        term.type("/context\n")
+        shown = term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert prompts_sent(mock) == ["say hello"]
+    assert "of 100,000 tokens (" in shown and "compacted at 80%" in shown
+    assert "2 messages; permission mode: default" in shown
+
+
+# --- colour and the waiting spinner -----------------------------------------------------------
+
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def refused_write(ws, mock, **env):
+    term = repl(ws, mock, **env)
+    try:
+        term.expect("you > ")
+        term.type("write it\n")
+        term.expect("Allow? [")
+        term.type("n\n")
+        term.expect("KeSi > not written")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    return term.seen
+
+
+def write_script():
+    return [reply(tool_call("write_file", {"file_path": "new.txt", "content": "hello\n"})), "not written"]
+
+
+def test_tool_lines_diffs_and_refusals_are_coloured_on_a_terminal(ws, mock_client):
+    mock, _ = mock_client(write_script())
+    seen = refused_write(ws, mock, TERM="xterm")
+    assert "\x1b[36m  [tool] write_file(file_path='new.txt', content='hello\\n')\x1b[0m" in seen
+    assert "\x1b[32m        +hello\x1b[0m" in seen
+    assert "\x1b[31m      [blocked] refused; not changed\x1b[0m" in seen
+
+
+def test_no_color_turns_colour_off(ws, mock_client):
+    mock, _ = mock_client(write_script())
+    seen = refused_write(ws, mock, TERM="xterm", NO_COLOR="1")
+    assert "[tool] write_file(" in seen and "+hello" in seen and "[blocked] refused" in seen
+    assert SGR.findall(seen) == []
+
+
+def test_the_waiting_note_counts_seconds_until_the_answer_starts(ws, mock_client):
+    seen_a_second = threading.Event()
+
+    def slow_reply(body):
+        seen_a_second.wait(60)             # the model "thinks" until the test saw the count
+        return reply("here at last")
+
+    mock, _ = mock_client([slow_reply])
+    term = repl(ws, mock, TERM="xterm")
+    try:
+        term.expect("you > ")
+        term.type("think hard\n")
+        term.expect("(thinking... 1 s)")
+        seen_a_second.set()
+        term.expect("KeSi > here at last")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        seen_a_second.set()
+        if term.proc.poll() is None:
+            term.proc.kill()
+    before_answer = term.seen.split("think hard")[1].split("KeSi > here at last")[0]
+    assert before_answer.rstrip().endswith("\r\x1b[K")      # the note is erased before the answer
+
+
+def test_a_retry_wait_is_counted_down(ws, mock_client):
+    mock, _ = mock_client([error(429, "Number of request tokens has exceeded your rate limit (mock)",
+                                 headers={"retry-after": "1"}), reply("after the wait")])
+    term = repl(ws, mock, TERM="xterm")
+    try:
+        term.expect("you > ")
+        term.type("go\n")
+        term.expect("retrying in 1 s")
+        term.expect("KeSi > after the wait")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert [r["status"] for r in mock.requests] == [429, 200]
