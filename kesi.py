@@ -4259,7 +4259,9 @@ HELP = """  /help                  this list
   /reset, /clear         start over: empty history, plan and file versions
   /exit, /quit, Ctrl-D   leave (Ctrl-C twice at the prompt too)
   A line ending in \\ continues on the next; a line of three double quotes
-  starts and ends a multi-line prompt."""
+  starts and ends a multi-line prompt.
+  !command runs a command (in the sandbox); its output goes with your next message.
+  @path in a prompt attaches that file."""
 
 
 def make_client(settings: Settings):
@@ -4476,8 +4478,9 @@ def repl(client, history: list[dict], first: str = "") -> int:
     setup_readline()
     if first:
         ui(f"you > {visible(first)}")
-        run_turn(client, history, first)
+        run_turn(client, history, attach_mentions(first))
     armed = False                          # Ctrl-C pressed once already
+    shell_notes: list[str] = []            # what !commands printed, for the next prompt
     while True:
         try:
             line = read_prompt()
@@ -4496,7 +4499,52 @@ def repl(client, history: list[dict], first: str = "") -> int:
             if not handle_slash(line, client, history):
                 return say_goodbye()
             continue
-        run_turn(client, history, line)
+        if line.startswith("!"):
+            shell_notes.append(run_typed_command(line[1:].strip()))
+            continue
+        run_turn(client, history, "\n\n".join([n for n in shell_notes if n] + [attach_mentions(line)]))
+        shell_notes.clear()
+
+
+def run_typed_command(command: str) -> str:
+    """`!command`: the person runs a command themselves, so nobody is asked,
+    but it runs as the model's would: hard denials and deny rules refuse it,
+    and it runs in the sandbox. Returns a note for the next prompt ("" if
+    nothing ran), so the model sees what the person saw."""
+    if not command:
+        ui("  (!command runs a command in the sandbox; its output goes with your next message)")
+        return ""
+    verdict, reason = classify_command(command)
+    key = command_key(command)
+    denied = key and matching_rule("deny", "Bash", key)
+    if verdict == "deny" or denied:
+        ui(paint(f"      [blocked] {visible(reason if verdict == 'deny' else f'deny rule {denied.text}')}", "error"))
+        return ""
+    try:
+        output, _ = run_command(command)
+    except KeyboardInterrupt:
+        ui("\n  (interrupted; the command was stopped)")
+        return ""
+    ui("  " + visible(output).replace("\n", "\n  "))
+    ui(paint("  (this output goes to KeSi with your next message)", "quiet"))
+    return f"I ran this command myself:\n$ {command}\n{output}"
+
+
+MENTION = re.compile(r"(?<!\S)@(\S+)")
+
+
+def attach_mentions(prompt: str) -> str:
+    """`@path` in a prompt attaches that file, read through the jail by
+    read_file (so the model may then edit it without reading it again)."""
+    attached = []
+    for path in dict.fromkeys(m.rstrip(".,;:!?)") for m in MENTION.findall(prompt)):
+        output, is_error = read_file(path)
+        if is_error:
+            ui(paint(f"  (@{visible(path)} not attached: {visible(output.removeprefix('Error: '))})", "error"))
+            continue
+        ui(paint(f"  (attached {visible(path)})", "quiet"))
+        attached.append(f"Contents of {path} (attached by the user):\n{output}")
+    return "\n\n".join([prompt] + attached)
 
 
 def read_prompt() -> str:

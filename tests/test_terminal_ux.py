@@ -227,3 +227,53 @@ def test_a_retry_wait_is_counted_down(ws, mock_client):
         if term.proc.poll() is None:
             term.proc.kill()
     assert [r["status"] for r in mock.requests] == [429, 200]
+
+
+# --- !command and @path ------------------------------------------------------------------------
+
+def test_bang_runs_a_command_whose_output_goes_with_the_next_prompt(ws, mock_client):
+    mock, _ = mock_client(["I see the output"])
+    term = repl(ws, mock, TERM="dumb")
+    try:
+        term.expect("you > ")
+        term.type("!echo from-the-shell > made.txt; cat made.txt\n")
+        term.expect("(this output goes to KeSi with your next message)")
+        term.expect("you > ")
+        term.type("!sudo id\n")
+        term.expect("[blocked] sudo")
+        term.expect("you > ")
+        assert mock.requests == []                  # a !command is not a model request
+        term.type("what did it print?\n")
+        term.expect("KeSi > I see the output")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert (ws / "made.txt").read_text() == "from-the-shell\n"
+    [prompt] = prompts_sent(mock)
+    assert prompt.startswith("I ran this command myself:\n$ echo from-the-shell > made.txt; cat made.txt\n")
+    assert "from-the-shell\n" in prompt and "sudo" not in prompt
+    assert prompt.endswith("\n\nwhat did it print?")
+
+
+def test_at_path_attaches_a_file_through_the_jail(ws, mock_client):
+    (ws / "notes.md").write_text("buy rice\n")
+    (ws / ".env").write_text("SECRET=hunter2\n")
+    mock, _ = mock_client(["noted"])
+    term = repl(ws, mock, TERM="dumb")
+    try:
+        term.expect("you > ")
+        term.type("summarise @notes.md, and @.env and @/etc/passwd too\n")
+        term.expect("(attached notes.md)")
+        term.expect("(@.env not attached")
+        term.expect("(@/etc/passwd not attached")
+        term.expect("KeSi > noted")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    [prompt] = prompts_sent(mock)
+    assert prompt.startswith("summarise @notes.md, and @.env and @/etc/passwd too\n\nContents of notes.md")
+    assert "buy rice" in prompt and "hunter2" not in prompt and "root:" not in prompt
