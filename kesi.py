@@ -35,6 +35,7 @@ import importlib
 import inspect
 import ipaddress
 import json
+import logging
 import os
 import platform
 import re
@@ -282,6 +283,25 @@ def ui(text: str = "", end: str = "\n") -> None:
         print(text, end=end, file=UI, flush=True)
     except UnicodeEncodeError:   # a lone surrogate must not crash the loop
         print(utf8_safe(text), end=end, file=UI, flush=True)
+
+
+def capable_terminal() -> bool:
+    """A terminal that understands escape codes (a dumb one shows them raw)."""
+    return os.environ.get("TERM", "dumb") not in ("", "dumb")
+
+
+def use_colour() -> bool:
+    """Colour only for a person at a capable terminal who did not set NO_COLOR
+    (no-color.org); a pipe, a file or a dumb terminal gets plain text."""
+    return not os.environ.get("NO_COLOR") and capable_terminal() and hasattr(UI, "isatty") and UI.isatty()
+
+
+STYLES = {"tool": "36", "error": "31", "added": "32", "removed": "31", "quiet": "2"}   # SGR codes
+
+
+def paint(text: str, style: str) -> str:
+    """KeSi's own colour around text that visible() already made safe."""
+    return f"\033[{STYLES[style]}m{text}\033[0m" if use_colour() else text
 
 
 # Characters a terminal obeys instead of showing: C0 controls but newline and
@@ -2104,7 +2124,8 @@ def show_diff(diff: str, limit: int | None = None) -> bool:
     """Print a diff under the question, cut at limit lines. True if cut."""
     lines = diff.splitlines()
     for line in lines[:limit]:
-        ui(f"        {visible(shorten(line, 400))}")
+        style = {"+": "added", "-": "removed"}.get(line[:1], "quiet")
+        ui(paint(f"        {visible(shorten(line, 400))}", style))
     if limit is not None and len(lines) > limit:
         ui(f"        ... ({len(lines) - limit} more diff lines: answer d to see them all)")
         return True
@@ -2129,7 +2150,7 @@ def forget_last_input() -> None:
 def refuse(shown: str, for_model: str) -> tuple[bool, str]:
     """A refusal: a short line for the person, the full instruction for the model.
     shown may quote a rule from a project file, so it is printed visibly."""
-    ui(f"      [blocked] {visible(shown)}")
+    ui(paint(f"      [blocked] {visible(shown)}", "error"))
     return False, for_model
 
 
@@ -2185,9 +2206,13 @@ def permission_rules() -> list[Rule]:
     user = read_json_file(user_settings_file())
     projects = user.get("projects") if isinstance(user.get("projects"), dict) else {}
     project = read_json_file(project_settings_file()).get("permissions")
-    return (rules_in(user.get("permissions"), "user settings")
+    return (COMMAND_LINE_RULES
+            + rules_in(user.get("permissions"), "user settings")
             + rules_in(projects.get(str(BASE_DIR)), "user settings, this project")
             + rules_in(project, ".kesi/settings.json (deny only)", kinds=("deny",)))
+
+
+COMMAND_LINE_RULES: list[Rule] = []      # --allowed-tools / --disallowed-tools, for this run
 
 
 def parse_rule(text: str) -> tuple[str, str] | None:
@@ -4471,6 +4496,28 @@ class Meter:
 
 METER = Meter()
 
+# --max-budget-usd: the session stops before a request that could take its
+# cost past this. What a request will cost is only known after it, so the
+# check uses a bound: the estimated prompt at the dearest input price (a 1-hour
+# cache write) plus a full max_tokens of output.
+MAX_BUDGET_USD: float | None = None
+
+
+def budget_stop(history: list[dict], agent) -> str | None:
+    """Why the next request may not be sent (None: it may)."""
+    if MAX_BUDGET_USD is None:
+        return None
+    tokens = estimate_tokens(history, agent)
+    prices = price_for(MODEL, tokens)
+    if prices is None:
+        return f"Error: no price is known for {MODEL}, so --max-budget-usd cannot be kept; set KESI_PRICES."
+    bound = (tokens * max(prices[k] for k in PRICE_KEYS if k != "output") + MAX_TOKENS * prices["output"]) / 1e6
+    spent = METER.cost()
+    if spent + bound <= MAX_BUDGET_USD:
+        return None
+    return (f"Error: stopped before the next request: ${spent:.4f} of the ${MAX_BUDGET_USD:.4f} budget "
+            f"(--max-budget-usd) is spent, and the request could cost up to ${bound:.4f}.")
+
 
 # --- API errors --------------------------------------------------------------
 
@@ -4581,20 +4628,72 @@ def malformed_after_last_block(exc: Exception, snapshot, finished: int) -> bool:
 
 
 class WaitingNote:
-    """'(thinking...)' until the answer starts, so a slow model (or the SDK
-    retrying a 429) does not look like a hang. Real terminals only: it is
-    erased with an escape code."""
+    """'(thinking... 3 s)' with a spinner until the answer starts, so a slow
+    model (or the SDK retrying a 429) does not look like a hang. Real
+    terminals only: a thread redraws the line, which is then erased with an
+    escape code. clear() stops the thread before anything else is printed."""
+
+    FRAMES = "|/-\\"
+    current: "WaitingNote | None" = None     # the note on screen, for RetryNotice
 
     def __init__(self, echo: bool):
-        self.shown = (echo and hasattr(UI, "isatty") and UI.isatty()
-                      and os.environ.get("TERM", "dumb") != "dumb")
+        self.shown = echo and capable_terminal() and hasattr(UI, "isatty") and UI.isatty()
+        self.stop, self.lock = threading.Event(), threading.Lock()
+        self.start, self.frame, self.retry_at = time.monotonic(), 0, None
+        self.thread = None
         if self.shown:
             ui("  (thinking...)", end="")
+            WaitingNote.current = self
+            self.thread = threading.Thread(target=self.spin, name="waiting note", daemon=True)
+            self.thread.start()
+
+    def spin(self) -> None:
+        while not self.stop.wait(0.25):
+            self.draw()
+
+    def draw(self) -> None:
+        with self.lock:
+            if self.stop.is_set():
+                return
+            self.frame += 1
+            now = time.monotonic()
+            what = f"thinking... {int(now - self.start)} s"
+            if self.retry_at is not None and now < self.retry_at:
+                what = f"the API is busy or failed; retrying in {int(self.retry_at - now + 0.99)} s"
+            ui(f"\r  {self.FRAMES[self.frame % 4]} ({what})\033[K", end="")
 
     def clear(self) -> None:
         if self.shown:
+            with self.lock:
+                self.stop.set()
+            self.thread.join()
             ui("\r\033[K", end="")
             self.shown = False
+            WaitingNote.current = None
+
+
+class RetryNotice(logging.Handler):
+    """The SDK retries 429 and 5xx answers itself and logs each wait
+    ("Retrying request to ... in 12.0 seconds"); the waiting note shows that
+    wait as a countdown."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        note = WaitingNote.current
+        if note is None or not str(record.msg).startswith("Retrying request") or not record.args:
+            return
+        try:
+            note.retry_at = time.monotonic() + float(record.args[-1])
+        except (TypeError, ValueError):
+            return
+        note.draw()
+
+
+def listen_for_retries() -> None:
+    sdk_log = logging.getLogger("anthropic._base_client")
+    if not any(isinstance(h, RetryNotice) for h in sdk_log.handlers):
+        sdk_log.addHandler(RetryNotice(logging.INFO))
+        if sdk_log.getEffectiveLevel() > logging.INFO:
+            sdk_log.setLevel(logging.INFO)
 
 
 def snapshot_of(stream):
@@ -4613,7 +4712,8 @@ def end_line(printed: bool) -> None:
 def say(message: str, agent=None) -> str:
     """Print a message that was not streamed (errors, limits, interruptions)."""
     if agent is None or agent.echo:
-        ui(f"KeSi > {visible(message)}")
+        shown = visible(message)
+        ui(f"KeSi > {paint(shown, 'error') if message.startswith('Error') else shown}")
     return message
 
 
@@ -4874,10 +4974,19 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
     nothing.
     """
     agent = agent or MAIN_AGENT
-    failures = 0
-    for turn in range(1, MAX_TURNS + 1):
+    failures, turn, limit = 0, 0, MAX_TURNS
+    while True:
+        turn += 1
+        if turn > limit:
+            if not more_turns_wanted(agent, limit):
+                return end_turn(history, agent, f"Error: stopped after {limit} model round trips without a "
+                                "final answer. Set KESI_MAX_TURNS (or --max-turns) to allow more, split "
+                                "the task into smaller steps, or /reset.")
+            limit += MAX_TURNS
         if agent.manages_context:
             manage_context(client, history, agent)
+        if over_budget := budget_stop(history, agent):
+            return end_turn(history, agent, over_budget)
         try:
             message, finished, interrupted = stream_turn(client, request_for(history, agent), agent.echo)
         except StreamFailure as failure:
@@ -4915,8 +5024,21 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
         if failures >= MAX_TOOL_FAILURES:
             return end_turn(history, agent, f"Error: every tool call failed {MAX_TOOL_FAILURES} rounds in a "
                             f"row (stopped at round {turn}). Try a different approach.")
-    return end_turn(history, agent, f"Error: stopped after {MAX_TURNS} model round trips without a final "
-                    "answer. Rephrase, split the task into smaller steps, or /reset.")
+
+
+def more_turns_wanted(agent: Agent, done: int) -> bool:
+    """At the turn limit the person at the REPL may let the task go on;
+    headless runs and sub-agents stop there."""
+    if agent is not MAIN_AGENT or not agent.echo or not can_ask():
+        return False
+    ui(f"  KeSi has made {done} model requests for this task without a final answer "
+       f"(the limit is KESI_MAX_TURNS={MAX_TURNS}, or --max-turns).")
+    try:
+        answer = prompt_input(f"  Go on for {MAX_TURNS} more? [y/N] ")
+    except EOFError:
+        return False
+    forget_last_input()
+    return answer.strip().lower() in ("y", "yes")
 
 
 def kept_blocks(content, text_only: bool = False) -> list[dict]:
@@ -5042,7 +5164,7 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
             results.append(tool_result(block["id"], SKIPPED_TOOL, True))
             continue
         name, tool_input = block["name"], block["input"]
-        ui(f"{agent.indent}[tool] {visible(describe_call(name, tool_input))}")
+        ui(paint(f"{agent.indent}[tool] {visible(describe_call(name, tool_input))}", "tool"))
         verdict = Verdict("cannot", INTERRUPTED_PROMPT)
         try:
             verdict = judge_call(name, tool_input, agent)
@@ -5055,7 +5177,8 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
             output = INTERRUPTED_TOOL if verdict.outcome == "allow" else INTERRUPTED_PROMPT
         summary = "interrupted; the turn ends" if interrupted else summarize_result(name, output, is_error)
         if summary is not None and (verdict.outcome != "deny" or interrupted):   # a refusal said why
-            ui(f"{agent.indent}    {'x' if is_error else '>'} {visible(summary)}")
+            line = f"{agent.indent}    {'x' if is_error else '>'} {visible(summary)}"
+            ui(paint(line, "error" if is_error else "quiet"))
         results.append(tool_result(block["id"], output, is_error))
     return results, interrupted
 
@@ -5430,12 +5553,14 @@ def last_prompt(history: list[dict]) -> str:
 # 13. The REPL and the command line
 # ============================================================================
 
+VERSION = "0.1.0"
 BANNER = "KeSi, a small coding agent. /help lists commands, /exit leaves."
 NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your environment or in "
           "~/.config/kesi/env, or put the line ANTHROPIC_API_KEY=sk-ant-... in a .env file in this "
           "folder (see .env.example).")
 HELP = """  /help                  this list
   /cost                  tokens and estimated cost of this session
+  /context               how full the context window is, and the permission mode
   /todo                  the current plan
   /permissions           permission mode and what you allowed for this session
   /network               which hosts sandboxed commands may reach, and how to add one
@@ -5448,13 +5573,16 @@ HELP = """  /help                  this list
   /reset, /clear         start over: empty history, plan and file versions
   /exit, /quit, Ctrl-D   leave (Ctrl-C twice at the prompt too)
   A line ending in \\ continues on the next; a line of three double quotes
-  starts and ends a multi-line prompt."""
+  starts and ends a multi-line prompt.
+  !command runs a command (in the sandbox); its output goes with your next message.
+  @path in a prompt attaches that file."""
 
 
 def make_client(settings: Settings):
     """Key, token and endpoint are passed from the checked settings, so a
     project's .env cannot redirect them. The SDK retries 429/5xx with backoff
-    (honouring retry-after)."""
+    (honouring retry-after); the waiting note counts those waits down."""
+    listen_for_retries()
     return anthropic.Anthropic(api_key=settings.api_key, auth_token=settings.auth_token,
                                base_url=settings.base_url, max_retries=MAX_RETRIES)
 
@@ -5498,6 +5626,15 @@ def show_cost() -> None:
     if METER.calls:
         ui(f"  cache served {METER.cache_share():.0%} of input tokens")
     ui(f"  total {METER.cost_text()} (an estimate at list prices; the Console has the real bill)")
+
+
+def show_context(history: list[dict]) -> None:
+    """The next request's size: the API's count of the last one plus an
+    estimate of what was added since (see estimate_tokens)."""
+    tokens = estimate_tokens(history, MAIN_AGENT)
+    ui(f"  context: about {tokens:,} of {CONTEXT_WINDOW:,} tokens ({tokens / CONTEXT_WINDOW:.0%}); old tool "
+       f"results are cleared at {CLEAR_RESULTS_AT:.0%}, the conversation is compacted at {COMPACT_AT:.0%}")
+    ui(f"  {len(history)} messages; permission mode: {PERMISSION_MODE}")
 
 
 def show_permissions() -> None:
@@ -5605,6 +5742,8 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         ui("  (history, plan and file versions cleared; starting over)")
     elif name == "/cost":
         show_cost()
+    elif name == "/context":
+        show_context(history)
     elif name == "/todo":
         ui("  " + visible(render_todos()).replace("\n", "\n  "))
     elif name == "/permissions":
@@ -5649,6 +5788,10 @@ MAX_HISTORY_BYTES = 1_000_000
 def setup_readline() -> None:
     if readline is None or not sys.stdin.isatty():
         return
+    if capable_terminal():
+        # The terminal marks pasted text, so a pasted stack trace is one
+        # prompt, not one paid request per line. Python turns this off.
+        readline.parse_and_bind("set enable-bracketed-paste on")
     load_prompt_history()
     atexit.register(save_prompt_history)
 
@@ -5703,9 +5846,14 @@ def run_turn(client, history: list[dict], prompt: str) -> Answer:
     return answer
 
 
-def repl(client, history: list[dict]) -> int:
+def repl(client, history: list[dict], first: str = "") -> int:
+    """first: a prompt from the command line (`kesi.py "fix the failing test"`)."""
     setup_readline()
+    if first:
+        ui(f"you > {visible(first)}")
+        run_turn(client, history, attach_mentions(first))
     armed = False                          # Ctrl-C pressed once already
+    shell_notes: list[str] = []            # what !commands printed, for the next prompt
     while True:
         try:
             line = read_prompt()
@@ -5724,7 +5872,52 @@ def repl(client, history: list[dict]) -> int:
             if not handle_slash(line, client, history):
                 return say_goodbye()
             continue
-        run_turn(client, history, line)
+        if line.startswith("!"):
+            shell_notes.append(run_typed_command(line[1:].strip()))
+            continue
+        run_turn(client, history, "\n\n".join([n for n in shell_notes if n] + [attach_mentions(line)]))
+        shell_notes.clear()
+
+
+def run_typed_command(command: str) -> str:
+    """`!command`: the person runs a command themselves, so nobody is asked,
+    but it runs as the model's would: hard denials and deny rules refuse it,
+    and it runs in the sandbox. Returns a note for the next prompt ("" if
+    nothing ran), so the model sees what the person saw."""
+    if not command:
+        ui("  (!command runs a command in the sandbox; its output goes with your next message)")
+        return ""
+    verdict, reason = classify_command(command)
+    key = command_key(command)
+    denied = key and matching_rule("deny", "Bash", key)
+    if verdict == "deny" or denied:
+        ui(paint(f"      [blocked] {visible(reason if verdict == 'deny' else f'deny rule {denied.text}')}", "error"))
+        return ""
+    try:
+        output, _ = run_command(command)
+    except KeyboardInterrupt:
+        ui("\n  (interrupted; the command was stopped)")
+        return ""
+    ui("  " + visible(output).replace("\n", "\n  "))
+    ui(paint("  (this output goes to KeSi with your next message)", "quiet"))
+    return f"I ran this command myself:\n$ {command}\n{output}"
+
+
+MENTION = re.compile(r"(?<!\S)@(\S+)")
+
+
+def attach_mentions(prompt: str) -> str:
+    """`@path` in a prompt attaches that file, read through the jail by
+    read_file (so the model may then edit it without reading it again)."""
+    attached = []
+    for path in dict.fromkeys(m.rstrip(".,;:!?)") for m in MENTION.findall(prompt)):
+        output, is_error = read_file(path)
+        if is_error:
+            ui(paint(f"  (@{visible(path)} not attached: {visible(output.removeprefix('Error: '))})", "error"))
+            continue
+        ui(paint(f"  (attached {visible(path)})", "quiet"))
+        attached.append(f"Contents of {path} (attached by the user):\n{output}")
+    return "\n\n".join([prompt] + attached)
 
 
 def read_prompt() -> str:
@@ -5733,14 +5926,26 @@ def read_prompt() -> str:
     line = input("you > ")
     if line.strip() == '"""':
         lines = []
-        while (more := input("... ")).strip() != '"""':
+        while (more := more_input()) is not None and more.strip() != '"""':
             lines.append(more)
         return "\n".join(lines).strip()
     lines = [line]
     while lines[-1].endswith("\\"):
         lines[-1] = lines[-1][:-1]
-        lines.append(input("... "))
+        if (more := more_input()) is None:
+            break
+        lines.append(more)
     return "\n".join(lines).strip()
+
+
+def more_input() -> str | None:
+    """The next line of a prompt that goes on; None at Ctrl-D, which ends the
+    prompt there (the text typed so far is sent) instead of leaving KeSi."""
+    try:
+        return input("... ")
+    except EOFError:
+        ui("  (Ctrl-D: end of the prompt)")
+        return None
 
 
 def say_goodbye() -> int:
@@ -5753,7 +5958,10 @@ def say_goodbye() -> int:
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="kesi.py", description="KeSi, a small terminal coding agent.")
     parser.add_argument("-p", "--print", metavar="PROMPT", dest="prompt",
-                        help="run one task headless and print only the final answer ('-' reads stdin)")
+                        help="run one task headless and print only the final answer; piped input is added "
+                             "to the prompt ('-': the prompt is stdin)")
+    parser.add_argument("first_prompt", nargs="*", metavar="PROMPT",
+                        help="start the REPL with this as the first message")
     parser.add_argument("--permission-mode", choices=list(PERMISSION_MODES), default="default",
                         help="default: ask (refuse when nobody can answer); acceptEdits; readOnly; "
                              "bypassPermissions")
@@ -5763,6 +5971,20 @@ def parse_args(argv):
     parser.add_argument("--escalate", choices=list(ESCALATION_LEVELS),
                         help="with -p only: every command this run may run gets the full network "
                              "(network) or no sandbox (unsandboxed); without it -p never escalates")
+    parser.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text",
+                        help="with -p: the answer as text; one JSON result; or one JSON line per message, "
+                             "then the result")
+    parser.add_argument("--max-turns", type=at_least_one, metavar="N",
+                        help="model round trips per task (default: KESI_MAX_TURNS or 20)")
+    parser.add_argument("--max-budget-usd", type=positive_dollars, metavar="X",
+                        help="stop before a request that could take this session's estimated cost past X")
+    parser.add_argument("--append-system-prompt", metavar="TEXT", help="added to the end of KeSi's rules")
+    parser.add_argument("--allowed-tools", action="append", default=[], metavar="RULES",
+                        help="allowed without asking: Bash(npm test), Bash(npm test:*), Edit(src/**), or "
+                             "edit_file / write_file (all edits); separated by commas or spaces")
+    parser.add_argument("--disallowed-tools", action="append", default=[], metavar="RULES",
+                        help="a tool name (the model does not get the tool) or a deny rule: Bash(git push:*)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     return parser.parse_args(argv)
 
 
@@ -5776,6 +5998,69 @@ def exit_on_hangup_and_term() -> None:
     for name in ("SIGHUP", "SIGTERM"):            # Windows has no SIGHUP
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), exit_on_signal)
+
+
+def at_least_one(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def positive_dollars(text: str) -> float:
+    try:
+        dollars = float(text)
+    except ValueError:
+        dollars = float("nan")
+    if not 0 < dollars < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be an amount of US dollars above 0, such as 0.50, got {text!r}")
+    return dollars
+
+
+def flag_words(values: list[str]) -> list[str]:
+    """'Bash(npm test), edit_file' -> ['Bash(npm test)', 'edit_file']: commas
+    and spaces separate, except inside the parentheses of a rule."""
+    words = []
+    for value in values:
+        words += [w for w in re.findall(r"(?:[^\s,(]+(?:\([^)]*\))?)", value) if w]
+    return words
+
+
+def command_line_rules(allowed: list[str], disallowed: list[str]) -> tuple[list[Rule], set[str]]:
+    """The rules and the removed tools the two flags ask for. Raises
+    SettingError for a word that is neither a tool nor a rule."""
+    rules, removed = [], set()
+    for kind, flag, values in (("allow", "--allowed-tools", allowed), ("deny", "--disallowed-tools", disallowed)):
+        for word in flag_words(values):
+            if parse_rule(word):
+                rules.append(Rule(kind, word, flag))
+            elif kind == "allow" and word in ("edit_file", "write_file"):
+                rules.append(Rule(kind, "Edit(**)", flag))
+            elif kind == "allow" and word in READ_ONLY_TOOLS:
+                pass                      # they never ask anyway
+            elif kind == "deny" and word in TOOL_FUNCS:
+                removed.add(word)
+            else:
+                accepted = ("Bash(command), Bash(prefix:*), Edit(glob), edit_file or write_file "
+                            "(run_command: name the commands, or use --permission-mode bypassPermissions)"
+                            if kind == "allow" else f"a tool name ({', '.join(TOOL_FUNCS)}) or a rule: "
+                            "Bash(command), Bash(prefix:*), Edit(glob)")
+                raise SettingError(f"{flag}: {word!r} is not understood; give {accepted}.")
+    return rules, removed
+
+
+def apply_flags(args) -> None:
+    """The command line's settings on top of the environment's. Raises SettingError."""
+    global MAX_TURNS, MAX_BUDGET_USD, COMMAND_LINE_RULES
+    MAX_TURNS = args.max_turns or MAX_TURNS
+    COMMAND_LINE_RULES, removed = command_line_rules(args.allowed_tools, args.disallowed_tools)
+    for agent in (MAIN_AGENT, SUB_AGENT):
+        agent.tool_names = tuple(name for name in agent.tool_names if name not in removed)
+    extra = (args.append_system_prompt or "").strip()
+    MAIN_AGENT.rules = f"{SYSTEM_RULES}\n\n{extra}" if extra else SYSTEM_RULES
+    if args.max_budget_usd is not None and price_for(MODEL) is None:
+        raise SettingError(f"--max-budget-usd needs a price for the model {MODEL}; set KESI_PRICES "
+                           '(e.g. {"input": 1, "output": 5, "cache_write": 1.25, "cache_read": 0.1}).')
+    MAX_BUDGET_USD = args.max_budget_usd
 
 
 def main(argv=None) -> int:
@@ -5794,11 +6079,20 @@ def main(argv=None) -> int:
         print("KeSi: --escalate is for -p runs only; in the REPL, answer w or u at a command's "
               "permission prompt.", file=sys.stderr)
         return 2
+    try:
+        apply_flags(args)
+    except SettingError as exc:
+        print(f"KeSi: {visible(exc)}", file=sys.stderr)
+        return 2
     if not (settings.api_key or settings.auth_token):
         print(NO_KEY, file=sys.stderr)
         return 2
     CLIENT = LazyClient(settings)
     history: list[dict] = []
+    sessions = list_sessions() if args.resume else []
+    if args.resume and not sessions:     # before the banner: nothing starts
+        print("KeSi: no saved session to continue in this project.", file=sys.stderr)
+        return 2
     if args.prompt is None:
         print_startup()
     else:
@@ -5808,23 +6102,78 @@ def main(argv=None) -> int:
     if settings.ignored:
         ui(f"  (ignored in this project's .env: {visible(', '.join(settings.ignored))}; only your shell "
            f"or {visible(user_env_file())} may set these)")
-    if args.resume:
-        sessions = list_sessions()
-        if not sessions:
-            print("KeSi: no saved session to continue in this project.", file=sys.stderr)
-            return 2
-        if not resume_session(sessions[0], history):
-            return 2                     # going on without the context asked for would mislead
+    if args.resume and not resume_session(sessions[0], history):
+        return 2                         # going on without the context asked for would mislead
     if args.prompt is None:
-        return repl(CLIENT, history)
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
-    if not prompt.strip():
+        if args.output_format != "text":
+            print("KeSi: --output-format json and stream-json are for headless runs (-p).", file=sys.stderr)
+            return 2
+        return repl(CLIENT, history, " ".join(args.first_prompt).strip())
+    if args.first_prompt:
+        print("KeSi: give the task either after -p or as the REPL's first message, not both.", file=sys.stderr)
+        return 2
+    prompt = headless_prompt(args.prompt)
+    if not prompt:
         print("KeSi: the prompt is empty.", file=sys.stderr)
         return 2
-    answer = run_turn(CLIENT, history, prompt.strip())
+    if args.output_format == "stream-json":
+        history = StreamedJournal(history)
+        print_json({"type": "system", "subtype": "init", "model": MODEL, "tools": list(MAIN_AGENT.tool_names),
+                    "permission_mode": PERMISSION_MODE, "cwd": str(BASE_DIR)})
+    before = len(METER.calls)
+    answer = run_turn(CLIENT, history, prompt)
+    if args.output_format != "text":
+        print_json(result_record(answer, before))
+        return 0 if answer.ok else 1
+    if not answer.ok:                    # stdout is the answer; a failure is not one
+        print(visible(answer.text), file=sys.stderr)
+        return 1
     # A terminal obeys escape codes; a file or pipe gets the answer exactly as written.
     print(visible(answer.text) if sys.stdout.isatty() else answer.text)
-    return 0 if answer.ok else 1
+    return 0
+
+
+def headless_prompt(argument: str) -> str:
+    """-p's prompt. Piped input is read to its end and joined to it, as in
+    `cat log.txt | kesi.py -p "explain"`; '-' means the prompt is stdin."""
+    piped = read_stdin() if argument == "-" or (sys.stdin is not None and not sys.stdin.isatty()) else ""
+    if argument == "-":
+        return piped.strip()
+    return "\n\n".join(part for part in (argument.strip(), piped.strip()) if part)
+
+
+class StreamedJournal(list):
+    """The journal of a --output-format stream-json run: every message added
+    to it is also printed on stdout as one JSON line, as it happens."""
+
+    def append(self, message: dict) -> None:
+        super().append(message)
+        print_json({"type": message["role"], "message": message})
+
+
+def print_json(record: dict) -> None:
+    print(json.dumps(record, ensure_ascii=False), flush=True)
+
+
+def result_record(answer: Answer, since: int) -> dict:
+    """What --output-format json prints, named as Claude Code names it."""
+    totals = METER.totals(since)
+    calls = METER.calls[since:]
+    return {"type": "result", "subtype": "success" if answer.ok else "error", "is_error": not answer.ok,
+            "result": answer.text, "num_turns": sum(c["label"] == "main" for c in calls),
+            "usage": {"input_tokens": totals["input"], "output_tokens": totals["output"],
+                      "cache_creation_input_tokens": totals["cache_write"],
+                      "cache_read_input_tokens": totals["cache_read"]},
+            "total_cost_usd": None if METER.unpriced_models(since) else round(METER.cost(since), 6),
+            "session_id": SESSION_FILE.stem if SESSION_FILE is not None else None}
+
+
+def read_stdin() -> str:
+    """All of stdin; bytes that are not UTF-8 (a binary log) become U+FFFD."""
+    if sys.stdin is None:
+        return ""
+    raw = getattr(sys.stdin, "buffer", None)
+    return raw.read().decode("utf-8", "replace") if raw is not None else sys.stdin.read()
 
 
 def exit_now(code: int) -> None:

@@ -273,5 +273,5 @@ def test_headless_run_hitting_max_turns_exits_1(ws):
         proc = subprocess.run([sys.executable, str(KESI), "-p", "loop forever"], cwd=ws, capture_output=True,
                               text=True, env=kesi_subprocess_env(mock, KESI_MAX_TURNS="2"), timeout=60,
                               stdin=subprocess.DEVNULL)
-    assert proc.returncode == 1 and "2 model round trips" in proc.stdout
+    assert proc.returncode == 1 and "2 model round trips" in proc.stderr and proc.stdout == ""
     assert len(mock.requests) == 2

@@ -216,7 +216,8 @@ with workspace() as root, MockAPI(MockAPI.mode("400")) as mock:
     proc = subprocess.run([sys.executable, str(KESI), "-p", "hello"], cwd=root, capture_output=True, text=True,
                           env=kesi_subprocess_env(mock), stdin=subprocess.DEVNULL, timeout=60)
     checks.check("headless: a rejected request exits 1 with the explanation, no traceback",
-                 proc.returncode == 1 and "rejected (400)" in proc.stdout and "Traceback" not in proc.stderr,
+                 proc.returncode == 1 and "rejected (400)" in proc.stderr and proc.stdout == ""
+                 and "Traceback" not in proc.stderr,
                  (proc.returncode, proc.stdout[-300:], proc.stderr[-300:]))
 
 sys.exit(checks.finish())

@@ -1,0 +1,279 @@
+"""The terminal experience, through a real pseudo-terminal against the mock:
+a paste is one prompt (bracketed paste), Ctrl-D inside a multi-line prompt
+ends that prompt instead of KeSi, and at the turn limit the person is asked
+whether the task may go on.
+
+The pty helper is the one of test_permissions.py: a session of its own with
+the pty as controlling terminal (Ctrl-C is a real SIGINT) and a wide window.
+"""
+import re
+import sys
+import threading
+
+import kesi
+from checklib import kesi_subprocess_env
+from mock_api import error, reply, tool_call
+from test_permissions import KESI, Terminal
+
+
+def repl(ws, mock, **env):
+    return Terminal([sys.executable, KESI], ws, kesi_subprocess_env(mock, KESI_SANDBOX="off", **env))
+
+
+def prompts_sent(mock) -> list[str]:
+    """The last user message of every request, as text."""
+    return [kesi.text_of(r["body"]["messages"][-1]["content"]) for r in mock.requests]
+
+
+def leave(term):
+    term.type("/exit\n")
+    term.close()
+    assert term.proc.returncode == 0, term.seen[-2000:]
+
+
+# --- paste ----------------------------------------------------------------------------
+
+def test_a_bracketed_paste_is_one_prompt_and_blocks_and_continuations_still_work(ws, mock_client):
+    mock, _ = mock_client(["pasted", "block", "continued"])
+    term = repl(ws, mock, TERM="xterm")
+    try:
+        term.expect("\x1b[?2004h")            # KeSi asks the terminal to mark pastes
+        term.expect("you > ")
+        # What a terminal sends for a pasted three-line stack trace, then Enter.
+        term.type("\x1b[200~Traceback (most recent call last):\n  File \"app.py\", line 3\n"
+                  "ZeroDivisionError: division by zero\x1b[201~")
+        term.type("\r")
+        term.expect("KeSi > pasted")
+        term.expect("you > ")
+        term.type('"""\rfirst\r  second\r"""\r')
+        term.expect("KeSi > block")
+        term.expect("you > ")
+        term.type("one \\\rtwo\r")
+        term.expect("KeSi > continued")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert prompts_sent(mock) == ['Traceback (most recent call last):\n  File "app.py", line 3\n'
+                                  "ZeroDivisionError: division by zero", "first\n  second", "one \ntwo"]
+
+
+def test_a_dumb_terminal_is_not_sent_the_paste_escape(ws, mock_client):
+    mock, _ = mock_client(["ok"])
+    term = repl(ws, mock, TERM="dumb")
+    try:
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert "\x1b" not in term.seen
+
+
+# --- Ctrl-D inside a multi-line prompt -----------------------------------------------------
+
+def test_ctrl_d_inside_a_block_ends_the_block_and_keeps_kesi_running(ws, mock_client):
+    mock, _ = mock_client(["got the block", "got the line", "still here"])
+    term = repl(ws, mock, TERM="dumb")
+    try:
+        term.expect("you > ")
+        term.type('"""\nfirst line\nsecond line\n\x04')
+        term.expect("(Ctrl-D: end of the prompt)")
+        term.expect("KeSi > got the block")
+        term.expect("you > ")
+        term.type("half a line \\\n\x04")         # Ctrl-D after a continuation too
+        term.expect("KeSi > got the line")
+        term.expect("you > ")
+        term.type("are you there?\n")
+        term.expect("KeSi > still here")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert prompts_sent(mock) == ["first line\nsecond line", "half a line", "are you there?"]
+
+
+# --- the turn limit -----------------------------------------------------------------------
+
+def test_at_the_turn_limit_the_repl_offers_to_go_on(ws, mock_client):
+    step = reply(tool_call("list_files", {}))
+    mock, _ = mock_client([step, step, step, "finished after three steps",     # task 1: "y"
+                           step, step,                                           # task 2: "n"
+                           "the journal is still valid"])
+    term = repl(ws, mock, TERM="dumb", KESI_MAX_TURNS="2")
+    try:
+        term.expect("you > ")
+        term.type("a long task\n")
+        term.expect("the limit is KESI_MAX_TURNS=2")
+        term.expect("Go on for 2 more? [y/N] ")
+        term.type("y\n")
+        term.expect("KeSi > finished after three steps")
+        term.expect("you > ")
+        term.type("another long task\n")
+        term.expect("Go on for 2 more? [y/N] ")
+        term.type("n\n")
+        stopped = term.expect("you > ")
+        assert "stopped after 2 model round trips" in stopped and "Set KESI_MAX_TURNS" in stopped
+        term.type("thanks\n")
+        term.expect("KeSi > the journal is still valid")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert [r["status"] for r in mock.requests] == [200] * 7
+
+
+# --- a first prompt on the command line, /context ----------------------------------------------
+
+def test_a_prompt_argument_starts_the_repl_with_it_and_context_shows_the_window(ws, mock_client):
+    mock, _ = mock_client(["hello from the first turn"])
+    env = kesi_subprocess_env(mock, KESI_SANDBOX="off", TERM="dumb", KESI_CONTEXT_WINDOW="100000")
+    term = Terminal([sys.executable, KESI, "say", "hello"], ws, env)
+    try:
+        term.expect("you > say hello")
+        term.expect("KeSi > hello from the first turn")
+        term.expect("you > ")
+        term.type("/context\n")
+        shown = term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert prompts_sent(mock) == ["say hello"]
+    assert "of 100,000 tokens (" in shown and "compacted at 80%" in shown
+    assert "2 messages; permission mode: default" in shown
+
+
+# --- colour and the waiting spinner -----------------------------------------------------------
+
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def refused_write(ws, mock, **env):
+    term = repl(ws, mock, **env)
+    try:
+        term.expect("you > ")
+        term.type("write it\n")
+        term.expect("Allow? [")
+        term.type("n\n")
+        term.expect("KeSi > not written")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    return term.seen
+
+
+def write_script():
+    return [reply(tool_call("write_file", {"file_path": "new.txt", "content": "hello\n"})), "not written"]
+
+
+def test_tool_lines_diffs_and_refusals_are_coloured_on_a_terminal(ws, mock_client):
+    mock, _ = mock_client(write_script())
+    seen = refused_write(ws, mock, TERM="xterm")
+    assert "\x1b[36m  [tool] write_file(file_path='new.txt', content='hello\\n')\x1b[0m" in seen
+    assert "\x1b[32m        +hello\x1b[0m" in seen
+    assert "\x1b[31m      [blocked] refused; not changed\x1b[0m" in seen
+
+
+def test_no_color_turns_colour_off(ws, mock_client):
+    mock, _ = mock_client(write_script())
+    seen = refused_write(ws, mock, TERM="xterm", NO_COLOR="1")
+    assert "[tool] write_file(" in seen and "+hello" in seen and "[blocked] refused" in seen
+    assert SGR.findall(seen) == []
+
+
+def test_the_waiting_note_counts_seconds_until_the_answer_starts(ws, mock_client):
+    seen_a_second = threading.Event()
+
+    def slow_reply(body):
+        seen_a_second.wait(60)             # the model "thinks" until the test saw the count
+        return reply("here at last")
+
+    mock, _ = mock_client([slow_reply])
+    term = repl(ws, mock, TERM="xterm")
+    try:
+        term.expect("you > ")
+        term.type("think hard\n")
+        term.expect("(thinking... 1 s)")
+        seen_a_second.set()
+        term.expect("KeSi > here at last")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        seen_a_second.set()
+        if term.proc.poll() is None:
+            term.proc.kill()
+    before_answer = term.seen.split("think hard")[1].split("KeSi > here at last")[0]
+    assert before_answer.rstrip().endswith("\r\x1b[K")      # the note is erased before the answer
+
+
+def test_a_retry_wait_is_counted_down(ws, mock_client):
+    mock, _ = mock_client([error(429, "Number of request tokens has exceeded your rate limit (mock)",
+                                 headers={"retry-after": "1"}), reply("after the wait")])
+    term = repl(ws, mock, TERM="xterm")
+    try:
+        term.expect("you > ")
+        term.type("go\n")
+        term.expect("retrying in 1 s")
+        term.expect("KeSi > after the wait")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert [r["status"] for r in mock.requests] == [429, 200]
+
+
+# --- !command and @path ------------------------------------------------------------------------
+
+def test_bang_runs_a_command_whose_output_goes_with_the_next_prompt(ws, mock_client):
+    mock, _ = mock_client(["I see the output"])
+    term = repl(ws, mock, TERM="dumb")
+    try:
+        term.expect("you > ")
+        term.type("!echo from-the-shell > made.txt; cat made.txt\n")
+        term.expect("(this output goes to KeSi with your next message)")
+        term.expect("you > ")
+        term.type("!sudo id\n")
+        term.expect("[blocked] sudo")
+        term.expect("you > ")
+        assert mock.requests == []                  # a !command is not a model request
+        term.type("what did it print?\n")
+        term.expect("KeSi > I see the output")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert (ws / "made.txt").read_text() == "from-the-shell\n"
+    [prompt] = prompts_sent(mock)
+    assert prompt.startswith("I ran this command myself:\n$ echo from-the-shell > made.txt; cat made.txt\n")
+    assert "from-the-shell\n" in prompt and "sudo" not in prompt
+    assert prompt.endswith("\n\nwhat did it print?")
+
+
+def test_at_path_attaches_a_file_through_the_jail(ws, mock_client):
+    (ws / "notes.md").write_text("buy rice\n")
+    (ws / ".env").write_text("SECRET=hunter2\n")
+    mock, _ = mock_client(["noted"])
+    term = repl(ws, mock, TERM="dumb")
+    try:
+        term.expect("you > ")
+        term.type("summarise @notes.md, and @.env and @/etc/passwd too\n")
+        term.expect("(attached notes.md)")
+        term.expect("(@.env not attached")
+        term.expect("(@/etc/passwd not attached")
+        term.expect("KeSi > noted")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    [prompt] = prompts_sent(mock)
+    assert prompt.startswith("summarise @notes.md, and @.env and @/etc/passwd too\n\nContents of notes.md")
+    assert "buy rice" in prompt and "hunter2" not in prompt and "root:" not in prompt
