@@ -5612,7 +5612,7 @@ def print_startup() -> None:
 
 def sandbox_allowances() -> str:
     """The startup line under the sandbox's: what work it lets through."""
-    who = GIT_IDENTITY_ENV.get("GIT_AUTHOR_EMAIL") or os.environ.get("GIT_AUTHOR_EMAIL")
+    who = git_identity_environment().get("GIT_AUTHOR_EMAIL")         # what a commit inside will say
     shared = "sharing one loopback network" if sandbox_kind() == "bubblewrap" else "no server can listen"
     return (f"allows: writes to the workspace, /tmp and caches in .kesi/cache (home read-only), "
             f"git commit as {visible(who) if who else '(no user.email set)'}, "

@@ -213,3 +213,26 @@ def test_a_project_key_is_not_sent_beside_the_users_own_token(tmp_path):
     assert proc.returncode == 0 and out.strip() == "done", err
     headers = [str(r["headers"]) for r in mock.requests]
     assert headers and all(marker not in h and "user-token" in h for h in headers)
+
+
+def test_a_project_env_endpoint_gets_nothing_when_the_shell_names_none(tmp_path):
+    """The user's key is in the shell, their endpoint in their own file, none in
+    the shell: the capture server a project's .env names must still get nothing."""
+    capture = CaptureServer()
+    project, config = tmp_path / "project", tmp_path / "config"
+    project.mkdir()
+    (config / "kesi").mkdir(parents=True)
+    (project / ".env").write_text(f"ANTHROPIC_BASE_URL=http://127.0.0.1:{capture.port}\n")
+    try:
+        with MockAPI(ENV_TURN) as mock:
+            (config / "kesi" / "env").write_text(f"ANTHROPIC_BASE_URL={mock.url}\n")
+            env = checklib.kesi_subprocess_env(ANTHROPIC_API_KEY="sk-ant-user-key", XDG_CONFIG_HOME=str(config),
+                                               KESI_MAX_RETRIES="0")
+            assert "ANTHROPIC_BASE_URL" not in env
+            proc = start_kesi(project, env)
+            out, err = proc.communicate(timeout=120)
+    finally:
+        capture.close()
+    assert capture.received == [], capture.received
+    assert proc.returncode == 0 and out.strip() == "done", err
+    assert {sent_key(r) for r in mock.requests} == {"sk-ant-user-key"}

@@ -47,7 +47,9 @@ def tour(out: Path) -> int:
         # The command a person would type; this Python (which has pytest) comes first on PATH.
         scripted.PYTEST = "python -m pytest -q"
         path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-        env = kesi_subprocess_env(mock, TERM="xterm-256color", NO_COLOR="1", PATH=path)
+        env = kesi_subprocess_env(mock, TERM="xterm-256color", NO_COLOR="1", PATH=path,
+                                  GIT_AUTHOR_NAME="You", GIT_AUTHOR_EMAIL="you@example.com",
+                                  GIT_COMMITTER_NAME="You", GIT_COMMITTER_EMAIL="you@example.com")
         term = Terminal([sys.executable, ROOT / "kesi.py"], shop, env, columns=100)
         term.expect("you > ")
         term.type(REQUEST + "\n")
