@@ -1548,10 +1548,11 @@ SAFE_COMMANDS = [("ls",), ("pwd",), ("cat",), ("head",), ("tail",), ("wc",), ("e
                  ("git", "status"), ("git", "log"), ("git", "diff"), ("git", "show")]
 # ... except for these options: they change the system (date -s) or read a
 # list of names from a file the path check cannot see (date -f .env).
+# diff -r reads whole trees, following links a repository may ship.
 UNSAFE_OPTIONS = {"date": ("-s", "--set", "-f", "--file"),
                   "du": ("--files0-from", "-X", "--exclude-from"),
                   "wc": ("--files0-from",),
-                  "diff": ("--from-file", "--to-file", "-X", "--exclude-from")}
+                  "diff": ("--from-file", "--to-file", "-X", "--exclude-from", "-r", "--recursive")}
 # git options that write files or run other programs, even under "git log".
 GIT_SENSITIVE_OPTIONS = {"--output", "--ext-diff", "--textconv", "-c", "--exec-path",
                          "--git-dir", "--work-tree", "--config-env"}
@@ -1877,12 +1878,15 @@ def touches_forbidden(tokens: list[str]) -> bool:
 def has_unsafe_option(tokens: list[str]) -> bool:
     """Is one of UNSAFE_OPTIONS given, in any spelling sh passes on: --set=X,
     -s X, -sX, or inside a cluster of short options (-us)?"""
+    if tokens[0] == "date" and any(not t.startswith(("-", "+")) for t in tokens[1:]):
+        return True               # date MMDDhhmm sets the clock, as -s does
     for token in tokens[1:]:
         if token == "--":
             return False
         for option in UNSAFE_OPTIONS.get(tokens[0], ()):
             if option.startswith("--"):
-                if token == option or token.startswith(option + "="):
+                given = token.split("=", 1)[0]
+                if len(given) > 2 and option.startswith(given):     # GNU takes --se for --set
                     return True
             elif token.startswith("-") and not token.startswith("--") and option[1] in token[1:]:
                 return True
@@ -1959,8 +1963,9 @@ RUNS_LATER_NAMES = {
     # git and its hook managers
     ".git", ".husky", ".githooks", ".pre-commit-config.yaml", ".lefthook", "lefthook.yml",
     ".lefthook.yml", "lefthook-local.yml", "lefthook.yaml", ".lefthook.yaml", "lefthook-local.yaml",
+    ".lefthook-local.yml", ".lefthook-local.yaml",
     # CI
-    ".gitlab-ci.yml", ".circleci", ".buildkite", ".travis.yml", "jenkinsfile", "azure-pipelines.yml",
+    ".gitlab-ci.yml", ".gitlab", ".circleci", ".buildkite", ".travis.yml", "jenkinsfile", "azure-pipelines.yml",
     ".woodpecker", ".woodpecker.yml", ".drone.yml", "bitbucket-pipelines.yml",
     # tool managers that run hooks or tasks on cd
     "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".mise",
@@ -2239,6 +2244,7 @@ def command_matches(pattern: str, command: str, for_deny: bool) -> bool:
 
 # git's own options before its subcommand, and which of them take a value.
 GIT_GLOBAL_OPTIONS = {"-C": True, "-c": True, "--git-dir": True, "--work-tree": True, "--namespace": True,
+                      "--config-env": True,
                       "--exec-path": False, "--no-pager": False, "-P": False, "--paginate": False,
                       "-p": False, "--bare": False, "--no-replace-objects": False, "--literal-pathspecs": False,
                       "--no-optional-locks": False}
@@ -2252,11 +2258,29 @@ def rule_words(tokens: list[str]) -> list[str]:
     if words[:1] == ["git"]:
         rest = words[1:]
         while rest and rest[0].startswith("-"):
-            option = rest.pop(0).split("=", 1)[0]
-            if GIT_GLOBAL_OPTIONS.get(option) and "=" not in option and rest:
-                rest.pop(0)
+            option, has_value, _ = rest.pop(0).partition("=")
+            if GIT_GLOBAL_OPTIONS.get(option) and not has_value and rest:
+                rest.pop(0)                        # the option's value: -C path, -c key=value
         words = ["git", *rest]
-    return [("-" + "".join(sorted(w[1:]))) if re.fullmatch(r"-[A-Za-z]{2,}", w) else w for w in words]
+    merged = []
+    for word in words:            # rm -r -f is rm -rf: one sorted cluster of short options
+        if re.fullmatch(r"-[A-Za-z]+", word) and merged and re.fullmatch(r"-[A-Za-z]+", merged[-1]):
+            merged[-1] += word[1:]
+        else:
+            merged.append(word)
+    return [("-" + "".join(sorted(set(w[1:])))) if re.fullmatch(r"-[A-Za-z]{2,}", w) else w for w in merged]
+
+
+def words_match(wanted: list[str], words: list[str], prefix: bool) -> bool:
+    """A rule's words against a command's; a rule's short options match when
+    the command gives at least those (Bash(rm -rf:*) covers rm -rfv)."""
+    if len(words) < len(wanted) or (not prefix and len(words) != len(wanted)):
+        return False
+    for rule_word, word in zip(wanted, words):
+        clusters = all(re.fullmatch(r"-[A-Za-z]+", w) for w in (rule_word, word))
+        if not (set(rule_word[1:]) <= set(word[1:]) if clusters and prefix else rule_word == word):
+            return False
+    return True
 
 
 def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -> bool:
@@ -2272,8 +2296,7 @@ def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -
         tokens = unwrap_command(segment)
         text_only = bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell
         for start in range(1 if text_only else len(tokens)):      # echo git push runs no git
-            words = rule_words(tokens[start:])
-            if (words[:len(wanted)] == wanted) if prefix else (words == wanted):
+            if words_match(wanted, rule_words(tokens[start:]), prefix):
                 return True
         for word in tokens:       # a text program's arguments run nothing, but $(...) and `...`
             if text_only and "$(" not in word and "`" not in word:
@@ -2953,6 +2976,8 @@ def shared_network_fds() -> tuple[int, ...]:
 
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir"}
 GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
+MAX_GIT_DEPTH = 40                 # submodules nest; deeper than this is no repository git would use
+MAX_CONTROL_BYTES = 1_000_000      # configs and hooks are small
 # Inside the sandbox too, read-only git commands run no fsmonitor program that
 # a planted config names (a `.git` file may point at any folder's config).
 GIT_SAFE_CONFIG = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "false"}
@@ -3071,8 +3096,8 @@ def control_entries(folder_fd: int, prefix: str, in_hooks: bool = False, depth: 
         if stat.S_ISLNK(info.st_mode):
             yield path, ("link", os.readlink(name, dir_fd=folder_fd).encode(errors="surrogateescape"), 0)
         elif stat.S_ISDIR(info.st_mode):
-            if name in GIT_DATA_FOLDERS or depth >= 12:
-                continue
+            if (name in GIT_DATA_FOLDERS and "HEAD" in names) or depth >= MAX_GIT_DEPTH:
+                continue          # a repository's data (a submodule may be named lfs), or absurdly deep
             try:
                 child = os.open(name, FOLDER_FLAGS, dir_fd=folder_fd)
             except OSError:
@@ -3082,7 +3107,11 @@ def control_entries(folder_fd: int, prefix: str, in_hooks: bool = False, depth: 
             finally:
                 os.close(child)
         elif in_hooks or name in GIT_CONTROL_NAMES:
-            yield path, ("file", read_control_file(folder_fd, name), stat.S_IMODE(info.st_mode))
+            # The size alone stands for a file too big to be a control file (a
+            # sparse 1 TB "config"): it is never read into memory, and if the
+            # command made it, it is removed like any other new file.
+            data = read_control_file(folder_fd, name) if info.st_size <= MAX_CONTROL_BYTES else b""
+            yield path, ("file", data, stat.S_IMODE(info.st_mode), info.st_size)
 
 
 def open_git_folder() -> int:
@@ -3100,7 +3129,7 @@ def read_control_file(folder_fd: int, name: str) -> bytes:
         return b"(not a regular file)"     # a link or a folder: never what was there
     with os.fdopen(fd, "rb") as handle:
         try:
-            return handle.read()
+            return handle.read(MAX_CONTROL_BYTES + 1)
         except OSError:
             return b"(not a regular file)"
 
@@ -3141,6 +3170,8 @@ def put_back(git_fd: int, path: str, was: tuple | None) -> None:
                 os.unlink(name, dir_fd=fds[-1])
         if was is not None and was[0] == "link":
             os.symlink(os.fsdecode(was[1]), name, dir_fd=fds[-1])
+        elif was is not None and len(was) > 3 and was[3] > MAX_CONTROL_BYTES:
+            pass                  # it was too big to keep before: gone now, nothing of it runs
         elif was is not None:
             write_atomically(fds[-1], name, was[1], mode=was[2])
     except OSError:
@@ -3739,7 +3770,8 @@ def run_command(command, timeout=None, run_in_background=False):
                  "more hosts, in their settings or at the permission prompt)")
     restored = restore_git_control(git_before)
     if restored:
-        text += (f"\n(KeSi put back {', '.join(restored)}: git's control files run code later, outside "
+        shown = ", ".join(restored[:10]) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
+        text += (f"\n(KeSi put back {shown}: git's control files run code later, outside "
                  "the sandbox, so commands may not change them; ask the user to do it)")
     audit_command(command, decision, started, time.time() - started, proc.returncode, text)
     return text, failed or bool(restored)

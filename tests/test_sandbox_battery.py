@@ -402,3 +402,35 @@ def test_of_dot_local_only_the_program_folders_are_readable(box, tmp_path_factor
     output, _ = sh(f"{home}/.local/bin/tool; cat {home}/.local/share/keyrings/* {home}/.local/share/fish/* "
                    f"{home}/.local/share/uv/credentials/* {home}/.local/share/Trash/files/.env; echo end")
     assert "tool-ran" in output and "end" in output and "canary-5d1" not in output, output
+
+
+# --- round 3: the second outside pass -------------------------------------------------
+
+def test_a_huge_planted_control_file_does_not_stop_the_put_back(box):
+    make_repo(box)
+    output, failed = sh("mkdir -p .git/zz && truncate -s 1T .git/zz/config && "
+                        + EVIL_GITDIR.format(d="evilgd") + " && echo \"$PWD/evilgd\" > .git/commondir; echo planted")
+    assert failed and "KeSi put back" in output, output
+    assert not (box / ".git" / "zz" / "config").exists() and not (box / ".git" / "commondir").exists()
+    later = git_everywhere(box)
+    assert not pwned(box), later
+    assert sh("echo still-works")[0].startswith("still-works")
+
+
+def test_many_planted_files_are_reported_briefly(box):
+    make_repo(box)
+    output, failed = sh("for i in $(seq 300); do "
+                        "mkdir -p .git/m$i/hooks && echo x > .git/m$i/hooks/pre-commit; done; echo planted")
+    assert failed and "and 290 more" in output and len(output) < 5000, output[-500:]
+
+
+def test_a_submodule_named_like_a_data_folder_is_guarded(box, tmp_path_factory):
+    upstream = tmp_path_factory.mktemp("upstream-lfs")
+    make_repo(upstream)
+    make_repo(box)
+    added = subprocess.run(["git", "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream),
+                            "lfs"], cwd=box, env={**os.environ, **GIT_ENV}, capture_output=True, text=True)
+    assert added.returncode == 0, added.stderr
+    sh(EVIL_GITDIR.format(d="evilgd") + " && echo \"$PWD/evilgd\" > .git/modules/lfs/commondir")
+    later = [git(box, "status"), git(box / "lfs", "status")]
+    assert not pwned(box), [p.stdout + p.stderr for p in later]
