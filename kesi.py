@@ -539,6 +539,54 @@ def open_regular_file(entry: JailEntry):
 def open_folder(entry: JailEntry) -> int:
     return entry.open(FOLDER_FLAGS)
 
+
+# --- KeSi's own folder, .kesi/ ------------------------------------------------
+# Sessions, prompt history, the audit log and the sandbox's caches live here,
+# always written through descriptors of it (see kesi_folder).
+
+def kesi_folder(*names: str, create: bool = True) -> int:
+    """An open descriptor of .kesi/ in the project, or of a folder inside it
+    ('sessions'), made as needed; the caller closes it.
+
+    A command can plant symlinks here (.kesi/sessions -> ~/.bashrc.d) to make
+    KeSi write into the home folder. So each part is opened relative to the
+    one before with O_NOFOLLOW, and every file is then created relative to
+    the descriptor: a link anywhere is refused with an OSError, nothing is
+    written through it.
+    """
+    fd = os.open(BASE_DIR, FOLDER_FLAGS)
+    try:
+        for depth, name in enumerate((".kesi", *names)):
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=fd)
+            try:
+                sub = os.open(name, FOLDER_FLAGS, dir_fd=fd)
+            except FileNotFoundError:       # create=False and there is none
+                raise
+            except OSError as exc:
+                where = "/".join((".kesi", *names)[:depth + 1])
+                raise OSError(f"{where} is a symlink or not a folder; KeSi does not write through it") from exc
+            os.close(fd)
+            fd = sub
+            if name == ".kesi" and create:
+                write_kesi_gitignore(fd)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def write_kesi_gitignore(kesi_fd: int) -> None:
+    """A .gitignore of its own, so sessions and prompt history never show up
+    in git status. O_EXCL: an existing one (or a planted link) is left alone."""
+    try:
+        fd = os.open(".gitignore", NEW_FILE_FLAGS, 0o644, dir_fd=kesi_fd)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write("# written by KeSi: its sessions and prompt history stay out of git\n*\n")
+
 # ============================================================================
 # 3. File tools: read_file, list_files, glob, edit_file, write_file
 # ============================================================================
@@ -2748,7 +2796,7 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
     ship a .env of its own); the rest of the tree is walked here.
     """
     found, skipped, pointers = [], [], []
-    for root, dirs, files in os.walk(BASE_DIR):
+    for root, dirs, files in walk_folders(str(BASE_DIR)):
         here = Path(root)
         if ".git" in dirs and (here / ".git" / "config").is_file():
             found.append(here / ".git" / "config")
@@ -2767,6 +2815,24 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
     # is hidden anyway when it is in home, or a secret of its own, or it is a
     # file the command could read by its real name.
     return [path for path in found if not path.is_symlink()], pointers
+
+
+def walk_folders(top: str):
+    """os.walk without following links, and without recursion: os.walk on
+    Python 3.11 recurses, so a command that nests 1,000 folders would make
+    every later command fail. The caller may prune dirs, as with os.walk."""
+    stack = [top]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as listing:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in listing]
+        except OSError:
+            continue              # gone, unreadable, or a path too long for the system
+        dirs = [name for name, is_dir in entries if is_dir]
+        files = [name for name, is_dir in entries if not is_dir]
+        yield here, dirs, files
+        stack += [os.path.join(here, d) for d in reversed(dirs)]
 
 
 def is_env_name(name: str) -> bool:
@@ -2812,8 +2878,8 @@ def submodule_configs(modules: Path) -> list[Path]:
     remote URLs may carry tokens, as the main config's may."""
     if modules.is_symlink() or not modules.is_dir():
         return []
-    return [config for config in modules.rglob("config")
-            if config.is_file() and (config.parent / "HEAD").is_file()]
+    return [Path(here) / "config" for here, _, files in walk_folders(str(modules))
+            if "config" in files and "HEAD" in files and (Path(here) / "config").is_file()]
 
 
 def bwrap_argv(command: str, background: bool = False, full_network: bool = False) -> list[str]:
@@ -5399,50 +5465,6 @@ RESTART = "kesi_restart"     # a marker line: the journal starts again from the 
 
 def session_dir() -> Path:
     return BASE_DIR / ".kesi" / "sessions"
-
-
-def kesi_folder(*names: str, create: bool = True) -> int:
-    """An open descriptor of .kesi/ in the project, or of a folder inside it
-    ('sessions'), made as needed; the caller closes it.
-
-    A command can plant symlinks here (.kesi/sessions -> ~/.bashrc.d) to make
-    KeSi write into the home folder. So each part is opened relative to the
-    one before with O_NOFOLLOW, and every file is then created relative to
-    the descriptor: a link anywhere is refused with an OSError, nothing is
-    written through it.
-    """
-    fd = os.open(BASE_DIR, FOLDER_FLAGS)
-    try:
-        for depth, name in enumerate((".kesi", *names)):
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o700, dir_fd=fd)
-            try:
-                sub = os.open(name, FOLDER_FLAGS, dir_fd=fd)
-            except FileNotFoundError:       # create=False and there is none
-                raise
-            except OSError as exc:
-                where = "/".join((".kesi", *names)[:depth + 1])
-                raise OSError(f"{where} is a symlink or not a folder; KeSi does not write through it") from exc
-            os.close(fd)
-            fd = sub
-            if name == ".kesi" and create:
-                write_kesi_gitignore(fd)
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def write_kesi_gitignore(kesi_fd: int) -> None:
-    """A .gitignore of its own, so sessions and prompt history never show up
-    in git status. O_EXCL: an existing one (or a planted link) is left alone."""
-    try:
-        fd = os.open(".gitignore", NEW_FILE_FLAGS, 0o644, dir_fd=kesi_fd)
-    except FileExistsError:
-        return
-    with os.fdopen(fd, "w") as f:
-        f.write("# written by KeSi: its sessions and prompt history stay out of git\n*\n")
 
 
 def make_kesi_dir() -> Path:

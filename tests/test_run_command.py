@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -328,3 +329,22 @@ def test_a_users_own_venv_is_kept(ws, tmp_path_factory, monkeypatch):
     env = kesi.sandbox_environment()
     assert env["VIRTUAL_ENV"] == other
     assert env["PWD"] == str(ws)
+
+
+def peak_rss_of_a_kesi_child(command: str, cwd) -> int:
+    """Peak resident memory (KB) of a fresh Python that imports kesi and runs one command."""
+    script = ("import resource, kesi\n"
+              f"output, _ = kesi.run_command({command!r}, timeout=60)\n"
+              "assert output.rstrip().endswith(')'), output[-200:]\n"
+              "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(kesi.__file__).parent)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return int(proc.stdout.split()[-1])
+
+
+def test_memory_stays_bounded_however_much_a_command_prints(tmp_path):
+    """50 MB of output (under the 64 MB stop) costs KeSi no more memory than 1 MB does."""
+    small = peak_rss_of_a_kesi_child("head -c 1000000 /dev/zero | tr '\\0' x", tmp_path)
+    large = peak_rss_of_a_kesi_child("head -c 50000000 /dev/zero | tr '\\0' x", tmp_path)
+    assert large - small < 20_000, (small, large)          # KB: far less than the 49 MB more it read

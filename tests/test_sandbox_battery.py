@@ -434,3 +434,14 @@ def test_a_submodule_named_like_a_data_folder_is_guarded(box, tmp_path_factory):
     sh(EVIL_GITDIR.format(d="evilgd") + " && echo \"$PWD/evilgd\" > .git/modules/lfs/commondir")
     later = [git(box, "status"), git(box / "lfs", "status")]
     assert not pwned(box), [p.stdout + p.stderr for p in later]
+
+
+def test_a_very_deep_tree_does_not_break_later_commands(box):
+    make_repo(box)
+    output, _ = sh("python3 -c \"import os\nfor top in ('deep', '.git/modules/deep'):\n"
+                   "    os.makedirs(top, exist_ok=True); os.chdir(top)\n"
+                   "    for _ in range(1200): os.mkdir('d'); os.chdir('d')\n"
+                   "    os.chdir(os.environ['PWD'])\"; echo made")
+    assert "made" in output, output
+    again, failed = sh("echo still-works")
+    assert not failed and again.startswith("still-works"), again
