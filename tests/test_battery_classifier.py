@@ -179,6 +179,10 @@ def test_a_deny_rule_from_a_project_file_is_printed_visibly(ws, monkeypatch):
     ("Bash(git push:*)", "env -i git push"), ("Bash(git push:*)", "bash -c \"cd . && git push\""),
     ("Bash(rm -rf:*)", "rm -fr build"), ("Bash(rm -rf:*)", "/bin/rm -rf build"),
     ("Bash(npm publish)", "npm  publish"),
+    # the second outside pass
+    ("Bash(rm -rf:*)", "rm -r -f build"), ("Bash(rm -rf:*)", "rm -rfv build"), ("Bash(rm -rf:*)", "rm -f -r build"),
+    ("Bash(git push:*)", "git --git-dir=.git push"), ("Bash(git push:*)", "git --config-env x.y=HOME push"),
+    ("Bash(git push:*)", "git -C . -c a.b=c push --force"),
 ])
 def test_a_deny_rule_holds_against_other_spellings_even_in_bypass_mode(ws, monkeypatch, rule, command):
     import json
@@ -220,21 +224,6 @@ def test_files_run_later_are_not_written_unasked_even_in_accept_edits(ws, monkey
 
 
 # --- round 3: the second outside pass's spellings ----------------------------------------
-
-@pytest.mark.parametrize("rule,command", [
-    ("Bash(rm -rf:*)", "rm -r -f build"), ("Bash(rm -rf:*)", "rm -rfv build"), ("Bash(rm -rf:*)", "rm -f -r build"),
-    ("Bash(git push:*)", "git --git-dir=.git push"), ("Bash(git push:*)", "git --config-env x.y=HOME push"),
-    ("Bash(git push:*)", "git -C . -c a.b=c push --force"),
-])
-def test_deny_rules_hold_against_option_spellings(ws, monkeypatch, rule, command):
-    import json
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(ws / "user-config"))
-    (ws / "user-config" / "kesi").mkdir(parents=True)
-    (ws / "user-config" / "kesi" / "settings.json").write_text(json.dumps({"permissions": {"deny": [rule]}}))
-    monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
-    allowed, refusal = kesi.check_permission("run_command", {"command": command})
-    assert not allowed and "deny rule" in refusal, (rule, command)
-
 
 @pytest.mark.parametrize("command", ["date 010100002001", "date --se=2001-01-01", "date --s 2001-01-01",
                                      "date -d tomorrow", "diff -r docs b", "diff --recursive docs b",

@@ -342,15 +342,18 @@ def test_a_hooks_folder_linked_into_the_work_tree_is_read_only(box):
     assert not pwned(box) and not (box / "myhooks" / "pre-commit").exists(), later
 
 
+def add_submodule(root: Path, upstream: Path, name: str) -> None:
+    make_repo(upstream)
+    make_repo(root)
+    added = subprocess.run(["git", "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream),
+                            name], cwd=root, env={**os.environ, **GIT_ENV}, capture_output=True, text=True)
+    assert added.returncode == 0, added.stderr
+    assert git(root, "commit", "-qm", f"with {name}").returncode == 0
+
+
 @pytest.fixture
 def with_submodule(box, tmp_path_factory):
-    upstream = tmp_path_factory.mktemp("upstream")
-    make_repo(upstream)
-    make_repo(box)
-    added = subprocess.run(["git", "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream),
-                            "sub"], cwd=box, env={**os.environ, **GIT_ENV}, capture_output=True, text=True)
-    assert added.returncode == 0, added.stderr
-    assert git(box, "commit", "-qm", "with sub").returncode == 0
+    add_submodule(box, tmp_path_factory.mktemp("upstream"), "sub")
     return box
 
 
@@ -425,12 +428,7 @@ def test_many_planted_files_are_reported_briefly(box):
 
 
 def test_a_submodule_named_like_a_data_folder_is_guarded(box, tmp_path_factory):
-    upstream = tmp_path_factory.mktemp("upstream-lfs")
-    make_repo(upstream)
-    make_repo(box)
-    added = subprocess.run(["git", "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream),
-                            "lfs"], cwd=box, env={**os.environ, **GIT_ENV}, capture_output=True, text=True)
-    assert added.returncode == 0, added.stderr
+    add_submodule(box, tmp_path_factory.mktemp("upstream-lfs"), "lfs")
     sh(EVIL_GITDIR.format(d="evilgd") + " && echo \"$PWD/evilgd\" > .git/modules/lfs/commondir")
     later = [git(box, "status"), git(box / "lfs", "status")]
     assert not pwned(box), [p.stdout + p.stderr for p in later]
@@ -442,6 +440,26 @@ def test_a_very_deep_tree_does_not_break_later_commands(box):
                    "    os.makedirs(top, exist_ok=True); os.chdir(top)\n"
                    "    for _ in range(1200): os.mkdir('d'); os.chdir('d')\n"
                    "    os.chdir(os.environ['PWD'])\"; echo made")
-    assert "made" in output, output
-    again, failed = sh("echo still-works")
-    assert not failed and again.startswith("still-works"), again
+    try:
+        assert "made" in output, output
+        again, failed = sh("echo still-works")
+        assert not failed and again.startswith("still-works"), again
+    finally:
+        for top in (box / "deep", box / ".git" / "modules" / "deep"):
+            remove_deep_chain(top)
+
+
+def remove_deep_chain(top: Path) -> None:
+    """Remove a chain of nested d/ folders without recursion (shutil.rmtree
+    recurses, and pytest's own clean-up of old temp folders would fail)."""
+    if not top.is_dir():
+        return
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    chain = [fd]
+    while "d" in os.listdir(chain[-1]):
+        chain.append(os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=chain[-1]))
+    while len(chain) > 1:
+        os.close(chain.pop())
+        os.rmdir("d", dir_fd=chain[-1])
+    os.close(fd)
+    os.rmdir(top)
