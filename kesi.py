@@ -68,7 +68,10 @@ class BackgroundImport:
 
     def __init__(self, name: str):
         self.name = name
-        self.thread = threading.Thread(target=self.load, name=f"import {name}", daemon=True)
+        # Not a daemon: an exit during the import (--version, a bad setting)
+        # waits for it, because a daemon thread stopped in the middle of
+        # loading a C extension can abort the whole process at exit.
+        self.thread = threading.Thread(target=self.load, name=f"import {name}", daemon=False)
         self.thread.start()
 
     def load(self) -> None:
