@@ -2782,12 +2782,6 @@ def denied_sources() -> dict[str, str]:
     return _denied
 
 
-def secret_paths() -> list[Path]:
-    """Existing .env, .env.* (any case) and .git/config files in the
-    workspace, any depth (and the configs `.git` files lead to)."""
-    return scan_workspace()[0]
-
-
 def scan_workspace() -> tuple[list[Path], list[Path]]:
     """(secrets to mask, `.git` files to pin) in the workspace, any depth.
 
@@ -3039,7 +3033,7 @@ def shared_network_fds() -> tuple[int, ...]:
 # point cannot be renamed or removed, so no `git init` can replace it; a
 # `.git` file is pinned read-only), hooks/, the folder core.hooksPath names
 # and files config includes are read-only, and config is an empty read-only
-# file (see secret_paths). Everything else git would take code from, in the
+# file (see scan_workspace). Everything else git would take code from, in the
 # repository and in its submodules' and worktrees' folders under .git, is
 # checked after every command and put back as it was: git_control_snapshot.
 
