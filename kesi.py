@@ -29,6 +29,7 @@ import codecs
 import contextlib
 import datetime
 import difflib
+import fnmatch
 import functools
 import hashlib
 import importlib
@@ -1764,6 +1765,20 @@ def program_name(word: str) -> str:
     return os.path.basename(word).casefold()      # /usr/bin/sudo; SUDO on a case-blind disk
 
 
+def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | None:
+    """Which of these programs a word runs: /usr/bin/sudo and SUDO are sudo,
+    and so is a glob the shell expands to it (/usr/bin/su[d]o, s?do). A word
+    that may be an argument counts as a glob only with three letters of its
+    own: "rm -rf build/*" names no program."""
+    name = program_name(word)
+    if name in names:
+        return name
+    literal = re.sub(r"\[[^]]*\]|[*?]", "", name)
+    if any(c in "*?[" for c in name) and (is_program or len(literal) >= 3):
+        return next((known for known in sorted(names) if fnmatch.fnmatchcase(known, name)), None)
+    return None
+
+
 def unwrap_command(tokens: list[str]) -> list[str]:
     """The command a simple command really runs, past VAR=value assignments,
     reserved words ({, then, do, !) and wrappers like env, nohup or exec."""
@@ -1773,16 +1788,44 @@ def unwrap_command(tokens: list[str]) -> list[str]:
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[0], re.DOTALL) or tokens[0] in RESERVED_WORDS:
             tokens.pop(0)
         elif first in SIMPLE_WRAPPERS:
-            tokens.pop(0)
-            while tokens and tokens[0].startswith("-"):            # env -i, exec -a name, command -p
-                option = tokens.pop(0)
-                if option in ("-u", "-C", "-S", "-P", "-a") and tokens:
-                    tokens.pop(0)
-                if option == "--":
-                    break
+            tokens = past_wrapper_options(tokens[1:])
         else:
             break
     return tokens
+
+
+# Wrapper options that take a value (env -u NAME, exec -a NAME, env -C DIR);
+# env -S splits its value into the words that run.
+WRAPPER_SHORT_VALUES = set("uCSPa")
+WRAPPER_LONG_VALUES = {"--unset": "u", "--chdir": "C", "--split-string": "S", "--argv0": "a"}
+
+
+def past_wrapper_options(tokens: list[str]) -> list[str]:
+    """The words after a wrapper's options. env -S 'sudo id' (or -S'sudo id',
+    --split-string=...) runs the words of its value: they come first."""
+    while tokens and tokens[0].startswith("-"):
+        option, tokens = tokens[0], tokens[1:]
+        if option == "--":
+            break
+        if option.startswith("--"):
+            name, has_value, value = option.partition("=")
+            letter = WRAPPER_LONG_VALUES.get(name)
+        else:                     # a cluster: the first letter that takes a value takes the rest
+            cut = next((i for i, c in enumerate(option[1:], 1) if c in WRAPPER_SHORT_VALUES), None)
+            letter, value = (option[cut], option[cut + 1:]) if cut else (None, "")
+            has_value = bool(value)
+        if letter and not has_value and tokens:
+            value, tokens = tokens[0], tokens[1:]
+        if letter == "S":
+            tokens = split_like_env(value) + tokens
+    return tokens
+
+
+def split_like_env(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
 
 
 def expand_home(word: str) -> str | None:
@@ -1814,6 +1857,11 @@ def is_root_target(target: str, cwd: Path | None = None) -> bool:
     """Does this removal target mean /, a system or a home folder, however it is spelled?"""
     if target in ROOT_TARGETS:
         return True
+    if "{" in target:             # bash (macOS's /bin/sh) expands rm -rf {/,x} to rm -rf / x
+        alternatives = brace_alternatives(target)
+        if alternatives != [target]:
+            return any(is_root_target(alternative, cwd) for alternative in alternatives)
+    target = re.sub(r"\$(PWD\b|\{PWD\})", lambda _: str(cwd or BASE_DIR), target)   # rm -rf $PWD/..
     path = expand_home(target)
     if path is None or cwd is None and not path.startswith("/"):
         return False              # not readable without running it: the expansion rule asks
@@ -1828,9 +1876,36 @@ def is_root_target(target: str, cwd: Path | None = None) -> bool:
         return True
 
 
-def is_root_removal(tokens: list[str], cwd: Path | None = None) -> bool:
-    if not tokens or program_name(tokens[0]) not in REMOVAL_COMMANDS:
+def brace_alternatives(word: str, limit: int = 64) -> list[str]:
+    """The words {a,b} expands to, innermost first: a{x,y}/b is ax/b, ay/b."""
+    match = re.search(r"\{([^{}]*,[^{}]*)\}", word)
+    if not match:
+        return [word]
+    words = []
+    for part in match.group(1).split(","):
+        words += brace_alternatives(word[:match.start()] + part + word[match.end():], limit)
+    return words[:limit]
+
+
+def find_start_paths(tokens: list[str]) -> list[str]:
+    """The folders find walks: the words before its expression (-name, !, ( ...)."""
+    words = tokens[1:]
+    while words and words[0] in ("-H", "-L", "-P") or words[:1] == ["-D"] or words[:1] and words[0].startswith("-O"):
+        words = words[2:] if words[0] == "-D" else words[1:]
+    paths = []
+    for word in words:
+        if word.startswith("-") or word in ("(", "!", ","):
+            break
+        paths.append(word)
+    return paths
+
+
+def is_root_removal(tokens: list[str], cwd: Path | None = None, is_program: bool = True) -> bool:
+    program = names_one_of(tokens[0], REMOVAL_COMMANDS | {"find"}, is_program) if tokens else None
+    if program is None:
         return False
+    if program == "find":         # find ~ -delete empties home as rm -rf ~ does
+        return "-delete" in tokens and any(is_root_target(path, cwd) for path in find_start_paths(tokens))
     targets, options_done = [], False
     for token in tokens[1:]:
         if token == "--" and not options_done:
@@ -1876,12 +1951,14 @@ def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) ->
         if program in ("cd", "pushd"):
             previous, cwd = cwd, after_cd(tokens, cwd, previous)
         text_only = program in TEXT_PROGRAMS and not feeds_a_shell
-        for start in range(0 if not text_only else len(segment), len(segment)):
-            name = program_name(segment[start])
-            if name in BLOCKED_COMMANDS:
-                return f"{name} would run with superuser rights"
-            if is_root_removal(segment[start:], cwd):
-                return "it would delete the root folder, a system folder or a home folder"
+        # Each word may be the program a wrapper starts; env -S makes words of its own.
+        for words in ([] if text_only else [segment, tokens]):
+            for start in range(len(words)):
+                name = names_one_of(words[start], BLOCKED_COMMANDS, is_program=start == 0)
+                if name:
+                    return f"{name} would run with superuser rights"
+                if is_root_removal(words[start:], cwd, is_program=start == 0):
+                    return "it would delete the root folder, a system folder or a home folder"
         for word in segment:
             # A word that is a command line of its own (sh -c '...', eval "...").
             # A text program's arguments run nothing, except $(...) and `...` in them.
@@ -2301,18 +2378,30 @@ GIT_GLOBAL_OPTIONS = {"-C": True, "-c": True, "--git-dir": True, "--work-tree": 
                       "--no-optional-locks": False}
 
 
+# Long options that are a short one, for programs deny rules often name
+# (rm --recursive --force is rm -rf), and short letters that are the same.
+OPTION_LETTERS = {
+    "rm": {"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i"},
+    "cp": {"--recursive": "r", "--force": "f"}, "mv": {"--force": "f"},
+    "chmod": {"--recursive": "R"}, "chown": {"--recursive": "R"},
+    "git push": {"--force": "f", "--delete": "d"}, "git checkout": {"--force": "f"},
+    "git clean": {"--force": "f", "--dry-run": "n", "--quiet": "q", "--interactive": "i"},
+    "git branch": {"--delete": "d", "--force": "f", "--move": "m"},
+}
+SAME_LETTERS = {"rm": {"R": "r"}, "cp": {"R": "r"}}
+UNKNOWN_ALIAS = "an alias whose value a variable gives"
+
+
 def rule_words(tokens: list[str]) -> list[str]:
     """A command's words the way a deny rule compares them: the program by
     its name (/usr/bin/git is git), git's global options dropped (git -C .
-    push is git push) and short option letters sorted (rm -fr is rm -rf)."""
+    push is git push), long options that have a short one made short, and
+    short option letters sorted (rm -fr and rm --force --recursive are rm -rf)."""
     words = [program_name(tokens[0]), *tokens[1:]] if tokens else []
     if words[:1] == ["git"]:
-        rest = words[1:]
-        while rest and rest[0].startswith("-"):
-            option, has_value, _ = rest.pop(0).partition("=")
-            if GIT_GLOBAL_OPTIONS.get(option) and not has_value and rest:
-                rest.pop(0)                        # the option's value: -C path, -c key=value
-        words = ["git", *rest]
+        words = ["git", *past_git_options(words[1:])[0]]
+    key = " ".join(words[:2]) if words[:1] == ["git"] else words[0] if words else ""
+    words = [as_short_option(word, key) for word in words]
     merged = []
     for word in words:            # rm -r -f is rm -rf: one sorted cluster of short options
         if re.fullmatch(r"-[A-Za-z]+", word) and merged and re.fullmatch(r"-[A-Za-z]+", merged[-1]):
@@ -2322,14 +2411,48 @@ def rule_words(tokens: list[str]) -> list[str]:
     return [("-" + "".join(sorted(set(w[1:])))) if re.fullmatch(r"-[A-Za-z]{2,}", w) else w for w in merged]
 
 
+def past_git_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
+    """git's words from its subcommand on, and the aliases its options
+    define ({name: value}; git -c alias.p=push p is git push)."""
+    words, aliases = list(words), {}
+    while words and words[0].startswith("-"):
+        option, has_value, value = words.pop(0).partition("=")
+        if GIT_GLOBAL_OPTIONS.get(option) and not has_value and words:
+            value = words.pop(0)                   # the option's value: -C path, -c key=value
+        key, _, setting = value.partition("=")
+        if option in ("-c", "--config-env") and key.lower().startswith("alias."):
+            aliases[key[len("alias."):]] = setting if option == "-c" else UNKNOWN_ALIAS
+    return words, aliases
+
+
+def as_short_option(word: str, program: str) -> str:
+    """--recursive as -r for rm; an abbreviation (--rec) too, as GNU and git
+    take any unambiguous one."""
+    if word.startswith("--") and len(word) > 3:
+        name = word.split("=", 1)[0]
+        letters = {letter for option, letter in OPTION_LETTERS.get(program, {}).items() if option.startswith(name)}
+        return "-" + letters.pop() if len(letters) == 1 else word
+    if re.fullmatch(r"-[A-Za-z]+", word):
+        same = SAME_LETTERS.get(program, {})
+        return "-" + "".join(same.get(letter, letter) for letter in word[1:])
+    return word
+
+
 def words_match(wanted: list[str], words: list[str], prefix: bool) -> bool:
     """A rule's words against a command's; a rule's short options match when
-    the command gives at least those (Bash(rm -rf:*) covers rm -rfv)."""
+    the command gives at least those (Bash(rm -rf:*) covers rm -rfv), a long
+    option its abbreviation (git reset --har), any word a glob sh expands to it."""
     if len(words) < len(wanted) or (not prefix and len(words) != len(wanted)):
         return False
     for rule_word, word in zip(wanted, words):
         clusters = all(re.fullmatch(r"-[A-Za-z]+", w) for w in (rule_word, word))
-        if not (set(rule_word[1:]) <= set(word[1:]) if clusters and prefix else rule_word == word):
+        if clusters and prefix:
+            same = set(rule_word[1:]) <= set(word[1:])
+        elif rule_word.startswith("--") and word.startswith("--") and len(word) > 3:
+            same = rule_word.split("=", 1)[0].startswith(word.split("=", 1)[0])
+        else:
+            same = rule_word == word or (any(c in "*?[" for c in word) and fnmatch.fnmatchcase(rule_word, word))
+        if not same:
             return False
     return True
 
@@ -2338,7 +2461,8 @@ def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -
     """Does any part of the command run what a deny rule names? Every simple
     command is looked at from each word that could be a program a wrapper
     starts (timeout 9 git push, xargs git push), and every argument that is a
-    command line of its own (sh -c 'git push', eval ...), as hard denials are."""
+    command line of its own (sh -c 'git push', eval ...), as hard denials are;
+    a git alias is read as what it stands for."""
     segments = command_segments(command)
     if not segments or depth > MAX_NESTING:
         return False
@@ -2347,7 +2471,16 @@ def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -
         tokens = unwrap_command(segment)
         text_only = bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell
         for start in range(1 if text_only else len(tokens)):      # echo git push runs no git
-            if words_match(wanted, rule_words(tokens[start:]), prefix):
+            words = tokens[start:]
+            alias = git_alias(words) if wanted[:1] == ["git"] else None
+            if alias == UNKNOWN_ALIAS:
+                return True       # what it runs cannot be read: the deny rule wins
+            if alias and alias.startswith("!"):
+                if runs_denied(wanted, prefix, alias[1:], depth + 1):
+                    return True
+            elif alias:
+                words = ["git", *split_like_env(alias), *past_git_options(words[1:])[0][1:]]
+            if words_match(wanted, rule_words(words), prefix):
                 return True
         for word in tokens:       # a text program's arguments run nothing, but $(...) and `...`
             if text_only and "$(" not in word and "`" not in word:
@@ -2355,6 +2488,36 @@ def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -
             if command_segments(word) not in ([[word]], [], None) and runs_denied(wanted, prefix, word, depth + 1):
                 return True
     return False
+
+
+def git_alias(words: list[str]) -> str | None:
+    """What a git command's subcommand stands for if it is an alias: from its
+    own -c options, else from git's config (an alias never hides a git command)."""
+    if not words or program_name(words[0]) != "git":
+        return None
+    rest, aliases = past_git_options(words[1:])
+    if not rest or rest[0] in git_commands():
+        return None
+    if rest[0] in aliases:
+        return aliases[rest[0]]
+    git = shutil.which("git")
+    try:
+        found = subprocess.run([git, "config", "--get", f"alias.{rest[0]}"], cwd=BASE_DIR, capture_output=True,
+                               text=True, timeout=10, env={**os.environ, **GIT_SAFE_CONFIG}) if git else None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return found.stdout.strip() or None if found and found.returncode == 0 else None
+
+
+@functools.cache
+def git_commands() -> frozenset[str]:
+    git = shutil.which("git")
+    try:
+        listed = subprocess.run([git, "--list-cmds=builtins,main"], capture_output=True, text=True,
+                                timeout=10).stdout if git else ""
+    except (OSError, subprocess.TimeoutExpired):
+        listed = ""
+    return frozenset(listed.split())
 
 
 def path_matches(pattern: str, key: str, for_deny: bool) -> bool:

@@ -73,6 +73,15 @@ MUST_DENY = {
     ],
 }
 
+# Round 3: spellings the shell expands before it runs anything.
+MUST_DENY["globs, split strings and find"] = [
+    "/usr/bin/su[d]o id", "/usr/bin/sud? id", "s?do id", "/bin/r[m] -rf /", "r? -rf ~", "timeout 5 /usr/bin/sud? id",
+    "env -S'sudo id'", "env --split-string='sudo id'", "env --split-string 'rm -rf ~'", "env -iS 'sudo id'",
+    "env --unset HOME sudo id", "find ~ -delete", "find / -delete", "find -L ~/ -name '*' -delete",
+    "find /usr -type f -delete", "rm -rf {/,}", "rm -rf ~/{.,}", "rm -rf {/tmp/x,~}", "cd /usr/lib && rm -rf $PWD/..",
+    "cd / && rm -rf ${PWD}",
+]
+
 MUST_AT_LEAST_ASK = [
     "\"$(echo sudo)\" id", "$(echo sudo) id", "`echo sudo` id", "$S id", "a=sudo; $a id",
     "sudo${IFS}id", "echo c3VkbyBpZA== | base64 -d | sh", "rm -rf \"$TARGET\"", "rm -rf $HOME_DIR",
@@ -127,7 +136,9 @@ def test_everyday_commands_are_not_denied():
     """The hard deny must not swallow ordinary work."""
     for command in ["grep -rn sudo docs", "git commit -m 'drop the sudo step'", "echo rm -rf /",
                     "man sudo", "which sudo", "rm -rf build", "rm -rf ./build/*", "cd build && rm -rf .",
-                    "ls /", "cat README.md", "git log --grep='rm -rf'", "rm -rf node_modules"]:
+                    "ls /", "cat README.md", "git log --grep='rm -rf'", "rm -rf node_modules",
+                    "find . -name '*.pyc' -delete", "find build -delete", "rm -rf build/{a,b}", "cp su* build",
+                    "ls s?do", "rm -rf $PWD/build", "env -S 'ls -la'"]:
         assert kesi.classify_command(command)[0] != "deny", command
 
 
@@ -183,9 +194,22 @@ def test_a_deny_rule_from_a_project_file_is_printed_visibly(ws, monkeypatch):
     ("Bash(rm -rf:*)", "rm -r -f build"), ("Bash(rm -rf:*)", "rm -rfv build"), ("Bash(rm -rf:*)", "rm -f -r build"),
     ("Bash(git push:*)", "git --git-dir=.git push"), ("Bash(git push:*)", "git --config-env x.y=HOME push"),
     ("Bash(git push:*)", "git -C . -c a.b=c push --force"),
+    # the third pass: aliases, long options and their abbreviations, globs, env -S
+    ("Bash(git push:*)", "git -c alias.p=push p origin"), ("Bash(git push:*)", "git -c alias.p='!git push' p"),
+    ("Bash(git push:*)", "git --config-env=alias.p=VALUE p"), ("Bash(git push:*)", "git saved-push"),
+    ("Bash(git push:*)", "/usr/bin/gi[t] push"), ("Bash(git push:*)", "git pu?h"),
+    ("Bash(git push:*)", "env -S'git push'"), ("Bash(git push:*)", "env --split-string='git push'"),
+    ("Bash(git push --force:*)", "git push --for origin"), ("Bash(git push --force:*)", "git push -f"),
+    ("Bash(git reset --hard:*)", "git reset --har"), ("Bash(git reset --hard:*)", "git reset --hard=HEAD~1"),
+    ("Bash(rm -rf:*)", "rm --recursive --force build"), ("Bash(rm -rf:*)", "rm -R -f build"),
+    ("Bash(rm -rf:*)", "rm --rec --for build"), ("Bash(rm -rf:*)", "rm -fR build"), ("Bash(rm -rf:*)", "/bin/r[m] -rf x"),
+    ("Bash(git clean -fd:*)", "git clean --force -d"),
 ])
 def test_a_deny_rule_holds_against_other_spellings_even_in_bypass_mode(ws, monkeypatch, rule, command):
     import json
+    import subprocess
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)         # an alias from the repository's config
+    subprocess.run(["git", "-C", str(ws), "config", "alias.saved-push", "push --force"], check=True)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(ws / "user-config"))
     (ws / "user-config" / "kesi").mkdir(parents=True)
     (ws / "user-config" / "kesi" / "settings.json").write_text(json.dumps({"permissions": {"deny": [rule]}}))
@@ -194,7 +218,9 @@ def test_a_deny_rule_holds_against_other_spellings_even_in_bypass_mode(ws, monke
     assert not allowed and "deny rule" in refusal, (rule, command)
 
 
-@pytest.mark.parametrize("command", ["echo git push", "grep -rn 'git push' docs", "git pull", "rm -r build"])
+@pytest.mark.parametrize("command", ["echo git push", "grep -rn 'git push' docs", "git pull", "rm -r build",
+                                     "git -c alias.push=status status", "git -c alias.st=status st",
+                                     "git reset --soft", "rm --verbose -r build", "git pu?l"])
 def test_a_deny_rule_does_not_catch_commands_that_do_not_run_it(ws, monkeypatch, command):
     import json
     monkeypatch.setenv("XDG_CONFIG_HOME", str(ws / "user-config"))

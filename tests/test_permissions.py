@@ -47,7 +47,7 @@ ASK = [
     "git show --textconv", "git -c core.pager=sh log", "git --git-dir=/tmp/x status",
     "cat .env", "cat config/.env", "cat .env.local", "head -5 .git/config", "ls node_modules",
     "cat outside-link", "cat /etc/passwd", "ls ..", "cd / && ls",
-    "find / -delete", "python3 -c \"import shutil; shutil.rmtree('/')\"",   # accepted: ask, not deny
+    "python3 -c \"import shutil; shutil.rmtree('/')\"",   # accepted: ask, not deny
     "cat 'unclosed", "", "   ",
 ]
 ALLOW = ["ls", "ls -la", "pwd", "git status", "git status --porcelain", "git log -p", "git diff",
