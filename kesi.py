@@ -3194,11 +3194,13 @@ def shared_network_fds() -> tuple[int, ...]:
 # includes, or in a repository that commondir or a `.git` file points at) on
 # the next `git status`. Inside the sandbox .git is pinned in place (a mount
 # point cannot be renamed or removed, so no `git init` can replace it; a
-# `.git` file is pinned read-only), hooks/, the folder core.hooksPath names
-# and files config includes are read-only, and config is an empty read-only
-# file (see scan_workspace). Everything else git would take code from, in the
-# repository and in its submodules' and worktrees' folders under .git, is
-# checked after every command and put back as it was: git_control_snapshot.
+# `.git` file is pinned read-only), hooks/, what config names (the folder
+# core.hooksPath names, included files) and the scripts linked hooks run are
+# read-only, and config is an empty read-only file (see scan_workspace).
+# Everything git would take code from, in the repository, its submodules' and
+# worktrees' folders under .git and the work-tree paths config names (even
+# ones that do not exist yet), is checked after every command and put back as
+# it was: git_control_snapshot.
 
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir"}
 GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
@@ -3257,54 +3259,125 @@ def git_pins(read_only: bool = False) -> list[str]:
     """read_only for background tasks: they run while the user may run git,
     so the check-and-restore after a command cannot guard them."""
     git = BASE_DIR / ".git"
-    if git.is_symlink() or not git.is_dir():
-        return []                 # a `.git` file is pinned with the others (scan_workspace)
-    pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
-    for path in [git / "hooks", *paths_git_config_names(git / "config")]:
+    pins = []
+    if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
+        pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
+    for path in [git / "hooks", *git_code_paths()]:
         path = Path(os.path.realpath(path))          # hooks may be a link into the work tree
         if path.is_relative_to(BASE_DIR) and path.exists() and path not in (BASE_DIR, git):
             pins += ["--ro-bind", str(path), str(path)]
     return pins
 
 
-def paths_git_config_names(config: Path) -> list[Path]:
-    """The hooks folder (core.hooksPath) and included files a repository's
-    config names: a command that writes them changes what git runs later.
-    Read by git itself from the file alone (no repository, nothing runs)."""
+def git_code_paths() -> list[Path]:
+    """Paths outside .git/hooks that git takes code from: what its config
+    names, and the scripts hooks that are links point at."""
+    named = paths_git_config_names()
+    targets = []
+    for folder in [BASE_DIR / ".git" / "hooks", *named]:
+        with contextlib.suppress(OSError):
+            targets += [Path(os.path.realpath(entry.path)) for entry in os.scandir(folder) if entry.is_symlink()]
+    return named + targets
+
+
+def paths_git_config_names() -> list[Path]:
+    """The hooks folders (core.hooksPath) and included files git's config
+    names for the workspace: in every scope (the repository's, yours, the
+    system's), through includes of includes, whether they exist yet or not. A
+    command that writes one changes what git runs later. Read by git itself
+    (it runs nothing to answer this)."""
     git = shutil.which("git")
-    if git is None or config.is_symlink() or not config.is_file():
+    if git is None:
         return []
     try:
-        listed = subprocess.run([git, "config", "--file", str(config), "--null", "--get-regexp",
-                                 r"^(core\.hookspath|include\.path|includeif\..*\.path)$"],
-                                capture_output=True, timeout=10, env={"PATH": os.defpath}).stdout
+        listed = subprocess.run([git, "config", "--show-origin", "--null", "--get-regexp",
+                                 r"^(core\.hookspath|include\.path|includeif\..*\.path)$"], cwd=BASE_DIR,
+                                capture_output=True, timeout=10, env={**os.environ, **GIT_SAFE_CONFIG}).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []
     found = []
-    for entry in listed.split(b"\0"):
+    items = listed.split(b"\0")
+    for origin, entry in zip(items[0::2], items[1::2]):
         key, _, value = os.fsdecode(entry).partition("\n")
-        if not value or value.startswith("~"):
-            continue              # in home: hidden from commands anyway
-        # A relative hooksPath is taken from the top of the work tree, an include from .git.
-        base = BASE_DIR if key == "core.hookspath" else config.parent
-        found.append(Path(os.path.normpath(base / value)))
+        origin = os.fsdecode(origin).removeprefix("file:")
+        if value:
+            # A relative hooksPath is taken from the top of the work tree, an include from its file's folder.
+            base = BASE_DIR if key == "core.hookspath" else (BASE_DIR / origin).parent
+            found.append(Path(os.path.normpath(base / os.path.expanduser(value))))
     return found
 
 
-def git_control_snapshot() -> dict[str, tuple] | None:
-    """What git could run code from, under the workspace's .git folder:
-    {path relative to .git: (kind, bytes, mode)} for every control file
-    (GIT_CONTROL_NAMES at any depth, anything in a hooks folder) and every
-    link, or None if the workspace has no .git folder. Nothing is followed
-    through a link: a planted `.git/config -> ~/.ssh/id_rsa` is not read."""
+def named_work_tree_paths() -> list[str]:
+    """Of the paths git runs code from, those in the work tree (outside .git), relative."""
+    named = []
+    for path in git_code_paths():
+        if path.is_relative_to(BASE_DIR) and path != BASE_DIR:
+            relative = path.relative_to(BASE_DIR).as_posix()
+            if relative.split("/")[0] != ".git" and relative not in named:
+                named.append(relative)
+    return named
+
+
+@dataclass
+class GitSnapshot:
+    named: list[str]              # work-tree paths git's config names, taken before the command
+    entries: dict[str, tuple]     # path relative to the workspace -> (kind, data, mode, size)
+
+
+def git_control_snapshot(named: list[str] | None = None) -> GitSnapshot | None:
+    """What git could run code from: every control file under the
+    workspace's .git folder (GIT_CONTROL_NAMES at any depth, anything in a
+    hooks folder, every link) and the work-tree paths its config names (each
+    folder on the way, and what is there: a file, a link, nothing). None if
+    the workspace has neither. Nothing is followed through a link: a planted
+    `.git/config -> ~/.ssh/id_rsa` is not read."""
+    named = named_work_tree_paths() if named is None else named
     try:
-        git_fd = open_git_folder()
+        base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     except OSError:
         return None
     try:
-        return dict(control_entries(git_fd, ""))
+        entries = dict(named_path_entries(base_fd, ".git", in_hooks=False))
+        if ".git" not in entries and not named:
+            return None
+        for path in named:
+            entries.update(named_path_entries(base_fd, path))
+        return GitSnapshot(named, entries)
     finally:
-        os.close(git_fd)
+        os.close(base_fd)
+
+
+def named_path_entries(base_fd: int, path: str, in_hooks: bool = True):
+    """(path, state) for each part of one path, walked from the workspace
+    without following links, down to what is at its end (a folder: all of
+    it, as a hooks folder; in_hooks=False: only the control files in it)."""
+    *folders, last = path.split("/")
+    fds = [base_fd]
+    try:
+        for depth, name in enumerate(folders + [last]):
+            here = "/".join((folders + [last])[:depth + 1])
+            try:
+                info = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
+            except OSError:
+                return            # nothing there: the absence is the state
+            if stat.S_ISLNK(info.st_mode):
+                yield here, ("link", os.readlink(name, dir_fd=fds[-1]).encode(errors="surrogateescape"), 0)
+                return
+            if not stat.S_ISDIR(info.st_mode):
+                if here == path:
+                    data = read_control_file(fds[-1], name) if info.st_size <= MAX_CONTROL_BYTES else b""
+                    yield here, ("file", data, stat.S_IMODE(info.st_mode), info.st_size)
+                else:
+                    yield here, ("file", b"(not a folder)", 0, 0)
+                return
+            yield here, ("folder", b"", 0)
+            fds.append(os.open(name, FOLDER_FLAGS, dir_fd=fds[-1]))
+        yield from control_entries(fds[-1], path + "/", in_hooks)
+    except OSError:
+        return
+    finally:
+        for fd in fds[1:]:
+            os.close(fd)
 
 
 def control_entries(folder_fd: int, prefix: str, in_hooks: bool = False, depth: int = 0):
@@ -3340,14 +3413,6 @@ def control_entries(folder_fd: int, prefix: str, in_hooks: bool = False, depth: 
             yield path, ("file", data, stat.S_IMODE(info.st_mode), info.st_size)
 
 
-def open_git_folder() -> int:
-    base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
-    try:
-        return os.open(".git", FOLDER_FLAGS, dir_fd=base_fd)
-    finally:
-        os.close(base_fd)
-
-
 def read_control_file(folder_fd: int, name: str) -> bytes:
     try:
         fd = os.open(name, FILE_FLAGS, dir_fd=folder_fd)
@@ -3360,41 +3425,47 @@ def read_control_file(folder_fd: int, name: str) -> bytes:
             return b"(not a regular file)"
 
 
-def restore_git_control(before: dict[str, tuple] | None) -> list[str]:
+def restore_git_control(before: GitSnapshot | None) -> list[str]:
     """Put back what a command changed among the control files (no process of
-    it is left to race this): changed ones as they were, new ones removed.
-    Returns the paths put back."""
+    it is left to race this): changed ones as they were, new ones removed,
+    each folder on the way before what is in it. Returns the paths put back."""
     if before is None:
         return []                   # no repository before: nothing of the user's to protect
-    after = git_control_snapshot()
-    if after is None:
+    after = git_control_snapshot(before.named)
+    was_folder = before.entries.get(".git", ("",))[0] == "folder"
+    if after is None or was_folder and after.entries.get(".git") != before.entries[".git"]:
         return [".git (it is no longer a folder; check it before you use git here)"]
-    changed = sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path))
+    changed = sorted(path for path in before.entries.keys() | after.entries.keys()
+                     if before.entries.get(path) != after.entries.get(path))
     if not changed:
         return []
-    git_fd = open_git_folder()
+    base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
         for path in changed:
-            put_back(git_fd, path, before.get(path))
+            put_back(base_fd, path, before.entries.get(path))
     finally:
-        os.close(git_fd)
-    return [f".git/{path}" for path in changed]
+        os.close(base_fd)
+    return changed
 
 
-def put_back(git_fd: int, path: str, was: tuple | None) -> None:
-    """Make one path under .git what it was (None: absent), never through a link."""
+def put_back(base_fd: int, path: str, was: tuple | None) -> None:
+    """Make one path what it was (None: absent), never through a link."""
     *folders, name = path.split("/")
-    fds = [git_fd]
+    fds = [base_fd]
     try:
         for folder in folders:
             fds.append(os.open(folder, FOLDER_FLAGS, dir_fd=fds[-1]))
         with contextlib.suppress(OSError):
             info = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
+            if was is not None and was[0] == "folder" and stat.S_ISDIR(info.st_mode):
+                return            # still a folder: what is in it is put back on its own
             if stat.S_ISDIR(info.st_mode):
                 shutil.rmtree(name, dir_fd=fds[-1])
             else:
                 os.unlink(name, dir_fd=fds[-1])
-        if was is not None and was[0] == "link":
+        if was is not None and was[0] == "folder":
+            os.mkdir(name, dir_fd=fds[-1])
+        elif was is not None and was[0] == "link":
             os.symlink(os.fsdecode(was[1]), name, dir_fd=fds[-1])
         elif was is not None and len(was) > 3 and was[3] > MAX_CONTROL_BYTES:
             pass                  # it was too big to keep before: gone now, nothing of it runs

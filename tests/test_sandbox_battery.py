@@ -323,6 +323,55 @@ def test_a_file_the_config_includes_is_read_only(box):
     assert not pwned(box) and "fsmonitor" not in (box / "team.gitconfig").read_text(), later
 
 
+# Round 3: what git's config names, wherever it is named, whether it exists yet or not.
+
+def include_chain(root: Path) -> None:
+    """.git/config includes conf/team.cfg, which includes conf/more.cfg."""
+    (root / "conf").mkdir()
+    (root / "conf" / "team.cfg").write_text("[include]\n\tpath = more.cfg\n")
+    (root / "conf" / "more.cfg").write_text("[user]\n\tname = team\n")
+    git(root, "config", "include.path", "../conf/team.cfg")
+
+
+NAMED_PLANTS = {
+    "an include that does not exist yet": (
+        lambda root: git(root, "config", "include.path", "../later/extra.cfg"),
+        "mkdir -p later && " + FSMONITOR.format("later/extra.cfg")),
+    "an include inside an include": (include_chain, FSMONITOR.format("conf/more.cfg")),
+    "an include made a link": (include_chain, "mv conf conf.old && mkdir elsewhere && "
+                               + FSMONITOR.format("elsewhere/team.cfg") + " && ln -s elsewhere conf"),
+    "a hooks folder that does not exist yet": (
+        lambda root: git(root, "config", "core.hooksPath", "tools/hooks"),
+        "mkdir -p tools/hooks && echo 'touch PWNED' > tools/hooks/pre-commit && chmod +x tools/hooks/pre-commit"),
+    "a hooks folder spelled with ~": (
+        lambda root: git(root, "config", "core.hooksPath", f"~/{root.name}/.hooks"),
+        "mkdir -p .hooks && echo 'touch PWNED' > .hooks/pre-commit && chmod +x .hooks/pre-commit"),
+    "a hooks folder named in an include": (
+        lambda root: ((root / "team.cfg").write_text("[core]\n\thooksPath = .team-hooks\n"),
+                      git(root, "config", "include.path", "../team.cfg")),
+        "mkdir -p .team-hooks && echo 'touch PWNED' > .team-hooks/pre-commit && chmod +x .team-hooks/pre-commit"),
+    "a hook linked to a script in the work tree": (
+        lambda root: ((root / "scripts").mkdir(), (root / "scripts" / "check.sh").write_text("#!/bin/sh\ntrue\n"),
+                      (root / "scripts" / "check.sh").chmod(0o755),
+                      (root / ".git" / "hooks" / "pre-commit").symlink_to("../../scripts/check.sh")),
+        "echo 'touch PWNED' >> scripts/check.sh"),
+}
+
+
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+@pytest.mark.parametrize("name", NAMED_PLANTS)
+def test_what_git_config_names_is_guarded_wherever_it_is(box, monkeypatch, name, sandbox):
+    make_repo(box)
+    monkeypatch.setenv("HOME", str(box.parent))        # ~/<workspace>/.hooks is in the workspace
+    prepare, plant = NAMED_PLANTS[name]
+    prepare(box)
+    if sandbox == "off":
+        monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)
+    output, _ = sh(plant + "; echo planted")
+    later = git_everywhere(box)
+    assert "planted" in output and not pwned(box, box.parent), (output, later)
+
+
 def test_hooks_planted_where_there_was_no_hooks_folder_are_removed(box):
     make_repo(box)
     subprocess.run(["rm", "-rf", str(box / ".git" / "hooks")], check=True)
