@@ -16,13 +16,12 @@ import socket
 import subprocess
 import sys
 import threading
-import zipfile
-from pathlib import Path
 
 import pytest
 
 import kesi
 from checklib import sandbox_forced
+from local_index import build_wheel, simple_index
 from mock_api import reply, tool_call
 from test_permissions import KESI, Terminal, child_env
 from test_sandbox import listener, outside, sandboxed, tcp_probe  # noqa: F401 (fixtures)
@@ -32,10 +31,13 @@ needs_curl = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is no
 
 
 class IndexServer(http.server.BaseHTTPRequestHandler):
-    """/hello answers with the Host it was asked for; /simple/ is a tiny package index."""
+    """/hello answers with the Host it was asked for; files maps other paths to
+    bodies (a package index: local_index.simple_index); served lists what was asked."""
     files: dict = {}
+    served: list = []
 
-    def do_GET(self):
+    def do_GET(self, head_only=False):
+        self.served.append(self.path)
         body = self.files.get(self.path)
         if body is None and self.path == "/hello":
             body = f"hello via {self.headers['Host']}\n".encode()
@@ -46,7 +48,11 @@ class IndexServer(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/html" if self.path.endswith("/") else "application/octet-stream")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if not head_only:
+            self.wfile.write(body)
+
+    def do_HEAD(self):              # uv asks first whether a wheel can be read in ranges
+        self.do_GET(head_only=True)
 
     def log_message(self, *args):
         pass
@@ -203,31 +209,17 @@ def test_a_direct_connection_fails(sandboxed, allowed):
     assert failed and "connected" not in output
 
 
-def small_wheel(folder: Path) -> bytes:
-    """A real, minimal wheel of a package named kesidemo."""
-    path = folder / "kesidemo-1.0-py3-none-any.whl"
-    info = "kesidemo-1.0.dist-info"
-    with zipfile.ZipFile(path, "w") as wheel:
-        wheel.writestr("kesidemo.py", "VALUE = 42\n")
-        wheel.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: kesidemo\nVersion: 1.0\n")
-        wheel.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        wheel.writestr(f"{info}/RECORD", "")
-    return path.read_bytes()
-
-
 def test_pip_downloads_from_an_allowed_index(sandboxed, allowed, tmp_path_factory, monkeypatch):
     python = kesi.forwarder_python()
     if subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode != 0:
         pytest.skip("no pip for the sandbox's python")
-    wheel = small_wheel(tmp_path_factory.mktemp("wheel"))
-    monkeypatch.setattr(IndexServer, "files", {
-        "/simple/kesidemo/": b'<a href="/files/kesidemo-1.0-py3-none-any.whl">kesidemo-1.0-py3-none-any.whl</a>',
-        "/files/kesidemo-1.0-py3-none-any.whl": wheel})
+    wheel = build_wheel(tmp_path_factory.mktemp("wheel"))
+    monkeypatch.setattr(IndexServer, "files", simple_index([wheel]))
     output, failed = sh(f"{python} -m pip --isolated download --no-cache-dir --no-deps --disable-pip-version-check "
                         f"--index-url http://{TEST_HOST}:{allowed}/simple/ --trusted-host {TEST_HOST} "
                         "-d downloads kesidemo")
     assert not failed, output
-    assert (sandboxed / "downloads" / "kesidemo-1.0-py3-none-any.whl").read_bytes() == wheel
+    assert (sandboxed / "downloads" / wheel.name).read_bytes() == wheel.read_bytes()
 
 
 # --- escalation, decided by the person ---------------------------------------------------

@@ -1,24 +1,27 @@
 """Everyday work inside the real sandbox (bubblewrap): toolchain caches in
-.kesi/cache, a read-only home, and git commits with the user's identity.
+.kesi/cache, a read-only home, git commits with the user's identity, and a
+scripted session that does a day's work with all of it.
 
-Nothing here needs the network: packages come from a wheel the test builds.
+Nothing here needs the network: packages come from wheels the tests build
+(pytest's are packed from this environment's own copy), read from a folder
+or from a local index that sandboxed commands reach through KeSi's proxy.
 """
-import base64
-import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 import kesi
 from checklib import sandbox_forced
+from local_index import build_wheel, installed_wheels, simple_index
 from mock_api import reply, tool_call
+from test_network import IndexServer, config, server  # noqa: F401 (fixtures)
 from test_permissions import KESI, child_env
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux only")
@@ -33,22 +36,6 @@ def box(ws):
 
 def sh(command: str, timeout: int = 120) -> tuple[str, bool]:
     return kesi.run_command(command, timeout=timeout)
-
-
-def build_wheel(folder: Path, name: str = "kesidemo", version: str = "1.0") -> Path:
-    """A minimal pure-Python wheel, written by hand: no build backend, no network."""
-    info = f"{name}-{version}.dist-info"
-    files = {f"{name}/__init__.py": "ANSWER = 42\n",
-             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: kesi-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    digest = lambda text: base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-    files[f"{info}/RECORD"] = "".join(f"{p},sha256={digest(t)},{len(t)}\n" for p, t in files.items()) + f"{info}/RECORD,,\n"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as archive:
-        for member, text in files.items():
-            archive.writestr(member, text)
-    return path
 
 
 # --- toolchain caches ----------------------------------------------------------------
@@ -225,34 +212,94 @@ def test_the_macos_profile_has_the_same_policy_as_text(ws):
 
 # --- the whole day, scripted ----------------------------------------------------------
 
-def test_a_scripted_session_does_everyday_work_in_the_sandbox(user_gitconfig, box, mock_client):
-    """kesi.py itself, sandbox on: uv run the tests (a dependency from a local
-    wheel), git commit, a background server queried by a second command,
-    stopped; the audit log tells the story afterwards."""
-    build_wheel(box / "wheels")
-    (box / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
-                                        'dependencies = ["kesidemo"]\n[tool.uv]\nfind-links = ["wheels"]\n'
-                                        'package = false\n')
-    (box / "test_app.py").write_text("import unittest, kesidemo\n\nclass T(unittest.TestCase):\n"
-                                     "    def test_answer(self):\n        self.assertEqual(kesidemo.ANSWER, 42)\n")
-    port = 39518
-    steps = [{"command": "uv run --offline python -m unittest -v 2>&1 | tail -3"},
-             {"command": "git add pyproject.toml test_app.py && git commit -qm 'test the answer' && echo committed"},
-             {"command": f"exec python3 -m http.server {port} --bind 127.0.0.1", "run_in_background": True},
-             {"command": f"for i in $(seq 100); do curl -s -o /dev/null -w 'HTTP %{{http_code}}' "
-                         f"http://127.0.0.1:{port}/ && break; sleep 0.1; done"}]
-    script = [reply(tool_call("run_command", step)) for step in steps]
-    script += [reply(tool_call("background_stop", {"id": 1})), reply("all done")]
-    mock, _ = mock_client(script)
+REGISTRY = "registry.test"           # the local index's name, mapped to 127.0.0.1 in the user's settings
+
+
+@pytest.fixture
+def registry(server, config, tmp_path_factory, monkeypatch):
+    """A package index on 127.0.0.1 with pytest (and what it needs) and kesidemo,
+    as wheels; commands reach it only through KeSi's proxy, as REGISTRY:port,
+    which the user's settings allow. Yields its /simple/ URL."""
+    folder = tmp_path_factory.mktemp("registry")
+    wheels = installed_wheels(folder, "pytest") + [build_wheel(folder)]
+    monkeypatch.setattr(IndexServer, "files", simple_index(wheels))
+    monkeypatch.setattr(IndexServer, "served", [])
+    config({"network": {"allow": [f"{REGISTRY}:{server}"], "resolve": {REGISTRY: "127.0.0.1"}}})
+    return f"http://{REGISTRY}:{server}/simple/"
+
+
+def free_port() -> int:
+    """A port no server on this machine holds. Inside the sandbox the session
+    has a loopback of its own, so this matters only if that ever changes."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def tool_results(mock) -> list[str]:
+    """The text of every tool result KeSi sent back, in order."""
+    return [block["content"] for request in mock.requests for block in request["body"]["messages"][-1]["content"]
+            if isinstance(block, dict) and block.get("type") == "tool_result"]
+
+
+@pytest.mark.skipif(shutil.which("uv") is None or shutil.which("curl") is None, reason="needs uv and curl")
+def test_a_scripted_session_does_everyday_work_in_the_sandbox(user_gitconfig, box, registry, mock_client):
+    """kesi.py itself, sandbox on (no KESI_SANDBOX=off): `uv run pytest` fails,
+    edit_file fixes the code, `uv run pytest` passes, `git commit`s the fix,
+    `uv pip install`s a package; pytest and the package come from a local
+    index through the allowlist proxy. Then a background server, queried by
+    a second command with curl, and stopped. The audit log tells the story."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"    # the wheels were packed for this Python
+    (box / "pyproject.toml").write_text(
+        f'[project]\nname = "app"\nversion = "0.1"\nrequires-python = "=={version}.*"\n'
+        f'[dependency-groups]\ndev = ["pytest"]\n'
+        f'[tool.uv]\npackage = false\nenvironments = ["sys_platform == \'linux\'"]\n'
+        f'[[tool.uv.index]]\nurl = "{registry}"\ndefault = true\n')
+    (box / "app.py").write_text("def add(a, b):\n    return a - b\n")
+    (box / "test_app.py").write_text("from app import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    assert git(box, "add", "pyproject.toml", "app.py", "test_app.py").returncode == 0
+    assert git(box, "commit", "-qm", "add app").returncode == 0
+    port, slow = free_port(), 600             # uv resolves in the sandbox on a loaded machine: be generous
+    commands = [
+        {"command": "uv run pytest -q 2>&1", "timeout": slow},
+        {"command": "uv run pytest -q 2>&1", "timeout": slow},
+        {"command": "git commit -qam 'add adds' && git log --oneline -1", "timeout": 60},
+        {"command": f"uv pip install --index-url {registry} kesidemo 2>&1 && "
+                    ".venv/bin/python -c 'import kesidemo; print(\"answer\", kesidemo.ANSWER)'", "timeout": slow},
+        {"command": f"exec python3 -m http.server {port} --bind 127.0.0.1", "run_in_background": True},
+        {"command": f"for i in $(seq 100); do curl -s -o /dev/null -w 'HTTP %{{http_code}}' "
+                    f"http://127.0.0.1:{port}/ && break; sleep 0.1; done"}]
+    calls = [("run_command", commands[0]), ("read_file", {"file_path": "app.py"}),
+             ("edit_file", {"file_path": "app.py", "old_string": "a - b", "new_string": "a + b"}),
+             *[("run_command", step) for step in commands[1:]], ("background_stop", {"id": 1})]
+    mock, _ = mock_client([reply(tool_call(name, arguments)) for name, arguments in calls] + [reply("all done")])
+    env = child_env(mock, KESI_COMMAND_TIMEOUT=str(slow))
+    assert "KESI_SANDBOX" not in env
     done = subprocess.run([sys.executable, KESI, "--permission-mode", "bypassPermissions", "-p", "work"],
-                          cwd=box, env=child_env(mock), capture_output=True, text=True, timeout=120)
+                          cwd=box, env=env, capture_output=True, text=True, timeout=4 * slow)
     assert done.returncode == 0 and done.stdout.strip() == "all done", done.stderr
+
     entries = [json.loads(line) for line in (box / ".kesi" / "audit.jsonl").read_text().splitlines()]
-    assert [e["command"] for e in entries] == [s["command"] for s in steps] + [steps[2]["command"]]
-    tests, commit, server, query, stopped = entries
-    assert tests["exit_code"] == 0 and "OK" in tests["output"], tests
-    assert commit["exit_code"] == 0 and "committed" in commit["output"], commit
-    assert server["background_task"] == 1 and query["exit_code"] == 0 and "HTTP 200" in query["output"], query
+    assert [e["command"] for e in entries] == [c["command"] for c in commands] + [commands[4]["command"]]
+    assert [e["sandbox"] for e in entries] == ["on"] * len(entries), entries
+    failing, passing, commit, install, started, query, stopped = entries
+    assert failing["exit_code"] == 1 and "1 failed" in failing["output"], failing["output"]
+    assert passing["exit_code"] == 0 and "1 passed" in passing["output"], passing["output"]
+    assert commit["exit_code"] == 0 and "add adds" in commit["output"], commit
+    assert install["exit_code"] == 0 and "answer 42" in install["output"], install["output"]
+    assert started["background_task"] == 1 and query["exit_code"] == 0 and "HTTP 200" in query["output"], query
     assert stopped["decision"] == "stopped by the model" and '"GET / HTTP/1.1" 200' in stopped["output"]
-    assert all(e["decision"] == "allowed by mode bypassPermissions" for e in entries[:4])
-    assert git(box, "log", "-1", "--format=%s|%an").stdout.strip() == "test the answer|Ada Lovelace"
+    assert all(e["decision"] == "allowed by mode bypassPermissions" for e in entries[:6])
+
+    results = tool_results(mock)
+    assert len(results) == len(calls) and "1 failed" in results[0] and "1 passed" in results[3], results
+    assert results[2].startswith("Edited app.py") and "answer 42" in results[5], results
+    assert (box / "app.py").read_text() == "def add(a, b):\n    return a + b\n"
+    # The fix is committed, by the user, and nothing else is.
+    assert git(box, "log", "-1", "--format=%s|%an").stdout.strip() == "add adds|Ada Lovelace"
+    assert git(box, "show", "--name-only", "--format=", "HEAD").stdout.split() == ["app.py"]
+    # The packages came from the local index, which the sandbox reaches only through the proxy.
+    served = set(IndexServer.served)
+    assert {"/simple/pytest/", "/simple/kesidemo/", "/files/kesidemo-1.0-py3-none-any.whl"} <= served, served
+    assert any(path.startswith("/files/pytest-") for path in served), served
+    assert (box / ".kesi" / "cache" / "uv").is_dir()
