@@ -15,15 +15,23 @@ def lines_of(path):
 
 
 def test_each_turn_appends_and_never_rewrites(ws, mock_client):
+    # A rewrite from memory would write the same bytes, so the file's first
+    # line is changed on disk (in place, same inode) behind KeSi's back: only
+    # appending keeps that change, and only the same file keeps the inode.
     mock, client = mock_client(["one", "two", "three"])
     capture_ui()
     history = []
     kesi.run_turn(client, history, "first")
     path = kesi.SESSION_FILE
-    first_bytes, inode = path.read_bytes(), path.stat().st_ino
+    header, rest = path.read_bytes().split(b"\n", 1)
+    planted = json.dumps({**json.loads(header), "title": "planted on disk"}).encode() + b"\n" + rest
+    with open(path, "r+b") as f:
+        f.write(planted)
+        f.truncate()
+    inode = path.stat().st_ino
     kesi.run_turn(client, history, "second")
     kesi.run_turn(client, history, "third")
-    assert path.read_bytes().startswith(first_bytes) and path.stat().st_ino == inode
+    assert path.read_bytes().startswith(planted) and path.stat().st_ino == inode
     assert len(lines_of(path)) == 1 + 6
     assert kesi.load_session(path) == history
 
