@@ -3774,11 +3774,11 @@ def mask_credentials(text: str) -> str:
 
 RUN_COMMAND_SPEC = spec(
     "run_command",
+    # What it is for, and cat/sed/echo on files, the rules say (SYSTEM_RULES, "Choosing tools").
     "Run a command line with /bin/sh in the working directory; returns stdout and stderr "
-    "combined, and the exit code. For tests, builds, linters and git. No input (interactive "
-    "programs fail); stopped at its timeout; long output keeps head and tail. Each call is a "
-    "fresh shell (cd and variables do not persist: `cd sub && make`); background jobs are "
-    "stopped at the end, unless run_in_background. Use the file tools, not cat/sed/echo, on files.",
+    "combined, and the exit code. No input (interactive programs fail); stopped at its timeout; "
+    "long output keeps head and tail. Each call is a fresh shell (cd and variables do not "
+    "persist: `cd sub && make`); background jobs are stopped at the end, unless run_in_background.",
     {"command": string("The shell command, e.g. python -m pytest -q"),
      "timeout": integer("Seconds; only lower than the default."),
      "run_in_background": boolean("For servers and watchers: returns a task id at once.")},
