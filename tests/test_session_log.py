@@ -170,6 +170,26 @@ def test_resume_picks_by_number_and_saves_back_into_that_file(ws, mock_client):
     assert len(first.read_text().splitlines()) == 1 + 4
 
 
+def test_a_resumed_journal_is_sized_from_its_lines_never_below_the_full_estimate(ws, mock_client):
+    # The first request after a resume starts its estimate from the file's
+    # lines; it may be a little above the whole-journal count, never below,
+    # also for text that is not ASCII. The next request sends it all.
+    mock, client = mock_client(["Fine."])
+    capture_ui()
+    journal = [{"role": "user", "content": "修正這個錯誤, please: " + "😀" * 50},
+               {"role": "assistant", "content": [tool_use("t1", "read_file", {"file_path": "a.py"})]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x = 1\n" * 500}]},
+               {"role": "assistant", "content": "Looks fine. Ünïcode too."}]
+    kesi.save_session(journal)
+    history = []
+    assert kesi.resume_session(kesi.SESSION_FILE, history)
+    seeded = kesi.estimate_tokens(history, kesi.MAIN_AGENT)
+    whole = kesi.request_tokens(kesi.json_chars(history), kesi.MAIN_AGENT)
+    assert whole <= seeded <= whole * 1.05
+    kesi.run_turn(client, history, "and now?")
+    assert mock.requests[-1]["status"] == 200 and len(mock.requests[-1]["body"]["messages"]) == 5
+
+
 def test_resume_without_sessions_and_unwritable_sessions(ws, mock_client):
     mock, client = mock_client()
     shown = capture_ui()

@@ -8,8 +8,8 @@ A session of tool rounds (read_file results of about 4 kB each) is written
 with KeSi's own save_session (append-only JSONL), then resumed in-process:
   resume          resume_session: read and check every line, seal, restore todos
   first request   manage_context + request_for on the resumed journal (the
-                  token estimate has no earlier request to start from, so it
-                  serialises the journal once)
+                  token estimate starts from the size resume read off the
+                  file's lines: no json.dumps of the whole journal)
   next turn       the same after one more tool round: from the mark, O(new)
 Beside them, in the same run, the floor any resume of this file has:
   raw read        the file's bytes read into memory
