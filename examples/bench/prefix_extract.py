@@ -20,7 +20,6 @@ import argparse
 import ast
 import json
 import subprocess
-from pathlib import Path
 
 import jinja2
 import yaml
@@ -62,7 +61,9 @@ def author_kesi(git_dir: str) -> dict:
 def mini_swe_agent(git_dir: str) -> dict:
     config = yaml.safe_load(git(git_dir, "show", "HEAD:src/minisweagent/config/mini.yaml"))["agent"]
     values = {"system": "Linux", "release": "6.8.0", "version": "#1 SMP", "machine": "x86_64", "task": ""}
-    render = lambda text: jinja2.Template(text, undefined=jinja2.StrictUndefined).render(**values)  # noqa: E731
+
+    def render(text: str) -> str:
+        return jinja2.Template(text, undefined=jinja2.StrictUndefined).render(**values)
     tree = ast.parse(git(git_dir, "show", "HEAD:src/minisweagent/models/utils/actions_toolcall.py"))
     function = literal(tree, "BASH_TOOL", {})["function"]
     tool = {"name": function["name"], "description": function["description"],
