@@ -4008,11 +4008,11 @@ def mask_credentials(text: str) -> str:
 
 RUN_COMMAND_SPEC = spec(
     "run_command",
+    # What it is for, and cat/sed/echo on files, the rules say (SYSTEM_RULES, "Choosing tools").
     "Run a command line with /bin/sh in the working directory; returns stdout and stderr "
-    "combined, and the exit code. For tests, builds, linters and git. No input (interactive "
-    "programs fail); stopped at its timeout; long output keeps head and tail. Each call is a "
-    "fresh shell (cd and variables do not persist: `cd sub && make`); background jobs are "
-    "stopped at the end, unless run_in_background. Use the file tools, not cat/sed/echo, on files.",
+    "combined, and the exit code. No input (interactive programs fail); stopped at its timeout; "
+    "long output keeps head and tail. Each call is a fresh shell (cd and variables do not "
+    "persist: `cd sub && make`); background jobs are stopped at the end, unless run_in_background.",
     {"command": string("The shell command, e.g. python -m pytest -q"),
      "timeout": integer("Seconds; only lower than the default."),
      "run_in_background": boolean("For servers and watchers: returns a task id at once.")},
@@ -5088,10 +5088,14 @@ def estimate_tokens(history: list[dict], agent: Agent | None = None) -> int:
     mark = agent.size_mark if agent is not None else None
     if mark is not None and mark.fits(history):
         return mark.tokens + json_chars(history[mark.length:]) // 4
-    size = json_chars(history)
-    if agent is not None:
-        size += tools_chars(agent.tools()) + len(agent.rules) + 1000
-    return size // 4
+    if agent is None:
+        return json_chars(history) // 4
+    return request_tokens(json_chars(history), agent)
+
+
+def request_tokens(journal_chars: int, agent: Agent) -> int:
+    """Estimated tokens of a request whose messages are journal_chars long."""
+    return (journal_chars + tools_chars(agent.tools()) + len(agent.rules) + 1000) // 4
 
 
 def json_chars(messages: list[dict]) -> int:
@@ -5783,7 +5787,14 @@ def list_sessions() -> list[Path]:
 def read_session(path: Path) -> list[dict]:
     """The journal saved in a session file: the messages after the last
     restart marker. Raises ValueError with a readable reason."""
-    history = []
+    return read_session_sized(path)[0]
+
+
+def read_session_sized(path: Path) -> tuple[list[dict], int]:
+    """read_session, and the journal's size as json_chars counts it, taken
+    from the lines instead of a second json.dumps (see escape_growth); the
+    lines' spaces after , and : make it a little more, never less."""
+    history, chars = [], 1
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -5794,13 +5805,22 @@ def read_session(path: Path) -> list[dict]:
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path.name} line {number} is not JSON: {exc.msg}") from exc
         if isinstance(message, dict) and RESTART in message:
-            history = []
+            history, chars = [], 1
             continue
         if (not isinstance(message, dict) or message.get("role") not in ("user", "assistant")
                 or not isinstance(message.get("content"), (str, list))):
             raise ValueError(f"{path.name} line {number} is not a message")
         history.append(message)
-    return history
+        chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line))
+    return history, chars
+
+
+def escape_growth(text: str) -> int:
+    """How much longer json.dumps makes text with ensure_ascii: a non-ASCII
+    character becomes \\uXXXX (5 more), one beyond the BMP two of them (11 more)."""
+    non_ascii = len(text) - len(text.encode("ascii", "ignore"))
+    beyond_bmp = len(text.encode("utf-16-le")) // 2 - len(text)
+    return 5 * non_ascii + 6 * beyond_bmp
 
 
 def load_session(path: Path) -> list[dict]:
@@ -5814,12 +5834,14 @@ def load_session(path: Path) -> list[dict]:
 def resume_session(path: Path, history: list[dict]) -> bool:
     global SESSION_FILE, SAVED, LAST_SAVED
     try:
-        loaded = read_session(path)
+        loaded, chars = read_session_sized(path)
     except ValueError as exc:
         ui(f"  Could not resume: {visible(exc)}")
         return False
     history[:] = loaded
     SESSION_FILE, SAVED, LAST_SAVED = path, len(loaded), as_line(loaded[-1]) if loaded else ""
+    # The first request's estimate starts from here: no json.dumps of a 50 MB journal.
+    mark_request_size(MAIN_AGENT, history, request_tokens(chars, MAIN_AGENT))
     seal_dangling_tool_use(history)   # appended to the file with the next save
     READ_VERSIONS.clear()     # files may have changed since; read them again
     TODOS.clear()

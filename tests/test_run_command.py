@@ -19,7 +19,8 @@ import checklib
 import kesi
 from checklib import left_behind, started_commands, unique_sleep
 
-# No command here takes this long unless it hangs (the sleeps last 30 s).
+# A guard against a hung test, never a bound asserted on: no command here takes
+# this long unless it hangs (the sleeps last 30 s).
 HANG = 25
 
 AVAILABLE = kesi.probe_sandbox()
@@ -130,10 +131,9 @@ def test_drain_output_reads_to_the_end_below_the_cap():
 
 
 def test_endless_output_is_capped_in_memory_and_stopped(shell):
-    started = time.monotonic()
+    # The 2 s timeout would also end it; the report says the cap did.
     output, is_error = kesi.run_command("yes kesi")
-    assert time.monotonic() - started < HANG
-    assert is_error
+    assert is_error and "did not finish within" not in output
     assert output.endswith(f"(output exceeded {kesi.MAX_CAPTURE_BYTES} bytes; the command was stopped)"
                            "(killed by signal 15)(exit code -15)")
     assert f"{kesi.MAX_CAPTURE_BYTES - kesi.MAX_OUTPUT_BYTES} bytes omitted" in output
@@ -194,10 +194,8 @@ def test_stdin_is_closed(shell):
 
 def test_a_timeout_stops_the_whole_group(shell):
     first, second = unique_sleep(), unique_sleep()
-    started = time.monotonic()
     with started_commands() as procs:
         output, is_error = kesi.run_command(f"{first} & echo begun; {second}")
-    assert time.monotonic() - started < HANG
     assert is_error and output.startswith("begun\n")
     assert "(the command did not finish within 2 s and was stopped)(killed by signal 15)(exit code -15)" in output
     assert not left_behind(procs, [first, second])
@@ -206,9 +204,8 @@ def test_a_timeout_stops_the_whole_group(shell):
 def test_the_model_may_ask_for_less_time_but_not_more(shell):
     output, _ = kesi.run_command(unique_sleep(), timeout=1)
     assert "within 1 s" in output
-    started = time.monotonic()
     output, _ = kesi.run_command(unique_sleep(), timeout=3600)
-    assert "within 2 s" in output and time.monotonic() - started < HANG
+    assert "within 2 s" in output
 
 
 def test_the_grace_period_covers_the_whole_group(shell):
@@ -234,21 +231,29 @@ def test_stop_process_group_with_no_grace_kills_at_once(plain):
 
 
 def test_a_second_ctrl_c_during_the_grace_kills_at_once(shell, monkeypatch):
-    # The command ignores TERM, so the first Ctrl-C starts the grace period;
-    # the second, impatient one must end it with KILL, not leave it running.
-    monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 60)
+    # The command ignores TERM and the grace is an hour, so only the second,
+    # impatient Ctrl-C can end it early. A watchdog stops a test that would
+    # otherwise wait out the hour; its having to is the failure.
+    monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 3600)
     first, second = unique_sleep(), unique_sleep()
     timers = [threading.Timer(t, os.kill, (os.getpid(), signal.SIGINT)) for t in (0.4, 1.2)]
+    watchdog_fired = threading.Event()
+
+    def watchdog():
+        watchdog_fired.set()
+        for proc in procs:
+            kesi.kill_group(proc.pid)
+
+    timers.append(threading.Timer(HANG, watchdog))
     for timer in timers:
         timer.start()
-    started = time.monotonic()
     try:
         with started_commands() as procs, pytest.raises(KeyboardInterrupt):
             kesi.run_command(f"trap '' TERM INT; {first} & trap '' TERM INT; {second}", timeout=60)
     finally:
         for timer in timers:
             timer.cancel()
-    assert time.monotonic() - started < 30          # far below the 60 s grace
+    assert not watchdog_fired.is_set(), "the second Ctrl-C did not end the grace period"
     (proc,) = procs
     proc.wait(timeout=10)
     assert not left_behind(procs, [first, second])

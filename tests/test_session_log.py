@@ -15,15 +15,23 @@ def lines_of(path):
 
 
 def test_each_turn_appends_and_never_rewrites(ws, mock_client):
+    # A rewrite from memory would write the same bytes, so the file's first
+    # line is changed on disk (in place, same inode) behind KeSi's back: only
+    # appending keeps that change, and only the same file keeps the inode.
     mock, client = mock_client(["one", "two", "three"])
     capture_ui()
     history = []
     kesi.run_turn(client, history, "first")
     path = kesi.SESSION_FILE
-    first_bytes, inode = path.read_bytes(), path.stat().st_ino
+    header, rest = path.read_bytes().split(b"\n", 1)
+    planted = json.dumps({**json.loads(header), "title": "planted on disk"}).encode() + b"\n" + rest
+    with open(path, "r+b") as f:
+        f.write(planted)
+        f.truncate()
+    inode = path.stat().st_ino
     kesi.run_turn(client, history, "second")
     kesi.run_turn(client, history, "third")
-    assert path.read_bytes().startswith(first_bytes) and path.stat().st_ino == inode
+    assert path.read_bytes().startswith(planted) and path.stat().st_ino == inode
     assert len(lines_of(path)) == 1 + 6
     assert kesi.load_session(path) == history
 
@@ -160,6 +168,26 @@ def test_resume_picks_by_number_and_saves_back_into_that_file(ws, mock_client):
     assert [kesi.text_of(m["content"]) for m in history] == ["first session", "one"]
     kesi.run_turn(client, history, "more")
     assert len(first.read_text().splitlines()) == 1 + 4
+
+
+def test_a_resumed_journal_is_sized_from_its_lines_never_below_the_full_estimate(ws, mock_client):
+    # The first request after a resume starts its estimate from the file's
+    # lines; it may be a little above the whole-journal count, never below,
+    # also for text that is not ASCII. The next request sends it all.
+    mock, client = mock_client(["Fine."])
+    capture_ui()
+    journal = [{"role": "user", "content": "修正這個錯誤, please: " + "😀" * 50},
+               {"role": "assistant", "content": [tool_use("t1", "read_file", {"file_path": "a.py"})]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x = 1\n" * 500}]},
+               {"role": "assistant", "content": "Looks fine. Ünïcode too."}]
+    kesi.save_session(journal)
+    history = []
+    assert kesi.resume_session(kesi.SESSION_FILE, history)
+    seeded = kesi.estimate_tokens(history, kesi.MAIN_AGENT)
+    whole = kesi.request_tokens(kesi.json_chars(history), kesi.MAIN_AGENT)
+    assert whole <= seeded <= whole * 1.05
+    kesi.run_turn(client, history, "and now?")
+    assert mock.requests[-1]["status"] == 200 and len(mock.requests[-1]["body"]["messages"]) == 5
 
 
 def test_resume_without_sessions_and_unwritable_sessions(ws, mock_client):

@@ -113,6 +113,8 @@ def main():
             rows.append([label, name, fmt(value * 1000), ratio])
     print(f"# Start-up, median of {runs} fresh processes (ms; ratio to import anthropic)")
     print(table(["what", "kesi.py", "ms", "vs import"], rows))
+    first = statistics.median(samples[("this kesi.py", "first")]) / floor
+    print(f"goal, -p first request at most 1.10x import anthropic: {'yes' if first <= 1.10 else 'NO'} ({first:.2f}x)")
 
 
 if __name__ == "__main__":

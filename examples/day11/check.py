@@ -16,7 +16,6 @@ import shutil
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -30,7 +29,7 @@ kesi.KILL_GRACE_SECONDS = 1
 # Our processes are found by their process group and by sleeps no other run
 # on this machine has (another copy of these checks may be running).
 ORPHAN_SLEEP, BACKGROUND_SLEEP, LONG_SLEEP = unique_sleep(), unique_sleep(), unique_sleep()
-# No command here may take this long: only a hang would (the sleeps last 30 s).
+# A timeout long enough that only the Ctrl-C can end that command (the sleeps last 30 s).
 HANG = 25
 
 
@@ -82,14 +81,11 @@ def basic_checks(tag: str) -> None:
 
 def process_checks(tag: str) -> None:
     with workspace() as root:
-        start = time.monotonic()
         with started_commands() as started:
             out, err = kesi.run_command(f"({ORPHAN_SLEEP}; echo alive > orphan.txt) & "
                                         f"echo thrown; {LONG_SLEEP}")
-        elapsed = time.monotonic() - start
         checks.check(f"[{tag}] 10. a timeout stops the command and says so",
-                     err and "thrown\n" in out and "did not finish within 1 s" in out and elapsed < HANG,
-                     f"{elapsed:.1f} s: {out}")
+                     err and "thrown\n" in out and "did not finish within 1 s" in out, out)
         left = left_behind(started, [ORPHAN_SLEEP, LONG_SLEEP])
         checks.check(f"[{tag}] 11. background jobs of sh are gone too", not left, left)
         checks.check(f"[{tag}] no orphan.txt appears after the timeout", not (root / "orphan.txt").exists())
@@ -106,14 +102,15 @@ def process_checks(tag: str) -> None:
                                     "while :; do sleep 0.05; done) & sleep 0.2; echo started")
         checks.check(f"[{tag}] 13. the SIGTERM grace waits for the whole process group",
                      (root / "graceful.txt").exists() and out.startswith("started"), out)
-        start = time.monotonic()
+        # One member ignores TERM; another notes the TERM in a file and goes on
+        # living. Both are gone afterwards: TERM came first, then the KILL.
         with started_commands() as started:
-            kesi.run_command(f"(trap '' TERM; {LONG_SLEEP}) & sleep 0.2; echo started")
-        elapsed = time.monotonic() - start
+            kesi.run_command(f"(trap '' TERM; {LONG_SLEEP}) & "
+                             "(trap 'echo term > term.txt' TERM; while :; do sleep 0.05; done) & "
+                             "sleep 0.2; echo started")
         left = left_behind(started, [LONG_SLEEP])
-        # At least the grace (1 s) is waited for; more only on a busy machine.
-        checks.check(f"[{tag}] a group that ignores SIGTERM is killed after the grace (1 s)",
-                     0.9 <= elapsed < HANG and not left, (f"{elapsed:.2f} s", left))
+        checks.check(f"[{tag}] a group that outlives SIGTERM is killed after the grace",
+                     (root / "term.txt").exists() and not left, left)
 
         # Only the Ctrl-C may end this one: on a busy machine the 1 s timeout
         # could come first, so it is lifted for this call.
@@ -134,18 +131,16 @@ def process_checks(tag: str) -> None:
 
 def output_checks() -> None:
     with workspace():
-        start = time.monotonic()
         out, err = kesi.run_command("yes kesi")
-        elapsed = time.monotonic() - start
         dropped = kesi.MAX_CAPTURE_BYTES - kesi.MAX_OUTPUT_BYTES
-        # Under 0.1 s on a laptop; the bound only catches a `yes` never stopped.
+        # The cap, not the 1 s timeout, stopped it: the report says which.
         # The series stops at 1,000,000 bytes; KeSi reads on to MAX_CAPTURE_BYTES
         # (keeping only head and tail in memory), so that an ordinary long
         # output such as `seq 1 400000` ends with its last line.
         checks.check(f"15. endless output is stopped after {kesi.MAX_CAPTURE_BYTES:,} bytes, memory bounded",
-                     err and f"{dropped} bytes omitted" in out and elapsed < HANG and
+                     err and f"{dropped} bytes omitted" in out and "did not finish within" not in out and
                      out.endswith(f"(output exceeded {kesi.MAX_CAPTURE_BYTES} bytes; the command was stopped)"
-                                  "(killed by signal 15)(exit code -15)"), f"{elapsed:.2f} s: {out[-160:]}")
+                                  "(killed by signal 15)(exit code -15)"), out[-160:])
         checks.check("16. the head and the tail both survive the cut",
                      out.startswith("kesi\nkesi") and "bytes omitted" in out and len(out) < 9000, len(out))
         out, err = kesi.run_command("yes 中 | head -c 9001")
