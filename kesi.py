@@ -343,6 +343,17 @@ def control_escape(match) -> str:
 BASE_DIR = Path.cwd().resolve()
 HOME_DIR = Path.home().resolve()
 
+
+def trusted_program(name: str) -> str | None:
+    """The program KeSi itself runs outside the sandbox (bwrap, git, rg),
+    found on PATH without the folders a sandboxed command can write: the
+    workspace (an activated .venv/bin, node_modules/.bin), relative entries
+    and the empty one (the current folder). Otherwise a command could plant
+    its own `bwrap` there and KeSi would run it, unsandboxed, next time."""
+    folders = [folder for folder in os.environ.get("PATH", os.defpath).split(os.pathsep)
+               if os.path.isabs(folder) and not Path(os.path.realpath(folder)).is_relative_to(BASE_DIR)]
+    return shutil.which(name, path=os.pathsep.join(folders) or os.defpath)
+
 # Names that file tools never show or touch, at any depth. They are noise
 # (caches, dependencies) or secrets (.env, .git). Anything starting with
 # ".env." (.env.local, .env.example) counts too.
@@ -1349,7 +1360,7 @@ MAX_SEARCH_LINES = 100
 MAX_COUNTED_LINES = 10_000     # stop rg after this many matches; counting is enough
 MAX_ERROR_CHARS = 2000
 GREP_TIMEOUT = 10
-RG_PATH = shutil.which("rg")   # found once, at start
+RG_PATH = trusted_program("rg")   # found once, at start
 # Case-insensitive (--iglob), as is_ignored_name: '.ENV' and 'NODE_MODULES' are hidden too.
 RG_EXCLUDES = [g for name in sorted(IGNORE) for g in (f"!**/{name}", f"!**/{name}/**")]
 RG_EXCLUDES += ["!**/.env.*", "!**/.env.*/**"]
@@ -2500,7 +2511,7 @@ def git_alias(words: list[str]) -> str | None:
         return None
     if rest[0] in aliases:
         return aliases[rest[0]]
-    git = shutil.which("git")
+    git = trusted_program("git")
     try:
         found = subprocess.run([git, "config", "--get", f"alias.{rest[0]}"], cwd=BASE_DIR, capture_output=True,
                                text=True, timeout=10, env={**os.environ, **GIT_SAFE_CONFIG}) if git else None
@@ -2511,7 +2522,7 @@ def git_alias(words: list[str]) -> str | None:
 
 @functools.cache
 def git_commands() -> frozenset[str]:
-    git = shutil.which("git")
+    git = trusted_program("git")
     try:
         listed = subprocess.run([git, "--list-cmds=builtins,main"], capture_output=True, text=True,
                                 timeout=10).stdout if git else ""
@@ -2686,7 +2697,7 @@ def sandbox_kind() -> str | None:
 def probe_sandbox() -> str | None:
     if sys.platform == "darwin" and os.access(SANDBOX_EXEC, os.X_OK):
         return "seatbelt"
-    bwrap = shutil.which("bwrap")
+    bwrap = trusted_program("bwrap")
     if sys.platform.startswith("linux") and bwrap:
         # bwrap may exist but be unusable (no user namespaces in a container).
         try:
@@ -3051,7 +3062,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     # namespace means nothing outside can be signalled or read in /proc, and
     # nothing outlives the command: when sh ends, the namespace's init ends and
     # the kernel kills whatever is left (setsid and setpgid cannot escape it).
-    argv = ["bwrap", "--die-with-parent", "--unshare-user-try", *([] if full_network else ["--unshare-net"]),
+    argv = [trusted_program("bwrap"), "--die-with-parent", "--unshare-user-try", *([] if full_network else ["--unshare-net"]),
             "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             # /proc/sys is writable for root (kernel/core_pattern runs a program
@@ -3138,12 +3149,13 @@ def start_shared_network() -> bool:
     """Make the session's network (once). False where it cannot be entered."""
     if _shared_network:
         return True
-    if sandbox_kind() != "bubblewrap" or shutil.which("nsenter") is None:
+    if sandbox_kind() != "bubblewrap" or trusted_program("nsenter") is None:
         return False
     read_end, write_end = os.pipe()
     try:
-        holder = subprocess.Popen(["bwrap", "--ro-bind", "/", "/", "--unshare-net", "--unshare-user-try",
-                                   "--die-with-parent", "--info-fd", str(write_end), "--", "cat"],
+        holder = subprocess.Popen([trusted_program("bwrap"), "--ro-bind", "/", "/", "--unshare-net",
+                                   "--unshare-user-try", "--die-with-parent", "--info-fd", str(write_end),
+                                   "--", trusted_program("cat") or "/bin/cat"],
                                   stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   pass_fds=(write_end,), start_new_session=True)
     except OSError:
@@ -3162,7 +3174,8 @@ def start_shared_network() -> bool:
         holder.stdin.close()                # the holder ends; the descriptors keep the network
         holder.wait()
     _shared_network[:] = fds
-    if fds and subprocess.run(in_shared_network(["true"]), pass_fds=tuple(fds), capture_output=True).returncode != 0:
+    entered = in_shared_network([trusted_program("true") or "/bin/true"])
+    if fds and subprocess.run(entered, pass_fds=tuple(fds), capture_output=True).returncode != 0:
         for fd in fds:
             os.close(fd)
         _shared_network.clear()
@@ -3180,7 +3193,7 @@ def in_shared_network(argv: list[str]) -> list[str]:
     inner = list(argv)
     if "--unshare-net" in inner:
         inner.remove("--unshare-net")
-    return ["nsenter", *enter, "--", *inner]
+    return [trusted_program("nsenter"), *enter, "--", *inner]
 
 
 def shared_network_fds() -> tuple[int, ...]:
@@ -3239,7 +3252,7 @@ def git_identity_environment() -> dict[str, str]:
 def read_git_identity() -> dict[str, str]:
     """{'user.name': ..., 'user.email': ...}, whichever are set; {} without git.
     A value with a control character is dropped: it could only be an attack."""
-    git = shutil.which("git")
+    git = trusted_program("git")
     if git is None:
         return {}
     try:
@@ -3286,7 +3299,7 @@ def paths_git_config_names() -> list[Path]:
     system's), through includes of includes, whether they exist yet or not. A
     command that writes one changes what git runs later. Read by git itself
     (it runs nothing to answer this)."""
-    git = shutil.which("git")
+    git = trusted_program("git")
     if git is None:
         return []
     try:

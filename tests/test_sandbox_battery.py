@@ -158,6 +158,32 @@ def test_sockets_outside_the_workspace_are_unreachable(box, monkeypatch):
             subprocess.run(["rm", "-rf", str(folder)])
 
 
+# --- round 3: KeSi's own helpers are never taken from a folder commands can write ------
+
+HELPERS = ("bwrap", "nsenter", "git", "rg", "cat", "true")
+
+
+@pytest.mark.parametrize("entry", ["{ws}/.venv/bin", "node_modules/.bin", ""])
+def test_helpers_planted_on_path_never_run(box, monkeypatch, entry):
+    """An activated project venv, a relative entry, the empty entry (the
+    current folder): a command plants bwrap, git, rg... there, and KeSi's
+    next command, search and git check must not run them outside."""
+    folder = box / (entry.format(ws=box) if entry else "")
+    folder.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("PATH", f"{entry.format(ws=box)}:{os.environ['PATH']}")
+    marker = box.parent / f"helper-ran-{uuid.uuid4().hex}"
+    plant = " && ".join(f"printf '#!/bin/sh\\necho {name} >> {marker}\\nexec /usr/bin/{name} \"$@\"\\n' > "
+                        f"'{folder}/{name}' && chmod +x '{folder}/{name}'" for name in HELPERS)
+    make_repo(box)
+    output, failed = sh(plant + " && echo planted")
+    assert "planted" in output and not failed, output
+    kesi._shared_network.clear()                      # the session's network is made again, after the plant
+    for _ in range(2):
+        sh("echo second command")
+    kesi.call_tool({"type": "tool_use", "id": "t1", "name": "grep", "input": {"pattern": "a"}})
+    assert not marker.exists(), marker.read_text()
+
+
 # --- class 1: git persistence ---------------------------------------------------------
 
 PLANTS = [
