@@ -51,7 +51,6 @@ import sys
 import tempfile
 import threading
 import time
-import unicodedata
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -312,8 +311,14 @@ def paint(text: str, style: str) -> str:
 # tab (ESC starts every escape sequence; CR and backspace overwrite a line),
 # DEL, C1 controls (U+009B is a one-character CSI), and the bidirectional
 # overrides and isolates that make text read in another order than it runs,
-# and the zero-width and line-separator characters that hide or split text.
-TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# and the characters that show nothing at all (zero-width spaces, soft
+# hyphens, tags, variation selectors, fillers, line separators): in a
+# command or a path they hide what really runs ("bu\u00adild" reads "build").
+TERMINAL_CONTROLS = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2"
+    "\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]")
 
 
 def visible(text) -> str:
@@ -327,7 +332,9 @@ def visible(text) -> str:
 
 def control_escape(match) -> str:
     code = ord(match.group())
-    return "\\r" if code == 13 else f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code == 13:
+        return "\\r"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 # ============================================================================
@@ -1106,6 +1113,10 @@ def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edi
         return None, f"Error: could not read {file_path}: {exc.strerror or exc}"
     if replace_all and old_string in content:
         first, count = content.find(old_string), content.count(old_string)
+        grown = len(data) + count * (len(new_string.encode()) - len(old_string.encode()))
+        if grown > MAX_EDIT_BYTES:     # a 1 MB file of "a" times a long new_string: hundreds of MB
+            return None, (f"Error: replacing all {count:,} occurrences would make {file_path} "
+                          f"{grown:,} bytes, more than edit_file's {MAX_EDIT_BYTES:,}; edit fewer at a time.")
         updated = content.replace(old_string, new_string)
     else:
         first, error = find_unique(content, old_string)
@@ -2034,10 +2045,10 @@ def has_unsafe_option(tokens: list[str]) -> bool:
 
 def control_characters(text: str) -> list[str]:
     """Characters a terminal may hide or act on (\\r, ESC, zero-width, bidi
-    marks). The shell keeps them inside words, so a folder named 'cat\\r'
-    makes a different program than the one a person reads."""
-    found = {c for c in text if c not in "\n\t" and unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")}
-    return sorted(found)
+    marks, soft hyphens): the ones visible() escapes. The shell keeps them
+    inside words, so a folder named 'cat\\r' makes a different program than
+    the one a person reads."""
+    return sorted(set(TERMINAL_CONTROLS.findall(text)))
 
 
 def classify_command(command) -> tuple[str, str]:
@@ -6037,7 +6048,7 @@ def show_log(argument: str) -> None:
     if not entries:
         ui("  No commands logged in this project yet (.kesi/audit.jsonl).")
     for entry in entries:
-        ran = "" if entry.get("exit_code") is None else f"exit {entry.get('exit_code')}, {entry.get('seconds')} s"
+        ran = "" if entry.get("exit_code") is None else visible(f"exit {entry['exit_code']}, {entry.get('seconds')} s")
         task = f"[task {entry['background_task']}] " if entry.get("background_task") else ""
         ui(f"  {visible(entry.get('at', '?'))}  {task}{visible(shorten(str(entry.get('command', '')), 80))}")
         ui(f"      {visible(entry.get('decision', '?'))}{'; ' + ran if ran else ''}")
@@ -6472,7 +6483,9 @@ class StreamedJournal(list):
 
 
 def print_json(record: dict) -> None:
-    print(json.dumps(record, ensure_ascii=False), flush=True)
+    # On a terminal, as \\u escapes: a bidi mark or a C1 control in the answer
+    # must not be obeyed (JSON escapes only C0 controls by itself).
+    print(json.dumps(record, ensure_ascii=sys.stdout.isatty()), flush=True)
 
 
 def result_record(answer: Answer, since: int) -> dict:

@@ -124,3 +124,46 @@ def test_visible_shows_every_terminal_control_and_keeps_text():
     assert kesi.visible(f"x{ERASE}\ry\x9b\u202e\u2066\x00\x7f") == r"x\x1b[2K\x1b[1A\ry\x9b\u202e\u2066\x00\x7f"
     assert kesi.visible("café 台語 ✓") == "café 台語 ✓"
     assert kesi.visible("\udcff") == r"\udcff"
+
+
+# --- round 3: characters that show nothing, JSON on a terminal, the audit log ----------
+
+INVISIBLE = ["\u00ad", "\u180e", "\U000e0041", "\ufff9", "\u206a", "\U0001d173", "\u115f", "\u3164", "\u034f",
+             "\ufe0f", "\u17b4", "\u2064"]
+
+
+def test_characters_that_show_nothing_are_escaped_and_make_a_command_ask():
+    for char in INVISIBLE:
+        shown = kesi.visible(f"bu{char}ild")
+        assert char not in shown and shown.startswith("bu\\") and shown.endswith("ild"), repr(shown)
+        verdict, reason = kesi.classify_command(f"ls bu{char}ild")
+        assert verdict == "ask" and shown[2:-3] in reason and char not in reason, (repr(char), reason)
+
+
+def test_headless_json_is_ascii_on_a_terminal_and_utf8_in_a_pipe(tmp_path):
+    answer = "answer \u202eevil \x9b31m 台語"
+    with MockAPI([reply(answer), reply(answer)]) as mock:
+        env = checklib.kesi_subprocess_env(mock, TERM="dumb", KESI_SANDBOX="off")
+        argv = [sys.executable, KESI, "-p", "hi", "--output-format", "json"]
+        term = Terminal(argv, tmp_path, env)
+        try:
+            term.expect("session_id")
+            term.proc.wait(timeout=60)
+        finally:
+            term.close()
+        piped = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                               stdin=subprocess.DEVNULL)
+    assert_no_raw_controls(term.raw)
+    assert "\\u202eevil" in term.raw.decode() and "\\u53f0" in term.raw.decode()
+    assert json.loads(piped.stdout)["result"] == answer               # a pipe gets the exact text
+
+
+def test_log_shows_a_planted_audit_entry_escaped(ws):
+    (ws / ".kesi").mkdir()
+    planted = {"at": "2026-12-03T10:00:00", "command": "ls", "decision": "allowed",
+               "exit_code": f"0{OSC52}\x1b[2J", "seconds": f"1{ERASE}"}
+    (ws / ".kesi" / "audit.jsonl").write_text(json.dumps(planted) + "\n")
+    screen = checklib.capture_ui()
+    kesi.show_log("")
+    shown = screen.getvalue()
+    assert "exit 0" in shown and "\x1b" not in shown and "\x07" not in shown, repr(shown)

@@ -409,3 +409,13 @@ def test_tool_specs_are_strict_and_list_the_right_arguments():
     for spec in (edit, write):
         assert spec.get("strict") is True and spec["input_schema"]["additionalProperties"] is False
     assert kesi.TOOL_FUNCS["edit_file"] is kesi.edit_file and kesi.TOOL_FUNCS["write_file"] is kesi.write_file
+
+
+def test_replace_all_refuses_a_result_too_big_to_hold(ws):
+    """1 MB of 'a' with a 300-character replacement would be 300 MB in memory."""
+    path = ws / "bomb.txt"
+    path.write_text("a" * 1_000_000)
+    kesi.read_file("bomb.txt")
+    result, is_error = kesi.edit_file("bomb.txt", "a", "b" * 300, replace_all=True)
+    assert is_error and "edit fewer at a time" in result, result[:200]
+    assert path.read_text() == "a" * 1_000_000
