@@ -3089,16 +3089,16 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
         argv += ["--ro-bind", denied["file"], path]
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
-    argv += git_pins(read_only=background)
+    pins = git_pins(read_only=background) + audit_log_pin()
     for pointer in git_pointers:
-        argv += ["--ro-bind", str(pointer), str(pointer)]
+        pins += ["--ro-bind", str(pointer), str(pointer)]
+    argv += anchored_folders(pins[2::3]) + pins
     for secret in secrets:
         if secret.name == "config" and ".git" in secret.parts:
             source = denied["empty"]
         else:
             source = denied["dir"] if secret.is_dir() else denied["file"]
         argv += ["--ro-bind", source, str(secret)]
-    argv += audit_log_pin()
     argv += hidden_folders_read_only()
     forwarder = []
     if not full_network and proxy_port():
@@ -3107,6 +3107,19 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     steps = str(round(KILL_GRACE_SECONDS / GRACE_STEP_SECONDS))
     return argv + ["--chdir", str(BASE_DIR), *forwarder, SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, steps,
                    str(GRACE_STEP_SECONDS)]
+
+
+def anchored_folders(pinned: list[str]) -> list[str]:
+    """bwrap args that make every folder between the workspace and a pinned
+    path a mount point of its own. A pin holds its path only while no folder
+    above it moves: `mv tools tools.old && mkdir -p tools/hooks` would carry
+    the read-only hooks away and leave a writable copy where git looks. A
+    folder that is a mount point cannot be renamed or removed (EBUSY)."""
+    folders = []
+    for path in map(Path, pinned):
+        if path.is_relative_to(BASE_DIR):
+            folders += [str(p) for p in reversed(path.parents) if p.is_relative_to(BASE_DIR) and p != BASE_DIR]
+    return [arg for folder in dict.fromkeys(folders) if folder not in pinned for arg in ("--bind", folder, folder)]
 
 
 # The pid namespace ends when its first process does, killing all the rest at

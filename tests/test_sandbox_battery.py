@@ -398,6 +398,53 @@ def test_what_git_config_names_is_guarded_wherever_it_is(box, monkeypatch, name,
     assert "planted" in output and not pwned(box, box.parent), (output, later)
 
 
+def linked_hooks(root: Path) -> None:
+    (root / "tools" / "hooks").mkdir(parents=True)
+    subprocess.run(["rm", "-rf", str(root / ".git" / "hooks")], check=True)
+    (root / ".git" / "hooks").symlink_to("../tools/hooks")
+
+
+def nested_hooks_path(root: Path) -> None:
+    (root / "a" / "b").mkdir(parents=True)
+    git(root, "config", "core.hooksPath", str(root / "a" / "b"))
+
+
+HOOK = "printf '#!/bin/sh\\ntouch PWNED\\n' > {0}/pre-commit && chmod +x {0}/pre-commit"
+RENAMED_PARENTS = {
+    "the folder above a linked hooks folder": (linked_hooks, "mv tools tools.old && mkdir -p tools/hooks && "
+                                               + HOOK.format("tools/hooks")),
+    "the folder above an absolute hooksPath": (nested_hooks_path, "mv a a.old && mkdir -p a/b && " + HOOK.format("a/b")),
+    "the folder above an include": (include_chain, "mv conf conf.old && mkdir conf && "
+                                    + FSMONITOR.format("conf/team.cfg")),
+}
+
+
+@pytest.mark.parametrize("name", RENAMED_PARENTS)
+def test_a_folder_above_a_pinned_path_cannot_be_moved(box, name):
+    make_repo(box)
+    prepare, plant = RENAMED_PARENTS[name]
+    prepare(box)
+    output, failed = sh(plant + "; echo planted")
+    later = git_everywhere(box)
+    assert "planted" in output and not pwned(box), (output, later)
+    assert "busy" in output.lower() or "KeSi put back" in output, output
+
+
+def test_a_submodule_folder_cannot_be_swapped_for_a_planted_repository(with_submodule):
+    root = with_submodule
+    output, _ = sh("mv sub sub.old && mkdir sub && cd sub && git init -q && "
+                   "git config core.fsmonitor 'touch ../PWNED; false'; echo planted")
+    later = git_everywhere(root)
+    assert "planted" in output and not pwned(root), (output, later)
+
+
+def test_kesi_records_cannot_be_moved_aside(box):
+    kesi.run_command("echo secret-output-7c1")            # an audit entry with output
+    output, _ = sh("mv .kesi .kesi.old; mkdir -p .kesi; cat .kesi.old/audit.jsonl .kesi/audit.jsonl; echo end")
+    assert "end" in output and "secret-output-7c1" not in output, output
+    assert (box / ".kesi" / "audit.jsonl").is_file() and not (box / ".kesi.old").exists()
+
+
 def test_hooks_planted_where_there_was_no_hooks_folder_are_removed(box):
     make_repo(box)
     subprocess.run(["rm", "-rf", str(box / ".git" / "hooks")], check=True)
