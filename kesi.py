@@ -48,6 +48,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import unicodedata
@@ -299,12 +300,43 @@ def use_colour() -> bool:
     return not os.environ.get("NO_COLOR") and capable_terminal() and hasattr(UI, "isatty") and UI.isatty()
 
 
-STYLES = {"tool": "36", "error": "31", "added": "32", "removed": "31", "quiet": "2"}   # SGR codes
+STYLES = {"tool": "36", "error": "31", "added": "32", "removed": "31", "quiet": "2",
+          "bold": "1", "code": "33"}   # SGR codes
 
 
 def paint(text: str, style: str) -> str:
     """KeSi's own colour around text that visible() already made safe."""
     return f"\033[{STYLES[style]}m{text}\033[0m" if use_colour() else text
+
+
+def terminal_width() -> int | None:
+    """Columns to wrap at; None when UI is no terminal: a pipe or a file gets
+    text as it was written, one line per line."""
+    if not (hasattr(UI, "isatty") and UI.isatty()):
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def display_width(text: str) -> int:
+    """Columns text takes: CJK characters take two, combining marks none."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+               for c in text)
+
+
+def wrapped(text: str, hang: str | None = None) -> str:
+    """KeSi's own prose, wrapped at spaces to the terminal's width.
+    Continuation lines are indented by hang (default: the line's own
+    indent); a word longer than a line (a URL, a path) is never cut."""
+    width = terminal_width()
+    if width is None:
+        return text
+    lines = []
+    for line in text.split("\n"):
+        indent = line[:len(line) - len(line.lstrip(" "))]
+        lines.append(textwrap.fill(line.lstrip(" "), width, initial_indent=indent,
+                                   subsequent_indent=indent if hang is None else hang,
+                                   break_long_words=False, break_on_hyphens=False) or line)
+    return "\n".join(lines)
 
 
 # Characters a terminal obeys instead of showing: C0 controls but newline and
@@ -2144,12 +2176,12 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
     """
     ui(f"      [permission needed] {visible(question.detail)}".replace("\n", "\n        | "))
     if question.reason:
-        ui(f"      reason: {visible(question.reason)}")
+        ui(wrapped(f"      reason: {visible(question.reason)}", hang=" " * 8))
     cut = show_diff(question.diff, MAX_PREVIEW_LINES)
     # Escalations get a line of their own, so the question itself stays short.
     beyond = [f"{c.keys[0]} = {c.label}" for c in question.choices if isinstance(c.remember, Escalate)]
     if beyond and can_ask():
-        ui(f"      beyond the sandbox: {' / '.join(beyond)}")
+        ui(wrapped(f"      beyond the sandbox: {' / '.join(beyond)}", hang=" " * 8))
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
         return False, False
@@ -4672,7 +4704,7 @@ def stream_turn(client, request: dict, echo: bool):
     partial-JSON parsing makes a half tool_use *look* complete.) Only a
     stream that reached message_stop is a finished answer.
     """
-    stream, started, finished, printed, stopped = None, False, 0, False, False
+    stream, started, finished, printer, stopped = None, False, 0, None, False
     waiting = WaitingNote(echo)
     try:
         with client.messages.stream(**request) as stream:
@@ -4688,20 +4720,20 @@ def stream_turn(client, request: dict, echo: bool):
                 elif event.type == "message_stop":
                     stopped = True
                 elif event.type == "content_block_delta" and event.delta.type == "text_delta" and echo:
-                    if not printed:
+                    if printer is None:
                         ui("KeSi > ", end="")
-                        printed = True
-                    ui(visible(event.delta.text), end="")
+                        printer = AnswerPrinter(column=len("KeSi > "))
+                    printer.feed(visible(event.delta.text))
             if not stopped:
                 raise StreamEndedEarly("the stream ended before the answer was complete (no message_stop)")
             message = stream.get_final_message()
     except KeyboardInterrupt:
         waiting.clear()
-        end_line(printed)
+        end_line(printer)
         return (snapshot_of(stream) if started else None), finished, True
     except Exception as exc:       # includes connection resets that are not AnthropicError
         waiting.clear()
-        end_line(printed)
+        end_line(printer)
         if stream is None:
             raise                   # the request never opened: a normal API error
         snapshot = snapshot_of(stream) if started else None
@@ -4709,7 +4741,7 @@ def stream_turn(client, request: dict, echo: bool):
             return snapshot, finished, False
         raise StreamFailure(exc, snapshot, finished) from exc
     waiting.clear()
-    end_line(printed)
+    end_line(printer)
     return message, finished, False
 
 
@@ -4799,15 +4831,152 @@ def snapshot_of(stream):
     return snapshot if isinstance(getattr(snapshot, "content", None), list) else None
 
 
-def end_line(printed: bool) -> None:
-    if printed:
+def end_line(printer: "AnswerPrinter | None") -> None:
+    if printer is not None:
+        printer.finish()
         ui()
+
+
+# --- the answer on a terminal: wrapped, with light Markdown ------------------
+FENCE = re.compile(r"[ \t]*(```|~~~)")
+LIST_MARKER = re.compile(r"[-*+>]|\d{1,3}[.)]")
+
+
+class AnswerPrinter:
+    """The model's text on its way to the screen, already made safe by
+    visible(), so every escape code here is KeSi's own.
+
+    At a terminal each line is wrapped at spaces to the window's width
+    (list items hang under their text; a word wider than the window is
+    printed whole, never cut) and light Markdown is drawn where colour is
+    allowed: the marks of headings, **bold** and `code` give way to bold and
+    colour. Fenced code blocks and table rows are printed verbatim, never
+    wrapped or restyled. Without colour (NO_COLOR, TERM=dumb) the marks stay:
+    Markdown is readable as it is. A pipe or a file gets the text unchanged.
+
+    Text still streams: a word is printed once the space after it arrives."""
+
+    def __init__(self, column: int):
+        self.width, self.styled = terminal_width(), use_colour()
+        self.column = column       # where the cursor is, after "KeSi > "
+        self.pending = ""          # the current line's text not printed yet
+        self.kind = None           # the current line: None (not known yet), "prose" or "verbatim"
+        self.hang = 0              # where wrapped lines of this line start
+        self.line_start = True     # no word of this line printed yet
+        self.in_fence = False      # inside a ``` code block
+        self.bold = self.code = False
+
+    def feed(self, text: str) -> None:
+        if self.width is None:
+            ui(text, end="")
+            return
+        *lines, rest = (self.pending + text).split("\n")
+        for line in lines:
+            self.pending = line
+            self.print_words(whole_line=True)
+            self.new_line()
+        self.pending = rest
+        self.print_words(whole_line=False)
+
+    def finish(self) -> None:
+        if self.width is not None:
+            self.print_words(whole_line=True)
+            self.end_styles()
+
+    def print_words(self, whole_line: bool) -> None:
+        if self.kind is None and not self.start_line(whole_line):
+            return
+        if self.kind == "verbatim":
+            if whole_line:
+                self.print_verbatim(self.pending)
+                self.pending = ""
+            return
+        if whole_line:
+            words, self.pending = self.pending.split(), ""
+        else:                      # the last word may still be growing
+            done, last = re.match(r"(.*\s|)(\S*)\Z", self.pending, re.S).groups()
+            words, self.pending = done.split(), last
+        for word in words:
+            self.print_word(word)
+
+    def start_line(self, whole_line: bool) -> bool:
+        """Tell what the line is once its first word is complete; print its
+        indent. False: too little of it has arrived yet."""
+        first = re.match(r"([ \t]*)(\S*)(\s?)", self.pending)
+        indent, word, after = first.groups()
+        if not (after or whole_line):
+            return False
+        if self.in_fence or FENCE.match(self.pending) or word.startswith("|"):
+            self.kind = "verbatim"
+            return True
+        self.kind, self.hang = "prose", len(indent)
+        if re.fullmatch(r"#{1,6}", word):          # a heading: bold, its marks dropped when styled
+            self.bold = self.styled
+            if self.styled:
+                self.pending = self.pending[first.end():]
+        elif LIST_MARKER.fullmatch(word):
+            self.hang += display_width(word) + 1
+        self.out(indent, len(indent.expandtabs()))
+        self.pending = self.pending.lstrip(" \t")
+        if self.bold:
+            self.out(self.sgr(), 0)
+        return True
+
+    def print_word(self, word: str) -> None:
+        shown, width = self.styled_word(word)
+        if not self.line_start and self.column + 1 + width > self.width:
+            self.out("\n" + " " * self.hang, 0)
+            self.column = self.hang
+        elif not self.line_start:
+            self.out(" ", 1)
+        self.out(shown, width)
+        self.line_start = False
+
+    def styled_word(self, word: str) -> tuple[str, int]:
+        """The word as shown, and its width: marks turned into style changes."""
+        if not self.styled:
+            return word, display_width(word)
+        shown, width = [], 0
+        for piece in re.split(r"(\*\*|`)", word):
+            if piece == "`" or (piece == "**" and not self.code):   # ** inside `code` is code
+                self.code, self.bold = (not self.code, self.bold) if piece == "`" else (self.code, not self.bold)
+                shown.append(self.sgr())
+            else:
+                shown.append(piece)
+                width += display_width(piece)
+        return "".join(shown), width
+
+    def sgr(self) -> str:
+        """The escape codes for the styles open now, after a reset."""
+        styles = [STYLES[s] for s, on in (("bold", self.bold), ("code", self.code)) if on]
+        return "\033[0m" + "".join(f"\033[{s}m" for s in styles)
+
+    def print_verbatim(self, line: str) -> None:
+        if FENCE.match(line):
+            self.in_fence = not self.in_fence
+            self.out(paint(line, "quiet"), 0)
+        else:
+            self.out(line, 0)
+
+    def new_line(self) -> None:
+        self.end_styles()
+        self.out("\n", 0)
+        self.column, self.kind, self.line_start = 0, None, True
+
+    def end_styles(self) -> None:
+        if self.bold or self.code:
+            self.bold = self.code = False
+            self.out("\033[0m", 0)
+
+    def out(self, text: str, width: int) -> None:
+        ui(text, end="")
+        self.column += width
 
 
 def say(message: str, agent=None) -> str:
     """Print a message that was not streamed (errors, limits, interruptions)."""
     if agent is None or agent.echo:
-        shown = visible(message)
+        shown = wrapped(f"KeSi > {visible(message)}", hang="").removeprefix("KeSi > ")
         ui(f"KeSi > {paint(shown, 'error') if message.startswith('Error') else shown}")
     return message
 
@@ -5126,8 +5295,8 @@ def more_turns_wanted(agent: Agent, done: int) -> bool:
     headless runs and sub-agents stop there."""
     if agent is not MAIN_AGENT or not agent.echo or not can_ask():
         return False
-    ui(f"  KeSi has made {done} model requests for this task without a final answer "
-       f"(the limit is KESI_MAX_TURNS={MAX_TURNS}, or --max-turns).")
+    ui(wrapped(f"  KeSi has made {done} model requests for this task without a final answer "
+               f"(the limit is KESI_MAX_TURNS={MAX_TURNS}, or --max-turns)."))
     try:
         answer = prompt_input(f"  Go on for {MAX_TURNS} more? [y/N] ")
     except EOFError:
@@ -5656,8 +5825,8 @@ def print_startup() -> None:
     ui(f"  workspace: {visible(BASE_DIR)}")
     ui(f"  sandbox:   {sandbox_status()}")
     if sandbox_enabled():
-        ui(f"             {sandbox_allowances()}")
-    ui(f"  network:   {network_summary()}")
+        ui(wrapped(f"             {sandbox_allowances()}"))
+    ui(wrapped(f"  network:   {network_summary()}", hang=" " * 13))
     ui(f"  model:     {MODEL}   permissions: {PERMISSION_MODE}")
 
 
@@ -5676,15 +5845,15 @@ def show_cost() -> None:
     ui(f"  {METER.token_text()}")
     if METER.calls:
         ui(f"  cache served {METER.cache_share():.0%} of input tokens")
-    ui(f"  total {METER.cost_text()} (an estimate at list prices; the Console has the real bill)")
+    ui(wrapped(f"  total {METER.cost_text()} (an estimate at list prices; the Console has the real bill)"))
 
 
 def show_context(history: list[dict]) -> None:
     """The next request's size: the API's count of the last one plus an
     estimate of what was added since (see estimate_tokens)."""
     tokens = estimate_tokens(history, MAIN_AGENT)
-    ui(f"  context: about {tokens:,} of {CONTEXT_WINDOW:,} tokens ({tokens / CONTEXT_WINDOW:.0%}); old tool "
-       f"results are cleared at {CLEAR_RESULTS_AT:.0%}, the conversation is compacted at {COMPACT_AT:.0%}")
+    ui(wrapped(f"  context: about {tokens:,} of {CONTEXT_WINDOW:,} tokens ({tokens / CONTEXT_WINDOW:.0%}); old tool "
+               f"results are cleared at {CLEAR_RESULTS_AT:.0%}, the conversation is compacted at {COMPACT_AT:.0%}"))
     ui(f"  {len(history)} messages; permission mode: {PERMISSION_MODE}")
 
 
@@ -5892,7 +6061,7 @@ def run_turn(client, history: list[dict], prompt: str) -> Answer:
                           interrupted=True, record=False)
     finally:
         if len(METER.calls) > before:
-            ui(f"  {METER.report(before)}")
+            ui(wrapped(f"  {METER.report(before)}", hang="   "))
         save_session(history)
     return answer
 

@@ -7,6 +7,7 @@ The pty helper is the one of test_permissions.py: a session of its own with
 the pty as controlling terminal (Ctrl-C is a real SIGINT) and a wide window.
 """
 import re
+import subprocess
 import sys
 import threading
 
@@ -16,8 +17,10 @@ from mock_api import error, reply, tool_call
 from test_permissions import KESI, Terminal
 
 
-def repl(ws, mock, **env):
-    return Terminal([sys.executable, KESI], ws, kesi_subprocess_env(mock, KESI_SANDBOX="off", **env))
+def repl(ws, mock, columns=200, **env):
+    env = kesi_subprocess_env(mock, KESI_SANDBOX="off", **env)
+    env.pop("COLUMNS", None)                 # the width comes from the pty's window
+    return Terminal([sys.executable, KESI], ws, env, columns=columns)
 
 
 def prompts_sent(mock) -> list[str]:
@@ -277,3 +280,74 @@ def test_at_path_attaches_a_file_through_the_jail(ws, mock_client):
     [prompt] = prompts_sent(mock)
     assert prompt.startswith("summarise @notes.md, and @.env and @/etc/passwd too\n\nContents of notes.md")
     assert "buy rice" in prompt and "hunter2" not in prompt and "root:" not in prompt
+
+
+# --- word wrap and light Markdown -------------------------------------------------------------
+
+CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+CODE_LINE = "print('a line of code that is much longer than forty columns, kept whole')"
+URL = "https://example.com/a/very/long/url/that/cannot/be/broken/anywhere/at/all"
+LONG_ANSWER = ("This sentence has quite a few words that must wrap neatly at forty columns, none of them "
+               "broken.\n\n- a list item that is long enough to wrap around the edge\n\n"
+               f"```python\n{CODE_LINE}\n```\nSee {URL} for more.")
+
+
+def answer_lines(seen: str) -> list[str]:
+    """The answer as the screen shows it: from "KeSi > " to the cost line."""
+    text = CONTROL.sub("", seen).replace("\r\n", "\n")
+    lines = [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
+    start = next(i for i, line in enumerate(lines) if line.startswith("KeSi > "))
+    end = next(i for i, line in enumerate(lines) if line.startswith("  (this turn:"))
+    return lines[start:end]
+
+
+def test_the_answer_is_wrapped_at_spaces_to_the_terminal_width(ws, mock_client):
+    mock, _ = mock_client([LONG_ANSWER])
+    term = repl(ws, mock, columns=40, TERM="xterm", NO_COLOR="1")
+    try:
+        term.expect("you > ")
+        term.type("explain\n")
+        term.expect("for more.")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    lines = answer_lines(term.seen)
+    assert " ".join(lines).split() == ("KeSi > " + LONG_ANSWER).split()      # no word broken or lost
+    assert [line for line in lines if len(line) > 40] == [CODE_LINE, URL]   # code and a URL stay whole
+    item = lines.index("- a list item that is long enough to")
+    assert lines[item + 1] == "  wrap around the edge"                     # a list item hangs
+    assert SGR.findall(term.seen) == []
+
+
+def test_markdown_is_drawn_on_a_colour_terminal_after_the_text_is_made_safe(ws, mock_client):
+    from test_terminal_safety import ERASE, OSC52
+    mock, _ = mock_client([f"# Steps\nRun **the tests** with `pytest -q {ERASE}` first.\n"
+                           f"```\ndef f(**kwargs):  # {OSC52}\n```\ndone"])
+    term = repl(ws, mock, TERM="xterm")
+    try:
+        term.expect("you > ")
+        term.type("how?\n")
+        term.expect("done")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    seen = term.seen
+    assert "\x1b[1mSteps" in seen and "# Steps" not in seen                    # a heading, marks dropped
+    assert "\x1b[1mthe tests\x1b[0m" in seen and "**the" not in seen
+    assert "\x1b[33mpytest -q \\x1b[2K\\x1b[1A\x1b[0m first." in seen        # a code span, shown escaped
+    assert "\ndef f(**kwargs):  # \\x1b]52;c;UFdORUQ=\\x07\r\n" in seen     # a code block, verbatim
+    assert ERASE not in seen and OSC52 not in seen                            # nothing obeyed
+
+
+def test_a_pipe_gets_the_answer_unwrapped_and_unstyled(ws, mock_client):
+    mock, _ = mock_client([LONG_ANSWER])
+    proc = subprocess.run([sys.executable, KESI], cwd=ws, input="explain\n", capture_output=True, text=True,
+                          env=kesi_subprocess_env(mock, KESI_SANDBOX="off", TERM="xterm", COLUMNS="40"),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "KeSi > " + LONG_ANSWER + "\n" in proc.stdout and "\x1b" not in proc.stdout
+
