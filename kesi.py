@@ -6014,6 +6014,63 @@ def setup_readline() -> None:
         readline.parse_and_bind("set enable-bracketed-paste on")
     load_prompt_history()
     atexit.register(save_prompt_history)
+    setup_completion()
+
+
+# Tab completes a /command at the start of the line and an @path anywhere.
+SLASH_COMMANDS = ("/help", "/cost", "/context", "/todo", "/permissions", "/network", "/revoke", "/mode",
+                  "/compact", "/resume", "/tasks", "/log", "/reset", "/clear", "/exit", "/quit")
+COMPLETIONS: list[str] = []            # the matches for the word being completed
+
+
+def setup_completion() -> None:
+    readline.set_completer_delims(" \t\n")     # '/' and '@' belong to the word
+    readline.set_completer(complete)
+    libedit = "libedit" in (readline.__doc__ or "")     # macOS's readline speaks another syntax
+    readline.parse_and_bind("bind ^I rl_complete" if libedit else "tab: complete")
+
+
+def complete(word: str, state: int) -> str | None:
+    """readline asks for match 0, 1, 2, ... of the word at the cursor, until None."""
+    if state == 0:
+        COMPLETIONS[:] = completions(word, at_line_start=readline.get_begidx() == 0)
+    return COMPLETIONS[state] if state < len(COMPLETIONS) else None
+
+
+def completions(word: str, at_line_start: bool) -> list[str]:
+    if word.startswith("/") and at_line_start:
+        return [name + " " for name in SLASH_COMMANDS if name.startswith(word)]
+    if word.startswith("@"):
+        return path_completions(word[1:])
+    return []
+
+
+def path_completions(typed: str) -> list[str]:
+    """'src/ma' -> ['@src/main.py ', '@src/maps/']: the names list_files would
+    show in that folder, found through the jail the same way (so nothing
+    outside the workspace, no .env, no link out of it); names starting with
+    a dot only when the typed name does. A name that could not be typed or
+    shown as it is (a space, a control character) is left out."""
+    folder, _, start = typed.rpartition("/")
+    folder += "/" if folder else ""
+    try:
+        with locate(folder or ".") as entry:
+            if entry.info is None or not stat.S_ISDIR(entry.info.st_mode):
+                return []
+            folder_fd = open_folder(entry)
+    except (PathRefused, OSError):
+        return []
+    where = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
+    try:
+        with os.scandir(folder_fd) as listing:
+            found = [e for e in listing if e.name.startswith(start) and (start[:1] == "." or e.name[:1] != ".")]
+        shown = [visible_entry(e, e.name, where + e.name) for e in found]
+    except OSError:
+        return []
+    finally:
+        os.close(folder_fd)
+    names = [name for name in shown if name and name == visible(name) and not re.search(r"\s", name)]
+    return sorted(f"@{folder}{name}" + ("" if name.endswith("/") else " ") for name in names)
 
 
 def load_prompt_history() -> None:

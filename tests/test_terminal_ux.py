@@ -351,3 +351,37 @@ def test_a_pipe_gets_the_answer_unwrapped_and_unstyled(ws, mock_client):
     assert proc.returncode == 0, proc.stderr
     assert "KeSi > " + LONG_ANSWER + "\n" in proc.stdout and "\x1b" not in proc.stdout
 
+
+# --- Tab completion ------------------------------------------------------------------------
+
+def test_tab_completes_slash_commands_and_at_paths_inside_the_jail_only(tmp_path, mock_client):
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "main.py").write_text("print('hi')\n")
+    (project / "notes.md").write_text("buy rice\n")
+    (project / ".gitignore").write_text("build/\n")
+    (project / ".env").write_text("SECRET=hunter2\n")
+    (project / ".git").mkdir()
+    (tmp_path / "outside.txt").write_text("not yours\n")
+    mock, _ = mock_client(["read them", "checked"])
+    term = repl(project, mock, TERM="xterm")
+    try:
+        term.expect("you > ")
+        term.type("/he\t\n")
+        term.expect("/compact [focus]")                  # /help ran
+        term.expect("you > ")
+        term.type("read @no\tand @sr\tma\tplease\n")
+        term.expect("KeSi > read them")
+        term.expect("you > ")
+        term.type("check @.gi\t@.e\t @/et\t @../ou\t\n")
+        term.expect("KeSi > checked")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    first, second = prompts_sent(mock)
+    assert first.startswith("read @notes.md and @src/main.py please\n\nContents of notes.md")
+    assert "print('hi')" in first
+    assert second.startswith("check @.gitignore @.e @/et @../ou\n\nContents of .gitignore")   # nothing else completed
+    assert "hunter2" not in second and "not yours" not in second
