@@ -3850,10 +3850,15 @@ def run_command(command, timeout=None, run_in_background=False):
     reader = threading.Thread(target=drain_output, daemon=True,
                               args=(proc.stdout, captured, MAX_CAPTURE_BYTES, on_full))
     reader.start()
-    ending = "interrupted"
+    ending, running = "interrupted", WaitingNote(True, "running", indent="      ")
     try:
         ending = wait_for_command(proc, limit)
+    except KeyboardInterrupt:
+        running.clear()
+        say_stopping("      ")
+        raise
     finally:
+        running.clear()
         # Always, even after a normal exit: no background job outlives the call.
         stop_process_group(proc, 0 if ending == "processes" else KILL_GRACE_SECONDS)
         proc.wait()
@@ -4730,6 +4735,7 @@ def stream_turn(client, request: dict, echo: bool):
     except KeyboardInterrupt:
         waiting.clear()
         end_line(printer)
+        say_stopping("  ")
         return (snapshot_of(stream) if started else None), finished, True
     except Exception as exc:       # includes connection resets that are not AnthropicError
         waiting.clear()
@@ -4756,20 +4762,22 @@ def malformed_after_last_block(exc: Exception, snapshot, finished: int) -> bool:
 
 class WaitingNote:
     """'(thinking... 3 s)' with a spinner until the answer starts, so a slow
-    model (or the SDK retrying a 429) does not look like a hang. Real
-    terminals only: a thread redraws the line, which is then erased with an
-    escape code. clear() stops the thread before anything else is printed."""
+    model (or the SDK retrying a 429) does not look like a hang; run_command
+    shows '(running... 12 s)' the same way. Real terminals only: a thread
+    redraws the line, which is then erased with an escape code. clear()
+    stops the thread before anything else is printed."""
 
     FRAMES = "|/-\\"
     current: "WaitingNote | None" = None     # the note on screen, for RetryNotice
 
-    def __init__(self, echo: bool):
+    def __init__(self, echo: bool, what: str = "thinking", indent: str = "  "):
         self.shown = echo and capable_terminal() and hasattr(UI, "isatty") and UI.isatty()
+        self.what, self.indent = what, indent
         self.stop, self.lock = threading.Event(), threading.Lock()
         self.start, self.frame, self.retry_at = time.monotonic(), 0, None
         self.thread = None
         if self.shown:
-            ui("  (thinking...)", end="")
+            ui(f"{indent}({what}...)", end="")
             WaitingNote.current = self
             self.thread = threading.Thread(target=self.spin, name="waiting note", daemon=True)
             self.thread.start()
@@ -4784,10 +4792,10 @@ class WaitingNote:
                 return
             self.frame += 1
             now = time.monotonic()
-            what = f"thinking... {int(now - self.start)} s"
+            what = f"{self.what}... {int(now - self.start)} s"
             if self.retry_at is not None and now < self.retry_at:
                 what = f"the API is busy or failed; retrying in {int(self.retry_at - now + 0.99)} s"
-            ui(f"\r  {self.FRAMES[self.frame % 4]} ({what})\033[K", end="")
+            ui(f"\r{self.indent}{self.FRAMES[self.frame % 4]} ({what})\033[K", end="")
 
     def clear(self) -> None:
         if self.shown:
@@ -4829,6 +4837,12 @@ def snapshot_of(stream):
     except Exception:
         return None
     return snapshot if isinstance(getattr(snapshot, "content", None), list) else None
+
+
+def say_stopping(indent: str) -> None:
+    """Said right after Ctrl-C, over the terminal's "^C": closing a stream or
+    stopping a command's processes can take a moment, and silence looks stuck."""
+    ui(f"\r{indent}(stopping...)")
 
 
 def end_line(printer: "AnswerPrinter | None") -> None:
@@ -6173,7 +6187,7 @@ def run_typed_command(command: str) -> str:
     try:
         output, _ = run_command(command)
     except KeyboardInterrupt:
-        ui("\n  (interrupted; the command was stopped)")
+        ui("  (interrupted; the command was stopped)")
         return ""
     ui("  " + visible(output).replace("\n", "\n  "))
     ui(paint("  (this output goes to KeSi with your next message)", "quiet"))

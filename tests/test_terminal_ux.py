@@ -12,7 +12,7 @@ import sys
 import threading
 
 import kesi
-from checklib import kesi_subprocess_env
+from checklib import kesi_subprocess_env, unique_sleep
 from mock_api import error, reply, tool_call
 from test_permissions import KESI, Terminal
 
@@ -343,13 +343,15 @@ def test_markdown_is_drawn_on_a_colour_terminal_after_the_text_is_made_safe(ws, 
     assert ERASE not in seen and OSC52 not in seen                            # nothing obeyed
 
 
-def test_a_pipe_gets_the_answer_unwrapped_and_unstyled(ws, mock_client):
-    mock, _ = mock_client([LONG_ANSWER])
-    proc = subprocess.run([sys.executable, KESI], cwd=ws, input="explain\n", capture_output=True, text=True,
-                          env=kesi_subprocess_env(mock, KESI_SANDBOX="off", TERM="xterm", COLUMNS="40"),
-                          timeout=120)
+def test_a_pipe_gets_the_answer_unwrapped_and_unstyled_and_no_status_lines(ws, mock_client):
+    mock, _ = mock_client([reply(tool_call("run_command", {"command": "echo piped-mark"})), LONG_ANSWER])
+    proc = subprocess.run([sys.executable, KESI, "--permission-mode", "bypassPermissions"], cwd=ws,
+                          input="explain\n", capture_output=True, text=True, timeout=120,
+                          env=kesi_subprocess_env(mock, KESI_SANDBOX="off", TERM="xterm", COLUMNS="40"))
     assert proc.returncode == 0, proc.stderr
     assert "KeSi > " + LONG_ANSWER + "\n" in proc.stdout and "\x1b" not in proc.stdout
+    assert "> piped-mark  (exit code 0)" in proc.stdout
+    assert "running..." not in proc.stdout and "thinking..." not in proc.stdout
 
 
 # --- Tab completion ------------------------------------------------------------------------
@@ -385,3 +387,50 @@ def test_tab_completes_slash_commands_and_at_paths_inside_the_jail_only(tmp_path
     assert "print('hi')" in first
     assert second.startswith("check @.gitignore @.e @/et @../ou\n\nContents of .gitignore")   # nothing else completed
     assert "hunter2" not in second and "not yours" not in second
+
+
+# --- a running command, and Ctrl-C ---------------------------------------------------------
+
+def test_a_running_command_shows_its_seconds_and_ctrl_c_says_stopping_at_once(ws, mock_client):
+    mock, _ = mock_client([reply(tool_call("run_command", {"command": unique_sleep(120)})), "never asked"])
+    env = kesi_subprocess_env(mock, KESI_SANDBOX="off", TERM="xterm")
+    term = Terminal([sys.executable, KESI, "--permission-mode", "bypassPermissions"], ws, env)
+    try:
+        term.expect("you > ")
+        term.type("wait a while\n")
+        term.expect("(running... 1 s)")
+        term.type("\x03")
+        term.expect("(stopping...)")
+        term.expect("x interrupted; the turn ends")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert len(mock.requests) == 1
+    ran = term.seen.split("wait a while")[1].split("(stopping...)")[0]
+    assert ran.endswith("\r\x1b[K\r      ")             # the status line is erased, then "stopping" replaces it
+
+
+def test_ctrl_c_while_the_model_thinks_says_stopping(ws, mock_client):
+    released = threading.Event()
+
+    def slow_reply(body):
+        released.wait(60)
+        return reply("too late")
+
+    mock, _ = mock_client([slow_reply])
+    term = repl(ws, mock, TERM="xterm")
+    try:
+        term.expect("you > ")
+        term.type("think\n")
+        term.expect("(thinking... 1 s)")
+        term.type("\x03")
+        term.expect("(stopping...)")
+        term.expect("(this turn was interrupted")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        released.set()
+        if term.proc.poll() is None:
+            term.proc.kill()
