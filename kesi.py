@@ -51,6 +51,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import typing  # before the SDK's background import: see BackgroundImport
 import unicodedata
 import urllib.parse
 from dataclasses import dataclass, field
@@ -68,6 +69,8 @@ class BackgroundImport:
     start-up time, so the REPL shows its prompt while the SDK loads."""
 
     def __init__(self, name: str):
+        # typing is imported above, not by this thread: @dataclass looks it up in
+        # sys.modules without importing it, and could find a half-imported copy.
         self.name = name
         # Not a daemon: an exit during the import (--version, a bad setting)
         # waits for it, because a daemon thread stopped in the middle of
