@@ -5812,7 +5812,7 @@ HELP = """  /help                  this list
   A line ending in \\ continues on the next; a line of three double quotes
   starts and ends a multi-line prompt.
   !command runs a command (in the sandbox); its output goes with your next message.
-  @path in a prompt attaches that file."""
+  @path in a prompt attaches that file. Tab completes /commands and @paths."""
 
 
 def make_client(settings: Settings):
@@ -6245,7 +6245,7 @@ def more_input() -> str | None:
 def say_goodbye() -> int:
     ui()
     if SESSION_FILE is not None:
-        ui("  (session saved in .kesi/sessions; `kesi.py --continue` picks it up again)")
+        ui(wrapped("  (session saved in .kesi/sessions; `kesi.py --continue` picks it up again)", hang="   "))
     return 0
 
 

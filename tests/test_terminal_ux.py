@@ -293,26 +293,38 @@ LONG_ANSWER = ("This sentence has quite a few words that must wrap neatly at for
 
 
 def answer_lines(seen: str) -> list[str]:
-    """The answer as the screen shows it: from "KeSi > " to the cost line."""
-    text = CONTROL.sub("", seen).replace("\r\n", "\n")
-    lines = [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
+    """The first answer as the screen shows it: from "KeSi > " to the cost line."""
+    lines = screen_lines(seen)
     start = next(i for i, line in enumerate(lines) if line.startswith("KeSi > "))
     end = next(i for i, line in enumerate(lines) if line.startswith("  (this turn:"))
     return lines[start:end]
 
 
-def test_the_answer_is_wrapped_at_spaces_to_the_terminal_width(ws, mock_client):
-    mock, _ = mock_client([LONG_ANSWER])
+def screen_lines(seen: str) -> list[str]:
+    text = CONTROL.sub("", seen).replace("\r\n", "\n")
+    return [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
+
+
+def test_the_answer_and_kesis_notes_are_wrapped_at_spaces_to_the_terminal_width(ws, mock_client):
+    mock, _ = mock_client([LONG_ANSWER, error(400, "this request was rejected by the mock for a reason "
+                                                   "long enough to need three lines")])
     term = repl(ws, mock, columns=40, TERM="xterm", NO_COLOR="1")
     try:
         term.expect("you > ")
         term.type("explain\n")
         term.expect("for more.")
+        after_answer = term.expect("you > ")
+        term.type("again\n")
+        term.expect("/compact")
         term.expect("you > ")
         leave(term)
     finally:
         if term.proc.poll() is None:
             term.proc.kill()
+    notes = screen_lines(term.seen[len(after_answer) - 200:])         # the cost line, the error
+    notes = notes[next(i for i, line in enumerate(notes) if "(this turn:" in line):]
+    assert [line for line in notes if len(line) > 40] == [] and any("three lines" in line for line in notes)
+    assert any(line.startswith("KeSi > Error: the request") for line in notes)
     lines = answer_lines(term.seen)
     assert " ".join(lines).split() == ("KeSi > " + LONG_ANSWER).split()      # no word broken or lost
     assert [line for line in lines if len(line) > 40] == [CODE_LINE, URL]   # code and a URL stay whole
