@@ -4942,8 +4942,8 @@ class AnswerPrinter:
     def print_word(self, word: str) -> None:
         shown, width = self.styled_word(word)
         if not self.line_start and self.column + 1 + width > self.width:
-            self.out("\n" + " " * self.hang, 0)
-            self.column = self.hang
+            self.column = 0
+            self.out("\n" + " " * self.hang, self.hang)
         elif not self.line_start:
             self.out(" ", 1)
         self.out(shown, width)
@@ -4955,12 +4955,15 @@ class AnswerPrinter:
             return word, display_width(word)
         shown, width = [], 0
         for piece in re.split(r"(\*\*|`)", word):
-            if piece == "`" or (piece == "**" and not self.code):   # ** inside `code` is code
-                self.code, self.bold = (not self.code, self.bold) if piece == "`" else (self.code, not self.bold)
-                shown.append(self.sgr())
+            if piece == "`":
+                self.code = not self.code
+            elif piece == "**" and not self.code:      # ** inside `code` is code
+                self.bold = not self.bold
             else:
                 shown.append(piece)
                 width += display_width(piece)
+                continue
+            shown.append(self.sgr())
         return "".join(shown), width
 
     def sgr(self) -> str:

@@ -1,7 +1,8 @@
 """The terminal experience, through a real pseudo-terminal against the mock:
 a paste is one prompt (bracketed paste), Ctrl-D inside a multi-line prompt
-ends that prompt instead of KeSi, and at the turn limit the person is asked
-whether the task may go on.
+ends that prompt instead of KeSi, at the turn limit the person is asked
+whether the task may go on, answers wrap to the window and show light
+Markdown, Tab completes, and a running command or Ctrl-C is shown as it happens.
 
 The pty helper is the one of test_permissions.py: a session of its own with
 the pty as controlling terminal (Ctrl-C is a real SIGINT) and a wide window.
