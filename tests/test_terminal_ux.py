@@ -447,3 +447,20 @@ def test_ctrl_c_while_the_model_thinks_says_stopping(ws, mock_client):
         released.set()
         if term.proc.poll() is None:
             term.proc.kill()
+
+
+def test_path_completion_offers_what_list_files_may_show_and_no_more(ws):
+    (ws / "src").mkdir()
+    (ws / "src" / "main.py").write_text("")
+    (ws / "secrets").symlink_to("/etc")                  # a link leading out of the workspace
+    (ws / "source").symlink_to("src")                    # a link that stays inside
+    (ws / ".env.local").write_text("SECRET=1\n")
+    (ws / "evil\x1b[2K.txt").write_text("")              # a name a terminal would obey
+    (ws / "my notes.txt").write_text("")                 # @my would end at the space
+    assert kesi.path_completions("s") == ["@source/", "@src/"]
+    assert kesi.path_completions("src/") == ["@src/main.py "]
+    assert kesi.path_completions("secrets/") == [] and kesi.path_completions("../") == []
+    assert kesi.path_completions(".env") == [] and kesi.path_completions("ev") == []
+    assert kesi.path_completions("my") == []
+    assert kesi.completions("/re", at_line_start=True) == ["/revoke ", "/resume ", "/reset "]
+    assert kesi.completions("/re", at_line_start=False) == []          # a path in a sentence, not a command
