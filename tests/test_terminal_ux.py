@@ -464,3 +464,29 @@ def test_path_completion_offers_what_list_files_may_show_and_no_more(ws):
     assert kesi.path_completions("my") == []
     assert kesi.completions("/re", at_line_start=True) == ["/revoke ", "/resume ", "/reset "]
     assert kesi.completions("/re", at_line_start=False) == []          # a path in a sentence, not a command
+
+
+# --- the whole diff at the question -----------------------------------------------------------
+
+def test_d_at_a_real_prompt_prints_the_whole_diff_then_asks_again(ws, mock_client):
+    content = "".join(f"line {i}\n" for i in range(80))
+    mock, _ = mock_client([reply(tool_call("write_file", {"file_path": "long.txt", "content": content})),
+                           "not written"])
+    term = repl(ws, mock, TERM="dumb")
+    try:
+        term.expect("you > ")
+        term.type("write it\n")
+        before = term.expect("d = the whole diff")
+        term.type("d\n")
+        term.expect("Allow? [")
+        whole = term.seen[len(before):]
+        term.type("n\n")
+        term.expect("KeSi > not written")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert "+line 28" in before and "+line 29" not in before and "(51 more diff lines: answer d" in before
+    assert "+line 0" in whole and "+line 79" in whole
+    assert not (ws / "long.txt").exists()
