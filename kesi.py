@@ -4857,6 +4857,12 @@ def end_line(printer: "AnswerPrinter | None") -> None:
 # --- the answer on a terminal: wrapped, with light Markdown ------------------
 FENCE = re.compile(r"[ \t]*(```|~~~)")
 LIST_MARKER = re.compile(r"[-*+>]|\d{1,3}[.)]")
+# CJK (and other double-width) characters are words of one character each,
+# since Chinese and Japanese have no spaces to wrap at; closing punctuation
+# stays with the character before it, so no line starts with a comma.
+WIDE_CHARS = r"\u1100-\u115f\u2e80-\u303e\u3041-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6"
+CLOSING = "，。、；：！？）」』》〉】"
+WORD = re.compile(rf"(\s*)([{WIDE_CHARS}][{CLOSING}]*|[^\s{WIDE_CHARS}]+)")   # (the space before, the word)
 
 
 class AnswerPrinter:
@@ -4908,13 +4914,14 @@ class AnswerPrinter:
                 self.print_verbatim(self.pending)
                 self.pending = ""
             return
-        if whole_line:
-            words, self.pending = self.pending.split(), ""
-        else:                      # the last word may still be growing
-            done, last = re.match(r"(.*\s|)(\S*)\Z", self.pending, re.S).groups()
-            words, self.pending = done.split(), last
-        for word in words:
-            self.print_word(word)
+        printed = 0
+        for token in WORD.finditer(self.pending):
+            space, word = token.groups()
+            if not whole_line and token.end() == len(self.pending):
+                break              # the last word may still be growing
+            self.print_word(word, spaced=bool(space))
+            printed = token.end()
+        self.pending = "" if whole_line else self.pending[printed:]
 
     def start_line(self, whole_line: bool) -> bool:
         """Tell what the line is once its first word is complete; print its
@@ -4939,14 +4946,15 @@ class AnswerPrinter:
             self.out(self.sgr(), 0)
         return True
 
-    def print_word(self, word: str) -> None:
+    def print_word(self, word: str, spaced: bool) -> None:
+        """spaced: a space came before the word (CJK characters follow each
+        other without one, and a line may break between any two)."""
         shown, width = self.styled_word(word)
-        if not self.line_start and self.column + 1 + width > self.width:
-            self.column = 0
+        space = " " if spaced and not self.line_start else ""
+        if not self.line_start and self.column + len(space) + width > self.width:
+            self.column, space = 0, ""
             self.out("\n" + " " * self.hang, self.hang)
-        elif not self.line_start:
-            self.out(" ", 1)
-        self.out(shown, width)
+        self.out(space + shown, len(space) + width)
         self.line_start = False
 
     def styled_word(self, word: str) -> tuple[str, int]:

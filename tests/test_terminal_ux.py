@@ -334,6 +334,28 @@ def test_the_answer_and_kesis_notes_are_wrapped_at_spaces_to_the_terminal_width(
     assert SGR.findall(term.seen) == []
 
 
+CHINESE = ("這是一段很長的中文回答，沒有任何空格，所以必須在字與字之間換行，而不是超出視窗。"
+           "測試 pytest 也通過了，一共七個。")
+
+
+def test_chinese_wraps_between_characters_and_no_line_starts_with_a_comma(ws, mock_client):
+    mock, _ = mock_client([CHINESE])
+    term = repl(ws, mock, columns=40, TERM="xterm", NO_COLOR="1")
+    try:
+        term.expect("you > ")
+        term.type("說明\n")
+        term.expect("一共七個。")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    lines = answer_lines(term.seen)
+    assert len(lines) >= 3 and all(kesi.display_width(line) <= 40 for line in lines)
+    assert not any(line.startswith(("，", "。")) for line in lines)
+    assert "".join("".join(lines).split()) == "".join(("KeSi > " + CHINESE).split())
+
+
 def test_markdown_is_drawn_on_a_colour_terminal_after_the_text_is_made_safe(ws, mock_client):
     from test_terminal_safety import ERASE, OSC52
     mock, _ = mock_client([f"# Steps\nRun **the tests** with `pytest -q {ERASE}` first.\n"
