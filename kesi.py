@@ -4877,7 +4877,7 @@ class AnswerPrinter:
     wrapped or restyled. Without colour (NO_COLOR, TERM=dumb) the marks stay:
     Markdown is readable as it is. A pipe or a file gets the text unchanged.
 
-    Text still streams: a word is printed once the space after it arrives."""
+    Text still streams: a word is printed as soon as what follows it arrives."""
 
     def __init__(self, column: int):
         self.width, self.styled = terminal_width(), use_colour()
