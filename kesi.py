@@ -49,8 +49,11 @@ import stat
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
+import typing  # before the SDK's background import: see BackgroundImport
+import unicodedata
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -67,6 +70,8 @@ class BackgroundImport:
     start-up time, so the REPL shows its prompt while the SDK loads."""
 
     def __init__(self, name: str):
+        # typing is imported above, not by this thread: @dataclass looks it up in
+        # sys.modules without importing it, and could find a half-imported copy.
         self.name = name
         # Not a daemon: an exit during the import (--version, a bad setting)
         # waits for it, because a daemon thread stopped in the middle of
@@ -299,12 +304,43 @@ def use_colour() -> bool:
     return not os.environ.get("NO_COLOR") and capable_terminal() and hasattr(UI, "isatty") and UI.isatty()
 
 
-STYLES = {"tool": "36", "error": "31", "added": "32", "removed": "31", "quiet": "2"}   # SGR codes
+STYLES = {"tool": "36", "error": "31", "added": "32", "removed": "31", "quiet": "2",
+          "bold": "1", "code": "33"}   # SGR codes
 
 
 def paint(text: str, style: str) -> str:
     """KeSi's own colour around text that visible() already made safe."""
     return f"\033[{STYLES[style]}m{text}\033[0m" if use_colour() else text
+
+
+def terminal_width() -> int | None:
+    """Columns to wrap at; None when UI is no terminal: a pipe or a file gets
+    text as it was written, one line per line."""
+    if not (hasattr(UI, "isatty") and UI.isatty()):
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def display_width(text: str) -> int:
+    """Columns text takes: CJK characters take two, combining marks none."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+               for c in text)
+
+
+def wrapped(text: str, hang: str | None = None) -> str:
+    """KeSi's own prose, wrapped at spaces to the terminal's width.
+    Continuation lines are indented by hang (default: the line's own
+    indent); a word longer than a line (a URL, a path) is never cut."""
+    width = terminal_width()
+    if width is None:
+        return text
+    lines = []
+    for line in text.split("\n"):
+        indent = line[:len(line) - len(line.lstrip(" "))]
+        lines.append(textwrap.fill(line.lstrip(" "), width, initial_indent=indent,
+                                   subsequent_indent=indent if hang is None else hang,
+                                   break_long_words=False, break_on_hyphens=False) or line)
+    return "\n".join(lines)
 
 
 # Characters a terminal obeys instead of showing: C0 controls but newline and
@@ -2243,12 +2279,12 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
     """
     ui(f"      [permission needed] {visible(question.detail)}".replace("\n", "\n        | "))
     if question.reason:
-        ui(f"      reason: {visible(question.reason)}")
+        ui(wrapped(f"      reason: {visible(question.reason)}", hang=" " * 8))
     cut = show_diff(question.diff, MAX_PREVIEW_LINES)
     # Escalations get a line of their own, so the question itself stays short.
     beyond = [f"{c.keys[0]} = {c.label}" for c in question.choices if isinstance(c.remember, Escalate)]
     if beyond and can_ask():
-        ui(f"      beyond the sandbox: {' / '.join(beyond)}")
+        ui(wrapped(f"      beyond the sandbox: {' / '.join(beyond)}", hang=" " * 8))
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
         return False, False
@@ -4089,10 +4125,15 @@ def run_command(command, timeout=None, run_in_background=False):
     reader = threading.Thread(target=drain_output, daemon=True,
                               args=(proc.stdout, captured, MAX_CAPTURE_BYTES, on_full))
     reader.start()
-    ending = "interrupted"
+    ending, running = "interrupted", WaitingNote(True, "running", indent="      ")
     try:
         ending = wait_for_command(proc, limit)
+    except KeyboardInterrupt:
+        running.clear()
+        say_stopping("      ")
+        raise
     finally:
+        running.clear()
         # Always, even after a normal exit: no background job outlives the call.
         stop_process_group(proc, 0 if ending == "processes" else KILL_GRACE_SECONDS)
         proc.wait()
@@ -4943,7 +4984,7 @@ def stream_turn(client, request: dict, echo: bool):
     partial-JSON parsing makes a half tool_use *look* complete.) Only a
     stream that reached message_stop is a finished answer.
     """
-    stream, started, finished, printed, stopped = None, False, 0, False, False
+    stream, started, finished, printer, stopped = None, False, 0, None, False
     waiting = WaitingNote(echo)
     try:
         with client.messages.stream(**request) as stream:
@@ -4959,20 +5000,21 @@ def stream_turn(client, request: dict, echo: bool):
                 elif event.type == "message_stop":
                     stopped = True
                 elif event.type == "content_block_delta" and event.delta.type == "text_delta" and echo:
-                    if not printed:
+                    if printer is None:
                         ui("KeSi > ", end="")
-                        printed = True
-                    ui(visible(event.delta.text), end="")
+                        printer = AnswerPrinter(column=len("KeSi > "))
+                    printer.feed(visible(event.delta.text))
             if not stopped:
                 raise StreamEndedEarly("the stream ended before the answer was complete (no message_stop)")
             message = stream.get_final_message()
     except KeyboardInterrupt:
         waiting.clear()
-        end_line(printed)
+        end_line(printer)
+        say_stopping("  ")
         return (snapshot_of(stream) if started else None), finished, True
     except Exception as exc:       # includes connection resets that are not AnthropicError
         waiting.clear()
-        end_line(printed)
+        end_line(printer)
         if stream is None:
             raise                   # the request never opened: a normal API error
         snapshot = snapshot_of(stream) if started else None
@@ -4980,7 +5022,7 @@ def stream_turn(client, request: dict, echo: bool):
             return snapshot, finished, False
         raise StreamFailure(exc, snapshot, finished) from exc
     waiting.clear()
-    end_line(printed)
+    end_line(printer)
     return message, finished, False
 
 
@@ -4995,20 +5037,22 @@ def malformed_after_last_block(exc: Exception, snapshot, finished: int) -> bool:
 
 class WaitingNote:
     """'(thinking... 3 s)' with a spinner until the answer starts, so a slow
-    model (or the SDK retrying a 429) does not look like a hang. Real
-    terminals only: a thread redraws the line, which is then erased with an
-    escape code. clear() stops the thread before anything else is printed."""
+    model (or the SDK retrying a 429) does not look like a hang; run_command
+    shows '(running... 12 s)' the same way. Real terminals only: a thread
+    redraws the line, which is then erased with an escape code. clear()
+    stops the thread before anything else is printed."""
 
     FRAMES = "|/-\\"
     current: "WaitingNote | None" = None     # the note on screen, for RetryNotice
 
-    def __init__(self, echo: bool):
+    def __init__(self, echo: bool, what: str = "thinking", indent: str = "  "):
         self.shown = echo and capable_terminal() and hasattr(UI, "isatty") and UI.isatty()
+        self.what, self.indent = what, indent
         self.stop, self.lock = threading.Event(), threading.Lock()
         self.start, self.frame, self.retry_at = time.monotonic(), 0, None
         self.thread = None
         if self.shown:
-            ui("  (thinking...)", end="")
+            ui(f"{indent}({what}...)", end="")
             WaitingNote.current = self
             self.thread = threading.Thread(target=self.spin, name="waiting note", daemon=True)
             self.thread.start()
@@ -5023,10 +5067,10 @@ class WaitingNote:
                 return
             self.frame += 1
             now = time.monotonic()
-            what = f"thinking... {int(now - self.start)} s"
+            what = f"{self.what}... {int(now - self.start)} s"
             if self.retry_at is not None and now < self.retry_at:
                 what = f"the API is busy or failed; retrying in {int(self.retry_at - now + 0.99)} s"
-            ui(f"\r  {self.FRAMES[self.frame % 4]} ({what})\033[K", end="")
+            ui(f"\r{self.indent}{self.FRAMES[self.frame % 4]} ({what})\033[K", end="")
 
     def clear(self) -> None:
         if self.shown:
@@ -5070,15 +5114,169 @@ def snapshot_of(stream):
     return snapshot if isinstance(getattr(snapshot, "content", None), list) else None
 
 
-def end_line(printed: bool) -> None:
-    if printed:
+def say_stopping(indent: str) -> None:
+    """Said right after Ctrl-C, over the terminal's "^C": closing a stream or
+    stopping a command's processes can take a moment, and silence looks stuck."""
+    ui(f"\r{indent}(stopping...)")
+
+
+def end_line(printer: "AnswerPrinter | None") -> None:
+    if printer is not None:
+        printer.finish()
         ui()
+
+
+# --- the answer on a terminal: wrapped, with light Markdown ------------------
+FENCE = re.compile(r"[ \t]*(```|~~~)")
+LIST_MARKER = re.compile(r"[-*+>]|\d{1,3}[.)]")
+# CJK (and other double-width) characters are words of one character each,
+# since Chinese and Japanese have no spaces to wrap at; closing punctuation
+# stays with the character before it, so no line starts with a comma.
+WIDE_CHARS = r"\u1100-\u115f\u2e80-\u303e\u3041-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6"
+CLOSING = "，。、；：！？）」』》〉】"
+WORD = re.compile(rf"(\s*)([{WIDE_CHARS}][{CLOSING}]*|[^\s{WIDE_CHARS}]+)")   # (the space before, the word)
+
+
+class AnswerPrinter:
+    """The model's text on its way to the screen, already made safe by
+    visible(), so every escape code here is KeSi's own.
+
+    At a terminal each line is wrapped at spaces to the window's width
+    (list items hang under their text; a word wider than the window is
+    printed whole, never cut) and light Markdown is drawn where colour is
+    allowed: the marks of headings, **bold** and `code` give way to bold and
+    colour. Fenced code blocks and table rows are printed verbatim, never
+    wrapped or restyled. Without colour (NO_COLOR, TERM=dumb) the marks stay:
+    Markdown is readable as it is. A pipe or a file gets the text unchanged.
+
+    Text still streams: a word is printed as soon as what follows it arrives."""
+
+    def __init__(self, column: int):
+        self.width, self.styled = terminal_width(), use_colour()
+        self.column = column       # where the cursor is, after "KeSi > "
+        self.pending = ""          # the current line's text not printed yet
+        self.kind = None           # the current line: None (not known yet), "prose" or "verbatim"
+        self.hang = 0              # where wrapped lines of this line start
+        self.line_start = True     # no word of this line printed yet
+        self.in_fence = False      # inside a ``` code block
+        self.bold = self.code = False
+
+    def feed(self, text: str) -> None:
+        if self.width is None:
+            ui(text, end="")
+            return
+        *lines, rest = (self.pending + text).split("\n")
+        for line in lines:
+            self.pending = line
+            self.print_words(whole_line=True)
+            self.new_line()
+        self.pending = rest
+        self.print_words(whole_line=False)
+
+    def finish(self) -> None:
+        if self.width is not None:
+            self.print_words(whole_line=True)
+            self.end_styles()
+
+    def print_words(self, whole_line: bool) -> None:
+        if self.kind is None and not self.start_line(whole_line):
+            return
+        if self.kind == "verbatim":
+            if whole_line:
+                self.print_verbatim(self.pending)
+                self.pending = ""
+            return
+        printed = 0
+        for token in WORD.finditer(self.pending):
+            space, word = token.groups()
+            if not whole_line and token.end() == len(self.pending):
+                break              # the last word may still be growing
+            self.print_word(word, spaced=bool(space))
+            printed = token.end()
+        self.pending = "" if whole_line else self.pending[printed:]
+
+    def start_line(self, whole_line: bool) -> bool:
+        """Tell what the line is once its first word is complete; print its
+        indent. False: too little of it has arrived yet."""
+        first = re.match(r"([ \t]*)(\S*)(\s?)", self.pending)
+        indent, word, after = first.groups()
+        if not (after or whole_line):
+            return False
+        if self.in_fence or FENCE.match(self.pending) or word.startswith("|"):
+            self.kind = "verbatim"
+            return True
+        self.kind, self.hang = "prose", len(indent)
+        if re.fullmatch(r"#{1,6}", word):          # a heading: bold, its marks dropped when styled
+            self.bold = self.styled
+            if self.styled:
+                self.pending = self.pending[first.end():]
+        elif LIST_MARKER.fullmatch(word):
+            self.hang += display_width(word) + 1
+        self.out(indent, len(indent.expandtabs()))
+        self.pending = self.pending.lstrip(" \t")
+        if self.bold:
+            self.out(self.sgr(), 0)
+        return True
+
+    def print_word(self, word: str, spaced: bool) -> None:
+        """spaced: a space came before the word (CJK characters follow each
+        other without one, and a line may break between any two)."""
+        shown, width = self.styled_word(word)
+        space = " " if spaced and not self.line_start else ""
+        if not self.line_start and self.column + len(space) + width > self.width:
+            self.column, space = 0, ""
+            self.out("\n" + " " * self.hang, self.hang)
+        self.out(space + shown, len(space) + width)
+        self.line_start = False
+
+    def styled_word(self, word: str) -> tuple[str, int]:
+        """The word as shown, and its width: marks turned into style changes."""
+        if not self.styled:
+            return word, display_width(word)
+        shown, width = [], 0
+        for piece in re.split(r"(\*\*|`)", word):
+            if piece == "`":
+                self.code = not self.code
+            elif piece == "**" and not self.code:      # ** inside `code` is code
+                self.bold = not self.bold
+            else:
+                shown.append(piece)
+                width += display_width(piece)
+                continue
+            shown.append(self.sgr())
+        return "".join(shown), width
+
+    def sgr(self) -> str:
+        """The escape codes for the styles open now, after a reset."""
+        styles = [STYLES[s] for s, on in (("bold", self.bold), ("code", self.code)) if on]
+        return "\033[0m" + "".join(f"\033[{s}m" for s in styles)
+
+    def print_verbatim(self, line: str) -> None:
+        if FENCE.match(line):
+            self.in_fence = not self.in_fence
+            self.out(paint(line, "quiet"), 0)
+        else:
+            self.out(line, 0)
+
+    def new_line(self) -> None:
+        self.end_styles()
+        self.out("\n", 0)
+        self.column, self.kind, self.line_start = 0, None, True
+
+    def end_styles(self) -> None:
+        if self.bold or self.code:
+            self.bold = self.code = False
+            self.out("\033[0m", 0)
+
+    def out(self, text: str, width: int) -> None:
+        ui(text, end="")
+        self.column += width
 
 
 def say(message: str, agent=None) -> str:
     """Print a message that was not streamed (errors, limits, interruptions)."""
     if agent is None or agent.echo:
-        shown = visible(message)
+        shown = wrapped(f"KeSi > {visible(message)}", hang="").removeprefix("KeSi > ")
         ui(f"KeSi > {paint(shown, 'error') if message.startswith('Error') else shown}")
     return message
 
@@ -5401,8 +5599,8 @@ def more_turns_wanted(agent: Agent, done: int) -> bool:
     headless runs and sub-agents stop there."""
     if agent is not MAIN_AGENT or not agent.echo or not can_ask():
         return False
-    ui(f"  KeSi has made {done} model requests for this task without a final answer "
-       f"(the limit is KESI_MAX_TURNS={MAX_TURNS}, or --max-turns).")
+    ui(wrapped(f"  KeSi has made {done} model requests for this task without a final answer "
+               f"(the limit is KESI_MAX_TURNS={MAX_TURNS}, or --max-turns)."))
     try:
         answer = prompt_input(f"  Go on for {MAX_TURNS} more? [y/N] ")
     except EOFError:
@@ -5919,7 +6117,7 @@ HELP = """  /help                  this list
   A line ending in \\ continues on the next; a line of three double quotes
   starts and ends a multi-line prompt.
   !command runs a command (in the sandbox); its output goes with your next message.
-  @path in a prompt attaches that file."""
+  @path in a prompt attaches that file. Tab completes /commands and @paths."""
 
 
 def make_client(settings: Settings):
@@ -5949,8 +6147,8 @@ def print_startup() -> None:
     ui(f"  workspace: {visible(BASE_DIR)}")
     ui(f"  sandbox:   {sandbox_status()}")
     if sandbox_enabled():
-        ui(f"             {sandbox_allowances()}")
-    ui(f"  network:   {network_summary()}")
+        ui(wrapped(f"             {sandbox_allowances()}"))
+    ui(wrapped(f"  network:   {network_summary()}", hang=" " * 13))
     ui(f"  model:     {MODEL}   permissions: {PERMISSION_MODE}")
 
 
@@ -5969,15 +6167,15 @@ def show_cost() -> None:
     ui(f"  {METER.token_text()}")
     if METER.calls:
         ui(f"  cache served {METER.cache_share():.0%} of input tokens")
-    ui(f"  total {METER.cost_text()} (an estimate at list prices; the Console has the real bill)")
+    ui(wrapped(f"  total {METER.cost_text()} (an estimate at list prices; the Console has the real bill)"))
 
 
 def show_context(history: list[dict]) -> None:
     """The next request's size: the API's count of the last one plus an
     estimate of what was added since (see estimate_tokens)."""
     tokens = estimate_tokens(history, MAIN_AGENT)
-    ui(f"  context: about {tokens:,} of {CONTEXT_WINDOW:,} tokens ({tokens / CONTEXT_WINDOW:.0%}); old tool "
-       f"results are cleared at {CLEAR_RESULTS_AT:.0%}, the conversation is compacted at {COMPACT_AT:.0%}")
+    ui(wrapped(f"  context: about {tokens:,} of {CONTEXT_WINDOW:,} tokens ({tokens / CONTEXT_WINDOW:.0%}); old tool "
+               f"results are cleared at {CLEAR_RESULTS_AT:.0%}, the conversation is compacted at {COMPACT_AT:.0%}"))
     ui(f"  {len(history)} messages; permission mode: {PERMISSION_MODE}")
 
 
@@ -6138,6 +6336,63 @@ def setup_readline() -> None:
         readline.parse_and_bind("set enable-bracketed-paste on")
     load_prompt_history()
     atexit.register(save_prompt_history)
+    setup_completion()
+
+
+# Tab completes a /command at the start of the line and an @path anywhere.
+SLASH_COMMANDS = ("/help", "/cost", "/context", "/todo", "/permissions", "/network", "/revoke", "/mode",
+                  "/compact", "/resume", "/tasks", "/log", "/reset", "/clear", "/exit", "/quit")
+COMPLETIONS: list[str] = []            # the matches for the word being completed
+
+
+def setup_completion() -> None:
+    readline.set_completer_delims(" \t\n")     # '/' and '@' belong to the word
+    readline.set_completer(complete)
+    libedit = "libedit" in (readline.__doc__ or "")     # macOS's readline speaks another syntax
+    readline.parse_and_bind("bind ^I rl_complete" if libedit else "tab: complete")
+
+
+def complete(word: str, state: int) -> str | None:
+    """readline asks for match 0, 1, 2, ... of the word at the cursor, until None."""
+    if state == 0:
+        COMPLETIONS[:] = completions(word, at_line_start=readline.get_begidx() == 0)
+    return COMPLETIONS[state] if state < len(COMPLETIONS) else None
+
+
+def completions(word: str, at_line_start: bool) -> list[str]:
+    if word.startswith("/") and at_line_start:
+        return [name + " " for name in SLASH_COMMANDS if name.startswith(word)]
+    if word.startswith("@"):
+        return path_completions(word[1:])
+    return []
+
+
+def path_completions(typed: str) -> list[str]:
+    """'src/ma' -> ['@src/main.py ', '@src/maps/']: the names list_files would
+    show in that folder, found through the jail the same way (so nothing
+    outside the workspace, no .env, no link out of it); names starting with
+    a dot only when the typed name does. A name that could not be typed or
+    shown as it is (a space, a control character) is left out."""
+    folder, _, start = typed.rpartition("/")
+    folder += "/" if folder else ""
+    try:
+        with locate(folder or ".") as entry:
+            if entry.info is None or not stat.S_ISDIR(entry.info.st_mode):
+                return []
+            folder_fd = open_folder(entry)
+    except (PathRefused, OSError):
+        return []
+    where = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
+    try:
+        with os.scandir(folder_fd) as listing:
+            found = [e for e in listing if e.name.startswith(start) and (start[:1] == "." or e.name[:1] != ".")]
+        shown = [visible_entry(e, e.name, where + e.name) for e in found]
+    except OSError:
+        return []
+    finally:
+        os.close(folder_fd)
+    names = [name for name in shown if name and name == visible(name) and not re.search(r"\s", name)]
+    return sorted(f"@{folder}{name}" + ("" if name.endswith("/") else " ") for name in names)
 
 
 def load_prompt_history() -> None:
@@ -6185,7 +6440,7 @@ def run_turn(client, history: list[dict], prompt: str) -> Answer:
                           interrupted=True, record=False)
     finally:
         if len(METER.calls) > before:
-            ui(f"  {METER.report(before)}")
+            ui(wrapped(f"  {METER.report(before)}", hang="   "))
         save_session(history)
     return answer
 
@@ -6240,7 +6495,7 @@ def run_typed_command(command: str) -> str:
     try:
         output, _ = run_command(command)
     except KeyboardInterrupt:
-        ui("\n  (interrupted; the command was stopped)")
+        ui("  (interrupted; the command was stopped)")
         return ""
     ui("  " + visible(output).replace("\n", "\n  "))
     ui(paint("  (this output goes to KeSi with your next message)", "quiet"))
@@ -6295,7 +6550,7 @@ def more_input() -> str | None:
 def say_goodbye() -> int:
     ui()
     if SESSION_FILE is not None:
-        ui("  (session saved in .kesi/sessions; `kesi.py --continue` picks it up again)")
+        ui(wrapped("  (session saved in .kesi/sessions; `kesi.py --continue` picks it up again)", hang="   "))
     return 0
 
 

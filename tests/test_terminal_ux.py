@@ -1,23 +1,27 @@
 """The terminal experience, through a real pseudo-terminal against the mock:
 a paste is one prompt (bracketed paste), Ctrl-D inside a multi-line prompt
-ends that prompt instead of KeSi, and at the turn limit the person is asked
-whether the task may go on.
+ends that prompt instead of KeSi, at the turn limit the person is asked
+whether the task may go on, answers wrap to the window and show light
+Markdown, Tab completes, and a running command or Ctrl-C is shown as it happens.
 
 The pty helper is the one of test_permissions.py: a session of its own with
 the pty as controlling terminal (Ctrl-C is a real SIGINT) and a wide window.
 """
 import re
+import subprocess
 import sys
 import threading
 
 import kesi
-from checklib import kesi_subprocess_env
+from checklib import kesi_subprocess_env, unique_sleep
 from mock_api import error, reply, tool_call
 from test_permissions import KESI, Terminal
 
 
-def repl(ws, mock, **env):
-    return Terminal([sys.executable, KESI], ws, kesi_subprocess_env(mock, KESI_SANDBOX="off", **env))
+def repl(ws, mock, columns=200, **env):
+    env = kesi_subprocess_env(mock, KESI_SANDBOX="off", **env)
+    env.pop("COLUMNS", None)                 # the width comes from the pty's window
+    return Terminal([sys.executable, KESI], ws, env, columns=columns)
 
 
 def prompts_sent(mock) -> list[str]:
@@ -277,3 +281,234 @@ def test_at_path_attaches_a_file_through_the_jail(ws, mock_client):
     [prompt] = prompts_sent(mock)
     assert prompt.startswith("summarise @notes.md, and @.env and @/etc/passwd too\n\nContents of notes.md")
     assert "buy rice" in prompt and "hunter2" not in prompt and "root:" not in prompt
+
+
+# --- word wrap and light Markdown -------------------------------------------------------------
+
+CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+CODE_LINE = "print('a line of code that is much longer than forty columns, kept whole')"
+URL = "https://example.com/a/very/long/url/that/cannot/be/broken/anywhere/at/all"
+LONG_ANSWER = ("This sentence has quite a few words that must wrap neatly at forty columns, none of them "
+               "broken.\n\n- a list item that is long enough to wrap around the edge\n\n"
+               f"```python\n{CODE_LINE}\n```\nSee {URL} for more.")
+
+
+def answer_lines(seen: str) -> list[str]:
+    """The first answer as the screen shows it: from "KeSi > " to the cost line."""
+    lines = screen_lines(seen)
+    start = next(i for i, line in enumerate(lines) if line.startswith("KeSi > "))
+    end = next(i for i, line in enumerate(lines) if line.startswith("  (this turn:"))
+    return lines[start:end]
+
+
+def screen_lines(seen: str) -> list[str]:
+    text = CONTROL.sub("", seen).replace("\r\n", "\n")
+    return [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
+
+
+def test_the_answer_and_kesis_notes_are_wrapped_at_spaces_to_the_terminal_width(ws, mock_client):
+    mock, _ = mock_client([LONG_ANSWER, error(400, "this request was rejected by the mock for a reason "
+                                                   "long enough to need three lines")])
+    term = repl(ws, mock, columns=40, TERM="xterm", NO_COLOR="1")
+    try:
+        term.expect("you > ")
+        term.type("explain\n")
+        term.expect("for more.")
+        after_answer = term.expect("you > ")
+        term.type("again\n")
+        term.expect("/compact")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    notes = screen_lines(term.seen[len(after_answer) - 200:])         # the cost line, the error
+    notes = notes[next(i for i, line in enumerate(notes) if "(this turn:" in line):]
+    assert [line for line in notes if len(line) > 40] == [] and any("three lines" in line for line in notes)
+    assert any(line.startswith("KeSi > Error: the request") for line in notes)
+    lines = answer_lines(term.seen)
+    assert " ".join(lines).split() == ("KeSi > " + LONG_ANSWER).split()      # no word broken or lost
+    assert [line for line in lines if len(line) > 40] == [CODE_LINE, URL]   # code and a URL stay whole
+    item = lines.index("- a list item that is long enough to")
+    assert lines[item + 1] == "  wrap around the edge"                     # a list item hangs
+    assert SGR.findall(term.seen) == []
+
+
+CHINESE = ("這是一段很長的中文回答，沒有任何空格，所以必須在字與字之間換行，而不是超出視窗。"
+           "測試 pytest 也通過了，一共七個。")
+
+
+def test_chinese_wraps_between_characters_and_no_line_starts_with_a_comma(ws, mock_client):
+    mock, _ = mock_client([CHINESE])
+    term = repl(ws, mock, columns=40, TERM="xterm", NO_COLOR="1")
+    try:
+        term.expect("you > ")
+        term.type("說明\n")
+        term.expect("一共七個。")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    lines = answer_lines(term.seen)
+    assert len(lines) >= 3 and all(kesi.display_width(line) <= 40 for line in lines)
+    assert not any(line.startswith(("，", "。")) for line in lines)
+    assert "".join("".join(lines).split()) == "".join(("KeSi > " + CHINESE).split())
+
+
+def test_markdown_is_drawn_on_a_colour_terminal_after_the_text_is_made_safe(ws, mock_client):
+    from test_terminal_safety import ERASE, OSC52
+    mock, _ = mock_client([f"# Steps\nRun **the tests** with `pytest -q {ERASE}` first.\n"
+                           f"```\ndef f(**kwargs):  # {OSC52}\n```\ndone"])
+    term = repl(ws, mock, TERM="xterm")
+    try:
+        term.expect("you > ")
+        term.type("how?\n")
+        term.expect("done")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    seen = term.seen
+    assert "\x1b[1mSteps" in seen and "# Steps" not in seen                    # a heading, marks dropped
+    assert "\x1b[1mthe tests\x1b[0m" in seen and "**the" not in seen
+    assert "\x1b[33mpytest -q \\x1b[2K\\x1b[1A\x1b[0m first." in seen        # a code span, shown escaped
+    assert "\ndef f(**kwargs):  # \\x1b]52;c;UFdORUQ=\\x07\r\n" in seen     # a code block, verbatim
+    assert ERASE not in seen and OSC52 not in seen                            # nothing obeyed
+
+
+def test_a_pipe_gets_the_answer_unwrapped_and_unstyled_and_no_status_lines(ws, mock_client):
+    mock, _ = mock_client([reply(tool_call("run_command", {"command": "echo piped-mark"})), LONG_ANSWER])
+    proc = subprocess.run([sys.executable, KESI, "--permission-mode", "bypassPermissions"], cwd=ws,
+                          input="explain\n", capture_output=True, text=True, timeout=120,
+                          env=kesi_subprocess_env(mock, KESI_SANDBOX="off", TERM="xterm", COLUMNS="40"))
+    assert proc.returncode == 0, proc.stderr
+    assert "KeSi > " + LONG_ANSWER + "\n" in proc.stdout and "\x1b" not in proc.stdout
+    assert "> piped-mark  (exit code 0)" in proc.stdout
+    assert "running..." not in proc.stdout and "thinking..." not in proc.stdout
+
+
+# --- Tab completion ------------------------------------------------------------------------
+
+def test_tab_completes_slash_commands_and_at_paths_inside_the_jail_only(tmp_path, mock_client):
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "main.py").write_text("print('hi')\n")
+    (project / "notes.md").write_text("buy rice\n")
+    (project / ".gitignore").write_text("build/\n")
+    (project / ".env").write_text("SECRET=hunter2\n")
+    (project / ".git").mkdir()
+    (tmp_path / "outside.txt").write_text("not yours\n")
+    mock, _ = mock_client(["read them", "checked"])
+    term = repl(project, mock, TERM="xterm")
+    try:
+        term.expect("you > ")
+        term.type("/he\t\n")
+        term.expect("/compact [focus]")                  # /help ran
+        term.expect("you > ")
+        term.type("read @no\tand @sr\tma\tplease\n")
+        term.expect("KeSi > read them")
+        term.expect("you > ")
+        term.type("check @.gi\t@.e\t @/et\t @../ou\t\n")
+        term.expect("KeSi > checked")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    first, second = prompts_sent(mock)
+    assert first.startswith("read @notes.md and @src/main.py please\n\nContents of notes.md")
+    assert "print('hi')" in first
+    assert second.startswith("check @.gitignore @.e @/et @../ou\n\nContents of .gitignore")   # nothing else completed
+    assert "hunter2" not in second and "not yours" not in second
+
+
+# --- a running command, and Ctrl-C ---------------------------------------------------------
+
+def test_a_running_command_shows_its_seconds_and_ctrl_c_says_stopping_at_once(ws, mock_client):
+    mock, _ = mock_client([reply(tool_call("run_command", {"command": unique_sleep(120)})), "never asked"])
+    env = kesi_subprocess_env(mock, KESI_SANDBOX="off", TERM="xterm")
+    term = Terminal([sys.executable, KESI, "--permission-mode", "bypassPermissions"], ws, env)
+    try:
+        term.expect("you > ")
+        term.type("wait a while\n")
+        term.expect("(running... 1 s)")
+        term.type("\x03")
+        term.expect("(stopping...)")
+        term.expect("x interrupted; the turn ends")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert len(mock.requests) == 1
+    ran = term.seen.split("wait a while")[1].split("(stopping...)")[0]
+    assert ran.endswith("\r\x1b[K\r      ")             # the status line is erased, then "stopping" replaces it
+
+
+def test_ctrl_c_while_the_model_thinks_says_stopping(ws, mock_client):
+    released = threading.Event()
+
+    def slow_reply(body):
+        released.wait(60)
+        return reply("too late")
+
+    mock, _ = mock_client([slow_reply])
+    term = repl(ws, mock, TERM="xterm")
+    try:
+        term.expect("you > ")
+        term.type("think\n")
+        term.expect("(thinking... 1 s)")
+        term.type("\x03")
+        term.expect("(stopping...)")
+        term.expect("(this turn was interrupted")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        released.set()
+        if term.proc.poll() is None:
+            term.proc.kill()
+
+
+def test_path_completion_offers_what_list_files_may_show_and_no_more(ws):
+    (ws / "src").mkdir()
+    (ws / "src" / "main.py").write_text("")
+    (ws / "secrets").symlink_to("/etc")                  # a link leading out of the workspace
+    (ws / "source").symlink_to("src")                    # a link that stays inside
+    (ws / ".env.local").write_text("SECRET=1\n")
+    (ws / "evil\x1b[2K.txt").write_text("")              # a name a terminal would obey
+    (ws / "my notes.txt").write_text("")                 # @my would end at the space
+    assert kesi.path_completions("s") == ["@source/", "@src/"]
+    assert kesi.path_completions("src/") == ["@src/main.py "]
+    assert kesi.path_completions("secrets/") == [] and kesi.path_completions("../") == []
+    assert kesi.path_completions(".env") == [] and kesi.path_completions("ev") == []
+    assert kesi.path_completions("my") == []
+    assert kesi.completions("/re", at_line_start=True) == ["/revoke ", "/resume ", "/reset "]
+    assert kesi.completions("/re", at_line_start=False) == []          # a path in a sentence, not a command
+
+
+# --- the whole diff at the question -----------------------------------------------------------
+
+def test_d_at_a_real_prompt_prints_the_whole_diff_then_asks_again(ws, mock_client):
+    content = "".join(f"line {i}\n" for i in range(80))
+    mock, _ = mock_client([reply(tool_call("write_file", {"file_path": "long.txt", "content": content})),
+                           "not written"])
+    term = repl(ws, mock, TERM="dumb")
+    try:
+        term.expect("you > ")
+        term.type("write it\n")
+        before = term.expect("d = the whole diff")
+        term.type("d\n")
+        term.expect("Allow? [")
+        whole = term.seen[len(before):]
+        term.type("n\n")
+        term.expect("KeSi > not written")
+        term.expect("you > ")
+        leave(term)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert "+line 28" in before and "+line 29" not in before and "(51 more diff lines: answer d" in before
+    assert "+line 0" in whole and "+line 79" in whole
+    assert not (ws / "long.txt").exists()
