@@ -3395,9 +3395,13 @@ def named_work_tree_paths() -> list[str]:
 class GitSnapshot:
     named: list[str]              # work-tree paths git's config names, taken before the command
     entries: dict[str, tuple]     # path relative to the workspace -> (kind, data, mode, size)
+    # Folders that were git dirs before the command: only in those are objects/,
+    # refs/... skipped as data. A command could make any folder look like one
+    # (touch .git/modules/HEAD) to hide a submodule named lfs from the check.
+    gitdirs: set[str] = field(default_factory=set)
 
 
-def git_control_snapshot(named: list[str] | None = None) -> GitSnapshot | None:
+def git_control_snapshot(named: list[str] | None = None, gitdirs: set[str] | None = None) -> GitSnapshot | None:
     """What git could run code from: every control file under the
     workspace's .git folder (GIT_CONTROL_NAMES at any depth, anything in a
     hooks folder, every link) and the work-tree paths its config names (each
@@ -3405,22 +3409,24 @@ def git_control_snapshot(named: list[str] | None = None) -> GitSnapshot | None:
     the workspace has neither. Nothing is followed through a link: a planted
     `.git/config -> ~/.ssh/id_rsa` is not read."""
     named = named_work_tree_paths() if named is None else named
+    snapshot = GitSnapshot(named, {}, set() if gitdirs is None else gitdirs)
+    learn = gitdirs is None            # before the command: find the git dirs; after: keep those
     try:
         base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     except OSError:
         return None
     try:
-        entries = dict(named_path_entries(base_fd, ".git", in_hooks=False))
-        if ".git" not in entries and not named:
+        snapshot.entries.update(named_path_entries(base_fd, ".git", snapshot.gitdirs, learn, in_hooks=False))
+        if ".git" not in snapshot.entries and not named:
             return None
         for path in named:
-            entries.update(named_path_entries(base_fd, path))
-        return GitSnapshot(named, entries)
+            snapshot.entries.update(named_path_entries(base_fd, path, snapshot.gitdirs, learn))
+        return snapshot
     finally:
         os.close(base_fd)
 
 
-def named_path_entries(base_fd: int, path: str, in_hooks: bool = True):
+def named_path_entries(base_fd: int, path: str, gitdirs: set[str], learn: bool, in_hooks: bool = True):
     """(path, state) for each part of one path, walked from the workspace
     without following links, down to what is at its end (a folder: all of
     it, as a hooks folder; in_hooks=False: only the control files in it)."""
@@ -3445,7 +3451,7 @@ def named_path_entries(base_fd: int, path: str, in_hooks: bool = True):
                 return
             yield here, ("folder", b"", 0)
             fds.append(os.open(name, FOLDER_FLAGS, dir_fd=fds[-1]))
-        yield from control_entries(fds[-1], path + "/", in_hooks)
+        yield from control_entries(fds[-1], path + "/", gitdirs, learn, in_hooks)
     except OSError:
         return
     finally:
@@ -3453,12 +3459,15 @@ def named_path_entries(base_fd: int, path: str, in_hooks: bool = True):
             os.close(fd)
 
 
-def control_entries(folder_fd: int, prefix: str, in_hooks: bool = False, depth: int = 0):
+def control_entries(folder_fd: int, prefix: str, gitdirs: set[str], learn: bool, in_hooks: bool = False,
+                    depth: int = 0):
     """(relative path, (kind, bytes, mode)) of the control files below one open folder."""
     try:
         names = os.listdir(folder_fd)
     except OSError:
         return
+    if learn and "HEAD" in names:
+        gitdirs.add(prefix)
     for name in names:
         path = prefix + name
         try:
@@ -3468,22 +3477,50 @@ def control_entries(folder_fd: int, prefix: str, in_hooks: bool = False, depth: 
         if stat.S_ISLNK(info.st_mode):
             yield path, ("link", os.readlink(name, dir_fd=folder_fd).encode(errors="surrogateescape"), 0)
         elif stat.S_ISDIR(info.st_mode):
-            if (name in GIT_DATA_FOLDERS and "HEAD" in names) or depth >= MAX_GIT_DEPTH:
+            if (name in GIT_DATA_FOLDERS and prefix in gitdirs) or depth >= MAX_GIT_DEPTH:
                 continue          # a repository's data (a submodule may be named lfs), or absurdly deep
             try:
                 child = os.open(name, FOLDER_FLAGS, dir_fd=folder_fd)
             except OSError:
                 continue
             try:
-                yield from control_entries(child, path + "/", in_hooks or name == "hooks", depth + 1)
+                yield from control_entries(child, path + "/", gitdirs, learn, in_hooks or name == "hooks", depth + 1)
             finally:
                 os.close(child)
+        elif is_todo_file(path):
+            lines = exec_lines(read_control_file(folder_fd, name))
+            if lines:
+                yield path, ("todo", b"\n".join(sorted(lines)), 0)
         elif in_hooks or name in GIT_CONTROL_NAMES:
             # The size alone stands for a file too big to be a control file (a
             # sparse 1 TB "config"): it is never read into memory, and if the
             # command made it, it is removed like any other new file.
             data = read_control_file(folder_fd, name) if info.st_size <= MAX_CONTROL_BYTES else b""
             yield path, ("file", data, stat.S_IMODE(info.st_mode), info.st_size)
+
+
+# A rebase or cherry-pick in progress keeps its to-do list in .git; an "exec"
+# line there runs a shell command on the user's next `git rebase --continue`.
+# The list itself is ordinary state (a stopped rebase needs it): only exec
+# lines a command added are taken out again.
+TODO_FILES = {"rebase-merge/git-rebase-todo", "sequencer/todo"}
+
+
+def is_todo_file(path: str) -> bool:
+    return "/".join(path.split("/")[-2:]) in TODO_FILES
+
+
+def exec_lines(data: bytes) -> set[bytes]:
+    return {line.strip() for line in data.splitlines() if line.split()[:1] in ([b"x"], [b"exec"])}
+
+
+def strip_exec_lines(folder_fd: int, name: str, keep: set[bytes]) -> None:
+    """Take out of a to-do list every exec line that is not in keep."""
+    data = read_control_file(folder_fd, name)
+    lines = [line for line in data.splitlines(keepends=True)
+             if line.strip() not in exec_lines(line) - keep]
+    info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+    write_atomically(folder_fd, name, b"".join(lines), mode=stat.S_IMODE(info.st_mode))
 
 
 def read_control_file(folder_fd: int, name: str) -> bytes:
@@ -3504,7 +3541,7 @@ def restore_git_control(before: GitSnapshot | None) -> list[str]:
     each folder on the way before what is in it. Returns the paths put back."""
     if before is None:
         return []                   # no repository before: nothing of the user's to protect
-    after = git_control_snapshot(before.named)
+    after = git_control_snapshot(before.named, before.gitdirs)
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
     if after is None or was_folder and after.entries.get(".git") != before.entries[".git"]:
         return [".git (it is no longer a folder; check it before you use git here)"]
@@ -3528,6 +3565,10 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> None:
     try:
         for folder in folders:
             fds.append(os.open(folder, FOLDER_FLAGS, dir_fd=fds[-1]))
+        if is_todo_file(path):
+            keep = set(was[1].split(b"\n")) if was is not None and was[0] == "todo" else set()
+            strip_exec_lines(fds[-1], name, keep)
+            return
         with contextlib.suppress(OSError):
             info = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
             if was is not None and was[0] == "folder" and stat.S_ISDIR(info.st_mode):

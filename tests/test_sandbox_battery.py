@@ -445,6 +445,32 @@ def test_kesi_records_cannot_be_moved_aside(box):
     assert (box / ".kesi" / "audit.jsonl").is_file() and not (box / ".kesi.old").exists()
 
 
+REBASE_STATE = ("h=$(git rev-parse HEAD); mkdir -p .git/rebase-merge && cd .git/rebase-merge && "
+                "echo refs/heads/main > head-name && echo $h > onto && echo $h > orig-head && touch interactive && "
+                "echo 1 > msgnum && echo 1 > end && ")
+
+
+@pytest.mark.parametrize("todo", ["exec touch ../PWNED", "x touch ../PWNED", "  exec   touch ../PWNED"])
+def test_an_exec_line_planted_in_a_rebase_to_do_list_is_taken_out(box, todo):
+    make_repo(box)
+    output, failed = sh(REBASE_STATE + f"printf 'pick 0000000 keep me\\n{todo}\\n' > git-rebase-todo; echo ok")
+    assert "ok" in output and failed and "git-rebase-todo" in output, output
+    remaining = (box / ".git" / "rebase-merge" / "git-rebase-todo").read_text()
+    assert remaining == "pick 0000000 keep me\n", remaining
+    subprocess.run(["git", "rebase", "--continue"], cwd=box, env={**os.environ, **GIT_ENV}, capture_output=True,
+                   timeout=30)
+    assert not pwned(box)
+
+
+def test_a_modules_folder_made_to_look_like_a_repository_hides_nothing(box, tmp_path_factory):
+    add_submodule(box, tmp_path_factory.mktemp("upstream"), "lfs")
+    output, failed = sh("touch .git/modules/HEAD && " + EVIL_GITDIR.format(d="evilgd")
+                        + " && echo \"$PWD/evilgd\" > .git/modules/lfs/commondir; echo planted")
+    assert "planted" in output and failed and ".git/modules/lfs/commondir" in output, output
+    later = git_everywhere(box)
+    assert not (box / ".git" / "modules" / "lfs" / "commondir").exists() and not pwned(box), later
+
+
 def test_hooks_planted_where_there_was_no_hooks_folder_are_removed(box):
     make_repo(box)
     subprocess.run(["rm", "-rf", str(box / ".git" / "hooks")], check=True)
