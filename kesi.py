@@ -3600,10 +3600,10 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> None:
 # proxy sees the host name, never the traffic), http as absolute-URI requests.
 #
 # On Linux the proxy listens on a Unix socket that is mounted into the
-# sandbox, where PROXY_FORWARDER, started before the command, listens on
-# 127.0.0.1:PROXY_PORT of the sandbox's own network namespace and carries each
-# connection to that socket. It listens before the command starts, so no
-# command can race it. On macOS the proxy listens on a local TCP port, the
+# sandbox, where PROXY_FORWARDER, started before the command, listens on a
+# port of 127.0.0.1 of the sandbox's network namespace and carries each
+# connection to that socket. It listens before the command starts, on a port
+# the kernel picks, so no command can race it or hold the port first. On macOS the proxy listens on a local TCP port, the
 # only address the profile lets a command reach.
 #
 # Trust as for permission rules: the user's settings file may add hosts
@@ -3624,7 +3624,7 @@ DEFAULT_NETWORK_HOSTS = (
     "raw.githubusercontent.com", "gitlab.com", "bitbucket.org",
 )
 DEFAULT_NETWORK_PORTS = (80, 443)     # an entry without a port allows these; "host:8443" another
-PROXY_PORT = 3128                     # inside the sandbox's own network namespace
+PROXY_PORT = 3128                     # as written in HTTP_PROXY; the forwarder puts in the port it got
 PROXY_SOCKET_INSIDE = "/run/kesi/proxy.sock"
 MAX_REQUEST_HEAD = 65536
 PROXY_CONNECT_TIMEOUT = 10
@@ -3993,11 +3993,12 @@ def proxy_forwarder_argv() -> list[str]:
 # command does, passing on its exit code, and the namespace ends with it.
 PROXY_FORWARDER = """
 import os, signal, socket, sys, threading
-port, path, command = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-try:
-    listener = socket.create_server(("127.0.0.1", port))
-except OSError:   # the session's shared network: another command's forwarder already listens there
-    listener = None
+written, path, command = sys.argv[1], sys.argv[2], sys.argv[3:]
+# A port the kernel picks, free by definition: in the session's shared network
+# a fixed one could be taken by a server a command left running, which would
+# then see (and answer) every later command's requests.
+listener = socket.create_server(("127.0.0.1", 0))
+port = str(listener.getsockname()[1])
 def relay(source, target):
     try:
         while data := source.recv(65536):
@@ -4023,12 +4024,12 @@ def accept():
         threading.Thread(target=serve, args=(listener.accept()[0],), daemon=True).start()
 child = os.fork()
 if child == 0:
-    if listener:
-        listener.close()
+    listener.close()
+    for name, value in os.environ.items():     # HTTP_PROXY and the rest name the port KeSi wrote
+        os.environ[name] = value.replace("127.0.0.1:" + written, "127.0.0.1:" + port)
     os.execvp(command[0], command)
 signal.signal(signal.SIGINT, signal.SIG_DFL)
-if listener:
-    threading.Thread(target=accept, daemon=True).start()
+threading.Thread(target=accept, daemon=True).start()
 while True:
     pid, status = os.waitpid(-1, 0)
     if pid == child:

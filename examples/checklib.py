@@ -79,6 +79,16 @@ def fresh_state() -> None:
     kesi.SESSION_FILE = None
     kesi.MAIN_AGENT.echo = True
     kesi.UI = sys.stdout
+    kesi.stop_background_tasks()
+    kesi.BACKGROUND_TASKS.clear()
+    forget_shared_network()
+
+
+def forget_shared_network() -> None:
+    """The next sandboxed command makes the session's loopback network anew."""
+    for fd in kesi._shared_network:
+        os.close(fd)
+    kesi._shared_network.clear()
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ import uuid
 
 import pytest
 
+import checklib
 import kesi
 from mock_api import reply, tool_call
 from test_permissions import KESI, child_env
@@ -33,11 +34,7 @@ def box(ws, monkeypatch):
         pytest.skip("no usable bubblewrap here")
     monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
     yield ws
-    kesi.stop_background_tasks()
-    kesi.BACKGROUND_TASKS.clear()
-    for fd in kesi._shared_network:     # later tests get a network of their own again
-        os.close(fd)
-    kesi._shared_network.clear()
+    checklib.fresh_state()              # tasks stopped, and later tests get a network of their own
 
 
 def live_in_namespace(namespace: str) -> list[str]:

@@ -11,11 +11,13 @@ import http.server
 import io
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -195,10 +197,51 @@ def test_other_hosts_get_a_403_that_says_why(sandboxed, allowed):
     assert "(the network allowlist blocked blocked.kesi:" in output     # the note for the model
     # The allowed name on another port, the server's address itself, and a CONNECT to port 22.
     for url in (f"http://{TEST_HOST}:{allowed + 1}/hello", f"http://127.0.0.1:{allowed}/hello"):
-        output, _ = sh(f"curl -sS --noproxy '' --proxy http://127.0.0.1:{kesi.PROXY_PORT} {url}")
+        output, _ = sh(f"curl -sS --noproxy '' --proxy \"$HTTP_PROXY\" {url}")
         assert "KeSi's network allowlist blocked" in output and "hello via" not in output, output
     output, failed = sh(f"curl -sS -p --max-time 20 http://{TEST_HOST}:22/")
     assert failed and "CONNECT tunnel failed, response 403" in output, output
+
+
+SQUATTER = r"""
+import socket, sys, time
+while True:                       # wait for the port, as an attacker would
+    try:
+        server = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+        break
+    except OSError:
+        time.sleep(0.05)
+print("listening", flush=True)
+while True:
+    client, _ = server.accept()
+    client.recv(4096)
+    client.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 8\r\n\r\nSQUATTED")
+    client.close()
+"""
+
+
+@needs_curl
+def test_a_server_left_on_the_proxy_port_sees_no_later_request(sandboxed, allowed):
+    """The session's commands share one loopback: a background task that
+    takes the port where the proxy listened (once an earlier task that held
+    it is gone) must not become the proxy for later commands."""
+    (sandboxed / "squat.py").write_text(SQUATTER)
+    try:
+        kesi.run_command("sleep 1", run_in_background=True)
+        started, _ = kesi.run_command(f"python3 squat.py {kesi.PROXY_PORT}", run_in_background=True)
+        task = int(re.search(r"\d+", started).group())
+        seen = ""
+        for _ in range(300):
+            seen += kesi.background_output(task)[0]          # each call returns what is new
+            if "listening" in seen:
+                break
+            time.sleep(0.1)
+        assert "listening" in seen, seen
+        output, failed = sh(f"curl -sS http://{TEST_HOST}:{allowed}/hello; echo \"$HTTP_PROXY\"")
+        assert not failed and "SQUATTED" not in output and f"hello via {TEST_HOST}:{allowed}" in output, output
+        assert f"127.0.0.1:{kesi.PROXY_PORT}" not in output          # the forwarder's own port, not the written one
+    finally:
+        kesi.stop_background_tasks()
 
 
 @needs_curl

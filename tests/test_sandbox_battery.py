@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import checklib
 import kesi
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux only")
@@ -177,7 +178,7 @@ def test_helpers_planted_on_path_never_run(box, monkeypatch, entry):
     make_repo(box)
     output, failed = sh(plant + " && echo planted")
     assert "planted" in output and not failed, output
-    kesi._shared_network.clear()                      # the session's network is made again, after the plant
+    checklib.forget_shared_network()                  # the session's network is made again, after the plant
     for _ in range(2):
         sh("echo second command")
     kesi.call_tool({"type": "tool_use", "id": "t1", "name": "grep", "input": {"pattern": "a"}})
