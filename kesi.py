@@ -3023,9 +3023,9 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
             found += linked_git_configs(here / ".git")
             pointers.append(here / ".git")
         found += [here / n for n in [*dirs, *files] if is_env_name(n)]
-        # .git has its own rule above; .kesi holds only what KeSi writes.
-        skipped += [here / d for d in dirs
-                    if is_ignored_name(d) and d not in (".git", ".kesi") and not is_env_name(d)]
+        # .kesi holds what KeSi writes, and the caches commands fill.
+        skipped += [here / d for d in dirs if is_ignored_name(d) and d != ".kesi" and not is_env_name(d)]
+        skipped += [here / ".kesi" / "cache"] if ".kesi" in dirs else []
         dirs[:] = [d for d in dirs if not is_ignored_name(d)]
     found += secret_files_below(skipped)
     # A symlinked secret is left alone: bwrap would mount over the link's
@@ -3064,13 +3064,23 @@ def secret_files_below(folders: list[Path]) -> list[Path]:
     with its credentials in .venv/src."""
     if not folders or RG_PATH is None:
         return []
+    folders = [folder for folder in folders if folder.is_dir() and not folder.is_symlink()]
+    if not folders:
+        return []
     argv = [RG_PATH, "--no-config", "--files", "--hidden", "--no-ignore", "--null",
-            "--iglob", ".env", "--iglob", ".env.*", "--iglob", "**/.git/config", "--", *map(str, folders)]
+            "--iglob", ".env", "--iglob", ".env.*", "--iglob", "**/.env/**", "--iglob", "**/.env.*/**",
+            "--iglob", "**/.git/config", "--", *map(str, folders)]
     try:
         listed = subprocess.run(argv, capture_output=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return [Path(os.fsdecode(p)) for p in listed.split(b"\0") if p]
+    found = []
+    for path in (Path(os.fsdecode(p)) for p in listed.split(b"\0") if p):
+        # A file inside a folder named .env: the folder is what is masked.
+        parts = path.parts
+        cut = next((i for i, part in enumerate(parts) if is_env_name(part) and i > 0), None)
+        found.append(Path(*parts[:cut + 1]) if cut is not None else path)
+    return list(dict.fromkeys(found))
 
 
 def linked_git_configs(dot_git: Path) -> list[Path]:

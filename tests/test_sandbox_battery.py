@@ -268,7 +268,10 @@ def test_submodule_configs_are_masked(box):
 
 
 @pytest.mark.parametrize("rel", ["node_modules/pkg/.env", "node_modules/a/b/c/.env.local", ".venv/lib/.ENV",
-                                 "cfg/.ENV", "deep/x/.Env.production", "build/cache/.env"])
+                                 "cfg/.ENV", "deep/x/.Env.production", "build/cache/.env",
+                                 # round 3: a .env folder in a dependency, KeSi's caches, inside .git
+                                 "node_modules/pkg/.env/key", "node_modules/pkg/.ENV.d/x/key",
+                                 ".kesi/cache/x/.env", ".git/x/.env"])
 def test_env_files_are_masked_at_any_depth_and_in_any_case(box, rel):
     (box / rel).parent.mkdir(parents=True, exist_ok=True)
     (box / rel).write_text("CANARY_SECRET=tok-e2f1\n")
