@@ -3401,6 +3401,18 @@ def named_work_tree_paths() -> list[str]:
     return named
 
 
+def nested_repositories() -> list[str]:
+    """The .git folders of other repositories in the work tree (a clone in
+    vendor/, a project's own test fixture), relative: git run there later, by
+    you, takes hooks and config from them as from the workspace's own."""
+    found = []
+    for root, dirs, _ in walk_folders(str(BASE_DIR)):
+        if ".git" in dirs and root != str(BASE_DIR):
+            found.append(Path(root, ".git").relative_to(BASE_DIR).as_posix())
+        dirs[:] = [d for d in dirs if not is_ignored_name(d)]
+    return found
+
+
 @dataclass
 class GitSnapshot:
     named: list[str]              # work-tree paths git's config names, taken before the command
@@ -3409,27 +3421,32 @@ class GitSnapshot:
     # refs/... skipped as data. A command could make any folder look like one
     # (touch .git/modules/HEAD) to hide a submodule named lfs from the check.
     gitdirs: set[str] = field(default_factory=set)
+    repos: list[str] = field(default_factory=list)   # other repositories' .git folders in the work tree
 
 
-def git_control_snapshot(named: list[str] | None = None, gitdirs: set[str] | None = None) -> GitSnapshot | None:
+def git_control_snapshot(named: list[str] | None = None, gitdirs: set[str] | None = None,
+                         repos: list[str] | None = None) -> GitSnapshot | None:
     """What git could run code from: every control file under the
     workspace's .git folder (GIT_CONTROL_NAMES at any depth, anything in a
     hooks folder, every link) and the work-tree paths its config names (each
     folder on the way, and what is there: a file, a link, nothing). None if
     the workspace has neither. Nothing is followed through a link: a planted
     `.git/config -> ~/.ssh/id_rsa` is not read."""
-    named = named_work_tree_paths() if named is None else named
-    snapshot = GitSnapshot(named, {}, set() if gitdirs is None else gitdirs)
     learn = gitdirs is None            # before the command: find the git dirs; after: keep those
+    snapshot = GitSnapshot(named_work_tree_paths() if named is None else named, {},
+                           set() if gitdirs is None else gitdirs, nested_repositories() if learn else list(repos or []))
     try:
         base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     except OSError:
         return None
     try:
         snapshot.entries.update(named_path_entries(base_fd, ".git", snapshot.gitdirs, learn, in_hooks=False))
-        if ".git" not in snapshot.entries and not named:
+        for repo in snapshot.repos:        # from its .git down: the folders above are the user's to move
+            snapshot.entries.update((path, state) for path, state in named_path_entries(
+                base_fd, repo, snapshot.gitdirs, learn, in_hooks=False) if path.startswith(repo))
+        if ".git" not in snapshot.entries and not snapshot.named and not snapshot.repos:
             return None
-        for path in named:
+        for path in snapshot.named:
             snapshot.entries.update(named_path_entries(base_fd, path, snapshot.gitdirs, learn))
         return snapshot
     finally:
@@ -3551,12 +3568,15 @@ def restore_git_control(before: GitSnapshot | None) -> list[str]:
     each folder on the way before what is in it. Returns the paths put back."""
     if before is None:
         return []                   # no repository before: nothing of the user's to protect
-    after = git_control_snapshot(before.named, before.gitdirs)
+    after = git_control_snapshot(before.named, before.gitdirs, before.repos)
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
     if after is None or was_folder and after.entries.get(".git") != before.entries[".git"]:
         return [".git (it is no longer a folder; check it before you use git here)"]
+    # A repository removed as a whole (rm -rf vendor/x) runs nothing any more: it stays removed.
+    gone = [repo for repo in before.repos if repo not in after.entries]
     changed = sorted(path for path in before.entries.keys() | after.entries.keys()
-                     if before.entries.get(path) != after.entries.get(path))
+                     if before.entries.get(path) != after.entries.get(path)
+                     and not any(path == repo or path.startswith(repo + "/") for repo in gone))
     if not changed:
         return []
     base_fd = os.open(BASE_DIR, FOLDER_FLAGS)

@@ -475,6 +475,42 @@ def test_a_modules_folder_made_to_look_like_a_repository_hides_nothing(box, tmp_
     assert not (box / ".git" / "modules" / "lfs" / "commondir").exists() and not pwned(box), later
 
 
+# Round 3: another repository in the work tree (a clone in vendor/) is guarded as the workspace's own.
+
+NESTED_PLANTS = [
+    "echo 'touch ../../PWNED' > vendor/lib/.git/hooks/pre-commit; chmod +x vendor/lib/.git/hooks/pre-commit",
+    "printf '[core]\\n\\tfsmonitor = touch ../../PWNED\\n' >> vendor/lib/.git/config",
+    "mv vendor/lib vendor/lib.old && mkdir vendor/lib && cd vendor/lib && git init -q && "
+    "git config core.fsmonitor 'touch ../../PWNED; false'",
+]
+
+
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+@pytest.mark.parametrize("plant", NESTED_PLANTS)
+def test_a_nested_repository_runs_nothing_planted(box, monkeypatch, plant, sandbox):
+    make_repo(box)
+    (box / "vendor" / "lib").mkdir(parents=True)
+    make_repo(box / "vendor" / "lib")
+    if sandbox == "off":
+        monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)
+    output, _ = sh(plant + "; echo planted")
+    later = git_everywhere(box / "vendor" / "lib")
+    assert "planted" in output and not pwned(box), (output, later)
+
+
+def test_a_nested_repository_removed_or_made_stays_as_the_command_left_it(box, monkeypatch):
+    make_repo(box)
+    (box / "vendor" / "lib").mkdir(parents=True)
+    make_repo(box / "vendor" / "lib")
+    output, failed = sh("git init -q vendor/fresh && echo made")
+    assert not failed and "made" in output and (box / "vendor" / "fresh" / ".git" / "HEAD").is_file(), output
+    # Inside the sandbox its masked config cannot be removed; without it, all of it can.
+    monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)
+    output, failed = sh("rm -rf vendor/lib && echo removed")
+    assert not failed and "removed" in output and "put back" not in output, output
+    assert not (box / "vendor" / "lib").exists()
+
+
 def test_hooks_planted_where_there_was_no_hooks_folder_are_removed(box):
     make_repo(box)
     subprocess.run(["rm", "-rf", str(box / ".git" / "hooks")], check=True)
