@@ -38,6 +38,17 @@ def ws(tmp_path):
 
 
 @pytest.fixture
+def box(ws, monkeypatch):
+    """A workspace whose commands run in real bubblewrap (skipped without it).
+    A short grace period: these tests stop many commands. ws's teardown stops
+    the background tasks and forgets the session's network."""
+    if kesi.sandbox_kind() != "bubblewrap":
+        pytest.skip("no usable bubblewrap here")
+    monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
+    return ws
+
+
+@pytest.fixture
 def mock_client():
     """Factory: mock_client(script, **options) -> (mock, client); stopped after the test."""
     stack = []

@@ -28,15 +28,6 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bu
 PORT = 39517
 
 
-@pytest.fixture
-def box(ws, monkeypatch):
-    if kesi.sandbox_kind() != "bubblewrap":
-        pytest.skip("no usable bubblewrap here")
-    monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
-    yield ws
-    checklib.fresh_state()              # tasks stopped, and later tests get a network of their own
-
-
 def live_in_namespace(namespace: str) -> list[str]:
     """Processes of a pid namespace that are still running (zombies wait to be reaped)."""
     live = []

@@ -25,14 +25,6 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAM
            "GIT_COMMITTER_EMAIL": "t@x"}
 
 
-@pytest.fixture
-def box(ws, monkeypatch):
-    if kesi.sandbox_kind() != "bubblewrap":
-        pytest.skip("no usable bubblewrap here")
-    monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
-    return ws
-
-
 def sh(command: str) -> tuple[str, bool]:
     return kesi.run_command(command, timeout=30)
 

@@ -27,13 +27,6 @@ from test_permissions import KESI, child_env
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux only")
 
 
-@pytest.fixture
-def box(ws):
-    if kesi.sandbox_kind() != "bubblewrap":
-        pytest.skip("no usable bubblewrap here")
-    return ws
-
-
 def sh(command: str, timeout: int = 120) -> tuple[str, bool]:
     return kesi.run_command(command, timeout=timeout)
 
