@@ -18,7 +18,6 @@ import uuid
 
 import pytest
 
-import checklib
 import kesi
 from mock_api import reply, tool_call
 from test_permissions import KESI, child_env
