@@ -100,7 +100,7 @@ class Terminal:
 
     def close(self, seconds: float = 30) -> None:
         """Let the child finish (killed if it has not after `seconds`), keep
-        the last of its output, and close the terminal."""
+        the last of its output, and close the terminal. Closing twice is fine."""
         try:
             self.proc.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
@@ -110,4 +110,13 @@ class Terminal:
                 self.proc.kill()
                 self.proc.wait()
             self.reader.join(timeout=10)
-            os.close(self.master)
+            if self.master is not None:
+                os.close(self.master)
+                self.master = None
+
+    def __enter__(self) -> "Terminal":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """However a test ends, the child does not outlive it."""
+        self.close(seconds=0 if exc[0] else 30)

@@ -319,8 +319,7 @@ def test_prompt_choice_w_runs_one_command_with_network(sandboxed, mock_client, l
     folder = config({})
     probe = tcp_probe(listener)
     mock, _ = mock_client([reply(tool_call("run_command", {"command": probe})), reply("done")] * 2)
-    term = Terminal([sys.executable, KESI], sandboxed, child_env(mock, TERM="dumb", XDG_CONFIG_HOME=str(folder)))
-    try:
+    with Terminal([sys.executable, KESI], sandboxed, child_env(mock, TERM="dumb", XDG_CONFIG_HOME=str(folder))) as term:
         term.expect("network:   only allowed hosts, through KeSi's proxy")
         for answer in ("w", "n"):
             term.expect("you > ")
@@ -333,9 +332,6 @@ def test_prompt_choice_w_runs_one_command_with_network(sandboxed, mock_client, l
         term.expect("you > ")
         term.type("/exit\n")
         term.close()
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     results = [mock.requests[n]["body"]["messages"][-1]["content"][0] for n in (1, 3)]
     assert "connected" in results[0]["content"] and not results[0]["is_error"], results[0]
     assert results[1]["content"] == kesi.USER_REFUSED

@@ -155,8 +155,7 @@ def test_ctrl_c_at_the_prompt_ends_the_turn(ws, mock_client):
     batch = reply("Testing, then reading.", tool_call("run_command", {"command": "touch made.txt"}),
                   tool_call("read_file", {"file_path": "notes.txt"}))
     mock, _ = mock_client([batch, reply("this reply must not be asked for in turn 1"), reply("second turn")])
-    term = Terminal([sys.executable, KESI], ws, kesi_subprocess_env(mock, TERM="dumb"))
-    try:
+    with Terminal([sys.executable, KESI], ws, kesi_subprocess_env(mock, TERM="dumb")) as term:
         term.expect("you > ")
         term.type("run the tests\n")
         term.expect("Allow? [")
@@ -176,9 +175,6 @@ def test_ctrl_c_at_the_prompt_ends_the_turn(ws, mock_client):
         term.expect("you > ")
         term.type("/exit\n")
         term.close()
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     assert not (ws / "made.txt").exists()
     sent = mock.requests[1]["body"]["messages"]
     results = next(m["content"] for m in sent if m["role"] == "user" and isinstance(m["content"], list)

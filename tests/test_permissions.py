@@ -359,8 +359,7 @@ def test_real_prompt_over_a_pty(ws, mock_client):
     command = "touch made-by-kesi.txt"
     turn = [reply(tool_call("run_command", {"command": command})), reply("ok")]
     mock, _ = mock_client(turn * 6)
-    term = Terminal([sys.executable, KESI], ws, child_env(mock, TERM="dumb"))
-    try:
+    with Terminal([sys.executable, KESI], ws, child_env(mock, TERM="dumb")) as term:
         term.expect("sandbox:")
         term.expect("you > ")
         # None: granted, so no prompt; "\x04" is Ctrl-D (EOF). Ctrl-C: test_permission_flow.py
@@ -382,9 +381,6 @@ def test_real_prompt_over_a_pty(ws, mock_client):
                 term.expect("you > ")
         term.type("/exit\n")
         term.close()
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     assert term.proc.returncode == 0
     prompts = term.seen.count("Allow? [")
     assert prompts == 4, term.seen

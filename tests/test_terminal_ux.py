@@ -39,8 +39,7 @@ def leave(term):
 
 def test_a_bracketed_paste_is_one_prompt_and_blocks_and_continuations_still_work(ws, mock_client):
     mock, _ = mock_client(["pasted", "block", "continued"])
-    term = repl(ws, mock, TERM="xterm")
-    try:
+    with repl(ws, mock, TERM="xterm") as term:
         term.expect("\x1b[?2004h")            # KeSi asks the terminal to mark pastes
         term.expect("you > ")
         # What a terminal sends for a pasted three-line stack trace, then Enter.
@@ -56,22 +55,15 @@ def test_a_bracketed_paste_is_one_prompt_and_blocks_and_continuations_still_work
         term.expect("KeSi > continued")
         term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     assert prompts_sent(mock) == ['Traceback (most recent call last):\n  File "app.py", line 3\n'
                                   "ZeroDivisionError: division by zero", "first\n  second", "one \ntwo"]
 
 
 def test_a_dumb_terminal_is_not_sent_the_paste_escape(ws, mock_client):
     mock, _ = mock_client(["ok"])
-    term = repl(ws, mock, TERM="dumb")
-    try:
+    with repl(ws, mock, TERM="dumb") as term:
         term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     assert "\x1b" not in term.seen
 
 
@@ -79,8 +71,7 @@ def test_a_dumb_terminal_is_not_sent_the_paste_escape(ws, mock_client):
 
 def test_ctrl_d_inside_a_block_ends_the_block_and_keeps_kesi_running(ws, mock_client):
     mock, _ = mock_client(["got the block", "got the line", "still here"])
-    term = repl(ws, mock, TERM="dumb")
-    try:
+    with repl(ws, mock, TERM="dumb") as term:
         term.expect("you > ")
         term.type('"""\nfirst line\nsecond line\n\x04')
         term.expect("(Ctrl-D: end of the prompt)")
@@ -93,9 +84,6 @@ def test_ctrl_d_inside_a_block_ends_the_block_and_keeps_kesi_running(ws, mock_cl
         term.expect("KeSi > still here")
         term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     assert prompts_sent(mock) == ["first line\nsecond line", "half a line", "are you there?"]
 
 
@@ -106,8 +94,7 @@ def test_at_the_turn_limit_the_repl_offers_to_go_on(ws, mock_client):
     mock, _ = mock_client([step, step, step, "finished after three steps",     # task 1: "y"
                            step, step,                                           # task 2: "n"
                            "the journal is still valid"])
-    term = repl(ws, mock, TERM="dumb", KESI_MAX_TURNS="2")
-    try:
+    with repl(ws, mock, TERM="dumb", KESI_MAX_TURNS="2") as term:
         term.expect("you > ")
         term.type("a long task\n")
         term.expect("the limit is KESI_MAX_TURNS=2")
@@ -124,9 +111,6 @@ def test_at_the_turn_limit_the_repl_offers_to_go_on(ws, mock_client):
         term.expect("KeSi > the journal is still valid")
         term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     assert [r["status"] for r in mock.requests] == [200] * 7
 
 
@@ -135,17 +119,13 @@ def test_at_the_turn_limit_the_repl_offers_to_go_on(ws, mock_client):
 def test_a_prompt_argument_starts_the_repl_with_it_and_context_shows_the_window(ws, mock_client):
     mock, _ = mock_client(["hello from the first turn"])
     env = kesi_subprocess_env(mock, KESI_SANDBOX="off", TERM="dumb", KESI_CONTEXT_WINDOW="100000")
-    term = Terminal([sys.executable, KESI, "say", "hello"], ws, env)
-    try:
+    with Terminal([sys.executable, KESI, "say", "hello"], ws, env) as term:
         term.expect("you > say hello")
         term.expect("KeSi > hello from the first turn")
         term.expect("you > ")
         term.type("/context\n")
         shown = term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     assert prompts_sent(mock) == ["say hello"]
     assert "of 100,000 tokens (" in shown and "compacted at 80%" in shown
     assert "2 messages; permission mode: default" in shown
@@ -157,8 +137,7 @@ SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def refused_write(ws, mock, **env):
-    term = repl(ws, mock, **env)
-    try:
+    with repl(ws, mock, **env) as term:
         term.expect("you > ")
         term.type("write it\n")
         term.expect("Allow? [")
@@ -166,9 +145,6 @@ def refused_write(ws, mock, **env):
         term.expect("KeSi > not written")
         term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     return term.seen
 
 
@@ -199,19 +175,17 @@ def test_the_waiting_note_counts_seconds_until_the_answer_starts(ws, mock_client
         return reply("here at last")
 
     mock, _ = mock_client([slow_reply])
-    term = repl(ws, mock, TERM="xterm")
-    try:
-        term.expect("you > ")
-        term.type("think hard\n")
-        term.expect("(thinking... 1 s)")
-        seen_a_second.set()
-        term.expect("KeSi > here at last")
-        term.expect("you > ")
-        leave(term)
-    finally:
-        seen_a_second.set()
-        if term.proc.poll() is None:
-            term.proc.kill()
+    with repl(ws, mock, TERM="xterm") as term:
+        try:
+            term.expect("you > ")
+            term.type("think hard\n")
+            term.expect("(thinking... 1 s)")
+            seen_a_second.set()
+            term.expect("KeSi > here at last")
+            term.expect("you > ")
+            leave(term)
+        finally:
+            seen_a_second.set()          # the mock's reply thread must not wait on after a failure
     before_answer = term.seen.split("think hard")[1].split("KeSi > here at last")[0]
     assert before_answer.rstrip().endswith("\r\x1b[K")      # the note is erased before the answer
 
@@ -219,17 +193,13 @@ def test_the_waiting_note_counts_seconds_until_the_answer_starts(ws, mock_client
 def test_a_retry_wait_is_counted_down(ws, mock_client):
     mock, _ = mock_client([error(429, "Number of request tokens has exceeded your rate limit (mock)",
                                  headers={"retry-after": "1"}), reply("after the wait")])
-    term = repl(ws, mock, TERM="xterm")
-    try:
+    with repl(ws, mock, TERM="xterm") as term:
         term.expect("you > ")
         term.type("go\n")
         term.expect("retrying in 1 s")
         term.expect("KeSi > after the wait")
         term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     assert [r["status"] for r in mock.requests] == [429, 200]
 
 
@@ -237,8 +207,7 @@ def test_a_retry_wait_is_counted_down(ws, mock_client):
 
 def test_bang_runs_a_command_whose_output_goes_with_the_next_prompt(ws, mock_client):
     mock, _ = mock_client(["I see the output"])
-    term = repl(ws, mock, TERM="dumb")
-    try:
+    with repl(ws, mock, TERM="dumb") as term:
         term.expect("you > ")
         term.type("!echo from-the-shell > made.txt; cat made.txt\n")
         term.expect("(this output goes to KeSi with your next message)")
@@ -251,9 +220,6 @@ def test_bang_runs_a_command_whose_output_goes_with_the_next_prompt(ws, mock_cli
         term.expect("KeSi > I see the output")
         term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     assert (ws / "made.txt").read_text() == "from-the-shell\n"
     [prompt] = prompts_sent(mock)
     assert prompt.startswith("I ran this command myself:\n$ echo from-the-shell > made.txt; cat made.txt\n")
@@ -265,8 +231,7 @@ def test_at_path_attaches_a_file_through_the_jail(ws, mock_client):
     (ws / "notes.md").write_text("buy rice\n")
     (ws / ".env").write_text("SECRET=hunter2\n")
     mock, _ = mock_client(["noted"])
-    term = repl(ws, mock, TERM="dumb")
-    try:
+    with repl(ws, mock, TERM="dumb") as term:
         term.expect("you > ")
         term.type("summarise @notes.md, and @.env and @/etc/passwd too\n")
         term.expect("(attached notes.md)")
@@ -275,9 +240,6 @@ def test_at_path_attaches_a_file_through_the_jail(ws, mock_client):
         term.expect("KeSi > noted")
         term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     [prompt] = prompts_sent(mock)
     assert prompt.startswith("summarise @notes.md, and @.env and @/etc/passwd too\n\nContents of notes.md")
     assert "buy rice" in prompt and "hunter2" not in prompt and "root:" not in prompt
@@ -309,8 +271,7 @@ def screen_lines(seen: str) -> list[str]:
 def test_the_answer_and_kesis_notes_are_wrapped_at_spaces_to_the_terminal_width(ws, mock_client):
     mock, _ = mock_client([LONG_ANSWER, error(400, "this request was rejected by the mock for a reason "
                                                    "long enough to need three lines")])
-    term = repl(ws, mock, columns=40, TERM="xterm", NO_COLOR="1")
-    try:
+    with repl(ws, mock, columns=40, TERM="xterm", NO_COLOR="1") as term:
         term.expect("you > ")
         term.type("explain\n")
         term.expect("for more.")
@@ -319,9 +280,6 @@ def test_the_answer_and_kesis_notes_are_wrapped_at_spaces_to_the_terminal_width(
         term.expect("/compact")
         term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     notes = screen_lines(term.seen[len(after_answer) - 200:])         # the cost line, the error
     notes = notes[next(i for i, line in enumerate(notes) if "(this turn:" in line):]
     assert [line for line in notes if len(line) > 40] == [] and any("three lines" in line for line in notes)
@@ -340,16 +298,12 @@ CHINESE = ("這是一段很長的中文回答，沒有任何空格，所以必�
 
 def test_chinese_wraps_between_characters_and_no_line_starts_with_a_comma(ws, mock_client):
     mock, _ = mock_client([CHINESE])
-    term = repl(ws, mock, columns=40, TERM="xterm", NO_COLOR="1")
-    try:
+    with repl(ws, mock, columns=40, TERM="xterm", NO_COLOR="1") as term:
         term.expect("you > ")
         term.type("說明\n")
         term.expect("一共七個。")
         term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     lines = answer_lines(term.seen)
     assert len(lines) >= 3 and all(kesi.display_width(line) <= 40 for line in lines)
     assert not any(line.startswith(("，", "。")) for line in lines)
@@ -360,16 +314,12 @@ def test_markdown_is_drawn_on_a_colour_terminal_after_the_text_is_made_safe(ws, 
     from test_terminal_safety import ERASE, OSC52
     mock, _ = mock_client([f"# Steps\nRun **the tests** with `pytest -q {ERASE}` first.\n"
                            f"```\ndef f(**kwargs):  # {OSC52}\n```\ndone"])
-    term = repl(ws, mock, TERM="xterm")
-    try:
+    with repl(ws, mock, TERM="xterm") as term:
         term.expect("you > ")
         term.type("how?\n")
         term.expect("done")
         term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     seen = term.seen
     assert "\x1b[1mSteps" in seen and "# Steps" not in seen                    # a heading, marks dropped
     assert "\x1b[1mthe tests\x1b[0m" in seen and "**the" not in seen
@@ -401,8 +351,7 @@ def test_tab_completes_slash_commands_and_at_paths_inside_the_jail_only(tmp_path
     (project / ".git").mkdir()
     (tmp_path / "outside.txt").write_text("not yours\n")
     mock, _ = mock_client(["read them", "checked"])
-    term = repl(project, mock, TERM="xterm")
-    try:
+    with repl(project, mock, TERM="xterm") as term:
         term.expect("you > ")
         term.type("/he\t\n")
         term.expect("/compact [focus]")                  # /help ran
@@ -414,9 +363,6 @@ def test_tab_completes_slash_commands_and_at_paths_inside_the_jail_only(tmp_path
         term.expect("KeSi > checked")
         term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     first, second = prompts_sent(mock)
     assert first.startswith("read @notes.md and @src/main.py please\n\nContents of notes.md")
     assert "print('hi')" in first
@@ -429,8 +375,7 @@ def test_tab_completes_slash_commands_and_at_paths_inside_the_jail_only(tmp_path
 def test_a_running_command_shows_its_seconds_and_ctrl_c_says_stopping_at_once(ws, mock_client):
     mock, _ = mock_client([reply(tool_call("run_command", {"command": unique_sleep(120)})), "never asked"])
     env = kesi_subprocess_env(mock, KESI_SANDBOX="off", TERM="xterm")
-    term = Terminal([sys.executable, KESI, "--permission-mode", "bypassPermissions"], ws, env)
-    try:
+    with Terminal([sys.executable, KESI, "--permission-mode", "bypassPermissions"], ws, env) as term:
         term.expect("you > ")
         term.type("wait a while\n")
         term.expect("(running... 1 s)")
@@ -439,9 +384,6 @@ def test_a_running_command_shows_its_seconds_and_ctrl_c_says_stopping_at_once(ws
         term.expect("x interrupted; the turn ends")
         term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     assert len(mock.requests) == 1
     ran = term.seen.split("wait a while")[1].split("(stopping...)")[0]
     assert ran.endswith("\r\x1b[K\r      ")             # the status line is erased, then "stopping" replaces it
@@ -455,20 +397,18 @@ def test_ctrl_c_while_the_model_thinks_says_stopping(ws, mock_client):
         return reply("too late")
 
     mock, _ = mock_client([slow_reply])
-    term = repl(ws, mock, TERM="xterm")
-    try:
-        term.expect("you > ")
-        term.type("think\n")
-        term.expect("(thinking... 1 s)")
-        term.type("\x03")
-        term.expect("(stopping...)")
-        term.expect("(this turn was interrupted")
-        term.expect("you > ")
-        leave(term)
-    finally:
-        released.set()
-        if term.proc.poll() is None:
-            term.proc.kill()
+    with repl(ws, mock, TERM="xterm") as term:
+        try:
+            term.expect("you > ")
+            term.type("think\n")
+            term.expect("(thinking... 1 s)")
+            term.type("\x03")
+            term.expect("(stopping...)")
+            term.expect("(this turn was interrupted")
+            term.expect("you > ")
+            leave(term)
+        finally:
+            released.set()          # the mock's reply thread must not wait on after a failure
 
 
 def test_path_completion_offers_what_list_files_may_show_and_no_more(ws):
@@ -494,8 +434,7 @@ def test_d_at_a_real_prompt_prints_the_whole_diff_then_asks_again(ws, mock_clien
     content = "".join(f"line {i}\n" for i in range(80))
     mock, _ = mock_client([reply(tool_call("write_file", {"file_path": "long.txt", "content": content})),
                            "not written"])
-    term = repl(ws, mock, TERM="dumb")
-    try:
+    with repl(ws, mock, TERM="dumb") as term:
         term.expect("you > ")
         term.type("write it\n")
         before = term.expect("d = the whole diff")
@@ -506,9 +445,6 @@ def test_d_at_a_real_prompt_prints_the_whole_diff_then_asks_again(ws, mock_clien
         term.expect("KeSi > not written")
         term.expect("you > ")
         leave(term)
-    finally:
-        if term.proc.poll() is None:
-            term.proc.kill()
     assert "+line 28" in before and "+line 29" not in before and "(51 more diff lines: answer d" in before
     assert "+line 0" in whole and "+line 79" in whole
     assert not (ws / "long.txt").exists()
