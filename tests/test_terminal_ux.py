@@ -185,7 +185,7 @@ def test_the_waiting_note_counts_seconds_until_the_answer_starts(ws, mock_client
             term.expect("you > ")
             leave(term)
         finally:
-            seen_a_second.set()          # the mock's reply thread must not wait on after a failure
+            seen_a_second.set()          # free the mock's reply thread, even after a failure
     before_answer = term.seen.split("think hard")[1].split("KeSi > here at last")[0]
     assert before_answer.rstrip().endswith("\r\x1b[K")      # the note is erased before the answer
 
@@ -408,7 +408,7 @@ def test_ctrl_c_while_the_model_thinks_says_stopping(ws, mock_client):
             term.expect("you > ")
             leave(term)
         finally:
-            released.set()          # the mock's reply thread must not wait on after a failure
+            released.set()          # free the mock's reply thread, even after a failure
 
 
 def test_path_completion_offers_what_list_files_may_show_and_no_more(ws):
