@@ -3566,8 +3566,9 @@ def restore_git_control(before: GitSnapshot | None) -> list[str]:
     """Put back what a command changed among the control files (no process of
     it is left to race this): changed ones as they were, new ones removed,
     each folder on the way before what is in it. Returns the paths put back."""
+    disarmed = disarm_new_repositories(before)
     if before is None:
-        return []                   # no repository before: nothing of the user's to protect
+        return disarmed             # no repository before: nothing of the user's to put back
     after = git_control_snapshot(before.named, before.gitdirs, before.repos)
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
     if after is None or was_folder and after.entries.get(".git") != before.entries[".git"]:
@@ -3578,14 +3579,88 @@ def restore_git_control(before: GitSnapshot | None) -> list[str]:
                      if before.entries.get(path) != after.entries.get(path)
                      and not any(path == repo or path.startswith(repo + "/") for repo in gone))
     if not changed:
-        return []
+        return disarmed
     base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
         for path in changed:
             put_back(base_fd, path, before.entries.get(path))
     finally:
         os.close(base_fd)
-    return changed
+    return disarmed + changed
+
+
+# What a fresh `git init` or `git clone` writes into a config. In a repository
+# a command created, anything else (core.fsmonitor, core.hooksPath, a pager,
+# an alias, an include) can only have been planted, as can a hook that is not
+# one of git's samples, or a commondir leading to another repository's config.
+FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|logallrefupdates|ignorecase|"
+                               r"precomposeunicode|symlinks)|remote\..+\.(url|pushurl|fetch)|"
+                               r"branch\..+\.(remote|merge)|extensions\.[a-z]+|user\.(name|email)", re.DOTALL)
+
+
+def disarm_new_repositories(before: GitSnapshot | None) -> list[str]:
+    """Take the planted parts out of the repositories a command created
+    (git init, git clone): returns what was taken out."""
+    known = set(before.repos) if before else set()
+    if before and ".git" in before.entries:
+        known.add(".git")
+    top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
+    removed = []
+    for repo in top + nested_repositories():
+        if repo not in known:
+            removed += disarm_repository(BASE_DIR / repo, repo)
+    return removed
+
+
+def disarm_repository(folder: Path, shown: str) -> list[str]:
+    removed = []
+    hooks = folder / "hooks"
+    with contextlib.suppress(OSError):
+        if hooks.is_symlink():
+            hooks.unlink()
+            removed.append(f"{shown}/hooks")
+        elif hooks.is_dir():
+            for entry in os.scandir(hooks):
+                if entry.is_symlink() or not entry.name.endswith(".sample"):
+                    remove_entry(Path(entry.path))
+                    removed.append(f"{shown}/hooks/{entry.name}")
+    for name in ("commondir", "config.worktree"):
+        if (folder / name).is_symlink() or (folder / name).exists():
+            remove_entry(folder / name)
+            removed.append(f"{shown}/{name}")
+    config = folder / "config"
+    if config.is_symlink():
+        config.unlink()
+        removed.append(f"{shown}/config")
+    elif config.is_file():
+        for key in planted_config_keys(config):
+            run_git_config(["--file", str(config), "--unset-all", key])
+            removed.append(f"{shown}/config: {key}")
+    return removed
+
+
+def planted_config_keys(config: Path) -> list[str]:
+    listed = run_git_config(["--file", str(config), "--null", "--name-only", "--list"])
+    keys = [os.fsdecode(key) for key in listed.split(b"\0") if key]
+    return [key for key in dict.fromkeys(keys) if not FRESH_CONFIG_KEYS.fullmatch(key.lower())]
+
+
+def run_git_config(args: list[str]) -> bytes:
+    """git config on a file alone (no repository, nothing runs)."""
+    git = trusted_program("git")
+    try:
+        return subprocess.run([git, "config", *args], capture_output=True, timeout=10,
+                              env={"PATH": os.defpath}).stdout if git else b""
+    except (OSError, subprocess.TimeoutExpired):
+        return b""
+
+
+def remove_entry(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def put_back(base_fd: int, path: str, was: tuple | None) -> None:

@@ -503,6 +503,49 @@ def test_a_nested_repository_removed_or_made_stays_as_the_command_left_it(box, m
     assert not (box / "vendor" / "lib").exists()
 
 
+NEW_REPOSITORY_PLANTS = {
+    "registered as a submodule": "mkdir -p inner && cd inner && git init -q && "
+                                 "git config core.fsmonitor 'touch ../PWNED; false' && echo a > a && git add a && "
+                                 "git -c user.name=a -c user.email=a@b commit -qm a && cd .. && git add inner",
+    "a hooks path": "git init -q fresh && git -C fresh config core.hooksPath ../evil-hooks && mkdir -p evil-hooks && "
+                    "printf '#!/bin/sh\\ntouch ../PWNED\\n' > evil-hooks/pre-commit && chmod +x evil-hooks/pre-commit",
+    "a hook": "git init -q fresh && printf '#!/bin/sh\\ntouch ../PWNED\\n' > fresh/.git/hooks/pre-commit && "
+              "chmod +x fresh/.git/hooks/pre-commit",
+    "an include": "git init -q fresh && printf '[core]\\n\\tfsmonitor = touch ../PWNED\\n' > inc.cfg && "
+                  "git -C fresh config include.path ../../inc.cfg",
+    "a commondir": EVIL_GITDIR.format(d="evilgd") + " && git init -q fresh && echo \"$PWD/evilgd\" > fresh/.git/commondir",
+}
+
+
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+@pytest.mark.parametrize("name", NEW_REPOSITORY_PLANTS)
+def test_a_repository_a_command_creates_runs_nothing_planted(box, monkeypatch, name, sandbox):
+    make_repo(box)
+    if sandbox == "off":
+        monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)
+    output, _ = sh(NEW_REPOSITORY_PLANTS[name] + "; echo planted")
+    assert "planted" in output and "KeSi put back" in output, output
+    later = git_everywhere(box)
+    for repo in ("inner", "fresh"):
+        if (box / repo / ".git").is_dir():
+            (box / repo / "a.txt").write_text("x\n")
+            later += git(box / repo, "status").stdout + git(box / repo, "add", "a.txt").stderr
+            later += git(box / repo, "commit", "-qm", "x").stderr
+    assert not pwned(box), (output, later)
+
+
+def test_a_fresh_clone_keeps_its_config(box):
+    upstream = box / "upstream"                      # in the workspace: the sandbox's /tmp is its own
+    upstream.mkdir()
+    make_repo(upstream)
+    output, failed = sh("git clone -q upstream vendor/lib && git -C vendor/lib config user.email me@x && "
+                        "git -C vendor/lib config --list --local")
+    assert not failed and "put back" not in output, output
+    config = git(box / "vendor" / "lib", "config", "--list", "--local").stdout
+    assert "remote.origin.url=" in config and "remote.origin.fetch=" in config and ".remote=origin" in config, config
+    assert "user.email=me@x" in config, config
+
+
 def test_hooks_planted_where_there_was_no_hooks_folder_are_removed(box):
     make_repo(box)
     subprocess.run(["rm", "-rf", str(box / ".git" / "hooks")], check=True)
