@@ -2831,9 +2831,13 @@ def sandbox_environment() -> dict[str, str]:
     return with_command_caches(without_own_venv(env))
 
 
+# A credential inside a value: ?access_token=..., -Dpassword=..., _pwd=1.
+SECRET_IN_VALUE = re.compile(r"\w*(token|passw(or)?d|pwd|secret|api[_-]?key|access[_-]?key)=", re.I)
+
+
 def is_harmless_variable(name: str, value: str) -> bool:
     upper = name.upper()
-    if upper in SENSITIVE_ENV_NAMES or URL_USERINFO.search(value):
+    if upper in SENSITIVE_ENV_NAMES or URL_USERINFO.search(value) or SECRET_IN_VALUE.search(value):
         return False
     if upper in SAFE_ENV_NAMES:
         return True

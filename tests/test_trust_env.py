@@ -146,11 +146,14 @@ SECRETS = [
     "PYENV_GITHUB_BEARER", "PYTHONX_PASSPHRASE", "NPM_CONFIG__OTP", "UV_PUBLISH_USERNAME", "CARGO_OTP_CODE",
 ]
 # Credentials in the value of an otherwise harmless toolchain or proxy name.
-SECRET_URLS = ["PIP_INDEX_URL", "GOPROXY", "HTTPS_PROXY", "RUSTUP_DIST_SERVER", "UV_INDEX_URL"]
+SECRET_URLS = ["UV_EXTRA_INDEX_URL", "GOPROXY", "HTTPS_PROXY", "RUSTUP_DIST_SERVER", "UV_INDEX_URL"]
+SECRET_VALUES = {"PIP_EXTRA_INDEX_URL": "https://pypi.corp/simple?access_token={}",
+                 "GRADLE_OPTS": "-Dorg.gradle.project.repoPassword={}", "MAVEN_OPTS": "-Xmx1g -Dpassword={}",
+                 "CONDA_ENVS": "x_pwd={}", "NODE_OPTIONS": "--x --api_key={}"}
 KEPT = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "PYTHONPATH": "/opt/py", "UV_CACHE_DIR": "/opt/uv",
         "CARGO_HOME": "/opt/cargo", "RUSTUP_HOME": "/opt/rustup", "GOPATH": "/opt/go", "JAVA_HOME": "/opt/jdk",
         "NVM_DIR": "/opt/nvm", "npm_config_cache": "/opt/npm", "CONDA_PREFIX": "/opt/conda",
-        "GOPRIVATE": "corp.example/*", "PIP_EXTRA_INDEX_URL": "https://pypi.example/simple",
+        "GOPRIVATE": "corp.example/*", "PIP_INDEX_URL": "https://pypi.example/simple?page=2",
         "KESI_DEMO_SETTING": "kept", "EDITOR": "vi"}
 
 AVAILABLE = kesi.sandbox_kind()
@@ -163,6 +166,8 @@ def secret_shell(request, ws, monkeypatch):
         monkeypatch.setenv(name, f"{marker}-{name}")
     for name in SECRET_URLS:
         monkeypatch.setenv(name, f"https://user:{marker}@proxy.example/x")
+    for name, value in SECRET_VALUES.items():      # a credential inside a toolchain variable's value
+        monkeypatch.setenv(name, value.format(marker))
     for name, value in KEPT.items():
         monkeypatch.setenv(name, value)
     with checklib.sandbox_forced(request.param):
