@@ -29,8 +29,10 @@ import codecs
 import contextlib
 import datetime
 import difflib
+import errno
 import fnmatch
 import functools
+import glob
 import hashlib
 import importlib
 import inspect
@@ -46,6 +48,7 @@ import signal
 import socket
 import socketserver
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -2773,6 +2776,8 @@ def sandbox_state() -> str:
 
 def sandbox_status() -> str:
     tool = {"seatbelt": SANDBOX_EXEC, "bubblewrap": "bubblewrap"}.get(sandbox_kind())
+    if sandbox_kind() == "bubblewrap" and setid_filter(platform.machine()) is None:
+        tool += f", without the setuid filter: unknown on {platform.machine()}"
     return {
         "on": f"on ({tool})",
         "useless": (f"on ({tool}), but the workspace is your home folder or above it, so the "
@@ -2866,6 +2871,21 @@ TOOLCHAIN_SECRETS = [".cargo/credentials", ".cargo/credentials.toml", ".gem/cred
                      ".local/share/uv/credentials/credentials.toml"]
 
 
+# Root's secrets outside home. A command running as root owns them, with or
+# without capabilities, so they are masked like the ones above (when they
+# exist; globs are read at each command).
+SYSTEM_SECRETS = ["/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
+                  "/etc/ssh/ssh_host_*_key", "/etc/ssl/private", "/etc/pki/tls/private", "/etc/letsencrypt",
+                  "/etc/krb5.keytab", "/etc/wireguard", "/etc/NetworkManager/system-connections",
+                  "/etc/ipsec.secrets", "/etc/ppp/chap-secrets", "/etc/ppp/pap-secrets"]
+
+
+def system_secrets() -> list[str]:
+    """Those that exist and are no link (bwrap would mount over its target)."""
+    found = [path for pattern in SYSTEM_SECRETS for path in sorted(glob.glob(pattern))]
+    return [path for path in found if not os.path.islink(path) and not BASE_DIR.is_relative_to(path)]
+
+
 def toolchain_dirs() -> list[str]:
     return [str(HOME_DIR / d) for d in TOOLCHAIN_DIRS if (HOME_DIR / d).is_dir()]
 
@@ -2918,9 +2938,11 @@ def make_cache_folder() -> None:
             os.close(kesi_folder(CACHE_FOLDER))
 
 
-def shell_argv(command: str, background: bool = False, escalation: str | None = None) -> list[str]:
+def shell_argv(command: str, background: bool = False, escalation: str | None = None,
+               filter_fd: int | None = None) -> list[str]:
     """How the command is started; escalation (given only by the person, see
-    escalation_for) is None, "network" or "unsandboxed"."""
+    escalation_for) is None, "network" or "unsandboxed"; filter_fd: see
+    command_start."""
     kind = None if escalation == "unsandboxed" else sandbox_kind()
     full_network = escalation == "network"
     if kind == "seatbelt":
@@ -2928,7 +2950,7 @@ def shell_argv(command: str, background: bool = False, escalation: str | None = 
         defines = [arg for name, value in params for arg in ("-D", f"{name}={value}")]
         return [SANDBOX_EXEC, *defines, "-p", profile, SHELL_PATH, "-c", command]
     if kind == "bubblewrap":
-        argv = bwrap_argv(command, background, full_network)
+        argv = bwrap_argv(command, background, full_network, filter_fd)
         return argv if full_network else in_shared_network(argv)
     return [SHELL_PATH, "-c", command]
 
@@ -3114,9 +3136,11 @@ def submodule_configs(modules: Path) -> list[Path]:
             if "config" in files and "HEAD" in files and (Path(here) / "config").is_file()]
 
 
-def bwrap_argv(command: str, background: bool = False, full_network: bool = False) -> list[str]:
+def bwrap_argv(command: str, background: bool = False, full_network: bool = False,
+               filter_fd: int | None = None) -> list[str]:
     """Linux: a read-only root, a private /tmp, home hidden, workspace writable,
-    the network only through the allowlist proxy (all of it when escalated)."""
+    the network only through the allowlist proxy (all of it when escalated),
+    and the setuid filter read from filter_fd (see setid_filter)."""
     # A user namespace (when possible) matters when KeSi runs as root: without
     # one, the command may open /proc/<bwrap pid>/root and /proc/<bwrap pid>/cwd,
     # bwrap's own view of the real file system, with no secret hidden. The pid
@@ -3137,6 +3161,8 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
         argv += ["--ro-bind", path, path]
     for path in toolchain_secrets():
         argv += ["--ro-bind", denied["file"], path]
+    for path in system_secrets():
+        argv += ["--ro-bind", denied["dir"] if os.path.isdir(path) else denied["file"], path]
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
     pins = git_pins(read_only=background) + audit_log_pin()
@@ -3154,6 +3180,8 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     if not full_network and proxy_port():
         argv += ["--as-pid-1", "--ro-bind", network_proxy().server_address, PROXY_SOCKET_INSIDE]
         forwarder = proxy_forwarder_argv()
+    if filter_fd is not None:
+        argv += ["--seccomp", str(filter_fd)]
     steps = str(round(KILL_GRACE_SECONDS / GRACE_STEP_SECONDS))
     return argv + ["--chdir", str(BASE_DIR), *forwarder, SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, steps,
                    str(GRACE_STEP_SECONDS)]
@@ -3170,6 +3198,114 @@ def anchored_folders(pinned: list[str]) -> list[str]:
         if path.is_relative_to(BASE_DIR):
             folders += [str(p) for p in reversed(path.parents) if p.is_relative_to(BASE_DIR) and p != BASE_DIR]
     return [arg for folder in dict.fromkeys(folders) if folder not in pinned for arg in ("--bind", folder, folder)]
+
+
+# --- no setuid or setgid files: a seccomp filter ------------------------------
+# As root, bwrap maps the command's uid 0 to the real root, and dropping
+# capabilities does not stop a file's owner from setting S_ISUID: `chmod 4755
+# ./sh` would leave a root shell in the workspace for any local user. So bwrap
+# gets a seccomp filter (classic BPF, read from a descriptor; bwrap also sets
+# no_new_privs) that fails every call giving a file the setuid or setgid bit
+# with EPERM. File capabilities need CAP_SETFCAP, which --cap-drop ALL removes.
+SETID_BITS = 0o6000                     # S_ISUID | S_ISGID
+CREATING = os.O_CREAT | 0o20000000      # open uses its mode only with O_CREAT or __O_TMPFILE
+X32_BIT = 0x40000000                    # x86_64's x32 calls: refused, as other architectures
+OPENAT2 = 437                           # same number on both; its mode is in a struct BPF cannot read
+
+
+@dataclass(frozen=True)
+class ModeCall:
+    number: int
+    mode_arg: int                       # which argument is the mode
+    flags_arg: int | None = None        # open: the mode counts only when creating
+
+
+# The kernel's audit number for each architecture, and its calls that set a
+# mode. aarch64 has only the *at forms.
+SECCOMP_ARCHES = {
+    "x86_64": (0xC000003E, [ModeCall(2, 2, 1), ModeCall(85, 1), ModeCall(90, 1), ModeCall(91, 1),
+                            ModeCall(133, 1), ModeCall(257, 3, 2), ModeCall(259, 2), ModeCall(268, 2),
+                            ModeCall(452, 2)]),       # open creat chmod fchmod mknod openat mknodat fchmodat fchmodat2
+    "aarch64": (0xC00000B7, [ModeCall(33, 2), ModeCall(52, 1), ModeCall(53, 2), ModeCall(56, 3, 2),
+                             ModeCall(452, 2)]),      # mknodat fchmod fchmodat openat fchmodat2
+}
+ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS   # SECCOMP_RET_*
+
+
+def bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    """One struct sock_filter."""
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def load(offset: int) -> bytes:
+    return bpf(0x20, offset)                      # BPF_LD | BPF_W | BPF_ABS from struct seccomp_data
+
+
+def load_low_word_of_arg(index: int) -> bytes:
+    return load(16 + 8 * index)                   # args[] start at 16; modes and flags are 32-bit (little-endian)
+
+
+def jump_if_equal(value: int, skip_if_not: int) -> bytes:
+    return bpf(0x15, value, 0, skip_if_not)       # BPF_JMP | BPF_JEQ | BPF_K
+
+
+def jump_if_any_bit(bits: int, skip_if_none: int, skip_if_some: int = 0) -> bytes:
+    return bpf(0x45, bits, skip_if_some, skip_if_none)   # BPF_JMP | BPF_JSET | BPF_K
+
+
+def give(action: int) -> bytes:
+    return bpf(0x06, action)                      # BPF_RET | BPF_K
+
+
+def refuse_setid_mode(call: ModeCall) -> list[bytes]:
+    """For this call only: EPERM when its mode has a setuid or setgid bit."""
+    check = [load_low_word_of_arg(call.mode_arg), jump_if_any_bit(SETID_BITS, skip_if_none=1), give(EPERM),
+             give(ALLOW)]
+    if call.flags_arg is not None:
+        check = [load_low_word_of_arg(call.flags_arg), jump_if_any_bit(CREATING, skip_if_none=len(check) - 1),
+                 *check]
+    return [jump_if_equal(call.number, skip_if_not=len(check)), *check]
+
+
+def setid_filter(machine: str) -> bytes | None:
+    """The BPF program for this architecture; None for one KeSi does not know."""
+    if machine not in SECCOMP_ARCHES:
+        return None
+    arch, calls = SECCOMP_ARCHES[machine]
+    # seccomp_data.arch: another architecture's calls (i386 through int 0x80) get EPERM.
+    program = [load(4), bpf(0x15, arch, 1, 0), give(EPERM)]     # BPF_JEQ: equal skips the EPERM
+    program += [load(0), jump_if_any_bit(X32_BIT, skip_if_none=1), give(EPERM)]   # seccomp_data.nr
+    for call in calls:
+        program += refuse_setid_mode(call)
+    # openat2 returns ENOSYS: libc falls back to openat, which the filter reads.
+    program += [jump_if_equal(OPENAT2, skip_if_not=1), give(ENOSYS), give(ALLOW)]
+    return b"".join(program)
+
+
+def setid_filter_fd() -> int | None:
+    """A fresh descriptor holding the filter, for one bwrap to read (it reads
+    from the offset, so descriptors are never shared between commands)."""
+    program = setid_filter(platform.machine())
+    if program is None:
+        return None
+    fd = os.memfd_create("kesi-setid-filter", os.MFD_CLOEXEC)
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+@contextlib.contextmanager
+def command_start(command: str, background: bool = False, escalation: str | None = None):
+    """(argv, descriptors to pass) for one command; the filter's descriptor is
+    closed once the with-block (starting the command) is done."""
+    bubblewrap = escalation != "unsandboxed" and sandbox_kind() == "bubblewrap"
+    fd = setid_filter_fd() if bubblewrap else None
+    try:
+        argv = shell_argv(command, background, escalation, filter_fd=fd)
+        yield argv, shared_network_fds() + (() if fd is None else (fd,))
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 # The pid namespace ends when its first process does, killing all the rest at
@@ -4262,9 +4398,9 @@ def run_command(command, timeout=None, run_in_background=False):
     blocked_before = len(NETWORK_BLOCKED)
     git_before = git_control_snapshot()    # before the command starts: it cannot win a race
     try:
-        proc = subprocess.Popen(shell_argv(command, escalation=escalation), cwd=BASE_DIR, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, pass_fds=shared_network_fds(),
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        with command_start(command, escalation=escalation) as (argv, fds):
+            proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    pass_fds=fds, stderr=subprocess.STDOUT, start_new_session=True)
     except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
         return f"Error: could not start the command: {exc}", True
     captured, overflow = HeadAndTail(MAX_OUTPUT_BYTES // 2), threading.Event()
@@ -4433,9 +4569,10 @@ def start_background_task(command: str) -> tuple[str, bool]:
     make_cache_folder()
     write_audit_entry(None)
     try:
-        proc = subprocess.Popen(shell_argv(command, background=True), cwd=BASE_DIR, env=command_environment(),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                pass_fds=shared_network_fds(), start_new_session=True)
+        with command_start(command, background=True) as (argv, fds):
+            proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=fds,
+                                    start_new_session=True)
     except (OSError, ValueError) as exc:
         return f"Error: could not start the command: {exc}", True
     if not BACKGROUND_TASKS:

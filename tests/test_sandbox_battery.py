@@ -7,10 +7,14 @@ Every attempt is counted; the battery reports how many leaked and must
 report 0. Markers are unique per run, and "is it still alive" is answered
 from /proc by that marker, never by a process name.
 """
+import glob
+import io
 import os
 import socket
+import stat
 import subprocess
 import sys
+import tarfile
 import tempfile
 import uuid
 from pathlib import Path
@@ -687,3 +691,113 @@ def remove_deep_chain(top: Path) -> None:
         os.rmdir("d", dir_fd=chain[-1])
     os.close(fd)
     os.rmdir(top)
+
+
+# --- class 4: no setuid or setgid file can be planted (KeSi as root) --------------------
+# As root, the command's uid 0 is the real root: a setuid file it leaves in the
+# workspace would run as root for any local user, outside the sandbox.
+
+def setuid_system_file() -> str | None:
+    """A setuid file the system ships, for cp -p to copy."""
+    for path in ("/usr/bin/passwd", "/usr/bin/su", "/usr/bin/mount", "/bin/su"):
+        if os.path.isfile(path) and os.stat(path).st_mode & stat.S_ISUID:
+            return path
+    return None
+
+
+def setid_tar(workspace: Path) -> None:
+    """x.tar, made outside, holding one setuid and one setgid program."""
+    with tarfile.open(workspace / "x.tar", "w") as archive:
+        for name, mode in (("suid", 0o4755), ("sgid", 0o2755)):
+            entry = tarfile.TarInfo(name)
+            entry.mode, entry.size = mode, 3
+            archive.addfile(entry, io.BytesIO(b"#!\n"))
+
+
+PY = "python3 -c 'import os, stat; {}'"
+SETID_PLANTS = {
+    "chmod u+s": "cp /bin/true f && chmod u+s f",
+    "chmod g+s": "cp /bin/true f && chmod g+s f",
+    "chmod 4755": "cp /bin/true f && chmod 4755 f",
+    "chmod 6755 later in a script": "cp /bin/true f; sh -c 'chmod 6755 f'",
+    "os.chmod": PY.format("open(\"f\", \"w\").close(); os.chmod(\"f\", 0o4755)"),
+    "os.fchmod": PY.format("fd = os.open(\"f\", os.O_CREAT | os.O_WRONLY, 0o755); os.fchmod(fd, 0o4755)"),
+    "os.open O_CREAT 4755": PY.format("os.open(\"f\", os.O_CREAT | os.O_WRONLY, 0o4755)"),
+    "os.open O_CREAT 2755": PY.format("os.open(\"f\", os.O_CREAT | os.O_WRONLY, 0o2755)"),
+    "O_TMPFILE 4755, then linked": PY.format(
+        "fd = os.open(\".\", os.O_TMPFILE | os.O_WRONLY, 0o4755); os.link(f\"/proc/self/fd/{fd}\", \"f\")"),
+    "mknod a regular file 4755": PY.format("os.mknod(\"f\", stat.S_IFREG | 0o4755)"),
+    "mknod -m 4755 a fifo": "mknod -m 4755 f p",
+    "install -m 4755": "install -m 4755 /bin/true f",
+    "cp -p of a setuid file": "cp -p {setuid} f",
+    "tar extraction": "tar -xpf x.tar",
+}
+
+
+def setid_files(top: Path) -> list[str]:
+    found = []
+    for root, dirs, files in os.walk(top):
+        for name in dirs + files:
+            mode = os.lstat(os.path.join(root, name)).st_mode
+            if mode & (stat.S_ISUID | stat.S_ISGID):
+                found.append(f"{os.path.join(root, name)} {oct(mode)}")
+    return found
+
+
+@pytest.mark.parametrize("plant", SETID_PLANTS)
+def test_no_setuid_or_setgid_file_can_be_made(box, plant):
+    command = SETID_PLANTS[plant]
+    if "{setuid}" in command:
+        if setuid_system_file() is None:
+            pytest.skip("no setuid file on this system to copy")
+        command = command.format(setuid=setuid_system_file())
+    setid_tar(box)
+    output, failed = sh(command)
+    assert setid_files(box) == [], output
+    assert failed, output
+
+
+def test_a_background_task_cannot_make_a_setuid_file_either(box):
+    kesi.run_command("cp /bin/true f && chmod 4755 f", run_in_background=True)
+    (task,) = kesi.BACKGROUND_TASKS.values()
+    try:
+        assert task.proc.wait(timeout=30) != 0
+        assert setid_files(box) == []
+    finally:
+        kesi.stop_background_tasks()
+        kesi.BACKGROUND_TASKS.clear()
+        for fd in kesi._shared_network:     # later tests get a network of their own again
+            os.close(fd)
+        kesi._shared_network.clear()
+
+
+def test_ordinary_modes_still_work(box):
+    output, failed = sh("printf 'echo ran\\n' > s && chmod +x s && ./s && chmod 755 s && chmod u+x,g-w s && "
+                        "cp -p s s2 && install -m 700 s s3 && mkdir -m 2700 d2 2>/dev/null; "
+                        "python3 -c 'import os; os.chmod(\"s\", 0o750); os.open(\"n\", os.O_CREAT, 0o640)' && "
+                        "stat -c '%n %a' s s2 s3 n")
+    assert not failed, output
+    assert "ran" in output and "s 750" in output and "s2 755" in output and "s3 700" in output, output
+    assert "n 640" in output or "n 600" in output, output     # as the umask leaves it
+
+
+# --- class 4: root's secrets outside home (KeSi as root) --------------------------------
+
+SYSTEM_SECRET_PATHS = ["/etc/shadow", "/etc/gshadow", "/etc/ssh/ssh_host_*_key", "/etc/ssl/private",
+                       "/etc/letsencrypt", "/etc/security/opasswd"]
+
+
+def test_system_secrets_are_unreadable_inside(box):
+    present = [path for pattern in SYSTEM_SECRET_PATHS for path in glob.glob(pattern)]
+    if not present:
+        pytest.skip("none of the secret system paths exists here")
+    for path in present:
+        probe = f"ls -A {path}" if os.path.isdir(path) else f"head -c 1 {path}"
+        output, failed = sh(f"{probe} && echo READ-IT")
+        assert failed and "READ-IT" not in output, (path, output)
+
+
+def test_ordinary_system_files_stay_readable(box):
+    output, failed = sh("head -c 1 /etc/passwd > /dev/null && head -c 1 /etc/hosts > /dev/null && "
+                        "ls /etc/ssl/certs > /dev/null && echo fine")
+    assert not failed and "fine" in output, output
