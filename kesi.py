@@ -1666,7 +1666,7 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
     target ("> out.txt", "2>/dev/null") is moved to the end of its command,
     so the word after it is still seen as the program that runs.
     """
-    segments, words, targets = [], [], []
+    segments, words, targets, heredocs = [], [], [], []
     word, in_word, redirect_next = "", False, False
     i, n = 0, len(command)
 
@@ -1726,9 +1726,23 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
             if word.isdigit():                   # 2>/dev/null: the 2 belongs to the redirection
                 word, in_word = "", False
             end_word()
+            start = i
             while i + 1 < n and command[i + 1] in "<>&|":
                 i += 1
+            if command[start:i + 1] == "<<":     # a here-document (<<< is a here-string)
+                heredoc = heredoc_delimiter(command, i + 1, len(segments))
+                heredocs += [heredoc] if heredoc else []
             redirect_next = True
+        elif c == "\n" and heredocs:             # the bodies start on the next line
+            end_segment()
+            for delimiter, strip_tabs, quoted, owner in heredocs:
+                body, i = heredoc_body(command, i + 1, delimiter, strip_tabs)
+                if quoted:
+                    segments[owner].append(body)
+                else:                            # its $(...) and `...` run here, the rest is text
+                    segments[owner] += [COMMAND_SUBSTITUTION.sub("", body), *COMMAND_SUBSTITUTION.findall(body)]
+                i -= 1
+            heredocs.clear()
         elif c in SEPARATORS:
             end_segment()
         else:
@@ -1736,6 +1750,33 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
         i += 1
     end_segment()
     return segments
+
+
+HEREDOC_WORD = re.compile(r"""-?[ \t]*((?:'[^']*'|"[^"]*"|\\.|[^ \t\n;&|()<>'"\\])+)""")
+COMMAND_SUBSTITUTION = re.compile(r"\$\([^)]*\)?|`[^`]*`?")     # they run in an unquoted body
+
+
+def heredoc_delimiter(command: str, i: int, owner: int) -> tuple[str, bool, bool, int] | None:
+    """(delimiter, strip tabs (<<-), quoted: the body is literal, the segment it feeds)."""
+    match = HEREDOC_WORD.match(command, i)
+    if not match:
+        return None
+    raw = match.group(1)
+    return re.sub(r"""['"\\]""", "", raw), command[i:i + 1] == "-", any(c in raw for c in "'\"\\"), owner
+
+
+def heredoc_body(command: str, i: int, delimiter: str, strip_tabs: bool) -> tuple[str, int]:
+    """The body from i to the delimiter line (or the end, as dash takes it), and where sh reads on."""
+    lines = []
+    while i < len(command):
+        end = command.find("\n", i)
+        end = len(command) if end < 0 else end
+        line = command[i:end].lstrip("\t") if strip_tabs else command[i:end]
+        i = end + 1
+        if line == delimiter:
+            break
+        lines.append(line)
+    return "\n".join(lines), i
 
 
 # --- hard denials: never run, whatever the answer --------------------------------
