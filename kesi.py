@@ -1715,17 +1715,19 @@ def decode_ansi_c(body: str) -> str:
                   one, body, flags=re.DOTALL)
 
 
-def command_segments(command: str) -> list[list[str]] | None:
+def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -> list[list[str]] | None:
     """The simple commands a command line runs, each as its list of words,
     with quotes removed as sh removes them. None if it cannot be read (an
-    unclosed quote: sh refuses to run it too).
+    unclosed quote: sh refuses to run it too). partial: the commands before
+    the unclosed quote instead, as sh reads and runs one line at a time.
+    ansi_c: read $'...' as bash does; dash has no such quote ($ then '...').
 
     Splits on ; & | ( ) and newlines, but not inside quotes: sh -c "ls; rm -rf ~"
     is one command whose argument is looked into later. A redirection's
     target ("> out.txt", "2>/dev/null") is moved to the end of its command,
     so the word after it is still seen as the program that runs.
     """
-    segments, words, targets = [], [], []
+    segments, words, targets, heredocs = [], [], [], []
     word, in_word, redirect_next = "", False, False
     i, n = 0, len(command)
 
@@ -1759,12 +1761,12 @@ def command_segments(command: str) -> list[list[str]] | None:
         elif c == "'":
             close = command.find("'", i + 1)
             if close < 0:
-                return None
+                return segments if partial else None
             word, in_word, i = word + command[i + 1:close], True, close
-        elif c == "$" and command[i + 1:i + 2] == "'":
+        elif c == "$" and command[i + 1:i + 2] == "'" and ansi_c:
             match = re.match(r"\$'((?:[^'\\]|\\.)*)'", command[i:], re.DOTALL)
             if not match:
-                return None
+                return segments if partial else None
             word, in_word, i = word + decode_ansi_c(match.group(1)), True, i + match.end() - 1
         elif c == "$" and command[i + 1:i + 2] == '"':
             pass                                 # $"..." is "..." (a translated string)
@@ -1779,15 +1781,29 @@ def command_segments(command: str) -> list[list[str]] | None:
                 word += command[i]
                 i += 1
             if i >= n:
-                return None
+                return segments if partial else None
             in_word = True
         elif c in REDIRECTS:
             if word.isdigit():                   # 2>/dev/null: the 2 belongs to the redirection
                 word, in_word = "", False
             end_word()
+            start = i
             while i + 1 < n and command[i + 1] in "<>&|":
                 i += 1
+            if command[start:i + 1] == "<<":     # a here-document (<<< is a here-string)
+                heredoc = heredoc_delimiter(command, i + 1, len(segments))
+                heredocs += [heredoc] if heredoc else []
             redirect_next = True
+        elif c == "\n" and heredocs:             # the bodies start on the next line
+            end_segment()
+            for delimiter, strip_tabs, quoted, owner in heredocs:
+                body, i = heredoc_body(command, i + 1, delimiter, strip_tabs)
+                if quoted:
+                    segments[owner].append(body)
+                else:                            # its $(...) and `...` run here, the rest is text
+                    segments[owner] += [COMMAND_SUBSTITUTION.sub("", body), *COMMAND_SUBSTITUTION.findall(body)]
+                i -= 1
+            heredocs.clear()
         elif c in SEPARATORS:
             end_segment()
         else:
@@ -1797,11 +1813,39 @@ def command_segments(command: str) -> list[list[str]] | None:
     return segments
 
 
+HEREDOC_WORD = re.compile(r"""-?[ \t]*((?:'[^']*'|"[^"]*"|\\.|[^ \t\n;&|()<>'"\\])+)""")
+COMMAND_SUBSTITUTION = re.compile(r"\$\([^)]*\)?|`[^`]*`?")     # they run in an unquoted body
+
+
+def heredoc_delimiter(command: str, i: int, owner: int) -> tuple[str, bool, bool, int] | None:
+    """(delimiter, strip tabs (<<-), quoted: the body is literal, the segment it feeds)."""
+    match = HEREDOC_WORD.match(command, i)
+    if not match:
+        return None
+    raw = match.group(1)
+    return re.sub(r"""['"\\]""", "", raw), command[i:i + 1] == "-", any(c in raw for c in "'\"\\"), owner
+
+
+def heredoc_body(command: str, i: int, delimiter: str, strip_tabs: bool) -> tuple[str, int]:
+    """The body from i to the delimiter line (or the end, as dash takes it), and where sh reads on."""
+    lines = []
+    while i < len(command):
+        end = command.find("\n", i)
+        end = len(command) if end < 0 else end
+        line = command[i:end].lstrip("\t") if strip_tabs else command[i:end]
+        i = end + 1
+        if line == delimiter:
+            break
+        lines.append(line)
+    return "\n".join(lines), i
+
+
 # --- hard denials: never run, whatever the answer --------------------------------
 # String matching is advice, not a wall: it stops the obvious spellings of
 # the worst mistakes; the sandbox is what bounds the rest.
 
-BLOCKED_COMMANDS = {"sudo", "su", "doas", "pkexec", "run0", "sudoedit", "sudo-rs", "su-rs", "ksu", "please"}
+BLOCKED_COMMANDS = {"sudo", "su", "doas", "pkexec", "run0", "sudoedit", "sudo-rs", "su-rs", "ksu", "please",
+                    "runuser"}
 REMOVAL_COMMANDS = {"rm", "rmdir", "shred", "srm", "unlink"}
 HOME_TEXT = str(HOME_DIR)
 # The plain spellings of "/" and the home folder; is_root_target also reads
@@ -1998,12 +2042,26 @@ def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) ->
     A cd before a removal is followed: "cd ~ && rm -rf ." empties home.
     cwd: where the command starts (None: the workspace).
     """
-    cwd = cwd or BASE_DIR
-    segments = command_segments(command)
-    if segments is None:
-        return None               # sh will not run an unclosed quote either
     if depth > MAX_NESTING:
         return "it nests commands too deeply to be checked"
+    for segments in shell_readings(command):
+        reason = segments_denial_reason(segments, depth, cwd or BASE_DIR)
+        if reason:
+            return reason
+    return None
+
+
+def shell_readings(command: str) -> list[list[list[str]]]:
+    """The simple commands sh may run, once per way of reading the text: bash
+    decodes $'...', dash does not. Either way the lines before an unclosed
+    quote run: sh reads and runs one complete command at a time."""
+    readings = [command_segments(command, partial=True)]
+    if "$'" in command:
+        readings.append(command_segments(command, ansi_c=False, partial=True))
+    return readings
+
+
+def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> str | None:
     feeds_a_shell = any(program_name(t[0]) in COMMAND_READERS for t in map(unwrap_command, segments) if t)
     previous = None
     for segment in segments:
@@ -2020,16 +2078,88 @@ def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) ->
                     return f"{name} would run with superuser rights"
                 if is_root_removal(words[start:], cwd, is_program=start == 0):
                     return "it would delete the root folder, a system folder or a home folder"
+        for start in range(1 if text_only else len(tokens)):
+            for line in handed_lines(tokens[start:]):
+                reason = hard_denial_reason(line, depth + 1, cwd) if line != UNKNOWN_ALIAS else None
+                if reason:
+                    return reason
         for word in segment:
             # A word that is a command line of its own (sh -c '...', eval "...").
             # A text program's arguments run nothing, except $(...) and `...` in them.
             if text_only and "$(" not in word and "`" not in word:
                 continue
-            if command_segments(word) not in ([[word]], [], None):
+            if command_segments(word, partial=True) not in ([[word]], []):
                 reason = hard_denial_reason(word, depth + 1, cwd)
                 if reason:
                     return reason
     return None
+
+
+# git options whose value git hands to a shell as a command line, by subcommand.
+GIT_COMMAND_OPTIONS = {
+    "rebase": ("-x", "--exec"), "difftool": ("-x", "--extcmd"), "grep": ("-O", "--open-files-in-pager"),
+    "clone": ("-u", "--upload-pack"), "fetch": ("--upload-pack",), "pull": ("--upload-pack",),
+    "ls-remote": ("--upload-pack",), "push": ("--receive-pack", "--exec"),
+    "send-pack": ("--receive-pack", "--exec"), "fetch-pack": ("--upload-pack", "--exec"), "archive": ("--exec",),
+    "filter-branch": ("--env-filter", "--tree-filter", "--index-filter", "--parent-filter", "--msg-filter",
+                      "--commit-filter", "--tag-name-filter"),
+}
+ATTACHED_ONLY = {"-O", "--open-files-in-pager"}       # git grep -O alone uses the default pager
+GIT_COMMAND_ARGUMENTS = {"submodule": "foreach", "bisect": "run"}   # the rest of the line is a command
+IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names, never commands
+
+
+def handed_lines(words: list[str]) -> list[str]:
+    """Command lines a command hands to a shell besides its own arguments:
+    alias values (alias x=sudo, then x id) and what git runs."""
+    name = program_name(words[0]) if words else ""
+    if name == "alias":
+        return [word.partition("=")[2] for word in words[1:] if "=" in word]
+    return git_command_lines(words) if name == "git" else []
+
+
+def git_command_lines(words: list[str]) -> list[str]:
+    """What a git command line runs through a shell: its -c values (core.pager,
+    diff.external), the alias it calls, values of options like rebase -x, and
+    the rest of submodule foreach or bisect run. UNKNOWN_ALIAS stands for a
+    value the environment gives (--config-env)."""
+    rest, config = past_git_options(words[1:])
+    lines = [value.removeprefix("!") for key, value in config.items()
+             if not key.lower().startswith(IDENTITY_KEYS + ("alias.",))]
+    alias = git_alias(words)
+    if alias:
+        lines.append(alias if alias == UNKNOWN_ALIAS else alias[1:] if alias.startswith("!") else "git " + alias)
+    if not rest:
+        return lines
+    after = GIT_COMMAND_ARGUMENTS.get(rest[0])
+    if after in rest[1:]:
+        tail = rest[rest.index(after, 1) + 1:]
+        while tail and tail[0].startswith("-"):    # foreach --recursive --quiet
+            tail = tail[1:]
+        lines.append(" ".join(tail))
+    return lines + option_values(rest[1:], GIT_COMMAND_OPTIONS.get(rest[0], ()))
+
+
+def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
+    """The values given to these options in any spelling: -x cmd, -xcmd, -yx cmd,
+    --exec cmd, --exec=cmd, an abbreviation (--ex=cmd)."""
+    values = []
+    for index, word in enumerate(words):
+        if word == "--":
+            break
+        following = words[index + 1:index + 2]
+        name, has_value, value = word.partition("=")
+        for option in options:
+            if option.startswith("--"):
+                if not (len(name) > 3 and option.startswith(name)):
+                    continue
+            elif re.match(rf"-[A-Za-z]*{option[1]}", word):
+                value = word[word.index(option[1], 1) + 1:]
+                has_value = bool(value)
+            else:
+                continue
+            values += [value] if has_value else [] if option in ATTACHED_ONLY else following
+    return values
 
 
 def git_requires_approval(tokens: list[str]) -> bool:
@@ -2451,6 +2581,7 @@ OPTION_LETTERS = {
 }
 SAME_LETTERS = {"rm": {"R": "r"}, "cp": {"R": "r"}}
 UNKNOWN_ALIAS = "an alias whose value a variable gives"
+GIT_SYNONYMS = {"send-pack": "push"}     # the plumbing git push runs: a rule on push covers it
 
 
 def rule_words(tokens: list[str]) -> list[str]:
@@ -2461,6 +2592,7 @@ def rule_words(tokens: list[str]) -> list[str]:
     words = [program_name(tokens[0]), *tokens[1:]] if tokens else []
     if words[:1] == ["git"]:
         words = ["git", *past_git_options(words[1:])[0]]
+        words[1:2] = [GIT_SYNONYMS.get(words[1], words[1])] if len(words) > 1 else []
     key = " ".join(words[:2]) if words[:1] == ["git"] else words[0] if words else ""
     words = [as_short_option(word, key) for word in words]
     merged = []
@@ -2473,17 +2605,18 @@ def rule_words(tokens: list[str]) -> list[str]:
 
 
 def past_git_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
-    """git's words from its subcommand on, and the aliases its options
-    define ({name: value}; git -c alias.p=push p is git push)."""
-    words, aliases = list(words), {}
+    """git's words from its subcommand on, and the settings its -c and
+    --config-env options give ({key: value}; git -c alias.p=push p is git
+    push). A value --config-env takes from the environment is UNKNOWN_ALIAS."""
+    words, config = list(words), {}
     while words and words[0].startswith("-"):
         option, has_value, value = words.pop(0).partition("=")
         if GIT_GLOBAL_OPTIONS.get(option) and not has_value and words:
             value = words.pop(0)                   # the option's value: -C path, -c key=value
         key, _, setting = value.partition("=")
-        if option in ("-c", "--config-env") and key.lower().startswith("alias."):
-            aliases[key[len("alias."):]] = setting if option == "-c" else UNKNOWN_ALIAS
-    return words, aliases
+        if option in ("-c", "--config-env"):
+            config[key] = setting if option == "-c" else UNKNOWN_ALIAS
+    return words, config
 
 
 def as_short_option(word: str, program: str) -> str:
@@ -2500,22 +2633,41 @@ def as_short_option(word: str, program: str) -> str:
 
 
 def words_match(wanted: list[str], words: list[str], prefix: bool) -> bool:
-    """A rule's words against a command's; a rule's short options match when
-    the command gives at least those (Bash(rm -rf:*) covers rm -rfv), a long
-    option its abbreviation (git reset --har), any word a glob sh expands to it."""
-    if len(words) < len(wanted) or (not prefix and len(words) != len(wanted)):
+    """A rule's words against a command's: the other words in order, the
+    options as a set wherever they stand (git reset HEAD --hard, rm x -rf).
+    A rule's short options match when the command gives at least those
+    (Bash(rm -rf:*) covers rm -rfv), a long option its abbreviation (git
+    reset --har), any word a glob sh expands to it."""
+    rule_args, rule_options = split_options(wanted)
+    args, options = split_options(words)
+    if len(args) < len(rule_args) or (not prefix and (len(args), len(options)) != (len(rule_args), len(rule_options))):
         return False
-    for rule_word, word in zip(wanted, words):
-        clusters = all(re.fullmatch(r"-[A-Za-z]+", w) for w in (rule_word, word))
-        if clusters and prefix:
-            same = set(rule_word[1:]) <= set(word[1:])
-        elif rule_word.startswith("--") and word.startswith("--") and len(word) > 3:
-            same = rule_word.split("=", 1)[0].startswith(word.split("=", 1)[0])
+    return (all(word_matches(rule_word, word, prefix) for rule_word, word in zip(rule_args, args))
+            and all(any(word_matches(rule_word, word, prefix) for word in options) for rule_word in rule_options))
+
+
+def split_options(words: list[str]) -> tuple[list[str], list[str]]:
+    """(the other words, the options), all short letters in one cluster:
+    rm -r x -f gives -fr, as rm reads options after its operands too."""
+    args, options, letters = [], [], set()
+    for index, word in enumerate(words):
+        if word == "--":
+            return args + words[index + 1:], options + (["-" + "".join(sorted(letters))] if letters else [])
+        if re.fullmatch(r"-[A-Za-z]+", word):
+            letters |= set(word[1:])
+        elif word.startswith("-") and len(word) > 1:
+            options.append(word)
         else:
-            same = rule_word == word or (any(c in "*?[" for c in word) and fnmatch.fnmatchcase(rule_word, word))
-        if not same:
-            return False
-    return True
+            args.append(word)
+    return args, options + (["-" + "".join(sorted(letters))] if letters else [])
+
+
+def word_matches(rule_word: str, word: str, prefix: bool) -> bool:
+    if prefix and all(re.fullmatch(r"-[A-Za-z]+", w) for w in (rule_word, word)):
+        return set(rule_word[1:]) <= set(word[1:])
+    if rule_word.startswith("--") and word.startswith("--") and len(word) > 3:
+        return rule_word.split("=", 1)[0].startswith(word.split("=", 1)[0])
+    return rule_word == word or (any(c in "*?[" for c in word) and fnmatch.fnmatchcase(rule_word, word))
 
 
 def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -> bool:
@@ -2524,29 +2676,30 @@ def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -
     starts (timeout 9 git push, xargs git push), and every argument that is a
     command line of its own (sh -c 'git push', eval ...), as hard denials are;
     a git alias is read as what it stands for."""
-    segments = command_segments(command)
-    if not segments or depth > MAX_NESTING:
+    if depth > MAX_NESTING:
         return False
+    return any(segments_run_denied(wanted, prefix, segments, depth) for segments in shell_readings(command))
+
+
+def segments_run_denied(wanted: list[str], prefix: bool, segments: list[list[str]], depth: int) -> bool:
     feeds_a_shell = any(program_name(t[0]) in COMMAND_READERS for t in map(unwrap_command, segments) if t)
     for segment in segments:
         tokens = unwrap_command(segment)
         text_only = bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell
         for start in range(1 if text_only else len(tokens)):      # echo git push runs no git
             words = tokens[start:]
+            for line in handed_lines(words):      # alias values, git -c, rebase -x, submodule foreach
+                if line == UNKNOWN_ALIAS or runs_denied(wanted, prefix, line, depth + 1):
+                    return True   # what it runs cannot be read: the deny rule wins
             alias = git_alias(words) if wanted[:1] == ["git"] else None
-            if alias == UNKNOWN_ALIAS:
-                return True       # what it runs cannot be read: the deny rule wins
-            if alias and alias.startswith("!"):
-                if runs_denied(wanted, prefix, alias[1:], depth + 1):
-                    return True
-            elif alias:
+            if alias and alias != UNKNOWN_ALIAS and not alias.startswith("!"):
                 words = ["git", *split_like_env(alias), *past_git_options(words[1:])[0][1:]]
             if words_match(wanted, rule_words(words), prefix):
                 return True
         for word in tokens:       # a text program's arguments run nothing, but $(...) and `...`
             if text_only and "$(" not in word and "`" not in word:
                 continue
-            if command_segments(word) not in ([[word]], [], None) and runs_denied(wanted, prefix, word, depth + 1):
+            if command_segments(word, partial=True) not in ([[word]], []) and runs_denied(wanted, prefix, word, depth + 1):
                 return True
     return False
 
@@ -2556,7 +2709,8 @@ def git_alias(words: list[str]) -> str | None:
     own -c options, else from git's config (an alias never hides a git command)."""
     if not words or program_name(words[0]) != "git":
         return None
-    rest, aliases = past_git_options(words[1:])
+    rest, config = past_git_options(words[1:])
+    aliases = {key[len("alias."):]: value for key, value in config.items() if key.lower().startswith("alias.")}
     if not rest or rest[0] in git_commands():
         return None
     if rest[0] in aliases:

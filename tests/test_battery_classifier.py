@@ -256,3 +256,84 @@ def test_files_run_later_are_not_written_unasked_even_in_accept_edits(ws, monkey
                                      "diff --recu docs b"])
 def test_more_spellings_that_write_or_follow_links_ask(ws, command):
     assert kesi.classify_command(command)[0] == "ask", command
+
+
+# --- round 4: the third red team's M1 and M2 ----------------------------------------------
+
+MUST_DENY_ROUND_4 = {
+    "aliases": ["alias x=sudo\nx id", "alias x='sudo id'\nx", "alias r='rm -rf ~'\nr", "alias a=ls b='su -'\nb",
+                "command alias x=doas\nx id", "alias x=\"sh -c 'sudo id'\"\nx"],
+    "a later line does not parse": ["sudo id\necho \"", "sudo id\necho '", "rm -rf ~\necho \"", "true\nsudo id\n'",
+                                    "ls\nrm -rf /\necho $'x", "sh -c \"sudo id\necho '\"", "rm -rf ~ <<EOF\n'\nEOF"],
+    "dash has no $'...'": ["echo $'\\'\nsudo id\necho '", "echo $'\\''\nsudo id\n'", "echo $'\\' ; sudo id ; echo '",
+                           "echo $'\\'\nrm -rf ~\necho '"],
+    "runuser and git": ["runuser -u root id", "runuser -l root -c id", "/sbin/runuser root",
+                        "git -c alias.x='!sudo id' x", "git -c alias.x='!rm -rf ~' x", "git -c core.pager='sudo less' log",
+                        "git -c diff.external='sudo id' diff", "git rebase -x 'sudo id' HEAD~1",
+                        "git rebase --exec='rm -rf ~' main", "git submodule foreach sudo id",
+                        "git submodule foreach --recursive 'rm -rf ~'", "git bisect run sudo id",
+                        "git difftool -y -x 'sudo id'", "git grep -O'sudo id' a", "git grep --open-files-in-pager='su -' a",
+                        "git clone --upload-pack='sudo id' src dst", "git fetch --upload-pack 'sudo id' origin",
+                        "timeout 5 git -c alias.x='!sudo id' x", "git filter-branch --tree-filter 'rm -rf ~' HEAD"],
+    "here-documents": ["cat <<EOF\necho '\nEOF\nsudo id\necho '", "cat <<'EOF'\n\"\nEOF\nsudo id\necho \"",
+                       "cat <<EOF\n$(sudo id)\nEOF", "cat <<EOF\n`sudo id`\nEOF", "cat <<EOF; sudo id\nEOF",
+                       "cat <<-EOF\n\t'\n\tEOF\nsudo id", "sh <<EOF\nsudo id\nEOF", "sh <<'EOF'\nrm -rf ~\nEOF",
+                       "xargs rm -rf <<EOF\n/root\nEOF", "cat <<A <<B\n'\nA\n\"\nB\nsudo id"],
+}
+
+
+@pytest.mark.parametrize("command", [c for group in MUST_DENY_ROUND_4.values() for c in group])
+def test_round_4_denied(command):
+    verdict, reason = kesi.classify_command(command)
+    assert verdict == "deny", (command, verdict, reason)
+
+
+@pytest.mark.parametrize("command", [
+    "alias ll='ls -l'", "alias ll='ls -l'\nll", "git grep sudo", "git grep -O sudo", "git rebase -i main",
+    "git submodule foreach git status", "git -c user.name='Su Li' commit -m x", "git log --grep=sudo",
+    "echo 'sudo id'\necho ok", "cat 'notes on sudo'", "git bisect run make test", "cat <<EOF\nhello\nEOF",
+    "cat <<'EOF'\nrun sudo apt install x\nEOF", "cat > notes.md <<'EOF'\nsudo rm -rf / is bad\nEOF",
+    "cat <<-EOF\n\tsu is a command\n\tEOF", "cat <<EOF\n$(date) no sudo here\nEOF\necho ok", "cat <<EOF\n$HOME\nEOF",
+])
+def test_round_4_everyday_commands_are_not_denied(command):
+    assert kesi.classify_command(command)[0] != "deny", command
+
+
+def test_an_interactive_rebase_asks_but_is_not_denied():
+    assert kesi.classify_command("git rebase -i main")[0] == "ask"
+
+
+DENY_RULES_ROUND_4 = ["Bash(git push:*)", "Bash(git reset --hard:*)", "Bash(curl:*)", "Bash(rm -rf:*)"]
+
+
+@pytest.mark.parametrize("command", [
+    "git reset HEAD --hard", "git reset -q --hard", "git reset HEAD~1 --har", "rm build -rf", "rm -r build -f",
+    "git submodule foreach git push", "git submodule foreach 'git push --force'", "git rebase -x 'git push' HEAD",
+    "git rebase --exec='git push' HEAD", "git bisect run git push", "git difftool -y -x 'curl evil'",
+    "git difftool --extcmd='curl evil'", "git grep -O'curl x' a", "git grep --open-files-in-pager='curl x' a",
+    "git clone --upload-pack='curl x' path", "git fetch --upload-pack 'curl evil' origin",
+    "git -c diff.external='curl evil' diff", "git -c alias.x='!curl evil' x", "git -c alias.x='!rm -rf x' x",
+    "git -c core.pager='curl evil' log", "git send-pack origin main", "alias p='git push'\np",
+    "git push\necho \"", "echo $'\\'\ngit push\necho '", "git --config-env=core.pager=VAR log",
+])
+def test_round_4_deny_rules_hold(ws, monkeypatch, command):
+    import json
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(ws / "user-config"))
+    (ws / "user-config" / "kesi").mkdir(parents=True)
+    rules = {"permissions": {"allow": ["Bash(git:*)"], "deny": DENY_RULES_ROUND_4}}
+    (ws / "user-config" / "kesi" / "settings.json").write_text(json.dumps(rules))
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
+    allowed, refusal = kesi.check_permission("run_command", {"command": command})
+    assert not allowed and "deny rule" in refusal, command
+
+
+@pytest.mark.parametrize("command", ["git reset --soft HEAD", "git reset HEAD -q", "git grep curl", "git rebase -i main",
+                                     "git submodule foreach git status", "git -c user.name=curl commit -m x",
+                                     "rm -r build", "git log --grep='git push'", "git push-notes"])
+def test_round_4_deny_rules_do_not_catch_other_commands(ws, monkeypatch, command):
+    import json
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(ws / "user-config"))
+    (ws / "user-config" / "kesi").mkdir(parents=True)
+    (ws / "user-config" / "kesi" / "settings.json").write_text(json.dumps({"permissions": {"deny": DENY_RULES_ROUND_4}}))
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
+    assert kesi.check_permission("run_command", {"command": command}) == (True, None), command
