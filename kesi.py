@@ -55,7 +55,7 @@ import tempfile
 import textwrap
 import threading
 import time
-import typing  # before the SDK's background import: see BackgroundImport
+import typing  # noqa: F401  (before the SDK's background import: see BackgroundImport)
 import unicodedata
 import urllib.parse
 from dataclasses import dataclass, field
