@@ -396,8 +396,11 @@ def trusted_program(name: str) -> str | None:
     workspace (an activated .venv/bin, node_modules/.bin), relative entries
     and the empty one (the current folder). Otherwise a command could plant
     its own `bwrap` there and KeSi would run it, unsandboxed, next time."""
-    folders = [folder for folder in os.environ.get("PATH", os.defpath).split(os.pathsep)
-               if os.path.isabs(folder) and not Path(os.path.realpath(folder)).is_relative_to(BASE_DIR)]
+    folders = []
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        real = os.path.realpath(folder)       # $WS/bin -> /usr/bin: the link could be swapped later
+        if os.path.isabs(folder) and not any(Path(p).is_relative_to(BASE_DIR) for p in (folder, real)):
+            folders.append(real)
     return shutil.which(name, path=os.pathsep.join(folders) or os.defpath)
 
 # Names that file tools never show or touch, at any depth. They are noise
@@ -3716,6 +3719,7 @@ class GitSnapshot:
     # (touch .git/modules/HEAD) to hide a submodule named lfs from the check.
     gitdirs: set[str] = field(default_factory=set)
     repos: list[str] = field(default_factory=list)   # other repositories' .git folders in the work tree
+    index: tuple | None = None    # .git/index as it was: a change may register a planted repository
 
 
 def git_control_snapshot(named: list[str] | None = None, gitdirs: set[str] | None = None,
@@ -3728,7 +3732,8 @@ def git_control_snapshot(named: list[str] | None = None, gitdirs: set[str] | Non
     `.git/config -> ~/.ssh/id_rsa` is not read."""
     learn = gitdirs is None            # before the command: find the git dirs; after: keep those
     snapshot = GitSnapshot(named_work_tree_paths() if named is None else named, {},
-                           set() if gitdirs is None else gitdirs, nested_repositories() if learn else list(repos or []))
+                           set() if gitdirs is None else gitdirs, nested_repositories() if learn else list(repos or []),
+                           index_stamp())
     try:
         base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     except OSError:
@@ -3894,19 +3899,64 @@ FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|lo
 
 def disarm_new_repositories(before: GitSnapshot | None) -> list[str]:
     """Take the planted parts out of the repositories a command created
-    (git init, git clone): returns what was taken out."""
+    (git init, git clone, one behind a `.git` file or link that the index
+    now registers as a submodule, wherever it is): returns what was taken out."""
     known = set(before.repos) if before else set()
     if before and ".git" in before.entries:
         known.add(".git")
     top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
+    found = top + nested_repositories()
+    if top and (before is None or before.index != index_stamp()):
+        found += registered_repositories()
     removed = []
-    for repo in top + nested_repositories():
-        if repo not in known:
+    for repo in dict.fromkeys(found):
+        if repo not in known and not repo.startswith(".git/"):   # under .git: the snapshot's own
             removed += disarm_repository(BASE_DIR / repo, repo)
     return removed
 
 
-def disarm_repository(folder: Path, shown: str) -> list[str]:
+def index_stamp() -> tuple | None:
+    with contextlib.suppress(OSError):
+        info = os.stat(BASE_DIR / ".git" / "index", follow_symlinks=False)
+        return info.st_ino, info.st_size, info.st_mtime_ns
+    return None
+
+
+def registered_repositories() -> list[str]:
+    """The git dirs of the submodules the index registers (mode 160000), as
+    paths in the workspace: `git status` at the top looks into each, with
+    that repository's config. A `.git` file or link is followed."""
+    git = trusted_program("git")
+    try:
+        listed = subprocess.run([git, "ls-files", "--stage", "-z"], cwd=BASE_DIR, capture_output=True, timeout=30,
+                                env={"PATH": os.defpath, **GIT_SAFE_CONFIG}).stdout if git else b""
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    found = []
+    for entry in listed.split(b"\0"):
+        mode, _, rest = entry.partition(b" ")
+        if mode == b"160000":
+            dot_git = BASE_DIR / os.fsdecode(rest.split(b"\t", 1)[-1]) / ".git"
+            folder = git_dir_of(dot_git)
+            if folder is not None and folder.is_relative_to(BASE_DIR) and folder != BASE_DIR:
+                found.append(folder.relative_to(BASE_DIR).as_posix())
+    return found
+
+
+def git_dir_of(dot_git: Path) -> Path | None:
+    """The folder a `.git` folder, link or `gitdir:` file stands for."""
+    try:
+        if dot_git.is_file() and not dot_git.is_symlink():
+            pointer = dot_git.read_text(encoding="utf-8", errors="replace")
+            if not pointer.startswith("gitdir:"):
+                return None
+            return Path(os.path.realpath(dot_git.parent / pointer[len("gitdir:"):].strip()))
+        return Path(os.path.realpath(dot_git)) if dot_git.is_dir() else None
+    except (OSError, ValueError):
+        return None
+
+
+def disarm_repository(folder: Path, shown: str, depth: int = 0) -> list[str]:
     removed = []
     hooks = folder / "hooks"
     with contextlib.suppress(OSError):
@@ -3922,31 +3972,47 @@ def disarm_repository(folder: Path, shown: str) -> list[str]:
         if (folder / name).is_symlink() or (folder / name).exists():
             remove_entry(folder / name)
             removed.append(f"{shown}/{name}")
-    config = folder / "config"
-    if config.is_symlink():
-        config.unlink()
-        removed.append(f"{shown}/config")
-    elif config.is_file():
-        for key in planted_config_keys(config):
-            run_git_config(["--file", str(config), "--unset-all", key])
-            removed.append(f"{shown}/config: {key}")
+    removed += disarm_config(folder / "config", shown)
+    # Its own submodules' and worktrees' git dirs take code from their configs too.
+    for inner in ("modules", "worktrees"):
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(folder / inner):
+                if entry.is_dir(follow_symlinks=False) and depth < MAX_GIT_DEPTH:
+                    removed += disarm_repository(Path(entry.path), f"{shown}/{inner}/{entry.name}", depth + 1)
     return removed
 
 
-def planted_config_keys(config: Path) -> list[str]:
+def disarm_config(config: Path, shown: str) -> list[str]:
+    """Unset what a fresh config never has; a config that cannot be cleaned
+    (a planted config.lock, an unreadable file) is removed as a whole."""
+    if config.is_symlink() or (config.exists() and not config.is_file()):
+        remove_entry(config)
+        return [f"{shown}/config"]
+    if not config.is_file():
+        return []
+    remove_entry(config.with_name("config.lock"))       # git refuses to write while it is there
     listed = run_git_config(["--file", str(config), "--null", "--name-only", "--list"])
-    keys = [os.fsdecode(key) for key in listed.split(b"\0") if key]
-    return [key for key in dict.fromkeys(keys) if not FRESH_CONFIG_KEYS.fullmatch(key.lower())]
+    keys = [os.fsdecode(key) for key in listed.stdout.split(b"\0") if key] if listed else []
+    planted = [key for key in dict.fromkeys(keys) if not FRESH_CONFIG_KEYS.fullmatch(key.lower())]
+    for key in planted:
+        done = run_git_config(["--file", str(config), "--unset-all", key])
+        if done is None or done.returncode != 0:
+            remove_entry(config)
+            return [f"{shown}/config (it could not be cleaned, so it is gone)"]
+    if listed is None or listed.returncode != 0:
+        remove_entry(config)
+        return [f"{shown}/config (git could not read it, so it is gone)"]
+    return [f"{shown}/config: {key}" for key in planted]
 
 
-def run_git_config(args: list[str]) -> bytes:
+def run_git_config(args: list[str]) -> subprocess.CompletedProcess | None:
     """git config on a file alone (no repository, nothing runs)."""
     git = trusted_program("git")
     try:
         return subprocess.run([git, "config", *args], capture_output=True, timeout=10,
-                              env={"PATH": os.defpath}).stdout if git else b""
+                              env={"PATH": os.defpath}) if git else None
     except (OSError, subprocess.TimeoutExpired):
-        return b""
+        return None
 
 
 def remove_entry(path: Path) -> None:

@@ -181,6 +181,17 @@ def test_helpers_planted_on_path_never_run(box, monkeypatch, entry):
     assert not marker.exists(), marker.read_text()
 
 
+def test_a_path_entry_that_links_into_the_system_is_followed_to_its_real_folder(ws, monkeypatch, tmp_path_factory):
+    """$WS/ubin -> /usr/bin passes the check, but a command could swap the
+    link for its own folder later: KeSi keeps the real folder's path."""
+    outside = tmp_path_factory.mktemp("real-bin")
+    (outside / "rg").symlink_to(kesi.RG_PATH or "/bin/true")
+    (ws / "ubin").symlink_to(outside)
+    monkeypatch.setenv("PATH", f"{ws}/ubin:{os.environ['PATH']}")
+    found = kesi.trusted_program("rg")
+    assert found and not found.startswith(str(ws)), found
+
+
 # --- class 1: git persistence ---------------------------------------------------------
 
 PLANTS = [
@@ -518,6 +529,24 @@ NEW_REPOSITORY_PLANTS = {
     "an include": "git init -q fresh && printf '[core]\\n\\tfsmonitor = touch ../PWNED\\n' > inc.cfg && "
                   "git -C fresh config include.path ../../inc.cfg",
     "a commondir": EVIL_GITDIR.format(d="evilgd") + " && git init -q fresh && echo \"$PWD/evilgd\" > fresh/.git/commondir",
+    # the fourth outside pass: git dirs behind a .git file or link, in ignored folders, locked configs
+    "behind a .git file": "git init -q --separate-git-dir=$PWD/gd inner && "
+                          "git -C inner config core.fsmonitor 'touch ../PWNED; false' && "
+                          "git -C inner -c user.name=a -c user.email=a@b commit -q --allow-empty -m a && git add inner",
+    "behind a .git link": "git init -q --bare store && git config --file store/config core.bare false && "
+                          "mkdir inner && ln -s ../store inner/.git && "
+                          "git -C inner config core.fsmonitor 'touch ../PWNED; false' && "
+                          "git -C inner -c user.name=a -c user.email=a@b commit -q --allow-empty -m a && git add inner",
+    "in node_modules": "git init -q node_modules/p && git -C node_modules/p -c user.name=a -c user.email=a@b commit -q --allow-empty -m s && "
+                       "git -C node_modules/p config core.fsmonitor 'touch ../../PWNED; false' && "
+                       "git add node_modules/p && echo y > node_modules/p/f",
+    "with a locked config": "git init -q fresh && git -C fresh config core.fsmonitor 'touch ../PWNED; false' && "
+                            "touch fresh/.git/config.lock",
+    "with a locked config folder": "git init -q fresh && git -C fresh config core.fsmonitor 'touch ../PWNED; false' && "
+                                   "mkdir fresh/.git/config.lock",
+    "a submodule of its own": "git init -q fresh && mkdir -p fresh/.git/modules && "
+                              "git init -q --separate-git-dir=$PWD/fresh/.git/modules/m fresh/m && "
+                              "git -C fresh/m config core.fsmonitor 'touch ../../PWNED; false'",
 }
 
 
@@ -530,8 +559,8 @@ def test_a_repository_a_command_creates_runs_nothing_planted(box, monkeypatch, n
     output, _ = sh(NEW_REPOSITORY_PLANTS[name] + "; echo planted")
     assert "planted" in output and "KeSi put back" in output, output
     later = git_everywhere(box)
-    for repo in ("inner", "fresh"):
-        if (box / repo / ".git").is_dir():
+    for repo in ("inner", "fresh", "fresh/m"):
+        if (box / repo / ".git").exists():
             (box / repo / "a.txt").write_text("x\n")
             later += git(box / repo, "status").stdout + git(box / repo, "add", "a.txt").stderr
             later += git(box / repo, "commit", "-qm", "x").stderr
