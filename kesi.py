@@ -2993,17 +2993,24 @@ def sandbox_environment() -> dict[str, str]:
     return with_command_caches(without_own_venv(env))
 
 
-# A credential inside a value: ?access_token=..., -Dpassword=..., _pwd=1.
-SECRET_IN_VALUE = re.compile(r"\w*(token|passw(or)?d|pwd|secret|api[_-]?key|access[_-]?key)=", re.I)
+# A credential inside a value: ?access_token=..., -Dpassword=..., _pwd=1, ?sig=.
+SECRET_IN_VALUE = re.compile(r"\w*(token|passw(or)?d|pwd|secret|key|auth|sig|signature)=", re.I)
 
 
 def is_harmless_variable(name: str, value: str) -> bool:
     upper = name.upper()
-    if upper in SENSITIVE_ENV_NAMES or URL_USERINFO.search(value) or SECRET_IN_VALUE.search(value):
+    if upper in SENSITIVE_ENV_NAMES or carries_a_credential(value):
         return False
     if upper in SAFE_ENV_NAMES:
         return True
     return upper.startswith(SAFE_ENV_PREFIXES) and not looks_sensitive(upper)
+
+
+def carries_a_credential(value: str) -> bool:
+    """user:pass@ in a URL, a key=value pair named like a secret (also
+    %-encoded), or a token of a format mask_credentials knows (ghp_, sk-ant-, a PEM key)."""
+    plain = urllib.parse.unquote(value)
+    return bool(URL_USERINFO.search(plain) or SECRET_IN_VALUE.search(plain)) or mask_credentials(plain) != plain
 
 
 def looks_sensitive(upper_name: str) -> bool:

@@ -149,7 +149,9 @@ SECRETS = [
 SECRET_URLS = ["UV_EXTRA_INDEX_URL", "GOPROXY", "HTTPS_PROXY", "RUSTUP_DIST_SERVER", "UV_INDEX_URL"]
 SECRET_VALUES = {"PIP_EXTRA_INDEX_URL": "https://pypi.corp/simple?access_token={}",
                  "GRADLE_OPTS": "-Dorg.gradle.project.repoPassword={}", "MAVEN_OPTS": "-Xmx1g -Dpassword={}",
-                 "CONDA_ENVS": "x_pwd={}", "NODE_OPTIONS": "--x --api_key={}"}
+                 "CONDA_ENVS": "x_pwd={}", "NODE_OPTIONS": "--x --api_key={}",
+                 "UV_INDEX": "https://h/simple?auth={}", "NPM_CONFIG_REGISTRY": "https://h/?x%3D1%26token%3D{}",
+                 "GOFLAGS": "-x=ghp_{}aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "PIP_CERT": "https://h/?sig={}"}
 KEPT = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "PYTHONPATH": "/opt/py", "UV_CACHE_DIR": "/opt/uv",
         "CARGO_HOME": "/opt/cargo", "RUSTUP_HOME": "/opt/rustup", "GOPATH": "/opt/go", "JAVA_HOME": "/opt/jdk",
         "NVM_DIR": "/opt/nvm", "npm_config_cache": "/opt/npm", "CONDA_PREFIX": "/opt/conda",
