@@ -3710,11 +3710,15 @@ def nested_repositories() -> list[str]:
     vendor/, a project's own test fixture), relative: git run there later, by
     you, takes hooks and config from them as from the workspace's own."""
     found = []
-    for root, dirs, _ in walk_folders(str(BASE_DIR)):
+    for root, dirs, files in walk_folders(str(BASE_DIR)):
         if ".git" in dirs and root != str(BASE_DIR):
             found.append(Path(root, ".git").relative_to(BASE_DIR).as_posix())
+        elif ".git" in files:            # a `.git` file or link: the git dir it leads to
+            folder = git_dir_of(Path(root, ".git"))
+            if folder is not None and folder.is_relative_to(BASE_DIR) and folder != BASE_DIR:
+                found.append(folder.relative_to(BASE_DIR).as_posix())
         dirs[:] = [d for d in dirs if not is_ignored_name(d)]
-    return found
+    return [repo for repo in dict.fromkeys(found) if repo != ".git" and not repo.startswith(".git/")]
 
 
 @dataclass

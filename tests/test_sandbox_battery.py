@@ -540,6 +540,8 @@ NEW_REPOSITORY_PLANTS = {
     "in node_modules": "git init -q node_modules/p && git -C node_modules/p -c user.name=a -c user.email=a@b commit -q --allow-empty -m s && "
                        "git -C node_modules/p config core.fsmonitor 'touch ../../PWNED; false' && "
                        "git add node_modules/p && echo y > node_modules/p/f",
+    "behind a .git file, not registered": "git init -q --separate-git-dir=$PWD/gd fresh && "
+                                          "git -C fresh config core.fsmonitor 'touch ../PWNED; false'",
     "with a locked config": "git init -q fresh && git -C fresh config core.fsmonitor 'touch ../PWNED; false' && "
                             "touch fresh/.git/config.lock",
     "with a locked config folder": "git init -q fresh && git -C fresh config core.fsmonitor 'touch ../PWNED; false' && "
