@@ -3273,20 +3273,35 @@ def secret_files_below(folders: list[Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
+def read_pointer_file(path: Path) -> str | None:
+    """A small regular file's text (a `.git` file, commondir), or None. Never
+    through a link, and never blocking: a FIFO named .git would hang every
+    later command while KeSi waited for a writer."""
+    try:
+        fd = os.open(path, FILE_FLAGS)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            return handle.read(MAX_CONTROL_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            return None
+
+
 def linked_git_configs(dot_git: Path) -> list[Path]:
     """The configs a `.git` file leads to (`gitdir: ...` of a linked worktree
     or a submodule, and the main repository through its commondir): outside
     the workspace, but still readable there unless in home."""
-    try:
-        pointer = dot_git.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    if dot_git.is_symlink() or not pointer.startswith("gitdir:"):
+    pointer = read_pointer_file(dot_git)
+    if pointer is None or not pointer.startswith("gitdir:"):
         return []
     gitdir = dot_git.parent / pointer[len("gitdir:"):].strip()
     folders = [gitdir]
-    with contextlib.suppress(OSError):
-        folders.append(gitdir / (gitdir / "commondir").read_text(encoding="utf-8", errors="replace").strip())
+    common = read_pointer_file(gitdir / "commondir")
+    if common:
+        folders.append(gitdir / common.strip())
     configs = [Path(os.path.normpath(folder / "config")) for folder in folders]
     return [c for c in dict.fromkeys(configs) if c.is_file() and not c.is_symlink()]
 
@@ -3958,8 +3973,8 @@ def git_dir_of(dot_git: Path) -> Path | None:
     """The folder a `.git` folder, link or `gitdir:` file stands for."""
     try:
         if dot_git.is_file() and not dot_git.is_symlink():
-            pointer = dot_git.read_text(encoding="utf-8", errors="replace")
-            if not pointer.startswith("gitdir:"):
+            pointer = read_pointer_file(dot_git)
+            if pointer is None or not pointer.startswith("gitdir:"):
                 return None
             return Path(os.path.realpath(dot_git.parent / pointer[len("gitdir:"):].strip()))
         return Path(os.path.realpath(dot_git)) if dot_git.is_dir() else None

@@ -192,6 +192,23 @@ def test_a_path_entry_that_links_into_the_system_is_followed_to_its_real_folder(
     assert found and not found.startswith(str(ws)), found
 
 
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+def test_a_fifo_named_like_a_git_file_hangs_nothing(box, monkeypatch, sandbox):
+    """KeSi reads .git files and commondir before every command, outside the
+    sandbox: a FIFO there must not make it wait for a writer."""
+    import threading
+    make_repo(box)
+    (box / "sub").mkdir()
+    os.mkfifo(box / "sub" / ".git")
+    if sandbox == "off":
+        monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)
+    results = []
+    worker = threading.Thread(target=lambda: results.append(sh("echo still-running")), daemon=True)
+    worker.start()
+    worker.join(120)                     # a hang guard, far beyond the command's own time
+    assert results and "still-running" in results[0][0], results
+
+
 # --- class 1: git persistence ---------------------------------------------------------
 
 PLANTS = [
