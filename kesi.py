@@ -3796,8 +3796,7 @@ def named_path_entries(base_fd: int, path: str, gitdirs: set[str], learn: bool, 
                 return
             if not stat.S_ISDIR(info.st_mode):
                 if here == path:
-                    data = read_control_file(fds[-1], name) if info.st_size <= MAX_CONTROL_BYTES else b""
-                    yield here, ("file", data, stat.S_IMODE(info.st_mode), info.st_size)
+                    yield here, file_state(fds[-1], name, info)
                 else:
                     yield here, ("file", b"(not a folder)", 0, 0)
                 return
@@ -3844,11 +3843,16 @@ def control_entries(folder_fd: int, prefix: str, gitdirs: set[str], learn: bool,
             if lines:
                 yield path, ("todo", b"\n".join(sorted(lines)), 0)
         elif in_hooks or name in GIT_CONTROL_NAMES:
-            # The size alone stands for a file too big to be a control file (a
-            # sparse 1 TB "config"): it is never read into memory, and if the
-            # command made it, it is removed like any other new file.
-            data = read_control_file(folder_fd, name) if info.st_size <= MAX_CONTROL_BYTES else b""
-            yield path, ("file", data, stat.S_IMODE(info.st_mode), info.st_size)
+            yield path, file_state(folder_fd, name, info)
+
+
+def file_state(folder_fd: int, name: str, info: os.stat_result) -> tuple:
+    """("file", bytes, mode, size) of one control file. The size alone stands
+    for a file too big to be a control file (a sparse 1 TB "config"): it is
+    never read into memory, and if the command made it, it is removed like
+    any other new file."""
+    data = read_control_file(folder_fd, name) if info.st_size <= MAX_CONTROL_BYTES else b""
+    return "file", data, stat.S_IMODE(info.st_mode), info.st_size
 
 
 # A rebase or cherry-pick in progress keeps its to-do list in .git; an "exec"
