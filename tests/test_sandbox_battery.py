@@ -29,6 +29,21 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAM
            "GIT_COMMITTER_EMAIL": "t@x"}
 
 
+@pytest.fixture(params=["on", "off"])
+def box_or_bare(request, box, monkeypatch):
+    """The same workspace with the sandbox on, and with it off: the checks
+    after each command must hold without the sandbox too."""
+    if request.param == "off":
+        monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)
+    return box
+
+
+def nested_repository(root: Path) -> Path:
+    (root / "vendor" / "lib").mkdir(parents=True)
+    make_repo(root / "vendor" / "lib")
+    return root / "vendor" / "lib"
+
+
 def sh(command: str) -> tuple[str, bool]:
     return kesi.run_command(command, timeout=30)
 
@@ -192,16 +207,14 @@ def test_a_path_entry_that_links_into_the_system_is_followed_to_its_real_folder(
     assert found and not found.startswith(str(ws)), found
 
 
-@pytest.mark.parametrize("sandbox", ["on", "off"])
-def test_a_fifo_named_like_a_git_file_hangs_nothing(box, monkeypatch, sandbox):
+def test_a_fifo_named_like_a_git_file_hangs_nothing(box_or_bare):
+    box = box_or_bare
     """KeSi reads .git files and commondir before every command, outside the
     sandbox: a FIFO there must not make it wait for a writer."""
     import threading
     make_repo(box)
     (box / "sub").mkdir()
     os.mkfifo(box / "sub" / ".git")
-    if sandbox == "off":
-        monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)
     results = []
     worker = threading.Thread(target=lambda: results.append(sh("echo still-running")), daemon=True)
     worker.start()
@@ -412,15 +425,13 @@ NAMED_PLANTS = {
 }
 
 
-@pytest.mark.parametrize("sandbox", ["on", "off"])
 @pytest.mark.parametrize("name", NAMED_PLANTS)
-def test_what_git_config_names_is_guarded_wherever_it_is(box, monkeypatch, name, sandbox):
+def test_what_git_config_names_is_guarded_wherever_it_is(box_or_bare, monkeypatch, name):
+    box = box_or_bare
     make_repo(box)
     monkeypatch.setenv("HOME", str(box.parent))        # ~/<workspace>/.hooks is in the workspace
     prepare, plant = NAMED_PLANTS[name]
     prepare(box)
-    if sandbox == "off":
-        monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)
     output, _ = sh(plant + "; echo planted")
     later = git_everywhere(box)
     assert "planted" in output and not pwned(box, box.parent), (output, later)
@@ -509,14 +520,11 @@ NESTED_PLANTS = [
 ]
 
 
-@pytest.mark.parametrize("sandbox", ["on", "off"])
 @pytest.mark.parametrize("plant", NESTED_PLANTS)
-def test_a_nested_repository_runs_nothing_planted(box, monkeypatch, plant, sandbox):
+def test_a_nested_repository_runs_nothing_planted(box_or_bare, plant):
+    box = box_or_bare
     make_repo(box)
-    (box / "vendor" / "lib").mkdir(parents=True)
-    make_repo(box / "vendor" / "lib")
-    if sandbox == "off":
-        monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)
+    nested_repository(box)
     output, _ = sh(plant + "; echo planted")
     later = git_everywhere(box / "vendor" / "lib")
     assert "planted" in output and not pwned(box), (output, later)
@@ -524,8 +532,7 @@ def test_a_nested_repository_runs_nothing_planted(box, monkeypatch, plant, sandb
 
 def test_a_nested_repository_removed_or_made_stays_as_the_command_left_it(box, monkeypatch):
     make_repo(box)
-    (box / "vendor" / "lib").mkdir(parents=True)
-    make_repo(box / "vendor" / "lib")
+    nested_repository(box)
     output, failed = sh("git init -q vendor/fresh && echo made")
     assert not failed and "made" in output and (box / "vendor" / "fresh" / ".git" / "HEAD").is_file(), output
     # Inside the sandbox its masked config cannot be removed; without it, all of it can.
@@ -569,12 +576,10 @@ NEW_REPOSITORY_PLANTS = {
 }
 
 
-@pytest.mark.parametrize("sandbox", ["on", "off"])
 @pytest.mark.parametrize("name", NEW_REPOSITORY_PLANTS)
-def test_a_repository_a_command_creates_runs_nothing_planted(box, monkeypatch, name, sandbox):
+def test_a_repository_a_command_creates_runs_nothing_planted(box_or_bare, name):
+    box = box_or_bare
     make_repo(box)
-    if sandbox == "off":
-        monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)
     output, _ = sh(NEW_REPOSITORY_PLANTS[name] + "; echo planted")
     assert "planted" in output and "KeSi put back" in output, output
     later = git_everywhere(box)
