@@ -4123,6 +4123,7 @@ PROXY_PORT = 3128                     # as written in HTTP_PROXY; the forwarder 
 PROXY_SOCKET_INSIDE = "/run/kesi/proxy.sock"
 MAX_REQUEST_HEAD = 65536
 PROXY_CONNECT_TIMEOUT = 10
+MAX_PROXY_CONNECTIONS = 64            # open at once per session: uv downloads 50 at a time
 HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")
 HOST_ENTRY = re.compile(r"(\*|(?:\*\.)?[a-z0-9_.-]+|\[[0-9a-f:.]+\])(?::(\d{1,5}))?")
 HEADER_LINE = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*")    # no folding, no bare CR/LF
@@ -4222,23 +4223,45 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
     except (OSError, UnicodeError) as exc:
         return [], f"its name could not be resolved ({exc})"
     addresses = list(dict.fromkeys(info[4][0] for info in found))
-    remote = [a for a in addresses if not is_local_network(a)]
+    remote = [a for a in addresses if not is_off_limits(a)]
     if not remote:
-        return [], "it resolves only to addresses of this machine or a private network"
+        return [], "it resolves only to this machine or to addresses not reachable on the internet"
     return remote, None
 
 
-# This machine, its private networks and link-local services (cloud metadata
-# at 169.254.169.254): what a name on the allowlist must never lead to.
-LOCAL_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
-    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
-    "192.168.0.0/16", "224.0.0.0/3", "::/127", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8"))
+# What a name on the allowlist must never lead to: this machine (any interface, public addresses too: asked
+# of the kernel at every connection, so a new interface counts at once) and what the IANA special-purpose
+# registries mark not globally reachable: private networks, link-local (cloud metadata at 169.254.169.254),
+# 198.18.0.0/15 and the rest. is_global follows the registries; these it misses in some Python versions.
+NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
+    "192.0.0.0/24", "192.88.99.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16"))
+CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96"))   # IPv4-compatible, NAT64
 
 
-def is_local_network(address: str) -> bool:
+def is_off_limits(address: str) -> bool:
     ip = ipaddress.ip_address(address.split("%")[0])
-    ip = getattr(ip, "ipv4_mapped", None) or ip       # ::ffff:127.0.0.1 is 127.0.0.1
-    return any(ip in network for network in LOCAL_NETWORKS if network.version == ip.version)
+    return any(not a.is_global or a.is_multicast or any(a in n for n in NOT_GLOBAL if n.version == a.version)
+               or is_this_machine(a) for a in carried_addresses(ip))
+
+
+def carried_addresses(ip) -> list:
+    """ip, and each IPv4 address its IPv6 spelling leads to (mapped, compatible, 6to4, Teredo, NAT64)."""
+    if ip.version == 4:
+        return [ip]
+    carried = [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())]
+    carried += [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) for n in CARRIES_IPV4 if ip in n]
+    return [ip, *filter(None, carried)]
+
+
+def is_this_machine(ip) -> bool:
+    """Only an address of this machine (or a local route) can be bound; any error but 'not available' counts
+    as local (so net.ipv4.ip_nonlocal_bind=1 refuses every address rather than none)."""
+    try:
+        with socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET) as probe:
+            probe.bind((str(ip), 0))
+        return True
+    except OSError as exc:
+        return exc.errno not in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT)
 
 
 @dataclass(frozen=True)
@@ -4346,7 +4369,7 @@ def refuse_host(client, request: ProxyRequest, reason: str) -> None:
 
 def send_proxy_error(client, status: int, text: str) -> None:
     body = (text + "\n").encode()
-    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway", 503: "Service Unavailable"}[status]
     client.sendall(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
 
@@ -4379,8 +4402,27 @@ def relay(source, target) -> None:
 
 
 class QuietServer:
-    """A failed connection is the client's problem: nothing is printed over KeSi's screen."""
+    """A failed connection is the client's problem: nothing is printed over KeSi's screen. At most
+    MAX_PROXY_CONNECTIONS at once (two threads each); one more is answered 503 at once, without a thread."""
     daemon_threads = True
+
+    def __init__(self, *args):
+        self.slots = threading.BoundedSemaphore(MAX_PROXY_CONNECTIONS)
+        super().__init__(*args)
+
+    def process_request(self, request, client_address):
+        if self.slots.acquire(blocking=False):
+            return super().process_request(request, client_address)
+        with contextlib.suppress(OSError):
+            send_proxy_error(request, 503, f"KeSi's proxy already has {MAX_PROXY_CONNECTIONS} connections open "
+                             "for this session, its limit. Close some, or wait for them to end, and try again.")
+        self.shutdown_request(request)
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def handle_error(self, request, client_address):
         pass
