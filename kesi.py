@@ -2990,7 +2990,7 @@ def sandbox_environment() -> dict[str, str]:
     if "PYENV_DIR" in env:
         env["PYENV_DIR"] = str(BASE_DIR)
     env.update(git_identity_environment())
-    return with_command_caches(without_own_venv(env))
+    return without_own_venv(env)
 
 
 # A credential inside a value: ?access_token=..., -Dpassword=..., _pwd=1, ?sig=.
@@ -4475,8 +4475,10 @@ def proxy_port(escalation: str | None = None) -> int | None:
 
 
 def command_environment(escalation: str | None = None) -> dict[str, str]:
-    """sandbox_environment, plus the proxy variables when the command uses it."""
+    """sandbox_environment, plus the sandbox's caches and the proxy variables when the command uses them.
+    An unsandboxed command never gets a cache sandboxed commands can write (a planted cargo config runs)."""
     env, port = sandbox_environment(), proxy_port(escalation)
+    env = env if escalation == "unsandboxed" else with_command_caches(env)
     if port:
         env.update(proxy_environment(port))
     return env

@@ -6,6 +6,7 @@ Nothing here needs the network: packages come from wheels the tests build
 (pytest's are packed from this environment's own copy), read from a folder
 or from a local index that sandboxed commands reach through KeSi's proxy.
 """
+import io
 import json
 import os
 import shutil
@@ -69,13 +70,34 @@ def test_cache_variables_name_the_project_but_keep_the_users_own_choice(box, mon
     monkeypatch.delenv("UV_CACHE_DIR", raising=False)
     monkeypatch.delenv("CARGO_HOME", raising=False)
     monkeypatch.setenv("NPM_CONFIG_CACHE", str(box / "my-npm-cache"))
-    env = kesi.sandbox_environment()
+    env = kesi.command_environment()
     cache = box / ".kesi" / "cache"
     assert env["UV_CACHE_DIR"] == str(cache / "uv") and env["XDG_CACHE_HOME"] == str(cache)
     assert env["CARGO_HOME"] == str(cache / "cargo")
     assert env["NPM_CONFIG_CACHE"] == str(box / "my-npm-cache") and "npm_config_cache" not in env
     with sandbox_forced(None):       # unsandboxed, the user's own caches are theirs to use
-        assert "UV_CACHE_DIR" not in kesi.sandbox_environment()
+        assert "UV_CACHE_DIR" not in kesi.command_environment()
+
+
+@pytest.mark.parametrize("how", ["u", "ua", "--escalate unsandboxed"])
+def test_an_unsandboxed_command_never_sees_the_sandboxs_caches(box, monkeypatch, how):
+    """A sandboxed command can write .kesi/cache: a cargo config planted there (a rustc-wrapper) ran as
+    the user when a later escalated cargo build found CARGO_HOME pointing at it (issue 25, class 4)."""
+    for name in kesi.CACHE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(kesi, "UI", io.StringIO())
+    output, failed = sh("mkdir -p \"$CARGO_HOME\" && echo '[build]' > \"$CARGO_HOME/config.toml\" && env")
+    assert not failed and f"CARGO_HOME={box}/.kesi/cache/cargo" in output, output
+    command = "env; echo end"
+    if how == "--escalate unsandboxed":
+        kesi.set_headless_escalation("unsandboxed")
+    else:
+        kesi.grant_escalation(command, kesi.Escalate("unsandboxed", how == "ua"))
+    for _ in range(2 if how == "ua" else 1):
+        output, failed = sh(command)
+        assert not failed and "\nend\n" in output, output
+        assert ".kesi/cache" not in output and "XDG_CACHE_HOME" not in output, output
+        assert not {line.split("=")[0] for line in output.splitlines()} & set(kesi.CACHE_VARIABLES), output
 
 
 def test_home_stays_read_only_and_the_users_cache_unwritten(box):
@@ -187,7 +209,7 @@ def test_the_macos_profile_has_the_same_policy_as_text(ws):
     profile lets commands write; home is not writable; a background task may
     not write .git at all."""
     with sandbox_forced("seatbelt"):
-        env = kesi.sandbox_environment()
+        env = kesi.command_environment()
         foreground, params = kesi.sandbox_spec()
         background, _ = kesi.sandbox_spec(background=True)
         argv = kesi.shell_argv("npm run dev", background=True)
