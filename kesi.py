@@ -4842,6 +4842,7 @@ class BackgroundTask:
     reader: threading.Thread
     started: float = field(default_factory=time.time)
     shown: int = 0                     # bytes of output already handed to the model
+    decision: str = ""                 # who allowed it (see note_approval)
 
     def state(self) -> str:
         code = self.proc.poll()
@@ -4874,9 +4875,10 @@ def start_background_task(command: str) -> tuple[str, bool]:
     output = RecentOutput(MAX_TASK_OUTPUT_BYTES)
     reader = threading.Thread(target=drain_output, args=(proc.stdout, output, sys.maxsize), daemon=True)
     reader.start()
-    task = BackgroundTask(max(BACKGROUND_TASKS, default=0) + 1, command, proc, output, reader)
+    task = BackgroundTask(max(BACKGROUND_TASKS, default=0) + 1, command, proc, output, reader,
+                          decision=approval_of(command, True))
     BACKGROUND_TASKS[task.id] = task
-    audit_command(command, approval_of(command, True), task.started, None, None, "", background_task=task.id)
+    audit_command(command, task.decision, task.started, None, None, "", background_task=task.id)
     text = (f"Started background task {task.id}; it keeps running. background_output(id={task.id}) shows what "
             f"it prints, background_stop(id={task.id}) ends it; KeSi stops it when it exits.")
     if shared:
@@ -4940,10 +4942,11 @@ def log_task_end(task: BackgroundTask, how: str) -> None:
                   mask_credentials(data.decode("utf-8", errors="replace")), background_task=task.id)
 
 
-def stop_background_tasks() -> None:
-    """TERM every running task's process group, give them all one grace
+def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> None:
+    """TERM every running task's process group (or those of tasks), give them all one grace
     period together, then KILL what is left."""
-    running = [task.proc for task in BACKGROUND_TASKS.values() if task.proc.poll() is None]
+    tasks = BACKGROUND_TASKS.values() if tasks is None else tasks
+    running = [task.proc for task in tasks if task.proc.poll() is None]
     for proc in running:
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -4956,7 +4959,26 @@ def stop_background_tasks() -> None:
             proc.wait(timeout=5)
     for task in BACKGROUND_TASKS.values():
         if task.proc in running:
-            log_task_end(task, "stopped when KeSi exited")
+            log_task_end(task, how)
+
+
+def stop_tasks_beyond_permission(revoked: bool = False) -> None:
+    """Permission shrank (/mode, /revoke): stop the running tasks it no longer allows, and say so."""
+    gone = [t for t in BACKGROUND_TASKS.values() if t.proc.poll() is None and not still_allowed(t, revoked)]
+    stop_background_tasks(gone, "stopped: the person took permission back")
+    for task in gone:
+        ui(f"  (stopped background task {task.id}, {visible(shorten(task.command, 60))}: permission mode "
+           f"{PERMISSION_MODE}{' and /revoke' if revoked else ''} no longer allow it)")
+
+
+def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
+    """Read-only commands run in every mode; one the person allowed once, until /revoke or readOnly;
+    the rest only while a rule, a session grant or the mode still allows them without asking."""
+    verdict, _ = classify_command(task.command)
+    if verdict == "allow" or PERMISSION_MODE == "readOnly":
+        return verdict == "allow"
+    by_person = task.decision.startswith(("allowed by the person", "not checked"))
+    return (by_person and not revoked) or allowed_without_asking(verdict, command_key(task.command)) is not None
 
 
 # --- the audit trail ---------------------------------------------------------------
@@ -6879,10 +6901,12 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         GRANTED_WRITES.clear()
         GRANTED_ESCALATIONS.clear()
         ui("  (all session permissions revoked)")
+        stop_tasks_beyond_permission(revoked=True)
     elif name == "/mode":
         if argument in PERMISSION_MODES:
             PERMISSION_MODE = argument
             ui(f"  permission mode: {argument} ({PERMISSION_MODES[argument]})")
+            stop_tasks_beyond_permission()
         else:
             if argument:
                 ui(f"  Unknown mode {visible(argument)}.")
