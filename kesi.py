@@ -34,6 +34,7 @@ import fnmatch
 import functools
 import glob
 import hashlib
+import hmac
 import importlib
 import inspect
 import ipaddress
@@ -605,19 +606,12 @@ def open_folder(entry: JailEntry) -> int:
 
 
 # --- KeSi's own folder, .kesi/ ------------------------------------------------
-# Sessions, prompt history, the audit log and the sandbox's caches live here,
-# always written through descriptors of it (see kesi_folder).
+# The sandbox's caches live here, always made through descriptors of it (see kesi_folder).
 
 def kesi_folder(*names: str, create: bool = True) -> int:
-    """An open descriptor of .kesi/ in the project, or of a folder inside it
-    ('sessions'), made as needed; the caller closes it.
-
-    A command can plant symlinks here (.kesi/sessions -> ~/.bashrc.d) to make
-    KeSi write into the home folder. So each part is opened relative to the
-    one before with O_NOFOLLOW, and every file is then created relative to
-    the descriptor: a link anywhere is refused with an OSError, nothing is
-    written through it.
-    """
+    """An open descriptor of .kesi/ in the project, or of a folder inside it ('cache'), made as needed; the
+    caller closes it. A command can plant links here (.kesi/cache -> ~/.bashrc.d): each part is opened
+    relative to the one before with O_NOFOLLOW, so a link anywhere is an OSError, never written through."""
     fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
         for depth, name in enumerate((".kesi", *names)):
@@ -642,14 +636,96 @@ def kesi_folder(*names: str, create: bool = True) -> int:
 
 
 def write_kesi_gitignore(kesi_fd: int) -> None:
-    """A .gitignore of its own, so sessions and prompt history never show up
-    in git status. O_EXCL: an existing one (or a planted link) is left alone."""
+    """A .gitignore of its own, so the caches never show up in git status.
+    O_EXCL: an existing one (or a planted link) is left alone."""
     try:
         fd = os.open(".gitignore", NEW_FILE_FLAGS, 0o644, dir_fd=kesi_fd)
     except FileExistsError:
         return
     with os.fdopen(fd, "w") as f:
-        f.write("# written by KeSi: its sessions and prompt history stay out of git\n*\n")
+        f.write("# written by KeSi: its caches stay out of git\n*\n")
+
+
+# --- KeSi's records: sessions, prompt history, the audit log -------------------
+# They hold what the person typed and what commands printed, so they live outside the workspace, per project,
+# under $XDG_STATE_HOME/kesi (~/.local/state/kesi), a folder the sandbox hides: no command can read or plant
+# them, whether they exist yet or not. Every line carries an HMAC under a key only there (records.key, 0600),
+# so a line KeSi did not write is refused. One writer and one reader, with one rule for where a line ends.
+RECORD_BREAKS = re.compile("[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")     # str.splitlines ends lines there too
+
+
+def records_root() -> Path:
+    state = Path(os.environ.get("XDG_STATE_HOME") or HOME_DIR / ".local" / "state")
+    if not state.is_absolute() or state.resolve().is_relative_to(BASE_DIR):
+        state = HOME_DIR / ".local" / "state"        # never in the workspace, which commands can write
+    return state / "kesi"
+
+
+def records_folder(*names: str) -> Path:
+    """This project's records folder, or one inside it (append_records makes them)."""
+    slug = re.sub(r"[^\w.-]", "-", str(BASE_DIR), flags=re.ASCII)[-60:]
+    return records_root().joinpath("projects", f"{slug}-{hashlib.sha256(bytes(BASE_DIR)).hexdigest()[:10]}", *names)
+
+
+def record_key() -> bytes:
+    """The user's key for KeSi's records, made once: linked into place whole, so two KeSis agree on it."""
+    path = records_root() / "records.key"
+    if not path.exists():
+        os.makedirs(path.parent, 0o700, exist_ok=True)
+        draft = path.with_name(f".records.key.{os.getpid()}")
+        fd = os.open(draft, NEW_FILE_FLAGS, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(os.urandom(32).hex())
+        with contextlib.suppress(FileExistsError):
+            os.link(draft, path)
+        os.unlink(draft)
+    with os.fdopen(os.open(path, FILE_FLAGS)) as f:
+        try:
+            return bytes.fromhex(f.read(200))
+        except ValueError:
+            raise OSError(f"{path} is not a KeSi key; remove it and KeSi makes a new one") from None
+
+
+def record_lines(path: Path, entries: list) -> bytes:
+    """Lines for a record file: line breaks of any reader's kind escaped, an HMAC of file name and line first."""
+    key, lines = record_key(), []
+    for entry in entries:
+        text = RECORD_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(entry, ensure_ascii=False, default=str))
+        data = text.encode("utf-8", errors="backslashreplace")
+        lines.append(record_mac(key, path.name, data) + b" " + data + b"\n")
+    return b"".join(lines)
+
+
+def record_mac(key: bytes, name: str, data: bytes) -> bytes:
+    return hmac.new(key, name.encode() + b"\0" + data, "sha256").hexdigest().encode()
+
+
+def append_records(path: Path, entries: list) -> None:
+    """Raises OSError."""
+    data = record_lines(path, entries)
+    os.makedirs(path.parent, 0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "ab") as f:
+        f.write(data)
+
+
+def read_records(path: Path, last_bytes: int | None = None) -> tuple[list[str], list[int]]:
+    """The JSON text of every line KeSi signed, and the numbers of the lines it did not (wrong or no HMAC).
+    Lines end at \\n only, the one break record_lines leaves; from the last bytes, the first part-line is
+    dropped. Raises OSError."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        f.seek(max(size - (last_bytes or size), 0))
+        lines = f.read().split(b"\n")[1 if last_bytes and size > last_bytes else 0:]
+    key, signed, forged = record_key(), [], []
+    for number, line in enumerate(lines[:-1] if lines[-1] == b"" else lines, start=1):
+        mac, _, data = line.partition(b" ")
+        if hmac.compare_digest(mac, record_mac(key, path.name, data)):
+            signed.append(data.decode("utf-8"))
+        else:
+            forged.append(number)
+    return signed, forged
+
 
 # ============================================================================
 # 3. File tools: read_file, list_files, glob, edit_file, write_file
@@ -3128,7 +3204,7 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
     Later rules win, so the secret rule comes last.
     """
     tools = toolchain_dirs()
-    params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)),
+    params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)), ("RECORDS_DIR", str(records_root())),
               ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
     params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
     secrets = toolchain_secrets()
@@ -3152,10 +3228,7 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
         # A background task may run while the user runs git: it may not write .git at all.
         *(['(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'] if background else []),
-        # KeSi's records of earlier commands and their output (see audit_log_pin).
-        '(deny file-read* file-write* (literal (string-append (param "BASE_DIR") "/.kesi/audit.jsonl")) '
-        '(subpath (string-append (param "BASE_DIR") "/.kesi/sessions")) '
-        '(literal (string-append (param "BASE_DIR") "/.kesi/prompt-history")))',
+        '(deny file-read* file-write* (subpath (param "RECORDS_DIR")))',     # KeSi's records (see records_root)
         '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/(.*/)?{SECRET_PATH.replace(chr(92), chr(92) * 2)}(/|$)")))',
     ])
@@ -3344,7 +3417,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
         argv += ["--ro-bind", denied["dir"] if os.path.isdir(path) else denied["file"], path]
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
-    pins = git_pins(read_only=background) + audit_log_pin()
+    pins = git_pins(read_only=background)
     for pointer in git_pointers:
         pins += ["--ro-bind", str(pointer), str(pointer)]
     argv += anchored_folders(pins[2::3]) + pins
@@ -3498,8 +3571,10 @@ GRACE_WRAPPER = ('"$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
 
 
 def hidden_folders() -> list[str]:
-    """The home folders and socket folders bwrap covers with an empty tmpfs."""
-    return [d for d in dict.fromkeys([str(HOME_DIR), "/home", "/root", *runtime_dirs()]) if os.path.isdir(d)]
+    """The home folders, socket folders and KeSi's records (wherever XDG_STATE_HOME puts them), which bwrap
+    covers with an empty tmpfs."""
+    hidden = [str(HOME_DIR), "/home", "/root", *runtime_dirs(), str(records_root())]
+    return [d for d in dict.fromkeys(hidden) if os.path.isdir(d)]
 
 
 def hidden_folders_read_only() -> list[str]:
@@ -4686,7 +4761,8 @@ def run_command(command, timeout=None, run_in_background=False):
     limit = min(limit, COMMAND_TIMEOUT)
     decision, started = approval_of(command, False), time.time()
     make_cache_folder()
-    write_audit_entry(None)
+    with contextlib.suppress(OSError):
+        os.makedirs(records_root(), 0o700, exist_ok=True)    # before any command: bwrap hides what exists
     escalation = escalation_for(command)
     env = command_environment(escalation)
     blocked_before = len(NETWORK_BLOCKED)
@@ -4862,7 +4938,8 @@ def start_background_task(command: str) -> tuple[str, bool]:
                 "stop one with background_stop first."), True
     shared = start_shared_network()
     make_cache_folder()
-    write_audit_entry(None)
+    with contextlib.suppress(OSError):
+        os.makedirs(records_root(), 0o700, exist_ok=True)    # before any command: bwrap hides what exists
     try:
         with command_start(command, background=True) as (argv, fds):
             proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(), stdin=subprocess.DEVNULL,
@@ -4984,12 +5061,10 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 # --- the audit trail ---------------------------------------------------------------
 # Every command, with who allowed it (or refused it), when it started, how
 # long it ran, its exit code and its output (clipped, credentials masked), is
-# appended to .kesi/audit.jsonl. The journal is compacted and cleared; this
-# file is not, so it answers "what ran here, and who let it?" later. /log
-# shows its end. It is written through the .kesi descriptor, never through a
-# link a command planted, and bwrap mounts it read-only inside the sandbox.
+# appended to audit.jsonl among KeSi's records (see records_folder). The journal is compacted and cleared;
+# this file is not, so it answers "what ran here, and who let it?" later. /log shows its end.
 
-AUDIT_LOG = "audit.jsonl"             # in .kesi/
+AUDIT_LOG = "audit.jsonl"             # among KeSi's records
 AUDIT_OUTPUT_CHARS = 2000             # head and tail of a command's output kept in the log
 _approvals: dict[tuple[str, bool], str] = {}    # (command, background) -> who decided, until it runs
 
@@ -5022,71 +5097,25 @@ def clip_for_audit(text: str) -> str:
     return text if len(text) <= AUDIT_OUTPUT_CHARS else f"{text[:half]}\n(... clipped ...)\n{text[-half:]}"
 
 
-def write_audit_entry(entry: dict | None) -> None:
-    """Append one JSON line to .kesi/audit.jsonl; a failure is said, never
-    raised. None appends nothing: it only makes the file before a command
-    starts, so that the sandbox can hide it from that command."""
-    if entry is not None:
-        entry = {"at": datetime.datetime.now().isoformat(timespec="seconds"), **entry}
-    data = b"" if entry is None else (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", errors="backslashreplace")
+def write_audit_entry(entry: dict) -> None:
+    """Append one line to the audit log; a failure is said, never raised."""
     try:
-        folder_fd = kesi_folder()
-        try:
-            # O_NONBLOCK: a FIFO a command put there must not hang KeSi.
-            fd = os.open(AUDIT_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-                         | os.O_NONBLOCK, 0o600, dir_fd=folder_fd)
-        finally:
-            os.close(folder_fd)
-        with os.fdopen(fd, "ab") as log:
-            if not stat.S_ISREG(os.fstat(log.fileno()).st_mode):
-                raise OSError("the audit log is not a regular file")
-            log.write(data)
+        append_records(records_folder() / AUDIT_LOG, [{"at": datetime.datetime.now().isoformat(timespec="seconds"),
+                                                      **entry}])
     except OSError as exc:
-        ui(f"      (audit log not written: {visible(exc.strerror or exc)}; a command may have put a link "
-           f"in .kesi)")
+        ui(f"      (audit log not written: {visible(exc.strerror or exc)})")
 
 
-def read_audit_entries(limit: int) -> list[dict]:
-    """The last entries of the audit log, oldest first, read without following a link."""
+def read_audit_entries(limit: int) -> tuple[list[dict], int]:
+    """The last entries of the audit log, oldest first, and how many lines KeSi did not write."""
     try:
-        folder_fd = kesi_folder(create=False)
+        lines, forged = read_records(records_folder() / AUDIT_LOG, MAX_AUDIT_READ_BYTES)
     except OSError:
-        return []
-    try:
-        with JailEntry(folder_fd, AUDIT_LOG, BASE_DIR / ".kesi" / AUDIT_LOG, None) as entry:
-            with open_regular_file(entry) as log:
-                size = os.fstat(log.fileno()).st_size
-                log.seek(max(size - MAX_AUDIT_READ_BYTES, 0))
-                lines = log.read().decode("utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-    entries = []
-    for line in lines[-limit:]:
-        with contextlib.suppress(ValueError):
-            entries.append(json.loads(line))
-    return [e for e in entries if isinstance(e, dict)]
+        return [], 0
+    return [entry for entry in map(json.loads, lines[-limit:]) if isinstance(entry, dict)], len(forged)
 
 
 MAX_AUDIT_READ_BYTES = 4_000_000
-
-
-KESI_RECORDS = (AUDIT_LOG, "sessions", "prompt-history")     # in .kesi/: hidden inside the sandbox
-
-
-def audit_log_pin() -> list[str]:
-    """bwrap args that hide KeSi's records inside the sandbox, as a secret is
-    hidden: the audit log, the sessions and the prompt history. A command can
-    neither rewrite the record of the commands before it nor read what they
-    printed (which may hold what an earlier, allowed command read)."""
-    kesi_dir = BASE_DIR / ".kesi"
-    if kesi_dir.is_symlink() or not kesi_dir.is_dir():
-        return []
-    args = []
-    for name in KESI_RECORDS:
-        record = kesi_dir / name
-        if not record.is_symlink() and (record.is_file() or record.is_dir()):
-            args += ["--ro-bind", denied_sources()["dir" if record.is_dir() else "file"], str(record)]
-    return args
 
 
 # ============================================================================
@@ -6524,7 +6553,7 @@ SUB_AGENT = Agent("sub-agent", ("read_file", "list_files", "glob", "grep"), rule
 
 
 # ============================================================================
-# 12. Sessions: the journal saved as JSONL under the project
+# 12. Sessions: the journal saved as JSONL among KeSi's records (see records_folder)
 # ============================================================================
 
 SESSION_FILE: Path | None = None
@@ -6538,22 +6567,7 @@ RESTART = "kesi_restart"     # a marker line: the journal starts again from the 
 
 
 def session_dir() -> Path:
-    return BASE_DIR / ".kesi" / "sessions"
-
-
-def make_kesi_dir() -> Path:
-    """.kesi/ in the project, with its .gitignore (see kesi_folder)."""
-    os.close(kesi_folder())
-    return BASE_DIR / ".kesi"
-
-
-def write_kesi_file(folder: tuple[str, ...], name: str, data: bytes) -> None:
-    """Atomically replace .kesi/<folder...>/<name>, never through a link. Raises OSError."""
-    folder_fd = kesi_folder(*folder)
-    try:
-        write_atomically(folder_fd, name, data)
-    finally:
-        os.close(folder_fd)
+    return records_folder("sessions")
 
 
 def save_session(history: list[dict]) -> None:
@@ -6565,9 +6579,7 @@ def save_session(history: list[dict]) -> None:
     if not history:
         return
     lines: list = []
-    if SESSION_FILE is None or SESSION_FILE.is_symlink():
-        # A link planted in place of the file is left alone (never written
-        # through); the session continues in a fresh file, whole.
+    if SESSION_FILE is None:
         # Microseconds too: after /reset a second session may start within the same second.
         SESSION_FILE = session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.getpid()}.jsonl"
     if not SESSION_FILE.exists():
@@ -6580,7 +6592,7 @@ def save_session(history: list[dict]) -> None:
         SAVED = 0
     lines += history[SAVED:]
     try:
-        append_lines(SESSION_FILE, [as_line(line) for line in lines])
+        append_records(SESSION_FILE, lines)
     except OSError as exc:
         ui(f"  (could not save the session: {visible(exc)})")
         return
@@ -6589,24 +6601,6 @@ def save_session(history: list[dict]) -> None:
 
 def as_line(message: dict) -> str:
     return json.dumps(message, ensure_ascii=False, default=str)
-
-
-def append_lines(path: Path, lines: list[str]) -> None:
-    """The one place session lines are written. Raises OSError.
-
-    In .kesi/sessions the file is opened through the folder's descriptor
-    and never through a link (see kesi_folder); a session resumed from
-    elsewhere is appended to, but not through a final symlink either."""
-    data = "".join(line + "\n" for line in lines).encode("utf-8", errors="backslashreplace")
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    folder_fd = kesi_folder("sessions") if path.parent == session_dir() else None
-    try:
-        fd = os.open(path.name if folder_fd is not None else path, flags, 0o600, dir_fd=folder_fd)
-    finally:
-        if folder_fd is not None:
-            os.close(folder_fd)
-    with os.fdopen(fd, "ab") as f:
-        f.write(data)
 
 
 def first_prompt(history: list[dict]) -> str:
@@ -6635,9 +6629,12 @@ def read_session_sized(path: Path) -> tuple[list[dict], int]:
     lines' spaces after , and : make it a little more, never less."""
     history, chars = [], 1
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
+        lines, forged = read_records(path)
+    except OSError as exc:
         raise ValueError(f"cannot read {path.name}: {exc}") from exc
+    if forged:
+        raise ValueError(f"{path.name} line {forged[0]} was not written by KeSi (its signature is wrong or "
+                         "missing), so the session is not resumed")
     for number, line in enumerate(lines[1:], start=2):
         try:
             message = json.loads(line)
@@ -6842,8 +6839,11 @@ def show_or_resume(argument: str, history: list[dict]) -> None:
 
 def session_title(path: Path) -> str:
     try:
-        with path.open(encoding="utf-8") as f:
-            return json.loads(f.readline()).get("title", "")
+        with path.open("rb") as f:
+            first = f.readline(100_000).rstrip(b"\n")
+        mac, _, data = first.partition(b" ")
+        return json.loads(data).get("title", "") if hmac.compare_digest(
+            mac, record_mac(record_key(), path.name, data)) else "(not written by KeSi: /resume refuses it)"
     except (OSError, ValueError, AttributeError):
         return "(unreadable)"
 
@@ -6859,9 +6859,12 @@ def show_log(argument: str) -> None:
     if argument and not (argument.isdigit() and int(argument) > 0):
         ui("  /log N shows the last N commands; N is a whole number, 1 or more.")
         return
-    entries = read_audit_entries(int(argument or 10))
+    entries, forged = read_audit_entries(int(argument or 10))
     if not entries:
-        ui("  No commands logged in this project yet (.kesi/audit.jsonl).")
+        ui("  No commands logged in this project yet.")
+    if forged:
+        ui(paint(f"  ({forged} lines of the log were not written by KeSi (their signature is wrong): not shown; "
+                 f"the log is {visible(records_folder() / AUDIT_LOG)})", "error"))
     for entry in entries:
         ran = "" if entry.get("exit_code") is None else visible(f"exit {entry['exit_code']}, {entry.get('seconds')} s")
         task = f"[task {entry['background_task']}] " if entry.get("background_task") else ""
@@ -6929,8 +6932,8 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     return True
 
 
-PROMPT_HISTORY = "prompt-history"      # in .kesi/
-MAX_HISTORY_BYTES = 1_000_000
+PROMPT_HISTORY = "prompt-history.jsonl"     # among KeSi's records
+MAX_HISTORY_BYTES, MAX_HISTORY_ENTRIES = 1_000_000, 1000
 
 
 def setup_readline() -> None:
@@ -7002,33 +7005,22 @@ def path_completions(typed: str) -> list[str]:
 
 
 def load_prompt_history() -> None:
-    """readline reads its history by name; it gets a private copy of
-    .kesi/prompt-history, read without following any link."""
-    try:
-        folder_fd = kesi_folder(create=False)
-    except OSError:
-        return
-    try:
-        with JailEntry(folder_fd, PROMPT_HISTORY, BASE_DIR / ".kesi" / PROMPT_HISTORY, None) as entry:
-            with open_regular_file(entry) as f:
-                data = f.read(MAX_HISTORY_BYTES)
-        with tempfile.TemporaryDirectory(prefix="kesi-history-") as private:
-            copy = Path(private) / PROMPT_HISTORY
-            copy.write_bytes(data)
-            readline.read_history_file(copy)
-    except OSError:
-        pass
+    """Up-arrow brings back what was typed here before: the lines KeSi signed (see read_records)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in read_records(records_folder() / PROMPT_HISTORY, MAX_HISTORY_BYTES)[0]:
+            readline.add_history(str(json.loads(line)))
 
 
 def save_prompt_history() -> None:
-    """readline writes by name too: it writes a private temp file, whose bytes
-    then replace .kesi/prompt-history relative to the .kesi descriptor."""
+    path = records_folder() / PROMPT_HISTORY
+    typed = [readline.get_history_item(i) for i in range(1, readline.get_current_history_length() + 1)]
     try:
-        with tempfile.TemporaryDirectory(prefix="kesi-history-") as private:
-            copy = Path(private) / PROMPT_HISTORY
-            readline.write_history_file(copy)
-            data = copy.read_bytes()
-        write_kesi_file((), PROMPT_HISTORY, data)
+        os.makedirs(path.parent, 0o700, exist_ok=True)
+        folder_fd = os.open(path.parent, FOLDER_FLAGS)
+        try:
+            write_atomically(folder_fd, PROMPT_HISTORY, record_lines(path, typed[-MAX_HISTORY_ENTRIES:]))
+        finally:
+            os.close(folder_fd)
     except OSError as exc:
         ui(f"  (prompt history not saved: {exc})")
 
@@ -7156,7 +7148,8 @@ def more_input() -> str | None:
 def say_goodbye() -> int:
     ui()
     if SESSION_FILE is not None:
-        ui(wrapped("  (session saved in .kesi/sessions; `kesi.py --continue` picks it up again)", hang="   "))
+        ui(wrapped(f"  (session saved in {visible(SESSION_FILE.parent)}; `kesi.py --continue` picks it up again)",
+                   hang="   "))
     return 0
 
 
@@ -7307,7 +7300,7 @@ def main(argv=None) -> int:
     if settings.ignored:
         ui(f"  (ignored in this project's .env: {visible(', '.join(settings.ignored))}; only your shell "
            f"or {visible(user_env_file())} may set these)")
-    if args.resume and not resume_session(sessions[0], history):
+    if args.resume and not any(resume_session(path, history) for path in sessions):
         return 2                         # going on without the context asked for would mislead
     if args.prompt is None:
         if args.output_format != "text":
