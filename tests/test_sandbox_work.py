@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import kesi
-from checklib import sandbox_forced
+from checklib import records_of, sandbox_forced
 from local_index import build_wheel, installed_wheels, simple_index
 from mock_api import reply, tool_call
 from test_network import IndexServer, config, server  # noqa: F401 (fixtures)
@@ -218,10 +218,9 @@ def test_the_macos_profile_has_the_same_policy_as_text(ws):
     assert "(deny file-write*)" in foreground and writable in foreground and "HOME_DIR" not in writable
     git_rule = '(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'
     assert git_rule not in foreground and git_rule in background.splitlines()
-    records = [line for line in foreground.splitlines() if "/.kesi/audit.jsonl" in line]
-    assert records == [line for line in background.splitlines() if "/.kesi/audit.jsonl" in line]
-    assert records[0].startswith("(deny file-read* file-write* (literal") and records[0].count("(") == records[0].count(")")
-    assert '(subpath (string-append (param "BASE_DIR") "/.kesi/sessions"))' in records[0]
+    records = '(deny file-read* file-write* (subpath (param "RECORDS_DIR")))'
+    assert records in foreground.splitlines() and records in background.splitlines()
+    assert ("RECORDS_DIR", str(kesi.records_root())) in params
     assert argv[argv.index("-p") + 1] == background and ("BASE_DIR", str(ws)) in params
 
 
@@ -294,7 +293,7 @@ def test_a_scripted_session_does_everyday_work_in_the_sandbox(user_gitconfig, bo
                           cwd=box, env=env, capture_output=True, text=True, timeout=4 * slow)
     assert done.returncode == 0 and done.stdout.strip() == "all done", done.stderr
 
-    entries = [json.loads(line) for line in (box / ".kesi" / "audit.jsonl").read_text().splitlines()]
+    entries = [json.loads(line) for line in kesi.read_records(records_of(box) / kesi.AUDIT_LOG)[0]]
     assert [e["command"] for e in entries] == [c["command"] for c in commands] + [commands[4]["command"]]
     assert [e["sandbox"] for e in entries] == ["on"] * len(entries), entries
     failing, passing, commit, install, started, query, stopped = entries
