@@ -608,26 +608,23 @@ def open_folder(entry: JailEntry) -> int:
 # --- KeSi's own folder, .kesi/ ------------------------------------------------
 # The sandbox's caches live here, always made through descriptors of it (see kesi_folder).
 
-def kesi_folder(*names: str, create: bool = True) -> int:
+def kesi_folder(*names: str) -> int:
     """An open descriptor of .kesi/ in the project, or of a folder inside it ('cache'), made as needed; the
     caller closes it. A command can plant links here (.kesi/cache -> ~/.bashrc.d): each part is opened
     relative to the one before with O_NOFOLLOW, so a link anywhere is an OSError, never written through."""
     fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
         for depth, name in enumerate((".kesi", *names)):
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o700, dir_fd=fd)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o700, dir_fd=fd)
             try:
                 sub = os.open(name, FOLDER_FLAGS, dir_fd=fd)
-            except FileNotFoundError:       # create=False and there is none
-                raise
             except OSError as exc:
                 where = "/".join((".kesi", *names)[:depth + 1])
                 raise OSError(f"{where} is a symlink or not a folder; KeSi does not write through it") from exc
             os.close(fd)
             fd = sub
-            if name == ".kesi" and create:
+            if name == ".kesi":
                 write_kesi_gitignore(fd)
         return fd
     except BaseException:
@@ -673,17 +670,15 @@ def record_key() -> bytes:
     if not path.exists():
         os.makedirs(path.parent, 0o700, exist_ok=True)
         draft = path.with_name(f".records.key.{os.getpid()}")
-        fd = os.open(draft, NEW_FILE_FLAGS, 0o600)
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(os.open(draft, NEW_FILE_FLAGS, 0o600), "w") as f:
             f.write(os.urandom(32).hex())
         with contextlib.suppress(FileExistsError):
             os.link(draft, path)
         os.unlink(draft)
-    with os.fdopen(os.open(path, FILE_FLAGS)) as f:
-        try:
-            return bytes.fromhex(f.read(200))
-        except ValueError:
-            raise OSError(f"{path} is not a KeSi key; remove it and KeSi makes a new one") from None
+    try:
+        return bytes.fromhex(path.read_text()[:200])
+    except ValueError:
+        raise OSError(f"{path} is not a KeSi key; remove it and KeSi makes a new one") from None
 
 
 def record_lines(path: Path, entries: list) -> bytes:
@@ -3172,9 +3167,11 @@ def with_command_caches(env: dict[str, str]) -> dict[str, str]:
 def make_cache_folder() -> None:
     """.kesi/cache, made through descriptors (see kesi_folder) before a
     sandboxed command runs. A link planted there is left alone: inside the
-    sandbox it can only lead where the command could write anyway."""
+    sandbox it can only lead where the command could write anyway. Also KeSi's records folder: bwrap hides
+    it only if it exists (see hidden_folders)."""
     if sandbox_enabled():
         with contextlib.suppress(OSError):
+            os.makedirs(records_root(), 0o700, exist_ok=True)
             os.close(kesi_folder(CACHE_FOLDER))
 
 
@@ -4250,8 +4247,7 @@ def ip_literal(text: str) -> str | None:
 
 
 def normal_host(raw: str) -> str | None:
-    """A host name or address as the allowlist compares it, or None if it is neither.
-    Names are lower case without a trailing dot; addresses canonical."""
+    """A host as the allowlist compares it (lower case, no trailing dot; an address canonical), or None."""
     host = raw.strip().lower()
     if ip_literal(host):
         return ip_literal(host)
@@ -4260,8 +4256,7 @@ def normal_host(raw: str) -> str | None:
 
 
 def entry_matches(entry: str, host: str, port: int, for_deny: bool) -> bool:
-    """Exact host, or "*.suffix" for any name below suffix; "*" alone is every
-    name. A wildcard never allows an IP address: those must be listed as they are."""
+    """Exact host, "*.suffix" for any name below suffix, "*" every name; no wildcard allows an IP address."""
     match = HOST_ENTRY.fullmatch(entry.strip().lower())
     if not match:
         return False
@@ -4304,10 +4299,9 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
     return remote, None
 
 
-# What a name on the allowlist must never lead to: this machine (any interface, public addresses too: asked
-# of the kernel at every connection, so a new interface counts at once) and what the IANA special-purpose
-# registries mark not globally reachable: private networks, link-local (cloud metadata at 169.254.169.254),
-# 198.18.0.0/15 and the rest. is_global follows the registries; these it misses in some Python versions.
+# Never reached through a name: this machine (any interface, public ones too, asked of the kernel at each
+# connection) and what the IANA special-purpose registries mark not globally reachable (private networks,
+# 169.254.169.254, 198.18.0.0/15, ...). is_global follows them; NOT_GLOBAL is what older Pythons miss.
 NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
     "192.0.0.0/24", "192.88.99.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16"))
 CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96"))   # IPv4-compatible, NAT64
@@ -4361,10 +4355,8 @@ def read_request_head(sock) -> tuple[bytes, bytes] | None:
 
 
 def parse_proxy_request(head: bytes) -> tuple[ProxyRequest | None, str]:
-    """A CONNECT host:port, or an absolute http:// request rewritten for the
-    origin server. Requests another server could read differently (folded or
-    odd header lines, two lengths) are refused; the upstream connection is
-    bound to the one host checked, so nothing after the head can reach another."""
+    """A CONNECT host:port, or an absolute http:// request rewritten for the origin server. Requests another
+    server could read differently (folded or odd header lines, two lengths) are refused."""
     lines = head.split(b"\r\n")
     start = re.fullmatch(rb"([A-Z]+) (\S+) HTTP/1\.[01]", lines[0])
     if not start:
@@ -4761,8 +4753,6 @@ def run_command(command, timeout=None, run_in_background=False):
     limit = min(limit, COMMAND_TIMEOUT)
     decision, started = approval_of(command, False), time.time()
     make_cache_folder()
-    with contextlib.suppress(OSError):
-        os.makedirs(records_root(), 0o700, exist_ok=True)    # before any command: bwrap hides what exists
     escalation = escalation_for(command)
     env = command_environment(escalation)
     blocked_before = len(NETWORK_BLOCKED)
@@ -4938,8 +4928,6 @@ def start_background_task(command: str) -> tuple[str, bool]:
                 "stop one with background_stop first."), True
     shared = start_shared_network()
     make_cache_folder()
-    with contextlib.suppress(OSError):
-        os.makedirs(records_root(), 0o700, exist_ok=True)    # before any command: bwrap hides what exists
     try:
         with command_start(command, background=True) as (argv, fds):
             proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(), stdin=subprocess.DEVNULL,
@@ -5020,8 +5008,7 @@ def log_task_end(task: BackgroundTask, how: str) -> None:
 
 
 def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> None:
-    """TERM every running task's process group (or those of tasks), give them all one grace
-    period together, then KILL what is left."""
+    """TERM the running tasks' process groups (all, or tasks'), one grace period for all, then KILL the rest."""
     tasks = BACKGROUND_TASKS.values() if tasks is None else tasks
     running = [task.proc for task in tasks if task.proc.poll() is None]
     for proc in running:
@@ -6571,10 +6558,8 @@ def session_dir() -> Path:
 
 
 def save_session(history: list[dict]) -> None:
-    """Append what is new in the journal to the session file: one JSON header
-    line first, then one line per message. When the journal was replaced
-    instead of extended, a restart marker and the new journal follow; the
-    earlier transcript stays in the file."""
+    """Append what is new in the journal to the session file: a header line first, then one line per message.
+    A journal replaced rather than extended gets a restart marker and follows whole; the transcript stays."""
     global SESSION_FILE, SAVED, LAST_SAVED
     if not history:
         return
@@ -6618,15 +6603,13 @@ def list_sessions() -> list[Path]:
 
 
 def read_session(path: Path) -> list[dict]:
-    """The journal saved in a session file: the messages after the last
-    restart marker. Raises ValueError with a readable reason."""
+    """The messages after the last restart marker. Raises ValueError with a readable reason."""
     return read_session_sized(path)[0]
 
 
 def read_session_sized(path: Path) -> tuple[list[dict], int]:
-    """read_session, and the journal's size as json_chars counts it, taken
-    from the lines instead of a second json.dumps (see escape_growth); the
-    lines' spaces after , and : make it a little more, never less."""
+    """read_session, and the journal's size as json_chars counts it, from the lines, not a second json.dumps
+    (see escape_growth); the lines' spaces after , and : make it a little more, never less."""
     history, chars = [], 1
     try:
         lines, forged = read_records(path)
@@ -6660,8 +6643,7 @@ def escape_growth(text: str) -> int:
 
 
 def load_session(path: Path) -> list[dict]:
-    """A saved journal, made one the API accepts: a crash mid-tool leaves
-    tool_use unanswered."""
+    """A saved journal, made one the API accepts: a crash mid-tool leaves tool_use unanswered."""
     history = read_session(path)
     seal_dangling_tool_use(history)
     return history
@@ -6840,10 +6822,9 @@ def show_or_resume(argument: str, history: list[dict]) -> None:
 def session_title(path: Path) -> str:
     try:
         with path.open("rb") as f:
-            first = f.readline(100_000).rstrip(b"\n")
-        mac, _, data = first.partition(b" ")
-        return json.loads(data).get("title", "") if hmac.compare_digest(
-            mac, record_mac(record_key(), path.name, data)) else "(not written by KeSi: /resume refuses it)"
+            mac, _, data = f.readline(100_000).rstrip(b"\n").partition(b" ")
+        signed = hmac.compare_digest(mac, record_mac(record_key(), path.name, data))
+        return json.loads(data).get("title", "") if signed else "(not written by KeSi: /resume refuses it)"
     except (OSError, ValueError, AttributeError):
         return "(unreadable)"
 
@@ -7016,11 +6997,9 @@ def save_prompt_history() -> None:
     typed = [readline.get_history_item(i) for i in range(1, readline.get_current_history_length() + 1)]
     try:
         os.makedirs(path.parent, 0o700, exist_ok=True)
-        folder_fd = os.open(path.parent, FOLDER_FLAGS)
-        try:
-            write_atomically(folder_fd, PROMPT_HISTORY, record_lines(path, typed[-MAX_HISTORY_ENTRIES:]))
-        finally:
-            os.close(folder_fd)
+        draft = path.with_name(f".{PROMPT_HISTORY}.{os.getpid()}")
+        draft.write_bytes(record_lines(path, typed[-MAX_HISTORY_ENTRIES:]))
+        os.replace(draft, path)                     # whole or not at all
     except OSError as exc:
         ui(f"  (prompt history not saved: {exc})")
 

@@ -193,7 +193,9 @@ def test_a_task_from_the_first_turn_can_neither_read_nor_append_to_the_session(w
     started, _ = kesi.run_command(
         f"while [ ! -e go ]; do sleep 0.05; done; for i in 1 2 3; do cat '{sessions}'/*.jsonl; "
         f"for f in '{sessions}'/*.jsonl; do echo '{forged}' >> \"$f\"; done; "
-        f"echo '{forged}' > '{sessions}/2999.jsonl'; ls -R '{state_in_sight}'; sleep 0.1; done; echo task-done",
+        f"echo '{forged}' > '{sessions}/2999.jsonl'; mkdir -p .kesi/sessions; echo '{forged}' > "
+        f".kesi/sessions/2999.jsonl; touch -d 2999-01-01 .kesi/sessions/*; ls -R '{state_in_sight}'; sleep 0.1; done; "
+        "echo task-done",
         run_in_background=True)
     history = [{"role": "user", "content": "my password is hunter2"}, {"role": "assistant", "content": "noted"}]
     kesi.save_session(history)
