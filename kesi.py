@@ -6694,7 +6694,7 @@ HELP = """  /help                  this list
   /compact [focus]       summarise the conversation to free context
   /resume [N]            list saved sessions, or continue session N
   /tasks                 background tasks (all are stopped when KeSi exits)
-  /log [N]               the last N commands from .kesi/audit.jsonl (default 10)
+  /log [N]               the last N commands from the audit log (default 10)
   /reset, /clear         start over: empty history, plan and file versions
   /exit, /quit, Ctrl-D   leave (Ctrl-C twice at the prompt too)
   A line ending in \\ continues on the next; a line of three double quotes
@@ -7127,8 +7127,7 @@ def more_input() -> str | None:
 def say_goodbye() -> int:
     ui()
     if SESSION_FILE is not None:
-        ui(wrapped(f"  (session saved in {visible(SESSION_FILE.parent)}; `kesi.py --continue` picks it up again)",
-                   hang="   "))
+        ui(wrapped("  (session saved; `kesi.py --continue` picks it up again)", hang="   "))
     return 0
 
 

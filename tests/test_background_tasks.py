@@ -192,7 +192,7 @@ def running(*tasks) -> list[bool]:
 
 
 def audited_ends(ws) -> list[tuple[int, str]]:
-    log = (ws / ".kesi" / "audit.jsonl").read_text().splitlines()
+    log = kesi.read_records(kesi.records_folder() / kesi.AUDIT_LOG)[0]
     return [(e["background_task"], e["decision"]) for e in map(json.loads, log) if e.get("seconds")]
 
 
