@@ -34,6 +34,7 @@ import fnmatch
 import functools
 import glob
 import hashlib
+import hmac
 import importlib
 import inspect
 import ipaddress
@@ -605,35 +606,25 @@ def open_folder(entry: JailEntry) -> int:
 
 
 # --- KeSi's own folder, .kesi/ ------------------------------------------------
-# Sessions, prompt history, the audit log and the sandbox's caches live here,
-# always written through descriptors of it (see kesi_folder).
+# The sandbox's caches live here, always made through descriptors of it (see kesi_folder).
 
-def kesi_folder(*names: str, create: bool = True) -> int:
-    """An open descriptor of .kesi/ in the project, or of a folder inside it
-    ('sessions'), made as needed; the caller closes it.
-
-    A command can plant symlinks here (.kesi/sessions -> ~/.bashrc.d) to make
-    KeSi write into the home folder. So each part is opened relative to the
-    one before with O_NOFOLLOW, and every file is then created relative to
-    the descriptor: a link anywhere is refused with an OSError, nothing is
-    written through it.
-    """
+def kesi_folder(*names: str) -> int:
+    """An open descriptor of .kesi/ in the project, or of a folder inside it ('cache'), made as needed; the
+    caller closes it. A command can plant links here (.kesi/cache -> ~/.bashrc.d): each part is opened
+    relative to the one before with O_NOFOLLOW, so a link anywhere is an OSError, never written through."""
     fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
         for depth, name in enumerate((".kesi", *names)):
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o700, dir_fd=fd)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o700, dir_fd=fd)
             try:
                 sub = os.open(name, FOLDER_FLAGS, dir_fd=fd)
-            except FileNotFoundError:       # create=False and there is none
-                raise
             except OSError as exc:
                 where = "/".join((".kesi", *names)[:depth + 1])
                 raise OSError(f"{where} is a symlink or not a folder; KeSi does not write through it") from exc
             os.close(fd)
             fd = sub
-            if name == ".kesi" and create:
+            if name == ".kesi":
                 write_kesi_gitignore(fd)
         return fd
     except BaseException:
@@ -642,14 +633,94 @@ def kesi_folder(*names: str, create: bool = True) -> int:
 
 
 def write_kesi_gitignore(kesi_fd: int) -> None:
-    """A .gitignore of its own, so sessions and prompt history never show up
-    in git status. O_EXCL: an existing one (or a planted link) is left alone."""
+    """A .gitignore of its own, so the caches never show up in git status.
+    O_EXCL: an existing one (or a planted link) is left alone."""
     try:
         fd = os.open(".gitignore", NEW_FILE_FLAGS, 0o644, dir_fd=kesi_fd)
     except FileExistsError:
         return
     with os.fdopen(fd, "w") as f:
-        f.write("# written by KeSi: its sessions and prompt history stay out of git\n*\n")
+        f.write("# written by KeSi: its caches stay out of git\n*\n")
+
+
+# --- KeSi's records: sessions, prompt history, the audit log -------------------
+# They hold what the person typed and what commands printed, so they live outside the workspace, per project,
+# under $XDG_STATE_HOME/kesi (~/.local/state/kesi), a folder the sandbox hides: no command can read or plant
+# them, whether they exist yet or not. Every line carries an HMAC under a key only there (records.key, 0600),
+# so a line KeSi did not write is refused. One writer and one reader, with one rule for where a line ends.
+RECORD_BREAKS = re.compile("[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")     # str.splitlines ends lines there too
+
+
+def records_root() -> Path:
+    state = Path(os.environ.get("XDG_STATE_HOME") or HOME_DIR / ".local" / "state")
+    if not state.is_absolute() or state.resolve().is_relative_to(BASE_DIR):
+        state = HOME_DIR / ".local" / "state"        # never in the workspace, which commands can write
+    return state / "kesi"
+
+
+def records_folder(*names: str) -> Path:
+    """This project's records folder, or one inside it (append_records makes them)."""
+    slug = re.sub(r"[^\w.-]", "-", str(BASE_DIR), flags=re.ASCII)[-60:]
+    return records_root().joinpath("projects", f"{slug}-{hashlib.sha256(bytes(BASE_DIR)).hexdigest()[:10]}", *names)
+
+
+def record_key() -> bytes:
+    """The user's key for KeSi's records, made once: linked into place whole, so two KeSis agree on it."""
+    path = records_root() / "records.key"
+    if not path.exists():
+        os.makedirs(path.parent, 0o700, exist_ok=True)
+        draft = path.with_name(f".records.key.{os.getpid()}")
+        with os.fdopen(os.open(draft, NEW_FILE_FLAGS, 0o600), "w") as f:
+            f.write(os.urandom(32).hex())
+        with contextlib.suppress(FileExistsError):
+            os.link(draft, path)
+        os.unlink(draft)
+    try:
+        return bytes.fromhex(path.read_text()[:200])
+    except ValueError:
+        raise OSError(f"{path} is not a KeSi key; remove it and KeSi makes a new one") from None
+
+
+def record_lines(path: Path, entries: list) -> bytes:
+    """Lines for a record file: line breaks of any reader's kind escaped, an HMAC of file name and line first."""
+    key, lines = record_key(), []
+    for entry in entries:
+        text = RECORD_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(entry, ensure_ascii=False, default=str))
+        data = text.encode("utf-8", errors="backslashreplace")
+        lines.append(record_mac(key, path.name, data) + b" " + data + b"\n")
+    return b"".join(lines)
+
+
+def record_mac(key: bytes, name: str, data: bytes) -> bytes:
+    return hmac.new(key, name.encode() + b"\0" + data, "sha256").hexdigest().encode()
+
+
+def append_records(path: Path, entries: list) -> None:
+    """Raises OSError."""
+    data = record_lines(path, entries)
+    os.makedirs(path.parent, 0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "ab") as f:
+        f.write(data)
+
+
+def read_records(path: Path, last_bytes: int | None = None) -> tuple[list[str], list[int]]:
+    """The JSON text of every line KeSi signed, and the numbers of the lines it did not (wrong or no HMAC).
+    Lines end at \\n only, the one break record_lines leaves; from the last bytes, the first part-line is
+    dropped. Raises OSError."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        f.seek(max(size - (last_bytes or size), 0))
+        lines = f.read().split(b"\n")[1 if last_bytes and size > last_bytes else 0:]
+    key, signed, forged = record_key(), [], []
+    for number, line in enumerate(lines[:-1] if lines[-1] == b"" else lines, start=1):
+        mac, _, data = line.partition(b" ")
+        if hmac.compare_digest(mac, record_mac(key, path.name, data)):
+            signed.append(data.decode("utf-8"))
+        else:
+            forged.append(number)
+    return signed, forged
+
 
 # ============================================================================
 # 3. File tools: read_file, list_files, glob, edit_file, write_file
@@ -2990,7 +3061,7 @@ def sandbox_environment() -> dict[str, str]:
     if "PYENV_DIR" in env:
         env["PYENV_DIR"] = str(BASE_DIR)
     env.update(git_identity_environment())
-    return with_command_caches(without_own_venv(env))
+    return without_own_venv(env)
 
 
 # A credential inside a value: ?access_token=..., -Dpassword=..., _pwd=1, ?sig=.
@@ -3096,9 +3167,11 @@ def with_command_caches(env: dict[str, str]) -> dict[str, str]:
 def make_cache_folder() -> None:
     """.kesi/cache, made through descriptors (see kesi_folder) before a
     sandboxed command runs. A link planted there is left alone: inside the
-    sandbox it can only lead where the command could write anyway."""
+    sandbox it can only lead where the command could write anyway. Also KeSi's records folder: bwrap hides
+    it only if it exists (see hidden_folders)."""
     if sandbox_enabled():
         with contextlib.suppress(OSError):
+            os.makedirs(records_root(), 0o700, exist_ok=True)
             os.close(kesi_folder(CACHE_FOLDER))
 
 
@@ -3128,7 +3201,7 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
     Later rules win, so the secret rule comes last.
     """
     tools = toolchain_dirs()
-    params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)),
+    params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)), ("RECORDS_DIR", str(records_root())),
               ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
     params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
     secrets = toolchain_secrets()
@@ -3152,10 +3225,7 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
         # A background task may run while the user runs git: it may not write .git at all.
         *(['(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'] if background else []),
-        # KeSi's records of earlier commands and their output (see audit_log_pin).
-        '(deny file-read* file-write* (literal (string-append (param "BASE_DIR") "/.kesi/audit.jsonl")) '
-        '(subpath (string-append (param "BASE_DIR") "/.kesi/sessions")) '
-        '(literal (string-append (param "BASE_DIR") "/.kesi/prompt-history")))',
+        '(deny file-read* file-write* (subpath (param "RECORDS_DIR")))',     # KeSi's records (see records_root)
         '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/(.*/)?{SECRET_PATH.replace(chr(92), chr(92) * 2)}(/|$)")))',
     ])
@@ -3344,7 +3414,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
         argv += ["--ro-bind", denied["dir"] if os.path.isdir(path) else denied["file"], path]
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
-    pins = git_pins(read_only=background) + audit_log_pin()
+    pins = git_pins(read_only=background)
     for pointer in git_pointers:
         pins += ["--ro-bind", str(pointer), str(pointer)]
     argv += anchored_folders(pins[2::3]) + pins
@@ -3498,8 +3568,10 @@ GRACE_WRAPPER = ('"$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
 
 
 def hidden_folders() -> list[str]:
-    """The home folders and socket folders bwrap covers with an empty tmpfs."""
-    return [d for d in dict.fromkeys([str(HOME_DIR), "/home", "/root", *runtime_dirs()]) if os.path.isdir(d)]
+    """The home folders, socket folders and KeSi's records (wherever XDG_STATE_HOME puts them), which bwrap
+    covers with an empty tmpfs."""
+    hidden = [str(HOME_DIR), "/home", "/root", *runtime_dirs(), str(records_root())]
+    return [d for d in dict.fromkeys(hidden) if os.path.isdir(d)]
 
 
 def hidden_folders_read_only() -> list[str]:
@@ -4123,6 +4195,7 @@ PROXY_PORT = 3128                     # as written in HTTP_PROXY; the forwarder 
 PROXY_SOCKET_INSIDE = "/run/kesi/proxy.sock"
 MAX_REQUEST_HEAD = 65536
 PROXY_CONNECT_TIMEOUT = 10
+MAX_PROXY_CONNECTIONS = 64            # open at once per session: uv downloads 50 at a time
 HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")
 HOST_ENTRY = re.compile(r"(\*|(?:\*\.)?[a-z0-9_.-]+|\[[0-9a-f:.]+\])(?::(\d{1,5}))?")
 HEADER_LINE = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*")    # no folding, no bare CR/LF
@@ -4174,8 +4247,7 @@ def ip_literal(text: str) -> str | None:
 
 
 def normal_host(raw: str) -> str | None:
-    """A host name or address as the allowlist compares it, or None if it is neither.
-    Names are lower case without a trailing dot; addresses canonical."""
+    """A host as the allowlist compares it (lower case, no trailing dot; an address canonical), or None."""
     host = raw.strip().lower()
     if ip_literal(host):
         return ip_literal(host)
@@ -4184,8 +4256,7 @@ def normal_host(raw: str) -> str | None:
 
 
 def entry_matches(entry: str, host: str, port: int, for_deny: bool) -> bool:
-    """Exact host, or "*.suffix" for any name below suffix; "*" alone is every
-    name. A wildcard never allows an IP address: those must be listed as they are."""
+    """Exact host, "*.suffix" for any name below suffix, "*" every name; no wildcard allows an IP address."""
     match = HOST_ENTRY.fullmatch(entry.strip().lower())
     if not match:
         return False
@@ -4222,23 +4293,44 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
     except (OSError, UnicodeError) as exc:
         return [], f"its name could not be resolved ({exc})"
     addresses = list(dict.fromkeys(info[4][0] for info in found))
-    remote = [a for a in addresses if not is_local_network(a)]
+    remote = [a for a in addresses if not is_off_limits(a)]
     if not remote:
-        return [], "it resolves only to addresses of this machine or a private network"
+        return [], "it resolves only to this machine or to addresses not reachable on the internet"
     return remote, None
 
 
-# This machine, its private networks and link-local services (cloud metadata
-# at 169.254.169.254): what a name on the allowlist must never lead to.
-LOCAL_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
-    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
-    "192.168.0.0/16", "224.0.0.0/3", "::/127", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8"))
+# Never reached through a name: this machine (any interface, public ones too, asked of the kernel at each
+# connection) and what the IANA special-purpose registries mark not globally reachable (private networks,
+# 169.254.169.254, 198.18.0.0/15, ...). is_global follows them; NOT_GLOBAL is what older Pythons miss.
+NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
+    "192.0.0.0/24", "192.88.99.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16"))
+CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96"))   # IPv4-compatible, NAT64
 
 
-def is_local_network(address: str) -> bool:
+def is_off_limits(address: str) -> bool:
     ip = ipaddress.ip_address(address.split("%")[0])
-    ip = getattr(ip, "ipv4_mapped", None) or ip       # ::ffff:127.0.0.1 is 127.0.0.1
-    return any(ip in network for network in LOCAL_NETWORKS if network.version == ip.version)
+    return any(not a.is_global or a.is_multicast or any(a in n for n in NOT_GLOBAL if n.version == a.version)
+               or is_this_machine(a) for a in carried_addresses(ip))
+
+
+def carried_addresses(ip) -> list:
+    """ip, and each IPv4 address its IPv6 spelling leads to (mapped, compatible, 6to4, Teredo, NAT64)."""
+    if ip.version == 4:
+        return [ip]
+    carried = [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())]
+    carried += [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) for n in CARRIES_IPV4 if ip in n]
+    return [ip, *filter(None, carried)]
+
+
+def is_this_machine(ip) -> bool:
+    """Only an address of this machine (or a local route) can be bound; any error but 'not available' counts
+    as local (so net.ipv4.ip_nonlocal_bind=1 refuses every address rather than none)."""
+    try:
+        with socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET) as probe:
+            probe.bind((str(ip), 0))
+        return True
+    except OSError as exc:
+        return exc.errno not in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT)
 
 
 @dataclass(frozen=True)
@@ -4263,10 +4355,8 @@ def read_request_head(sock) -> tuple[bytes, bytes] | None:
 
 
 def parse_proxy_request(head: bytes) -> tuple[ProxyRequest | None, str]:
-    """A CONNECT host:port, or an absolute http:// request rewritten for the
-    origin server. Requests another server could read differently (folded or
-    odd header lines, two lengths) are refused; the upstream connection is
-    bound to the one host checked, so nothing after the head can reach another."""
+    """A CONNECT host:port, or an absolute http:// request rewritten for the origin server. Requests another
+    server could read differently (folded or odd header lines, two lengths) are refused."""
     lines = head.split(b"\r\n")
     start = re.fullmatch(rb"([A-Z]+) (\S+) HTTP/1\.[01]", lines[0])
     if not start:
@@ -4346,7 +4436,7 @@ def refuse_host(client, request: ProxyRequest, reason: str) -> None:
 
 def send_proxy_error(client, status: int, text: str) -> None:
     body = (text + "\n").encode()
-    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway", 503: "Service Unavailable"}[status]
     client.sendall(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
 
@@ -4379,8 +4469,27 @@ def relay(source, target) -> None:
 
 
 class QuietServer:
-    """A failed connection is the client's problem: nothing is printed over KeSi's screen."""
+    """A failed connection is the client's problem: nothing is printed over KeSi's screen. At most
+    MAX_PROXY_CONNECTIONS at once (two threads each); one more is answered 503 at once, without a thread."""
     daemon_threads = True
+
+    def __init__(self, *args):
+        self.slots = threading.BoundedSemaphore(MAX_PROXY_CONNECTIONS)
+        super().__init__(*args)
+
+    def process_request(self, request, client_address):
+        if self.slots.acquire(blocking=False):
+            return super().process_request(request, client_address)
+        with contextlib.suppress(OSError):
+            send_proxy_error(request, 503, f"KeSi's proxy already has {MAX_PROXY_CONNECTIONS} connections open "
+                             "for this session, its limit. Close some, or wait for them to end, and try again.")
+        self.shutdown_request(request)
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def handle_error(self, request, client_address):
         pass
@@ -4433,8 +4542,10 @@ def proxy_port(escalation: str | None = None) -> int | None:
 
 
 def command_environment(escalation: str | None = None) -> dict[str, str]:
-    """sandbox_environment, plus the proxy variables when the command uses it."""
+    """sandbox_environment, plus the sandbox's caches and the proxy variables when the command uses them.
+    An unsandboxed command never gets a cache sandboxed commands can write (a planted cargo config runs)."""
     env, port = sandbox_environment(), proxy_port(escalation)
+    env = env if escalation == "unsandboxed" else with_command_caches(env)
     if port:
         env.update(proxy_environment(port))
     return env
@@ -4642,7 +4753,6 @@ def run_command(command, timeout=None, run_in_background=False):
     limit = min(limit, COMMAND_TIMEOUT)
     decision, started = approval_of(command, False), time.time()
     make_cache_folder()
-    write_audit_entry(None)
     escalation = escalation_for(command)
     env = command_environment(escalation)
     blocked_before = len(NETWORK_BLOCKED)
@@ -4798,6 +4908,7 @@ class BackgroundTask:
     reader: threading.Thread
     started: float = field(default_factory=time.time)
     shown: int = 0                     # bytes of output already handed to the model
+    decision: str = ""                 # who allowed it (see note_approval)
 
     def state(self) -> str:
         code = self.proc.poll()
@@ -4817,7 +4928,6 @@ def start_background_task(command: str) -> tuple[str, bool]:
                 "stop one with background_stop first."), True
     shared = start_shared_network()
     make_cache_folder()
-    write_audit_entry(None)
     try:
         with command_start(command, background=True) as (argv, fds):
             proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(), stdin=subprocess.DEVNULL,
@@ -4830,9 +4940,10 @@ def start_background_task(command: str) -> tuple[str, bool]:
     output = RecentOutput(MAX_TASK_OUTPUT_BYTES)
     reader = threading.Thread(target=drain_output, args=(proc.stdout, output, sys.maxsize), daemon=True)
     reader.start()
-    task = BackgroundTask(max(BACKGROUND_TASKS, default=0) + 1, command, proc, output, reader)
+    task = BackgroundTask(max(BACKGROUND_TASKS, default=0) + 1, command, proc, output, reader,
+                          decision=approval_of(command, True))
     BACKGROUND_TASKS[task.id] = task
-    audit_command(command, approval_of(command, True), task.started, None, None, "", background_task=task.id)
+    audit_command(command, task.decision, task.started, None, None, "", background_task=task.id)
     text = (f"Started background task {task.id}; it keeps running. background_output(id={task.id}) shows what "
             f"it prints, background_stop(id={task.id}) ends it; KeSi stops it when it exits.")
     if shared:
@@ -4896,10 +5007,10 @@ def log_task_end(task: BackgroundTask, how: str) -> None:
                   mask_credentials(data.decode("utf-8", errors="replace")), background_task=task.id)
 
 
-def stop_background_tasks() -> None:
-    """TERM every running task's process group, give them all one grace
-    period together, then KILL what is left."""
-    running = [task.proc for task in BACKGROUND_TASKS.values() if task.proc.poll() is None]
+def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> None:
+    """TERM the running tasks' process groups (all, or tasks'), one grace period for all, then KILL the rest."""
+    tasks = BACKGROUND_TASKS.values() if tasks is None else tasks
+    running = [task.proc for task in tasks if task.proc.poll() is None]
     for proc in running:
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -4912,18 +5023,35 @@ def stop_background_tasks() -> None:
             proc.wait(timeout=5)
     for task in BACKGROUND_TASKS.values():
         if task.proc in running:
-            log_task_end(task, "stopped when KeSi exited")
+            log_task_end(task, how)
+
+
+def stop_tasks_beyond_permission(revoked: bool = False) -> None:
+    """Permission shrank (/mode, /revoke): stop the running tasks it no longer allows, and say so."""
+    gone = [t for t in BACKGROUND_TASKS.values() if t.proc.poll() is None and not still_allowed(t, revoked)]
+    stop_background_tasks(gone, "stopped: the person took permission back")
+    for task in gone:
+        ui(f"  (stopped background task {task.id}, {visible(shorten(task.command, 60))}: permission mode "
+           f"{PERMISSION_MODE}{' and /revoke' if revoked else ''} no longer allow it)")
+
+
+def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
+    """Read-only commands run in every mode; one the person allowed once, until /revoke or readOnly;
+    the rest only while a rule, a session grant or the mode still allows them without asking."""
+    verdict, _ = classify_command(task.command)
+    if verdict == "allow" or PERMISSION_MODE == "readOnly":
+        return verdict == "allow"
+    by_person = task.decision.startswith(("allowed by the person", "not checked"))
+    return (by_person and not revoked) or allowed_without_asking(verdict, command_key(task.command)) is not None
 
 
 # --- the audit trail ---------------------------------------------------------------
 # Every command, with who allowed it (or refused it), when it started, how
 # long it ran, its exit code and its output (clipped, credentials masked), is
-# appended to .kesi/audit.jsonl. The journal is compacted and cleared; this
-# file is not, so it answers "what ran here, and who let it?" later. /log
-# shows its end. It is written through the .kesi descriptor, never through a
-# link a command planted, and bwrap mounts it read-only inside the sandbox.
+# appended to audit.jsonl among KeSi's records (see records_folder). The journal is compacted and cleared;
+# this file is not, so it answers "what ran here, and who let it?" later. /log shows its end.
 
-AUDIT_LOG = "audit.jsonl"             # in .kesi/
+AUDIT_LOG = "audit.jsonl"             # among KeSi's records
 AUDIT_OUTPUT_CHARS = 2000             # head and tail of a command's output kept in the log
 _approvals: dict[tuple[str, bool], str] = {}    # (command, background) -> who decided, until it runs
 
@@ -4956,71 +5084,25 @@ def clip_for_audit(text: str) -> str:
     return text if len(text) <= AUDIT_OUTPUT_CHARS else f"{text[:half]}\n(... clipped ...)\n{text[-half:]}"
 
 
-def write_audit_entry(entry: dict | None) -> None:
-    """Append one JSON line to .kesi/audit.jsonl; a failure is said, never
-    raised. None appends nothing: it only makes the file before a command
-    starts, so that the sandbox can hide it from that command."""
-    if entry is not None:
-        entry = {"at": datetime.datetime.now().isoformat(timespec="seconds"), **entry}
-    data = b"" if entry is None else (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", errors="backslashreplace")
+def write_audit_entry(entry: dict) -> None:
+    """Append one line to the audit log; a failure is said, never raised."""
     try:
-        folder_fd = kesi_folder()
-        try:
-            # O_NONBLOCK: a FIFO a command put there must not hang KeSi.
-            fd = os.open(AUDIT_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-                         | os.O_NONBLOCK, 0o600, dir_fd=folder_fd)
-        finally:
-            os.close(folder_fd)
-        with os.fdopen(fd, "ab") as log:
-            if not stat.S_ISREG(os.fstat(log.fileno()).st_mode):
-                raise OSError("the audit log is not a regular file")
-            log.write(data)
+        append_records(records_folder() / AUDIT_LOG, [{"at": datetime.datetime.now().isoformat(timespec="seconds"),
+                                                      **entry}])
     except OSError as exc:
-        ui(f"      (audit log not written: {visible(exc.strerror or exc)}; a command may have put a link "
-           f"in .kesi)")
+        ui(f"      (audit log not written: {visible(exc.strerror or exc)})")
 
 
-def read_audit_entries(limit: int) -> list[dict]:
-    """The last entries of the audit log, oldest first, read without following a link."""
+def read_audit_entries(limit: int) -> tuple[list[dict], int]:
+    """The last entries of the audit log, oldest first, and how many lines KeSi did not write."""
     try:
-        folder_fd = kesi_folder(create=False)
+        lines, forged = read_records(records_folder() / AUDIT_LOG, MAX_AUDIT_READ_BYTES)
     except OSError:
-        return []
-    try:
-        with JailEntry(folder_fd, AUDIT_LOG, BASE_DIR / ".kesi" / AUDIT_LOG, None) as entry:
-            with open_regular_file(entry) as log:
-                size = os.fstat(log.fileno()).st_size
-                log.seek(max(size - MAX_AUDIT_READ_BYTES, 0))
-                lines = log.read().decode("utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-    entries = []
-    for line in lines[-limit:]:
-        with contextlib.suppress(ValueError):
-            entries.append(json.loads(line))
-    return [e for e in entries if isinstance(e, dict)]
+        return [], 0
+    return [entry for entry in map(json.loads, lines[-limit:]) if isinstance(entry, dict)], len(forged)
 
 
 MAX_AUDIT_READ_BYTES = 4_000_000
-
-
-KESI_RECORDS = (AUDIT_LOG, "sessions", "prompt-history")     # in .kesi/: hidden inside the sandbox
-
-
-def audit_log_pin() -> list[str]:
-    """bwrap args that hide KeSi's records inside the sandbox, as a secret is
-    hidden: the audit log, the sessions and the prompt history. A command can
-    neither rewrite the record of the commands before it nor read what they
-    printed (which may hold what an earlier, allowed command read)."""
-    kesi_dir = BASE_DIR / ".kesi"
-    if kesi_dir.is_symlink() or not kesi_dir.is_dir():
-        return []
-    args = []
-    for name in KESI_RECORDS:
-        record = kesi_dir / name
-        if not record.is_symlink() and (record.is_file() or record.is_dir()):
-            args += ["--ro-bind", denied_sources()["dir" if record.is_dir() else "file"], str(record)]
-    return args
 
 
 # ============================================================================
@@ -6458,7 +6540,7 @@ SUB_AGENT = Agent("sub-agent", ("read_file", "list_files", "glob", "grep"), rule
 
 
 # ============================================================================
-# 12. Sessions: the journal saved as JSONL under the project
+# 12. Sessions: the journal saved as JSONL among KeSi's records (see records_folder)
 # ============================================================================
 
 SESSION_FILE: Path | None = None
@@ -6472,36 +6554,17 @@ RESTART = "kesi_restart"     # a marker line: the journal starts again from the 
 
 
 def session_dir() -> Path:
-    return BASE_DIR / ".kesi" / "sessions"
-
-
-def make_kesi_dir() -> Path:
-    """.kesi/ in the project, with its .gitignore (see kesi_folder)."""
-    os.close(kesi_folder())
-    return BASE_DIR / ".kesi"
-
-
-def write_kesi_file(folder: tuple[str, ...], name: str, data: bytes) -> None:
-    """Atomically replace .kesi/<folder...>/<name>, never through a link. Raises OSError."""
-    folder_fd = kesi_folder(*folder)
-    try:
-        write_atomically(folder_fd, name, data)
-    finally:
-        os.close(folder_fd)
+    return records_folder("sessions")
 
 
 def save_session(history: list[dict]) -> None:
-    """Append what is new in the journal to the session file: one JSON header
-    line first, then one line per message. When the journal was replaced
-    instead of extended, a restart marker and the new journal follow; the
-    earlier transcript stays in the file."""
+    """Append what is new in the journal to the session file: a header line first, then one line per message.
+    A journal replaced rather than extended gets a restart marker and follows whole; the transcript stays."""
     global SESSION_FILE, SAVED, LAST_SAVED
     if not history:
         return
     lines: list = []
-    if SESSION_FILE is None or SESSION_FILE.is_symlink():
-        # A link planted in place of the file is left alone (never written
-        # through); the session continues in a fresh file, whole.
+    if SESSION_FILE is None:
         # Microseconds too: after /reset a second session may start within the same second.
         SESSION_FILE = session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.getpid()}.jsonl"
     if not SESSION_FILE.exists():
@@ -6514,7 +6577,7 @@ def save_session(history: list[dict]) -> None:
         SAVED = 0
     lines += history[SAVED:]
     try:
-        append_lines(SESSION_FILE, [as_line(line) for line in lines])
+        append_records(SESSION_FILE, lines)
     except OSError as exc:
         ui(f"  (could not save the session: {visible(exc)})")
         return
@@ -6523,24 +6586,6 @@ def save_session(history: list[dict]) -> None:
 
 def as_line(message: dict) -> str:
     return json.dumps(message, ensure_ascii=False, default=str)
-
-
-def append_lines(path: Path, lines: list[str]) -> None:
-    """The one place session lines are written. Raises OSError.
-
-    In .kesi/sessions the file is opened through the folder's descriptor
-    and never through a link (see kesi_folder); a session resumed from
-    elsewhere is appended to, but not through a final symlink either."""
-    data = "".join(line + "\n" for line in lines).encode("utf-8", errors="backslashreplace")
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    folder_fd = kesi_folder("sessions") if path.parent == session_dir() else None
-    try:
-        fd = os.open(path.name if folder_fd is not None else path, flags, 0o600, dir_fd=folder_fd)
-    finally:
-        if folder_fd is not None:
-            os.close(folder_fd)
-    with os.fdopen(fd, "ab") as f:
-        f.write(data)
 
 
 def first_prompt(history: list[dict]) -> str:
@@ -6558,20 +6603,21 @@ def list_sessions() -> list[Path]:
 
 
 def read_session(path: Path) -> list[dict]:
-    """The journal saved in a session file: the messages after the last
-    restart marker. Raises ValueError with a readable reason."""
+    """The messages after the last restart marker. Raises ValueError with a readable reason."""
     return read_session_sized(path)[0]
 
 
 def read_session_sized(path: Path) -> tuple[list[dict], int]:
-    """read_session, and the journal's size as json_chars counts it, taken
-    from the lines instead of a second json.dumps (see escape_growth); the
-    lines' spaces after , and : make it a little more, never less."""
+    """read_session, and the journal's size as json_chars counts it, from the lines, not a second json.dumps
+    (see escape_growth); the lines' spaces after , and : make it a little more, never less."""
     history, chars = [], 1
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
+        lines, forged = read_records(path)
+    except OSError as exc:
         raise ValueError(f"cannot read {path.name}: {exc}") from exc
+    if forged:
+        raise ValueError(f"{path.name} line {forged[0]} was not written by KeSi (its signature is wrong or "
+                         "missing), so the session is not resumed")
     for number, line in enumerate(lines[1:], start=2):
         try:
             message = json.loads(line)
@@ -6597,8 +6643,7 @@ def escape_growth(text: str) -> int:
 
 
 def load_session(path: Path) -> list[dict]:
-    """A saved journal, made one the API accepts: a crash mid-tool leaves
-    tool_use unanswered."""
+    """A saved journal, made one the API accepts: a crash mid-tool leaves tool_use unanswered."""
     history = read_session(path)
     seal_dangling_tool_use(history)
     return history
@@ -6649,7 +6694,7 @@ HELP = """  /help                  this list
   /compact [focus]       summarise the conversation to free context
   /resume [N]            list saved sessions, or continue session N
   /tasks                 background tasks (all are stopped when KeSi exits)
-  /log [N]               the last N commands from .kesi/audit.jsonl (default 10)
+  /log [N]               the last N commands from the audit log (default 10)
   /reset, /clear         start over: empty history, plan and file versions
   /exit, /quit, Ctrl-D   leave (Ctrl-C twice at the prompt too)
   A line ending in \\ continues on the next; a line of three double quotes
@@ -6776,8 +6821,10 @@ def show_or_resume(argument: str, history: list[dict]) -> None:
 
 def session_title(path: Path) -> str:
     try:
-        with path.open(encoding="utf-8") as f:
-            return json.loads(f.readline()).get("title", "")
+        with path.open("rb") as f:
+            mac, _, data = f.readline(100_000).rstrip(b"\n").partition(b" ")
+        signed = hmac.compare_digest(mac, record_mac(record_key(), path.name, data))
+        return json.loads(data).get("title", "") if signed else "(not written by KeSi: /resume refuses it)"
     except (OSError, ValueError, AttributeError):
         return "(unreadable)"
 
@@ -6793,9 +6840,12 @@ def show_log(argument: str) -> None:
     if argument and not (argument.isdigit() and int(argument) > 0):
         ui("  /log N shows the last N commands; N is a whole number, 1 or more.")
         return
-    entries = read_audit_entries(int(argument or 10))
+    entries, forged = read_audit_entries(int(argument or 10))
     if not entries:
-        ui("  No commands logged in this project yet (.kesi/audit.jsonl).")
+        ui("  No commands logged in this project yet.")
+    if forged:
+        ui(paint(f"  ({forged} lines of the log were not written by KeSi (their signature is wrong): not shown; "
+                 f"the log is {visible(records_folder() / AUDIT_LOG)})", "error"))
     for entry in entries:
         ran = "" if entry.get("exit_code") is None else visible(f"exit {entry['exit_code']}, {entry.get('seconds')} s")
         task = f"[task {entry['background_task']}] " if entry.get("background_task") else ""
@@ -6835,10 +6885,12 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         GRANTED_WRITES.clear()
         GRANTED_ESCALATIONS.clear()
         ui("  (all session permissions revoked)")
+        stop_tasks_beyond_permission(revoked=True)
     elif name == "/mode":
         if argument in PERMISSION_MODES:
             PERMISSION_MODE = argument
             ui(f"  permission mode: {argument} ({PERMISSION_MODES[argument]})")
+            stop_tasks_beyond_permission()
         else:
             if argument:
                 ui(f"  Unknown mode {visible(argument)}.")
@@ -6861,8 +6913,8 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     return True
 
 
-PROMPT_HISTORY = "prompt-history"      # in .kesi/
-MAX_HISTORY_BYTES = 1_000_000
+PROMPT_HISTORY = "prompt-history.jsonl"     # among KeSi's records
+MAX_HISTORY_BYTES, MAX_HISTORY_ENTRIES = 1_000_000, 1000
 
 
 def setup_readline() -> None:
@@ -6934,33 +6986,20 @@ def path_completions(typed: str) -> list[str]:
 
 
 def load_prompt_history() -> None:
-    """readline reads its history by name; it gets a private copy of
-    .kesi/prompt-history, read without following any link."""
-    try:
-        folder_fd = kesi_folder(create=False)
-    except OSError:
-        return
-    try:
-        with JailEntry(folder_fd, PROMPT_HISTORY, BASE_DIR / ".kesi" / PROMPT_HISTORY, None) as entry:
-            with open_regular_file(entry) as f:
-                data = f.read(MAX_HISTORY_BYTES)
-        with tempfile.TemporaryDirectory(prefix="kesi-history-") as private:
-            copy = Path(private) / PROMPT_HISTORY
-            copy.write_bytes(data)
-            readline.read_history_file(copy)
-    except OSError:
-        pass
+    """Up-arrow brings back what was typed here before: the lines KeSi signed (see read_records)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in read_records(records_folder() / PROMPT_HISTORY, MAX_HISTORY_BYTES)[0]:
+            readline.add_history(str(json.loads(line)))
 
 
 def save_prompt_history() -> None:
-    """readline writes by name too: it writes a private temp file, whose bytes
-    then replace .kesi/prompt-history relative to the .kesi descriptor."""
+    path = records_folder() / PROMPT_HISTORY
+    typed = [readline.get_history_item(i) for i in range(1, readline.get_current_history_length() + 1)]
     try:
-        with tempfile.TemporaryDirectory(prefix="kesi-history-") as private:
-            copy = Path(private) / PROMPT_HISTORY
-            readline.write_history_file(copy)
-            data = copy.read_bytes()
-        write_kesi_file((), PROMPT_HISTORY, data)
+        os.makedirs(path.parent, 0o700, exist_ok=True)
+        draft = path.with_name(f".{PROMPT_HISTORY}.{os.getpid()}")
+        draft.write_bytes(record_lines(path, typed[-MAX_HISTORY_ENTRIES:]))
+        os.replace(draft, path)                     # whole or not at all
     except OSError as exc:
         ui(f"  (prompt history not saved: {exc})")
 
@@ -7088,7 +7127,7 @@ def more_input() -> str | None:
 def say_goodbye() -> int:
     ui()
     if SESSION_FILE is not None:
-        ui(wrapped("  (session saved in .kesi/sessions; `kesi.py --continue` picks it up again)", hang="   "))
+        ui(wrapped("  (session saved; `kesi.py --continue` picks it up again)", hang="   "))
     return 0
 
 
@@ -7239,7 +7278,7 @@ def main(argv=None) -> int:
     if settings.ignored:
         ui(f"  (ignored in this project's .env: {visible(', '.join(settings.ignored))}; only your shell "
            f"or {visible(user_env_file())} may set these)")
-    if args.resume and not resume_session(sessions[0], history):
+    if args.resume and not any(resume_session(path, history) for path in sessions):
         return 2                         # going on without the context asked for would mislead
     if args.prompt is None:
         if args.output_format != "text":

@@ -30,8 +30,22 @@ import anthropic  # noqa: E402
 # restore the usual handler so Ctrl-C raises KeyboardInterrupt however we were started.
 signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# Checks and tests keep KeSi's records (sessions, prompt history, audit log) in a folder of their own,
+# never the user's ~/.local/state/kesi; child kesi.py processes inherit it.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="kesi-test-state-")
+
 import kesi  # noqa: E402
 from mock_api import MockAPI  # noqa: E402
+
+
+def records_of(project) -> Path:
+    """KeSi's records folder for a project folder (sessions/, audit.jsonl, prompt-history.jsonl)."""
+    old = kesi.BASE_DIR
+    kesi.BASE_DIR = Path(project).resolve()
+    try:
+        return kesi.records_folder()
+    finally:
+        kesi.BASE_DIR = old
 
 
 class Checks:

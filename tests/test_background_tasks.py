@@ -5,6 +5,7 @@ on SIGKILL). Whether a process is left is answered from /proc by a marker
 unique to the run, or by the task's own pid namespace, never by a name.
 """
 import io
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -169,3 +170,61 @@ def test_the_shared_network_works_for_a_user_without_privileges(box, tmp_path_fa
     if "sandbox: None" in done.stdout:
         pytest.skip("bwrap cannot run without privileges here (no unprivileged user namespaces)")
     assert "share its loopback network" in done.stdout and "HTTP 200" in done.stdout, (done.stdout, done.stderr)
+
+
+# --- permission taken back (issue 25, class 5) -------------------------------------------
+
+WRITER = "while :; do date >> ticks-{}; sleep 0.1; done"
+
+
+def start_task(command: str) -> "kesi.BackgroundTask":
+    """As the model's call goes: the permission check (asking the scripted person), then the task."""
+    (kesi.BASE_DIR / "app.log").touch()
+    allowed, _ = kesi.check_command_permission(command, background=True)
+    assert allowed
+    started, failed = kesi.run_command(command, run_in_background=True)
+    assert not failed, started
+    return kesi.BACKGROUND_TASKS[max(kesi.BACKGROUND_TASKS)]
+
+
+def running(*tasks) -> list[bool]:
+    return [task.proc.poll() is None for task in tasks]
+
+
+def audited_ends(ws) -> list[tuple[int, str]]:
+    log = kesi.read_records(kesi.records_folder() / kesi.AUDIT_LOG)[0]
+    return [(e["background_task"], e["decision"]) for e in map(json.loads, log) if e.get("seconds")]
+
+
+def test_read_only_mode_stops_every_task_that_is_not_read_only(box, user, notices):
+    user("y", "a")
+    once, session, reader = start_task(WRITER.format(1)), start_task(WRITER.format(2)), start_task("tail -f app.log")
+    kesi.handle_slash("/mode acceptEdits", None, [])          # more permission, not less: nothing stops
+    assert running(once, session, reader) == [True, True, True]
+    kesi.handle_slash("/mode readOnly", None, [])
+    assert running(once, session, reader) == [False, False, True]
+    shown = notices.getvalue()
+    assert "(stopped background task 1, while :; do date >> ticks-1; sleep 0.1; done: permission mode " \
+           "readOnly no longer allow it)" in shown and "stopped background task 2" in shown
+    assert "task 3" not in shown
+    assert audited_ends(box) == [(1, "stopped: the person took permission back"),
+                                 (2, "stopped: the person took permission back")]
+
+
+def test_revoke_stops_the_tasks_the_person_allowed(box, user, notices):
+    user("y", "a")
+    once, session, reader = start_task(WRITER.format(1)), start_task(WRITER.format(2)), start_task("tail -f app.log")
+    kesi.handle_slash("/revoke", None, [])
+    assert running(once, session, reader) == [False, False, True]
+    assert "permission mode default and /revoke no longer allow it" in notices.getvalue()
+
+
+def test_leaving_bypass_mode_stops_what_only_the_mode_allowed(box, user, notices):
+    user("a")
+    kesi.handle_slash("/mode bypassPermissions", None, [])
+    by_mode = start_task(WRITER.format(1))
+    kesi.handle_slash("/mode default", None, [])
+    granted = start_task(WRITER.format(2))                 # asked, and allowed for the session
+    kesi.handle_slash("/mode acceptEdits", None, [])
+    assert running(by_mode, granted) == [False, True]
+    assert "stopped background task 1" in notices.getvalue() and "task 2" not in notices.getvalue()

@@ -9,6 +9,7 @@ attempts and requires zero leaks. The concurrent-swapper races are in
 test_file_races.py.
 """
 import io
+import os
 import uuid
 
 import pytest
@@ -142,7 +143,7 @@ def test_kesi_own_writes_never_follow_planted_links(arena, monkeypatch):
     history = [{"role": "user", "content": f"$(cat ~/.ssh/id_rsa) {uuid.uuid4().hex}"}]
     plants = [(".kesi/prompt-history", out / "id_rsa"), (".kesi/sessions", out / "dir"),
               (".kesi/.gitignore", out / "id_rsa"), (".kesi", out / "dir"), (".kesi", out / "gone"),
-              (".kesi/sessions", out / "gone")]
+              (".kesi/sessions", out / "gone"), (".kesi/cache", out / "dir")]
     for rel, target in plants:
         for path in (ws / ".kesi" / "sessions", ws / ".kesi"):
             if path.is_symlink():
@@ -163,9 +164,10 @@ def test_kesi_own_writes_never_follow_planted_links(arena, monkeypatch):
         a.attempt(f"save_session with {rel} -> {target.name}", lambda: (kesi.save_session(history), False))
         a.attempt(f"save_prompt_history with {rel} -> {target.name}",
                   lambda: (kesi.save_prompt_history(), False))
-        a.attempt(f"make_kesi_dir with {rel} -> {target.name}", lambda: (safe_call(kesi.make_kesi_dir), False))
+        a.attempt(f"kesi_folder('cache') with {rel} -> {target.name}",
+                  lambda: (safe_call(lambda: os.close(kesi.kesi_folder("cache"))), False))
     assert not (out / "gone").exists()
-    report(a, minimum=18)
+    report(a, minimum=21)
 
 
 def safe_call(func):

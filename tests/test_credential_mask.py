@@ -104,7 +104,7 @@ def test_masked_before_the_model_and_the_session_file(tmp_path):
                               timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
     sent = json.dumps(mock.requests[1]["body"]["messages"])
-    saved = "".join(path.read_text() for path in (tmp_path / ".kesi" / "sessions").glob("*.jsonl"))
+    saved = "".join(path.read_text() for path in (checklib.records_of(tmp_path) / "sessions").glob("*.jsonl"))
     assert "[masked: github token]" in sent and "[masked: github token]" in saved
     for label, (_, secret) in creds.items():
         assert secret not in sent and secret not in saved and secret not in proc.stderr, label

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import kesi
-from checklib import ROOT, kesi_subprocess_env
+from checklib import ROOT, kesi_subprocess_env, records_of
 from mock_api import MockAPI, error, reply, tool_call
 
 KESI = str(ROOT / "kesi.py")
@@ -67,7 +67,7 @@ def test_output_format_json_reports_answer_turns_tokens_cost_and_session(tmp_pat
     assert result["usage"]["input_tokens"] == sum(r["usage"]["input_tokens"] for r in mock.requests)
     assert result["usage"]["output_tokens"] == sum(r["usage"]["output_tokens"] for r in mock.requests)
     assert result["total_cost_usd"] > 0
-    [saved] = (tmp_path / ".kesi" / "sessions").glob("*.jsonl")
+    [saved] = (records_of(tmp_path) / "sessions").glob("*.jsonl")
     assert result["session_id"] == saved.stem
 
 

@@ -7,6 +7,8 @@ a temporary XDG_CONFIG_HOME; nothing leaves the machine. Real bwrap commands
 use curl and pip through the proxy; a real kesi.py answers the permission
 prompt over a pty, and refuses to escalate when headless.
 """
+import contextlib
+import fcntl
 import http.server
 import io
 import json
@@ -14,10 +16,13 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +33,7 @@ from mock_api import reply, tool_call
 from test_permissions import KESI, Terminal, child_env
 from test_sandbox import listener, outside, sandboxed, tcp_probe  # noqa: F401 (fixtures)
 
+ROOT = Path(__file__).resolve().parent.parent
 TEST_HOST = "localtest.kesi"
 needs_curl = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 
@@ -142,13 +148,148 @@ def test_names_that_lead_to_this_machine_are_refused(config):
     policy = kesi.network_policy()
     assert kesi.network_refusal("localhost", 80, policy) is None
     addresses, reason = kesi.checked_addresses("localhost", 80, policy)
-    assert addresses == [] and "this machine or a private network" in reason
+    assert addresses == [] and "this machine or to addresses not reachable on the internet" in reason
     assert kesi.checked_addresses("127.0.0.1", 80, policy) == (["127.0.0.1"], None)    # listed as an address
     assert kesi.checked_addresses("mapped.test", 80, policy) == (["127.0.0.1"], None)  # the user's mapping
-    for address in ("127.0.0.2", "10.1.2.3", "192.168.0.1", "169.254.169.254", "::1", "fe80::1",
-                    "::ffff:127.0.0.1", "0.0.0.0", "100.64.0.1"):
-        assert kesi.is_local_network(address), address
-    assert not kesi.is_local_network("151.101.0.223") and not kesi.is_local_network("2a04:4e42::223")
+
+
+@pytest.mark.parametrize("address", [
+    "127.0.0.2", "10.1.2.3", "192.168.0.1", "169.254.169.254", "::1", "fe80::1", "0.0.0.0", "100.64.0.1",
+    "198.18.0.1", "198.19.255.254", "192.0.0.8", "192.0.2.2", "203.0.113.9", "240.0.0.1", "224.0.1.1",
+    "255.255.255.255", "fd00::2", "ff0e::1", "fec0::1", "2001:db8::1", "3fff::1", "5f00::1", "64:ff9b:1::1",
+    "::ffff:127.0.0.1", "::ffff:10.0.0.1", "::7f00:1", "2002:7f00:1::", "2002:a00:1::", "64:ff9b::a00:1",
+    "64:ff9b::7f00:1", "2001:0:4136:e378:8000:63bf:80ff:fffe", "::ffff:198.18.0.1"])
+def test_addresses_not_reachable_on_the_internet_are_off_limits(address):
+    assert kesi.is_off_limits(address)
+
+
+@pytest.mark.parametrize("address", ["151.101.0.223", "2a04:4e42::223", "::ffff:151.101.0.223",
+                                     "2002:9765:df::", "64:ff9b::9765:df"])
+def test_public_addresses_of_other_machines_are_not(address):
+    assert not kesi.is_off_limits(address)
+
+
+def machine_address() -> str:
+    """A non-loopback IPv4 address of this machine's own interfaces (SIOCGIFADDR), or skip."""
+    for _, name in socket.if_nameindex():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe, contextlib.suppress(OSError):
+            packed = fcntl.ioctl(probe.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))
+            if not packed[20:24].startswith(b"\x7f"):
+                return socket.inet_ntoa(packed[20:24])
+    pytest.skip("this machine has no IPv4 address but loopback")
+
+
+@pytest.fixture
+def hosts(monkeypatch):
+    """hosts(name=address): getaddrinfo answers these names so, as /etc/hosts would."""
+    real, table = socket.getaddrinfo, {}
+
+    def lookup(host, port, *args, **kwargs):
+        if host in table:
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (table[host], port))]
+        return real(host, port, *args, **kwargs)
+    monkeypatch.setattr(socket, "getaddrinfo", lookup)
+    return table.update
+
+
+@needs_curl
+def test_an_allowed_name_for_this_machines_own_address_is_refused(sandboxed, config, hosts):
+    """A host-only server on eth0's address, an allowed name that DNS maps to it: plain http and CONNECT
+    get 403 (issue 25, class 1); so does an allowed name for 198.18.0.1 (benchmarking, not global)."""
+    address = machine_address()
+    httpd = http.server.ThreadingHTTPServer((address, 0), IndexServer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    port = httpd.server_address[1]
+    try:
+        config({"network": {"allow": [f"*.corp.kesi:{port}", "bench.kesi"]}})
+        hosts(**{"intranet.corp.kesi": address, "bench.kesi": "198.18.0.1"})
+        assert urllib.request.urlopen(f"http://{address}:{port}/hello", timeout=10).status == 200   # it serves
+        output, _ = sh(f"curl -sS http://intranet.corp.kesi:{port}/hello")
+        assert "blocked intranet.corp.kesi" in output and "resolves only to this machine" in output, output
+        output, failed = sh(f"curl -sS -p --max-time 20 http://intranet.corp.kesi:{port}/hello")
+        assert failed and "CONNECT tunnel failed, response 403" in output, output
+        output, _ = sh("curl -sS http://bench.kesi/")
+        assert "blocked bench.kesi:80" in output, output
+        assert IndexServer.served.count("/hello") == 1        # only the test's own request reached it
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+PUBLIC_ADDRESS_OF_THIS_MACHINE = r"""
+import http.server, json, os, socket, subprocess, sys, threading
+sys.path.insert(0, sys.argv[1])
+import kesi
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+proxy = kesi.start_network_proxy("bubblewrap")        # before the address exists: no cache may miss it
+before = kesi.is_off_limits("8.8.4.4")
+subprocess.run(["ip", "addr", "add", "8.8.4.4/32", "dev", "lo"], check=True)
+httpd = http.server.ThreadingHTTPServer(("8.8.4.4", 8080), http.server.SimpleHTTPRequestHandler)
+threading.Thread(target=httpd.serve_forever, daemon=True).start()
+real = socket.getaddrinfo
+socket.getaddrinfo = lambda host, *a, **k: real("8.8.4.4" if host == "public.kesi" else host, *a, **k)
+answers = []
+for head in (b"GET http://public.kesi:8080/ HTTP/1.1\r\n\r\n", b"CONNECT public.kesi:8080 HTTP/1.1\r\n\r\n"):
+    with socket.socket(socket.AF_UNIX) as client:
+        client.connect(proxy.server_address)
+        client.sendall(head)
+        answers.append(client.makefile("rb").read().decode())
+print(json.dumps({"before": before, "after": kesi.is_off_limits("8.8.4.4"), "other": kesi.is_off_limits("8.8.8.8"),
+                  "answers": answers}))
+"""
+
+
+def test_a_public_address_of_this_machine_is_refused_even_if_added_later(tmp_path, config):
+    """In a network namespace of its own (unshare -rn), the machine gets the public address 8.8.4.4
+    after the proxy started; an allowed name that resolves to it is refused, by http and CONNECT."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.skip("needs unshare and ip")
+    config({"network": {"allow": ["public.kesi:8080"]}})
+    done = subprocess.run(["unshare", "-rn", sys.executable, "-c", PUBLIC_ADDRESS_OF_THIS_MACHINE, str(ROOT)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    if done.returncode and "unshare" in done.stderr:
+        pytest.skip(f"no user and network namespace here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert (seen["before"], seen["after"], seen["other"]) == (False, True, False)
+    for answer in seen["answers"]:
+        assert answer.startswith("HTTP/1.1 403") and "resolves only to this machine" in answer, answer
+
+
+def test_the_proxy_holds_at_most_its_cap_of_connections(ws):
+    """4,000 idle connections once made 2,000 threads in KeSi: now one past the cap gets a 503 that
+    says why, at once and without a thread, and a freed slot is usable again."""
+    proxy = kesi.start_network_proxy("bubblewrap")
+    threads, held = threading.active_count(), []
+    try:
+        for _ in range(kesi.MAX_PROXY_CONNECTIONS):
+            held.append(socket.socket(socket.AF_UNIX))
+            held[-1].connect(proxy.server_address)
+        refused = []
+        for _ in range(200):
+            with socket.socket(socket.AF_UNIX) as extra:
+                extra.connect(proxy.server_address)           # blocking: the backlog is short
+                extra.settimeout(20)
+                refused.append(extra.makefile("rb").read().decode())
+        assert all(r.startswith("HTTP/1.1 503") and f"{kesi.MAX_PROXY_CONNECTIONS} connections open" in r
+                   for r in refused), refused[0]
+        assert threading.active_count() - threads <= kesi.MAX_PROXY_CONNECTIONS
+        held.pop().close()
+        for _ in range(200):                      # the slot is released once its thread has ended
+            with socket.socket(socket.AF_UNIX) as again:
+                again.connect(proxy.server_address)
+                again.settimeout(20)
+                again.sendall(b"GET http://blocked.kesi/ HTTP/1.1\r\n\r\n")
+                answer = again.makefile("rb").read().decode()
+            if not answer.startswith("HTTP/1.1 503"):
+                break
+            time.sleep(0.05)
+        assert answer.startswith("HTTP/1.1 403"), answer
+    finally:
+        for client in held:
+            client.close()
+        proxy.shutdown()
+        proxy.server_close()
 
 
 @pytest.mark.parametrize("head, problem", [

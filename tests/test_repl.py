@@ -244,7 +244,7 @@ def test_readline_recalls_history_and_ctrl_d_exits(tmp_path):
         finally:
             term.close()
     assert [user_text(m) for m in sent(mock)[1][::2]] == ["hello kesi", "hello kesi"]
-    saved = (tmp_path / ".kesi" / "prompt-history").read_text()
+    saved = (checklib.records_of(tmp_path) / "prompt-history.jsonl").read_text()
     assert "hello kesi" in saved
 
 

@@ -6,6 +6,7 @@ Nothing here needs the network: packages come from wheels the tests build
 (pytest's are packed from this environment's own copy), read from a folder
 or from a local index that sandboxed commands reach through KeSi's proxy.
 """
+import io
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import kesi
-from checklib import sandbox_forced
+from checklib import records_of, sandbox_forced
 from local_index import build_wheel, installed_wheels, simple_index
 from mock_api import reply, tool_call
 from test_network import IndexServer, config, server  # noqa: F401 (fixtures)
@@ -69,13 +70,34 @@ def test_cache_variables_name_the_project_but_keep_the_users_own_choice(box, mon
     monkeypatch.delenv("UV_CACHE_DIR", raising=False)
     monkeypatch.delenv("CARGO_HOME", raising=False)
     monkeypatch.setenv("NPM_CONFIG_CACHE", str(box / "my-npm-cache"))
-    env = kesi.sandbox_environment()
+    env = kesi.command_environment()
     cache = box / ".kesi" / "cache"
     assert env["UV_CACHE_DIR"] == str(cache / "uv") and env["XDG_CACHE_HOME"] == str(cache)
     assert env["CARGO_HOME"] == str(cache / "cargo")
     assert env["NPM_CONFIG_CACHE"] == str(box / "my-npm-cache") and "npm_config_cache" not in env
     with sandbox_forced(None):       # unsandboxed, the user's own caches are theirs to use
-        assert "UV_CACHE_DIR" not in kesi.sandbox_environment()
+        assert "UV_CACHE_DIR" not in kesi.command_environment()
+
+
+@pytest.mark.parametrize("how", ["u", "ua", "--escalate unsandboxed"])
+def test_an_unsandboxed_command_never_sees_the_sandboxs_caches(box, monkeypatch, how):
+    """A sandboxed command can write .kesi/cache: a cargo config planted there (a rustc-wrapper) ran as
+    the user when a later escalated cargo build found CARGO_HOME pointing at it (issue 25, class 4)."""
+    for name in kesi.CACHE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(kesi, "UI", io.StringIO())
+    output, failed = sh("mkdir -p \"$CARGO_HOME\" && echo '[build]' > \"$CARGO_HOME/config.toml\" && env")
+    assert not failed and f"CARGO_HOME={box}/.kesi/cache/cargo" in output, output
+    command = "env; echo end"
+    if how == "--escalate unsandboxed":
+        kesi.set_headless_escalation("unsandboxed")
+    else:
+        kesi.grant_escalation(command, kesi.Escalate("unsandboxed", how == "ua"))
+    for _ in range(2 if how == "ua" else 1):
+        output, failed = sh(command)
+        assert not failed and "\nend\n" in output, output
+        assert ".kesi/cache" not in output and "XDG_CACHE_HOME" not in output, output
+        assert not {line.split("=")[0] for line in output.splitlines()} & set(kesi.CACHE_VARIABLES), output
 
 
 def test_home_stays_read_only_and_the_users_cache_unwritten(box):
@@ -187,7 +209,7 @@ def test_the_macos_profile_has_the_same_policy_as_text(ws):
     profile lets commands write; home is not writable; a background task may
     not write .git at all."""
     with sandbox_forced("seatbelt"):
-        env = kesi.sandbox_environment()
+        env = kesi.command_environment()
         foreground, params = kesi.sandbox_spec()
         background, _ = kesi.sandbox_spec(background=True)
         argv = kesi.shell_argv("npm run dev", background=True)
@@ -196,10 +218,9 @@ def test_the_macos_profile_has_the_same_policy_as_text(ws):
     assert "(deny file-write*)" in foreground and writable in foreground and "HOME_DIR" not in writable
     git_rule = '(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'
     assert git_rule not in foreground and git_rule in background.splitlines()
-    records = [line for line in foreground.splitlines() if "/.kesi/audit.jsonl" in line]
-    assert records == [line for line in background.splitlines() if "/.kesi/audit.jsonl" in line]
-    assert records[0].startswith("(deny file-read* file-write* (literal") and records[0].count("(") == records[0].count(")")
-    assert '(subpath (string-append (param "BASE_DIR") "/.kesi/sessions"))' in records[0]
+    records = '(deny file-read* file-write* (subpath (param "RECORDS_DIR")))'
+    assert records in foreground.splitlines() and records in background.splitlines()
+    assert ("RECORDS_DIR", str(kesi.records_root())) in params
     assert argv[argv.index("-p") + 1] == background and ("BASE_DIR", str(ws)) in params
 
 
@@ -272,7 +293,7 @@ def test_a_scripted_session_does_everyday_work_in_the_sandbox(user_gitconfig, bo
                           cwd=box, env=env, capture_output=True, text=True, timeout=4 * slow)
     assert done.returncode == 0 and done.stdout.strip() == "all done", done.stderr
 
-    entries = [json.loads(line) for line in (box / ".kesi" / "audit.jsonl").read_text().splitlines()]
+    entries = [json.loads(line) for line in kesi.read_records(records_of(box) / kesi.AUDIT_LOG)[0]]
     assert [e["command"] for e in entries] == [c["command"] for c in commands] + [commands[4]["command"]]
     assert [e["sandbox"] for e in entries] == ["on"] * len(entries), entries
     failing, passing, commit, install, started, query, stopped = entries

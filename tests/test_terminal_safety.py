@@ -52,10 +52,10 @@ def script():
 def test_no_escape_from_model_or_tool_text_reaches_the_terminal(tmp_path):
     ws = tmp_path.resolve()
     (ws / "evil.txt").write_text(f"first line\nclipboard {OSC52} and {ERASE} last-line-mark\n")
-    sessions = ws / ".kesi" / "sessions"
-    sessions.mkdir(parents=True)
-    (sessions / "20200101-000000-000000-1.jsonl").write_text(
-        json.dumps({"title": f"old {OSC52} title{ERASE}"}) + "\n" + json.dumps({"role": "user", "content": "hi"}) + "\n")
+    old_session = checklib.records_of(ws) / "sessions" / "20200101-000000-000000-1.jsonl"
+    old_session.parent.mkdir(parents=True)
+    old_session.write_bytes(kesi.record_lines(old_session, [{"title": f"old {OSC52} title{ERASE}"},
+                                                            {"role": "user", "content": "hi"}]))
     with MockAPI(script()) as mock:
         env = checklib.kesi_subprocess_env(mock, TERM="dumb", KESI_SANDBOX="off")
         term = Terminal([sys.executable, KESI], ws, env)
@@ -159,10 +159,9 @@ def test_headless_json_is_ascii_on_a_terminal_and_utf8_in_a_pipe(tmp_path):
 
 
 def test_log_shows_a_planted_audit_entry_escaped(ws):
-    (ws / ".kesi").mkdir()
     planted = {"at": "2026-12-03T10:00:00", "command": "ls", "decision": "allowed",
                "exit_code": f"0{OSC52}\x1b[2J", "seconds": f"1{ERASE}"}
-    (ws / ".kesi" / "audit.jsonl").write_text(json.dumps(planted) + "\n")
+    kesi.append_records(kesi.records_folder() / kesi.AUDIT_LOG, [planted])
     screen = checklib.capture_ui()
     kesi.show_log("")
     shown = screen.getvalue()

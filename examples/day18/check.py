@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from checklib import Checks, workspace, mock_client   # noqa: E402  (also puts kesi + mock_api on sys.path)
+from checklib import Checks, records_of, workspace, mock_client   # noqa: E402  (also puts kesi + mock_api on sys.path)
 import anthropic                                        # noqa: E402
 import kesi                                             # noqa: E402
 from mock_api import reply, tool_call, error, stream_events   # noqa: E402
@@ -259,7 +259,7 @@ def main() -> int:
                      f"every request of 4,096 tokens or more ({len(big)} of {len(bodies)})",
                      not any("cache_control" in json.dumps(b["system"]) for b in bodies)
                      and big and all("cache_control" in b["messages"][-1]["content"][-1] for b in big))
-        saved = "".join(p.read_text() for p in (root / ".kesi").rglob("*.jsonl"))
+        saved = "".join(p.read_text() for p in (records_of(root) / "sessions").glob("*.jsonl"))
         checks.check("the journal in memory and the saved session carry no cache_control",
                      "cache_control" not in json.dumps(history) and saved and "cache_control" not in saved)
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from checklib import ROOT, Checks, fresh_state, kesi_subprocess_env, workspace  # noqa: E402
+from checklib import ROOT, Checks, fresh_state, kesi_subprocess_env, records_of, workspace  # noqa: E402
 import kesi                                                           # noqa: E402
 from mock_api import MockAPI                                          # noqa: E402
 
@@ -51,7 +51,7 @@ def kesi_main(mock, *args) -> tuple[int, str, str]:
 
 
 def sessions_in(folder: Path) -> list[Path]:
-    return sorted((folder / ".kesi" / "sessions").glob("*.jsonl"))
+    return sorted((records_of(folder) / "sessions").glob("*.jsonl"))
 
 
 def texts(body: dict) -> list[str]:
@@ -59,10 +59,12 @@ def texts(body: dict) -> list[str]:
 
 
 def write_session(folder: Path, name: str, lines: list[str]) -> Path:
-    """A session file made by hand, marked as the most recent one."""
-    path = folder / ".kesi" / "sessions" / name
+    """A session file made by hand (each line signed as KeSi signs it), marked as the most recent one."""
+    path = records_of(folder) / "sessions" / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    key = kesi.record_key()
+    path.write_bytes(b"".join(kesi.record_mac(key, name, line.encode()) + b" " + line.encode() + b"\n"
+                              for line in lines))
     newest = time.time() + 60
     os.utime(path, (newest, newest))
     return path
@@ -79,10 +81,11 @@ def check_save_and_continue(folder: Path):
         files = sessions_in(folder)
         checks.check("a REPL conversation (piped stdin) runs and ends cleanly", first.returncode == 0
                      and NAME_REPLY in first.stdout, first.stdout[-800:] + first.stderr[-800:])
-        checks.check("it is saved as one JSONL file under .kesi/sessions", len(files) == 1, files)
+        checks.check("it is saved as one JSONL file among KeSi's records, outside the project",
+                     len(files) == 1 and not (folder / ".kesi" / "sessions").exists(), files)
         if not files:
             return
-        lines = [json.loads(line) for line in files[0].read_text(encoding="utf-8").splitlines()]
+        lines = [json.loads(line) for line in kesi.read_records(files[0])[0]]
         checks.check("the file is a header line, then one line per message",
                      lines[0].get("kesi_session") == 1 and lines[0].get("title") == NAME_PROMPT
                      and [m["role"] for m in lines[1:]] == ["user", "assistant"], lines)
@@ -112,15 +115,16 @@ def check_save_and_continue(folder: Path):
 def check_corrupt_session(folder: Path):
     path = write_session(folder, "20990101-000000-1.jsonl",
                          [header("broken"), json.dumps({"role": "user", "content": "hi"}), "{not json"])
-    with MockAPI(["should not be asked"]) as mock:
+    with MockAPI(["the older one"]) as mock:
         try:
             code, _, err = kesi_main(mock, "--continue", "-p", "go on")
         except Exception as exc:              # what a traceback would have been
             code, err = None, repr(exc)
         checks.check("a corrupt session gives a readable error, not a traceback",
                      "Could not resume" in err and "line 3 is not JSON" in err, err[-800:])
-        checks.check("--continue then stops instead of starting a conversation without its context",
-                     code == 2 and mock.requests == [], (code, len(mock.requests)))
+        sent = texts(mock.requests[0]["body"]) if mock.requests else []
+        checks.check("--continue then takes the newest session that loads, and says which",
+                     code == 0 and sent[:2] == [NAME_PROMPT, NAME_REPLY] and "Resumed" in err, (code, sent))
     try:
         kesi.load_session(path)
         raised = None
