@@ -164,6 +164,7 @@ class Settings:
     pass_env: frozenset = frozenset()  # KESI_PASS_ENV: extra names commands may see
     api_key: str | None = None
     auth_token: str | None = None
+    unused_key: bool = False          # ANTHROPIC_API_KEY set beside the token, which wins
     base_url: str | None = None
     ignored: tuple = ()               # names in the project's .env that KeSi did not take
 
@@ -199,8 +200,10 @@ def read_settings(environ=None, user_file: Path | None = None, project_env: Path
     if get("KESI_PRICES"):
         found["prices"] = price_override(get("KESI_PRICES"))
     found["pass_env"] = pass_env_names(get("KESI_PASS_ENV"))
-    found.update(api_key=values.get("ANTHROPIC_API_KEY") or None,
-                 auth_token=values.get("ANTHROPIC_AUTH_TOKEN") or None,
+    # Both set (common behind a gateway): the token wins, as in Claude Code. It is what the user set
+    # up for ANTHROPIC_BASE_URL; a console key there would travel to the gateway.
+    key, token = values.get("ANTHROPIC_API_KEY") or None, values.get("ANTHROPIC_AUTH_TOKEN") or None
+    found.update(api_key=None if token else key, auth_token=token, unused_key=bool(key and token),
                  base_url=values.get("ANTHROPIC_BASE_URL") or None)
     found["ignored"] = tuple(sorted(k for k in project if k not in PROJECT_ENV_NAMES
                                     and k.upper().startswith(("KESI_", "ANTHROPIC_"))))
@@ -7236,6 +7239,9 @@ def main(argv=None) -> int:
         UI = sys.stderr                  # stdout carries only the answer (resume notices too)
         MAIN_AGENT.echo = False
         set_headless_escalation(args.escalate)
+    if settings.unused_key:
+        ui("  (credential: ANTHROPIC_AUTH_TOKEN (Authorization: Bearer); ANTHROPIC_API_KEY is set too and "
+           "not used: the token wins, as in Claude Code)")
     if settings.ignored:
         ui(f"  (ignored in this project's .env: {visible(', '.join(settings.ignored))}; only your shell "
            f"or {visible(user_env_file())} may set these)")
