@@ -5444,27 +5444,33 @@ class Meter:
 
 METER = Meter()
 
-# --max-budget-usd: the session stops before a request that could take its
-# cost past this. What a request will cost is only known after it, so the
-# check uses a bound: the estimated prompt at the dearest input price (a 1-hour
-# cache write) plus a full max_tokens of output.
+# --max-budget-usd: the session never passes it. What a request will cost is
+# only known after it, so each is bounded before it is sent: the estimated
+# prompt at the dearest input price (a 1-hour cache write), plus max_tokens of
+# output, with max_tokens cut to what the rest of the budget pays for. KeSi
+# stops when not even BUDGET_FLOOR tokens fit: a shorter reply is likely cut
+# off mid tool call (runs nothing) yet is paid for.
 MAX_BUDGET_USD: float | None = None
+BUDGET_FLOOR = 512
 
 
-def budget_stop(history: list[dict], agent) -> str | None:
-    """Why the next request may not be sent (None: it may)."""
+def budget_room(history: list[dict], agent) -> tuple[int, str | None]:
+    """(max_tokens the next request may have, None), or (0, why it may not be sent)."""
     if MAX_BUDGET_USD is None:
-        return None
+        return MAX_TOKENS, None
     tokens = estimate_tokens(history, agent)
     prices = price_for(MODEL, tokens)
     if prices is None:
-        return f"Error: no price is known for {MODEL}, so --max-budget-usd cannot be kept; set KESI_PRICES."
-    bound = (tokens * max(prices[k] for k in PRICE_KEYS if k != "output") + MAX_TOKENS * prices["output"]) / 1e6
+        return 0, f"Error: no price is known for {MODEL}, so --max-budget-usd cannot be kept; set KESI_PRICES."
+    prompt = tokens * max(prices[k] for k in PRICE_KEYS if k != "output") / 1e6
     spent = METER.cost()
-    if spent + bound <= MAX_BUDGET_USD:
-        return None
-    return (f"Error: stopped before the next request: ${spent:.4f} of the ${MAX_BUDGET_USD:.4f} budget "
-            f"(--max-budget-usd) is spent, and the request could cost up to ${bound:.4f}.")
+    left = MAX_BUDGET_USD - spent - prompt
+    room = min(MAX_TOKENS, int(left * 1e6 / prices["output"]) if prices["output"] else MAX_TOKENS)
+    if room >= min(BUDGET_FLOOR, MAX_TOKENS):
+        return room, None
+    return 0, (f"Error: stopped before the next request: ${spent:.4f} of the ${MAX_BUDGET_USD:.4f} budget "
+               f"(--max-budget-usd) is spent; the request's prompt could cost up to ${prompt:.4f}, which "
+               f"leaves room for {max(room, 0)} output tokens, fewer than the {BUDGET_FLOOR} a useful reply needs.")
 
 
 # --- API errors --------------------------------------------------------------
@@ -6045,8 +6051,8 @@ class Answer(str):
         return str(self)
 
 
-def request_for(history: list[dict], agent: Agent) -> dict:
-    request = {"model": MODEL, "max_tokens": MAX_TOKENS, "system": system_prompt(agent.rules),
+def request_for(history: list[dict], agent: Agent, max_tokens: int | None = None) -> dict:
+    request = {"model": MODEL, "max_tokens": max_tokens or MAX_TOKENS, "system": system_prompt(agent.rules),
                "tools": agent.tools()}
     return add_cache_breakpoints(request, history, agent)
 
@@ -6094,10 +6100,14 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
             limit += MAX_TURNS
         if agent.manages_context:
             manage_context(client, history, agent)
-        if over_budget := budget_stop(history, agent):
+        max_tokens, over_budget = budget_room(history, agent)
+        if over_budget:
             return end_turn(history, agent, over_budget)
+        if max_tokens < MAX_TOKENS:
+            ui(f"{agent.indent}(budget: this request may write at most {max_tokens} tokens, --max-budget-usd)")
         try:
-            message, finished, interrupted = stream_turn(client, request_for(history, agent), agent.echo)
+            message, finished, interrupted = stream_turn(client, request_for(history, agent, max_tokens),
+                                                         agent.echo)
         except StreamFailure as failure:
             return end_after_stream_failure(history, failure, agent)
         except Exception as exc:      # the request never opened: API errors, and SDK errors before sending
@@ -7310,6 +7320,7 @@ def result_record(answer: Answer, since: int) -> dict:
                       "cache_creation_input_tokens": totals["cache_write"],
                       "cache_read_input_tokens": totals["cache_read"]},
             "total_cost_usd": None if METER.unpriced_models(since) else round(METER.cost(since), 6),
+            "max_budget_usd": MAX_BUDGET_USD,
             "session_id": SESSION_FILE.stem if SESSION_FILE is not None else None}
 
 
