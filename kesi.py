@@ -5211,7 +5211,8 @@ class CacheClock:
     hour. A 1-hour entry costs 0.75x input more to write but is far cheaper
     than re-writing the whole conversation, so after one long pause KeSi
     writes 1-hour entries for the next hour; a session without long pauses
-    never pays for them. Kept per agent label (main, sub-agent).
+    never pays for them. Kept per agent label (main, sub-agent); the main
+    agent's clock is saved with the session, so `-c` goes on with it.
     """
 
     def __init__(self):
@@ -5226,6 +5227,15 @@ class CacheClock:
         self.last_use[label] = now
         paused = self.long_pause_at.get(label)
         return "1h" if paused is not None and now - paused < PAUSE_MEMORY else "5m"
+
+    def saved(self) -> dict:
+        return {"last_use": self.last_use.get("main"), "long_pause_at": self.long_pause_at.get("main")}
+
+    def restore(self, saved) -> None:
+        """Take back what saved() gave; anything else (a hand-edited file, a time to come) is ignored."""
+        for name, value in (saved.items() if isinstance(saved, dict) else ()):
+            if name in ("last_use", "long_pause_at") and type(value) in (int, float) and value <= time.time():
+                getattr(self, name)["main"] = value
 
 
 CACHE_CLOCK = CacheClock()
@@ -6482,6 +6492,7 @@ SESSION_FILE: Path | None = None
 SAVED = 0
 LAST_SAVED = ""
 RESTART = "kesi_restart"     # a marker line: the journal starts again from the lines after it
+CLOCK = "kesi_cache_clock"   # a line with the cache clock as it was at that save (see CacheClock)
 
 
 def session_dir() -> Path:
@@ -6526,6 +6537,7 @@ def save_session(history: list[dict]) -> None:
                       "at": datetime.datetime.now().isoformat(timespec="seconds")})
         SAVED = 0
     lines += history[SAVED:]
+    lines.append({CLOCK: CACHE_CLOCK.saved()})
     try:
         append_lines(SESSION_FILE, [as_line(line) for line in lines])
     except OSError as exc:
@@ -6576,11 +6588,12 @@ def read_session(path: Path) -> list[dict]:
     return read_session_sized(path)[0]
 
 
-def read_session_sized(path: Path) -> tuple[list[dict], int]:
-    """read_session, and the journal's size as json_chars counts it, taken
-    from the lines instead of a second json.dumps (see escape_growth); the
-    lines' spaces after , and : make it a little more, never less."""
-    history, chars = [], 1
+def read_session_sized(path: Path) -> tuple[list[dict], int, dict | None]:
+    """read_session, the journal's size as json_chars counts it, taken from
+    the lines instead of a second json.dumps (see escape_growth; the lines'
+    spaces after , and : make it a little more, never less), and the last
+    saved cache clock."""
+    history, chars, clock = [], 1, None
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -6593,12 +6606,15 @@ def read_session_sized(path: Path) -> tuple[list[dict], int]:
         if isinstance(message, dict) and RESTART in message:
             history, chars = [], 1
             continue
+        if isinstance(message, dict) and CLOCK in message:
+            clock = message[CLOCK]
+            continue
         if (not isinstance(message, dict) or message.get("role") not in ("user", "assistant")
                 or not isinstance(message.get("content"), (str, list))):
             raise ValueError(f"{path.name} line {number} is not a message")
         history.append(message)
         chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line))
-    return history, chars
+    return history, chars, clock
 
 
 def escape_growth(text: str) -> int:
@@ -6620,11 +6636,12 @@ def load_session(path: Path) -> list[dict]:
 def resume_session(path: Path, history: list[dict]) -> bool:
     global SESSION_FILE, SAVED, LAST_SAVED
     try:
-        loaded, chars = read_session_sized(path)
+        loaded, chars, clock = read_session_sized(path)
     except ValueError as exc:
         ui(f"  Could not resume: {visible(exc)}")
         return False
     history[:] = loaded
+    CACHE_CLOCK.restore(clock)
     SESSION_FILE, SAVED, LAST_SAVED = path, len(loaded), as_line(loaded[-1]) if loaded else ""
     # The first request's estimate starts from here: no json.dumps of a 50 MB journal.
     mark_request_size(MAIN_AGENT, history, request_tokens(chars, MAIN_AGENT))

@@ -11,7 +11,9 @@ from mock_api import reply, tool_call
 
 
 def lines_of(path):
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    """The header, messages and restart markers (each save also adds its cache clock line)."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [line for line in lines if kesi.CLOCK not in line]
 
 
 def test_each_turn_appends_and_never_rewrites(ws, mock_client):
@@ -167,7 +169,7 @@ def test_resume_picks_by_number_and_saves_back_into_that_file(ws, mock_client):
     assert kesi.SESSION_FILE == first and kesi.READ_VERSIONS == {}
     assert [kesi.text_of(m["content"]) for m in history] == ["first session", "one"]
     kesi.run_turn(client, history, "more")
-    assert len(first.read_text().splitlines()) == 1 + 4
+    assert len(lines_of(first)) == 1 + 4
 
 
 def test_a_resumed_journal_is_sized_from_its_lines_never_below_the_full_estimate(ws, mock_client):
