@@ -6649,8 +6649,10 @@ def resume_session(path: Path, history: list[dict]) -> bool:
     READ_VERSIONS.clear()     # files may have changed since; read them again
     TODOS.clear()
     restore_todos(history)
-    ui(f"  Resumed {visible(path.name)}: {len(history)} messages. "
-       f"Last prompt: {visible(shorten(last_prompt(history), 70))}")
+    idle = time.time() - CACHE_CLOCK.last_use.get("main", time.time())
+    ui(f"  Resumed {visible(path.name)}: {len(history)} messages. Last prompt: "
+       f"{visible(shorten(last_prompt(history), 70))}" + (f" ({idle / 60:.0f} minutes ago: the prompt cache has "
+       "expired, so KeSi writes it for an hour now)" if idle >= LONG_PAUSE else ""))
     return True
 
 
