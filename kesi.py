@@ -5909,32 +5909,39 @@ def note_request_size(agent: Agent, usage) -> None:
         agent.size_mark.tokens = counted
 
 
-def clear_old_tool_results(history: list[dict]) -> int:
-    """Replace all but the newest tool results, when large, with a stub."""
-    results = [block for message in history if message["role"] == "user"
-               and isinstance(message["content"], list)
-               for block in message["content"] if block_type(block) == "tool_result"]
-    reads = {b.get("id"): b.get("input") for m in history if m["role"] == "assistant"
+def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, int, int]:
+    """Replace all but the newest tool results in history[start:], when large, with a stub.
+    Returns how many it cleared, the JSON characters that freed, and where the next call
+    may start (what lies before was looked at for good: a small result never grows)."""
+    found = [(i, block) for i in range(start, len(history)) if history[i]["role"] == "user"
+             and isinstance(history[i]["content"], list)
+             for block in history[i]["content"] if block_type(block) == "tool_result"]
+    old = found[:-KEEP_RECENT_RESULTS] if KEEP_RECENT_RESULTS else found
+    reads = {b.get("id"): b.get("input") for m in history[max(start - 1, 0):] if m["role"] == "assistant"
              and isinstance(m["content"], list) for b in m["content"]
              if block_type(b) == "tool_use" and b.get("name") == "read_file"}
-    cleared = 0
-    for block in results[:-KEEP_RECENT_RESULTS] if KEEP_RECENT_RESULTS else results:
+    cleared = freed = 0
+    for _, block in old:
         content = block.get("content")
         if isinstance(content, str) and len(content) >= MIN_CLEARABLE_CHARS:
+            freed += json_chars(content) - json_chars(CLEARED_RESULT)
             block["content"] = CLEARED_RESULT
             cleared += 1
             read = reads.get(block.get("tool_use_id"))
             if isinstance(read, dict):   # the model no longer sees that file: no overwrite from memory
                 READ_VERSIONS.pop(safe_write_path(read.get("file_path")), None)
-    return cleared
+    return cleared, freed, found[len(old)][0] if len(found) > len(old) else len(history)
 
 
 def manage_context(client, history: list[dict], agent: Agent) -> None:
-    if estimate_tokens(history, agent) < CLEAR_RESULTS_AT * CONTEXT_WINDOW:
+    tokens = estimate_tokens(history, agent)
+    if tokens < CLEAR_RESULTS_AT * CONTEXT_WINDOW:
         return
-    cleared = clear_old_tool_results(history)
+    mark = agent.clear_mark     # clearing goes on from where it stopped: O(new messages), as the estimate
+    cleared, freed, upto = clear_old_tool_results(history, mark.length if mark and mark.fits(history) else 0)
+    agent.clear_mark = SizeMark(history, upto, history[upto - 1] if upto else None, 0)
     if cleared:
-        agent.size_mark = None   # results changed in place: estimate the whole journal again
+        mark_request_size(agent, history, tokens - freed // 4)
         ui(f"  (context: cleared {cleared} old tool result{'s' * (cleared != 1)})")
     if estimate_tokens(history, agent) >= COMPACT_AT * CONTEXT_WINDOW:
         ui("  (context: nearly full, compacting the conversation)")
@@ -6041,6 +6048,7 @@ class Agent:
     indent: str = "  "
     manages_context: bool = True
     size_mark: "SizeMark | None" = None   # how big its last request was (see estimate_tokens)
+    clear_mark: "SizeMark | None" = None  # how far clear_old_tool_results has looked
 
     def tools(self) -> list[dict]:
         return [spec for spec in TOOLS if spec["name"] in self.tool_names]

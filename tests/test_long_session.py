@@ -1,0 +1,38 @@
+"""Per-request bookkeeping in a long session stays proportional to the new
+messages, also once old tool results are being cleared (past half the context):
+counted by what KeSi serialises and walks, never by timing."""
+import kesi
+
+
+def tool_round(n: int, size: int) -> list[dict]:
+    use = {"type": "tool_use", "id": f"toolu_{n}", "name": "list_files", "input": {}}
+    return [{"role": "assistant", "content": [{"type": "text", "text": f"round {n}"}, use]},
+            {"role": "user", "content": [kesi.tool_result(f"toolu_{n}", "y" * size, False)]}]
+
+
+def size(n: int) -> int:
+    return 600 if n % 10 == 0 else 400             # every tenth result can be cleared
+
+
+def test_clearing_in_a_long_session_looks_only_at_the_new_messages(ws, monkeypatch):
+    agent = kesi.Agent("main", kesi.MAIN_AGENT.tool_names)
+    history = [{"role": "user", "content": "go"}]
+    for n in range(2000):                          # 2,000 rounds, 6,000 blocks
+        history += tool_round(n, size(n))
+    tokens = kesi.estimate_tokens(history, agent)
+    kesi.mark_request_size(agent, history, tokens)
+    monkeypatch.setattr(kesi, "CONTEXT_WINDOW", int(tokens / 0.7))   # between clearing and compaction
+    kesi.manage_context(None, history, agent)      # the first clearing walks everything once
+    assert kesi.CLEARED_RESULT in str(history[2])
+
+    serialised, walked = [], []
+    json_chars, block_type = kesi.json_chars, kesi.block_type
+    monkeypatch.setattr(kesi, "json_chars", lambda value: serialised.append(json_chars(value)) or serialised[-1])
+    monkeypatch.setattr(kesi, "block_type", lambda block: walked.append(1) or block_type(block))
+    for n in range(2000, 2025):                    # a request per round; some free a result
+        history += tool_round(n, size(n))
+        kesi.manage_context(None, history, agent)
+        kesi.request_for(history, agent)           # marks the request's size, as each request does
+    assert sum(serialised) < 25 * 4000 and len(walked) < 25 * 40      # the journal is ~1.3M chars, (sum(serialised), len(walked))
+    whole = kesi.request_tokens(json_chars(history), agent)
+    assert abs(kesi.estimate_tokens(history, agent) - whole) <= whole * 0.01
