@@ -33,6 +33,7 @@ def test_clearing_in_a_long_session_looks_only_at_the_new_messages(ws, monkeypat
         history += tool_round(n, size(n))
         kesi.manage_context(None, history, agent)
         kesi.request_for(history, agent)           # marks the request's size, as each request does
-    assert sum(serialised) < 25 * 4000 and len(walked) < 25 * 40      # the journal is ~1.3M chars, (sum(serialised), len(walked))
+    # The journal is about 1.3 million characters, 6,000 blocks.
+    assert sum(serialised) < 25 * 4000 and len(walked) < 25 * 40, (sum(serialised), len(walked))
     whole = kesi.request_tokens(json_chars(history), agent)
     assert abs(kesi.estimate_tokens(history, agent) - whole) <= whole * 0.01

@@ -47,7 +47,8 @@ def no_cache_cost(usage: dict) -> float:
 def cost(usage: dict) -> float:
     one_hour = (usage.get("cache_creation") or {}).get("ephemeral_1h_input_tokens", 0)
     return kesi.request_cost({"model": MODEL, "input": usage.get("input_tokens", 0),
-                              "output": usage.get("output_tokens", 0), "cache_read": usage.get("cache_read_input_tokens", 0),
+                              "output": usage.get("output_tokens", 0),
+                              "cache_read": usage.get("cache_read_input_tokens", 0),
                               "cache_write": usage.get("cache_creation_input_tokens", 0), "cache_write_1h": one_hour})
 
 
