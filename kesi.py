@@ -5205,15 +5205,11 @@ def cache_minimum(model: str) -> int:
 class CacheClock:
     """Chooses each request's cache lifetime from the pauses seen so far.
 
-    Inside a task requests follow each other within seconds, and 5-minute
-    entries are cheapest. Between prompts people pause: after a pause longer
-    than 5 minutes everything is written again, unless it was written for an
-    hour. A 1-hour entry costs 0.75x input more to write but is far cheaper
-    than re-writing the whole conversation, so after one long pause KeSi
-    writes 1-hour entries for the next hour; a session without long pauses
-    never pays for them. Kept per agent label (main, sub-agent); the main
-    agent's clock is saved with the session, so `-c` goes on with it.
-    """
+    Inside a task requests come seconds apart: 5-minute entries are cheapest. After a pause
+    past 5 minutes everything is written again, unless it was written for an hour (0.75x input
+    more to write, far less than re-writing the conversation); so after one long pause KeSi
+    writes 1-hour entries for the next hour, and a session without long pauses never pays for
+    them. Per agent label; the main agent's clock is saved with the session, for `-c`."""
 
     def __init__(self):
         self.last_use: dict[str, float] = {}
@@ -5283,9 +5279,8 @@ def tools_chars(tools: list[dict]) -> int:
 
 def with_cache_breakpoints(history: list[dict], control: dict | None = None,
                            prefix_tokens: dict | None = None, minimum: int = 0) -> list[dict]:
-    """The messages to send: the journal, with a breakpoint on the newest
-    message and on the third newest (the previous request's newest), each
-    only if the prefix through it (prefix_tokens) reaches the minimum."""
+    """The journal with a breakpoint on the newest and the third newest message (the previous
+    request's newest), each only if the prefix through it (prefix_tokens) reaches the minimum."""
     messages = list(history)
     for index in (-1, -3):
         big_enough = prefix_tokens is None or prefix_tokens[index] >= minimum
@@ -5454,12 +5449,10 @@ class Meter:
 
 METER = Meter()
 
-# --max-budget-usd: the session never passes it. What a request will cost is
-# only known after it, so each is bounded before it is sent: the estimated
-# prompt at the dearest input price (a 1-hour cache write), plus max_tokens of
-# output, with max_tokens cut to what the rest of the budget pays for. KeSi
-# stops when not even BUDGET_FLOOR tokens fit: a shorter reply is likely cut
-# off mid tool call (runs nothing) yet is paid for.
+# --max-budget-usd is never passed. A request's cost is known only after it, so it is bounded
+# first: the estimated prompt at the dearest input price (a 1-hour write) plus max_tokens of output,
+# max_tokens cut to what the rest of the budget pays for. Below BUDGET_FLOOR tokens KeSi stops: a
+# shorter reply is likely cut off mid tool call (runs nothing), yet paid for.
 MAX_BUDGET_USD: float | None = None
 BUDGET_FLOOR = 512
 
@@ -5860,8 +5853,7 @@ COMPACT_INTRO = "This conversation was compacted. Summary of what happened befor
 
 @dataclass
 class SizeMark:
-    """The size in tokens of an agent's request for history[:length]: the
-    API's own count once the response arrived, an estimate before that."""
+    """Tokens of an agent's request for history[:length]: the API's count once answered, else an estimate."""
     history: list
     length: int
     last: dict | None          # history[length - 1] then: a rewritten journal is noticed
@@ -5873,10 +5865,8 @@ class SizeMark:
 
 
 def estimate_tokens(history: list[dict], agent: Agent | None = None) -> int:
-    """A cheap local estimate (about four characters a token) of a request:
-    the messages, plus tools and rules when agent is given. It starts from
-    the agent's last request when the journal has only grown since, so it
-    costs O(new messages), not O(history)."""
+    """A cheap estimate (four characters a token) of a request: the messages, plus tools and rules
+    when agent is given; from the agent's last request if the journal only grew: O(new messages)."""
     mark = agent.size_mark if agent is not None else None
     if mark is not None and mark.fits(history):
         return mark.tokens + json_chars(history[mark.length:]) // 4
@@ -6597,10 +6587,8 @@ def read_session(path: Path) -> list[dict]:
 
 
 def read_session_sized(path: Path) -> tuple[list[dict], int, dict | None]:
-    """read_session, the journal's size as json_chars counts it, taken from
-    the lines instead of a second json.dumps (see escape_growth; the lines'
-    spaces after , and : make it a little more, never less), and the last
-    saved cache clock."""
+    """read_session, the journal's size as json_chars counts it, taken from the lines instead of a
+    second json.dumps (see escape_growth; never less), and the last saved cache clock."""
     history, chars, clock = [], 1, None
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
