@@ -5385,6 +5385,7 @@ class Meter:
 
     def __init__(self):
         self.calls: list[dict] = []
+        self.summed = (0, None, 0.0)    # (how many calls, the last of them, their cost): see cost()
 
     def record(self, usage, *, partial: bool = False, label: str = "main", model: str | None = None):
         if usage is None:
@@ -5408,8 +5409,15 @@ class Meter:
         return {k: sum(c[k] for c in self.calls[since:]) for k in USAGE_KEYS}
 
     def cost(self, since: int = 0) -> float:
-        """Dollars for the requests whose price is known."""
-        return sum(c["cost"] for c in self.calls[since:] if c.get("cost") is not None)
+        """Dollars for the requests whose price is known. The session's sum (asked before each
+        request under a budget) goes on from the last one while the list only grew: O(new calls)."""
+        count, last, total = self.summed if not since else (since, None, 0.0)
+        if not since and not (0 < count <= len(self.calls) and self.calls[count - 1] is last):
+            count, total = 0, 0.0
+        total += sum(c["cost"] for c in self.calls[count:] if c.get("cost") is not None)
+        if not since:
+            self.summed = (len(self.calls), self.calls[-1] if self.calls else None, total)
+        return total
 
     def unpriced_models(self, since: int = 0) -> list[str]:
         return sorted({c["model"] for c in self.calls[since:] if c.get("cost") is None})

@@ -37,3 +37,32 @@ def test_clearing_in_a_long_session_looks_only_at_the_new_messages(ws, monkeypat
     assert sum(serialised) < 25 * 4000 and len(walked) < 25 * 40, (sum(serialised), len(walked))
     whole = kesi.request_tokens(json_chars(history), agent)
     assert abs(kesi.estimate_tokens(history, agent) - whole) <= whole * 0.01
+
+
+
+class Read(dict):
+    """A meter entry that counts how often its cost is read."""
+    reads = 0
+
+    def __getitem__(self, key):
+        Read.reads += key == "cost"
+        return super().__getitem__(key)
+
+
+def test_the_session_cost_is_summed_on_from_the_last_request():
+    meter = kesi.Meter()
+    for n in range(1000):
+        meter.record({"input_tokens": 1000 + n, "output_tokens": 100})
+    meter.calls[:] = [Read(c) for c in meter.calls]
+    expected = sum(c["cost"] for c in meter.calls)
+    assert meter.cost() == expected
+    Read.reads = 0
+    for _ in range(10):                            # as before each request under --max-budget-usd
+        meter.record({"input_tokens": 1000, "output_tokens": 100})
+        meter.calls[-1] = Read(meter.calls[-1])
+        expected += meter.calls[-1]["cost"]
+        assert meter.cost() == expected
+    assert Read.reads <= 10 * 3
+    meter.calls.clear()                            # a list replaced or cleared is summed again
+    meter.record({"input_tokens": 10, "output_tokens": 1})
+    assert meter.cost() == meter.calls[0]["cost"] and meter.cost(1) == 0
