@@ -5385,7 +5385,7 @@ class Meter:
 
     def __init__(self):
         self.calls: list[dict] = []
-        self.summed = (0, None, 0.0)    # (how many calls, the last of them, their cost): see cost()
+        self.summed = (0, None, 0.0, frozenset())    # see session_sums
 
     def record(self, usage, *, partial: bool = False, label: str = "main", model: str | None = None):
         if usage is None:
@@ -5408,19 +5408,26 @@ class Meter:
     def totals(self, since: int = 0) -> dict[str, int]:
         return {k: sum(c[k] for c in self.calls[since:]) for k in USAGE_KEYS}
 
-    def cost(self, since: int = 0) -> float:
-        """Dollars for the requests whose price is known. The session's sum (asked before each
-        request under a budget) goes on from the last one while the list only grew: O(new calls)."""
-        count, last, total = self.summed if not since else (since, None, 0.0)
-        if not since and not (0 < count <= len(self.calls) and self.calls[count - 1] is last):
-            count, total = 0, 0.0
+    def session_sums(self) -> tuple[float, frozenset]:
+        """The session's cost and unpriced models, summed on from the last call seen while the
+        list only grew: O(new calls), though asked before each request under a budget."""
+        count, last, total, unpriced = self.summed
+        if not (0 < count <= len(self.calls) and self.calls[count - 1] is last):
+            count, total, unpriced = 0, 0.0, frozenset()
         total += sum(c["cost"] for c in self.calls[count:] if c.get("cost") is not None)
+        unpriced |= {c["model"] for c in self.calls[count:] if c.get("cost") is None}
+        self.summed = (len(self.calls), self.calls[-1] if self.calls else None, total, unpriced)
+        return total, unpriced
+
+    def cost(self, since: int = 0) -> float:
+        """Dollars for the requests whose price is known."""
         if not since:
-            self.summed = (len(self.calls), self.calls[-1] if self.calls else None, total)
-        return total
+            return self.session_sums()[0]
+        return sum(c["cost"] for c in self.calls[since:] if c.get("cost") is not None)
 
     def unpriced_models(self, since: int = 0) -> list[str]:
-        return sorted({c["model"] for c in self.calls[since:] if c.get("cost") is None})
+        return sorted({c["model"] for c in self.calls[since:] if c.get("cost") is None} if since
+                      else self.session_sums()[1])
 
     def cost_text(self, since: int = 0) -> str:
         """'$0.0123', or what is known plus which models have no price."""
