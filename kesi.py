@@ -5242,13 +5242,10 @@ def cache_control(ttl: str) -> dict:
 
 
 def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
-    """Mark the request (a copy; the journal is never marked) where a cache
-    entry can form: the end of the stable system text, the newest message
-    (the next request reads all of this one), and the message that was newest
-    in the previous request (this request finds what that one wrote). Each
-    only when its prefix reaches the model's minimum, by a cheap estimate
-    (about four characters a token, which undercounts code, so a mark is
-    never placed where the API would not cache)."""
+    """Mark the request (a copy; never the journal) where a cache entry can form: the end of the
+    stable system text, the newest message (the next request reads all of it), and the previous
+    request's newest (this one finds what that wrote). Each only when its prefix reaches the model's
+    minimum by characters / 4, which undercounts code: never a mark where the API would not cache."""
     control = cache_control(CACHE_CLOCK.ttl_for_request(agent.label))
     minimum = cache_minimum(request["model"])
     system = request["system"]
@@ -5380,8 +5377,7 @@ def request_cost(call: dict) -> float | None:
 
 
 class Meter:
-    """One entry per API request (not per turn), so retries and tool
-    round trips all show up on the bill. Each is priced once, when recorded."""
+    """One entry per API request (not per turn): retries and tool rounds are on the bill. Priced once."""
 
     def __init__(self):
         self.calls: list[dict] = []
@@ -5394,13 +5390,10 @@ class Meter:
         creation = get("cache_creation", None)
         one_hour = (creation.get if isinstance(creation, dict) else
                     lambda k, d=0: getattr(creation, k, d))("ephemeral_1h_input_tokens", 0) or 0
-        call = {
-            "input": get("input_tokens", 0) or 0,
-            "output": get("output_tokens", 0) or 0,
-            "cache_write": get("cache_creation_input_tokens", 0) or 0,
-            "cache_read": get("cache_read_input_tokens", 0) or 0,
-            "partial": partial, "label": label, "model": model or MODEL,
-        }
+        call = {"input": get("input_tokens", 0) or 0, "output": get("output_tokens", 0) or 0,
+                "cache_write": get("cache_creation_input_tokens", 0) or 0,
+                "cache_read": get("cache_read_input_tokens", 0) or 0, "partial": partial, "label": label,
+                "model": model or MODEL}
         call["cache_write_1h"] = min(one_hour, call["cache_write"])
         call["cost"] = request_cost(call)
         self.calls.append(call)
@@ -6528,10 +6521,9 @@ def write_kesi_file(folder: tuple[str, ...], name: str, data: bytes) -> None:
 
 
 def save_session(history: list[dict]) -> None:
-    """Append what is new in the journal to the session file: one JSON header
-    line first, then one line per message. When the journal was replaced
-    instead of extended, a restart marker and the new journal follow; the
-    earlier transcript stays in the file."""
+    """Append what is new in the journal to the session file: a JSON header line first, then a line
+    per message and one with the cache clock. A journal replaced instead of extended gets a restart
+    marker and is written anew after it; the earlier transcript stays in the file."""
     global SESSION_FILE, SAVED, LAST_SAVED
     if not history:
         return
