@@ -5474,14 +5474,14 @@ def budget_room(history: list[dict], agent) -> tuple[int, str | None]:
     if prices is None:
         return 0, f"Error: no price is known for {MODEL}, so --max-budget-usd cannot be kept; set KESI_PRICES."
     prompt = tokens * max(prices[k] for k in PRICE_KEYS if k != "output") / 1e6
-    spent = METER.cost()
-    left = MAX_BUDGET_USD - spent - prompt
+    left = MAX_BUDGET_USD - (spent := METER.cost()) - prompt
     room = min(MAX_TOKENS, int(left * 1e6 / prices["output"]) if prices["output"] else MAX_TOKENS)
-    if room >= min(BUDGET_FLOOR, MAX_TOKENS):
+    floor = min(BUDGET_FLOOR, MAX_TOKENS)      # KESI_MAX_TOKENS below the floor: a full reply or none
+    if room >= floor:
         return room, None
     return 0, (f"Error: stopped before the next request: ${spent:.4f} of the ${MAX_BUDGET_USD:.4f} budget "
                f"(--max-budget-usd) is spent; the request's prompt could cost up to ${prompt:.4f}, which "
-               f"leaves room for {max(room, 0)} output tokens, fewer than the {BUDGET_FLOOR} a useful reply needs.")
+               f"leaves room for {max(room, 0)} output tokens, fewer than the {floor} a useful reply needs.")
 
 
 # --- API errors --------------------------------------------------------------
