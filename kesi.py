@@ -165,6 +165,7 @@ class Settings:
     pass_env: frozenset = frozenset()  # KESI_PASS_ENV: extra names commands may see
     api_key: str | None = None
     auth_token: str | None = None
+    unused_key: bool = False          # ANTHROPIC_API_KEY set beside the token, which wins
     base_url: str | None = None
     ignored: tuple = ()               # names in the project's .env that KeSi did not take
 
@@ -200,8 +201,10 @@ def read_settings(environ=None, user_file: Path | None = None, project_env: Path
     if get("KESI_PRICES"):
         found["prices"] = price_override(get("KESI_PRICES"))
     found["pass_env"] = pass_env_names(get("KESI_PASS_ENV"))
-    found.update(api_key=values.get("ANTHROPIC_API_KEY") or None,
-                 auth_token=values.get("ANTHROPIC_AUTH_TOKEN") or None,
+    # Both set (common behind a gateway): the token wins, as in Claude Code. It is what the user set
+    # up for ANTHROPIC_BASE_URL; a console key there would travel to the gateway.
+    key, token = values.get("ANTHROPIC_API_KEY") or None, values.get("ANTHROPIC_AUTH_TOKEN") or None
+    found.update(api_key=None if token else key, auth_token=token, unused_key=bool(key and token),
                  base_url=values.get("ANTHROPIC_BASE_URL") or None)
     found["ignored"] = tuple(sorted(k for k in project if k not in PROJECT_ENV_NAMES
                                     and k.upper().startswith(("KESI_", "ANTHROPIC_"))))
@@ -5284,14 +5287,11 @@ def cache_minimum(model: str) -> int:
 class CacheClock:
     """Chooses each request's cache lifetime from the pauses seen so far.
 
-    Inside a task requests follow each other within seconds, and 5-minute
-    entries are cheapest. Between prompts people pause: after a pause longer
-    than 5 minutes everything is written again, unless it was written for an
-    hour. A 1-hour entry costs 0.75x input more to write but is far cheaper
-    than re-writing the whole conversation, so after one long pause KeSi
-    writes 1-hour entries for the next hour; a session without long pauses
-    never pays for them. Kept per agent label (main, sub-agent).
-    """
+    Inside a task requests come seconds apart: 5-minute entries are cheapest. After a pause
+    past 5 minutes everything is written again, unless it was written for an hour (0.75x input
+    more to write, far less than re-writing the conversation); so after one long pause KeSi
+    writes 1-hour entries for the next hour, and a session without long pauses never pays for
+    them. Per agent label; the main agent's clock is saved with the session, for `-c`."""
 
     def __init__(self):
         self.last_use: dict[str, float] = {}
@@ -5306,6 +5306,15 @@ class CacheClock:
         paused = self.long_pause_at.get(label)
         return "1h" if paused is not None and now - paused < PAUSE_MEMORY else "5m"
 
+    def saved(self) -> dict:
+        return {"last_use": self.last_use.get("main"), "long_pause_at": self.long_pause_at.get("main")}
+
+    def restore(self, saved) -> None:
+        """Take back what saved() gave; anything else (a hand-edited file, a time to come) is ignored."""
+        for name, value in (saved.items() if isinstance(saved, dict) else ()):
+            if name in ("last_use", "long_pause_at") and type(value) in (int, float) and value <= time.time():
+                getattr(self, name)["main"] = value
+
 
 CACHE_CLOCK = CacheClock()
 
@@ -5315,13 +5324,10 @@ def cache_control(ttl: str) -> dict:
 
 
 def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
-    """Mark the request (a copy; the journal is never marked) where a cache
-    entry can form: the end of the stable system text, the newest message
-    (the next request reads all of this one), and the message that was newest
-    in the previous request (this request finds what that one wrote). Each
-    only when its prefix reaches the model's minimum, by a cheap estimate
-    (about four characters a token, which undercounts code, so a mark is
-    never placed where the API would not cache)."""
+    """Mark the request (a copy; never the journal) where a cache entry can form: the end of the
+    stable system text, the newest message (the next request reads all of it), and the previous
+    request's newest (this one finds what that wrote). Each only when its prefix reaches the model's
+    minimum by characters / 4, which undercounts code: never a mark where the API would not cache."""
     control = cache_control(CACHE_CLOCK.ttl_for_request(agent.label))
     minimum = cache_minimum(request["model"])
     system = request["system"]
@@ -5352,9 +5358,8 @@ def tools_chars(tools: list[dict]) -> int:
 
 def with_cache_breakpoints(history: list[dict], control: dict | None = None,
                            prefix_tokens: dict | None = None, minimum: int = 0) -> list[dict]:
-    """The messages to send: the journal, with a breakpoint on the newest
-    message and on the third newest (the previous request's newest), each
-    only if the prefix through it (prefix_tokens) reaches the minimum."""
+    """The journal with a breakpoint on the newest and the third newest message (the previous
+    request's newest), each only if the prefix through it (prefix_tokens) reaches the minimum."""
     messages = list(history)
     for index in (-1, -3):
         big_enough = prefix_tokens is None or prefix_tokens[index] >= minimum
@@ -5454,11 +5459,11 @@ def request_cost(call: dict) -> float | None:
 
 
 class Meter:
-    """One entry per API request (not per turn), so retries and tool
-    round trips all show up on the bill. Each is priced once, when recorded."""
+    """One entry per API request (not per turn): retries and tool rounds are on the bill. Priced once."""
 
     def __init__(self):
         self.calls: list[dict] = []
+        self.summed = (0, None, 0.0, frozenset())    # see session_sums
 
     def record(self, usage, *, partial: bool = False, label: str = "main", model: str | None = None):
         if usage is None:
@@ -5467,13 +5472,10 @@ class Meter:
         creation = get("cache_creation", None)
         one_hour = (creation.get if isinstance(creation, dict) else
                     lambda k, d=0: getattr(creation, k, d))("ephemeral_1h_input_tokens", 0) or 0
-        call = {
-            "input": get("input_tokens", 0) or 0,
-            "output": get("output_tokens", 0) or 0,
-            "cache_write": get("cache_creation_input_tokens", 0) or 0,
-            "cache_read": get("cache_read_input_tokens", 0) or 0,
-            "partial": partial, "label": label, "model": model or MODEL,
-        }
+        call = {"input": get("input_tokens", 0) or 0, "output": get("output_tokens", 0) or 0,
+                "cache_write": get("cache_creation_input_tokens", 0) or 0,
+                "cache_read": get("cache_read_input_tokens", 0) or 0, "partial": partial, "label": label,
+                "model": model or MODEL}
         call["cache_write_1h"] = min(one_hour, call["cache_write"])
         call["cost"] = request_cost(call)
         self.calls.append(call)
@@ -5481,12 +5483,26 @@ class Meter:
     def totals(self, since: int = 0) -> dict[str, int]:
         return {k: sum(c[k] for c in self.calls[since:]) for k in USAGE_KEYS}
 
+    def session_sums(self) -> tuple[float, frozenset]:
+        """The session's cost and unpriced models, summed on from the last call seen while the
+        list only grew: O(new calls), though asked before each request under a budget."""
+        count, last, total, unpriced = self.summed
+        if not (0 < count <= len(self.calls) and self.calls[count - 1] is last):
+            count, total, unpriced = 0, 0.0, frozenset()
+        total += sum(c["cost"] for c in self.calls[count:] if c.get("cost") is not None)
+        unpriced |= {c["model"] for c in self.calls[count:] if c.get("cost") is None}
+        self.summed = (len(self.calls), self.calls[-1] if self.calls else None, total, unpriced)
+        return total, unpriced
+
     def cost(self, since: int = 0) -> float:
         """Dollars for the requests whose price is known."""
+        if not since:
+            return self.session_sums()[0]
         return sum(c["cost"] for c in self.calls[since:] if c.get("cost") is not None)
 
     def unpriced_models(self, since: int = 0) -> list[str]:
-        return sorted({c["model"] for c in self.calls[since:] if c.get("cost") is None})
+        return sorted({c["model"] for c in self.calls[since:] if c.get("cost") is None} if since
+                      else self.session_sums()[1])
 
     def cost_text(self, since: int = 0) -> str:
         """'$0.0123', or what is known plus which models have no price."""
@@ -5523,27 +5539,31 @@ class Meter:
 
 METER = Meter()
 
-# --max-budget-usd: the session stops before a request that could take its
-# cost past this. What a request will cost is only known after it, so the
-# check uses a bound: the estimated prompt at the dearest input price (a 1-hour
-# cache write) plus a full max_tokens of output.
+# --max-budget-usd is never passed. A request's cost is known only after it, so it is bounded
+# first: the estimated prompt at the dearest input price (a 1-hour write) plus max_tokens of output,
+# max_tokens cut to what the rest of the budget pays for. Below BUDGET_FLOOR tokens KeSi stops: a
+# shorter reply is likely cut off mid tool call (runs nothing), yet paid for.
 MAX_BUDGET_USD: float | None = None
+BUDGET_FLOOR = 512
 
 
-def budget_stop(history: list[dict], agent) -> str | None:
-    """Why the next request may not be sent (None: it may)."""
+def budget_room(history: list[dict], agent) -> tuple[int, str | None]:
+    """(max_tokens the next request may have, None), or (0, why it may not be sent)."""
     if MAX_BUDGET_USD is None:
-        return None
+        return MAX_TOKENS, None
     tokens = estimate_tokens(history, agent)
     prices = price_for(MODEL, tokens)
     if prices is None:
-        return f"Error: no price is known for {MODEL}, so --max-budget-usd cannot be kept; set KESI_PRICES."
-    bound = (tokens * max(prices[k] for k in PRICE_KEYS if k != "output") + MAX_TOKENS * prices["output"]) / 1e6
-    spent = METER.cost()
-    if spent + bound <= MAX_BUDGET_USD:
-        return None
-    return (f"Error: stopped before the next request: ${spent:.4f} of the ${MAX_BUDGET_USD:.4f} budget "
-            f"(--max-budget-usd) is spent, and the request could cost up to ${bound:.4f}.")
+        return 0, f"Error: no price is known for {MODEL}, so --max-budget-usd cannot be kept; set KESI_PRICES."
+    prompt = tokens * max(prices[k] for k in PRICE_KEYS if k != "output") / 1e6
+    left = MAX_BUDGET_USD - (spent := METER.cost()) - prompt
+    room = min(MAX_TOKENS, int(left * 1e6 / prices["output"]) if prices["output"] else MAX_TOKENS)
+    floor = min(BUDGET_FLOOR, MAX_TOKENS)      # KESI_MAX_TOKENS below the floor: a full reply or none
+    if room >= floor:
+        return room, None
+    return 0, (f"Error: stopped before the next request: ${spent:.4f} of the ${MAX_BUDGET_USD:.4f} budget "
+               f"(--max-budget-usd) is spent; the request's prompt could cost up to ${prompt:.4f}, which "
+               f"leaves room for {max(room, 0)} output tokens, fewer than the {floor} a useful reply needs.")
 
 
 # --- API errors --------------------------------------------------------------
@@ -5923,8 +5943,7 @@ COMPACT_INTRO = "This conversation was compacted. Summary of what happened befor
 
 @dataclass
 class SizeMark:
-    """The size in tokens of an agent's request for history[:length]: the
-    API's own count once the response arrived, an estimate before that."""
+    """Tokens of an agent's request for history[:length]: the API's count once answered, else an estimate."""
     history: list
     length: int
     last: dict | None          # history[length - 1] then: a rewritten journal is noticed
@@ -5936,10 +5955,8 @@ class SizeMark:
 
 
 def estimate_tokens(history: list[dict], agent: Agent | None = None) -> int:
-    """A cheap local estimate (about four characters a token) of a request:
-    the messages, plus tools and rules when agent is given. It starts from
-    the agent's last request when the journal has only grown since, so it
-    costs O(new messages), not O(history)."""
+    """A cheap estimate (four characters a token) of a request: the messages, plus tools and rules
+    when agent is given; from the agent's last request if the journal only grew: O(new messages)."""
     mark = agent.size_mark if agent is not None else None
     if mark is not None and mark.fits(history):
         return mark.tokens + json_chars(history[mark.length:]) // 4
@@ -5972,32 +5989,39 @@ def note_request_size(agent: Agent, usage) -> None:
         agent.size_mark.tokens = counted
 
 
-def clear_old_tool_results(history: list[dict]) -> int:
-    """Replace all but the newest tool results, when large, with a stub."""
-    results = [block for message in history if message["role"] == "user"
-               and isinstance(message["content"], list)
-               for block in message["content"] if block_type(block) == "tool_result"]
-    reads = {b.get("id"): b.get("input") for m in history if m["role"] == "assistant"
+def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, int, int]:
+    """Replace all but the newest tool results in history[start:], when large, with a stub.
+    Returns how many it cleared, the JSON characters that freed, and where the next call
+    may start (what lies before was looked at for good: a small result never grows)."""
+    found = [(i, block) for i in range(start, len(history)) if history[i]["role"] == "user"
+             and isinstance(history[i]["content"], list)
+             for block in history[i]["content"] if block_type(block) == "tool_result"]
+    old = found[:-KEEP_RECENT_RESULTS] if KEEP_RECENT_RESULTS else found
+    reads = {b.get("id"): b.get("input") for m in history[max(start - 1, 0):] if m["role"] == "assistant"
              and isinstance(m["content"], list) for b in m["content"]
              if block_type(b) == "tool_use" and b.get("name") == "read_file"}
-    cleared = 0
-    for block in results[:-KEEP_RECENT_RESULTS] if KEEP_RECENT_RESULTS else results:
+    cleared = freed = 0
+    for _, block in old:
         content = block.get("content")
         if isinstance(content, str) and len(content) >= MIN_CLEARABLE_CHARS:
+            freed += json_chars(content) - json_chars(CLEARED_RESULT)
             block["content"] = CLEARED_RESULT
             cleared += 1
             read = reads.get(block.get("tool_use_id"))
             if isinstance(read, dict):   # the model no longer sees that file: no overwrite from memory
                 READ_VERSIONS.pop(safe_write_path(read.get("file_path")), None)
-    return cleared
+    return cleared, freed, found[len(old)][0] if len(found) > len(old) else len(history)
 
 
 def manage_context(client, history: list[dict], agent: Agent) -> None:
-    if estimate_tokens(history, agent) < CLEAR_RESULTS_AT * CONTEXT_WINDOW:
+    tokens = estimate_tokens(history, agent)
+    if tokens < CLEAR_RESULTS_AT * CONTEXT_WINDOW:
         return
-    cleared = clear_old_tool_results(history)
+    mark = agent.clear_mark     # clearing goes on from where it stopped: O(new messages), as the estimate
+    cleared, freed, upto = clear_old_tool_results(history, mark.length if mark and mark.fits(history) else 0)
+    agent.clear_mark = SizeMark(history, upto, history[upto - 1] if upto else None, 0)
     if cleared:
-        agent.size_mark = None   # results changed in place: estimate the whole journal again
+        mark_request_size(agent, history, tokens - freed // 4)
         ui(f"  (context: cleared {cleared} old tool result{'s' * (cleared != 1)})")
     if estimate_tokens(history, agent) >= COMPACT_AT * CONTEXT_WINDOW:
         ui("  (context: nearly full, compacting the conversation)")
@@ -6104,6 +6128,7 @@ class Agent:
     indent: str = "  "
     manages_context: bool = True
     size_mark: "SizeMark | None" = None   # how big its last request was (see estimate_tokens)
+    clear_mark: "SizeMark | None" = None  # how far clear_old_tool_results has looked
 
     def tools(self) -> list[dict]:
         return [spec for spec in TOOLS if spec["name"] in self.tool_names]
@@ -6124,8 +6149,8 @@ class Answer(str):
         return str(self)
 
 
-def request_for(history: list[dict], agent: Agent) -> dict:
-    request = {"model": MODEL, "max_tokens": MAX_TOKENS, "system": system_prompt(agent.rules),
+def request_for(history: list[dict], agent: Agent, max_tokens: int | None = None) -> dict:
+    request = {"model": MODEL, "max_tokens": max_tokens or MAX_TOKENS, "system": system_prompt(agent.rules),
                "tools": agent.tools()}
     return add_cache_breakpoints(request, history, agent)
 
@@ -6173,10 +6198,14 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
             limit += MAX_TURNS
         if agent.manages_context:
             manage_context(client, history, agent)
-        if over_budget := budget_stop(history, agent):
+        max_tokens, over_budget = budget_room(history, agent)
+        if over_budget:
             return end_turn(history, agent, over_budget)
+        if max_tokens < MAX_TOKENS:
+            ui(f"{agent.indent}(budget: this request may write at most {max_tokens} tokens, --max-budget-usd)")
         try:
-            message, finished, interrupted = stream_turn(client, request_for(history, agent), agent.echo)
+            message, finished, interrupted = stream_turn(client, request_for(history, agent, max_tokens),
+                                                         agent.echo)
         except StreamFailure as failure:
             return end_after_stream_failure(history, failure, agent)
         except Exception as exc:      # the request never opened: API errors, and SDK errors before sending
@@ -6551,6 +6580,7 @@ SESSION_FILE: Path | None = None
 SAVED = 0
 LAST_SAVED = ""
 RESTART = "kesi_restart"     # a marker line: the journal starts again from the lines after it
+CLOCK = "kesi_cache_clock"   # a line with the cache clock as it was at that save (see CacheClock)
 
 
 def session_dir() -> Path:
@@ -6558,8 +6588,9 @@ def session_dir() -> Path:
 
 
 def save_session(history: list[dict]) -> None:
-    """Append what is new in the journal to the session file: a header line first, then one line per message.
-    A journal replaced rather than extended gets a restart marker and follows whole; the transcript stays."""
+    """Append what is new in the journal to the session file: a JSON header line first, then a line
+    per message and one with the cache clock. A journal replaced instead of extended gets a restart
+    marker and is written anew after it; the earlier transcript stays in the file."""
     global SESSION_FILE, SAVED, LAST_SAVED
     if not history:
         return
@@ -6576,6 +6607,7 @@ def save_session(history: list[dict]) -> None:
                       "at": datetime.datetime.now().isoformat(timespec="seconds")})
         SAVED = 0
     lines += history[SAVED:]
+    lines.append({CLOCK: CACHE_CLOCK.saved()})
     try:
         append_records(SESSION_FILE, lines)
     except OSError as exc:
@@ -6607,10 +6639,10 @@ def read_session(path: Path) -> list[dict]:
     return read_session_sized(path)[0]
 
 
-def read_session_sized(path: Path) -> tuple[list[dict], int]:
-    """read_session, and the journal's size as json_chars counts it, from the lines, not a second json.dumps
-    (see escape_growth); the lines' spaces after , and : make it a little more, never less."""
-    history, chars = [], 1
+def read_session_sized(path: Path) -> tuple[list[dict], int, dict | None]:
+    """read_session, the journal's size as json_chars counts it, taken from the lines instead of a
+    second json.dumps (see escape_growth; never less), and the last saved cache clock."""
+    history, chars, clock = [], 1, None
     try:
         lines, forged = read_records(path)
     except OSError as exc:
@@ -6626,12 +6658,15 @@ def read_session_sized(path: Path) -> tuple[list[dict], int]:
         if isinstance(message, dict) and RESTART in message:
             history, chars = [], 1
             continue
+        if isinstance(message, dict) and CLOCK in message:
+            clock = message[CLOCK]
+            continue
         if (not isinstance(message, dict) or message.get("role") not in ("user", "assistant")
                 or not isinstance(message.get("content"), (str, list))):
             raise ValueError(f"{path.name} line {number} is not a message")
         history.append(message)
         chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line))
-    return history, chars
+    return history, chars, clock
 
 
 def escape_growth(text: str) -> int:
@@ -6652,11 +6687,12 @@ def load_session(path: Path) -> list[dict]:
 def resume_session(path: Path, history: list[dict]) -> bool:
     global SESSION_FILE, SAVED, LAST_SAVED
     try:
-        loaded, chars = read_session_sized(path)
+        loaded, chars, clock = read_session_sized(path)
     except ValueError as exc:
         ui(f"  Could not resume: {visible(exc)}")
         return False
     history[:] = loaded
+    CACHE_CLOCK.restore(clock)
     SESSION_FILE, SAVED, LAST_SAVED = path, len(loaded), as_line(loaded[-1]) if loaded else ""
     # The first request's estimate starts from here: no json.dumps of a 50 MB journal.
     mark_request_size(MAIN_AGENT, history, request_tokens(chars, MAIN_AGENT))
@@ -6664,8 +6700,10 @@ def resume_session(path: Path, history: list[dict]) -> bool:
     READ_VERSIONS.clear()     # files may have changed since; read them again
     TODOS.clear()
     restore_todos(history)
-    ui(f"  Resumed {visible(path.name)}: {len(history)} messages. "
-       f"Last prompt: {visible(shorten(last_prompt(history), 70))}")
+    idle = time.time() - CACHE_CLOCK.last_use.get("main", time.time())
+    ui(f"  Resumed {visible(path.name)}: {len(history)} messages. Last prompt: "
+       f"{visible(shorten(last_prompt(history), 70))}" + (f" ({idle / 60:.0f} minutes ago: the prompt cache has "
+       "expired, so KeSi writes it for an hour now)" if idle >= LONG_PAUSE else ""))
     return True
 
 
@@ -7275,6 +7313,9 @@ def main(argv=None) -> int:
         UI = sys.stderr                  # stdout carries only the answer (resume notices too)
         MAIN_AGENT.echo = False
         set_headless_escalation(args.escalate)
+    if settings.unused_key:
+        ui("  (credential: ANTHROPIC_AUTH_TOKEN (Authorization: Bearer); ANTHROPIC_API_KEY is set too and "
+           "not used: the token wins, as in Claude Code)")
     if settings.ignored:
         ui(f"  (ignored in this project's .env: {visible(', '.join(settings.ignored))}; only your shell "
            f"or {visible(user_env_file())} may set these)")
@@ -7343,6 +7384,7 @@ def result_record(answer: Answer, since: int) -> dict:
                       "cache_creation_input_tokens": totals["cache_write"],
                       "cache_read_input_tokens": totals["cache_read"]},
             "total_cost_usd": None if METER.unpriced_models(since) else round(METER.cost(since), 6),
+            "max_budget_usd": MAX_BUDGET_USD,
             "session_id": SESSION_FILE.stem if SESSION_FILE is not None else None}
 
 

@@ -123,11 +123,11 @@ def test_clearing_keeps_the_newest_and_the_small_results():
     history = [{"role": "user", "content": "go"}]
     for n, size in enumerate([2000, 100, 2000, 2000, 2000, 2000, 2000]):
         history += tool_round(n, size)
-    assert kesi.clear_old_tool_results(history) == 2          # f0 and f2; f1 is small
+    assert kesi.clear_old_tool_results(history)[0] == 2          # f0 and f2; f1 is small
     contents = [r["content"] for m in history[1:] if m["role"] == "user" for r in m["content"]]
     assert contents[0] == contents[2] == kesi.CLEARED_RESULT
     assert contents[1] == "y" * 100 and all(c == "y" * 2000 for c in contents[3:])
-    assert kesi.clear_old_tool_results(history) == 0          # the stub itself is never "large"
+    assert kesi.clear_old_tool_results(history)[0] == 0          # the stub itself is never "large"
 
 
 def test_clearing_old_read_results_forgets_their_file_versions(ws):
@@ -141,7 +141,7 @@ def test_clearing_old_read_results_forgets_their_file_versions(ws):
         history.append({"role": "user", "content": [kesi.tool_result(f"r{i}", output, False)]})
     assert len(kesi.READ_VERSIONS) == count
 
-    assert kesi.clear_old_tool_results(history) == 1
+    assert kesi.clear_old_tool_results(history)[0] == 1
     assert history[2]["content"][0]["content"] == kesi.CLEARED_RESULT
     assert set(kesi.READ_VERSIONS) == {ws / f"f{i}.txt" for i in range(1, count)}
     output, is_error = kesi.write_file("f0.txt", "overwritten from memory\n")
