@@ -3193,54 +3193,204 @@ def denied_sources() -> dict[str, str]:
     return _denied
 
 
+# --- the workspace index: what the sandbox and the git guard look for --------------
+# Masks, pins and the git guard need every `.env`-like name, `.git` entry and git-dir config in
+# the workspace, at any depth (a package in node_modules may ship a .env). Walking 60,000 folders
+# for them before every command cost a second, so one walk builds an index, and inotify (inode
+# based: it sees writes made through bwrap's bind mounts too) tells which folders changed since:
+# only those are listed again. A new folder is watched before it is listed, so nothing made in
+# between is missed. Without inotify (macOS, no watches left, an overflowed queue) each refresh
+# is a full walk: slower, never less correct.
+IN_CHANGES = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000   # moves, create, delete; IN_ONLYDIR
+IN_Q_OVERFLOW = 0x4000
+_index_lock = threading.Lock()
+
+
+class WorkspaceIndex:
+    """Per folder (relative, "" is the top): (inode, watch, {subfolder: inode}); and, for the
+    folders that have any, the names that matter in them -> "folder", "file" or "link"."""
+
+    def __init__(self, base: Path, prune: bool):
+        # prune: dependency and cache folders are not walked (nothing there is masked without bwrap)
+        self.base, self.prune, self.inotify, self.watching = base, prune, None, True
+        self.folders: dict[str, tuple[int, int, dict[str, int]]] = {}
+        self.marked: dict[str, dict[str, str]] = {}
+        self.watched: dict[int, str] = {}
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        self.close()
+        self.inotify = inotify_start() if self.watching else None
+        self.folders.clear(), self.marked.clear(), self.watched.clear()
+        self.add_tree("", None)
+
+    def close(self) -> None:
+        if self.inotify is not None:
+            os.close(self.inotify)
+            self.inotify = None
+
+    def refresh(self) -> None:
+        """List again what changed since the last look, until nothing more did."""
+        if self.inotify is None:
+            return self.rebuild()
+        for _ in range(20):                   # a task that never stops writing gets what is there now
+            changed = self.changed_folders()
+            if changed is None:
+                return self.rebuild()
+            if not changed:
+                return
+            for rel in sorted(changed):
+                self.update(rel)
+
+    def changed_folders(self) -> set[str] | None:
+        """The folders with news since the last look; None when the kernel dropped some."""
+        changed = set()
+        while True:
+            try:
+                data = os.read(self.inotify, 65536)
+            except BlockingIOError:
+                return changed
+            except OSError:
+                return None
+            offset = 0
+            while offset < len(data):
+                wd, mask, _, size = struct.unpack_from("iIII", data, offset)
+                offset += 16 + size
+                if mask & IN_Q_OVERFLOW:
+                    return None
+                if wd in self.watched:
+                    changed.add(self.watched[wd])
+
+    def update(self, rel: str) -> None:
+        """List one known folder again: what left it is forgotten, what is new is added in full."""
+        old = self.folders.get(rel)
+        children = self.list_folder(rel, old[0]) if old else None
+        if children is None:
+            return                            # gone or replaced: its parent's news says so
+        for name, inode in old[2].items():
+            if children.get(name) != inode:
+                self.drop(f"{rel}/{name}" if rel else name)
+        for name, inode in children.items():
+            if old[2].get(name) != inode:
+                self.add_tree(f"{rel}/{name}" if rel else name, inode)
+
+    def add_tree(self, top: str, inode: int | None) -> None:
+        stack = [(top, inode)]
+        while stack:
+            rel, inode = stack.pop()
+            children = self.list_folder(rel, inode) or {}
+            stack += [(f"{rel}/{name}" if rel else name, child) for name, child in children.items()]
+
+    def list_folder(self, rel: str, inode: int | None) -> dict[str, int] | None:
+        """Watch and list one folder, opened without following a link; None if it is not the
+        folder its parent listed (inode), or gone."""
+        try:
+            fd = os.open(self.base / rel, FOLDER_FLAGS)
+        except OSError:
+            return None
+        try:
+            here = os.fstat(fd).st_ino
+            if inode is not None and here != inode:
+                return None
+            wd = self.watch(fd, rel)          # before listing: what comes later is news
+            in_git = ".git" in rel.split("/")
+            children, marks = {}, {}
+            with os.scandir(fd) as listing:
+                for entry in listing:
+                    kind = "link" if entry.is_symlink() else "folder" if entry.is_dir(follow_symlinks=False) else "file"
+                    if kind == "folder" and not (self.prune and is_ignored_name(entry.name)):
+                        children[entry.name] = entry.inode()
+                    if is_env_name(entry.name) or entry.name == ".git" or in_git and entry.name in ("config", "HEAD"):
+                        marks[entry.name] = kind
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        self.folders[rel] = (here, wd, children)
+        if marks:
+            self.marked[rel] = marks
+        else:
+            self.marked.pop(rel, None)
+        return children
+
+    def watch(self, fd: int, rel: str) -> int:
+        if self.inotify is None:
+            return -1
+        wd = inotify_call("inotify_add_watch", self.inotify, f"/proc/self/fd/{fd}".encode(), IN_CHANGES)
+        if wd < 0:                            # no watches left (ENOSPC): full walks from now on
+            self.watching = False
+            self.close()
+            return -1
+        self.watched[wd] = rel
+        return wd
+
+    def drop(self, top: str) -> None:
+        stack = [top]
+        while stack:
+            rel = stack.pop()
+            self.marked.pop(rel, None)
+            record = self.folders.pop(rel, None)
+            if record is None:
+                continue
+            if self.watched.get(record[1]) == rel:    # else the folder moved, and is watched where it is now
+                del self.watched[record[1]]
+                inotify_call("inotify_rm_watch", self.inotify, record[1])
+            stack += [f"{rel}/{name}" for name in record[2]]
+
+
+def inotify_call(name: str, *args) -> int:
+    return getattr(libc(), name, lambda *_: -1)(*args)
+
+
+@functools.cache
+def libc():
+    import ctypes                             # here: most runs never need it
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def inotify_start() -> int | None:
+    fd = inotify_call("inotify_init1", os.O_NONBLOCK | os.O_CLOEXEC) if sys.platform.startswith("linux") else -1
+    return fd if fd >= 0 else None
+
+
+_index: list[WorkspaceIndex] = []
+
+
+def workspace_index() -> WorkspaceIndex:
+    """The index of this workspace, brought up to date."""
+    prune = sandbox_kind() != "bubblewrap"
+    with _index_lock:
+        if _index and (_index[0].base, _index[0].prune) == (BASE_DIR, prune):
+            _index[0].refresh()
+        else:
+            for old in _index:
+                old.close()
+            _index[:] = [WorkspaceIndex(BASE_DIR, prune)]
+        return _index[0]
+
+
 def scan_workspace() -> tuple[list[Path], list[Path]]:
-    """(secrets to mask, `.git` files to pin) in the workspace, any depth.
+    """(secrets to mask, `.git` files to pin read-only) in the workspace, at any depth.
 
     A `.git` file (a submodule's or a linked worktree's) says where git takes
     its config and hooks from; rewritten, it would make git run a planted
-    config later, so it is pinned read-only like the top-level .git.
-    Dependency and cache folders are walked by rg, which is many times
-    faster than os.walk in a node_modules of 50,000 files (a package can
-    ship a .env of its own); the rest of the tree is walked here.
+    config later. A git dir's config (a submodule's too) may carry tokens in
+    its remote URLs. A symlinked secret is left alone: bwrap would mount over
+    the link's target (or fail on a dangling one); the target is hidden anyway
+    when it is in home, a secret of its own, or readable by its real name.
     """
-    found, skipped, pointers = [], [], []
-    for root, dirs, files in walk_folders(str(BASE_DIR)):
-        here = Path(root)
-        if ".git" in dirs and (here / ".git" / "config").is_file():
-            found.append(here / ".git" / "config")
-            found += submodule_configs(here / ".git" / "modules")
-        elif ".git" in files and not (here / ".git").is_symlink():
-            found += linked_git_configs(here / ".git")
-            pointers.append(here / ".git")
-        found += [here / n for n in [*dirs, *files] if is_env_name(n)]
-        # .kesi holds what KeSi writes, and the caches commands fill.
-        skipped += [here / d for d in dirs if is_ignored_name(d) and d != ".kesi" and not is_env_name(d)]
-        skipped += [here / ".kesi" / "cache"] if ".kesi" in dirs else []
-        dirs[:] = [d for d in dirs if not is_ignored_name(d)]
-    found += secret_files_below(skipped)
-    # A symlinked secret is left alone: bwrap would mount over the link's
-    # target (or fail on a dangling one, breaking every command). The target
-    # is hidden anyway when it is in home, or a secret of its own, or it is a
-    # file the command could read by its real name.
+    found, pointers = [], []
+    for rel, marks in workspace_index().marked.items():
+        here = BASE_DIR / rel
+        for name, kind in marks.items():
+            if kind != "link" and is_env_name(name):
+                found.append(here / name)
+            elif kind == "file" and name == ".git":
+                found += linked_git_configs(here / name)
+                pointers.append(here / name)
+            elif kind == "file" and name == "config" and (here.name == ".git" or "HEAD" in marks):
+                found.append(here / name)
     return [path for path in found if not path.is_symlink()], pointers
-
-
-def walk_folders(top: str):
-    """os.walk without following links, and without recursion: os.walk on
-    Python 3.11 recurses, so a command that nests 1,000 folders would make
-    every later command fail. The caller may prune dirs, as with os.walk."""
-    stack = [top]
-    while stack:
-        here = stack.pop()
-        try:
-            with os.scandir(here) as listing:
-                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in listing]
-        except OSError:
-            continue              # gone, unreadable, or a path too long for the system
-        dirs = [name for name, is_dir in entries if is_dir]
-        files = [name for name, is_dir in entries if not is_dir]
-        yield here, dirs, files
-        stack += [os.path.join(here, d) for d in reversed(dirs)]
 
 
 def is_env_name(name: str) -> bool:
@@ -3248,29 +3398,19 @@ def is_env_name(name: str) -> bool:
     return lower == ".env" or lower.startswith(".env.")
 
 
-def secret_files_below(folders: list[Path]) -> list[Path]:
-    """.env and .git/config files anywhere below these folders, found by rg
-    (links not followed): `pip install -e git+https://TOKEN@...` keeps a clone
-    with its credentials in .venv/src."""
-    if not folders or RG_PATH is None:
-        return []
-    folders = [folder for folder in folders if folder.is_dir() and not folder.is_symlink()]
-    if not folders:
-        return []
-    argv = [RG_PATH, "--no-config", "--files", "--hidden", "--no-ignore", "--null",
-            "--iglob", ".env", "--iglob", ".env.*", "--iglob", "**/.env/**", "--iglob", "**/.env.*/**",
-            "--iglob", "**/.git/config", "--", *map(str, folders)]
-    try:
-        listed = subprocess.run(argv, capture_output=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
+def nested_repositories() -> list[str]:
+    """The git dirs of other repositories in the work tree (a clone in vendor/, a
+    project's own test fixture; not in dependency folders), relative: git run
+    there later, by you, takes hooks and config from them as from the workspace's own."""
     found = []
-    for path in (Path(os.fsdecode(p)) for p in listed.split(b"\0") if p):
-        # A file inside a folder named .env: the folder is what is masked.
-        parts = path.parts
-        cut = next((i for i, part in enumerate(parts) if is_env_name(part) and i > 0), None)
-        found.append(Path(*parts[:cut + 1]) if cut is not None else path)
-    return list(dict.fromkeys(found))
+    for rel, marks in workspace_index().marked.items():
+        if ".git" not in marks or any(is_ignored_name(part) for part in rel.split("/") if part):
+            continue
+        if marks[".git"] == "folder":
+            found += [f"{rel}/.git"] if rel else []
+        elif (folder := git_dir_of(BASE_DIR / rel / ".git")) and folder.is_relative_to(BASE_DIR) and folder != BASE_DIR:
+            found.append(folder.relative_to(BASE_DIR).as_posix())
+    return sorted(repo for repo in set(found) if repo != ".git" and not repo.startswith(".git/"))
 
 
 def read_pointer_file(path: Path) -> str | None:
@@ -3304,15 +3444,6 @@ def linked_git_configs(dot_git: Path) -> list[Path]:
         folders.append(gitdir / common.strip())
     configs = [Path(os.path.normpath(folder / "config")) for folder in folders]
     return [c for c in dict.fromkeys(configs) if c.is_file() and not c.is_symlink()]
-
-
-def submodule_configs(modules: Path) -> list[Path]:
-    """The configs of submodules (.git/modules/<name>/config, nested too): their
-    remote URLs may carry tokens, as the main config's may."""
-    if modules.is_symlink() or not modules.is_dir():
-        return []
-    return [Path(here) / "config" for here, _, files in walk_folders(str(modules))
-            if "config" in files and "HEAD" in files and (Path(here) / "config").is_file()]
 
 
 def bwrap_argv(command: str, background: bool = False, full_network: bool = False,
@@ -3718,22 +3849,6 @@ def named_work_tree_paths() -> list[str]:
             if relative.split("/")[0] != ".git" and relative not in named:
                 named.append(relative)
     return named
-
-
-def nested_repositories() -> list[str]:
-    """The .git folders of other repositories in the work tree (a clone in
-    vendor/, a project's own test fixture), relative: git run there later, by
-    you, takes hooks and config from them as from the workspace's own."""
-    found = []
-    for root, dirs, files in walk_folders(str(BASE_DIR)):
-        if ".git" in dirs and root != str(BASE_DIR):
-            found.append(Path(root, ".git").relative_to(BASE_DIR).as_posix())
-        elif ".git" in files:            # a `.git` file or link: the git dir it leads to
-            folder = git_dir_of(Path(root, ".git"))
-            if folder is not None and folder.is_relative_to(BASE_DIR) and folder != BASE_DIR:
-                found.append(folder.relative_to(BASE_DIR).as_posix())
-        dirs[:] = [d for d in dirs if not is_ignored_name(d)]
-    return [repo for repo in dict.fromkeys(found) if repo != ".git" and not repo.startswith(".git/")]
 
 
 @dataclass
