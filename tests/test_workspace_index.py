@@ -1,0 +1,74 @@
+"""The workspace index that the sandbox's masks and the git guard read: kept
+current by inotify between commands, it must find every `.env` and `.git`
+a command (or a background task, or the user) made, moved or replaced, also
+when the kernel's event queue overflows and when there is no inotify at all.
+Each check reads the secret back from a real bubblewrap sandbox."""
+import pytest
+
+import kesi
+
+SECRET = "sk-index-check-4711"
+
+
+def sh(command: str) -> str:
+    text, _ = kesi.run_command(command, timeout=60)
+    return text
+
+
+def assert_masked(*paths: str) -> None:
+    for path in paths:
+        assert SECRET not in sh(f"cat {path}"), path
+
+
+@pytest.fixture(params=["inotify", "full walks"])
+def indexed(request, box, monkeypatch):
+    if request.param == "full walks":
+        monkeypatch.setattr(kesi, "inotify_start", lambda: None)
+    return box
+
+
+def test_secrets_made_moved_and_replaced_by_commands_stay_masked(indexed):
+    sh(f"mkdir -p a/b && echo T={SECRET} > a/b/.env && echo T={SECRET} > a/.ENV.local")
+    assert_masked("a/b/.env", "a/.ENV.local")
+    sh("mv a c")                                     # a whole folder moved: same inodes, new paths
+    assert_masked("c/b/.env", "c/.ENV.local")
+    sh("mkdir d && mv c d/ && mkdir c")              # moved below a new folder, its old name reused
+    assert_masked("d/c/b/.env")
+    sh(f"rm -rf d/c && mkdir -p d/c/b && echo T={SECRET} > d/c/b/.env")   # replaced: a new inode
+    assert_masked("d/c/b/.env")
+    sh(f"mkdir -p e/.env && echo T={SECRET} > e/.env/key")            # a folder named .env
+    assert_masked("e/.env/key")
+
+
+def test_secrets_made_outside_kesi_between_commands_are_masked(indexed):
+    sh("true")                                       # the index exists before the user's changes
+    (indexed / "x" / "y").mkdir(parents=True)
+    (indexed / "x" / "y" / ".env").write_text(f"T={SECRET}\n")
+    (indexed / "node_modules" / "pkg").mkdir(parents=True)
+    (indexed / "node_modules" / "pkg" / ".env").write_text(f"T={SECRET}\n")
+    assert_masked("x/y/.env", "node_modules/pkg/.env")
+
+
+def test_a_background_task_that_moves_folders_is_seen_by_the_next_command(indexed):
+    sh(f"mkdir -p p && echo T={SECRET} > p/.env")
+    text, failed = kesi.start_background_task("mv p q && mkdir -p r/s && mv q r/s/ && echo moved > done.txt")
+    assert not failed, text
+    for _ in range(200):
+        if (indexed / "done.txt").exists():
+            break
+        sh("sleep 0.05")
+    assert_masked("r/s/q/.env")
+
+
+def test_an_overflowed_event_queue_rebuilds_the_index(box):
+    sh("true")
+    sh(f"mkdir many && cd many && seq 20000 | xargs touch && mkdir -p z && echo T={SECRET} > z/.env")
+    assert_masked("many/z/.env")
+    sh(f"mkdir -p later && echo T={SECRET} > later/.env")    # and it is watched again afterwards
+    assert_masked("later/.env")
+
+
+def test_repositories_made_by_commands_are_found_in_new_folders(box):
+    sh("mkdir -p vendor/a && cd vendor/a && git init -q && git config core.fsmonitor 'touch /tmp/x'")
+    config = (box / "vendor" / "a" / ".git" / "config").read_text()
+    assert "fsmonitor" not in config
