@@ -2718,24 +2718,14 @@ def git_alias(words: list[str]) -> str | None:
         return None
     if rest[0] in aliases:
         return aliases[rest[0]]
-    git = trusted_program("git")
-    try:
-        found = subprocess.run([git, "config", "--get", f"alias.{rest[0]}"], cwd=BASE_DIR, capture_output=True,
-                               text=True, timeout=10, env={**os.environ, **GIT_SAFE_CONFIG}) if git else None
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return found.stdout.strip() or None if found and found.returncode == 0 else None
+    found = run_git(["config", "--get", f"alias.{rest[0]}"])
+    return found.stdout.decode(errors="replace").strip() or None if found and found.returncode == 0 else None
 
 
 @functools.cache
 def git_commands() -> frozenset[str]:
-    git = trusted_program("git")
-    try:
-        listed = subprocess.run([git, "--list-cmds=builtins,main"], capture_output=True, text=True,
-                                timeout=10).stdout if git else ""
-    except (OSError, subprocess.TimeoutExpired):
-        listed = ""
-    return frozenset(listed.split())
+    listed = run_git(["--list-cmds=builtins,main"])
+    return frozenset(listed.stdout.decode(errors="replace").split() if listed else [])
 
 
 def path_matches(pattern: str, key: str, for_deny: bool) -> bool:
@@ -3413,21 +3403,21 @@ def nested_repositories() -> list[str]:
     return sorted(repo for repo in set(found) if repo != ".git" and not repo.startswith(".git/"))
 
 
-def read_pointer_file(path: Path) -> str | None:
-    """A small regular file's text (a `.git` file, commondir), or None. Never
-    through a link, and never blocking: a FIFO named .git would hang every
-    later command while KeSi waited for a writer."""
+def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
+    """A small regular file's text (a `.git` file, commondir, a config), or None.
+    Never blocking: a FIFO named .git would hang every later command."""
     try:
-        fd = os.open(path, FILE_FLAGS)
+        fd = os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow_links else 0))
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            return handle.read(MAX_CONTROL_BYTES).decode("utf-8", errors="replace")
-        except OSError:
-            return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return os.read(fd, MAX_CONTROL_BYTES).decode("utf-8", errors="surrogateescape")
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return None
 
 
 def linked_git_configs(dot_git: Path) -> list[Path]:
@@ -3772,16 +3762,9 @@ def git_identity_environment() -> dict[str, str]:
 def read_git_identity() -> dict[str, str]:
     """{'user.name': ..., 'user.email': ...}, whichever are set; {} without git.
     A value with a control character is dropped: it could only be an attack."""
-    git = trusted_program("git")
-    if git is None:
-        return {}
-    try:
-        listed = subprocess.run([git, "config", "-z", "--get-regexp", r"^user\.(name|email)$"], cwd=BASE_DIR,
-                                capture_output=True, timeout=10, env={**os.environ, **GIT_SAFE_CONFIG}).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
+    listed = run_git(["config", "-z", "--get-regexp", r"^user\.(name|email)$"])
     found = {}
-    for item in listed.decode("utf-8", errors="replace").split("\0"):
+    for item in (listed.stdout if listed else b"").decode("utf-8", errors="replace").split("\0"):
         key, _, value = item.partition("\n")
         if key.lower() in ("user.name", "user.email") and value and "\n" not in value and not control_characters(value):
             found[key.lower()] = value          # the last one wins, as in git
@@ -3818,26 +3801,46 @@ def paths_git_config_names() -> list[Path]:
     names for the workspace: in every scope (the repository's, yours, the
     system's), through includes of includes, whether they exist yet or not. A
     command that writes one changes what git runs later. Read by git itself
-    (it runs nothing to answer this)."""
-    git = trusted_program("git")
-    if git is None:
-        return []
-    try:
-        listed = subprocess.run([git, "config", "--show-origin", "--null", "--get-regexp",
-                                 r"^(core\.hookspath|include\.path|includeif\..*\.path)$"], cwd=BASE_DIR,
-                                capture_output=True, timeout=10, env={**os.environ, **GIT_SAFE_CONFIG}).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    found = []
-    items = listed.split(b"\0")
+    (it runs nothing to answer this), again only when a file it read changed."""
+    files = list(dict.fromkeys([*git_config_files(), *_config_names.get("files", [])]))
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("GIT_") or k in ("HOME", "XDG_CONFIG_HOME"))
+    key = [BASE_DIR, env, *((path, read_pointer_file(path, True)) for path in files)]   # before git reads them
+    if _config_names.get("key") == key:
+        return list(_config_names["found"])
+    listed = run_git(["config", "--show-origin", "--null", "--get-regexp",
+                      r"^(core\.hookspath|include\.path|includeif\..*\.path)$"])
+    found, origins = [], []
+    items = listed.stdout.split(b"\0") if listed else []
     for origin, entry in zip(items[0::2], items[1::2]):
-        key, _, value = os.fsdecode(entry).partition("\n")
-        origin = os.fsdecode(origin).removeprefix("file:")
+        key_name, _, value = os.fsdecode(entry).partition("\n")
+        origin = os.fsdecode(origin)
+        origins += [BASE_DIR / origin.removeprefix("file:")] if origin.startswith("file:") else []
         if value:
             # A relative hooksPath is taken from the top of the work tree, an include from its file's folder.
-            base = BASE_DIR if key == "core.hookspath" else (BASE_DIR / origin).parent
+            base = BASE_DIR if key_name == "core.hookspath" else origins[-1].parent if origins else BASE_DIR
             found.append(Path(os.path.normpath(base / os.path.expanduser(value))))
-    return found
+    # Files git named that were not in the key (an include) join it as they are now.
+    named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]
+    key += [(path, read_pointer_file(path, True)) for path in named]
+    _config_names.update(files=files + named, found=found, key=key)
+    return list(found)
+
+
+_config_names: dict = {}          # the last answer, and the files (with their content) it came from
+
+
+def git_config_files() -> list[Path]:
+    """The files git reads config from before any include: system, global, and the repository's
+    (HEAD too: includeIf onbranch); through a `.git` file, its git dir's and the common dir's."""
+    env, home = os.environ, Path(os.path.expanduser("~"))
+    files = [Path(env.get("GIT_CONFIG_SYSTEM", "/etc/gitconfig")), Path("/usr/local/etc/gitconfig"),
+             Path("/opt/homebrew/etc/gitconfig"), Path(env.get("GIT_CONFIG_GLOBAL", home / ".gitconfig")),
+             Path(env.get("XDG_CONFIG_HOME", home / ".config"), "git", "config"), BASE_DIR / ".git"]
+    folders = [BASE_DIR / ".git", git_dir_of(BASE_DIR / ".git")]
+    common = read_pointer_file(folders[-1] / "commondir") if folders[-1] else None
+    folders += [folders[-1] / common.strip()] if common else []
+    return files + [folder / name for folder in dict.fromkeys(filter(None, folders))
+                    for name in ("config", "config.worktree", "HEAD", "commondir")]
 
 
 def named_work_tree_paths() -> list[str]:
@@ -4071,14 +4074,9 @@ def registered_repositories() -> list[str]:
     """The git dirs of the submodules the index registers (mode 160000), as
     paths in the workspace: `git status` at the top looks into each, with
     that repository's config. A `.git` file or link is followed."""
-    git = trusted_program("git")
-    try:
-        listed = subprocess.run([git, "ls-files", "--stage", "-z"], cwd=BASE_DIR, capture_output=True, timeout=30,
-                                env={"PATH": os.defpath, **GIT_SAFE_CONFIG}).stdout if git else b""
-    except (OSError, subprocess.TimeoutExpired):
-        return []
+    listed = run_git(["ls-files", "--stage", "-z"], timeout=30)
     found = []
-    for entry in listed.split(b"\0"):
+    for entry in (listed.stdout if listed else b"").split(b"\0"):
         mode, _, rest = entry.partition(b" ")
         if mode == b"160000":
             dot_git = BASE_DIR / os.fsdecode(rest.split(b"\t", 1)[-1]) / ".git"
@@ -4136,11 +4134,11 @@ def disarm_config(config: Path, shown: str) -> list[str]:
     if not config.is_file():
         return []
     remove_entry(config.with_name("config.lock"))       # git refuses to write while it is there
-    listed = run_git_config(["--file", str(config), "--null", "--name-only", "--list"])
+    listed = run_git(["config", "--file", str(config), "--null", "--name-only", "--list"])
     keys = [os.fsdecode(key) for key in listed.stdout.split(b"\0") if key] if listed else []
     planted = [key for key in dict.fromkeys(keys) if not FRESH_CONFIG_KEYS.fullmatch(key.lower())]
     for key in planted:
-        done = run_git_config(["--file", str(config), "--unset-all", key])
+        done = run_git(["config", "--file", str(config), "--unset-all", key])
         if done is None or done.returncode != 0:
             remove_entry(config)
             return [f"{shown}/config (it could not be cleaned, so it is gone)"]
@@ -4150,12 +4148,14 @@ def disarm_config(config: Path, shown: str) -> list[str]:
     return [f"{shown}/config: {key}" for key in planted]
 
 
-def run_git_config(args: list[str]) -> subprocess.CompletedProcess | None:
-    """git config on a file alone (no repository, nothing runs)."""
+def run_git(args: list[str], timeout: float = 10) -> subprocess.CompletedProcess | None:
+    """Every git KeSi runs itself, outside the sandbox: the trusted git, in the workspace, with the
+    user's environment (it answers as the user's own git would) but no fsmonitor; output captured,
+    a timeout; None when git is missing or could not run."""
     git = trusted_program("git")
     try:
-        return subprocess.run([git, "config", *args], capture_output=True, timeout=10,
-                              env={"PATH": os.defpath}) if git else None
+        return subprocess.run([git, *args], cwd=BASE_DIR, capture_output=True, timeout=timeout,
+                              env={**os.environ, **GIT_SAFE_CONFIG}) if git else None
     except (OSError, subprocess.TimeoutExpired):
         return None
 

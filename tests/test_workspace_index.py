@@ -72,3 +72,31 @@ def test_repositories_made_by_commands_are_found_in_new_folders(box):
     sh("mkdir -p vendor/a && cd vendor/a && git init -q && git config core.fsmonitor 'touch /tmp/x'")
     config = (box / "vendor" / "a" / ".git" / "config").read_text()
     assert "fsmonitor" not in config
+
+
+def git(root, *args):
+    import subprocess
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+def test_git_config_is_read_at_most_once_per_command_and_again_after_a_change(box, monkeypatch):
+    git(box, "init", "-q")
+    (box / "extra.inc").write_text("[user]\n\tname = t\n")
+    git(box, "config", "include.path", "../extra.inc")
+    calls = []
+    real = kesi.run_git
+    monkeypatch.setattr(kesi, "run_git", lambda args, **kw: (calls.append(args), real(args, **kw))[1])
+    sh("true")
+    configs = [args for args in calls if args[0] == "config"]
+    assert len(configs) <= 1
+    calls.clear()
+    sh("true")
+    assert not [args for args in calls if args[0] == "config"]     # nothing changed: nothing asked
+    # The user names a hooks folder in the included file, between commands: the next command sees it.
+    (box / "extra.inc").write_text("[core]\n\thooksPath = tools/hooks\n")
+    text, failed = kesi.run_command("mkdir -p tools/hooks && echo 'touch /tmp/owned' > tools/hooks/pre-commit")
+    assert not (box / "tools" / "hooks" / "pre-commit").exists(), text
+    # And in the repository's own config, written by git outside the sandbox.
+    git(box, "config", "core.hooksPath", "other/hooks")
+    kesi.run_command("mkdir -p other/hooks && echo 'touch /tmp/owned' > other/hooks/post-checkout")
+    assert not (box / "other" / "hooks" / "post-checkout").exists()
