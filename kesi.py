@@ -3452,8 +3452,10 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             # /proc/sys is writable for root (kernel/core_pattern runs a program
             # as host root); /run holds other programs' sockets (D-Bus, Docker),
-            # which a network namespace does not cover.
+            # which a network namespace does not cover; so may a folder any user writes.
             "--ro-bind", "/proc/sys", "/proc/sys", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    for shared in shared_folders():
+        argv += ["--tmpfs", shared]
     for hidden in hidden_folders():
         argv += ["--tmpfs", hidden]
     denied = denied_sources()
@@ -3616,6 +3618,16 @@ def command_start(command: str, background: bool = False, escalation: str | None
 GRACE_WRAPPER = ('"$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
                  'while [ "$i" -lt "$2" ] && kill -0 -1 2>/dev/null; do sleep "$3"; i=$((i + 1)); done; '
                  'exit "$code"')
+
+
+def shared_folders() -> list[str]:
+    """Folders any local user may write, below / and /var (two levels: /var/tmp, /var/spool/x/public),
+    and /var/run when it is no link to /run: a socket another program left there could be
+    connected to through a read-only mount, so each is an empty tmpfs inside. /dev/shm is
+    already private (bwrap --dev)."""
+    found = ["/var/run", "/var/lock"] + glob.glob("/*") + glob.glob("/var/*") + glob.glob("/var/*/*")
+    return [d for d in dict.fromkeys(found) if d not in ("/tmp", "/run") and os.path.isdir(d) and
+            os.path.realpath(d) == d and (d in ("/var/run", "/var/lock") or os.stat(d).st_mode & 0o002)]
 
 
 def hidden_folders() -> list[str]:
