@@ -3447,24 +3447,18 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     # namespace means nothing outside can be signalled or read in /proc, and
     # nothing outlives the command: when sh ends, the namespace's init ends and
     # the kernel kills whatever is left (setsid and setpgid cannot escape it).
-    argv = [trusted_program("bwrap"), "--die-with-parent", "--unshare-user-try", *([] if full_network else ["--unshare-net"]),
-            "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
+    argv = [trusted_program("bwrap"), "--die-with-parent", "--unshare-user-try",
+            *([] if full_network else ["--unshare-net"]), "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             # /proc/sys is writable for root (kernel/core_pattern runs a program
             # as host root); /run holds other programs' sockets (D-Bus, Docker),
             # which a network namespace does not cover; so may a folder any user writes.
             "--ro-bind", "/proc/sys", "/proc/sys", "--tmpfs", "/tmp", "--tmpfs", "/run"]
-    for shared in shared_folders():
-        argv += ["--tmpfs", shared]
-    for hidden in hidden_folders():
-        argv += ["--tmpfs", hidden]
+    argv += [arg for folder in shared_folders() + hidden_folders() for arg in ("--tmpfs", folder)]
+    argv += [arg for path in toolchain_dirs() for arg in ("--ro-bind", path, path)]
     denied = denied_sources()
-    for path in toolchain_dirs():
-        argv += ["--ro-bind", path, path]
-    for path in toolchain_secrets():
-        argv += ["--ro-bind", denied["file"], path]
-    for path in system_secrets():
-        argv += ["--ro-bind", denied["dir"] if os.path.isdir(path) else denied["file"], path]
+    argv += [arg for path in toolchain_secrets() + system_secrets()
+             for arg in ("--ro-bind", denied["dir" if os.path.isdir(path) else "file"], path)]
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
     pins = git_pins(read_only=background) + audit_log_pin()
@@ -3472,11 +3466,8 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
         pins += ["--ro-bind", str(pointer), str(pointer)]
     argv += anchored_folders(pins[2::3]) + pins
     for secret in secrets:
-        if secret.name == "config" and ".git" in secret.parts:
-            source = denied["empty"]
-        else:
-            source = denied["dir"] if secret.is_dir() else denied["file"]
-        argv += ["--ro-bind", source, str(secret)]
+        kind = "empty" if secret.name == "config" and ".git" in secret.parts else "dir" if secret.is_dir() else "file"
+        argv += ["--ro-bind", denied[kind], str(secret)]
     argv += hidden_folders_read_only()
     forwarder = []
     if not full_network and proxy_port():
@@ -3727,15 +3718,17 @@ def shared_network_fds() -> tuple[int, ...]:
 # Git's control files run code later, outside the sandbox: a hook runs on the
 # user's next `git commit`, core.fsmonitor (in config, in a file config
 # includes, or in a repository that commondir or a `.git` file points at) on
-# the next `git status`. Inside the sandbox .git is pinned in place (a mount
-# point cannot be renamed or removed, so no `git init` can replace it; a
-# `.git` file is pinned read-only), hooks/, what config names (the folder
-# core.hooksPath names, included files) and the scripts linked hooks run are
-# read-only, and config is an empty read-only file (see scan_workspace).
-# Everything git would take code from, in the repository, its submodules' and
-# worktrees' folders under .git and the work-tree paths config names (even
-# ones that do not exist yet), is checked after every command and put back as
-# it was: git_control_snapshot.
+# the next `git status`. What exists is held by mounts, as in other sandboxes
+# (a fixed deny-write list of hooks and config; or all of .git read-only, which
+# would stop `git commit`): .git is pinned in place (a mount point cannot be
+# renamed or removed, so no `git init` can replace it), `.git` files, hooks/,
+# what config names (core.hooksPath, includes) and the scripts linked hooks run
+# are read-only, config is an empty read-only file. A mount holds only a path
+# that exists, so everything git would take code from (also a commondir or a
+# submodule's config not there yet, a path config names, a new repository) is
+# checked after every command and put back: git_control_snapshot. That check
+# is all there is without the sandbox, and for paths made after a background
+# task started (its .git is read-only as a whole: the user may run git meanwhile).
 
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir"}
 GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
@@ -3878,18 +3871,17 @@ class GitSnapshot:
     index: tuple | None = None    # .git/index as it was: a change may register a planted repository
 
 
-def git_control_snapshot(named: list[str] | None = None, gitdirs: set[str] | None = None,
-                         repos: list[str] | None = None) -> GitSnapshot | None:
+def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | None:
     """What git could run code from: every control file under the
     workspace's .git folder (GIT_CONTROL_NAMES at any depth, anything in a
     hooks folder, every link) and the work-tree paths its config names (each
     folder on the way, and what is there: a file, a link, nothing). None if
     the workspace has neither. Nothing is followed through a link: a planted
-    `.git/config -> ~/.ssh/id_rsa` is not read."""
-    learn = gitdirs is None            # before the command: find the git dirs; after: keep those
-    snapshot = GitSnapshot(named_work_tree_paths() if named is None else named, {},
-                           set() if gitdirs is None else gitdirs, nested_repositories() if learn else list(repos or []),
-                           index_stamp())
+    `.git/config -> ~/.ssh/id_rsa` is not read. After a command (before: the
+    snapshot taken before it), the same paths and git dirs are looked at again."""
+    learn = before is None
+    snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), nested_repositories(), index_stamp()) if learn else \
+        GitSnapshot(before.named, {}, before.gitdirs, before.repos, index_stamp())
     try:
         base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     except OSError:
@@ -4028,7 +4020,7 @@ def restore_git_control(before: GitSnapshot | None) -> list[str]:
     disarmed = disarm_new_repositories(before)
     if before is None:
         return disarmed             # no repository before: nothing of the user's to put back
-    after = git_control_snapshot(before.named, before.gitdirs, before.repos)
+    after = git_control_snapshot(before)
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
     if after is None or was_folder and after.entries.get(".git") != before.entries[".git"]:
         return [".git (it is no longer a folder; check it before you use git here)"]
