@@ -3464,7 +3464,9 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     pins = git_pins(read_only=background) + audit_log_pin()
     for pointer in git_pointers:
         pins += ["--ro-bind", str(pointer), str(pointer)]
-    argv += anchored_folders(pins[2::3]) + pins
+    # A background task runs while later commands are set up: if it could rename a folder holding a
+    # secret between KeSi's look and bwrap's mounts, the next command would mask an empty path.
+    argv += anchored_folders(pins[2::3] + ([str(secret) for secret in secrets] if background else [])) + pins
     for secret in secrets:
         kind = "empty" if secret.name == "config" and ".git" in secret.parts else "dir" if secret.is_dir() else "file"
         argv += ["--ro-bind", denied[kind], str(secret)]
@@ -3616,9 +3618,16 @@ def shared_folders() -> list[str]:
     and /var/run when it is no link to /run: a socket another program left there could be
     connected to through a read-only mount, so each is an empty tmpfs inside. /dev/shm is
     already private (bwrap --dev)."""
-    found = ["/var/run", "/var/lock"] + glob.glob("/*") + glob.glob("/var/*") + glob.glob("/var/*/*")
-    return [d for d in dict.fromkeys(found) if d not in ("/tmp", "/run") and os.path.isdir(d) and
-            os.path.realpath(d) == d and (d in ("/var/run", "/var/lock") or os.stat(d).st_mode & 0o002)]
+    found, parents = [], ["/", "/var"]
+    while parents:
+        parent = parents.pop()
+        with contextlib.suppress(OSError), os.scandir(parent) as listing:
+            for entry in listing:
+                if entry.is_dir(follow_symlinks=False) and entry.path not in ("/tmp", "/run"):
+                    parents += [entry.path] if parent == "/var" else []
+                    if entry.path in ("/var/run", "/var/lock") or entry.stat(follow_symlinks=False).st_mode & 0o002:
+                        found.append(entry.path)
+    return sorted(found)
 
 
 def hidden_folders() -> list[str]:
