@@ -3221,10 +3221,8 @@ class WorkspaceIndex:
 
     def refresh(self) -> None:
         """List again what changed since the last look, until nothing more did."""
-        if self.inotify is None:
-            return self.rebuild()
         for _ in range(20):                   # a task that never stops writing gets what is there now
-            changed = self.changed_folders()
+            changed = self.changed_folders() if self.inotify is not None else None
             if changed is None:
                 return self.rebuild()
             if not changed:
@@ -3322,7 +3320,7 @@ class WorkspaceIndex:
             record = self.folders.pop(rel, None)
             if record is None:
                 continue
-            if self.watched.get(record[1]) == rel:    # else the folder moved, and is watched where it is now
+            if self.inotify is not None and self.watched.get(record[1]) == rel:   # else it moved, watched there
                 del self.watched[record[1]]
                 inotify_call("inotify_rm_watch", self.inotify, record[1])
             stack += [f"{rel}/{name}" for name in record[2]]

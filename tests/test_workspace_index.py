@@ -111,3 +111,21 @@ def test_a_background_task_moving_a_secret_folder_never_exposes_it_to_later_comm
     assert not failed, text
     leaks = [out for _ in range(40) if SECRET in (out := sh("find . -name .env -exec cat {} + 2>/dev/null; true"))]
     assert leaks == []
+
+
+def test_no_watches_left_means_full_walks_and_the_same_masks(box, monkeypatch):
+    """fs.inotify.max_user_watches reached (ENOSPC), here after a few folders."""
+    added = []
+    real = kesi.inotify_call
+
+    def few_watches(name, *args):
+        if name == "inotify_add_watch":
+            added.append(1)
+            if len(added) > 5:
+                return -1
+        return real(name, *args)
+    monkeypatch.setattr(kesi, "inotify_call", few_watches)
+    sh(f"mkdir -p a b c d e f g && echo T={SECRET} > g/.env")
+    assert_masked("g/.env")
+    sh(f"mkdir -p h/i && echo T={SECRET} > h/i/.env.prod")
+    assert_masked("h/i/.env.prod", "g/.env")
