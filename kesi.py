@@ -3173,13 +3173,10 @@ def denied_sources() -> dict[str, str]:
     if not _denied:
         root = Path(tempfile.mkdtemp(prefix="kesi-sandbox-"))
         atexit.register(shutil.rmtree, root, True)
-        (root / "file").touch()
-        (root / "dir").mkdir()
-        (root / "empty").touch()
-        os.chmod(root / "file", 0)
-        os.chmod(root / "dir", 0)
-        os.chmod(root / "empty", 0o444)
-        _denied.update({item: str(root / item) for item in ("file", "dir", "empty")})
+        for item, make, mode in (("file", Path.touch, 0), ("dir", Path.mkdir, 0), ("empty", Path.touch, 0o444)):
+            make(root / item)
+            os.chmod(root / item, mode)
+            _denied[item] = str(root / item)
     return _denied
 
 
@@ -3327,13 +3324,13 @@ class WorkspaceIndex:
 
 
 def inotify_call(name: str, *args) -> int:
-    return getattr(libc(), name, lambda *_: -1)(*args)
+    return getattr(libc(), name, lambda *_: -1)(*args)      # -1 where libc has no such call
 
 
 @functools.cache
 def libc():
     import ctypes                             # here: most runs never need it
-    return ctypes.CDLL(None, use_errno=True)
+    return ctypes.CDLL(None)
 
 
 def inotify_start() -> int | None:
@@ -3358,15 +3355,10 @@ def workspace_index() -> WorkspaceIndex:
 
 
 def scan_workspace() -> tuple[list[Path], list[Path]]:
-    """(secrets to mask, `.git` files to pin read-only) in the workspace, at any depth.
-
-    A `.git` file (a submodule's or a linked worktree's) says where git takes
-    its config and hooks from; rewritten, it would make git run a planted
-    config later. A git dir's config (a submodule's too) may carry tokens in
-    its remote URLs. A symlinked secret is left alone: bwrap would mount over
-    the link's target (or fail on a dangling one); the target is hidden anyway
-    when it is in home, a secret of its own, or readable by its real name.
-    """
+    """(secrets to mask, `.git` files to pin read-only) in the workspace, at any depth. A git dir's
+    config may carry tokens in remote URLs; a `.git` file says where git takes config and hooks
+    from. A symlinked secret is left alone: bwrap would mount over the link's target (or fail on a
+    dangling one), which is hidden anyway in home, a secret itself, or readable by its real name."""
     found, pointers = [], []
     for rel, marks in workspace_index().marked.items():
         here = BASE_DIR / rel
