@@ -2792,24 +2792,14 @@ def git_alias(words: list[str]) -> str | None:
         return None
     if rest[0] in aliases:
         return aliases[rest[0]]
-    git = trusted_program("git")
-    try:
-        found = subprocess.run([git, "config", "--get", f"alias.{rest[0]}"], cwd=BASE_DIR, capture_output=True,
-                               text=True, timeout=10, env={**os.environ, **GIT_SAFE_CONFIG}) if git else None
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return found.stdout.strip() or None if found and found.returncode == 0 else None
+    found = run_git(["config", "--get", f"alias.{rest[0]}"])
+    return found.stdout.decode(errors="replace").strip() or None if found and found.returncode == 0 else None
 
 
 @functools.cache
 def git_commands() -> frozenset[str]:
-    git = trusted_program("git")
-    try:
-        listed = subprocess.run([git, "--list-cmds=builtins,main"], capture_output=True, text=True,
-                                timeout=10).stdout if git else ""
-    except (OSError, subprocess.TimeoutExpired):
-        listed = ""
-    return frozenset(listed.split())
+    listed = run_git(["--list-cmds=builtins,main"])
+    return frozenset(listed.stdout.decode(errors="replace").split() if listed else [])
 
 
 def path_matches(pattern: str, key: str, for_deny: bool) -> bool:
@@ -3256,64 +3246,204 @@ def denied_sources() -> dict[str, str]:
     if not _denied:
         root = Path(tempfile.mkdtemp(prefix="kesi-sandbox-"))
         atexit.register(shutil.rmtree, root, True)
-        (root / "file").touch()
-        (root / "dir").mkdir()
-        (root / "empty").touch()
-        os.chmod(root / "file", 0)
-        os.chmod(root / "dir", 0)
-        os.chmod(root / "empty", 0o444)
-        _denied.update({item: str(root / item) for item in ("file", "dir", "empty")})
+        for item, make, mode in (("file", Path.touch, 0), ("dir", Path.mkdir, 0), ("empty", Path.touch, 0o444)):
+            make(root / item)
+            os.chmod(root / item, mode)
+            _denied[item] = str(root / item)
     return _denied
 
 
-def scan_workspace() -> tuple[list[Path], list[Path]]:
-    """(secrets to mask, `.git` files to pin) in the workspace, any depth.
-
-    A `.git` file (a submodule's or a linked worktree's) says where git takes
-    its config and hooks from; rewritten, it would make git run a planted
-    config later, so it is pinned read-only like the top-level .git.
-    Dependency and cache folders are walked by rg, which is many times
-    faster than os.walk in a node_modules of 50,000 files (a package can
-    ship a .env of its own); the rest of the tree is walked here.
-    """
-    found, skipped, pointers = [], [], []
-    for root, dirs, files in walk_folders(str(BASE_DIR)):
-        here = Path(root)
-        if ".git" in dirs and (here / ".git" / "config").is_file():
-            found.append(here / ".git" / "config")
-            found += submodule_configs(here / ".git" / "modules")
-        elif ".git" in files and not (here / ".git").is_symlink():
-            found += linked_git_configs(here / ".git")
-            pointers.append(here / ".git")
-        found += [here / n for n in [*dirs, *files] if is_env_name(n)]
-        # .kesi holds what KeSi writes, and the caches commands fill.
-        skipped += [here / d for d in dirs if is_ignored_name(d) and d != ".kesi" and not is_env_name(d)]
-        skipped += [here / ".kesi" / "cache"] if ".kesi" in dirs else []
-        dirs[:] = [d for d in dirs if not is_ignored_name(d)]
-    found += secret_files_below(skipped)
-    # A symlinked secret is left alone: bwrap would mount over the link's
-    # target (or fail on a dangling one, breaking every command). The target
-    # is hidden anyway when it is in home, or a secret of its own, or it is a
-    # file the command could read by its real name.
-    return [path for path in found if not path.is_symlink()], pointers
+# --- the workspace index: what the sandbox and the git guard look for --------------
+# Masks, pins and the git guard need every `.env`-like name, `.git` entry and git-dir config in
+# the workspace, at any depth (a package in node_modules may ship a .env). Walking 60,000 folders
+# for them before every command cost a second, so one walk builds an index, and inotify (inode
+# based: it sees writes made through bwrap's bind mounts too) tells which folders changed since:
+# only those are listed again. A new folder is watched before it is listed, so nothing made in
+# between is missed. Without inotify (macOS, no watches left, an overflowed queue) each refresh
+# is a full walk: slower, never less correct.
+IN_CHANGES = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000   # moves, create, delete; IN_ONLYDIR
+IN_Q_OVERFLOW = 0x4000
+_index_lock = threading.Lock()
 
 
-def walk_folders(top: str):
-    """os.walk without following links, and without recursion: os.walk on
-    Python 3.11 recurses, so a command that nests 1,000 folders would make
-    every later command fail. The caller may prune dirs, as with os.walk."""
-    stack = [top]
-    while stack:
-        here = stack.pop()
+class WorkspaceIndex:
+    """Per folder (relative, "" is the top): (inode, watch, {subfolder: inode}); and, for the
+    folders that have any, the names that matter in them -> "folder", "file" or "link"."""
+
+    def __init__(self, base: Path, prune: bool):
+        # prune: dependency and cache folders are not walked (nothing there is masked without bwrap)
+        self.base, self.prune, self.inotify, self.watching = base, prune, None, True
+        self.folders: dict[str, tuple[int, int, dict[str, int]]] = {}
+        self.marked: dict[str, dict[str, str]] = {}
+        self.watched: dict[int, str] = {}
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        self.close()
+        self.inotify = inotify_start() if self.watching else None
+        self.folders.clear(), self.marked.clear(), self.watched.clear()
+        self.add_tree("", None)
+
+    def close(self) -> None:
+        if self.inotify is not None:
+            os.close(self.inotify)
+            self.inotify = None
+
+    def refresh(self) -> None:
+        """List again what changed since the last look, until nothing more did."""
+        for _ in range(20):                   # a task that never stops writing gets what is there now
+            changed = self.changed_folders() if self.inotify is not None else None
+            if changed is None:
+                return self.rebuild()
+            if not changed:
+                return
+            for rel in sorted(changed):
+                self.update(rel)
+
+    def changed_folders(self) -> set[str] | None:
+        """The folders with news since the last look; None when the kernel dropped some."""
+        changed = set()
+        while True:
+            try:
+                data = os.read(self.inotify, 65536)
+            except BlockingIOError:
+                return changed
+            except OSError:
+                return None
+            offset = 0
+            while offset < len(data):
+                wd, mask, _, size = struct.unpack_from("iIII", data, offset)
+                offset += 16 + size
+                if mask & IN_Q_OVERFLOW:
+                    return None
+                if wd in self.watched:
+                    changed.add(self.watched[wd])
+
+    def update(self, rel: str) -> None:
+        """List one known folder again: what left it is forgotten, what is new is added in full."""
+        old = self.folders.get(rel)
+        children = self.list_folder(rel, old[0]) if old else None
+        if children is None:
+            return                            # gone or replaced: its parent's news says so
+        for name, inode in old[2].items():
+            if children.get(name) != inode:
+                self.drop(f"{rel}/{name}" if rel else name)
+        for name, inode in children.items():
+            if old[2].get(name) != inode:
+                self.add_tree(f"{rel}/{name}" if rel else name, inode)
+
+    def add_tree(self, top: str, inode: int | None) -> None:
+        stack = [(top, inode)]
+        while stack:
+            rel, inode = stack.pop()
+            children = self.list_folder(rel, inode) or {}
+            stack += [(f"{rel}/{name}" if rel else name, child) for name, child in children.items()]
+
+    def list_folder(self, rel: str, inode: int | None) -> dict[str, int] | None:
+        """Watch and list one folder, opened without following a link; None if it is not the
+        folder its parent listed (inode), or gone."""
         try:
-            with os.scandir(here) as listing:
-                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in listing]
+            fd = os.open(self.base / rel, FOLDER_FLAGS)
         except OSError:
-            continue              # gone, unreadable, or a path too long for the system
-        dirs = [name for name, is_dir in entries if is_dir]
-        files = [name for name, is_dir in entries if not is_dir]
-        yield here, dirs, files
-        stack += [os.path.join(here, d) for d in reversed(dirs)]
+            return None
+        try:
+            here = os.fstat(fd).st_ino
+            if inode is not None and here != inode:
+                return None
+            wd = self.watch(fd, rel)          # before listing: what comes later is news
+            in_git = ".git" in rel.split("/")
+            children, marks = {}, {}
+            with os.scandir(fd) as listing:
+                for entry in listing:
+                    kind = "link" if entry.is_symlink() else "folder" if entry.is_dir(follow_symlinks=False) else "file"
+                    if kind == "folder" and not (self.prune and is_ignored_name(entry.name)):
+                        children[entry.name] = entry.inode()
+                    if is_env_name(entry.name) or entry.name == ".git" or in_git and entry.name in ("config", "HEAD"):
+                        marks[entry.name] = kind
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        self.folders[rel] = (here, wd, children)
+        if marks:
+            self.marked[rel] = marks
+        else:
+            self.marked.pop(rel, None)
+        return children
+
+    def watch(self, fd: int, rel: str) -> int:
+        if self.inotify is None:
+            return -1
+        wd = inotify_call("inotify_add_watch", self.inotify, f"/proc/self/fd/{fd}".encode(), IN_CHANGES)
+        if wd < 0:                            # no watches left (ENOSPC): full walks from now on
+            self.watching = False
+            self.close()
+            return -1
+        self.watched[wd] = rel
+        return wd
+
+    def drop(self, top: str) -> None:
+        stack = [top]
+        while stack:
+            rel = stack.pop()
+            self.marked.pop(rel, None)
+            record = self.folders.pop(rel, None)
+            if record is None:
+                continue
+            if self.inotify is not None and self.watched.get(record[1]) == rel:   # else it moved, watched there
+                del self.watched[record[1]]
+                inotify_call("inotify_rm_watch", self.inotify, record[1])
+            stack += [f"{rel}/{name}" for name in record[2]]
+
+
+def inotify_call(name: str, *args) -> int:
+    return getattr(libc(), name, lambda *_: -1)(*args)      # -1 where libc has no such call
+
+
+@functools.cache
+def libc():
+    import ctypes                             # here: most runs never need it
+    return ctypes.CDLL(None)
+
+
+def inotify_start() -> int | None:
+    fd = inotify_call("inotify_init1", os.O_NONBLOCK | os.O_CLOEXEC) if sys.platform.startswith("linux") else -1
+    return fd if fd >= 0 else None
+
+
+_index: list[WorkspaceIndex] = []
+
+
+def workspace_index() -> WorkspaceIndex:
+    """The index of this workspace, brought up to date."""
+    prune = sandbox_kind() != "bubblewrap"
+    with _index_lock:
+        if _index and (_index[0].base, _index[0].prune) == (BASE_DIR, prune):
+            _index[0].refresh()
+        else:
+            for old in _index:
+                old.close()
+            _index[:] = [WorkspaceIndex(BASE_DIR, prune)]
+        return _index[0]
+
+
+def scan_workspace() -> tuple[list[Path], list[Path]]:
+    """(secrets to mask, `.git` files to pin read-only) in the workspace, at any depth. A git dir's
+    config may carry tokens in remote URLs; a `.git` file says where git takes config and hooks
+    from. A symlinked secret is left alone: bwrap would mount over the link's target (or fail on a
+    dangling one), which is hidden anyway in home, a secret itself, or readable by its real name."""
+    found, pointers = [], []
+    for rel, marks in workspace_index().marked.items():
+        here = BASE_DIR / rel
+        for name, kind in marks.items():
+            if kind != "link" and is_env_name(name):
+                found.append(here / name)
+            elif kind == "file" and name == ".git":
+                found += linked_git_configs(here / name)
+                pointers.append(here / name)
+            elif kind == "file" and name == "config" and (here.name == ".git" or "HEAD" in marks):
+                found.append(here / name)
+    return [path for path in found if not path.is_symlink()], pointers
 
 
 def is_env_name(name: str) -> bool:
@@ -3321,46 +3451,36 @@ def is_env_name(name: str) -> bool:
     return lower == ".env" or lower.startswith(".env.")
 
 
-def secret_files_below(folders: list[Path]) -> list[Path]:
-    """.env and .git/config files anywhere below these folders, found by rg
-    (links not followed): `pip install -e git+https://TOKEN@...` keeps a clone
-    with its credentials in .venv/src."""
-    if not folders or RG_PATH is None:
-        return []
-    folders = [folder for folder in folders if folder.is_dir() and not folder.is_symlink()]
-    if not folders:
-        return []
-    argv = [RG_PATH, "--no-config", "--files", "--hidden", "--no-ignore", "--null",
-            "--iglob", ".env", "--iglob", ".env.*", "--iglob", "**/.env/**", "--iglob", "**/.env.*/**",
-            "--iglob", "**/.git/config", "--", *map(str, folders)]
-    try:
-        listed = subprocess.run(argv, capture_output=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
+def nested_repositories() -> list[str]:
+    """The git dirs of other repositories in the work tree (a clone in vendor/, a
+    project's own test fixture; not in dependency folders), relative: git run
+    there later, by you, takes hooks and config from them as from the workspace's own."""
     found = []
-    for path in (Path(os.fsdecode(p)) for p in listed.split(b"\0") if p):
-        # A file inside a folder named .env: the folder is what is masked.
-        parts = path.parts
-        cut = next((i for i, part in enumerate(parts) if is_env_name(part) and i > 0), None)
-        found.append(Path(*parts[:cut + 1]) if cut is not None else path)
-    return list(dict.fromkeys(found))
+    for rel, marks in workspace_index().marked.items():
+        if ".git" not in marks or any(is_ignored_name(part) for part in rel.split("/") if part):
+            continue
+        if marks[".git"] == "folder":
+            found += [f"{rel}/.git"] if rel else []
+        elif (folder := git_dir_of(BASE_DIR / rel / ".git")) and folder.is_relative_to(BASE_DIR) and folder != BASE_DIR:
+            found.append(folder.relative_to(BASE_DIR).as_posix())
+    return sorted(repo for repo in set(found) if repo != ".git" and not repo.startswith(".git/"))
 
 
-def read_pointer_file(path: Path) -> str | None:
-    """A small regular file's text (a `.git` file, commondir), or None. Never
-    through a link, and never blocking: a FIFO named .git would hang every
-    later command while KeSi waited for a writer."""
+def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
+    """A small regular file's text (a `.git` file, commondir, a config), or None.
+    Never blocking: a FIFO named .git would hang every later command."""
     try:
-        fd = os.open(path, FILE_FLAGS)
+        fd = os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow_links else 0))
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            return handle.read(MAX_CONTROL_BYTES).decode("utf-8", errors="replace")
-        except OSError:
-            return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return os.read(fd, MAX_CONTROL_BYTES).decode("utf-8", errors="surrogateescape")
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return None
 
 
 def linked_git_configs(dot_git: Path) -> list[Path]:
@@ -3379,15 +3499,6 @@ def linked_git_configs(dot_git: Path) -> list[Path]:
     return [c for c in dict.fromkeys(configs) if c.is_file() and not c.is_symlink()]
 
 
-def submodule_configs(modules: Path) -> list[Path]:
-    """The configs of submodules (.git/modules/<name>/config, nested too): their
-    remote URLs may carry tokens, as the main config's may."""
-    if modules.is_symlink() or not modules.is_dir():
-        return []
-    return [Path(here) / "config" for here, _, files in walk_folders(str(modules))
-            if "config" in files and "HEAD" in files and (Path(here) / "config").is_file()]
-
-
 def bwrap_argv(command: str, background: bool = False, full_network: bool = False,
                filter_fd: int | None = None) -> list[str]:
     """Linux: a read-only root, a private /tmp, home hidden, workspace writable,
@@ -3399,34 +3510,29 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     # namespace means nothing outside can be signalled or read in /proc, and
     # nothing outlives the command: when sh ends, the namespace's init ends and
     # the kernel kills whatever is left (setsid and setpgid cannot escape it).
-    argv = [trusted_program("bwrap"), "--die-with-parent", "--unshare-user-try", *([] if full_network else ["--unshare-net"]),
-            "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
+    argv = [trusted_program("bwrap"), "--die-with-parent", "--unshare-user-try",
+            *([] if full_network else ["--unshare-net"]), "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             # /proc/sys is writable for root (kernel/core_pattern runs a program
             # as host root); /run holds other programs' sockets (D-Bus, Docker),
-            # which a network namespace does not cover.
+            # which a network namespace does not cover; so may a folder any user writes.
             "--ro-bind", "/proc/sys", "/proc/sys", "--tmpfs", "/tmp", "--tmpfs", "/run"]
-    for hidden in hidden_folders():
-        argv += ["--tmpfs", hidden]
+    argv += [arg for folder in shared_folders() + hidden_folders() for arg in ("--tmpfs", folder)]
+    argv += [arg for path in toolchain_dirs() for arg in ("--ro-bind", path, path)]
     denied = denied_sources()
-    for path in toolchain_dirs():
-        argv += ["--ro-bind", path, path]
-    for path in toolchain_secrets():
-        argv += ["--ro-bind", denied["file"], path]
-    for path in system_secrets():
-        argv += ["--ro-bind", denied["dir"] if os.path.isdir(path) else denied["file"], path]
+    argv += [arg for path in toolchain_secrets() + system_secrets()
+             for arg in ("--ro-bind", denied["dir" if os.path.isdir(path) else "file"], path)]
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
     pins = git_pins(read_only=background)
     for pointer in git_pointers:
         pins += ["--ro-bind", str(pointer), str(pointer)]
-    argv += anchored_folders(pins[2::3]) + pins
+    # A background task runs while later commands are set up: if it could rename a folder holding a
+    # secret between KeSi's look and bwrap's mounts, the next command would mask an empty path.
+    argv += anchored_folders(pins[2::3] + ([str(secret) for secret in secrets] if background else [])) + pins
     for secret in secrets:
-        if secret.name == "config" and ".git" in secret.parts:
-            source = denied["empty"]
-        else:
-            source = denied["dir"] if secret.is_dir() else denied["file"]
-        argv += ["--ro-bind", source, str(secret)]
+        kind = "empty" if secret.name == "config" and ".git" in secret.parts else "dir" if secret.is_dir() else "file"
+        argv += ["--ro-bind", denied[kind], str(secret)]
     argv += hidden_folders_read_only()
     forwarder = []
     if not full_network and proxy_port():
@@ -3570,6 +3676,23 @@ GRACE_WRAPPER = ('"$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
                  'exit "$code"')
 
 
+def shared_folders() -> list[str]:
+    """Folders any local user may write, below / and /var (two levels: /var/tmp, /var/spool/x/public),
+    and /var/run when it is no link to /run: a socket another program left there could be
+    connected to through a read-only mount, so each is an empty tmpfs inside. /dev/shm is
+    already private (bwrap --dev)."""
+    found, parents = [], ["/", "/var"]
+    while parents:
+        parent = parents.pop()
+        with contextlib.suppress(OSError), os.scandir(parent) as listing:
+            for entry in listing:
+                if entry.is_dir(follow_symlinks=False) and entry.path not in ("/tmp", "/run"):
+                    parents += [entry.path] if parent == "/var" else []
+                    if entry.path in ("/var/run", "/var/lock") or entry.stat(follow_symlinks=False).st_mode & 0o002:
+                        found.append(entry.path)
+    return sorted(found)
+
+
 def hidden_folders() -> list[str]:
     """The home folders, socket folders and KeSi's records (wherever XDG_STATE_HOME puts them), which bwrap
     covers with an empty tmpfs."""
@@ -3669,15 +3792,17 @@ def shared_network_fds() -> tuple[int, ...]:
 # Git's control files run code later, outside the sandbox: a hook runs on the
 # user's next `git commit`, core.fsmonitor (in config, in a file config
 # includes, or in a repository that commondir or a `.git` file points at) on
-# the next `git status`. Inside the sandbox .git is pinned in place (a mount
-# point cannot be renamed or removed, so no `git init` can replace it; a
-# `.git` file is pinned read-only), hooks/, what config names (the folder
-# core.hooksPath names, included files) and the scripts linked hooks run are
-# read-only, and config is an empty read-only file (see scan_workspace).
-# Everything git would take code from, in the repository, its submodules' and
-# worktrees' folders under .git and the work-tree paths config names (even
-# ones that do not exist yet), is checked after every command and put back as
-# it was: git_control_snapshot.
+# the next `git status`. What exists is held by mounts, as in other sandboxes
+# (a fixed deny-write list of hooks and config; or all of .git read-only, which
+# would stop `git commit`): .git is pinned in place (a mount point cannot be
+# renamed or removed, so no `git init` can replace it), `.git` files, hooks/,
+# what config names (core.hooksPath, includes) and the scripts linked hooks run
+# are read-only, config is an empty read-only file. A mount holds only a path
+# that exists, so everything git would take code from (also a commondir or a
+# submodule's config not there yet, a path config names, a new repository) is
+# checked after every command and put back: git_control_snapshot. That check
+# is all there is without the sandbox, and for paths made after a background
+# task started (its .git is read-only as a whole: the user may run git meanwhile).
 
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir"}
 GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
@@ -3716,16 +3841,9 @@ def git_identity_environment() -> dict[str, str]:
 def read_git_identity() -> dict[str, str]:
     """{'user.name': ..., 'user.email': ...}, whichever are set; {} without git.
     A value with a control character is dropped: it could only be an attack."""
-    git = trusted_program("git")
-    if git is None:
-        return {}
-    try:
-        listed = subprocess.run([git, "config", "-z", "--get-regexp", r"^user\.(name|email)$"], cwd=BASE_DIR,
-                                capture_output=True, timeout=10, env={**os.environ, **GIT_SAFE_CONFIG}).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
+    listed = run_git(["config", "-z", "--get-regexp", r"^user\.(name|email)$"])
     found = {}
-    for item in listed.decode("utf-8", errors="replace").split("\0"):
+    for item in (listed.stdout if listed else b"").decode("utf-8", errors="replace").split("\0"):
         key, _, value = item.partition("\n")
         if key.lower() in ("user.name", "user.email") and value and "\n" not in value and not control_characters(value):
             found[key.lower()] = value          # the last one wins, as in git
@@ -3762,26 +3880,46 @@ def paths_git_config_names() -> list[Path]:
     names for the workspace: in every scope (the repository's, yours, the
     system's), through includes of includes, whether they exist yet or not. A
     command that writes one changes what git runs later. Read by git itself
-    (it runs nothing to answer this)."""
-    git = trusted_program("git")
-    if git is None:
-        return []
-    try:
-        listed = subprocess.run([git, "config", "--show-origin", "--null", "--get-regexp",
-                                 r"^(core\.hookspath|include\.path|includeif\..*\.path)$"], cwd=BASE_DIR,
-                                capture_output=True, timeout=10, env={**os.environ, **GIT_SAFE_CONFIG}).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    found = []
-    items = listed.split(b"\0")
+    (it runs nothing to answer this), again only when a file it read changed."""
+    files = list(dict.fromkeys([*git_config_files(), *_config_names.get("files", [])]))
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("GIT_") or k in ("HOME", "XDG_CONFIG_HOME"))
+    key = [BASE_DIR, env, *((path, read_pointer_file(path, True)) for path in files)]   # before git reads them
+    if _config_names.get("key") == key:
+        return list(_config_names["found"])
+    listed = run_git(["config", "--show-origin", "--null", "--get-regexp",
+                      r"^(core\.hookspath|include\.path|includeif\..*\.path)$"])
+    found, origins = [], []
+    items = listed.stdout.split(b"\0") if listed else []
     for origin, entry in zip(items[0::2], items[1::2]):
-        key, _, value = os.fsdecode(entry).partition("\n")
-        origin = os.fsdecode(origin).removeprefix("file:")
+        key_name, _, value = os.fsdecode(entry).partition("\n")
+        origin = os.fsdecode(origin)
+        origins += [BASE_DIR / origin.removeprefix("file:")] if origin.startswith("file:") else []
         if value:
             # A relative hooksPath is taken from the top of the work tree, an include from its file's folder.
-            base = BASE_DIR if key == "core.hookspath" else (BASE_DIR / origin).parent
+            base = BASE_DIR if key_name == "core.hookspath" else origins[-1].parent if origins else BASE_DIR
             found.append(Path(os.path.normpath(base / os.path.expanduser(value))))
-    return found
+    # Files git named that were not in the key (an include) join it as they are now.
+    named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]
+    key += [(path, read_pointer_file(path, True)) for path in named]
+    _config_names.update(files=files + named, found=found, key=key)
+    return list(found)
+
+
+_config_names: dict = {}          # the last answer, and the files (with their content) it came from
+
+
+def git_config_files() -> list[Path]:
+    """The files git reads config from before any include: system, global, and the repository's
+    (HEAD too: includeIf onbranch); through a `.git` file, its git dir's and the common dir's."""
+    env, home = os.environ, Path(os.path.expanduser("~"))
+    files = [Path(env.get("GIT_CONFIG_SYSTEM", "/etc/gitconfig")), Path("/usr/local/etc/gitconfig"),
+             Path("/opt/homebrew/etc/gitconfig"), Path(env.get("GIT_CONFIG_GLOBAL", home / ".gitconfig")),
+             Path(env.get("XDG_CONFIG_HOME", home / ".config"), "git", "config"), BASE_DIR / ".git"]
+    folders = [BASE_DIR / ".git", git_dir_of(BASE_DIR / ".git")]
+    common = read_pointer_file(folders[-1] / "commondir") if folders[-1] else None
+    folders += [folders[-1] / common.strip()] if common else []
+    return files + [folder / name for folder in dict.fromkeys(filter(None, folders))
+                    for name in ("config", "config.worktree", "HEAD", "commondir")]
 
 
 def named_work_tree_paths() -> list[str]:
@@ -3793,22 +3931,6 @@ def named_work_tree_paths() -> list[str]:
             if relative.split("/")[0] != ".git" and relative not in named:
                 named.append(relative)
     return named
-
-
-def nested_repositories() -> list[str]:
-    """The .git folders of other repositories in the work tree (a clone in
-    vendor/, a project's own test fixture), relative: git run there later, by
-    you, takes hooks and config from them as from the workspace's own."""
-    found = []
-    for root, dirs, files in walk_folders(str(BASE_DIR)):
-        if ".git" in dirs and root != str(BASE_DIR):
-            found.append(Path(root, ".git").relative_to(BASE_DIR).as_posix())
-        elif ".git" in files:            # a `.git` file or link: the git dir it leads to
-            folder = git_dir_of(Path(root, ".git"))
-            if folder is not None and folder.is_relative_to(BASE_DIR) and folder != BASE_DIR:
-                found.append(folder.relative_to(BASE_DIR).as_posix())
-        dirs[:] = [d for d in dirs if not is_ignored_name(d)]
-    return [repo for repo in dict.fromkeys(found) if repo != ".git" and not repo.startswith(".git/")]
 
 
 @dataclass
@@ -3823,18 +3945,17 @@ class GitSnapshot:
     index: tuple | None = None    # .git/index as it was: a change may register a planted repository
 
 
-def git_control_snapshot(named: list[str] | None = None, gitdirs: set[str] | None = None,
-                         repos: list[str] | None = None) -> GitSnapshot | None:
+def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | None:
     """What git could run code from: every control file under the
     workspace's .git folder (GIT_CONTROL_NAMES at any depth, anything in a
     hooks folder, every link) and the work-tree paths its config names (each
     folder on the way, and what is there: a file, a link, nothing). None if
     the workspace has neither. Nothing is followed through a link: a planted
-    `.git/config -> ~/.ssh/id_rsa` is not read."""
-    learn = gitdirs is None            # before the command: find the git dirs; after: keep those
-    snapshot = GitSnapshot(named_work_tree_paths() if named is None else named, {},
-                           set() if gitdirs is None else gitdirs, nested_repositories() if learn else list(repos or []),
-                           index_stamp())
+    `.git/config -> ~/.ssh/id_rsa` is not read. After a command (before: the
+    snapshot taken before it), the same paths and git dirs are looked at again."""
+    learn = before is None
+    snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), nested_repositories(), index_stamp()) if learn else \
+        GitSnapshot(before.named, {}, before.gitdirs, before.repos, index_stamp())
     try:
         base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     except OSError:
@@ -3973,7 +4094,7 @@ def restore_git_control(before: GitSnapshot | None) -> list[str]:
     disarmed = disarm_new_repositories(before)
     if before is None:
         return disarmed             # no repository before: nothing of the user's to put back
-    after = git_control_snapshot(before.named, before.gitdirs, before.repos)
+    after = git_control_snapshot(before)
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
     if after is None or was_folder and after.entries.get(".git") != before.entries[".git"]:
         return [".git (it is no longer a folder; check it before you use git here)"]
@@ -4031,14 +4152,9 @@ def registered_repositories() -> list[str]:
     """The git dirs of the submodules the index registers (mode 160000), as
     paths in the workspace: `git status` at the top looks into each, with
     that repository's config. A `.git` file or link is followed."""
-    git = trusted_program("git")
-    try:
-        listed = subprocess.run([git, "ls-files", "--stage", "-z"], cwd=BASE_DIR, capture_output=True, timeout=30,
-                                env={"PATH": os.defpath, **GIT_SAFE_CONFIG}).stdout if git else b""
-    except (OSError, subprocess.TimeoutExpired):
-        return []
+    listed = run_git(["ls-files", "--stage", "-z"], timeout=30)
     found = []
-    for entry in listed.split(b"\0"):
+    for entry in (listed.stdout if listed else b"").split(b"\0"):
         mode, _, rest = entry.partition(b" ")
         if mode == b"160000":
             dot_git = BASE_DIR / os.fsdecode(rest.split(b"\t", 1)[-1]) / ".git"
@@ -4096,11 +4212,11 @@ def disarm_config(config: Path, shown: str) -> list[str]:
     if not config.is_file():
         return []
     remove_entry(config.with_name("config.lock"))       # git refuses to write while it is there
-    listed = run_git_config(["--file", str(config), "--null", "--name-only", "--list"])
+    listed = run_git(["config", "--file", str(config), "--null", "--name-only", "--list"])
     keys = [os.fsdecode(key) for key in listed.stdout.split(b"\0") if key] if listed else []
     planted = [key for key in dict.fromkeys(keys) if not FRESH_CONFIG_KEYS.fullmatch(key.lower())]
     for key in planted:
-        done = run_git_config(["--file", str(config), "--unset-all", key])
+        done = run_git(["config", "--file", str(config), "--unset-all", key])
         if done is None or done.returncode != 0:
             remove_entry(config)
             return [f"{shown}/config (it could not be cleaned, so it is gone)"]
@@ -4110,12 +4226,14 @@ def disarm_config(config: Path, shown: str) -> list[str]:
     return [f"{shown}/config: {key}" for key in planted]
 
 
-def run_git_config(args: list[str]) -> subprocess.CompletedProcess | None:
-    """git config on a file alone (no repository, nothing runs)."""
+def run_git(args: list[str], timeout: float = 10) -> subprocess.CompletedProcess | None:
+    """Every git KeSi runs itself, outside the sandbox: the trusted git, in the workspace, with the
+    user's environment (it answers as the user's own git would) but no fsmonitor; output captured,
+    a timeout; None when git is missing or could not run."""
     git = trusted_program("git")
     try:
-        return subprocess.run([git, "config", *args], capture_output=True, timeout=10,
-                              env={"PATH": os.defpath}) if git else None
+        return subprocess.run([git, *args], cwd=BASE_DIR, capture_output=True, timeout=timeout,
+                              env={**os.environ, **GIT_SAFE_CONFIG}) if git else None
     except (OSError, subprocess.TimeoutExpired):
         return None
 

@@ -170,6 +170,29 @@ def test_sockets_outside_the_workspace_are_unreachable(box, monkeypatch):
             subprocess.run(["rm", "-rf", str(folder)])
 
 
+def test_sockets_in_folders_every_user_may_write_are_unreachable(box):
+    """Issue 23: a service's socket in /var/tmp was reachable. Also /dev/shm, and a folder any
+    user may write one or two levels below /var (made here only when the test may write /var)."""
+    folders = [Path(tempfile.mkdtemp(dir="/var/tmp")), Path(tempfile.mkdtemp(dir="/dev/shm"))]
+    if os.access("/var", os.W_OK):
+        top = Path(tempfile.mkdtemp(prefix="kesi-spool-", dir="/var"))
+        os.chmod(top, 0o755)
+        (top / "public").mkdir(mode=0o777)
+        os.chmod(top / "public", 0o1777)
+        folders.append(top / "public")
+    servers = [unix_listener(str(folder / "x.sock")) for folder in folders]
+    try:
+        leaks = [folder for folder in folders if "CONNECTED" in sh(connect_probe(str(folder / "x.sock")))[0]]
+        assert leaks == []
+        # KeSi's own proxy socket stays reachable: a command still gets to the allowlist proxy.
+        assert "CONNECTED" in sh(connect_probe(kesi.PROXY_SOCKET_INSIDE))[0] or not kesi.proxy_port()
+    finally:
+        for server in servers:
+            server.close()
+        for folder in folders:
+            subprocess.run(["rm", "-rf", str(folder.parent if folder.name == "public" else folder)])
+
+
 # --- round 3: KeSi's own helpers are never taken from a folder commands can write ------
 
 HELPERS = ("bwrap", "nsenter", "git", "rg", "cat", "true")
