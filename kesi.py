@@ -154,9 +154,9 @@ class SettingError(ValueError):
 class Settings:
     """Every setting, checked. The defaults are what KeSi uses when nothing is set."""
     model: str = "claude-haiku-4-5"
-    max_tokens: int = 8192
+    max_tokens: int | None = None     # None: output_ceiling() chooses per model
     max_turns: int = 20               # model round trips per task
-    context_window: int = 200_000
+    context_window: int | None = None  # None: the model's own (context_window())
     command_timeout: int = 120        # seconds, the most one command may take
     max_retries: int = 2              # the SDK's retries of 429/5xx
     sandbox: str = "auto"             # "auto" or "off"
@@ -5171,18 +5171,20 @@ def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
 # at 1.25x the input price) or 1 hour (2x), refreshed by every read (0.1x).
 # At most 4 marks, and a 1-hour mark may not follow a 5-minute one.
 
-# Minimum cacheable prefix in tokens, from the prompt-caching docs.
+# Minimum cacheable prefix in tokens: https://platform.claude.com/docs/en/build-with-claude/prompt-caching
+# and each model's "what's new" page (Opus 5: 512, down from Opus 4.8's 1,024; the 5.5 models: 512).
 CACHE_MINIMUM = {
-    "claude-opus-5": 512, "claude-fable-5": 512, "claude-mythos-5": 512,
-    "claude-opus-4-8": 1024, "claude-sonnet-5": 1024, "claude-sonnet-4-5": 1024,
-    "claude-opus-4-1": 1024, "claude-opus-4": 1024, "claude-opus-4-0": 1024,
-    "claude-sonnet-4": 1024, "claude-sonnet-4-0": 1024, "claude-3-7-sonnet": 1024,
-    "claude-3-5-sonnet": 1024, "claude-3-opus": 1024,
-    "claude-sonnet-4-6": 2048,
-    "claude-3-5-haiku": 2048, "claude-3-haiku": 2048,
-    "claude-opus-4-7": 4096, "claude-opus-4-6": 4096, "claude-opus-4-5": 4096, "claude-haiku-4-5": 4096,
-}   # where sources disagree (Sonnet 4.6, Opus 4.7) the larger value
-DEFAULT_CACHE_MINIMUM = 4096    # unknown or newer models: the largest documented minimum
+    **dict.fromkeys(("claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5", "claude-opus-5", "claude-fable-5",
+                     "claude-mythos-5"), 512),
+    **dict.fromkeys(("claude-opus-4-8", "claude-sonnet-5", "claude-sonnet-4-6", "claude-sonnet-4-5", "claude-opus-4-1",
+                     "claude-opus-4", "claude-opus-4-0", "claude-sonnet-4", "claude-sonnet-4-0", "claude-3-7-sonnet",
+                     "claude-3-5-sonnet", "claude-3-opus"), 1024),
+    "claude-opus-4-7": 2048, "claude-3-5-haiku": 2048, "claude-3-haiku": 2048,
+    "claude-opus-4-6": 4096, "claude-opus-4-5": 4096, "claude-haiku-4-5": 4096,
+}
+# Unknown models (Fable/Mythos 5.1 and 5.2 too: the docs give no number) get the smallest: a mark under
+# the minimum costs nothing, a missed cache costs the whole prefix.
+DEFAULT_CACHE_MINIMUM = 512
 LONG_PAUSE = 5 * 60             # a pause this long (seconds) outlives a 5-minute entry
 PAUSE_MEMORY = 60 * 60          # after a long pause, use 1-hour entries for this long
 
@@ -5456,12 +5458,69 @@ def budget_stop(history: list[dict], agent) -> str | None:
     prices = price_for(MODEL, tokens)
     if prices is None:
         return f"Error: no price is known for {MODEL}, so --max-budget-usd cannot be kept; set KESI_PRICES."
-    bound = (tokens * max(prices[k] for k in PRICE_KEYS if k != "output") + MAX_TOKENS * prices["output"]) / 1e6
+    bound = (tokens * max(prices[k] for k in PRICE_KEYS if k != "output")
+             + output_ceiling(MODEL) * prices["output"]) / 1e6
     spent = METER.cost()
     if spent + bound <= MAX_BUDGET_USD:
         return None
     return (f"Error: stopped before the next request: ${spent:.4f} of the ${MAX_BUDGET_USD:.4f} budget "
             f"(--max-budget-usd) is spent, and the request could cost up to ${bound:.4f}.")
+
+
+# --- what a model allows -----------------------------------------------------
+# Context window, largest max_tokens, and whether it thinks unasked (then max_tokens holds the thinking
+# too), per https://platform.claude.com/docs/en/about-claude/models/overview and each model's page
+# (platform.claude.com/docs/en/models/<model>/overview). The Models API is asked first; the docs give
+# no thinking default for Sonnet 5 (taken as off).
+MODEL_LIMITS = {   # model -> (context window, max output, thinks by default)
+    **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2", "claude-fable-5-1", "claude-mythos-5-1", "claude-fable-5",
+                     "claude-mythos-5", "claude-opus-5-5", "claude-opus-5", "claude-sonnet-5-5", "claude-haiku-5-5"),
+                    (1_000_000, 128_000, True)),
+    **dict.fromkeys(("claude-sonnet-5", "claude-opus-4-8", "claude-opus-4-7", "claude-opus-4-6"),
+                    (1_000_000, 128_000, False)),
+    "claude-sonnet-4-6": (1_000_000, 64_000, False),
+    **dict.fromkeys(("claude-opus-4-5", "claude-haiku-4-5", "claude-sonnet-4-5", "claude-sonnet-4", "claude-sonnet-4-0",
+                     "claude-3-7-sonnet"), (200_000, 64_000, False)),
+    **dict.fromkeys(("claude-opus-4-1", "claude-opus-4", "claude-opus-4-0"), (200_000, 32_000, False)),
+    "claude-3-5-sonnet": (200_000, 8192, False), "claude-3-5-haiku": (200_000, 8192, False),
+    "claude-3-opus": (200_000, 4096, False), "claude-3-haiku": (200_000, 4096, False),
+}
+DEFAULT_MAX_TOKENS, THINKING_MAX_TOKENS = 8192, 32_000
+_LIMITS: dict[str, tuple] = {}
+
+
+def model_limits(model: str) -> tuple:
+    """(context window, largest max_tokens, thinks by default), None where unknown: the Models API's
+    numbers (GET /v1/models/{id}, asked once per model), else the table's."""
+    if model not in _LIMITS:
+        context, most, thinks = MODEL_LIMITS.get(model_key(model), (None, None, False))
+        try:
+            info = CLIENT.with_options(max_retries=0).models.retrieve(model, timeout=10)
+            context, most = info.max_input_tokens or context, info.max_tokens or most
+        except Exception:    # no client yet, or an endpoint without the Models API: the table
+            pass
+        _LIMITS[model] = (context, most, thinks)
+    return _LIMITS[model]
+
+
+def output_ceiling(model: str) -> int:
+    """max_tokens for a request: KESI_MAX_TOKENS, else a default with room for thinking on models
+    that think unasked; never above the model's maximum."""
+    _, most, thinks = model_limits(model)
+    wanted = MAX_TOKENS or (THINKING_MAX_TOKENS if thinks else DEFAULT_MAX_TOKENS)
+    return min(wanted, most or wanted)
+
+
+def context_window() -> int:
+    return CONTEXT_WINDOW or model_limits(MODEL)[0] or 200_000
+
+
+def max_tokens_problem() -> str | None:
+    most = model_limits(MODEL)[1]
+    if MAX_TOKENS and most and MAX_TOKENS > most:
+        return (f"KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(MODEL)} can write ({most:,} tokens); "
+                f"set it to {most} or less, or unset it.")
+    return None
 
 
 # --- API errors --------------------------------------------------------------
@@ -5474,12 +5533,12 @@ def api_error_message(exc) -> str:
 
 
 def describe_api_error(exc: BaseException) -> str:
-    """For the human: what happened and what to do. Most specific first.
-    The SDK has already retried 429/5xx (with backoff and retry-after)."""
+    """For the human: what happened (in the API's own words) and what to do. Most specific first.
+    The SDK has already retried 429/5xx (with backoff and retry-after, capped: make_client)."""
     if isinstance(exc, anthropic.RateLimitError):
-        return "Error: still rate limited (429) after retries; wait a little and try again."
+        return f"Error: still rate limited (429) after retries: {api_error_message(exc)}. Try again later."
     if isinstance(exc, getattr(anthropic, "OverloadedError", ())) or getattr(exc, "status_code", None) == 529:
-        return "Error: the API is overloaded (529) and retries did not help; try again shortly."
+        return f"Error: the API is overloaded (529) and retries did not help: {api_error_message(exc)}."
     if isinstance(exc, anthropic.BadRequestError):
         return (f"Error: the request was rejected (400): {api_error_message(exc)}. If the conversation "
                 "is too long, /compact summarises it and /reset starts over.")
@@ -5623,16 +5682,19 @@ class WaitingNote:
 class RetryNotice(logging.Handler):
     """The SDK retries 429 and 5xx answers itself and logs each wait
     ("Retrying request to ... in 12.0 seconds"); the waiting note shows that
-    wait as a countdown."""
+    wait as a countdown, and without one (-p, a plain terminal) a line says it."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        note = WaitingNote.current
-        if note is None or not str(record.msg).startswith("Retrying request") or not record.args:
+        if not str(record.msg).startswith("Retrying request") or not record.args:
             return
         try:
-            note.retry_at = time.monotonic() + float(record.args[-1])
+            seconds = float(record.args[-1])
         except (TypeError, ValueError):
             return
+        if (note := WaitingNote.current) is None:
+            ui(f"  (the API is busy or failed; retrying in {seconds:.0f} s)")
+            return
+        note.retry_at = time.monotonic() + seconds
         note.draw()
 
 
@@ -5911,13 +5973,13 @@ def clear_old_tool_results(history: list[dict]) -> int:
 
 
 def manage_context(client, history: list[dict], agent: Agent) -> None:
-    if estimate_tokens(history, agent) < CLEAR_RESULTS_AT * CONTEXT_WINDOW:
+    if estimate_tokens(history, agent) < CLEAR_RESULTS_AT * context_window():
         return
     cleared = clear_old_tool_results(history)
     if cleared:
         agent.size_mark = None   # results changed in place: estimate the whole journal again
         ui(f"  (context: cleared {cleared} old tool result{'s' * (cleared != 1)})")
-    if estimate_tokens(history, agent) >= COMPACT_AT * CONTEXT_WINDOW:
+    if estimate_tokens(history, agent) >= COMPACT_AT * context_window():
         ui("  (context: nearly full, compacting the conversation)")
         compact_history(client, history)
 
@@ -5956,17 +6018,21 @@ def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | 
     The request is a normal one (same system prompt, tools and tool_choice)
     with the instruction as the last user message, so it reads the whole
     conversation from the cache. It streams: a non-streaming request with a
-    large max_tokens is refused by the SDK. An endpoint that answers with a
-    tool call anyway (some ignore the instruction) is asked again without tools.
+    large max_tokens is refused by the SDK. A model that calls a tool anyway is
+    asked again with tool_choice none (the tools and system prompt still come
+    from the cache), and without tools where an endpoint refuses that (400).
     """
     instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
     request = request_for(append_user_text(past, instruction), MAIN_AGENT)
-    for attempt in ("with tools", "without tools"):
+    for change in ({}, {"tool_choice": {"type": "none"}}, {"tools": None}):
+        attempt = {k: v for k, v in {**request, **change}.items() if v is not None}
         try:
-            message, finished, interrupted = stream_turn(client, request, echo=False)
+            message, finished, interrupted = stream_turn(client, attempt, echo=False)
         except StreamFailure as failure:
             return None, f"compaction failed, history kept: {describe_api_error(failure.cause)}"
         except Exception as exc:
+            if "tool_choice" in change and isinstance(exc, anthropic.BadRequestError):
+                continue
             return None, f"compaction failed, history kept: {describe_api_error(exc)}"
         if interrupted:
             return None, "compaction interrupted, history kept"
@@ -5975,7 +6041,6 @@ def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | 
         summary = text_of(content).strip()
         if not any(b["type"] == "tool_use" for b in content):
             return (summary, "") if summary else (None, "compaction returned no summary; history kept")
-        request = {k: v for k, v in request.items() if k != "tools"}
     return None, "compaction returned a tool call instead of a summary; history kept"
 
 
@@ -6042,8 +6107,8 @@ class Answer(str):
         return str(self)
 
 
-def request_for(history: list[dict], agent: Agent) -> dict:
-    request = {"model": MODEL, "max_tokens": MAX_TOKENS, "system": system_prompt(agent.rules),
+def request_for(history: list[dict], agent: Agent, max_tokens: int | None = None) -> dict:
+    request = {"model": MODEL, "max_tokens": max_tokens or output_ceiling(MODEL), "system": system_prompt(agent.rules),
                "tools": agent.tools()}
     return add_cache_breakpoints(request, history, agent)
 
@@ -6080,7 +6145,7 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
     nothing.
     """
     agent = agent or MAIN_AGENT
-    failures, turn, limit = 0, 0, MAX_TURNS
+    failures, turn, limit, raised = 0, 0, MAX_TURNS, None
     while True:
         turn += 1
         if turn > limit:
@@ -6093,8 +6158,9 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
             manage_context(client, history, agent)
         if over_budget := budget_stop(history, agent):
             return end_turn(history, agent, over_budget)
+        request = request_for(history, agent, raised)
         try:
-            message, finished, interrupted = stream_turn(client, request_for(history, agent), agent.echo)
+            message, finished, interrupted = stream_turn(client, request, agent.echo)
         except StreamFailure as failure:
             return end_after_stream_failure(history, failure, agent)
         except Exception as exc:      # the request never opened: API errors, and SDK errors before sending
@@ -6108,12 +6174,20 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
         METER.record(message.usage, label=agent.label)
         note_request_size(agent, message.usage)
         if message.stop_reason in TRUNCATED:
-            # The reply is cut off: a half-written tool call must not run.
-            # No automatic retry either: that would be one more chance to write files.
+            # The reply is cut off: a half-written tool call must not run. Cut inside one, it is
+            # asked again once with more room (nothing of it ran, nothing of it is kept).
+            in_call = message.stop_reason == "max_tokens" and any(block_type(b) == "tool_use" for b in message.content)
+            if in_call and raised is None and (raised := higher_limit(agent, request["max_tokens"])):
+                continue
             return end_turn(history, agent, f"Error: the model {TRUNCATED[message.stop_reason]}, so no "
                             "tools were run this round. Ask for a smaller step.")
         if message.stop_reason == "refusal":
-            return end_after_refusal(history, agent)
+            return end_after_refusal(history, agent, getattr(message, "stop_details", None))
+        if message.stop_reason not in ("end_turn", "tool_use", "stop_sequence", "pause_turn"):
+            notice = (f"Error: the model stopped for a reason KeSi does not know "
+                      f"({visible(shorten(repr(message.stop_reason), 60))}), so no tools were run this round.")
+            return end_turn(history, agent, notice, kept_blocks(message.content, text_only=True)
+                            + [{"type": "text", "text": notice}], record=False)
         content = kept_blocks(message.content)
         uses = [b for b in content if b["type"] == "tool_use"]
         if not uses:               # decided by content, not stop_reason: every tool_use gets an answer
@@ -6147,6 +6221,24 @@ def more_turns_wanted(agent: Agent, done: int) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+def higher_limit(agent: Agent, current: int) -> int | None:
+    """max_tokens for asking again after a reply cut inside a tool call: twice as much, up to the
+    model's maximum; the person at the REPL is asked, elsewhere it is done once."""
+    higher = min(2 * current, model_limits(MODEL)[1] or 2 * current)
+    if higher <= current:
+        return None
+    if not (agent.echo and can_ask()):
+        ui(f"  (the reply was cut off inside a tool call; asking again with max_tokens {higher:,})")
+        return higher
+    try:
+        answer = prompt_input(f"  The reply was cut off inside a tool call (max_tokens {current:,}). "
+                              f"Ask again with {higher:,}? [y/N] ")
+    except EOFError:
+        return None
+    forget_last_input()
+    return higher if answer.strip().lower() in ("y", "yes") else None
+
+
 def kept_blocks(content, text_only: bool = False) -> list[dict]:
     """Response blocks as journal dicts, minus empty text blocks (the API
     rejects those when they are sent back); text_only also drops tool calls."""
@@ -6171,13 +6263,16 @@ def end_after_stream_failure(history, failure: StreamFailure, agent: Agent) -> A
     return end_turn(history, agent, message, kept + [{"type": "text", "text": message}], record=False)
 
 
-def end_after_refusal(history: list[dict], agent: Agent) -> Answer:
+def end_after_refusal(history: list[dict], agent: Agent, details=None) -> Answer:
     """The API asks for a reset or a rephrase after a refusal: remove the
-    refused prompt and everything after it, so the next request is clean."""
+    refused prompt and everything after it, so the next request is clean.
+    details: the API's stop_details, whose explanation is shown when present."""
     prompts = [i for i, m in enumerate(history) if is_user_prompt(m)]
     del history[prompts[-1] if prompts else 0:]
-    return end_turn(history, agent, "(the model declined this request; the prompt and its answer were "
-                    "removed from the conversation, so rephrase it or ask something else)", record=False)
+    why = getattr(details, "explanation", None)
+    return end_turn(history, agent, f"(the model declined this request{f': {shorten(why, 500)}' if why else ''}; "
+                    "the prompt and its answer were removed from the conversation, so rephrase it or ask something "
+                    "else)", record=False)
 
 
 def seal_dangling_tool_use(history: list[dict]) -> bool:
@@ -6658,13 +6753,39 @@ HELP = """  /help                  this list
   @path in a prompt attaches that file. Tab completes /commands and @paths."""
 
 
+MAX_RETRY_WAIT = 30     # seconds; a longer retry-after (a spend limit can ask for hours) is cut to this
+
+
 def make_client(settings: Settings):
     """Key, token and endpoint are passed from the checked settings, so a
-    project's .env cannot redirect them. The SDK retries 429/5xx with backoff
-    (honouring retry-after); the waiting note counts those waits down."""
+    project's .env cannot redirect them. The SDK retries 429/5xx with backoff,
+    honouring retry-after up to MAX_RETRY_WAIT; the waiting note counts down."""
     listen_for_retries()
-    return anthropic.Anthropic(api_key=settings.api_key, auth_token=settings.auth_token,
-                               base_url=settings.base_url, max_retries=MAX_RETRIES)
+    streaming = importlib.import_module("anthropic._streaming")
+
+    class NamedEvents(streaming.SSEDecoder):
+        """The SDK skips SSE events without an `event:` line, which some compatible
+        servers leave out: such an event is named by its data's `type`."""
+
+        def decode(self, line: str):
+            sse = super().decode(line)
+            if sse is None or sse.event or not sse.data.startswith("{"):
+                return sse
+            try:
+                kind = json.loads(sse.data).get("type")
+            except ValueError:
+                return sse
+            return streaming.ServerSentEvent(event=kind if isinstance(kind, str) else None, data=sse.data)
+
+    class Client(anthropic.Anthropic):
+        def _make_sse_decoder(self, options=None):
+            return NamedEvents()
+
+        def _calculate_retry_timeout(self, *args, **kwargs) -> float:
+            return min(super()._calculate_retry_timeout(*args, **kwargs), MAX_RETRY_WAIT)
+
+    return Client(api_key=settings.api_key, auth_token=settings.auth_token,
+                  base_url=settings.base_url, max_retries=MAX_RETRIES)
 
 
 class LazyClient:
@@ -6711,8 +6832,8 @@ def show_cost() -> None:
 def show_context(history: list[dict]) -> None:
     """The next request's size: the API's count of the last one plus an
     estimate of what was added since (see estimate_tokens)."""
-    tokens = estimate_tokens(history, MAIN_AGENT)
-    ui(wrapped(f"  context: about {tokens:,} of {CONTEXT_WINDOW:,} tokens ({tokens / CONTEXT_WINDOW:.0%}); old tool "
+    tokens, window = estimate_tokens(history, MAIN_AGENT), context_window()
+    ui(wrapped(f"  context: about {tokens:,} of {window:,} tokens ({tokens / window:.0%}); old tool "
                f"results are cleared at {CLEAR_RESULTS_AT:.0%}, the conversation is compacted at {COMPACT_AT:.0%}"))
     ui(f"  {len(history)} messages; permission mode: {PERMISSION_MODE}")
 
@@ -7225,6 +7346,9 @@ def main(argv=None) -> int:
         print(NO_KEY, file=sys.stderr)
         return 2
     CLIENT = LazyClient(settings)
+    if MAX_TOKENS and (problem := max_tokens_problem()):   # asks the Models API only when it was set
+        print(f"KeSi: {problem}", file=sys.stderr)
+        return 2
     history: list[dict] = []
     sessions = list_sessions() if args.resume else []
     if args.resume and not sessions:     # before the banner: nothing starts

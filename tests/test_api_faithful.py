@@ -36,7 +36,9 @@ def test_each_model_has_its_documented_minimum():
     assert cache_minimum("claude-opus-4-5-20251101") == 4096
     assert cache_minimum("claude-opus-4-6") == 4096
     assert cache_minimum("claude-sonnet-4-5") == 1024
-    assert cache_minimum("claude-sonnet-4-6") == 2048
+    assert cache_minimum("claude-sonnet-4-6") == 1024          # the docs; not 2,048
+    assert cache_minimum("claude-opus-4-7") == 2048
+    assert cache_minimum("claude-opus-5-5") == cache_minimum("claude-opus-5") == 512
     assert cache_minimum("claude-3-5-haiku-latest") == 2048
 
 
