@@ -894,7 +894,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         if path == "/":
             self.server.mock._send(self, 200, b"ok", {"Content-Type": "text/plain"})
-        elif path.startswith("/v1/models/") and self.server.mock.models_api:
+        elif path.startswith("/v1/models/"):
             self.server.mock._model_info(self, path.removeprefix("/v1/models/"))
         else:
             self.server.mock._send_error(self, error(404, f"Not found: {self.path}"), "req_mock_get")
@@ -1017,7 +1017,9 @@ class MockAPI:
         self.model_lookups.append(model)
         headers = {k.lower(): v for k, v in h.headers.items()}
         spec = model_spec(model, self.models)
-        if not (headers.get("x-api-key") or headers.get("authorization")):
+        if not self.models_api:
+            self._send_error(h, error(404, f"Not found: {h.path}"), "req_mock_models")
+        elif not (headers.get("x-api-key") or headers.get("authorization")):
             self._send_error(h, error(401, "x-api-key header is required"), "req_mock_models")
         elif spec is None:
             self._send_error(h, error(404, f"model: {model}"), "req_mock_models")
