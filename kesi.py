@@ -5171,19 +5171,28 @@ def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
 # at 1.25x the input price) or 1 hour (2x), refreshed by every read (0.1x).
 # At most 4 marks, and a 1-hour mark may not follow a 5-minute one.
 
-# Minimum cacheable prefix in tokens: https://platform.claude.com/docs/en/build-with-claude/prompt-caching
-# and each model's "what's new" page (Opus 5: 512, down from Opus 4.8's 1,024; the 5.5 models: 512).
-CACHE_MINIMUM = {
-    **dict.fromkeys(("claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5", "claude-opus-5", "claude-fable-5",
-                     "claude-mythos-5"), 512),
-    **dict.fromkeys(("claude-opus-4-8", "claude-sonnet-5", "claude-sonnet-4-6", "claude-sonnet-4-5", "claude-opus-4-1",
-                     "claude-opus-4", "claude-opus-4-0", "claude-sonnet-4", "claude-sonnet-4-0", "claude-3-7-sonnet",
-                     "claude-3-5-sonnet", "claude-3-opus"), 1024),
-    "claude-opus-4-7": 2048, "claude-3-5-haiku": 2048, "claude-3-haiku": 2048,
-    "claude-opus-4-6": 4096, "claude-opus-4-5": 4096, "claude-haiku-4-5": 4096,
+# What each model allows, from the docs: the shortest prefix it caches (prompt caching,
+# https://platform.claude.com/docs/en/build-with-claude/prompt-caching, and the "what's new" pages: Opus 5
+# and the 5.5 models 512), its context window, largest max_tokens and whether it thinks unasked (then
+# max_tokens holds the thinking too): https://platform.claude.com/docs/en/about-claude/models/overview and
+# each model's page. Not in the docs: Fable/Mythos 5.1 and 5.2's cache minimum (None: the default), whether
+# Sonnet 5 thinks unasked (taken as not). The Models API's max_input_tokens and max_tokens win (model_limits).
+MODELS = {   # model -> (cache minimum, context window, max output, thinks by default)
+    **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2", "claude-fable-5-1", "claude-mythos-5-1"),
+                    (None, 1_000_000, 128_000, True)),
+    **dict.fromkeys(("claude-fable-5", "claude-mythos-5", "claude-opus-5-5", "claude-opus-5", "claude-sonnet-5-5",
+                     "claude-haiku-5-5"), (512, 1_000_000, 128_000, True)),
+    "claude-sonnet-5": (1024, 1_000_000, 128_000, False), "claude-opus-4-8": (1024, 1_000_000, 128_000, False),
+    "claude-opus-4-7": (2048, 1_000_000, 128_000, False), "claude-opus-4-6": (4096, 1_000_000, 128_000, False),
+    "claude-sonnet-4-6": (1024, 1_000_000, 64_000, False),
+    "claude-opus-4-5": (4096, 200_000, 64_000, False), "claude-haiku-4-5": (4096, 200_000, 64_000, False),
+    **dict.fromkeys(("claude-sonnet-4-5", "claude-sonnet-4", "claude-sonnet-4-0", "claude-3-7-sonnet"),
+                    (1024, 200_000, 64_000, False)),
+    **dict.fromkeys(("claude-opus-4-1", "claude-opus-4", "claude-opus-4-0"), (1024, 200_000, 32_000, False)),
+    "claude-3-5-sonnet": (1024, 200_000, 8192, False), "claude-3-5-haiku": (2048, 200_000, 8192, False),
+    "claude-3-opus": (1024, 200_000, 4096, False), "claude-3-haiku": (2048, 200_000, 4096, False),
 }
-# Unknown models (Fable/Mythos 5.1 and 5.2 too: the docs give no number) get the smallest: a mark under
-# the minimum costs nothing, a missed cache costs the whole prefix.
+# Unknown models get the smallest minimum: a mark under it costs nothing, a missed cache the whole prefix.
 DEFAULT_CACHE_MINIMUM = 512
 LONG_PAUSE = 5 * 60             # a pause this long (seconds) outlives a 5-minute entry
 PAUSE_MEMORY = 60 * 60          # after a long pause, use 1-hour entries for this long
@@ -5198,7 +5207,7 @@ def model_key(model: str) -> str:
 
 
 def cache_minimum(model: str) -> int:
-    return CACHE_MINIMUM.get(model_key(model), DEFAULT_CACHE_MINIMUM)
+    return MODELS.get(model_key(model), (None,))[0] or DEFAULT_CACHE_MINIMUM
 
 
 class CacheClock:
@@ -5235,13 +5244,9 @@ def cache_control(ttl: str) -> dict:
 
 
 def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
-    """Mark the request (a copy; the journal is never marked) where a cache
-    entry can form: the end of the stable system text, the newest message
-    (the next request reads all of this one), and the message that was newest
-    in the previous request (this request finds what that one wrote). Each
-    only when its prefix reaches the model's minimum, by a cheap estimate
-    (about four characters a token, which undercounts code, so a mark is
-    never placed where the API would not cache)."""
+    """Mark a copy of the request at the end of the stable system text, the newest message (the next
+    request reads it) and the previous request's newest (this one reads what it wrote); each only when
+    its prefix reaches the model's minimum by estimate_tokens (which undercounts: never a mark in vain)."""
     control = cache_control(CACHE_CLOCK.ttl_for_request(agent.label))
     minimum = cache_minimum(request["model"])
     system = request["system"]
@@ -5272,9 +5277,7 @@ def tools_chars(tools: list[dict]) -> int:
 
 def with_cache_breakpoints(history: list[dict], control: dict | None = None,
                            prefix_tokens: dict | None = None, minimum: int = 0) -> list[dict]:
-    """The messages to send: the journal, with a breakpoint on the newest
-    message and on the third newest (the previous request's newest), each
-    only if the prefix through it (prefix_tokens) reaches the minimum."""
+    """The journal, marked on the newest and third newest message where prefix_tokens reach the minimum."""
     messages = list(history)
     for index in (-1, -3):
         big_enough = prefix_tokens is None or prefix_tokens[index] >= minimum
@@ -5348,9 +5351,7 @@ PRICE_KEYS = ("input", "output", "cache_write", "cache_write_1h", "cache_read")
 
 
 def price_for(model: str, prompt_tokens: int = 0) -> dict[str, float] | None:
-    """Per-million prices for a model (and a request of prompt_tokens), or None
-    when it is unknown. KESI_PRICES (checked at start-up) overrides them for
-    every model."""
+    """Per-million prices for a model and a request of prompt_tokens (None: unknown); KESI_PRICES wins."""
     if PRICE_OVERRIDE is not None:
         return dict(PRICE_OVERRIDE)
     row = PRICES.get(model_key(model))
@@ -5467,24 +5468,7 @@ def budget_stop(history: list[dict], agent) -> str | None:
             f"(--max-budget-usd) is spent, and the request could cost up to ${bound:.4f}.")
 
 
-# --- what a model allows -----------------------------------------------------
-# Context window, largest max_tokens, and whether it thinks unasked (then max_tokens holds the thinking
-# too), per https://platform.claude.com/docs/en/about-claude/models/overview and each model's page
-# (platform.claude.com/docs/en/models/<model>/overview). The Models API is asked first; the docs give
-# no thinking default for Sonnet 5 (taken as off).
-MODEL_LIMITS = {   # model -> (context window, max output, thinks by default)
-    **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2", "claude-fable-5-1", "claude-mythos-5-1", "claude-fable-5",
-                     "claude-mythos-5", "claude-opus-5-5", "claude-opus-5", "claude-sonnet-5-5", "claude-haiku-5-5"),
-                    (1_000_000, 128_000, True)),
-    **dict.fromkeys(("claude-sonnet-5", "claude-opus-4-8", "claude-opus-4-7", "claude-opus-4-6"),
-                    (1_000_000, 128_000, False)),
-    "claude-sonnet-4-6": (1_000_000, 64_000, False),
-    **dict.fromkeys(("claude-opus-4-5", "claude-haiku-4-5", "claude-sonnet-4-5", "claude-sonnet-4", "claude-sonnet-4-0",
-                     "claude-3-7-sonnet"), (200_000, 64_000, False)),
-    **dict.fromkeys(("claude-opus-4-1", "claude-opus-4", "claude-opus-4-0"), (200_000, 32_000, False)),
-    "claude-3-5-sonnet": (200_000, 8192, False), "claude-3-5-haiku": (200_000, 8192, False),
-    "claude-3-opus": (200_000, 4096, False), "claude-3-haiku": (200_000, 4096, False),
-}
+# --- what a model allows (the MODELS table, or the Models API) ------------------
 DEFAULT_MAX_TOKENS, THINKING_MAX_TOKENS = 8192, 32_000
 _LIMITS: dict[str, tuple] = {}
 
@@ -5493,7 +5477,7 @@ def model_limits(model: str) -> tuple:
     """(context window, largest max_tokens, thinks by default), None where unknown: the Models API's
     numbers (GET /v1/models/{id}, asked once per model), else the table's."""
     if model not in _LIMITS:
-        context, most, thinks = MODEL_LIMITS.get(model_key(model), (None, None, False))
+        _, context, most, thinks = MODELS.get(model_key(model), (None, None, None, False))
         try:
             info = CLIENT.with_options(max_retries=0).models.retrieve(model, timeout=10)
             context, most = info.max_input_tokens or context, info.max_tokens or most
@@ -5513,14 +5497,6 @@ def output_ceiling(model: str) -> int:
 
 def context_window() -> int:
     return CONTEXT_WINDOW or model_limits(MODEL)[0] or 200_000
-
-
-def max_tokens_problem() -> str | None:
-    most = model_limits(MODEL)[1]
-    if MAX_TOKENS and most and MAX_TOKENS > most:
-        return (f"KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(MODEL)} can write ({most:,} tokens); "
-                f"set it to {most} or less, or unset it.")
-    return None
 
 
 # --- API errors --------------------------------------------------------------
@@ -5574,13 +5550,9 @@ class StreamEndedEarly(Exception):
 
 
 def stream_turn(client, request: dict, echo: bool):
-    """One streamed request. Returns (message, finished_blocks, interrupted).
-
-    Text is printed as it arrives. finished counts content blocks whose
-    content_block_stop has arrived: only those are complete. (The SDK's
-    partial-JSON parsing makes a half tool_use *look* complete.) Only a
-    stream that reached message_stop is a finished answer.
-    """
+    """One streamed request, its text printed as it arrives: (message, finished, interrupted). Only blocks
+    whose content_block_stop came are complete (a half tool_use *looks* whole), only a stream that reached
+    message_stop is a finished answer."""
     stream, started, finished, printer, stopped = None, False, 0, None, False
     waiting = WaitingNote(echo)
     try:
@@ -5624,8 +5596,7 @@ def stream_turn(client, request: dict, echo: bool):
 
 
 def malformed_after_last_block(exc: Exception, snapshot, finished: int) -> bool:
-    """True when the SDK choked on an event after every block was complete,
-    e.g. a message_delta without usage: the reply itself is whole."""
+    """The SDK choked after every block was complete (a message_delta without usage): the reply is whole."""
     sdk_choked = (isinstance(exc, (AttributeError, TypeError, KeyError, ValueError))
                   and not isinstance(exc, anthropic.AnthropicError))
     content = getattr(snapshot, "content", None)
@@ -5633,11 +5604,8 @@ def malformed_after_last_block(exc: Exception, snapshot, finished: int) -> bool:
 
 
 class WaitingNote:
-    """'(thinking... 3 s)' with a spinner until the answer starts, so a slow
-    model (or the SDK retrying a 429) does not look like a hang; run_command
-    shows '(running... 12 s)' the same way. Real terminals only: a thread
-    redraws the line, which is then erased with an escape code. clear()
-    stops the thread before anything else is printed."""
+    """'(thinking... 3 s)' with a spinner until the answer starts, so a wait does not look like a hang
+    (run_command's '(running... 12 s)' too). Real terminals only; clear() before printing anything else."""
 
     FRAMES = "|/-\\"
     current: "WaitingNote | None" = None     # the note on screen, for RetryNotice
@@ -5680,9 +5648,8 @@ class WaitingNote:
 
 
 class RetryNotice(logging.Handler):
-    """The SDK retries 429 and 5xx answers itself and logs each wait
-    ("Retrying request to ... in 12.0 seconds"); the waiting note shows that
-    wait as a countdown, and without one (-p, a plain terminal) a line says it."""
+    """The SDK logs each wait before a retry ("Retrying request to ... in 12.0 seconds"): the waiting note
+    counts it down; without one (-p, a plain terminal) a line says it."""
 
     def emit(self, record: logging.LogRecord) -> None:
         if not str(record.msg).startswith("Retrying request") or not record.args:
@@ -5916,10 +5883,8 @@ class SizeMark:
 
 
 def estimate_tokens(history: list[dict], agent: Agent | None = None) -> int:
-    """A cheap local estimate (about four characters a token) of a request:
-    the messages, plus tools and rules when agent is given. It starts from
-    the agent's last request when the journal has only grown since, so it
-    costs O(new messages), not O(history)."""
+    """About four characters a token: the messages, plus tools and rules with agent; O(new messages),
+    from the agent's last request when the journal has only grown since."""
     mark = agent.size_mark if agent is not None else None
     if mark is not None and mark.fits(history):
         return mark.tokens + json_chars(history[mark.length:]) // 4
@@ -5985,12 +5950,8 @@ def manage_context(client, history: list[dict], agent: Agent) -> None:
 
 
 def compact_history(client, history: list[dict], focus: str | None = None) -> bool:
-    """Summarise the journal with the model and replace it with the summary.
-
-    Never raises (Ctrl-C included): on any failure the history is kept as it
-    was. A new user prompt at the end is kept as it is; a pending tool round
-    is folded into the summary. The session file keeps the full transcript.
-    """
+    """Replace the journal with the model's summary of it; a new prompt at the end stays as it is. Never
+    raises (Ctrl-C included): on failure the history is kept. The session file keeps the full transcript."""
     if not history:
         return False
     tail = history[-1:] if is_user_prompt(history[-1]) and len(history) > 1 else []
@@ -6013,15 +5974,9 @@ def compact_history(client, history: list[dict], focus: str | None = None) -> bo
 
 
 def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | None, str]:
-    """(summary, "") or (None, what went wrong).
-
-    The request is a normal one (same system prompt, tools and tool_choice)
-    with the instruction as the last user message, so it reads the whole
-    conversation from the cache. It streams: a non-streaming request with a
-    large max_tokens is refused by the SDK. A model that calls a tool anyway is
-    asked again with tool_choice none (the tools and system prompt still come
-    from the cache), and without tools where an endpoint refuses that (400).
-    """
+    """(summary, "") or (None, what went wrong). A normal streamed request with the instruction last, so it
+    reads the whole conversation from the cache. A model that calls a tool anyway is asked again with
+    tool_choice none (tools and system still cached), and without tools where an endpoint refuses that."""
     instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
     request = request_for(append_user_text(past, instruction), MAIN_AGENT)
     for change in ({}, {"tool_choice": {"type": "none"}}, {"tools": None}):
@@ -6115,16 +6070,9 @@ def request_for(history: list[dict], agent: Agent, max_tokens: int | None = None
 
 def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=(), *,
              ok: bool = False, interrupted: bool = False, record: bool = True) -> Answer:
-    """The one way out of the agent loop.
-
-    kept: the complete blocks of a reply that is not in the journal yet;
-    they are added, and any tool call left unanswered gets a result. notice:
-    what to tell the user when the model's own text is not the answer
-    (errors, limits, interruptions); it is printed, and recorded as the
-    assistant's last word unless record is False (a request that failed
-    adds nothing; or the caller put the notice among kept). Without a
-    notice the streamed answer is the result.
-    """
+    """The one way out of the agent loop. kept: complete blocks of a reply not yet in the journal (added;
+    an unanswered tool call gets a result). notice: what to tell the user when the model's text is not the
+    answer; printed, and recorded as the last word unless record is False (or it is among kept)."""
     if kept:
         history.append({"role": "assistant", "content": list(kept)})
     seal_dangling_tool_use(history)
@@ -6138,12 +6086,8 @@ def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=
 
 
 def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer:
-    """Ask, run the tools, report back; until the model answers in text.
-
-    The journal is valid at every exit (see end_turn): every tool_use gets
-    its tool_result in the very next message, and a failed request appends
-    nothing.
-    """
+    """Ask, run the tools, report back; until the model answers in text. The journal is valid at every
+    exit (end_turn): each tool_use is answered in the next message, and a failed request appends nothing."""
     agent = agent or MAIN_AGENT
     failures, turn, limit, raised = 0, 0, MAX_TURNS, None
     while True:
@@ -6207,14 +6151,17 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
 
 
 def more_turns_wanted(agent: Agent, done: int) -> bool:
-    """At the turn limit the person at the REPL may let the task go on;
-    headless runs and sub-agents stop there."""
+    """At the turn limit the person at the REPL may let the task go on; elsewhere it stops."""
     if agent is not MAIN_AGENT or not agent.echo or not can_ask():
         return False
     ui(wrapped(f"  KeSi has made {done} model requests for this task without a final answer "
                f"(the limit is KESI_MAX_TURNS={MAX_TURNS}, or --max-turns)."))
+    return confirmed(f"  Go on for {MAX_TURNS} more? [y/N] ")
+
+
+def confirmed(question: str) -> bool:
     try:
-        answer = prompt_input(f"  Go on for {MAX_TURNS} more? [y/N] ")
+        answer = prompt_input(question)
     except EOFError:
         return False
     forget_last_input()
@@ -6230,18 +6177,12 @@ def higher_limit(agent: Agent, current: int) -> int | None:
     if not (agent.echo and can_ask()):
         ui(f"  (the reply was cut off inside a tool call; asking again with max_tokens {higher:,})")
         return higher
-    try:
-        answer = prompt_input(f"  The reply was cut off inside a tool call (max_tokens {current:,}). "
-                              f"Ask again with {higher:,}? [y/N] ")
-    except EOFError:
-        return None
-    forget_last_input()
-    return higher if answer.strip().lower() in ("y", "yes") else None
+    question = f"  The reply was cut off inside a tool call (max_tokens {current:,}). Ask again with {higher:,}? [y/N] "
+    return higher if confirmed(question) else None
 
 
 def kept_blocks(content, text_only: bool = False) -> list[dict]:
-    """Response blocks as journal dicts, minus empty text blocks (the API
-    rejects those when they are sent back); text_only also drops tool calls."""
+    """Response blocks as journal dicts minus empty text (the API refuses it back); text_only: text only."""
     blocks = [block_to_dict(b) for b in content or []]
     return [b for b in blocks if (b.get("text", "").strip() if b["type"] == "text" else not text_only)]
 
@@ -6264,9 +6205,7 @@ def end_after_stream_failure(history, failure: StreamFailure, agent: Agent) -> A
 
 
 def end_after_refusal(history: list[dict], agent: Agent, details=None) -> Answer:
-    """The API asks for a reset or a rephrase after a refusal: remove the
-    refused prompt and everything after it, so the next request is clean.
-    details: the API's stop_details, whose explanation is shown when present."""
+    """Remove the refused prompt and all after it (the API asks for a rephrase); say stop_details' reason."""
     prompts = [i for i, m in enumerate(history) if is_user_prompt(m)]
     del history[prompts[-1] if prompts else 0:]
     why = getattr(details, "explanation", None)
@@ -6276,11 +6215,7 @@ def end_after_refusal(history: list[dict], agent: Agent, details=None) -> Answer
 
 
 def seal_dangling_tool_use(history: list[dict]) -> bool:
-    """If the journal ends with unanswered tool_use blocks, answer them.
-
-    Used after Ctrl-C: we cannot know whether the tool ran, so the result
-    says exactly that rather than claiming it did not.
-    """
+    """Answer tool_use blocks left at the journal's end (after Ctrl-C): saying the tool may or may not have run."""
     if not history or history[-1]["role"] != "assistant" or isinstance(history[-1]["content"], str):
         return False
     pending = [b for b in history[-1]["content"] if block_type(b) == "tool_use"]
@@ -7346,8 +7281,9 @@ def main(argv=None) -> int:
         print(NO_KEY, file=sys.stderr)
         return 2
     CLIENT = LazyClient(settings)
-    if MAX_TOKENS and (problem := max_tokens_problem()):   # asks the Models API only when it was set
-        print(f"KeSi: {problem}", file=sys.stderr)
+    if MAX_TOKENS and MAX_TOKENS > (most := model_limits(MODEL)[1] or MAX_TOKENS):   # the Models API if set
+        print(f"KeSi: KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(MODEL)} can write ({most:,} tokens); "
+              f"set it to {most} or less, or unset it.", file=sys.stderr)
         return 2
     history: list[dict] = []
     sessions = list_sessions() if args.resume else []

@@ -123,7 +123,7 @@ def test_an_unknown_model_is_treated_with_the_smallest_minimum(ws, mock_client, 
     mock, client = mock_client(["ok", "again"], clock=lambda: clock.offset,
                                models={"vendor-x-large": (200_000, 8192, "d", 512)})
     history = [{"role": "user", "content": "hi"}]
-    assert min(kesi.CACHE_MINIMUM.values()) == kesi.DEFAULT_CACHE_MINIMUM == 512
+    assert min(m[0] for m in kesi.MODELS.values() if m[0]) == kesi.DEFAULT_CACHE_MINIMUM == 512
     kesi.run_agent(client, history)
     history.append({"role": "user", "content": "and again"})
     kesi.run_agent(client, history)
