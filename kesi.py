@@ -6696,7 +6696,7 @@ def make_client(settings: Settings):
     project's .env cannot redirect them. The SDK retries 429/5xx with backoff,
     honouring retry-after up to MAX_RETRY_WAIT; the waiting note counts down."""
     listen_for_retries()
-    streaming = importlib.import_module("anthropic._streaming")
+    streaming = anthropic._streaming            # through BackgroundImport: after the import has finished
 
     class NamedEvents(streaming.SSEDecoder):
         """The SDK skips SSE events without an `event:` line, which some compatible
