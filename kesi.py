@@ -155,9 +155,9 @@ class SettingError(ValueError):
 class Settings:
     """Every setting, checked. The defaults are what KeSi uses when nothing is set."""
     model: str = "claude-haiku-4-5"
-    max_tokens: int = 8192
+    max_tokens: int | None = None     # None: output_ceiling() chooses per model
     max_turns: int = 20               # model round trips per task
-    context_window: int = 200_000
+    context_window: int | None = None  # None: the model's own (context_window())
     command_timeout: int = 120        # seconds, the most one command may take
     max_retries: int = 2              # the SDK's retries of 429/5xx
     sandbox: str = "auto"             # "auto" or "off"
@@ -5374,18 +5374,29 @@ def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
 # at 1.25x the input price) or 1 hour (2x), refreshed by every read (0.1x).
 # At most 4 marks, and a 1-hour mark may not follow a 5-minute one.
 
-# Minimum cacheable prefix in tokens, from the prompt-caching docs.
-CACHE_MINIMUM = {
-    "claude-opus-5": 512, "claude-fable-5": 512, "claude-mythos-5": 512,
-    "claude-opus-4-8": 1024, "claude-sonnet-5": 1024, "claude-sonnet-4-5": 1024,
-    "claude-opus-4-1": 1024, "claude-opus-4": 1024, "claude-opus-4-0": 1024,
-    "claude-sonnet-4": 1024, "claude-sonnet-4-0": 1024, "claude-3-7-sonnet": 1024,
-    "claude-3-5-sonnet": 1024, "claude-3-opus": 1024,
-    "claude-sonnet-4-6": 2048,
-    "claude-3-5-haiku": 2048, "claude-3-haiku": 2048,
-    "claude-opus-4-7": 4096, "claude-opus-4-6": 4096, "claude-opus-4-5": 4096, "claude-haiku-4-5": 4096,
-}   # where sources disagree (Sonnet 4.6, Opus 4.7) the larger value
-DEFAULT_CACHE_MINIMUM = 4096    # unknown or newer models: the largest documented minimum
+# What each model allows, from the docs: the shortest prefix it caches (prompt caching,
+# https://platform.claude.com/docs/en/build-with-claude/prompt-caching, and the "what's new" pages: Opus 5
+# and the 5.5 models 512), its context window, largest max_tokens and whether it thinks unasked (then
+# max_tokens holds the thinking too): https://platform.claude.com/docs/en/about-claude/models/overview and
+# each model's page. Not in the docs: Fable/Mythos 5.1 and 5.2's cache minimum (None: the default), whether
+# Sonnet 5 thinks unasked (taken as not). The Models API's max_input_tokens and max_tokens win (model_limits).
+MODELS = {   # model -> (cache minimum, context window, max output, thinks by default)
+    **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2", "claude-fable-5-1", "claude-mythos-5-1"),
+                    (None, 1_000_000, 128_000, True)),
+    **dict.fromkeys(("claude-fable-5", "claude-mythos-5", "claude-opus-5-5", "claude-opus-5", "claude-sonnet-5-5",
+                     "claude-haiku-5-5"), (512, 1_000_000, 128_000, True)),
+    "claude-sonnet-5": (1024, 1_000_000, 128_000, False), "claude-opus-4-8": (1024, 1_000_000, 128_000, False),
+    "claude-opus-4-7": (2048, 1_000_000, 128_000, False), "claude-opus-4-6": (4096, 1_000_000, 128_000, False),
+    "claude-sonnet-4-6": (1024, 1_000_000, 64_000, False),
+    "claude-opus-4-5": (4096, 200_000, 64_000, False), "claude-haiku-4-5": (4096, 200_000, 64_000, False),
+    **dict.fromkeys(("claude-sonnet-4-5", "claude-sonnet-4", "claude-sonnet-4-0", "claude-3-7-sonnet"),
+                    (1024, 200_000, 64_000, False)),
+    **dict.fromkeys(("claude-opus-4-1", "claude-opus-4", "claude-opus-4-0"), (1024, 200_000, 32_000, False)),
+    "claude-3-5-sonnet": (1024, 200_000, 8192, False), "claude-3-5-haiku": (2048, 200_000, 8192, False),
+    "claude-3-opus": (1024, 200_000, 4096, False), "claude-3-haiku": (2048, 200_000, 4096, False),
+}
+# Unknown models get the smallest minimum: a mark under it costs nothing, a missed cache the whole prefix.
+DEFAULT_CACHE_MINIMUM = 512
 LONG_PAUSE = 5 * 60             # a pause this long (seconds) outlives a 5-minute entry
 PAUSE_MEMORY = 60 * 60          # after a long pause, use 1-hour entries for this long
 
@@ -5399,7 +5410,7 @@ def model_key(model: str) -> str:
 
 
 def cache_minimum(model: str) -> int:
-    return CACHE_MINIMUM.get(model_key(model), DEFAULT_CACHE_MINIMUM)
+    return MODELS.get(model_key(model), (None,))[0] or DEFAULT_CACHE_MINIMUM
 
 
 class CacheClock:
@@ -5442,10 +5453,9 @@ def cache_control(ttl: str) -> dict:
 
 
 def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
-    """Mark the request (a copy; never the journal) where a cache entry can form: the end of the
-    stable system text, the newest message (the next request reads all of it), and the previous
-    request's newest (this one finds what that wrote). Each only when its prefix reaches the model's
-    minimum by characters / 4, which undercounts code: never a mark where the API would not cache."""
+    """Mark a copy of the request at the end of the stable system text, the newest message (the next
+    request reads it) and the previous request's newest (this one reads what it wrote); each only when
+    its prefix reaches the model's minimum by estimate_tokens (which undercounts: never a mark in vain)."""
     control = cache_control(CACHE_CLOCK.ttl_for_request(agent.label))
     minimum = cache_minimum(request["model"])
     system = request["system"]
@@ -5476,8 +5486,7 @@ def tools_chars(tools: list[dict]) -> int:
 
 def with_cache_breakpoints(history: list[dict], control: dict | None = None,
                            prefix_tokens: dict | None = None, minimum: int = 0) -> list[dict]:
-    """The journal with a breakpoint on the newest and the third newest message (the previous
-    request's newest), each only if the prefix through it (prefix_tokens) reaches the minimum."""
+    """The journal, marked on the newest and third newest message where prefix_tokens reach the minimum."""
     messages = list(history)
     for index in (-1, -3):
         big_enough = prefix_tokens is None or prefix_tokens[index] >= minimum
@@ -5551,9 +5560,7 @@ PRICE_KEYS = ("input", "output", "cache_write", "cache_write_1h", "cache_read")
 
 
 def price_for(model: str, prompt_tokens: int = 0) -> dict[str, float] | None:
-    """Per-million prices for a model (and a request of prompt_tokens), or None
-    when it is unknown. KESI_PRICES (checked at start-up) overrides them for
-    every model."""
+    """Per-million prices for a model and a request of prompt_tokens (None: unknown); KESI_PRICES wins."""
     if PRICE_OVERRIDE is not None:
         return dict(PRICE_OVERRIDE)
     row = PRICES.get(model_key(model))
@@ -5665,23 +5672,54 @@ MAX_BUDGET_USD: float | None = None
 BUDGET_FLOOR = 512
 
 
-def budget_room(history: list[dict], agent) -> tuple[int, str | None]:
-    """(max_tokens the next request may have, None), or (0, why it may not be sent)."""
+def budget_room(history: list[dict], agent, wanted: int) -> tuple[int, str | None]:
+    """(max_tokens the next request may have, at most wanted, None), or (0, why it may not be sent)."""
     if MAX_BUDGET_USD is None:
-        return MAX_TOKENS, None
+        return wanted, None
     tokens = estimate_tokens(history, agent)
     prices = price_for(MODEL, tokens)
     if prices is None:
         return 0, f"Error: no price is known for {MODEL}, so --max-budget-usd cannot be kept; set KESI_PRICES."
     prompt = tokens * max(prices[k] for k in PRICE_KEYS if k != "output") / 1e6
     left = MAX_BUDGET_USD - (spent := METER.cost()) - prompt
-    room = min(MAX_TOKENS, int(left * 1e6 / prices["output"]) if prices["output"] else MAX_TOKENS)
-    floor = min(BUDGET_FLOOR, MAX_TOKENS)      # KESI_MAX_TOKENS below the floor: a full reply or none
+    room = min(wanted, int(left * 1e6 / prices["output"]) if prices["output"] else wanted)
+    floor = min(BUDGET_FLOOR, wanted)      # KESI_MAX_TOKENS below the floor: a full reply or none
     if room >= floor:
         return room, None
     return 0, (f"Error: stopped before the next request: ${spent:.4f} of the ${MAX_BUDGET_USD:.4f} budget "
                f"(--max-budget-usd) is spent; the request's prompt could cost up to ${prompt:.4f}, which "
                f"leaves room for {max(room, 0)} output tokens, fewer than the {floor} a useful reply needs.")
+
+
+# --- what a model allows (the MODELS table, or the Models API) ------------------
+DEFAULT_MAX_TOKENS, THINKING_MAX_TOKENS = 8192, 32_000
+_LIMITS: dict[str, tuple] = {}
+
+
+def model_limits(model: str) -> tuple:
+    """(context window, largest max_tokens, thinks by default), None where unknown: the Models API's
+    numbers (GET /v1/models/{id}, asked once per model), else the table's."""
+    if model not in _LIMITS:
+        _, context, most, thinks = MODELS.get(model_key(model), (None, None, None, False))
+        try:
+            info = CLIENT.with_options(max_retries=0).models.retrieve(model, timeout=10)
+            context, most = info.max_input_tokens or context, info.max_tokens or most
+        except Exception:    # no client yet, or an endpoint without the Models API: the table
+            pass
+        _LIMITS[model] = (context, most, thinks)
+    return _LIMITS[model]
+
+
+def output_ceiling(model: str) -> int:
+    """max_tokens for a request: KESI_MAX_TOKENS, else a default with room for thinking on models
+    that think unasked; never above the model's maximum."""
+    _, most, thinks = model_limits(model)
+    wanted = MAX_TOKENS or (THINKING_MAX_TOKENS if thinks else DEFAULT_MAX_TOKENS)
+    return min(wanted, most or wanted)
+
+
+def context_window() -> int:
+    return CONTEXT_WINDOW or model_limits(MODEL)[0] or 200_000
 
 
 # --- API errors --------------------------------------------------------------
@@ -5694,12 +5732,12 @@ def api_error_message(exc) -> str:
 
 
 def describe_api_error(exc: BaseException) -> str:
-    """For the human: what happened and what to do. Most specific first.
-    The SDK has already retried 429/5xx (with backoff and retry-after)."""
+    """For the human: what happened (in the API's own words) and what to do. Most specific first.
+    The SDK has already retried 429/5xx (with backoff and retry-after, capped: make_client)."""
     if isinstance(exc, anthropic.RateLimitError):
-        return "Error: still rate limited (429) after retries; wait a little and try again."
+        return f"Error: still rate limited (429) after retries: {api_error_message(exc)}. Try again later."
     if isinstance(exc, getattr(anthropic, "OverloadedError", ())) or getattr(exc, "status_code", None) == 529:
-        return "Error: the API is overloaded (529) and retries did not help; try again shortly."
+        return f"Error: the API is overloaded (529) and retries did not help: {api_error_message(exc)}."
     if isinstance(exc, anthropic.BadRequestError):
         return (f"Error: the request was rejected (400): {api_error_message(exc)}. If the conversation "
                 "is too long, /compact summarises it and /reset starts over.")
@@ -5735,13 +5773,9 @@ class StreamEndedEarly(Exception):
 
 
 def stream_turn(client, request: dict, echo: bool):
-    """One streamed request. Returns (message, finished_blocks, interrupted).
-
-    Text is printed as it arrives. finished counts content blocks whose
-    content_block_stop has arrived: only those are complete. (The SDK's
-    partial-JSON parsing makes a half tool_use *look* complete.) Only a
-    stream that reached message_stop is a finished answer.
-    """
+    """One streamed request, its text printed as it arrives: (message, finished, interrupted). Only blocks
+    whose content_block_stop came are complete (a half tool_use *looks* whole), only a stream that reached
+    message_stop is a finished answer."""
     stream, started, finished, printer, stopped = None, False, 0, None, False
     waiting = WaitingNote(echo)
     try:
@@ -5785,8 +5819,7 @@ def stream_turn(client, request: dict, echo: bool):
 
 
 def malformed_after_last_block(exc: Exception, snapshot, finished: int) -> bool:
-    """True when the SDK choked on an event after every block was complete,
-    e.g. a message_delta without usage: the reply itself is whole."""
+    """The SDK choked after every block was complete (a message_delta without usage): the reply is whole."""
     sdk_choked = (isinstance(exc, (AttributeError, TypeError, KeyError, ValueError))
                   and not isinstance(exc, anthropic.AnthropicError))
     content = getattr(snapshot, "content", None)
@@ -5794,11 +5827,8 @@ def malformed_after_last_block(exc: Exception, snapshot, finished: int) -> bool:
 
 
 class WaitingNote:
-    """'(thinking... 3 s)' with a spinner until the answer starts, so a slow
-    model (or the SDK retrying a 429) does not look like a hang; run_command
-    shows '(running... 12 s)' the same way. Real terminals only: a thread
-    redraws the line, which is then erased with an escape code. clear()
-    stops the thread before anything else is printed."""
+    """'(thinking... 3 s)' with a spinner until the answer starts, so a wait does not look like a hang
+    (run_command's '(running... 12 s)' too). Real terminals only; clear() before printing anything else."""
 
     FRAMES = "|/-\\"
     current: "WaitingNote | None" = None     # the note on screen, for RetryNotice
@@ -5841,18 +5871,20 @@ class WaitingNote:
 
 
 class RetryNotice(logging.Handler):
-    """The SDK retries 429 and 5xx answers itself and logs each wait
-    ("Retrying request to ... in 12.0 seconds"); the waiting note shows that
-    wait as a countdown."""
+    """The SDK logs each wait before a retry ("Retrying request to ... in 12.0 seconds"): the waiting note
+    counts it down; without one (-p, a plain terminal) a line says it."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        note = WaitingNote.current
-        if note is None or not str(record.msg).startswith("Retrying request") or not record.args:
+        if not str(record.msg).startswith("Retrying request") or not record.args:
             return
         try:
-            note.retry_at = time.monotonic() + float(record.args[-1])
+            seconds = float(record.args[-1])
         except (TypeError, ValueError):
             return
+        if (note := WaitingNote.current) is None:
+            ui(f"  (the API is busy or failed; retrying in {seconds:.0f} s)")
+            return
+        note.retry_at = time.monotonic() + seconds
         note.draw()
 
 
@@ -6073,8 +6105,8 @@ class SizeMark:
 
 
 def estimate_tokens(history: list[dict], agent: Agent | None = None) -> int:
-    """A cheap estimate (four characters a token) of a request: the messages, plus tools and rules
-    when agent is given; from the agent's last request if the journal only grew: O(new messages)."""
+    """About four characters a token: the messages, plus tools and rules with agent; O(new messages),
+    from the agent's last request when the journal has only grown since."""
     mark = agent.size_mark if agent is not None else None
     if mark is not None and mark.fits(history):
         return mark.tokens + json_chars(history[mark.length:]) // 4
@@ -6133,7 +6165,7 @@ def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, in
 
 def manage_context(client, history: list[dict], agent: Agent) -> None:
     tokens = estimate_tokens(history, agent)
-    if tokens < CLEAR_RESULTS_AT * CONTEXT_WINDOW:
+    if tokens < CLEAR_RESULTS_AT * context_window():
         return
     mark = agent.clear_mark     # clearing goes on from where it stopped: O(new messages), as the estimate
     cleared, freed, upto = clear_old_tool_results(history, mark.length if mark and mark.fits(history) else 0)
@@ -6141,18 +6173,14 @@ def manage_context(client, history: list[dict], agent: Agent) -> None:
     if cleared:
         mark_request_size(agent, history, tokens - freed // 4)
         ui(f"  (context: cleared {cleared} old tool result{'s' * (cleared != 1)})")
-    if estimate_tokens(history, agent) >= COMPACT_AT * CONTEXT_WINDOW:
+    if estimate_tokens(history, agent) >= COMPACT_AT * context_window():
         ui("  (context: nearly full, compacting the conversation)")
         compact_history(client, history)
 
 
 def compact_history(client, history: list[dict], focus: str | None = None) -> bool:
-    """Summarise the journal with the model and replace it with the summary.
-
-    Never raises (Ctrl-C included): on any failure the history is kept as it
-    was. A new user prompt at the end is kept as it is; a pending tool round
-    is folded into the summary. The session file keeps the full transcript.
-    """
+    """Replace the journal with the model's summary of it; a new prompt at the end stays as it is. Never
+    raises (Ctrl-C included): on failure the history is kept. The session file keeps the full transcript."""
     if not history:
         return False
     tail = history[-1:] if is_user_prompt(history[-1]) and len(history) > 1 else []
@@ -6175,22 +6203,20 @@ def compact_history(client, history: list[dict], focus: str | None = None) -> bo
 
 
 def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | None, str]:
-    """(summary, "") or (None, what went wrong).
-
-    The request is a normal one (same system prompt, tools and tool_choice)
-    with the instruction as the last user message, so it reads the whole
-    conversation from the cache. It streams: a non-streaming request with a
-    large max_tokens is refused by the SDK. An endpoint that answers with a
-    tool call anyway (some ignore the instruction) is asked again without tools.
-    """
+    """(summary, "") or (None, what went wrong). A normal streamed request with the instruction last, so it
+    reads the whole conversation from the cache. A model that calls a tool anyway is asked again with
+    tool_choice none (tools and system still cached), and without tools where an endpoint refuses that."""
     instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
     request = request_for(append_user_text(past, instruction), MAIN_AGENT)
-    for attempt in ("with tools", "without tools"):
+    for change in ({}, {"tool_choice": {"type": "none"}}, {"tools": None}):
+        attempt = {k: v for k, v in {**request, **change}.items() if v is not None}
         try:
-            message, finished, interrupted = stream_turn(client, request, echo=False)
+            message, finished, interrupted = stream_turn(client, attempt, echo=False)
         except StreamFailure as failure:
             return None, f"compaction failed, history kept: {describe_api_error(failure.cause)}"
         except Exception as exc:
+            if "tool_choice" in change and isinstance(exc, anthropic.BadRequestError):
+                continue
             return None, f"compaction failed, history kept: {describe_api_error(exc)}"
         if interrupted:
             return None, "compaction interrupted, history kept"
@@ -6199,7 +6225,6 @@ def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | 
         summary = text_of(content).strip()
         if not any(b["type"] == "tool_use" for b in content):
             return (summary, "") if summary else (None, "compaction returned no summary; history kept")
-        request = {k: v for k, v in request.items() if k != "tools"}
     return None, "compaction returned a tool call instead of a summary; history kept"
 
 
@@ -6268,23 +6293,16 @@ class Answer(str):
 
 
 def request_for(history: list[dict], agent: Agent, max_tokens: int | None = None) -> dict:
-    request = {"model": MODEL, "max_tokens": max_tokens or MAX_TOKENS, "system": system_prompt(agent.rules),
+    request = {"model": MODEL, "max_tokens": max_tokens or output_ceiling(MODEL), "system": system_prompt(agent.rules),
                "tools": agent.tools()}
     return add_cache_breakpoints(request, history, agent)
 
 
 def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=(), *,
              ok: bool = False, interrupted: bool = False, record: bool = True) -> Answer:
-    """The one way out of the agent loop.
-
-    kept: the complete blocks of a reply that is not in the journal yet;
-    they are added, and any tool call left unanswered gets a result. notice:
-    what to tell the user when the model's own text is not the answer
-    (errors, limits, interruptions); it is printed, and recorded as the
-    assistant's last word unless record is False (a request that failed
-    adds nothing; or the caller put the notice among kept). Without a
-    notice the streamed answer is the result.
-    """
+    """The one way out of the agent loop. kept: complete blocks of a reply not yet in the journal (added;
+    an unanswered tool call gets a result). notice: what to tell the user when the model's text is not the
+    answer; printed, and recorded as the last word unless record is False (or it is among kept)."""
     if kept:
         history.append({"role": "assistant", "content": list(kept)})
     seal_dangling_tool_use(history)
@@ -6298,14 +6316,10 @@ def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=
 
 
 def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer:
-    """Ask, run the tools, report back; until the model answers in text.
-
-    The journal is valid at every exit (see end_turn): every tool_use gets
-    its tool_result in the very next message, and a failed request appends
-    nothing.
-    """
+    """Ask, run the tools, report back; until the model answers in text. The journal is valid at every
+    exit (end_turn): each tool_use is answered in the next message, and a failed request appends nothing."""
     agent = agent or MAIN_AGENT
-    failures, turn, limit = 0, 0, MAX_TURNS
+    failures, turn, limit, raised = 0, 0, MAX_TURNS, None
     while True:
         turn += 1
         if turn > limit:
@@ -6316,14 +6330,15 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
             limit += MAX_TURNS
         if agent.manages_context:
             manage_context(client, history, agent)
-        max_tokens, over_budget = budget_room(history, agent)
+        wanted = raised or output_ceiling(MODEL)
+        max_tokens, over_budget = budget_room(history, agent, wanted)
         if over_budget:
             return end_turn(history, agent, over_budget)
-        if max_tokens < MAX_TOKENS:
+        if max_tokens < wanted:
             ui(f"{agent.indent}(budget: this request may write at most {max_tokens} tokens, --max-budget-usd)")
+        request = request_for(history, agent, max_tokens)
         try:
-            message, finished, interrupted = stream_turn(client, request_for(history, agent, max_tokens),
-                                                         agent.echo)
+            message, finished, interrupted = stream_turn(client, request, agent.echo)
         except StreamFailure as failure:
             return end_after_stream_failure(history, failure, agent)
         except Exception as exc:      # the request never opened: API errors, and SDK errors before sending
@@ -6337,12 +6352,20 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
         METER.record(message.usage, label=agent.label)
         note_request_size(agent, message.usage)
         if message.stop_reason in TRUNCATED:
-            # The reply is cut off: a half-written tool call must not run.
-            # No automatic retry either: that would be one more chance to write files.
+            # The reply is cut off: a half-written tool call must not run. Cut inside one, it is
+            # asked again once with more room (nothing of it ran, nothing of it is kept).
+            in_call = message.stop_reason == "max_tokens" and any(block_type(b) == "tool_use" for b in message.content)
+            if in_call and raised is None and (raised := higher_limit(agent, request["max_tokens"])):
+                continue
             return end_turn(history, agent, f"Error: the model {TRUNCATED[message.stop_reason]}, so no "
                             "tools were run this round. Ask for a smaller step.")
         if message.stop_reason == "refusal":
-            return end_after_refusal(history, agent)
+            return end_after_refusal(history, agent, getattr(message, "stop_details", None))
+        if message.stop_reason not in ("end_turn", "tool_use", "stop_sequence", "pause_turn"):
+            notice = (f"Error: the model stopped for a reason KeSi does not know "
+                      f"({visible(shorten(repr(message.stop_reason), 60))}), so no tools were run this round.")
+            return end_turn(history, agent, notice, kept_blocks(message.content, text_only=True)
+                            + [{"type": "text", "text": notice}], record=False)
         content = kept_blocks(message.content)
         uses = [b for b in content if b["type"] == "tool_use"]
         if not uses:               # decided by content, not stop_reason: every tool_use gets an answer
@@ -6362,23 +6385,38 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
 
 
 def more_turns_wanted(agent: Agent, done: int) -> bool:
-    """At the turn limit the person at the REPL may let the task go on;
-    headless runs and sub-agents stop there."""
+    """At the turn limit the person at the REPL may let the task go on; elsewhere it stops."""
     if agent is not MAIN_AGENT or not agent.echo or not can_ask():
         return False
     ui(wrapped(f"  KeSi has made {done} model requests for this task without a final answer "
                f"(the limit is KESI_MAX_TURNS={MAX_TURNS}, or --max-turns)."))
+    return confirmed(f"  Go on for {MAX_TURNS} more? [y/N] ")
+
+
+def confirmed(question: str) -> bool:
     try:
-        answer = prompt_input(f"  Go on for {MAX_TURNS} more? [y/N] ")
+        answer = prompt_input(question)
     except EOFError:
         return False
     forget_last_input()
     return answer.strip().lower() in ("y", "yes")
 
 
+def higher_limit(agent: Agent, current: int) -> int | None:
+    """max_tokens for asking again after a reply cut inside a tool call: twice as much, up to the
+    model's maximum; the person at the REPL is asked, elsewhere it is done once."""
+    higher = min(2 * current, model_limits(MODEL)[1] or 2 * current)
+    if higher <= current:
+        return None
+    if not (agent.echo and can_ask()):
+        ui(f"  (the reply was cut off inside a tool call; asking again with max_tokens {higher:,})")
+        return higher
+    question = f"  The reply was cut off inside a tool call (max_tokens {current:,}). Ask again with {higher:,}? [y/N] "
+    return higher if confirmed(question) else None
+
+
 def kept_blocks(content, text_only: bool = False) -> list[dict]:
-    """Response blocks as journal dicts, minus empty text blocks (the API
-    rejects those when they are sent back); text_only also drops tool calls."""
+    """Response blocks as journal dicts minus empty text (the API refuses it back); text_only: text only."""
     blocks = [block_to_dict(b) for b in content or []]
     return [b for b in blocks if (b.get("text", "").strip() if b["type"] == "text" else not text_only)]
 
@@ -6400,21 +6438,18 @@ def end_after_stream_failure(history, failure: StreamFailure, agent: Agent) -> A
     return end_turn(history, agent, message, kept + [{"type": "text", "text": message}], record=False)
 
 
-def end_after_refusal(history: list[dict], agent: Agent) -> Answer:
-    """The API asks for a reset or a rephrase after a refusal: remove the
-    refused prompt and everything after it, so the next request is clean."""
+def end_after_refusal(history: list[dict], agent: Agent, details=None) -> Answer:
+    """Remove the refused prompt and all after it (the API asks for a rephrase); say stop_details' reason."""
     prompts = [i for i, m in enumerate(history) if is_user_prompt(m)]
     del history[prompts[-1] if prompts else 0:]
-    return end_turn(history, agent, "(the model declined this request; the prompt and its answer were "
-                    "removed from the conversation, so rephrase it or ask something else)", record=False)
+    why = getattr(details, "explanation", None)
+    return end_turn(history, agent, f"(the model declined this request{f': {shorten(why, 500)}' if why else ''}; "
+                    "the prompt and its answer were removed from the conversation, so rephrase it or ask something "
+                    "else)", record=False)
 
 
 def seal_dangling_tool_use(history: list[dict]) -> bool:
-    """If the journal ends with unanswered tool_use blocks, answer them.
-
-    Used after Ctrl-C: we cannot know whether the tool ran, so the result
-    says exactly that rather than claiming it did not.
-    """
+    """Answer tool_use blocks left at the journal's end (after Ctrl-C): saying the tool may or may not have run."""
     if not history or history[-1]["role"] != "assistant" or isinstance(history[-1]["content"], str):
         return False
     pending = [b for b in history[-1]["content"] if block_type(b) == "tool_use"]
@@ -6859,13 +6894,39 @@ HELP = """  /help                  this list
   @path in a prompt attaches that file. Tab completes /commands and @paths."""
 
 
+MAX_RETRY_WAIT = 30     # seconds; a longer retry-after (a spend limit can ask for hours) is cut to this
+
+
 def make_client(settings: Settings):
     """Key, token and endpoint are passed from the checked settings, so a
-    project's .env cannot redirect them. The SDK retries 429/5xx with backoff
-    (honouring retry-after); the waiting note counts those waits down."""
+    project's .env cannot redirect them. The SDK retries 429/5xx with backoff,
+    honouring retry-after up to MAX_RETRY_WAIT; the waiting note counts down."""
     listen_for_retries()
-    return anthropic.Anthropic(api_key=settings.api_key, auth_token=settings.auth_token,
-                               base_url=settings.base_url, max_retries=MAX_RETRIES)
+    streaming = anthropic._streaming            # through BackgroundImport: after the import has finished
+
+    class NamedEvents(streaming.SSEDecoder):
+        """The SDK skips SSE events without an `event:` line, which some compatible
+        servers leave out: such an event is named by its data's `type`."""
+
+        def decode(self, line: str):
+            sse = super().decode(line)
+            if sse is None or sse.event or not sse.data.startswith("{"):
+                return sse
+            try:
+                kind = json.loads(sse.data).get("type")
+            except ValueError:
+                return sse
+            return streaming.ServerSentEvent(event=kind if isinstance(kind, str) else None, data=sse.data)
+
+    class Client(anthropic.Anthropic):
+        def _make_sse_decoder(self, options=None):
+            return NamedEvents()
+
+        def _calculate_retry_timeout(self, *args, **kwargs) -> float:
+            return min(super()._calculate_retry_timeout(*args, **kwargs), MAX_RETRY_WAIT)
+
+    return Client(api_key=settings.api_key, auth_token=settings.auth_token,
+                  base_url=settings.base_url, max_retries=MAX_RETRIES)
 
 
 class LazyClient:
@@ -6912,8 +6973,8 @@ def show_cost() -> None:
 def show_context(history: list[dict]) -> None:
     """The next request's size: the API's count of the last one plus an
     estimate of what was added since (see estimate_tokens)."""
-    tokens = estimate_tokens(history, MAIN_AGENT)
-    ui(wrapped(f"  context: about {tokens:,} of {CONTEXT_WINDOW:,} tokens ({tokens / CONTEXT_WINDOW:.0%}); old tool "
+    tokens, window = estimate_tokens(history, MAIN_AGENT), context_window()
+    ui(wrapped(f"  context: about {tokens:,} of {window:,} tokens ({tokens / window:.0%}); old tool "
                f"results are cleared at {CLEAR_RESULTS_AT:.0%}, the conversation is compacted at {COMPACT_AT:.0%}"))
     ui(f"  {len(history)} messages; permission mode: {PERMISSION_MODE}")
 
@@ -7420,6 +7481,10 @@ def main(argv=None) -> int:
         print(NO_KEY, file=sys.stderr)
         return 2
     CLIENT = LazyClient(settings)
+    if MAX_TOKENS and MAX_TOKENS > (most := model_limits(MODEL)[1] or MAX_TOKENS):   # the Models API if set
+        print(f"KeSi: KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(MODEL)} can write ({most:,} tokens); "
+              f"set it to {most} or less, or unset it.", file=sys.stderr)
+        return 2
     history: list[dict] = []
     sessions = list_sessions() if args.resume else []
     if args.resume and not sessions:     # before the banner: nothing starts

@@ -19,12 +19,17 @@ small HTTP server on 127.0.0.1 that answers `POST /v1/messages` from a script:
 
 Interface
 ---------
-* Script steps: `reply(text, *tool_calls, stop_reason=, usage=, delay=, cut_after=, fault=)`,
+* Script steps: `reply(text, *tool_calls, stop_reason=, usage=, delay=, cut_after=, fault=,
+  thinking=, stop_details=)` (thinking: a signed thinking block first),
   `error(status, message, type=, headers=, delay=)` (a header set to None is
   left out, e.g. a 429 without retry-after), a bare string (a text reply),
   or a callable `(body) -> step`. The script may also be one callable
   `(body, n) -> step`; `mode_script(name)` builds the named ones (see MODES).
-* `MockAPI(script, validate=True, min_cache_tokens=None, port=0, echo=False, clock=None)`
+* `MockAPI(script, validate=True, min_cache_tokens=None, port=0, echo=False, clock=None,
+  models=None, models_api=True)`
+  - `models`: ids to add to (or change in) MODELS; `models_api=False` answers
+    GET /v1/models/{id} with 404, like a compatible server without it;
+    `model_lookups` lists the ids asked for there.
   - `requests`: one dict per POST: n, body, headers, retry_count, status,
     error, usage, request_id.
   - `min_cache_tokens`: None follows each model's documented minimum
@@ -39,15 +44,19 @@ Interface
   - "null-content": message_start carries `content: null`;
   - "no-usage": message_delta carries no `usage`;
   - "error-event": an `error` event (overloaded_error) after the first content
-    block, on a stream that opened with HTTP 200.
+    block, on a stream that opened with HTTP 200;
+  - "no-event-names": `data:` lines without `event:` lines (some compatible servers).
 
 Faithful to the real API where a client can go wrong
 ----------------------------------------------------
 * Validation: requests the real API refuses get its kind of 400 naming the
   place (roles, empty text, tool_use/tool_result pairing, cache_control, the
-  prefill that 4.6+ models refuse); what it accepts is accepted (an
-  assistant-first list, max_tokens 0, 128-character tool names, newer
-  top-level fields). Features KeSi never sends are not validated in depth.
+  prefill that 4.6+ models refuse, unknown models as 404, max_tokens above the
+  model's maximum, thinking types a model does not take, thinking blocks whose
+  signature does not match, image media types outside the four); what it
+  accepts is accepted (an assistant-first list, max_tokens 0, 128-character
+  tool names, newer top-level fields, search_result blocks). Features KeSi
+  never sends are not validated in depth.
 * Prompt caching: per-model minimum prefix, 5-minute and 1-hour TTLs counted
   from the last use, the `cache_creation` breakdown, at most 4 breakpoints, a
   20-block lookback, and tools / tool_choice changes invalidating what follows.
@@ -69,6 +78,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import hmac
 import json
 import math
 import re
@@ -86,7 +96,7 @@ from urllib.parse import urlsplit
 
 __all__ = [
     "MockAPI", "reply", "tool_call", "error", "mode_script", "stream_events",
-    "Reply", "ToolCall", "Error", "validate_request", "Invalid", "cache_minimum",
+    "Reply", "ToolCall", "Error", "validate_request", "Invalid", "cache_minimum", "model_spec", "sign", "MODELS",
 ]
 
 
@@ -94,7 +104,7 @@ __all__ = [
 # Script steps
 # ---------------------------------------------------------------------------
 
-STREAM_FAULTS = ("no-stop", "null-content", "no-usage", "error-event")
+STREAM_FAULTS = ("no-stop", "null-content", "no-usage", "error-event", "no-event-names")
 
 
 @dataclass
@@ -113,6 +123,8 @@ class Reply:
     delay: float = 0.0
     cut_after: int | None = None
     fault: str | None = None
+    thinking: str | None = None        # a signed thinking block before the text
+    stop_details: dict | None = None   # e.g. a refusal's {"type": "refusal", "explanation": ...}
 
 
 @dataclass
@@ -131,7 +143,8 @@ def tool_call(name: str, input: dict | None = None, id: str | None = None) -> To
 
 def reply(text: str | None = None, *tools: ToolCall, stop_reason: str | None = None,
           usage: dict | None = None, delay: float = 0.0,
-          cut_after: int | None = None, fault: str | None = None) -> Reply:
+          cut_after: int | None = None, fault: str | None = None,
+          thinking: str | None = None, stop_details: dict | None = None) -> Reply:
     """A normal assistant message: optional text, then tool calls."""
     # `reply(tool_call(...))` is an easy slip; treat it as "no text, one tool".
     if isinstance(text, ToolCall):
@@ -141,7 +154,7 @@ def reply(text: str | None = None, *tools: ToolCall, stop_reason: str | None = N
             raise TypeError(f"reply() tools must be tool_call(...) values, got {call!r}")
     if fault is not None and fault not in STREAM_FAULTS:
         raise ValueError(f"unknown fault {fault!r}; one of {STREAM_FAULTS}")
-    return Reply(text, tuple(tools), stop_reason, usage, delay, cut_after, fault)
+    return Reply(text, tuple(tools), stop_reason, usage, delay, cut_after, fault, thinking, stop_details)
 
 
 def error(status: int, message: str, *, type: str | None = None,
@@ -268,8 +281,10 @@ BLOCK_KEYS = {
                     "toolset_name"},
     "thinking": {"type", "thinking", "signature"},
     "redacted_thinking": {"type", "data"},
+    "search_result": {"type", "source", "title", "content", "cache_control", "citations"},
 }
-TOOL_RESULT_INNER = ("text", "image", "document")
+TOOL_RESULT_INNER = ("text", "image", "document", "search_result")
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 ASSISTANT_ONLY = ("tool_use", "thinking", "redacted_thinking")
 TOOL_KEYS = {
     "name", "description", "input_schema", "cache_control", "strict",
@@ -290,11 +305,12 @@ def validate_headers(headers: dict) -> None:
     _check(bool(headers.get("anthropic-version")), "anthropic-version", "header is required")
 
 
-def validate_request(body: Any) -> None:
+def validate_request(body: Any, models: dict | None = None) -> None:
     """Raise Invalid if the real Messages API would reject this body."""
     _check(isinstance(body, dict), "", "request body must be a JSON object")
     _no_extra_keys(body, TOP_LEVEL_KEYS, "")
     _check_required(body)
+    _check_model_limits(body, model_spec(body["model"], models))
     if "stream" in body:
         _check(isinstance(body["stream"], bool), "stream", "Input should be a valid boolean")
     tool_names = _check_tools(body.get("tools"))
@@ -319,6 +335,28 @@ def _check_required(body: dict) -> None:
     _check(max_tokens >= 0, "max_tokens", "Input should be greater than or equal to 0")
     _check(isinstance(messages, list), "messages", "Input should be a valid list")
     _check(len(messages) > 0, "messages", "at least one message is required")
+
+
+def _check_model_limits(body: dict, spec: tuple | None) -> None:
+    """An unknown model is a 404; max_tokens and thinking must be what the model takes."""
+    model, max_tokens = body["model"], body["max_tokens"]
+    if spec is None:
+        raise Invalid(f"model: {model}", status=404)
+    _check(max_tokens <= spec[1], "", f"max_tokens: {max_tokens} > {spec[1]}, which is the maximum allowed "
+           f"number of output tokens for {model}")
+    thinking = body.get("thinking")
+    if thinking is None:
+        return
+    _check(isinstance(thinking, dict), "thinking", "Input should be a valid dictionary")
+    kind = thinking.get("type")
+    _check(kind in ("adaptive", "enabled", "disabled"), "thinking.type",
+           "Input should be 'adaptive', 'enabled' or 'disabled'")
+    _check(kind[0] in spec[2], "thinking.type", f"thinking.type '{kind}' is not supported for this model")
+    if kind == "enabled":
+        budget = thinking.get("budget_tokens")
+        _check(isinstance(budget, int) and budget >= 1024, "thinking.enabled.budget_tokens",
+               "Input should be greater than or equal to 1024")
+        _check(budget < max_tokens, "", "`max_tokens` must be greater than `thinking.budget_tokens`")
 
 
 def _check_tool_choice(choice: Any, tool_names: set) -> None:
@@ -418,8 +456,8 @@ def _check_block(block: Any, path: str, role: str, allowed=tuple(BLOCK_KEYS)) ->
     _check_cache_control(block.get("cache_control"), f"{path}.cache_control")
     if kind in ASSISTANT_ONLY:
         _check(role == "assistant", path, f"`{kind}` blocks are only allowed in `assistant` messages")
-    if kind == "tool_result":
-        _check(role == "user", path, "`tool_result` blocks are only allowed in `user` messages")
+    if kind in ("tool_result", "search_result"):
+        _check(role == "user", path, f"`{kind}` blocks are only allowed in `user` messages")
     BLOCK_CHECKS.get(kind, lambda b, p: None)(block, path)
 
 
@@ -450,7 +488,46 @@ def _check_tool_result(block: dict, path: str) -> None:
         _check_block(inner, f"{path}.content.{j}", "user", allowed=TOOL_RESULT_INNER)
 
 
-BLOCK_CHECKS = {"text": _check_text, "tool_use": _check_tool_use, "tool_result": _check_tool_result}
+def _check_image(block: dict, path: str) -> None:
+    source = block.get("source")
+    _check(isinstance(source, dict), f"{path}.source", "Field required")
+    if source.get("type") == "base64":
+        _check(source.get("media_type") in IMAGE_TYPES, f"{path}.source.base64.media_type",
+               "Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'")
+        _check(isinstance(source.get("data"), str), f"{path}.source.base64.data", "Field required")
+
+
+def _check_search_result(block: dict, path: str) -> None:
+    for key in ("source", "title"):
+        _check(isinstance(block.get(key), str), f"{path}.{key}", "Field required")
+    content = block.get("content")
+    _check(isinstance(content, list), f"{path}.content", "Input should be a valid list")
+    for j, inner in enumerate(content):
+        _check_block(inner, f"{path}.content.{j}", "user", allowed=("text",))
+
+
+# Thinking blocks come back exactly as the API sent them: it signs them, and
+# refuses a block whose thinking or signature was changed (or made up).
+SIGNING_KEY = b"kesi-mock-signing-key"
+
+
+def sign(text: str) -> str:
+    return hmac.new(SIGNING_KEY, text.encode(), hashlib.sha256).hexdigest()
+
+
+def _check_thinking(block: dict, path: str) -> None:
+    _check(isinstance(block.get("thinking"), str), f"{path}.thinking", "Field required")
+    _check(block.get("signature") == sign(block["thinking"]), path, "Invalid `signature` in `thinking` block")
+
+
+def _check_redacted(block: dict, path: str) -> None:
+    payload, _, signature = str(block.get("data")).rpartition(".")
+    _check(signature == sign(payload), path, "Invalid `data` in `redacted_thinking` block")
+
+
+BLOCK_CHECKS = {"text": _check_text, "tool_use": _check_tool_use, "tool_result": _check_tool_result,
+                "image": _check_image, "search_result": _check_search_result, "thinking": _check_thinking,
+                "redacted_thinking": _check_redacted}
 
 
 def _blocks_of(message: dict) -> list:
@@ -556,20 +633,36 @@ def _last(items: list, value: Any) -> int:
 
 CACHE_LOOKBACK = 20      # a breakpoint finds an earlier cache entry at most this many blocks back
 TTL_SECONDS = {"5m": 300, "1h": 3600}
-# The shortest prefix each model caches (longest matching prefix wins); a
-# shorter one is simply not cached, with no error.
-CACHE_MINIMUMS = {
-    "claude-opus-4-5": 4096, "claude-opus-4-6": 4096, "claude-opus-4-7": 4096,
-    "claude-haiku-4-5": 4096, "claude-sonnet-4-6": 2048,
-    "claude-3-5-haiku": 2048, "claude-3-haiku": 2048,
-    # Sonnet 4.5, Sonnet 4, Opus 4.1, Opus 4, Sonnet 3.7 and anything unknown:
+# The models the API knows: context window and largest max_tokens (models overview and each model's
+# page, https://platform.claude.com/docs/en/about-claude/models/overview), the thinking types each takes
+# (a: adaptive, e: enabled with budget_tokens, d: disabled), and the shortest prefix it caches
+# (https://platform.claude.com/docs/en/build-with-claude/prompt-caching; a shorter one is simply not
+# cached, with no error). Fable and Mythos 5.1 and 5.2: the docs give no minimum, so the smallest.
+MODELS = {
+    **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2", "claude-fable-5-1", "claude-mythos-5-1",
+                     "claude-fable-5", "claude-mythos-5", "claude-opus-5-5"), (1_000_000, 128_000, "a", 512)),
+    **dict.fromkeys(("claude-sonnet-5-5", "claude-haiku-5-5", "claude-opus-5"), (1_000_000, 128_000, "ad", 512)),
+    "claude-sonnet-5": (1_000_000, 128_000, "ad", 1024), "claude-opus-4-8": (1_000_000, 128_000, "ad", 1024),
+    "claude-opus-4-7": (1_000_000, 128_000, "ad", 2048), "claude-opus-4-6": (1_000_000, 128_000, "aed", 4096),
+    "claude-sonnet-4-6": (1_000_000, 64_000, "aed", 1024),
+    "claude-opus-4-5": (200_000, 64_000, "ed", 4096), "claude-haiku-4-5": (200_000, 64_000, "ed", 4096),
+    **dict.fromkeys(("claude-sonnet-4-5", "claude-sonnet-4", "claude-sonnet-4-0", "claude-3-7-sonnet"),
+                    (200_000, 64_000, "ed", 1024)),
+    **dict.fromkeys(("claude-opus-4-1", "claude-opus-4", "claude-opus-4-0"), (200_000, 32_000, "ed", 1024)),
+    "claude-3-5-sonnet": (200_000, 8192, "d", 1024), "claude-3-opus": (200_000, 4096, "d", 1024),
+    "claude-3-5-haiku": (200_000, 8192, "d", 2048), "claude-3-haiku": (200_000, 4096, "d", 2048),
 }
-DEFAULT_CACHE_MINIMUM = 1024
+DEFAULT_CACHE_MINIMUM = 512     # for unknown models when validation is off
+
+
+def model_spec(model: str, models: dict | None = None) -> tuple | None:
+    """(context window, max output, thinking types, cache minimum), for an id with or without its date."""
+    return (models or MODELS).get(re.sub(r"(-\d{8}|-latest)$", "", str(model)))
 
 
 def cache_minimum(model: str) -> int:
-    matches = [prefix for prefix in CACHE_MINIMUMS if str(model).startswith(prefix)]
-    return CACHE_MINIMUMS[max(matches, key=len)] if matches else DEFAULT_CACHE_MINIMUM
+    spec = model_spec(model)
+    return spec[3] if spec else DEFAULT_CACHE_MINIMUM
 
 
 def estimate_tokens(text: str) -> int:
@@ -714,6 +807,10 @@ def _block_events(index: int, block: dict) -> list:
     if block["type"] == "text":
         start = {"type": "text", "text": ""}
         deltas = [{"type": "text_delta", "text": t} for t in _split_text(block["text"])]
+    elif block["type"] == "thinking":
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [{"type": "thinking_delta", "thinking": t} for t in _split_text(block["thinking"])]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
     else:
         # The real API opens with an empty fragment, then sends the JSON in pieces.
         raw = json.dumps(block["input"])
@@ -748,14 +845,15 @@ def stream_events(message: dict, fault: str | None = None) -> list:
     if fault == "no-stop":
         return events
     delta = {"type": "message_delta",
-             "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+             "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None,
+                       **({"stop_details": message["stop_details"]} if message.get("stop_details") else {})},
              "usage": {k: usage[k] for k in ("input_tokens", "cache_creation_input_tokens",
                                              "cache_read_input_tokens", "output_tokens") if k in usage}}
     if fault == "no-usage":
         del delta["usage"]
     events.append(("message_delta", delta))
     events.append(("message_stop", {"type": "message_stop"}))
-    return events
+    return [(None, data) for _, data in events] if fault == "no-event-names" else events
 
 
 def _error_body(step: Error, request_id: str) -> dict:
@@ -793,8 +891,11 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # Tests want quiet output; the CLI prints its own one-line summary.
 
     def do_GET(self) -> None:
-        if urlsplit(self.path).path == "/":
+        path = urlsplit(self.path).path
+        if path == "/":
             self.server.mock._send(self, 200, b"ok", {"Content-Type": "text/plain"})
+        elif path.startswith("/v1/models/"):
+            self.server.mock._model_info(self, path.removeprefix("/v1/models/"))
         else:
             self.server.mock._send_error(self, error(404, f"Not found: {self.path}"), "req_mock_get")
 
@@ -810,9 +911,13 @@ class MockAPI:
 
     def __init__(self, script: list | Callable | None = None, *, validate: bool = True,
                  min_cache_tokens: int | None = None, port: int = 0, echo: bool = False,
-                 clock: Callable[[], float] | None = None):
+                 clock: Callable[[], float] | None = None, models: dict | None = None,
+                 models_api: bool = True):
         self.script = script
         self.validate = validate
+        self.models = {**MODELS, **(models or {})}    # what this server knows, and reports on GET /v1/models/{id}
+        self.models_api = models_api                  # False: a compatible server without the Models API
+        self.model_lookups: list[str] = []
         self.port = port
         self.echo = echo  # Print one line per POST (used by the CLI).
         self.requests: list[dict] = []
@@ -907,6 +1012,22 @@ class MockAPI:
         else:
             self._answer(h, step, body, entry)
 
+    def _model_info(self, h: _Handler, model: str) -> None:
+        """GET /v1/models/{id}: the fields of the Models API that KeSi reads."""
+        self.model_lookups.append(model)
+        headers = {k.lower(): v for k, v in h.headers.items()}
+        spec = model_spec(model, self.models)
+        if not self.models_api:
+            self._send_error(h, error(404, f"Not found: {h.path}"), "req_mock_models")
+        elif not (headers.get("x-api-key") or headers.get("authorization")):
+            self._send_error(h, error(401, "x-api-key header is required"), "req_mock_models")
+        elif spec is None:
+            self._send_error(h, error(404, f"model: {model}"), "req_mock_models")
+        else:
+            info = {"type": "model", "id": model, "display_name": model, "created_at": "2026-01-01T00:00:00Z",
+                    "lifecycle": "active", "max_input_tokens": spec[0], "max_tokens": spec[1]}
+            self._send(h, 200, json.dumps(info).encode(), {"Content-Type": "application/json"})
+
     def _log(self, h: _Handler, raw: bytes) -> dict:
         headers = {k.lower(): v for k, v in h.headers.items()}
         with self._lock:
@@ -931,7 +1052,7 @@ class MockAPI:
             return body, None
         try:
             validate_headers(entry["headers"])
-            validate_request(body)
+            validate_request(body, self.models)
         except Invalid as exc:
             return body, error(exc.status, str(exc))
         return body, None
@@ -977,6 +1098,8 @@ class MockAPI:
 
     def _build_message(self, step: Reply, body: Any, n: int) -> dict:
         content = []
+        if step.thinking:
+            content.append({"type": "thinking", "thinking": step.thinking, "signature": sign(step.thinking)})
         if step.text:
             content.append({"type": "text", "text": step.text})
         for call in step.tools:
@@ -991,8 +1114,9 @@ class MockAPI:
         usage.update(step.usage or {})
         model = body.get("model") if isinstance(body, dict) else None
         return {"id": f"msg_mock_{n}", "type": "message", "role": "assistant",
-                "model": model or "mock-model", "content": content,
-                "stop_reason": stop_reason, "stop_sequence": None, "usage": usage}
+                "model": model or "mock-model", "content": content, "stop_reason": stop_reason,
+                "stop_sequence": None, "usage": usage,
+                **({"stop_details": step.stop_details} if step.stop_details else {})}
 
     def _new_tool_id(self) -> str:
         with self._lock:
@@ -1029,7 +1153,7 @@ class MockAPI:
             if cut_after is not None and count >= cut_after:
                 _reset_connection(h)
                 return
-            chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+            chunk = (f"event: {name}\n" * (name is not None) + f"data: {json.dumps(data)}\n\n").encode()
             h.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
             h.wfile.flush()
         h.wfile.write(b"0\r\n\r\n")

@@ -36,7 +36,9 @@ def test_each_model_has_its_documented_minimum():
     assert cache_minimum("claude-opus-4-5-20251101") == 4096
     assert cache_minimum("claude-opus-4-6") == 4096
     assert cache_minimum("claude-sonnet-4-5") == 1024
-    assert cache_minimum("claude-sonnet-4-6") == 2048
+    assert cache_minimum("claude-sonnet-4-6") == 1024          # the docs; not 2,048
+    assert cache_minimum("claude-opus-4-7") == 2048
+    assert cache_minimum("claude-opus-5-5") == cache_minimum("claude-opus-5") == 512
     assert cache_minimum("claude-3-5-haiku-latest") == 2048
 
 
@@ -156,3 +158,85 @@ def test_kesi_explains_billing_and_names_the_request_id(ws, mock_client):
     assert "billing problem (402)" in billing and "credit balance" in billing and not billing.ok
     timeout = kesi.run_agent(client, [{"role": "user", "content": "hi"}])
     assert "504" in timeout and "request id req_mock_" in timeout
+
+
+# --- model rules: as strict as the docs, both ways ------------------------------------------------
+
+def rejected(client, **request) -> str:
+    request = {"model": "claude-opus-5-5", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}],
+               "timeout": 30, **request}          # an explicit timeout: the SDK lets a large max_tokens through
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        client.messages.create(**request)
+    return f"{caught.value.status_code} {caught.value.message}"
+
+
+def test_an_unknown_model_is_a_404_as_the_api_answers(api):
+    _, client = api
+    assert rejected(client, model="claude-opus-9").startswith("404")
+    assert "model: claude-opus-9" in rejected(client, model="claude-opus-9")
+
+
+def test_max_tokens_above_the_models_maximum_is_refused(api):
+    _, client = api
+    assert "max_tokens: 64001 > 64000" in rejected(client, model="claude-haiku-4-5", max_tokens=64_001)
+    assert ask(client, model="claude-haiku-4-5-20251001", max_tokens=64_000, timeout=30) is not None
+
+
+@pytest.mark.parametrize("model, thinking", [
+    ("claude-opus-5-5", {"type": "disabled"}),                            # thinking is always on
+    ("claude-opus-4-7", {"type": "enabled", "budget_tokens": 2048}),      # adaptive only
+    ("claude-3-5-haiku", {"type": "adaptive"}),                           # no thinking at all
+])
+def test_thinking_settings_a_model_does_not_take_are_refused(api, model, thinking):
+    _, client = api
+    assert rejected(client, model=model, max_tokens=4096, thinking=thinking).startswith("400 ")
+
+
+def test_thinking_settings_a_model_takes_are_accepted(api):
+    _, client = api
+    assert ask(client, model="claude-opus-5-5", thinking={"type": "adaptive"}) is not None
+    assert ask(client, model="claude-sonnet-4-5", max_tokens=4096, thinking={"type": "enabled", "budget_tokens": 2048})
+
+
+def test_changed_or_forged_thinking_blocks_are_refused(api):
+    from mock_api import sign
+    _, client = api
+    thought = "List the files first."
+
+    def turn(block):
+        return [{"role": "user", "content": "go"}, {"role": "assistant", "content": [block, {
+            "type": "tool_use", "id": "toolu_1", "name": "list_files", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.txt"}]}]
+    tools = [{"name": "list_files", "input_schema": {"type": "object"}}]
+    good = {"type": "thinking", "thinking": thought, "signature": sign(thought)}
+    assert ask(client, model="claude-opus-5-5", messages=turn(good), tools=tools) is not None
+    for bad in ({**good, "thinking": thought + " (edited)"}, {**good, "signature": "forged"}):
+        assert "Invalid `signature`" in rejected(client, messages=turn(bad), tools=tools)
+
+
+def test_only_the_four_image_media_types_are_accepted(api):
+    _, client = api
+    image = lambda kind: {"role": "user", "content": [{"type": "image", "source": {
+        "type": "base64", "media_type": kind, "data": "iVBORw0KGgo="}}, {"type": "text", "text": "what is it?"}]}
+    assert ask(client, messages=[image("image/webp")]) is not None
+    assert "media_type" in rejected(client, messages=[image("image/bmp")])
+
+
+def test_search_result_blocks_are_accepted_in_tool_results(api):
+    _, client = api
+    found = {"type": "search_result", "source": "docs/tax.md", "title": "Tax rules",
+             "content": [{"type": "text", "text": "VAT is 20%."}]}
+    messages = [{"role": "user", "content": "look it up"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "search", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [found]}]}]
+    tools = [{"name": "search", "input_schema": {"type": "object"}}]
+    assert ask(client, messages=messages, tools=tools) is not None
+
+
+def test_the_models_api_reports_each_models_limits(api):
+    mock, client = api
+    info = client.models.retrieve("claude-opus-5-5")
+    assert (info.max_input_tokens, info.max_tokens) == (1_000_000, 128_000)
+    with pytest.raises(anthropic.NotFoundError):
+        client.models.retrieve("claude-opus-9")
+    assert mock.model_lookups == ["claude-opus-5-5", "claude-opus-9"]

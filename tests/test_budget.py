@@ -35,8 +35,8 @@ def test_a_small_budget_sends_capped_requests_and_ends_within_it(tmp_path, budge
     costs = [cost_of(r["usage"]) for r in mock.requests]
     assert abs(sum(costs) - result["total_cost_usd"]) < 1e-6
     limits = [r["body"]["max_tokens"] for r in mock.requests]
-    assert limits and all(kesi.BUDGET_FLOOR <= n <= kesi.MAX_TOKENS for n in limits), limits
-    assert limits[-1] < kesi.MAX_TOKENS                   # capped, not refused
+    assert limits and all(kesi.BUDGET_FLOOR <= n <= kesi.output_ceiling(kesi.MODEL) for n in limits), limits
+    assert limits[-1] < kesi.output_ceiling(kesi.MODEL)   # capped, not refused
     for n, limit in enumerate(limits):                     # a full reply to each would have fit too
         assert sum(costs[:n]) + limit * 5 / 1e6 <= budget
     assert "this request may write at most" in proc.stderr

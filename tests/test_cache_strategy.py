@@ -68,8 +68,9 @@ def run_day18_session(ws, mock_client, clock, turns: int, gap_minutes: float = 0
     ("claude-haiku-4-5", 4096), ("claude-haiku-4-5-20251001", 4096), ("claude-opus-4-5-20251101", 4096),
     ("claude-sonnet-4-5", 1024), ("claude-sonnet-4-20250514", 1024), ("claude-opus-5", 512),
     ("claude-3-5-haiku-20241022", 2048), ("anthropic.claude-haiku-4-5-20251001-v1:0", 4096),
-    ("claude-sonnet-4-5@20250929", 1024),
-    ("some-other-vendor-model", 4096), ("claude-haiku-9", 4096),     # unknown: the largest documented
+    ("claude-sonnet-4-5@20250929", 1024), ("claude-sonnet-4-6", 1024), ("claude-opus-4-7", 2048),
+    ("claude-opus-5-5", 512), ("claude-haiku-5-5-20261007", 512),
+    ("some-other-vendor-model", 512), ("claude-haiku-9", 512),     # unknown: the smallest documented
 ])
 def test_cache_minimum_per_model(model, minimum):
     assert kesi.cache_minimum(model) == minimum
@@ -116,17 +117,28 @@ def test_on_sonnet_the_fixed_prefix_gets_its_own_breakpoint(ws, mock_client, clo
     assert second["usage"]["cache_read_input_tokens"] == rules_prefix >= 1024
 
 
-def test_an_unknown_model_is_treated_with_the_largest_minimum(ws, mock_client, clock, screen, monkeypatch):
+def test_an_unknown_model_is_treated_with_the_smallest_minimum(ws, mock_client, clock, screen, monkeypatch):
+    """A mark under the minimum costs nothing; a cache missed costs the whole prefix."""
     monkeypatch.setattr(kesi, "MODEL", "vendor-x-large")
-    mock, client = mock_client(["ok"], clock=lambda: clock.offset)
-    # The request is sized to about 3,000 tokens with the tool specs and rules,
-    # whatever they weigh today: over every smaller minimum, under 4,096.
-    fixed = kesi.estimate_tokens([{"role": "user", "content": ""}], kesi.MAIN_AGENT)
-    history = [{"role": "user", "content": "hi " * ((3000 - fixed) * 4 // 3)}]
-    assert max(kesi.CACHE_MINIMUM.values()) == kesi.DEFAULT_CACHE_MINIMUM
-    assert 2048 < kesi.estimate_tokens(history, kesi.MAIN_AGENT) < kesi.DEFAULT_CACHE_MINIMUM
+    mock, client = mock_client(["ok", "again"], clock=lambda: clock.offset,
+                               models={"vendor-x-large": (200_000, 8192, "d", 512)})
+    history = [{"role": "user", "content": "hi"}]
+    assert min(m[0] for m in kesi.MODELS.values() if m[0]) == kesi.DEFAULT_CACHE_MINIMUM == 512
     kesi.run_agent(client, history)
-    assert "cache_control" not in json.dumps(mock.requests[0]["body"])
+    history.append({"role": "user", "content": "and again"})
+    kesi.run_agent(client, history)
+    assert "cache_control" in json.dumps(mock.requests[0]["body"]["system"])
+    assert mock.requests[1]["usage"]["cache_read_input_tokens"] > 0
+
+
+def test_on_opus_5_5_the_session_is_cached_from_the_first_request(ws, mock_client, clock, screen, monkeypatch):
+    """Opus 5.5 caches 512+ tokens: before, as a model missing from the table, it got 4,096 and nothing was
+    cached in a short session."""
+    monkeypatch.setattr(kesi, "MODEL", "claude-opus-5-5")
+    mock, _ = run_day18_session(ws, mock_client, clock, 3, model="claude-opus-5-5")
+    usage = [r["usage"] for r in mock.requests]
+    assert usage[0]["cache_creation_input_tokens"] > 0
+    assert all(u["cache_read_input_tokens"] > 0 for u in usage[1:])
 
 
 # --- the lifetime of an entry ---------------------------------------------------

@@ -57,14 +57,32 @@ def test_compaction_reads_the_conversation_from_the_cache(ws, mock_client):
     assert usage["cache_read_input_tokens"] > 0.9 * total, usage
 
 
-def test_a_tool_call_instead_of_a_summary_is_asked_again_without_tools(ws, mock_client):
+def test_a_tool_call_instead_of_a_summary_is_asked_again_with_tool_choice_none(ws, mock_client, monkeypatch):
+    """The same tools, so the tools and the system prompt are still read from the cache
+    (a changed tool_choice invalidates only the messages' entries, as the docs say)."""
+    monkeypatch.setattr(kesi, "MODEL", "claude-sonnet-4-5")     # its 1,024 minimum: the fixed prefix is cached
     mock, client = mock_client(["one", "two", reply(None, tool_call("list_files", {})), "SUMMARY."])
     capture_ui()
     history = conversation(client)
     assert kesi.compact_history(client, history)
     assert "SUMMARY." in history[0]["content"]
-    assert "tools" in mock.requests[2]["body"] and "tools" not in mock.requests[3]["body"]
+    first, again = mock.requests[2]["body"], mock.requests[3]["body"]
+    assert again["tools"] == first["tools"] and "tool_choice" not in first
+    assert again["tool_choice"] == {"type": "none"}
+    assert 0 < mock.requests[3]["usage"]["cache_read_input_tokens"] < mock.requests[2]["usage"]["cache_read_input_tokens"]
     assert [c["label"] for c in kesi.METER.calls].count("compact") == 2
+
+
+def test_an_endpoint_that_refuses_tool_choice_none_is_asked_without_tools(ws, mock_client):
+    refuse_none = lambda body: (error(400, "tool_choice: 'none' is not supported (mock)")
+                                if body.get("tool_choice") == {"type": "none"} else reply("unexpected"))
+    mock, client = mock_client(["one", "two", reply(None, tool_call("list_files", {})), refuse_none, "SUMMARY."])
+    capture_ui()
+    history = conversation(client)
+    assert kesi.compact_history(client, history)
+    assert "SUMMARY." in history[0]["content"]
+    assert [r["status"] for r in mock.requests[2:]] == [200, 400, 200]
+    assert "tools" not in mock.requests[4]["body"] and "tool_choice" not in mock.requests[4]["body"]
 
 
 @pytest.mark.parametrize("failure", [
@@ -208,8 +226,8 @@ def test_failed_or_empty_compaction_keeps_the_history(ws, mock_client):
     shown = capture_ui()
     assert not kesi.compact_history(client, history)
     assert "compaction failed, history kept" in shown.getvalue()
-    assert not kesi.compact_history(client, history)          # a tool call, then (without tools) no text: no summary
-    assert "no summary" in shown.getvalue() and "tools" not in mock.requests[-1]["body"]
+    assert not kesi.compact_history(client, history)          # a tool call, then (tool_choice none) no text
+    assert "no summary" in shown.getvalue() and mock.requests[-1]["body"]["tool_choice"] == {"type": "none"}
     assert history == [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
 
 

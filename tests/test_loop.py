@@ -92,7 +92,9 @@ def test_unknown_tools_and_refused_permissions_count_as_failures(mock_client, mo
 def test_a_cut_off_reply_runs_no_tool_and_records_only_a_notice(mock_client, monkeypatch, reason, words):
     ran = []
     monkeypatch.setitem(kesi.TOOL_FUNCS, "list_files", lambda path=".": ran.append(path) or ("x", False))
-    answer, history, mock, client = run(mock_client, [reply("partial", tool_call("list_files", {}), stop_reason=reason)])
+    cut = reply("partial", tool_call("list_files", {}), stop_reason=reason)
+    script = [cut, cut] if reason == "max_tokens" else [cut]       # max_tokens: asked again once, cut again
+    answer, history, mock, client = run(mock_client, script)
     assert ran == [] and not answer.ok and words in answer.text
     assert history[1:] == [{"role": "assistant", "content": answer.text}]
     assert accepts_next_turn(client, history, mock)

@@ -98,7 +98,7 @@ def test_a_prefill_is_refused_only_by_the_models_that_refuse_it(api):
 
 def test_tool_use_input_survives_the_stream(mock_client):
     mock, client = mock_client([reply("Looking.", tool_call("read_file", {"file_path": "a b.txt"}, id="call-1"))])
-    with client.messages.stream(model="m", max_tokens=64, messages=[USER], tools=[TOOL]) as stream:
+    with client.messages.stream(model="claude-haiku-4-5", max_tokens=64, messages=[USER], tools=[TOOL]) as stream:
         final = stream.get_final_message()
     assert [b.type for b in final.content] == ["text", "tool_use"]
     assert final.content[1].input == {"file_path": "a b.txt"} and final.content[1].id == "call-1"
@@ -207,7 +207,7 @@ def test_missing_auth_or_version_headers_are_refused(api):
 def test_an_invalid_streaming_request_fails_before_any_event(api):
     _, client = api
     with pytest.raises(anthropic.BadRequestError, match="without `tool_result` blocks"):
-        with client.messages.stream(model="m", max_tokens=64, tools=[TOOL], messages=asked()) as stream:
+        with client.messages.stream(model="claude-haiku-4-5", max_tokens=64, tools=[TOOL], messages=asked()) as stream:
             for _ in stream:
                 pytest.fail("an event arrived for a refused request")
 

@@ -93,7 +93,7 @@ def test_haiku_5_5_bills_a_long_prompt_5x(screen):
 
 def test_an_unknown_model_shows_tokens_and_says_its_price_is_unknown(ws, mock_client, screen, monkeypatch):
     monkeypatch.setattr(kesi, "MODEL", "qwen3-coder:30b")     # e.g. Ollama behind ANTHROPIC_BASE_URL
-    mock, client = mock_client(["hello from elsewhere"])
+    mock, client = mock_client(["hello from elsewhere"], models={"qwen3-coder:30b": (32_768, 8192, "d", 1024)})
     kesi.run_turn(client, [], "hi")
     line = [l for l in screen.getvalue().splitlines() if "this turn" in l][-1]
     served = mock.requests[0]["usage"]

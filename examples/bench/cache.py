@@ -22,6 +22,7 @@ Each scenario runs with five cache strategies side by side:
 Cost: KeSi's price table for the model, with 1-hour writes at 2x input.
 
 Run: uv run examples/bench/cache.py [--small] [--model claude-haiku-4-5]
+     (--model claude-opus-5-5: a model that caches 512+ tokens, unknown to KeSi's table before issue 27)
 """
 import importlib.util
 import time
@@ -128,7 +129,8 @@ def main():
     args = parse_args(__doc__.splitlines()[0], lambda p: p.add_argument("--model", default="claude-haiku-4-5"))
     turns = 6 if args.small else 12
     fixed = kesi.fixed_prefix_tokens(kesi.MAIN_AGENT.tools(), kesi.system_prompt())
-    print(f"# Model {args.model}: the mock caches prefixes of {cache_minimum(args.model):,}+ tokens; "
+    print(f"# Model {args.model}: the mock caches prefixes of {cache_minimum(args.model):,}+ tokens, KeSi marks "
+          f"prefixes of {kesi.cache_minimum(args.model):,}+; "
           f"KeSi's tools + system prompt are about {fixed:,} tokens (characters / 4)")
     for scenario, gaps in SCENARIOS.items():
         results = {name: run(scenario, gaps, strategy, args.model, turns) for name, strategy in STRATEGIES.items()}

@@ -156,9 +156,8 @@ with workspace({"config.py": "DEBUG = False\n"}) as root:
 
 with workspace() as root:
     kesi.PERMISSION_MODE = "acceptEdits"
-    script = [reply(None, tool_call("write_file", {"file_path": "big.txt", "content": "cut off"}),
-                    stop_reason="max_tokens"),
-              reply("Smaller step then.")]
+    cut = reply(None, tool_call("write_file", {"file_path": "big.txt", "content": "cut off"}), stop_reason="max_tokens")
+    script = [cut, cut, reply("Smaller step then.")]      # cut inside a tool call: asked again once, cut again
     with mock_client(script) as (mock, client):
         history = [{"role": "user", "content": "Write a big file."}]
         answer = kesi.run_agent(client, history)

@@ -130,7 +130,7 @@ with workspace({"a.txt": "a\n"}):
                  answer.text.startswith("Error: could not reach the API") and len(history) == 1, answer.text)
 
     # --- cut-off and unusual stop reasons -------------------------------------------
-    answer, history, mock = run([reply("half", tool_call("list_files", {}), stop_reason="max_tokens")])
+    answer, history, mock = run([reply("half", tool_call("list_files", {}), stop_reason="max_tokens")] * 2)
     checks.check("12. max_tokens is reported as the output limit, no tool ran",
                  "max_tokens" in answer.text and not unanswered_tool_uses(history) and len(history) == 2, answer.text)
     answer, history, mock = run([reply("half", stop_reason="model_context_window_exceeded")])
