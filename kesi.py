@@ -3434,6 +3434,8 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
     dangling one), which is hidden anyway in home, a secret itself, or readable by its real name."""
     found, pointers = [], []
     for rel, marks in workspace_index().marked.items():
+        if any(is_env_name(part) for part in rel.split("/")):
+            continue                          # inside a folder masked as a whole: no mount can go there
         here = BASE_DIR / rel
         for name, kind in marks.items():
             if kind != "link" and is_env_name(name):

@@ -38,8 +38,9 @@ def test_secrets_made_moved_and_replaced_by_commands_stay_masked(indexed):
     assert_masked("d/c/b/.env")
     sh(f"rm -rf d/c && mkdir -p d/c/b && echo T={SECRET} > d/c/b/.env")   # replaced: a new inode
     assert_masked("d/c/b/.env")
-    sh(f"mkdir -p e/.env && echo T={SECRET} > e/.env/key")            # a folder named .env
-    assert_masked("e/.env/key")
+    sh(f"mkdir -p e/.env/f && echo T={SECRET} > e/.env/key && echo T={SECRET} > e/.env/f/.env.local")
+    assert_masked("e/.env/key", "e/.env/f/.env.local")           # a folder named .env, and a .env in it
+    assert "ok" in sh("echo ok")
 
 
 def test_secrets_made_outside_kesi_between_commands_are_masked(indexed):
