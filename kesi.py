@@ -1691,14 +1691,12 @@ USER_REFUSED = ("Error: permission was refused (by the user, or because nobody w
 
 
 # --- reading a command the way /bin/sh will ----------------------------------
-# The classifier must split words exactly where the shell does, or a word it
-# reads as "cat" is a different program to sh. So it uses its own small lexer
-# instead of shlex: blanks are only space and tab (never \r), quotes and
-# backslashes are removed the way sh removes them, and operators split
-# commands. Anything it cannot read with certainty is asked about.
+# The classifier must split words exactly where sh does, or a word it reads as "cat" is another program to sh:
+# so its own lexer, not shlex (blanks are only space and tab, never \r). What it cannot read is asked about.
 
 SEPARATORS = set(";&|()`\n")    # end one simple command, start the next
 REDIRECTS = set("<>")
+DOUBLE_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"', re.DOTALL)    # where a backslash quotes only \ " $ ` and a newline
 ANSI_C_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
                   "r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
 
@@ -1719,17 +1717,10 @@ def decode_ansi_c(body: str) -> str:
 
 
 def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -> list[list[str]] | None:
-    """The simple commands a command line runs, each as its list of words,
-    with quotes removed as sh removes them. None if it cannot be read (an
-    unclosed quote: sh refuses to run it too). partial: the commands before
-    the unclosed quote instead, as sh reads and runs one line at a time.
-    ansi_c: read $'...' as bash does; dash has no such quote ($ then '...').
-
-    Splits on ; & | ( ) and newlines, but not inside quotes: sh -c "ls; rm -rf ~"
-    is one command whose argument is looked into later. A redirection's
-    target ("> out.txt", "2>/dev/null") is moved to the end of its command,
-    so the word after it is still seen as the program that runs.
-    """
+    """The simple commands a line runs, each as its words with quotes removed as sh removes them; None for an
+    unclosed quote (sh refuses it too), or with partial the commands before it, as sh runs a line at a time.
+    ansi_c: read $'...' as bash does (dash has no such quote). A redirection's target ("2>/dev/null") moves
+    to the end of its command, so the word after it is still seen as the program that runs."""
     segments, words, targets, heredocs = [], [], [], []
     word, in_word, redirect_next = "", False, False
     i, n = 0, len(command)
@@ -1774,18 +1765,11 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
         elif c == "$" and command[i + 1:i + 2] == '"':
             pass                                 # $"..." is "..." (a translated string)
         elif c == '"':
-            i += 1
-            while i < n and command[i] != '"':
-                if command[i] == "\\" and command[i + 1:i + 2] in ('"', "\\", "$", "`", "\n"):
-                    i += 1
-                    if command[i] == "\n":
-                        i += 1
-                        continue
-                word += command[i]
-                i += 1
-            if i >= n:
+            match = DOUBLE_QUOTED.match(command, i)
+            if not match:
                 return segments if partial else None
-            in_word = True
+            body = re.sub(r'\\([\\"$`])|\\\n', lambda m: m.group(1) or "", match.group(1))   # \newline joins lines
+            word, in_word, i = word + body, True, match.end() - 1
         elif c in REDIRECTS:
             if word.isdigit():                   # 2>/dev/null: the 2 belongs to the redirection
                 word, in_word = "", False
@@ -1793,15 +1777,15 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
             start = i
             while i + 1 < n and command[i + 1] in "<>&|":
                 i += 1
-            if command[start:i + 1] == "<<":     # a here-document (<<< is a here-string)
-                heredoc = heredoc_delimiter(command, i + 1, len(segments))
-                heredocs += [heredoc] if heredoc else []
+            delimiter = HEREDOC_WORD.match(command, i + 1) if command[start:i + 1] == "<<" else None
+            if delimiter:                        # a here-document (<<< is a here-string)
+                heredocs.append((delimiter, len(segments)))
             redirect_next = True
         elif c == "\n" and heredocs:             # the bodies start on the next line
             end_segment()
-            for delimiter, strip_tabs, quoted, owner in heredocs:
-                body, i = heredoc_body(command, i + 1, delimiter, strip_tabs)
-                if quoted:
+            for delimiter, owner in heredocs:
+                body, literal, i = heredoc_body(command, i + 1, delimiter)
+                if literal:
                     segments[owner].append(body)
                 else:                            # its $(...) and `...` run here, the rest is text
                     segments[owner] += [COMMAND_SUBSTITUTION.sub("", body), *COMMAND_SUBSTITUTION.findall(body)]
@@ -1820,39 +1804,32 @@ HEREDOC_WORD = re.compile(r"""-?[ \t]*((?:'[^']*'|"[^"]*"|\\.|[^ \t\n;&|()<>'"\\
 COMMAND_SUBSTITUTION = re.compile(r"\$\([^)]*\)?|`[^`]*`?")     # they run in an unquoted body
 
 
-def heredoc_delimiter(command: str, i: int, owner: int) -> tuple[str, bool, bool, int] | None:
-    """(delimiter, strip tabs (<<-), quoted: the body is literal, the segment it feeds)."""
-    match = HEREDOC_WORD.match(command, i)
-    if not match:
-        return None
-    raw = match.group(1)
-    return re.sub(r"""['"\\]""", "", raw), command[i:i + 1] == "-", any(c in raw for c in "'\"\\"), owner
-
-
-def heredoc_body(command: str, i: int, delimiter: str, strip_tabs: bool) -> tuple[str, int]:
-    """The body from i to the delimiter line (or the end, as dash takes it), and where sh reads on."""
+def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[str, bool, int]:
+    """The body from i to the delimiter line (or the end, as dash takes it), whether it is literal (the
+    delimiter is quoted), and where sh reads on. <<- strips the tabs that start its lines."""
+    word = re.sub(r"""['"\\]""", "", delimiter.group(1))
+    strip_tabs, literal = delimiter.group(0).startswith("-"), word != delimiter.group(1)
     lines = []
     while i < len(command):
         end = command.find("\n", i)
         end = len(command) if end < 0 else end
         line = command[i:end].lstrip("\t") if strip_tabs else command[i:end]
         i = end + 1
-        if line == delimiter:
+        if line == word:
             break
         lines.append(line)
-    return "\n".join(lines), i
+    return "\n".join(lines), literal, i
 
 
 # --- hard denials: never run, whatever the answer --------------------------------
-# String matching is advice, not a wall: it stops the obvious spellings of
-# the worst mistakes; the sandbox is what bounds the rest.
+# String matching is advice, not a wall: it stops the obvious spellings of the worst mistakes; the sandbox
+# is what bounds the rest.
 
 BLOCKED_COMMANDS = {"sudo", "su", "doas", "pkexec", "run0", "sudoedit", "sudo-rs", "su-rs", "ksu", "please",
                     "runuser"}
 REMOVAL_COMMANDS = {"rm", "rmdir", "shred", "srm", "unlink"}
 HOME_TEXT = str(HOME_DIR)
-# The plain spellings of "/" and the home folder; is_root_target also reads
-# every other spelling (~user, ${HOME:?}, //, /usr/.., a cd before a ".").
+# The plain spellings of "/" and home; is_root_target reads the others (~user, ${HOME:?}, //, /usr/.., cd ~; rm .)
 ROOT_TARGETS = {"/", "/*", "~", "~/", "~/*", "$HOME", "$HOME/", "$HOME/*", "${HOME}", "${HOME}/",
                 "${HOME}/*", "/root", HOME_TEXT, f"{HOME_TEXT}/", f"{HOME_TEXT}/*"}
 # Run the rest of their line as a command (env also takes options, see unwrap_command).
@@ -1874,10 +1851,8 @@ def program_name(word: str) -> str:
 
 
 def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | None:
-    """Which of these programs a word runs: /usr/bin/sudo and SUDO are sudo,
-    and so is a glob the shell expands to it (/usr/bin/su[d]o, s?do). A word
-    that may be an argument counts as a glob only with three letters of its
-    own: "rm -rf build/*" names no program."""
+    """Which of these programs a word runs: /usr/bin/sudo, SUDO and a glob sh expands to it (su[d]o, s?do).
+    A word that may be an argument is a glob only with three letters of its own: "rm -rf build/*" runs no rm."""
     name = program_name(word)
     if name in names:
         return name
@@ -1888,29 +1863,25 @@ def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | N
 
 
 def unwrap_command(tokens: list[str]) -> list[str]:
-    """The command a simple command really runs, past VAR=value assignments,
-    reserved words ({, then, do, !) and wrappers like env, nohup or exec."""
+    """The command a simple command really runs, past VAR=value, reserved words ({, then, !) and wrappers."""
     tokens = list(tokens)
     while tokens:
-        first = program_name(tokens[0])
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[0], re.DOTALL) or tokens[0] in RESERVED_WORDS:
             tokens.pop(0)
-        elif first in SIMPLE_WRAPPERS:
+        elif program_name(tokens[0]) in SIMPLE_WRAPPERS:
             tokens = past_wrapper_options(tokens[1:])
         else:
             break
     return tokens
 
 
-# Wrapper options that take a value (env -u NAME, exec -a NAME, env -C DIR);
-# env -S splits its value into the words that run.
+# Wrapper options that take a value (env -u NAME, exec -a NAME, env -C DIR); env -S splits it into words that run.
 WRAPPER_SHORT_VALUES = set("uCSPa")
 WRAPPER_LONG_VALUES = {"--unset": "u", "--chdir": "C", "--split-string": "S", "--argv0": "a"}
 
 
 def past_wrapper_options(tokens: list[str]) -> list[str]:
-    """The words after a wrapper's options. env -S 'sudo id' (or -S'sudo id',
-    --split-string=...) runs the words of its value: they come first."""
+    """The words after a wrapper's options; env -S 'sudo id' (-S'sudo id', --split-string=) runs its value first."""
     while tokens and tokens[0].startswith("-"):
         option, tokens = tokens[0], tokens[1:]
         if option == "--":
@@ -1937,8 +1908,7 @@ def split_like_env(text: str) -> list[str]:
 
 
 def expand_home(word: str) -> str | None:
-    """The path a removal target names, with ~, ~user and $HOME / ${HOME...}
-    expanded; None for an expansion that cannot be read without running it."""
+    """The path with ~, ~user, $HOME and ${HOME...} expanded; None for one that cannot be read without running it."""
     user = re.match(r"~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)", word)
     if user:
         name = user.group(1)
@@ -2014,12 +1984,9 @@ def is_root_removal(tokens: list[str], cwd: Path | None = None, is_program: bool
         return False
     if program == "find":         # find ~ -delete empties home as rm -rf ~ does
         return "-delete" in tokens and any(is_root_target(path, cwd) for path in find_start_paths(tokens))
-    targets, options_done = [], False
-    for token in tokens[1:]:
-        if token == "--" and not options_done:
-            options_done = True
-        elif options_done or not token.startswith("-"):
-            targets.append(token)
+    words = tokens[1:]
+    end = words.index("--") if "--" in words else len(words)     # after --, every word is a target
+    targets = [word for word in words[:end] if not word.startswith("-")] + words[end + 1:]
     return any(is_root_target(target, cwd) for target in targets)
 
 
@@ -2037,27 +2004,17 @@ def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path
 
 
 def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) -> str | None:
-    """Why this command must never run, or None.
-
-    Looks at every simple command, every word of it that could be a program
-    started by a wrapper (timeout -s KILL 5 sudo, find -exec, busybox su),
-    and every argument that is itself a command line (sh -c, eval, su -c).
-    A cd before a removal is followed: "cd ~ && rm -rf ." empties home.
-    cwd: where the command starts (None: the workspace).
-    """
+    """Why this command must never run, or None. Every word may be a program a wrapper starts (timeout -s KILL 5
+    sudo, find -exec, busybox su) or a command line (sh -c, eval); cwd (None: the workspace) follows each cd."""
     if depth > MAX_NESTING:
         return "it nests commands too deeply to be checked"
-    for segments in shell_readings(command):
-        reason = segments_denial_reason(segments, depth, cwd or BASE_DIR)
-        if reason:
-            return reason
-    return None
+    reasons = (segments_denial_reason(segments, depth, cwd or BASE_DIR) for segments in shell_readings(command))
+    return next((reason for reason in reasons if reason), None)
 
 
 def shell_readings(command: str) -> list[list[list[str]]]:
-    """The simple commands sh may run, once per way of reading the text: bash
-    decodes $'...', dash does not. Either way the lines before an unclosed
-    quote run: sh reads and runs one complete command at a time."""
+    """The simple commands sh may run, once as bash reads $'...' and once as dash does; either way the lines
+    before an unclosed quote run, as sh runs one complete command at a time."""
     readings = [command_segments(command, partial=True)]
     if "$'" in command:
         readings.append(command_segments(command, ansi_c=False, partial=True))
@@ -2081,20 +2038,16 @@ def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> 
                     return f"{name} would run with superuser rights"
                 if is_root_removal(words[start:], cwd, is_program=start == 0):
                     return "it would delete the root folder, a system folder or a home folder"
-        for start in range(1 if text_only else len(tokens)):
-            for line in handed_lines(tokens[start:]):
-                reason = hard_denial_reason(line, depth + 1, cwd) if line != UNKNOWN_ALIAS else None
-                if reason:
-                    return reason
-        for word in segment:
-            # A word that is a command line of its own (sh -c '...', eval "...").
-            # A text program's arguments run nothing, except $(...) and `...` in them.
-            if text_only and "$(" not in word and "`" not in word:
-                continue
-            if command_segments(word, partial=True) not in ([[word]], []):
-                reason = hard_denial_reason(word, depth + 1, cwd)
-                if reason:
-                    return reason
+        nested = [line for start in range(1 if text_only else len(tokens)) for line in handed_lines(tokens[start:])
+                  if line != UNKNOWN_ALIAS]
+        # Words that are command lines of their own (sh -c '...', eval "..."); a text program's arguments run
+        # nothing but the $(...) and `...` in them.
+        nested += [word for word in segment if (not text_only or "$(" in word or "`" in word)
+                   and command_segments(word, partial=True) not in ([[word]], [])]
+        for line in nested:
+            reason = hard_denial_reason(line, depth + 1, cwd)
+            if reason:
+                return reason
     return None
 
 
@@ -2113,8 +2066,7 @@ IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names,
 
 
 def handed_lines(words: list[str]) -> list[str]:
-    """Command lines a command hands to a shell besides its own arguments:
-    alias values (alias x=sudo, then x id) and what git runs."""
+    """Command lines it hands to a shell besides its arguments: alias values (alias x=sudo) and what git runs."""
     name = program_name(words[0]) if words else ""
     if name == "alias":
         return [word.partition("=")[2] for word in words[1:] if "=" in word]
@@ -2122,10 +2074,8 @@ def handed_lines(words: list[str]) -> list[str]:
 
 
 def git_command_lines(words: list[str]) -> list[str]:
-    """What a git command line runs through a shell: its -c values (core.pager,
-    diff.external), the alias it calls, values of options like rebase -x, and
-    the rest of submodule foreach or bisect run. UNKNOWN_ALIAS stands for a
-    value the environment gives (--config-env)."""
+    """What git runs through a shell: -c values (core.pager), the alias it calls, rebase -x values, the rest of
+    submodule foreach or bisect run. UNKNOWN_ALIAS stands for a value the environment gives (--config-env)."""
     rest, config = past_git_options(words[1:])
     lines = [value.removeprefix("!") for key, value in config.items()
              if not key.lower().startswith(IDENTITY_KEYS + ("alias.",))]
@@ -2144,8 +2094,7 @@ def git_command_lines(words: list[str]) -> list[str]:
 
 
 def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
-    """The values given to these options in any spelling: -x cmd, -xcmd, -yx cmd,
-    --exec cmd, --exec=cmd, an abbreviation (--ex=cmd)."""
+    """The values of these options in any spelling: -x cmd, -xcmd, -yx cmd, --exec cmd, --exec=cmd, --ex=cmd."""
     values = []
     for index, word in enumerate(words):
         if word == "--":
