@@ -1693,9 +1693,7 @@ USER_REFUSED = ("Error: permission was refused (by the user, or because nobody w
 # --- reading a command the way /bin/sh will ----------------------------------
 # The classifier must split words exactly where sh does, or a word it reads as "cat" is another program to sh:
 # so its own lexer, not shlex (blanks are only space and tab, never \r). What it cannot read is asked about.
-
 SEPARATORS = set(";&|()`\n")    # end one simple command, start the next
-REDIRECTS = set("<>")
 DOUBLE_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"', re.DOTALL)    # where a backslash quotes only \ " $ ` and a newline
 ANSI_C_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
                   "r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
@@ -1770,7 +1768,7 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
                 return segments if partial else None
             body = re.sub(r'\\([\\"$`])|\\\n', lambda m: m.group(1) or "", match.group(1))   # \newline joins lines
             word, in_word, i = word + body, True, match.end() - 1
-        elif c in REDIRECTS:
+        elif c in "<>":                          # a redirection
             if word.isdigit():                   # 2>/dev/null: the 2 belongs to the redirection
                 word, in_word = "", False
             end_word()
@@ -1822,11 +1820,8 @@ def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[str, bool, 
 
 
 # --- hard denials: never run, whatever the answer --------------------------------
-# String matching is advice, not a wall: it stops the obvious spellings of the worst mistakes; the sandbox
-# is what bounds the rest.
-
-BLOCKED_COMMANDS = {"sudo", "su", "doas", "pkexec", "run0", "sudoedit", "sudo-rs", "su-rs", "ksu", "please",
-                    "runuser"}
+# Matching strings is advice, not a wall: it stops plain spellings of the worst mistakes; the sandbox bounds the rest.
+BLOCKED_COMMANDS = {"sudo", "su", "doas", "pkexec", "run0", "sudoedit", "sudo-rs", "su-rs", "ksu", "please", "runuser"}
 REMOVAL_COMMANDS = {"rm", "rmdir", "shred", "srm", "unlink"}
 HOME_TEXT = str(HOME_DIR)
 # The plain spellings of "/" and home; is_root_target reads the others (~user, ${HOME:?}, //, /usr/.., cd ~; rm .)
@@ -1919,16 +1914,7 @@ def expand_home(word: str) -> str | None:
     var = re.match(r"\$(?:HOME\b|\{HOME\b[^}]*\})", word)   # $HOME, ${HOME}, ${HOME:?}, ${HOME:-x}
     if var:
         return HOME_TEXT + word[var.end():]
-    if word.startswith("~") or any(c in word for c in "$`"):
-        return None
-    return word
-
-
-def is_precious(path: str) -> bool:
-    """/, a top-level folder (/usr, /etc), a home folder, or a folder above HOME."""
-    parent = os.path.dirname(path)
-    return (path == "/" or parent == "/" or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
-            or parent in ("/home", "/Users"))
+    return None if word.startswith("~") or any(c in word for c in "$`") else word
 
 
 def is_root_target(target: str, cwd: Path | None = None) -> bool:
@@ -1949,9 +1935,12 @@ def is_root_target(target: str, cwd: Path | None = None) -> bool:
             parts = parts[:index]
             break
     try:
-        return is_precious(os.path.realpath("/".join(parts) or "/"))   # .., //, symlinks
+        path = os.path.realpath("/".join(parts) or "/")   # .., //, symlinks
     except (OSError, ValueError):
         return True
+    parent = os.path.dirname(path)    # /, a top-level folder (/usr), a home folder, or a folder above home
+    return (path == "/" or parent == "/" or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
+            or parent in ("/home", "/Users"))
 
 
 def brace_alternatives(word: str, limit: int = 64) -> list[str]:
@@ -1970,12 +1959,8 @@ def find_start_paths(tokens: list[str]) -> list[str]:
     words = tokens[1:]
     while words and words[0] in ("-H", "-L", "-P") or words[:1] == ["-D"] or words[:1] and words[0].startswith("-O"):
         words = words[2:] if words[0] == "-D" else words[1:]
-    paths = []
-    for word in words:
-        if word.startswith("-") or word in ("(", "!", ","):
-            break
-        paths.append(word)
-    return paths
+    end = next((i for i, word in enumerate(words) if word.startswith("-") or word in ("(", "!", ",")), len(words))
+    return words[:end]
 
 
 def is_root_removal(tokens: list[str], cwd: Path | None = None, is_program: bool = True) -> bool:
@@ -2004,8 +1989,7 @@ def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path
 
 
 def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) -> str | None:
-    """Why this command must never run, or None. Every word may be a program a wrapper starts (timeout -s KILL 5
-    sudo, find -exec, busybox su) or a command line (sh -c, eval); cwd (None: the workspace) follows each cd."""
+    """Why this command must never run, or None; cwd (None: the workspace) follows each cd: "cd ~; rm -rf ."."""
     if depth > MAX_NESTING:
         return "it nests commands too deeply to be checked"
     reasons = (segments_denial_reason(segments, depth, cwd or BASE_DIR) for segments in shell_readings(command))
@@ -2013,8 +1997,7 @@ def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) ->
 
 
 def shell_readings(command: str) -> list[list[list[str]]]:
-    """The simple commands sh may run, once as bash reads $'...' and once as dash does; either way the lines
-    before an unclosed quote run, as sh runs one complete command at a time."""
+    """The simple commands sh may run, as bash reads $'...' and as dash does; lines before an unclosed quote run."""
     readings = [command_segments(command, partial=True)]
     if "$'" in command:
         readings.append(command_segments(command, ansi_c=False, partial=True))
@@ -2030,7 +2013,7 @@ def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> 
         if program in ("cd", "pushd"):
             previous, cwd = cwd, after_cd(tokens, cwd, previous)
         text_only = program in TEXT_PROGRAMS and not feeds_a_shell
-        # Each word may be the program a wrapper starts; env -S makes words of its own.
+        # Each word may be the program a wrapper starts (timeout -s KILL 5 sudo, find -exec); env -S makes words.
         for words in ([] if text_only else [segment, tokens]):
             for start in range(len(words)):
                 name = names_one_of(words[start], BLOCKED_COMMANDS, is_program=start == 0)
@@ -2040,8 +2023,7 @@ def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> 
                     return "it would delete the root folder, a system folder or a home folder"
         nested = [line for start in range(1 if text_only else len(tokens)) for line in handed_lines(tokens[start:])
                   if line != UNKNOWN_ALIAS]
-        # Words that are command lines of their own (sh -c '...', eval "..."); a text program's arguments run
-        # nothing but the $(...) and `...` in them.
+        # Words that are command lines (sh -c '...', eval "..."); a text program's run only their $(...) and `...`.
         nested += [word for word in segment if (not text_only or "$(" in word or "`" in word)
                    and command_segments(word, partial=True) not in ([[word]], [])]
         for line in nested:
@@ -2066,16 +2048,13 @@ IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names,
 
 
 def handed_lines(words: list[str]) -> list[str]:
-    """Command lines it hands to a shell besides its arguments: alias values (alias x=sudo) and what git runs."""
+    """Command lines it hands to a shell besides its arguments: alias values (alias x=sudo); git's -c values,
+    alias, rebase -x values and the rest of foreach or bisect run (UNKNOWN_ALIAS: a --config-env value)."""
     name = program_name(words[0]) if words else ""
     if name == "alias":
         return [word.partition("=")[2] for word in words[1:] if "=" in word]
-    return git_command_lines(words) if name == "git" else []
-
-
-def git_command_lines(words: list[str]) -> list[str]:
-    """What git runs through a shell: -c values (core.pager), the alias it calls, rebase -x values, the rest of
-    submodule foreach or bisect run. UNKNOWN_ALIAS stands for a value the environment gives (--config-env)."""
+    if name != "git":
+        return []
     rest, config = past_git_options(words[1:])
     lines = [value.removeprefix("!") for key, value in config.items()
              if not key.lower().startswith(IDENTITY_KEYS + ("alias.",))]
