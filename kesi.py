@@ -3308,12 +3308,10 @@ def anchored_folders(pinned: list[str]) -> list[str]:
 
 
 # --- no setuid or setgid files: a seccomp filter ------------------------------
-# As root, bwrap maps the command's uid 0 to the real root, and dropping
-# capabilities does not stop a file's owner from setting S_ISUID: `chmod 4755
-# ./sh` would leave a root shell in the workspace for any local user. So bwrap
-# gets a seccomp filter (classic BPF, read from a descriptor; bwrap also sets
-# no_new_privs) that fails every call giving a file the setuid or setgid bit
-# with EPERM. File capabilities need CAP_SETFCAP, which --cap-drop ALL removes.
+# As root, bwrap maps the command's uid 0 to the real root, and dropping capabilities does not stop a file's
+# owner from setting S_ISUID: `chmod 4755 ./sh` would leave a root shell in the workspace for any local user.
+# So bwrap gets a seccomp filter (classic BPF from a descriptor; bwrap sets no_new_privs) that fails every call
+# giving a file the setuid or setgid bit. File capabilities need CAP_SETFCAP, which --cap-drop ALL removes.
 SETID_BITS = 0o6000                     # S_ISUID | S_ISGID
 CREATING = os.O_CREAT | 0o20000000      # open uses its mode only with O_CREAT or __O_TMPFILE
 X32_BIT = 0x40000000                    # x86_64's x32 calls: refused, as other architectures
@@ -3327,8 +3325,7 @@ class ModeCall:
     flags_arg: int | None = None        # open: the mode counts only when creating
 
 
-# The kernel's audit number for each architecture, and its calls that set a
-# mode. aarch64 has only the *at forms.
+# The kernel's audit number for each architecture, and its calls that set a mode (aarch64 has only *at forms).
 SECCOMP_ARCHES = {
     "x86_64": (0xC000003E, [ModeCall(2, 2, 1), ModeCall(85, 1), ModeCall(90, 1), ModeCall(91, 1),
                             ModeCall(133, 1), ModeCall(257, 3, 2), ModeCall(259, 2), ModeCall(268, 2),
@@ -3340,16 +3337,11 @@ ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.
 
 
 def bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-    """One struct sock_filter."""
-    return struct.pack("=HBBI", code, jt, jf, k)
+    return struct.pack("=HBBI", code, jt, jf, k)  # one struct sock_filter
 
 
 def load(offset: int) -> bytes:
     return bpf(0x20, offset)                      # BPF_LD | BPF_W | BPF_ABS from struct seccomp_data
-
-
-def load_low_word_of_arg(index: int) -> bytes:
-    return load(16 + 8 * index)                   # args[] start at 16; modes and flags are 32-bit (little-endian)
 
 
 def jump_if_equal(value: int, skip_if_not: int) -> bytes:
@@ -3365,12 +3357,11 @@ def give(action: int) -> bytes:
 
 
 def refuse_setid_mode(call: ModeCall) -> list[bytes]:
-    """For this call only: EPERM when its mode has a setuid or setgid bit."""
-    check = [load_low_word_of_arg(call.mode_arg), jump_if_any_bit(SETID_BITS, skip_if_none=1), give(EPERM),
-             give(ALLOW)]
+    """For this call only: EPERM when its mode has a setuid or setgid bit. args[] start at offset 16, 8 bytes
+    each; a mode or flags fit in the low 32 bits, which come first on these little-endian machines."""
+    check = [load(16 + 8 * call.mode_arg), jump_if_any_bit(SETID_BITS, skip_if_none=1), give(EPERM), give(ALLOW)]
     if call.flags_arg is not None:
-        check = [load_low_word_of_arg(call.flags_arg), jump_if_any_bit(CREATING, skip_if_none=len(check) - 1),
-                 *check]
+        check = [load(16 + 8 * call.flags_arg), jump_if_any_bit(CREATING, skip_if_none=len(check) - 1), *check]
     return [jump_if_equal(call.number, skip_if_not=len(check)), *check]
 
 
@@ -3390,14 +3381,12 @@ def setid_filter(machine: str) -> bytes | None:
 
 
 def setid_filter_fd() -> int | None:
-    """A fresh descriptor holding the filter, for one bwrap to read (it reads
-    from the offset, so descriptors are never shared between commands)."""
+    """A fresh descriptor holding the filter for one bwrap (it reads from the offset, so never shared)."""
     program = setid_filter(platform.machine())
     if program is None:
         return None
     fd = os.memfd_create("kesi-setid-filter", os.MFD_CLOEXEC)
-    os.write(fd, program)
-    os.lseek(fd, 0, os.SEEK_SET)
+    os.pwrite(fd, program, 0)                     # the offset stays at 0, where bwrap reads from
     return fd
 
 
