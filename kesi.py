@@ -5584,27 +5584,18 @@ def end_line(printer: "AnswerPrinter | None") -> None:
 # --- the answer on a terminal: wrapped, with light Markdown ------------------
 FENCE = re.compile(r"[ \t]*(```|~~~)")
 LIST_MARKER = re.compile(r"[-*+>]|\d{1,3}[.)]")
-# CJK (and other double-width) characters are words of one character each,
-# since Chinese and Japanese have no spaces to wrap at; closing punctuation
-# stays with the character before it, so no line starts with a comma.
+# Each double-width (CJK) character is a word, as Chinese and Japanese have no spaces to wrap at; closing
+# punctuation stays with the character before it, so no line starts with a comma.
 WIDE_CHARS = r"\u1100-\u115f\u2e80-\u303e\u3041-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6"
 CLOSING = "，。、；：！？）」』》〉】"
 WORD = re.compile(rf"(\s*)([{WIDE_CHARS}][{CLOSING}]*|[^\s{WIDE_CHARS}]+)")   # (the space before, the word)
 
 
 class AnswerPrinter:
-    """The model's text on its way to the screen, already made safe by
-    visible(), so every escape code here is KeSi's own.
-
-    At a terminal each line is wrapped at spaces to the window's width
-    (list items hang under their text; a word wider than the window is
-    printed whole, never cut) and light Markdown is drawn where colour is
-    allowed: the marks of headings, **bold** and `code` give way to bold and
-    colour. Fenced code blocks and table rows are printed verbatim, never
-    wrapped or restyled. Without colour (NO_COLOR, TERM=dumb) the marks stay:
-    Markdown is readable as it is. A pipe or a file gets the text unchanged.
-
-    Text still streams: a word is printed as soon as what follows it arrives."""
+    """The model's text, already made safe by visible(), on its way to a terminal: every escape code is KeSi's.
+    Prose wraps at spaces (list items hang, a word wider than the window is never cut); with colour, headings,
+    **bold** and `code` lose their marks to styles, without it Markdown stays readable as it is. Code blocks and
+    tables print verbatim, a pipe gets the text unchanged; a word prints as soon as what follows it arrives."""
 
     def __init__(self, column: int):
         self.width, self.styled = terminal_width(), use_colour()
@@ -5624,7 +5615,9 @@ class AnswerPrinter:
         for line in lines:
             self.pending = line
             self.print_words(whole_line=True)
-            self.new_line()
+            self.end_styles()
+            self.out("\n", 0)
+            self.column, self.kind, self.line_start = 0, None, True
         self.pending = rest
         self.print_words(whole_line=False)
 
@@ -5638,7 +5631,9 @@ class AnswerPrinter:
             return
         if self.kind == "verbatim":
             if whole_line:
-                self.print_verbatim(self.pending)
+                fence = FENCE.match(self.pending)
+                self.in_fence ^= bool(fence)
+                self.out(paint(self.pending, "quiet") if fence else self.pending, 0)
                 self.pending = ""
             return
         printed = 0
@@ -5651,8 +5646,7 @@ class AnswerPrinter:
         self.pending = "" if whole_line else self.pending[printed:]
 
     def start_line(self, whole_line: bool) -> bool:
-        """Tell what the line is once its first word is complete; print its
-        indent. False: too little of it has arrived yet."""
+        """Tell what the line is and print its indent; False until its first word is complete."""
         first = re.match(r"([ \t]*)(\S*)(\s?)", self.pending)
         indent, word, after = first.groups()
         if not (after or whole_line):
@@ -5674,8 +5668,7 @@ class AnswerPrinter:
         return True
 
     def print_word(self, word: str, spaced: bool) -> None:
-        """spaced: a space came before the word (CJK characters follow each
-        other without one, and a line may break between any two)."""
+        """spaced: a space came before it (CJK characters have none, and a line may break between any two)."""
         shown, width = self.styled_word(word)
         space = " " if spaced and not self.line_start else ""
         if not self.line_start and self.column + len(space) + width > self.width:
@@ -5705,18 +5698,6 @@ class AnswerPrinter:
         """The escape codes for the styles open now, after a reset."""
         styles = [STYLES[s] for s, on in (("bold", self.bold), ("code", self.code)) if on]
         return "\033[0m" + "".join(f"\033[{s}m" for s in styles)
-
-    def print_verbatim(self, line: str) -> None:
-        if FENCE.match(line):
-            self.in_fence = not self.in_fence
-            self.out(paint(line, "quiet"), 0)
-        else:
-            self.out(line, 0)
-
-    def new_line(self) -> None:
-        self.end_styles()
-        self.out("\n", 0)
-        self.column, self.kind, self.line_start = 0, None, True
 
     def end_styles(self) -> None:
         if self.bold or self.code:
