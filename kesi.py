@@ -6228,15 +6228,12 @@ def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
 # ============================================================================
 
 # --- the todo list: a visible plan for multi-step work -------------------------
-
 TODO_STATES = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]"}
 TODOS: list[dict] = []
 
 
 def render_todos() -> str:
-    if not TODOS:
-        return "(no todo list yet)"
-    return "\n".join(f"{TODO_STATES[t['status']]} {t['content']}" for t in TODOS)
+    return "\n".join(f"{TODO_STATES[t['status']]} {t['content']}" for t in TODOS) or "(no todo list yet)"
 
 
 def todo_problem(todos) -> str | None:
@@ -6263,8 +6260,7 @@ TODO_WRITE_SPEC = spec(
     "A short visible plan for multi-step work. Send the whole list each time, one item "
     "in_progress; mark items completed when done. Skip for one-step tasks.",
     {"todos": {"type": "array", "description": "The full, updated list.",
-               "items": {"type": "object", "additionalProperties": False,
-                         "required": ["content", "status"],
+               "items": {"type": "object", "additionalProperties": False, "required": ["content", "status"],
                          "properties": {"content": string("The step."),
                                         "status": {"type": "string", "enum": list(TODO_STATES)}}}}},
     ["todos"])
@@ -6292,13 +6288,10 @@ def restore_todos(history: list[dict]) -> None:
 
 
 # --- the task tool: a sub-agent with a clean context ---------------------------
-
-SUBAGENT_RULES = """You are a research sub-agent of KeSi, a coding agent. You get one question \
-about the project in the working directory. Explore it with the read-only tools (glob and grep \
-first, then read_file on what matters) and answer with a compact conclusion: the facts found, \
-with file paths and line numbers. Your answer is all the main agent will see, so include what it \
-needs and nothing else. You cannot change anything."""
-
+SUBAGENT_RULES = """You are a research sub-agent of KeSi, a coding agent. You get one question about the project in \
+the working directory. Explore it with the read-only tools (glob and grep first, then read_file on what matters) and \
+answer with a compact conclusion: the facts found, with file paths and line numbers. Your answer is all the main agent \
+will see, so include what it needs and nothing else. You cannot change anything."""
 
 TASK_SPEC = spec(
     "task",
@@ -6311,8 +6304,7 @@ TASK_SPEC = spec(
 
 
 def task(prompt, description=""):
-    """Run a sub-agent: it searches and reads in its own fresh history and
-    returns only its conclusion, so the main context stays small."""
+    """A sub-agent researches in its own fresh history; only its conclusion comes back, so the context stays small."""
     if not isinstance(prompt, str) or not prompt.strip():
         return "Error: prompt must describe what the sub-agent should find out.", True
     if CLIENT is None:
@@ -6766,26 +6758,21 @@ MAX_HISTORY_BYTES = 1_000_000
 def setup_readline() -> None:
     if readline is None or not sys.stdin.isatty():
         return
+    # Python turns bracketed paste off; on, a pasted stack trace is one prompt, not one paid request per line.
     if capable_terminal():
-        # The terminal marks pasted text, so a pasted stack trace is one
-        # prompt, not one paid request per line. Python turns this off.
         readline.parse_and_bind("set enable-bracketed-paste on")
     load_prompt_history()
     atexit.register(save_prompt_history)
-    setup_completion()
+    readline.set_completer_delims(" \t\n")     # '/' and '@' belong to the word
+    readline.set_completer(complete)
+    libedit = "libedit" in (readline.__doc__ or "")     # macOS's readline speaks another syntax
+    readline.parse_and_bind("bind ^I rl_complete" if libedit else "tab: complete")
 
 
 # Tab completes a /command at the start of the line and an @path anywhere.
 SLASH_COMMANDS = ("/help", "/cost", "/context", "/todo", "/permissions", "/network", "/revoke", "/mode",
                   "/compact", "/resume", "/tasks", "/log", "/reset", "/clear", "/exit", "/quit")
 COMPLETIONS: list[str] = []            # the matches for the word being completed
-
-
-def setup_completion() -> None:
-    readline.set_completer_delims(" \t\n")     # '/' and '@' belong to the word
-    readline.set_completer(complete)
-    libedit = "libedit" in (readline.__doc__ or "")     # macOS's readline speaks another syntax
-    readline.parse_and_bind("bind ^I rl_complete" if libedit else "tab: complete")
 
 
 def complete(word: str, state: int) -> str | None:
@@ -6798,17 +6785,12 @@ def complete(word: str, state: int) -> str | None:
 def completions(word: str, at_line_start: bool) -> list[str]:
     if word.startswith("/") and at_line_start:
         return [name + " " for name in SLASH_COMMANDS if name.startswith(word)]
-    if word.startswith("@"):
-        return path_completions(word[1:])
-    return []
+    return path_completions(word[1:]) if word.startswith("@") else []
 
 
 def path_completions(typed: str) -> list[str]:
-    """'src/ma' -> ['@src/main.py ', '@src/maps/']: the names list_files would
-    show in that folder, found through the jail the same way (so nothing
-    outside the workspace, no .env, no link out of it); names starting with
-    a dot only when the typed name does. A name that could not be typed or
-    shown as it is (a space, a control character) is left out."""
+    """'src/ma' -> ['@src/main.py ', '@src/maps/']: what list_files shows there, through the same jail (no .env,
+    nothing outside), dot names only when typed so, and no name that cannot be typed as shown (a space)."""
     folder, _, start = typed.rpartition("/")
     folder += "/" if folder else ""
     try:
