@@ -1765,14 +1765,10 @@ USER_REFUSED = ("Error: permission was refused (by the user, or because nobody w
 
 
 # --- reading a command the way /bin/sh will ----------------------------------
-# The classifier must split words exactly where the shell does, or a word it
-# reads as "cat" is a different program to sh. So it uses its own small lexer
-# instead of shlex: blanks are only space and tab (never \r), quotes and
-# backslashes are removed the way sh removes them, and operators split
-# commands. Anything it cannot read with certainty is asked about.
-
+# The classifier must split words exactly where sh does, or a word it reads as "cat" is another program to sh:
+# so its own lexer, not shlex (blanks are only space and tab, never \r). What it cannot read is asked about.
 SEPARATORS = set(";&|()`\n")    # end one simple command, start the next
-REDIRECTS = set("<>")
+DOUBLE_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"', re.DOTALL)    # where a backslash quotes only \ " $ ` and a newline
 ANSI_C_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
                   "r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
 
@@ -1793,17 +1789,10 @@ def decode_ansi_c(body: str) -> str:
 
 
 def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -> list[list[str]] | None:
-    """The simple commands a command line runs, each as its list of words,
-    with quotes removed as sh removes them. None if it cannot be read (an
-    unclosed quote: sh refuses to run it too). partial: the commands before
-    the unclosed quote instead, as sh reads and runs one line at a time.
-    ansi_c: read $'...' as bash does; dash has no such quote ($ then '...').
-
-    Splits on ; & | ( ) and newlines, but not inside quotes: sh -c "ls; rm -rf ~"
-    is one command whose argument is looked into later. A redirection's
-    target ("> out.txt", "2>/dev/null") is moved to the end of its command,
-    so the word after it is still seen as the program that runs.
-    """
+    """The simple commands a line runs, each as its words with quotes removed as sh removes them; None for an
+    unclosed quote (sh refuses it too), or with partial the commands before it, as sh runs a line at a time.
+    ansi_c: read $'...' as bash does (dash has no such quote). A redirection's target ("2>/dev/null") moves
+    to the end of its command, so the word after it is still seen as the program that runs."""
     segments, words, targets, heredocs = [], [], [], []
     word, in_word, redirect_next = "", False, False
     i, n = 0, len(command)
@@ -1848,34 +1837,27 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
         elif c == "$" and command[i + 1:i + 2] == '"':
             pass                                 # $"..." is "..." (a translated string)
         elif c == '"':
-            i += 1
-            while i < n and command[i] != '"':
-                if command[i] == "\\" and command[i + 1:i + 2] in ('"', "\\", "$", "`", "\n"):
-                    i += 1
-                    if command[i] == "\n":
-                        i += 1
-                        continue
-                word += command[i]
-                i += 1
-            if i >= n:
+            match = DOUBLE_QUOTED.match(command, i)
+            if not match:
                 return segments if partial else None
-            in_word = True
-        elif c in REDIRECTS:
+            body = re.sub(r'\\([\\"$`])|\\\n', lambda m: m.group(1) or "", match.group(1))   # \newline joins lines
+            word, in_word, i = word + body, True, match.end() - 1
+        elif c in "<>":                          # a redirection
             if word.isdigit():                   # 2>/dev/null: the 2 belongs to the redirection
                 word, in_word = "", False
             end_word()
             start = i
             while i + 1 < n and command[i + 1] in "<>&|":
                 i += 1
-            if command[start:i + 1] == "<<":     # a here-document (<<< is a here-string)
-                heredoc = heredoc_delimiter(command, i + 1, len(segments))
-                heredocs += [heredoc] if heredoc else []
+            delimiter = HEREDOC_WORD.match(command, i + 1) if command[start:i + 1] == "<<" else None
+            if delimiter:                        # a here-document (<<< is a here-string)
+                heredocs.append((delimiter, len(segments)))
             redirect_next = True
         elif c == "\n" and heredocs:             # the bodies start on the next line
             end_segment()
-            for delimiter, strip_tabs, quoted, owner in heredocs:
-                body, i = heredoc_body(command, i + 1, delimiter, strip_tabs)
-                if quoted:
+            for delimiter, owner in heredocs:
+                body, literal, i = heredoc_body(command, i + 1, delimiter)
+                if literal:
                     segments[owner].append(body)
                 else:                            # its $(...) and `...` run here, the rest is text
                     segments[owner] += [COMMAND_SUBSTITUTION.sub("", body), *COMMAND_SUBSTITUTION.findall(body)]
@@ -1894,39 +1876,29 @@ HEREDOC_WORD = re.compile(r"""-?[ \t]*((?:'[^']*'|"[^"]*"|\\.|[^ \t\n;&|()<>'"\\
 COMMAND_SUBSTITUTION = re.compile(r"\$\([^)]*\)?|`[^`]*`?")     # they run in an unquoted body
 
 
-def heredoc_delimiter(command: str, i: int, owner: int) -> tuple[str, bool, bool, int] | None:
-    """(delimiter, strip tabs (<<-), quoted: the body is literal, the segment it feeds)."""
-    match = HEREDOC_WORD.match(command, i)
-    if not match:
-        return None
-    raw = match.group(1)
-    return re.sub(r"""['"\\]""", "", raw), command[i:i + 1] == "-", any(c in raw for c in "'\"\\"), owner
-
-
-def heredoc_body(command: str, i: int, delimiter: str, strip_tabs: bool) -> tuple[str, int]:
-    """The body from i to the delimiter line (or the end, as dash takes it), and where sh reads on."""
+def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[str, bool, int]:
+    """The body from i to the delimiter line (or the end, as dash takes it), whether it is literal (the
+    delimiter is quoted), and where sh reads on. <<- strips the tabs that start its lines."""
+    word = re.sub(r"""['"\\]""", "", delimiter.group(1))
+    strip_tabs, literal = delimiter.group(0).startswith("-"), word != delimiter.group(1)
     lines = []
     while i < len(command):
         end = command.find("\n", i)
         end = len(command) if end < 0 else end
         line = command[i:end].lstrip("\t") if strip_tabs else command[i:end]
         i = end + 1
-        if line == delimiter:
+        if line == word:
             break
         lines.append(line)
-    return "\n".join(lines), i
+    return "\n".join(lines), literal, i
 
 
 # --- hard denials: never run, whatever the answer --------------------------------
-# String matching is advice, not a wall: it stops the obvious spellings of
-# the worst mistakes; the sandbox is what bounds the rest.
-
-BLOCKED_COMMANDS = {"sudo", "su", "doas", "pkexec", "run0", "sudoedit", "sudo-rs", "su-rs", "ksu", "please",
-                    "runuser"}
+# Matching strings is advice, not a wall: it stops plain spellings of the worst mistakes; the sandbox bounds the rest.
+BLOCKED_COMMANDS = {"sudo", "su", "doas", "pkexec", "run0", "sudoedit", "sudo-rs", "su-rs", "ksu", "please", "runuser"}
 REMOVAL_COMMANDS = {"rm", "rmdir", "shred", "srm", "unlink"}
 HOME_TEXT = str(HOME_DIR)
-# The plain spellings of "/" and the home folder; is_root_target also reads
-# every other spelling (~user, ${HOME:?}, //, /usr/.., a cd before a ".").
+# The plain spellings of "/" and home; is_root_target reads the others (~user, ${HOME:?}, //, /usr/.., cd ~; rm .)
 ROOT_TARGETS = {"/", "/*", "~", "~/", "~/*", "$HOME", "$HOME/", "$HOME/*", "${HOME}", "${HOME}/",
                 "${HOME}/*", "/root", HOME_TEXT, f"{HOME_TEXT}/", f"{HOME_TEXT}/*"}
 # Run the rest of their line as a command (env also takes options, see unwrap_command).
@@ -1948,10 +1920,8 @@ def program_name(word: str) -> str:
 
 
 def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | None:
-    """Which of these programs a word runs: /usr/bin/sudo and SUDO are sudo,
-    and so is a glob the shell expands to it (/usr/bin/su[d]o, s?do). A word
-    that may be an argument counts as a glob only with three letters of its
-    own: "rm -rf build/*" names no program."""
+    """Which of these programs a word runs: /usr/bin/sudo, SUDO and a glob sh expands to it (su[d]o, s?do).
+    A word that may be an argument is a glob only with three letters of its own: "rm -rf build/*" runs no rm."""
     name = program_name(word)
     if name in names:
         return name
@@ -1962,29 +1932,25 @@ def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | N
 
 
 def unwrap_command(tokens: list[str]) -> list[str]:
-    """The command a simple command really runs, past VAR=value assignments,
-    reserved words ({, then, do, !) and wrappers like env, nohup or exec."""
+    """The command a simple command really runs, past VAR=value, reserved words ({, then, !) and wrappers."""
     tokens = list(tokens)
     while tokens:
-        first = program_name(tokens[0])
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[0], re.DOTALL) or tokens[0] in RESERVED_WORDS:
             tokens.pop(0)
-        elif first in SIMPLE_WRAPPERS:
+        elif program_name(tokens[0]) in SIMPLE_WRAPPERS:
             tokens = past_wrapper_options(tokens[1:])
         else:
             break
     return tokens
 
 
-# Wrapper options that take a value (env -u NAME, exec -a NAME, env -C DIR);
-# env -S splits its value into the words that run.
+# Wrapper options that take a value (env -u NAME, exec -a NAME, env -C DIR); env -S splits it into words that run.
 WRAPPER_SHORT_VALUES = set("uCSPa")
 WRAPPER_LONG_VALUES = {"--unset": "u", "--chdir": "C", "--split-string": "S", "--argv0": "a"}
 
 
 def past_wrapper_options(tokens: list[str]) -> list[str]:
-    """The words after a wrapper's options. env -S 'sudo id' (or -S'sudo id',
-    --split-string=...) runs the words of its value: they come first."""
+    """The words after a wrapper's options; env -S 'sudo id' (-S'sudo id', --split-string=) runs its value first."""
     while tokens and tokens[0].startswith("-"):
         option, tokens = tokens[0], tokens[1:]
         if option == "--":
@@ -2011,8 +1977,7 @@ def split_like_env(text: str) -> list[str]:
 
 
 def expand_home(word: str) -> str | None:
-    """The path a removal target names, with ~, ~user and $HOME / ${HOME...}
-    expanded; None for an expansion that cannot be read without running it."""
+    """The path with ~, ~user, $HOME and ${HOME...} expanded; None for one that cannot be read without running it."""
     user = re.match(r"~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)", word)
     if user:
         name = user.group(1)
@@ -2023,16 +1988,7 @@ def expand_home(word: str) -> str | None:
     var = re.match(r"\$(?:HOME\b|\{HOME\b[^}]*\})", word)   # $HOME, ${HOME}, ${HOME:?}, ${HOME:-x}
     if var:
         return HOME_TEXT + word[var.end():]
-    if word.startswith("~") or any(c in word for c in "$`"):
-        return None
-    return word
-
-
-def is_precious(path: str) -> bool:
-    """/, a top-level folder (/usr, /etc), a home folder, or a folder above HOME."""
-    parent = os.path.dirname(path)
-    return (path == "/" or parent == "/" or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
-            or parent in ("/home", "/Users"))
+    return None if word.startswith("~") or any(c in word for c in "$`") else word
 
 
 def is_root_target(target: str, cwd: Path | None = None) -> bool:
@@ -2053,9 +2009,12 @@ def is_root_target(target: str, cwd: Path | None = None) -> bool:
             parts = parts[:index]
             break
     try:
-        return is_precious(os.path.realpath("/".join(parts) or "/"))   # .., //, symlinks
+        path = os.path.realpath("/".join(parts) or "/")   # .., //, symlinks
     except (OSError, ValueError):
         return True
+    parent = os.path.dirname(path)    # /, a top-level folder (/usr), a home folder, or a folder above home
+    return (path == "/" or parent == "/" or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
+            or parent in ("/home", "/Users"))
 
 
 def brace_alternatives(word: str, limit: int = 64) -> list[str]:
@@ -2074,12 +2033,8 @@ def find_start_paths(tokens: list[str]) -> list[str]:
     words = tokens[1:]
     while words and words[0] in ("-H", "-L", "-P") or words[:1] == ["-D"] or words[:1] and words[0].startswith("-O"):
         words = words[2:] if words[0] == "-D" else words[1:]
-    paths = []
-    for word in words:
-        if word.startswith("-") or word in ("(", "!", ","):
-            break
-        paths.append(word)
-    return paths
+    end = next((i for i, word in enumerate(words) if word.startswith("-") or word in ("(", "!", ",")), len(words))
+    return words[:end]
 
 
 def is_root_removal(tokens: list[str], cwd: Path | None = None, is_program: bool = True) -> bool:
@@ -2088,12 +2043,9 @@ def is_root_removal(tokens: list[str], cwd: Path | None = None, is_program: bool
         return False
     if program == "find":         # find ~ -delete empties home as rm -rf ~ does
         return "-delete" in tokens and any(is_root_target(path, cwd) for path in find_start_paths(tokens))
-    targets, options_done = [], False
-    for token in tokens[1:]:
-        if token == "--" and not options_done:
-            options_done = True
-        elif options_done or not token.startswith("-"):
-            targets.append(token)
+    words = tokens[1:]
+    end = words.index("--") if "--" in words else len(words)     # after --, every word is a target
+    targets = [word for word in words[:end] if not word.startswith("-")] + words[end + 1:]
     return any(is_root_target(target, cwd) for target in targets)
 
 
@@ -2111,27 +2063,15 @@ def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path
 
 
 def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) -> str | None:
-    """Why this command must never run, or None.
-
-    Looks at every simple command, every word of it that could be a program
-    started by a wrapper (timeout -s KILL 5 sudo, find -exec, busybox su),
-    and every argument that is itself a command line (sh -c, eval, su -c).
-    A cd before a removal is followed: "cd ~ && rm -rf ." empties home.
-    cwd: where the command starts (None: the workspace).
-    """
+    """Why this command must never run, or None; cwd (None: the workspace) follows each cd: "cd ~; rm -rf ."."""
     if depth > MAX_NESTING:
         return "it nests commands too deeply to be checked"
-    for segments in shell_readings(command):
-        reason = segments_denial_reason(segments, depth, cwd or BASE_DIR)
-        if reason:
-            return reason
-    return None
+    reasons = (segments_denial_reason(segments, depth, cwd or BASE_DIR) for segments in shell_readings(command))
+    return next((reason for reason in reasons if reason), None)
 
 
 def shell_readings(command: str) -> list[list[list[str]]]:
-    """The simple commands sh may run, once per way of reading the text: bash
-    decodes $'...', dash does not. Either way the lines before an unclosed
-    quote run: sh reads and runs one complete command at a time."""
+    """The simple commands sh may run, as bash reads $'...' and as dash does; lines before an unclosed quote run."""
     readings = [command_segments(command, partial=True)]
     if "$'" in command:
         readings.append(command_segments(command, ansi_c=False, partial=True))
@@ -2147,7 +2087,7 @@ def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> 
         if program in ("cd", "pushd"):
             previous, cwd = cwd, after_cd(tokens, cwd, previous)
         text_only = program in TEXT_PROGRAMS and not feeds_a_shell
-        # Each word may be the program a wrapper starts; env -S makes words of its own.
+        # Each word may be the program a wrapper starts (timeout -s KILL 5 sudo, find -exec); env -S makes words.
         for words in ([] if text_only else [segment, tokens]):
             for start in range(len(words)):
                 name = names_one_of(words[start], BLOCKED_COMMANDS, is_program=start == 0)
@@ -2155,20 +2095,15 @@ def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> 
                     return f"{name} would run with superuser rights"
                 if is_root_removal(words[start:], cwd, is_program=start == 0):
                     return "it would delete the root folder, a system folder or a home folder"
-        for start in range(1 if text_only else len(tokens)):
-            for line in handed_lines(tokens[start:]):
-                reason = hard_denial_reason(line, depth + 1, cwd) if line != UNKNOWN_ALIAS else None
-                if reason:
-                    return reason
-        for word in segment:
-            # A word that is a command line of its own (sh -c '...', eval "...").
-            # A text program's arguments run nothing, except $(...) and `...` in them.
-            if text_only and "$(" not in word and "`" not in word:
-                continue
-            if command_segments(word, partial=True) not in ([[word]], []):
-                reason = hard_denial_reason(word, depth + 1, cwd)
-                if reason:
-                    return reason
+        nested = [line for start in range(1 if text_only else len(tokens)) for line in handed_lines(tokens[start:])
+                  if line != UNKNOWN_ALIAS]
+        # Words that are command lines (sh -c '...', eval "..."); a text program's run only their $(...) and `...`.
+        nested += [word for word in segment if (not text_only or "$(" in word or "`" in word)
+                   and command_segments(word, partial=True) not in ([[word]], [])]
+        for line in nested:
+            reason = hard_denial_reason(line, depth + 1, cwd)
+            if reason:
+                return reason
     return None
 
 
@@ -2187,19 +2122,13 @@ IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names,
 
 
 def handed_lines(words: list[str]) -> list[str]:
-    """Command lines a command hands to a shell besides its own arguments:
-    alias values (alias x=sudo, then x id) and what git runs."""
+    """Command lines it hands to a shell besides its arguments: alias values (alias x=sudo); git's -c values,
+    alias, rebase -x values and the rest of foreach or bisect run (UNKNOWN_ALIAS: a --config-env value)."""
     name = program_name(words[0]) if words else ""
     if name == "alias":
         return [word.partition("=")[2] for word in words[1:] if "=" in word]
-    return git_command_lines(words) if name == "git" else []
-
-
-def git_command_lines(words: list[str]) -> list[str]:
-    """What a git command line runs through a shell: its -c values (core.pager,
-    diff.external), the alias it calls, values of options like rebase -x, and
-    the rest of submodule foreach or bisect run. UNKNOWN_ALIAS stands for a
-    value the environment gives (--config-env)."""
+    if name != "git":
+        return []
     rest, config = past_git_options(words[1:])
     lines = [value.removeprefix("!") for key, value in config.items()
              if not key.lower().startswith(IDENTITY_KEYS + ("alias.",))]
@@ -2218,8 +2147,7 @@ def git_command_lines(words: list[str]) -> list[str]:
 
 
 def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
-    """The values given to these options in any spelling: -x cmd, -xcmd, -yx cmd,
-    --exec cmd, --exec=cmd, an abbreviation (--ex=cmd)."""
+    """The values of these options in any spelling: -x cmd, -xcmd, -yx cmd, --exec cmd, --exec=cmd, --ex=cmd."""
     values = []
     for index, word in enumerate(words):
         if word == "--":
@@ -3561,12 +3489,10 @@ def anchored_folders(pinned: list[str]) -> list[str]:
 
 
 # --- no setuid or setgid files: a seccomp filter ------------------------------
-# As root, bwrap maps the command's uid 0 to the real root, and dropping
-# capabilities does not stop a file's owner from setting S_ISUID: `chmod 4755
-# ./sh` would leave a root shell in the workspace for any local user. So bwrap
-# gets a seccomp filter (classic BPF, read from a descriptor; bwrap also sets
-# no_new_privs) that fails every call giving a file the setuid or setgid bit
-# with EPERM. File capabilities need CAP_SETFCAP, which --cap-drop ALL removes.
+# As root, bwrap maps the command's uid 0 to the real root, and dropping capabilities does not stop a file's
+# owner from setting S_ISUID: `chmod 4755 ./sh` would leave a root shell in the workspace for any local user.
+# So bwrap gets a seccomp filter (classic BPF from a descriptor; bwrap sets no_new_privs) that fails every call
+# giving a file the setuid or setgid bit. File capabilities need CAP_SETFCAP, which --cap-drop ALL removes.
 SETID_BITS = 0o6000                     # S_ISUID | S_ISGID
 CREATING = os.O_CREAT | 0o20000000      # open uses its mode only with O_CREAT or __O_TMPFILE
 X32_BIT = 0x40000000                    # x86_64's x32 calls: refused, as other architectures
@@ -3580,8 +3506,7 @@ class ModeCall:
     flags_arg: int | None = None        # open: the mode counts only when creating
 
 
-# The kernel's audit number for each architecture, and its calls that set a
-# mode. aarch64 has only the *at forms.
+# The kernel's audit number for each architecture, and its calls that set a mode (aarch64 has only *at forms).
 SECCOMP_ARCHES = {
     "x86_64": (0xC000003E, [ModeCall(2, 2, 1), ModeCall(85, 1), ModeCall(90, 1), ModeCall(91, 1),
                             ModeCall(133, 1), ModeCall(257, 3, 2), ModeCall(259, 2), ModeCall(268, 2),
@@ -3593,16 +3518,11 @@ ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.
 
 
 def bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-    """One struct sock_filter."""
-    return struct.pack("=HBBI", code, jt, jf, k)
+    return struct.pack("=HBBI", code, jt, jf, k)  # one struct sock_filter
 
 
 def load(offset: int) -> bytes:
     return bpf(0x20, offset)                      # BPF_LD | BPF_W | BPF_ABS from struct seccomp_data
-
-
-def load_low_word_of_arg(index: int) -> bytes:
-    return load(16 + 8 * index)                   # args[] start at 16; modes and flags are 32-bit (little-endian)
 
 
 def jump_if_equal(value: int, skip_if_not: int) -> bytes:
@@ -3618,12 +3538,11 @@ def give(action: int) -> bytes:
 
 
 def refuse_setid_mode(call: ModeCall) -> list[bytes]:
-    """For this call only: EPERM when its mode has a setuid or setgid bit."""
-    check = [load_low_word_of_arg(call.mode_arg), jump_if_any_bit(SETID_BITS, skip_if_none=1), give(EPERM),
-             give(ALLOW)]
+    """For this call only: EPERM when its mode has a setuid or setgid bit. args[] start at offset 16, 8 bytes
+    each; a mode or flags fit in the low 32 bits, which come first on these little-endian machines."""
+    check = [load(16 + 8 * call.mode_arg), jump_if_any_bit(SETID_BITS, skip_if_none=1), give(EPERM), give(ALLOW)]
     if call.flags_arg is not None:
-        check = [load_low_word_of_arg(call.flags_arg), jump_if_any_bit(CREATING, skip_if_none=len(check) - 1),
-                 *check]
+        check = [load(16 + 8 * call.flags_arg), jump_if_any_bit(CREATING, skip_if_none=len(check) - 1), *check]
     return [jump_if_equal(call.number, skip_if_not=len(check)), *check]
 
 
@@ -3643,14 +3562,12 @@ def setid_filter(machine: str) -> bytes | None:
 
 
 def setid_filter_fd() -> int | None:
-    """A fresh descriptor holding the filter, for one bwrap to read (it reads
-    from the offset, so descriptors are never shared between commands)."""
+    """A fresh descriptor holding the filter for one bwrap (it reads from the offset, so never shared)."""
     program = setid_filter(platform.machine())
     if program is None:
         return None
     fd = os.memfd_create("kesi-setid-filter", os.MFD_CLOEXEC)
-    os.write(fd, program)
-    os.lseek(fd, 0, os.SEEK_SET)
+    os.pwrite(fd, program, 0)                     # the offset stays at 0, where bwrap reads from
     return fd
 
 
@@ -5921,27 +5838,18 @@ def end_line(printer: "AnswerPrinter | None") -> None:
 # --- the answer on a terminal: wrapped, with light Markdown ------------------
 FENCE = re.compile(r"[ \t]*(```|~~~)")
 LIST_MARKER = re.compile(r"[-*+>]|\d{1,3}[.)]")
-# CJK (and other double-width) characters are words of one character each,
-# since Chinese and Japanese have no spaces to wrap at; closing punctuation
-# stays with the character before it, so no line starts with a comma.
+# Each double-width (CJK) character is a word, as Chinese and Japanese have no spaces to wrap at; closing
+# punctuation stays with the character before it, so no line starts with a comma.
 WIDE_CHARS = r"\u1100-\u115f\u2e80-\u303e\u3041-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6"
 CLOSING = "，。、；：！？）」』》〉】"
 WORD = re.compile(rf"(\s*)([{WIDE_CHARS}][{CLOSING}]*|[^\s{WIDE_CHARS}]+)")   # (the space before, the word)
 
 
 class AnswerPrinter:
-    """The model's text on its way to the screen, already made safe by
-    visible(), so every escape code here is KeSi's own.
-
-    At a terminal each line is wrapped at spaces to the window's width
-    (list items hang under their text; a word wider than the window is
-    printed whole, never cut) and light Markdown is drawn where colour is
-    allowed: the marks of headings, **bold** and `code` give way to bold and
-    colour. Fenced code blocks and table rows are printed verbatim, never
-    wrapped or restyled. Without colour (NO_COLOR, TERM=dumb) the marks stay:
-    Markdown is readable as it is. A pipe or a file gets the text unchanged.
-
-    Text still streams: a word is printed as soon as what follows it arrives."""
+    """The model's text, already made safe by visible(), on its way to a terminal: every escape code is KeSi's.
+    Prose wraps at spaces (list items hang, a word wider than the window is never cut); with colour, headings,
+    **bold** and `code` lose their marks to styles, without it Markdown stays readable as it is. Code blocks and
+    tables print verbatim, a pipe gets the text unchanged; a word prints as soon as what follows it arrives."""
 
     def __init__(self, column: int):
         self.width, self.styled = terminal_width(), use_colour()
@@ -5961,7 +5869,9 @@ class AnswerPrinter:
         for line in lines:
             self.pending = line
             self.print_words(whole_line=True)
-            self.new_line()
+            self.end_styles()
+            self.out("\n", 0)
+            self.column, self.kind, self.line_start = 0, None, True
         self.pending = rest
         self.print_words(whole_line=False)
 
@@ -5975,7 +5885,9 @@ class AnswerPrinter:
             return
         if self.kind == "verbatim":
             if whole_line:
-                self.print_verbatim(self.pending)
+                fence = FENCE.match(self.pending)
+                self.in_fence ^= bool(fence)
+                self.out(paint(self.pending, "quiet") if fence else self.pending, 0)
                 self.pending = ""
             return
         printed = 0
@@ -5988,8 +5900,7 @@ class AnswerPrinter:
         self.pending = "" if whole_line else self.pending[printed:]
 
     def start_line(self, whole_line: bool) -> bool:
-        """Tell what the line is once its first word is complete; print its
-        indent. False: too little of it has arrived yet."""
+        """Tell what the line is and print its indent; False until its first word is complete."""
         first = re.match(r"([ \t]*)(\S*)(\s?)", self.pending)
         indent, word, after = first.groups()
         if not (after or whole_line):
@@ -6011,8 +5922,7 @@ class AnswerPrinter:
         return True
 
     def print_word(self, word: str, spaced: bool) -> None:
-        """spaced: a space came before the word (CJK characters follow each
-        other without one, and a line may break between any two)."""
+        """spaced: a space came before it (CJK characters have none, and a line may break between any two)."""
         shown, width = self.styled_word(word)
         space = " " if spaced and not self.line_start else ""
         if not self.line_start and self.column + len(space) + width > self.width:
@@ -6042,18 +5952,6 @@ class AnswerPrinter:
         """The escape codes for the styles open now, after a reset."""
         styles = [STYLES[s] for s, on in (("bold", self.bold), ("code", self.code)) if on]
         return "\033[0m" + "".join(f"\033[{s}m" for s in styles)
-
-    def print_verbatim(self, line: str) -> None:
-        if FENCE.match(line):
-            self.in_fence = not self.in_fence
-            self.out(paint(line, "quiet"), 0)
-        else:
-            self.out(line, 0)
-
-    def new_line(self) -> None:
-        self.end_styles()
-        self.out("\n", 0)
-        self.column, self.kind, self.line_start = 0, None, True
 
     def end_styles(self) -> None:
         if self.bold or self.code:
@@ -6596,15 +6494,12 @@ def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
 # ============================================================================
 
 # --- the todo list: a visible plan for multi-step work -------------------------
-
 TODO_STATES = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]"}
 TODOS: list[dict] = []
 
 
 def render_todos() -> str:
-    if not TODOS:
-        return "(no todo list yet)"
-    return "\n".join(f"{TODO_STATES[t['status']]} {t['content']}" for t in TODOS)
+    return "\n".join(f"{TODO_STATES[t['status']]} {t['content']}" for t in TODOS) or "(no todo list yet)"
 
 
 def todo_problem(todos) -> str | None:
@@ -6631,8 +6526,7 @@ TODO_WRITE_SPEC = spec(
     "A short visible plan for multi-step work. Send the whole list each time, one item "
     "in_progress; mark items completed when done. Skip for one-step tasks.",
     {"todos": {"type": "array", "description": "The full, updated list.",
-               "items": {"type": "object", "additionalProperties": False,
-                         "required": ["content", "status"],
+               "items": {"type": "object", "additionalProperties": False, "required": ["content", "status"],
                          "properties": {"content": string("The step."),
                                         "status": {"type": "string", "enum": list(TODO_STATES)}}}}},
     ["todos"])
@@ -6660,13 +6554,10 @@ def restore_todos(history: list[dict]) -> None:
 
 
 # --- the task tool: a sub-agent with a clean context ---------------------------
-
-SUBAGENT_RULES = """You are a research sub-agent of KeSi, a coding agent. You get one question \
-about the project in the working directory. Explore it with the read-only tools (glob and grep \
-first, then read_file on what matters) and answer with a compact conclusion: the facts found, \
-with file paths and line numbers. Your answer is all the main agent will see, so include what it \
-needs and nothing else. You cannot change anything."""
-
+SUBAGENT_RULES = """You are a research sub-agent of KeSi, a coding agent. You get one question about the project in \
+the working directory. Explore it with the read-only tools (glob and grep first, then read_file on what matters) and \
+answer with a compact conclusion: the facts found, with file paths and line numbers. Your answer is all the main agent \
+will see, so include what it needs and nothing else. You cannot change anything."""
 
 TASK_SPEC = spec(
     "task",
@@ -6679,8 +6570,7 @@ TASK_SPEC = spec(
 
 
 def task(prompt, description=""):
-    """Run a sub-agent: it searches and reads in its own fresh history and
-    returns only its conclusion, so the main context stays small."""
+    """A sub-agent researches in its own fresh history; only its conclusion comes back, so the context stays small."""
     if not isinstance(prompt, str) or not prompt.strip():
         return "Error: prompt must describe what the sub-agent should find out.", True
     if CLIENT is None:
@@ -7139,26 +7029,21 @@ MAX_HISTORY_BYTES, MAX_HISTORY_ENTRIES = 1_000_000, 1000
 def setup_readline() -> None:
     if readline is None or not sys.stdin.isatty():
         return
+    # Python turns bracketed paste off; on, a pasted stack trace is one prompt, not one paid request per line.
     if capable_terminal():
-        # The terminal marks pasted text, so a pasted stack trace is one
-        # prompt, not one paid request per line. Python turns this off.
         readline.parse_and_bind("set enable-bracketed-paste on")
     load_prompt_history()
     atexit.register(save_prompt_history)
-    setup_completion()
+    readline.set_completer_delims(" \t\n")     # '/' and '@' belong to the word
+    readline.set_completer(complete)
+    libedit = "libedit" in (readline.__doc__ or "")     # macOS's readline speaks another syntax
+    readline.parse_and_bind("bind ^I rl_complete" if libedit else "tab: complete")
 
 
 # Tab completes a /command at the start of the line and an @path anywhere.
 SLASH_COMMANDS = ("/help", "/cost", "/context", "/todo", "/permissions", "/network", "/revoke", "/mode",
                   "/compact", "/resume", "/tasks", "/log", "/reset", "/clear", "/exit", "/quit")
 COMPLETIONS: list[str] = []            # the matches for the word being completed
-
-
-def setup_completion() -> None:
-    readline.set_completer_delims(" \t\n")     # '/' and '@' belong to the word
-    readline.set_completer(complete)
-    libedit = "libedit" in (readline.__doc__ or "")     # macOS's readline speaks another syntax
-    readline.parse_and_bind("bind ^I rl_complete" if libedit else "tab: complete")
 
 
 def complete(word: str, state: int) -> str | None:
@@ -7171,17 +7056,12 @@ def complete(word: str, state: int) -> str | None:
 def completions(word: str, at_line_start: bool) -> list[str]:
     if word.startswith("/") and at_line_start:
         return [name + " " for name in SLASH_COMMANDS if name.startswith(word)]
-    if word.startswith("@"):
-        return path_completions(word[1:])
-    return []
+    return path_completions(word[1:]) if word.startswith("@") else []
 
 
 def path_completions(typed: str) -> list[str]:
-    """'src/ma' -> ['@src/main.py ', '@src/maps/']: the names list_files would
-    show in that folder, found through the jail the same way (so nothing
-    outside the workspace, no .env, no link out of it); names starting with
-    a dot only when the typed name does. A name that could not be typed or
-    shown as it is (a space, a control character) is left out."""
+    """'src/ma' -> ['@src/main.py ', '@src/maps/']: what list_files shows there, through the same jail (no .env,
+    nothing outside), dot names only when typed so, and no name that cannot be typed as shown (a space)."""
     folder, _, start = typed.rpartition("/")
     folder += "/" if folder else ""
     try:
