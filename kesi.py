@@ -1857,6 +1857,7 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
             end_segment()
             for delimiter, owner in heredocs:
                 body, literal, i = heredoc_body(command, i + 1, delimiter)
+                segments += [[] for _ in range(owner + 1 - len(segments))]   # `<<EOF` alone has no words
                 if literal:
                     segments[owner].append(body)
                 else:                            # its $(...) and `...` run here, the rest is text
@@ -2023,8 +2024,10 @@ def brace_alternatives(word: str, limit: int = 64) -> list[str]:
     if not match:
         return [word]
     words = []
-    for part in match.group(1).split(","):
-        words += brace_alternatives(word[:match.start()] + part + word[match.end():], limit)
+    for part in match.group(1).split(","):      # stop at limit: 25 groups would be 2**25 words
+        if len(words) >= limit:
+            break
+        words += brace_alternatives(word[:match.start()] + part + word[match.end():], limit - len(words))
     return words[:limit]
 
 
@@ -2059,7 +2062,7 @@ def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path
     path = expand_home(args[0])
     if path is None or (cwd is None and not path.startswith("/")):
         return None
-    return Path(os.path.normpath(os.path.join(cwd, path)))
+    return Path(os.path.normpath(path if cwd is None else os.path.join(cwd, path)))
 
 
 def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) -> str | None:
@@ -6445,6 +6448,8 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
         except KeyboardInterrupt:
             interrupted, is_error = True, True
             output = INTERRUPTED_TOOL if verdict.outcome == "allow" else INTERRUPTED_PROMPT
+        except Exception as exc:          # a bug in KeSi's own checks must not end the session
+            output, is_error = f"Error: KeSi failed while handling this call ({type(exc).__name__}: {exc}).", True
         summary = "interrupted; the turn ends" if interrupted else summarize_result(name, output, is_error)
         if summary is not None and (verdict.outcome != "deny" or interrupted):   # a refusal said why
             line = f"{agent.indent}    {'x' if is_error else '>'} {visible(summary)}"

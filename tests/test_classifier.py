@@ -99,3 +99,27 @@ def test_option_value_naming_a_secret_is_asked_about(ws, command):
     assert verdict == "ask"
     assert "may not read" in reason
     assert kesi.touches_forbidden(command.split())
+
+
+def test_odd_spellings_are_judged_not_crashed_on():
+    # A here-document with no command, and a cd to an unknown folder before another cd,
+    # once raised inside the classifier (IndexError, TypeError) instead of giving a verdict.
+    assert kesi.classify_command("<<#\n")[0] == "ask"
+    assert kesi.classify_command("cd $X; cd /tmp; rm -rf ..")[0] == "deny"     # /tmp/.. is /
+    assert kesi.hard_denial_reason("cd $X; cd /; rm -rf .") is not None
+
+
+def test_brace_groups_expand_no_further_than_the_limit():
+    # 25 groups of {a,b} are 2**25 words; expanding all of them before the cut hung the classifier.
+    words = kesi.brace_alternatives("x" + "{a,b}" * 25)
+    assert len(words) == 64 and words[0] == "x" + "a" * 25
+    assert kesi.hard_denial_reason("rm -rf /{a,b}" + "{c,d}" * 24) is not None
+
+
+def test_a_failing_check_becomes_an_error_result_not_a_crash(monkeypatch):
+    def broken(*args):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(kesi, "check_permission", broken)
+    block = {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"file_path": "a.txt"}}
+    results, interrupted = kesi.run_tools([block])
+    assert not interrupted and results[0]["is_error"] and "boom" in results[0]["content"]
