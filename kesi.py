@@ -280,8 +280,7 @@ UI = sys.stdout
 
 
 def utf8_safe(text: str) -> str:
-    """Lone surrogates (a non-UTF-8 file name, an odd terminal) become \\udcxx
-    escapes: neither a UTF-8 terminal nor a JSON request can carry them."""
+    """Lone surrogates (a non-UTF-8 file name) become \\udcxx: no terminal or JSON request carries them."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
@@ -302,13 +301,11 @@ def capable_terminal() -> bool:
 
 
 def use_colour() -> bool:
-    """Colour only for a person at a capable terminal who did not set NO_COLOR
-    (no-color.org); a pipe, a file or a dumb terminal gets plain text."""
+    """Colour only for a person at a capable terminal who did not set NO_COLOR (no-color.org)."""
     return not os.environ.get("NO_COLOR") and capable_terminal() and hasattr(UI, "isatty") and UI.isatty()
 
 
-STYLES = {"tool": "36", "error": "31", "added": "32", "removed": "31", "quiet": "2",
-          "bold": "1", "code": "33"}   # SGR codes
+STYLES = {"tool": "36", "error": "31", "added": "32", "removed": "31", "quiet": "2", "bold": "1", "code": "33"}
 
 
 def paint(text: str, style: str) -> str:
@@ -317,11 +314,8 @@ def paint(text: str, style: str) -> str:
 
 
 def terminal_width() -> int | None:
-    """Columns to wrap at; None when UI is no terminal: a pipe or a file gets
-    text as it was written, one line per line."""
-    if not (hasattr(UI, "isatty") and UI.isatty()):
-        return None
-    return shutil.get_terminal_size().columns
+    """Columns to wrap at; None for a pipe or a file, which get text as it was written."""
+    return shutil.get_terminal_size().columns if hasattr(UI, "isatty") and UI.isatty() else None
 
 
 def display_width(text: str) -> int:
@@ -331,9 +325,7 @@ def display_width(text: str) -> int:
 
 
 def wrapped(text: str, hang: str | None = None) -> str:
-    """KeSi's own prose, wrapped at spaces to the terminal's width.
-    Continuation lines are indented by hang (default: the line's own
-    indent); a word longer than a line (a URL, a path) is never cut."""
+    """KeSi's own prose wrapped to the terminal; a long word (a URL, a path) is never cut."""
     width = terminal_width()
     if width is None:
         return text
@@ -346,13 +338,9 @@ def wrapped(text: str, hang: str | None = None) -> str:
     return "\n".join(lines)
 
 
-# Characters a terminal obeys instead of showing: C0 controls but newline and
-# tab (ESC starts every escape sequence; CR and backspace overwrite a line),
-# DEL, C1 controls (U+009B is a one-character CSI), and the bidirectional
-# overrides and isolates that make text read in another order than it runs,
-# and the characters that show nothing at all (zero-width spaces, soft
-# hyphens, tags, variation selectors, fillers, line separators): in a
-# command or a path they hide what really runs ("bu\u00adild" reads "build").
+# Characters a terminal obeys instead of showing: C0 but \n and \t, DEL, C1 (U+009B is a one-character CSI),
+# bidi overrides (text reads in another order than it runs) and invisible ones (zero-width, soft hyphen, tags,
+# variation selectors, fillers) that hide what a command or path really runs ("bu\u00adild" reads "build").
 TERMINAL_CONTROLS = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2"
     "\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f"
@@ -361,10 +349,7 @@ TERMINAL_CONTROLS = re.compile(
 
 
 def visible(text) -> str:
-    """Text from the model, a file or a command, made safe to print: control
-    characters are shown as escapes (\\x1b, \\r, \\u202e), never obeyed, so
-    nothing can move the cursor, erase a line, set the clipboard (OSC 52) or
-    hide part of a command. KeSi's own escape codes do not pass through here."""
+    """Text from the model, a file or a command, its controls shown as escapes (\\x1b, \\u202e), never obeyed."""
     text = utf8_safe(str(text)).replace("\r\n", "\n")
     return TERMINAL_CONTROLS.sub(control_escape, text)
 
@@ -379,23 +364,16 @@ def control_escape(match) -> str:
 # ============================================================================
 # 2. Paths and the jail
 # ============================================================================
-# Every tool path must land inside BASE_DIR. Checking a path and then opening
-# it by name can be raced: a process a command left running may swap a folder
-# for a symlink in between. So tools never open a path by name. locate()
-# walks it one name at a time from an open descriptor of BASE_DIR, opening
-# each folder relative to the one before with O_NOFOLLOW and following
-# symlinks by hand, checked at every step: what was checked is what is opened.
+# Every tool path must land inside BASE_DIR. Opening a path by name after checking it can be raced (a process
+# left running may swap a folder for a symlink), so locate() walks it from a descriptor of BASE_DIR, one
+# O_NOFOLLOW open at a time, following symlinks by hand and checking each step: what is checked is what opens.
 
 BASE_DIR = Path.cwd().resolve()
 HOME_DIR = Path.home().resolve()
 
 
 def trusted_program(name: str) -> str | None:
-    """The program KeSi itself runs outside the sandbox (bwrap, git, rg),
-    found on PATH without the folders a sandboxed command can write: the
-    workspace (an activated .venv/bin, node_modules/.bin), relative entries
-    and the empty one (the current folder). Otherwise a command could plant
-    its own `bwrap` there and KeSi would run it, unsandboxed, next time."""
+    """A program KeSi runs unsandboxed (bwrap, rg), found on PATH minus where a command could plant its own."""
     folders = []
     for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
         real = os.path.realpath(folder)       # $WS/bin -> /usr/bin: the link could be swapped later
@@ -403,28 +381,24 @@ def trusted_program(name: str) -> str | None:
             folders.append(real)
     return shutil.which(name, path=os.pathsep.join(folders) or os.defpath)
 
-# Names that file tools never show or touch, at any depth. They are noise
-# (caches, dependencies) or secrets (.env, .git). Anything starting with
-# ".env." (.env.local, .env.example) counts too.
+# Names that file tools never show or touch, at any depth: noise (caches, dependencies) or secrets (.env,
+# .git), and anything starting with ".env." (.env.local).
 IGNORE = {".git", "node_modules", "__pycache__", ".venv", "venv", ".env",
           ".DS_Store", ".pytest_cache", ".kesi"}
 IGNORE_FOLDED = {name.casefold() for name in IGNORE}
 
 
 def is_ignored_name(name: str) -> bool:
-    """The one rule every tool applies to every name, at any depth.
-    Compared case-insensitively: on macOS '.ENV' opens the file '.env'."""
+    """The one rule every tool applies to every name; case-insensitive: on macOS '.ENV' opens '.env'."""
     folded = name.casefold()
     return folded in IGNORE_FOLDED or folded.startswith(".env.")
 
 
 def is_ignored(target: Path) -> bool:
-    """True if any part of target (relative to the jail) is an ignored name."""
-    try:
-        parts = target.relative_to(BASE_DIR).parts
-    except ValueError:
+    """Outside the jail, or some part of target below it is an ignored name."""
+    if not target.is_relative_to(BASE_DIR):
         return True
-    return any(is_ignored_name(part) for part in parts)
+    return any(is_ignored_name(part) for part in target.relative_to(BASE_DIR).parts)
 
 
 FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -442,8 +416,7 @@ class PathRefused(Exception):
 
 @dataclass
 class JailEntry:
-    """Something found inside the jail, held by an open descriptor of the
-    folder it lies in, so later opens cannot be redirected. Use with 'with'."""
+    """Something in the jail, held by a descriptor of its folder so later opens cannot be redirected."""
     folder_fd: int
     name: str                          # its name in that folder; "." for the jail itself
     path: Path                         # where it is, symlinks resolved
@@ -460,8 +433,7 @@ class JailEntry:
 
 
 def jail_parts(path) -> list[str]:
-    """The names of a path below the jail. An absolute path counts only if it
-    is spelled under BASE_DIR."""
+    """The names of a path below the jail; an absolute path must be spelled under BASE_DIR."""
     if not isinstance(path, (str, Path)):
         raise PathRefused()
     text = os.fspath(path)
@@ -474,13 +446,8 @@ def jail_parts(path) -> list[str]:
 
 
 def locate(path, make_folders: bool = False, follow_links: bool = True) -> JailEntry:
-    """Walk path from the jail with descriptors; raise PathRefused unless every
-    step, symlink targets included, stays inside and has no ignored name.
-
-    The last name may be missing (info is None); with make_folders, missing
-    folders before it are created. With follow_links=False any symlink on the
-    way is refused.
-    """
+    """Walk path from the jail with descriptors; raise PathRefused unless every step, symlink targets
+    included, stays inside and has no ignored name. The last name may be missing (info is None)."""
     pending = list(reversed(jail_parts(path)))
     folders = [os.open(BASE_DIR, FOLDER_FLAGS)]   # folders[i] is BASE_DIR/names[:i]
     names, hops = [], 0
@@ -492,8 +459,6 @@ def locate(path, make_folders: bool = False, follow_links: bool = True) -> JailE
                     raise PathRefused()
                 names.pop()
                 os.close(folders.pop())
-                continue
-            if name == ".":
                 continue
             if is_ignored_name(name):
                 raise PathRefused(off_limits=True)
@@ -543,8 +508,7 @@ def locate(path, make_folders: bool = False, follow_links: bool = True) -> JailE
 
 
 def safe_path(path) -> Path | None:
-    """Where an existing path leads, or None unless it stays inside the jail
-    and is not off-limits. (For naming things; tools open through locate.)"""
+    """Where an existing path in the jail leads, for naming things (tools open through locate)."""
     try:
         with locate(path) as entry:
             return entry.path if entry.info is not None else None
@@ -554,27 +518,20 @@ def safe_path(path) -> Path | None:
 
 def is_outside_pattern(text: str) -> bool:
     """Reject ~, absolute paths, drives and '..' segments (POSIX or Windows)."""
-    if text.startswith("~") or Path(text).is_absolute():
-        return True
     win = PureWindowsPath(text)
-    if win.drive or win.root:
-        return True
-    return ".." in PurePosixPath(text).parts or ".." in win.parts
+    return (text.startswith("~") or Path(text).is_absolute() or bool(win.drive or win.root)
+            or ".." in PurePosixPath(text).parts or ".." in win.parts)
 
 
 def safe_write_path(path) -> Path | None:
-    """The path a write to path would name, even if it does not exist yet:
-    the key of READ_VERSIONS and of write grants. write_file itself opens
-    through locate."""
+    """The path a write would name, existing or not: the key of READ_VERSIONS and write grants."""
     if not isinstance(path, str) or not path.strip() or is_outside_pattern(path):
         return None
     try:
         target = (BASE_DIR / path).resolve(strict=False)
     except (OSError, RuntimeError, TypeError, ValueError):
         return None
-    if target == BASE_DIR or not target.is_relative_to(BASE_DIR):
-        return None
-    return target
+    return target if target != BASE_DIR and target.is_relative_to(BASE_DIR) else None
 
 
 def relative(target: Path) -> str:
@@ -582,9 +539,7 @@ def relative(target: Path) -> str:
 
 
 def open_regular_fd(entry: JailEntry) -> int:
-    """Open entry for reading. O_NONBLOCK makes a FIFO open return at once and
-    O_NOFOLLOW refuses a symlink swapped in since locate; fstat then proves
-    we hold a regular file."""
+    """O_NONBLOCK: a FIFO does not hang the open; O_NOFOLLOW: no link swapped in; fstat: a regular file."""
     fd = entry.open(FILE_FLAGS)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
