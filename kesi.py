@@ -609,8 +609,7 @@ def write_kesi_gitignore(kesi_fd: int) -> None:
 # ============================================================================
 # 3. File tools: read_file, list_files, glob, edit_file, write_file
 # ============================================================================
-# Every tool returns (output, is_error) and never raises: errors go back to
-# the model as instructive text so it can correct itself.
+# Every tool returns (output, is_error) and never raises: errors go back to the model as instructive text.
 
 MAX_READ_LINES = 2000          # default lines per read_file call
 MAX_LINE_CHARS = 2000          # longer lines are cut in the view
@@ -619,9 +618,8 @@ MAX_SCAN_BYTES = 16_000_000    # never scan further than this into a file
 MAX_LIST_FILES = 200
 MAX_EDIT_BYTES = 10_000_000    # edit_file holds the file in memory
 
-# Digest of each file as the model last read it in full. write_file refuses to
-# overwrite a file the model has not seen, or that changed since it saw it.
-# The table lives only here: it costs no context and the model cannot forge it.
+# Digest of each file as the model last read it in full: write_file refuses to overwrite a file the model has
+# not seen, or that changed since. It lives only here: it costs no context and the model cannot forge it.
 READ_VERSIONS: dict[Path, bytes] = {}
 
 
@@ -633,22 +631,14 @@ def is_whole_number(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def not_found(file_path) -> str:
-    return (f"Error: {file_path} was not found, or it is outside the working "
-            "directory. Use a path relative to the working directory; "
-            "list_files or glob show what exists.")
-
-
 def check_readable(file_path, verb: str = "read"):
-    """Shared front door of read_file, edit_file and the memory files: jail,
-    ignore list, file type. Returns ((open file, resolved path), None) or
-    (None, error text); the caller closes the file."""
+    """Front door of read_file, edit_file and the memory files: ((open file, path), None) or (None, error)."""
     if not isinstance(file_path, str) or not file_path.strip():
         return None, "Error: file_path must be a non-empty string."
     try:
         with locate(file_path) as entry:
             if entry.info is None:
-                return None, not_found(file_path)
+                raise PathRefused(missing=True)
             if not stat.S_ISREG(entry.info.st_mode):
                 hint = " Use list_files for directories." if stat.S_ISDIR(entry.info.st_mode) else ""
                 return None, f"Error: {file_path} is not a regular text file.{hint}"
@@ -656,15 +646,14 @@ def check_readable(file_path, verb: str = "read"):
     except PathRefused as refused:
         if refused.off_limits:
             return None, f"Error: {file_path} is off-limits to tools and cannot be {verb}."
-        return None, not_found(file_path)
+        return None, (f"Error: {file_path} was not found, or it is outside the working directory. "
+                      "Use a path relative to the working directory; list_files or glob show what exists.")
     except OSError as exc:        # swapped for a link or a FIFO since the walk
         return None, f"Error: could not read {file_path}: {exc.strerror or exc}"
 
 
 # --- how a tool is described to the model -------------------------------------
-# Each tool below has its spec (name, description, JSON schema: what the model
-# sees) right above its function (what runs). The tool table in section 11
-# lists them both.
+# Each tool's spec (what the model sees) stands right above its function (what runs); section 11 lists both.
 
 def spec(name: str, description: str, properties: dict, required: list[str]) -> dict:
     return {"name": name, "description": description, "strict": True,
@@ -672,24 +661,19 @@ def spec(name: str, description: str, properties: dict, required: list[str]) -> 
                              "required": required, "additionalProperties": False}}
 
 
-def string(description: str) -> dict:
-    return {"type": "string", "description": description}
+def typed(kind: str):
+    """A maker of JSON-schema properties of one kind: string("Relative path.")."""
+    return lambda description: {"type": kind, "description": description}
 
 
-def integer(description: str) -> dict:
-    return {"type": "integer", "description": description}
-
-
-def boolean(description: str) -> dict:
-    return {"type": "boolean", "description": description}
+string, integer, boolean = typed("string"), typed("integer"), typed("boolean")
 
 
 READ_FILE_SPEC = spec(
     "read_file",
-    "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not "
-    f"part of the file. Returns up to {MAX_READ_LINES} lines; use offset and limit for more. "
-    "A view marked PARTIAL is not a full read for write_file. Binary files and hidden "
-    "names are refused. Read before you edit.",
+    "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not part of the file. "
+    f"Returns up to {MAX_READ_LINES} lines; use offset and limit for more. A view marked PARTIAL is not a "
+    "full read for write_file. Binary files and hidden names are refused. Read before you edit.",
     {"file_path": string("Relative path."),
      "offset": integer("First line, 1-based."),
      "limit": integer("Number of lines.")},
@@ -697,8 +681,7 @@ READ_FILE_SPEC = spec(
 
 
 def read_file(file_path, offset=None, limit=None):
-    # Any read attempt, even a failed one, forgets the old version: the model
-    # must have seen the current bytes before it may overwrite them.
+    # Any read attempt, even a failed one, forgets the old version: only the bytes seen last may be overwritten.
     READ_VERSIONS.pop(safe_write_path(file_path), None)
     opened, error = check_readable(file_path)
     if error:
@@ -740,6 +723,16 @@ class LinesRead:
         """The whole file, from line 1, nothing cut: write_file may overwrite it."""
         return not self.stop and not self.binary and self.start == 1 and not self.cut
 
+    def add(self, line_no: int, text: str, dropped: bool) -> int:
+        """Keep a line as the view shows it; returns the characters render spends on it."""
+        text = text.removesuffix("\n")
+        self.crlf = self.crlf or text.endswith("\r")
+        text = text.removesuffix("\r")
+        if dropped or len(text) > MAX_LINE_CHARS:
+            text, self.cut = text[:MAX_LINE_CHARS] + " [... line cut]", True
+        self.lines.append((line_no, text))
+        return len(text) + 8                   # the 6-wide number, a tab, a newline
+
     def render(self, file_path: str) -> str:
         if not self.lines:
             if self.complete:
@@ -756,9 +749,8 @@ class LinesRead:
     def partial_note(self) -> str:
         last = self.lines[-1][0]
         if self.stop:
-            return (f"[PARTIAL view: lines {self.start}-{last}; {self.stop}. Call read_file "
-                    f"with offset={last + 1} to continue. A partial read does not allow write_file "
-                    "to overwrite the file.]")
+            return (f"[PARTIAL view: lines {self.start}-{last}; {self.stop}. Call read_file with offset={last + 1} "
+                    "to continue. A partial read does not allow write_file to overwrite the file.]")
         if self.cut:
             return (f"[PARTIAL view: the file ends at line {last}, but some long lines were cut. Change "
                     "it with edit_file: write_file may only overwrite a file that was read whole.]")
@@ -767,14 +759,7 @@ class LinesRead:
 
 
 def read_lines(f, start: int, count: int) -> LinesRead:
-    """Read lines start..start+count-1 with bounded memory and time, whatever
-    the file size.
-
-    The file comes in pieces of at most one line (and at most a few
-    MAX_LINE_CHARS of bytes, so a huge line arrives in several). Lines are
-    split on \\n only and decoded as strict UTF-8 (UnicodeDecodeError
-    otherwise); of a long line only the first MAX_LINE_CHARS are kept.
-    """
+    """Lines start..start+count-1 in bounded memory and time: a huge line comes in pieces, only its start kept."""
     seen = LinesRead(start)
     hasher = hashlib.sha256()
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
@@ -793,10 +778,7 @@ def read_lines(f, start: int, count: int) -> LinesRead:
             dropped = True                     # the rest of a long line is only checked
         line_ended = not piece or piece.endswith(b"\n")
         if line_ended and text and line_no >= start:
-            shown, crlf, cut = shown_line(text, dropped)
-            seen.lines.append((line_no, shown))
-            seen.crlf, seen.cut = seen.crlf or crlf, seen.cut or cut
-            chars += len(shown) + 8            # what render adds: the 6-wide number, a tab, a newline
+            chars += seen.add(line_no, text, dropped)
         if not piece:
             seen.digest = hasher.digest()
             return seen
@@ -815,17 +797,6 @@ def read_lines(f, start: int, count: int) -> LinesRead:
             seen.stop = (f"stopped after scanning {MAX_SCAN_BYTES:,} bytes; to reach "
                          "far into a huge file, grep for a pattern or run tail")
             return seen
-
-
-def shown_line(text: str, dropped: bool) -> tuple[str, bool, bool]:
-    """A line as the view shows it: (text without its line ending, it ended
-    in CRLF, it was cut)."""
-    text = text.removesuffix("\n")
-    crlf = text.endswith("\r")
-    text = text.removesuffix("\r")
-    if dropped or len(text) > MAX_LINE_CHARS:
-        return text[:MAX_LINE_CHARS] + " [... line cut]", crlf, True
-    return text, crlf, False
 
 
 LIST_FILES_SPEC = spec(
@@ -866,26 +837,18 @@ def list_files(path="."):
 
 
 def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
-    """How a directory entry is shown ('name', or 'name/' for folders), or
-    None if tools may not see it. where is its path below the jail.
-
-    Only symlinks need resolving: a plain entry of a folder inside the jail
-    is inside the jail too, and DirEntry knows its type without a stat call.
-    """
+    """'name', 'name/' or None if tools may not see it; only a link needs a walk: a plain entry is in the jail."""
     if is_ignored_name(entry.name):
         return None
-    if entry.is_symlink():
-        try:                                # a link may lead outside, or to .env
-            with locate(where) as target:
-                info = target.info
-        except PathRefused:
-            return None
-        if info is None:                    # a dangling link
-            return None
-        is_dir = stat.S_ISDIR(info.st_mode)
-    else:
-        is_dir = entry.is_dir(follow_symlinks=False)
-    return shown + "/" if is_dir else shown
+    if not entry.is_symlink():
+        return shown + "/" if entry.is_dir(follow_symlinks=False) else shown
+    try:                                    # a link may lead outside, or to .env, or nowhere
+        with locate(where) as target:
+            if target.info is None:
+                return None
+            return shown + "/" if stat.S_ISDIR(target.info.st_mode) else shown
+    except PathRefused:
+        return None
 
 
 def capped_listing(items: list[str], cap: int) -> str:
@@ -895,74 +858,34 @@ def capped_listing(items: list[str], cap: int) -> str:
     return shown
 
 
-def class_end(pattern: str, i: int) -> int:
-    """Index of the ']' closing the class that opens at i, or -1 (a literal '[')."""
-    j = i + 1
-    if pattern[j:j + 1] == "!":
-        j += 1
-    if pattern[j:j + 1] == "]":
-        j += 1
-    return pattern.find("]", j)
+# A glob's tokens, tried in this order: '**/', '**', '*', '?', a [class] (a ']' right after '[' or '[!' is
+# part of it, hence the possessive ?+), any other character. A '[' that is never closed is a literal.
+GLOB_TOKENS = re.compile(r"\*\*/|\*\*|\*|\?|\[!?+\]?+[^\]]*\]|.", re.DOTALL)
+GLOB_WILDCARDS = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
 
 
 def glob_to_regex(pattern: str) -> re.Pattern:
-    """Translate a glob to a regex over POSIX relative paths.
-
-    '*' and '?' stay within one path segment, '**/' matches zero or more
-    directories, and [...] is a character class, as in pathlib.
-    """
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and (end := class_end(pattern, i)) > 0:
-            body = pattern[i + 1:end].replace("\\", "\\\\")
+    """A glob as a regex over relative paths, as pathlib reads it: '*' and '?' stay in one segment."""
+    out = []
+    for token in GLOB_TOKENS.findall(pattern):
+        if len(token) > 1 and token[0] == "[":
+            body = token[1:-1].replace("\\", "\\\\")
             out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-            i = end
         else:
-            out.append(re.escape(c))
-        i += 1
+            out.append(GLOB_WILDCARDS.get(token) or re.escape(token))
     return re.compile("".join(out) + r"\Z", re.DOTALL)
 
 
 def literal_folder(pattern: str) -> str:
-    """'src/pkg/*.py' -> 'src/pkg/': the folder every match lies in, so the
-    walk can start there. '' when that folder is not a plain folder inside
-    the jail (missing, hidden or reached through a symlink)."""
-    parts = pattern.split("/")[:-1]
-    literal = []
-    for part in parts:
-        if any(c in part for c in "*?["):
-            break
-        literal.append(part)
-    if not literal:
-        return ""
-    folder = BASE_DIR.joinpath(*literal)
-    if safe_path("/".join(literal)) != folder or is_ignored(folder) or not folder.is_dir():
-        return ""
-    return "/".join(literal) + "/"
+    """'src/pkg/*.py' -> 'src/pkg/', where the walk can start; '' unless a plain folder (no link) in the jail."""
+    literal = re.match(r"(?:[^/*?\[]*/)*", pattern).group()     # the leading folders without a wildcard
+    folder = BASE_DIR / literal
+    plain = literal and safe_path(literal) == folder and not is_ignored(folder) and folder.is_dir()
+    return literal if plain else ""
 
 
 def walk_tree(top_fd: int, max_depth: int | None = None, prefix: str = ""):
-    """Yield (relative POSIX path, DirEntry) for everything below the open
-    folder top_fd, which it closes.
-
-    Each folder is opened relative to its parent with O_NOFOLLOW, so one
-    swapped for a symlink mid-walk is skipped, not followed. Ignored folders
-    are never entered; max_depth limits how many segments deep it goes. It
-    holds one descriptor per level, not per folder seen.
-    """
+    """Yield (path, DirEntry) below top_fd, which it closes; O_NOFOLLOW skips a folder swapped for a link."""
     stack = [(top_fd, prefix, 1, iter(folder_entries(top_fd)))]
     try:
         while stack:
@@ -1001,8 +924,7 @@ GLOB_SPEC = spec(
 
 
 def glob_files(pattern):
-    """The glob tool. It walks the tree itself (walk_tree) so it can prune
-    ignored folders instead of scanning node_modules and filtering afterwards."""
+    """The glob tool; it walks the tree itself to prune ignored folders instead of scanning node_modules."""
     if not isinstance(pattern, str) or not pattern.strip():
         return "Error: pattern must be a non-empty glob such as *.py or src/**/*.ts.", True
     pattern = pattern.strip()
@@ -1025,38 +947,27 @@ def glob_files(pattern):
     except (PathRefused, OSError):
         top_fd = None                          # the folder went away since literal_folder
     for rel, entry in walk_tree(top_fd, max_depth, prefix) if top_fd is not None else ():
-        if matcher.match(rel) and (shown := visible_entry(entry, rel, rel)) is not None:
-            if shown.endswith("/") or not dirs_only:
-                hits.append(shown)
+        shown = visible_entry(entry, rel, rel) if matcher.match(rel) else None
+        if shown is not None and (shown.endswith("/") or not dirs_only):
+            hits.append(shown)
     if not hits:
         return f"No accessible files match {pattern}.", False
     return capped_listing(sorted(hits), MAX_LIST_FILES), False
 
 
-def line_number_at(text: str, index: int) -> int:
-    """1-based line of text[index]; LF, CR and CRLF each end one line."""
-    prefix = text[:index]
-    return prefix.count("\n") + prefix.count("\r") - prefix.count("\r\n") + 1
-
-
 def find_unique(content: str, old: str) -> tuple[int, str | None]:
-    """Position of the only occurrence of old, overlaps included.
-
-    str.count misses overlapping matches ('aa' in 'aaa' counts once), so the
-    second search starts one character after the first hit.
-    """
+    """Position of the only occurrence of old; overlaps count ('aa' is twice in 'aaa', str.count says once)."""
     first = content.find(old)
     if first < 0:
         hint = ""
         if "\n" in old and "\r\n" in content and "\r\n" not in old:
             hint = " The file uses CRLF line endings: write \\r\\n in old_string."
-        return -1, ("Error: old_string was not found in the file. It must match the file "
-                    "exactly, including spaces, indentation and line breaks (and without "
-                    f"read_file's line-number prefix). Read the file again to check.{hint}")
+        return -1, ("Error: old_string was not found in the file. It must match the file exactly, including "
+                    "spaces, indentation and line breaks (and without read_file's line-number prefix). "
+                    f"Read the file again to check.{hint}")
     if content.find(old, first + 1) >= 0:
-        return -1, ("Error: old_string appears more than once in the file, so the edit is "
-                    "ambiguous. Include more surrounding lines to make it unique, or set "
-                    "replace_all to change every occurrence.")
+        return -1, ("Error: old_string appears more than once in the file, so the edit is ambiguous. Include "
+                    "more surrounding lines to make it unique, or set replace_all to change every occurrence.")
     return first, None
 
 
@@ -1083,8 +994,7 @@ class Edit:
 
 
 def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edit | None, str | None]:
-    """Check an edit_file call and compute its result, touching nothing.
-    Returns (edit, None) or (None, error text)."""
+    """Check an edit_file call and compute its result, touching nothing: (edit, None) or (None, error)."""
     if not all(isinstance(v, str) for v in (file_path, old_string, new_string)):
         return None, "Error: file_path, old_string and new_string must all be strings."
     if not isinstance(replace_all, bool):
@@ -1125,10 +1035,9 @@ def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edi
 
 EDIT_FILE_SPEC = spec(
     "edit_file",
-    "Replace old_string with new_string in an existing text file you have read. "
-    "old_string must match exactly (whitespace included, without the line-number prefix) "
-    "and occur once unless replace_all is true; add surrounding lines to make it unique. "
-    "Prefer this to write_file for partial changes.",
+    "Replace old_string with new_string in an existing text file you have read. old_string must match "
+    "exactly (whitespace included, without the line-number prefix) and occur once unless replace_all is "
+    "true; add surrounding lines to make it unique. Prefer this to write_file for partial changes.",
     {"file_path": string("Relative path."),
      "old_string": string("Exact text to replace; non-empty."),
      "new_string": string("Replacement; empty deletes."),
@@ -1151,7 +1060,9 @@ def apply_edit(edit: Edit):
     if error:
         return error, True
     READ_VERSIONS.pop(edit.target, None)
-    where = f"starting at line {line_number_at(edit.content, edit.first)}"
+    before = edit.content[:edit.first]            # LF, CR and CRLF each end one line
+    line = before.count("\n") + before.count("\r") - before.count("\r\n") + 1
+    where = f"starting at line {line}"
     if edit.count > 1:
         return f"Replaced {edit.count} occurrences in {edit.file_path} (first {where}).", False
     return f"Edited {edit.file_path} ({where}).", False
@@ -1164,15 +1075,8 @@ NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLO
 
 def write_atomically(folder_fd: int, name: str, data: bytes, mode: int | None = None,
                      still_valid=lambda: True) -> bool:
-    """Replace the file name in the open folder folder_fd with data, so
-    readers see the old file or the new one, never half of it. Returns False,
-    writing nothing, if still_valid() says the target changed while the temp
-    file was written. Raises OSError.
-
-    The temp file is created (O_EXCL, never through a link) in the same
-    folder, because a rename cannot cross file systems, and fsynced before
-    the rename. Both sides of the rename are relative to folder_fd.
-    """
+    """Replace name in folder_fd with data, never half-written: the temp file (O_EXCL) lies beside it, as a
+    rename cannot cross file systems. False, writing nothing, if still_valid() says the target changed."""
     temp = f".{name}.{os.urandom(4).hex()}.tmp"
     fd = os.open(temp, NEW_FILE_FLAGS, 0o600, dir_fd=folder_fd)
     try:
@@ -1197,11 +1101,7 @@ def read_entry(entry: JailEntry) -> bytes:
 
 
 def replace_existing_file(target: Path, data: bytes, expected_digest: bytes) -> str | None:
-    """Atomically overwrite a file the model has read; its mode bits are kept.
-    Returns an error text, or None on success.
-
-    target is a resolved path, so it is walked again with no link allowed:
-    if any part of it was swapped since, nothing is written."""
+    """Overwrite a read file atomically, keeping its mode; target is resolved, so any link met means a swap."""
     try:
         with locate(target, follow_links=False) as entry:
             if entry.info is None or not stat.S_ISREG(entry.info.st_mode):
@@ -1246,8 +1146,7 @@ def write_file(file_path, content):
 
 
 def plan_write(file_path, content) -> tuple[Write | None, str | None]:
-    """Check a write_file call, touching nothing (no folder is made yet).
-    Every reason it would fail is found here, before anyone is asked."""
+    """Check a write_file call, touching nothing: every reason it would fail is found before anyone is asked."""
     if not isinstance(file_path, str) or not isinstance(content, str):
         return None, "Error: file_path and content must both be strings."
     try:
@@ -1267,9 +1166,7 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
     except PathRefused as refusal:
         if refusal.missing and not is_ignored(target):    # folders to be made: a new file
             return Write(file_path, target, data, "", None), None
-        if refusal.missing:
-            return None, write_refusal(file_path, PathRefused(off_limits=True))
-        return None, write_refusal(file_path, refusal)
+        return None, write_refusal(file_path, PathRefused(off_limits=True) if refusal.missing else refusal)
 
 
 def write_refusal(file_path: str, refusal: PathRefused | None = None) -> str:
@@ -1278,8 +1175,7 @@ def write_refusal(file_path: str, refusal: PathRefused | None = None) -> str:
     cause = refusal.__cause__ if refusal else None
     if isinstance(cause, OSError):         # mkdir failed, or a file stands where a folder should be
         return f"Error: could not create the folder for {file_path}: {cause.strerror or cause}"
-    return (f"Error: writing to {file_path} is not allowed. Use a path relative to the "
-            "working directory, inside it.")
+    return f"Error: writing to {file_path} is not allowed. Use a path relative to the working directory, inside it."
 
 
 def plan_overwrite(file_path: str, entry: JailEntry, data: bytes) -> tuple[Write | None, str | None]:
@@ -1302,10 +1198,7 @@ def plan_overwrite(file_path: str, entry: JailEntry, data: bytes) -> tuple[Write
 
 
 def apply_write(write: Write):
-    """Do a write planned by plan_write. The path is walked again, creating
-    missing folders, each opened without following links right after it is
-    made; the file is then created (O_EXCL) or replaced only if it is still
-    the one the plan saw."""
+    """Walk the path again, making folders; create the file (O_EXCL) or replace only the one the plan saw."""
     file_path = write.file_path
     try:
         with locate(file_path, make_folders=True) as entry:
@@ -1325,13 +1218,11 @@ def apply_write(write: Write):
 
 
 def create_file(file_path: str, entry: JailEntry, data: bytes):
-    """Create a new file with O_EXCL, relative to the folder held open: it can
-    never clobber one that appeared after our checks, nor follow a link."""
+    """Create with O_EXCL in the folder held open: never clobber a file that appeared since, nor follow a link."""
     created = None
     try:
         with os.fdopen(entry.open(NEW_FILE_FLAGS), "wb") as f:
-            info = os.fstat(f.fileno())
-            created = (info.st_dev, info.st_ino)
+            created = os.fstat(f.fileno())
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -1339,22 +1230,13 @@ def create_file(file_path: str, entry: JailEntry, data: bytes):
         return (f"Error: {file_path} was just created by something else. Read it with "
                 "read_file before deciding what to do."), True
     except OSError as exc:
-        remove_if_same(entry, created)
+        with contextlib.suppress(OSError):      # remove the half-written file, but only the one we created
+            info = os.stat(entry.name, dir_fd=entry.folder_fd, follow_symlinks=False)
+            if created is not None and os.path.samestat(info, created):
+                os.unlink(entry.name, dir_fd=entry.folder_fd)
         return f"Error: could not create {file_path}: {exc.strerror or exc}", True
     READ_VERSIONS.pop(entry.path, None)   # creating is not reading
     return f"Created {file_path} ({len(data)} bytes).", False
-
-
-def remove_if_same(entry: JailEntry, created) -> None:
-    """Delete a half-written new file, but only the one we created."""
-    if created is None:
-        return
-    try:
-        info = os.stat(entry.name, dir_fd=entry.folder_fd, follow_symlinks=False)
-        if (info.st_dev, info.st_ino) == created:
-            os.unlink(entry.name, dir_fd=entry.folder_fd)
-    except OSError:
-        pass
 
 
 # ============================================================================
