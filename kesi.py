@@ -1242,9 +1242,8 @@ def create_file(file_path: str, entry: JailEntry, data: bytes):
 # ============================================================================
 # 4. Search: grep through ripgrep
 # ============================================================================
-# rg starts from a folder or file grep holds open (its working directory is
-# that folder's descriptor, a single file comes in on stdin), so its starting
-# point cannot be swapped. --no-follow keeps it from following links below.
+# rg starts from a folder or file grep holds open (a folder's descriptor is its working directory, a file
+# comes in on stdin), so its starting point cannot be swapped; --no-follow keeps it off links below.
 
 MAX_SEARCH_LINES = 100
 MAX_COUNTED_LINES = 10_000     # stop rg after this many matches; counting is enough
@@ -1252,25 +1251,20 @@ MAX_ERROR_CHARS = 2000
 GREP_TIMEOUT = 10
 RG_PATH = trusted_program("rg")   # found once, at start
 # Case-insensitive (--iglob), as is_ignored_name: '.ENV' and 'NODE_MODULES' are hidden too.
-RG_EXCLUDES = [g for name in sorted(IGNORE) for g in (f"!**/{name}", f"!**/{name}/**")]
-RG_EXCLUDES += ["!**/.env.*", "!**/.env.*/**"]
+RG_EXCLUDES = [g for name in (*sorted(IGNORE), ".env.*") for g in (f"!**/{name}", f"!**/{name}/**")]
 PROC_FDS = Path("/proc/self/fd")
 
 
 def grep_argv(pattern: str, glob: str | None, ignore_case: bool, where: str) -> list[str]:
-    argv = [RG_PATH, "--no-config", "--no-follow", "--hidden", "--line-number", "--with-filename",
-            "--null", "--no-heading", "--color", "never", "--max-columns", "200",
-            "--max-columns-preview"]
+    argv = [RG_PATH, "--no-config", "--no-follow", "--hidden", "--line-number", "--with-filename", "--null",
+            "--no-heading", "--color", "never", "--max-columns", "200", "--max-columns-preview"]
     if ignore_case:
         argv.append("--ignore-case")
     if glob:
         argv += ["--glob", glob]
-    # rg applies --iglob after --glob and later globs win, so a model-supplied
-    # glob such as ".env*" cannot re-include a hidden file.
-    for exclude in RG_EXCLUDES:
-        argv += ["--iglob", exclude]
-    # "--" ends the options: a pattern such as "--files" stays a pattern.
-    return argv + ["--", pattern, where]
+    # rg applies --iglob after --glob and later globs win: a model's glob such as ".env*" re-includes nothing.
+    argv += [arg for exclude in RG_EXCLUDES for arg in ("--iglob", exclude)]
+    return argv + ["--", pattern, where]       # "--": a pattern such as "--files" stays a pattern
 
 
 GREP_SPEC = spec(
@@ -1308,15 +1302,14 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
         return f"Error: {path} is neither a file nor a directory.", True
     try:
         if RG_PATH is None:
-            return "Error: the rg command was not found; install ripgrep to use grep.", True
+            raise FileNotFoundError("rg")      # reported below, as when rg is gone since start
         shown_as = "" if entry.path == BASE_DIR else relative(entry.path)
         argv = grep_argv(pattern, glob, bool(ignore_case), "." if folder else "-")
         code, lines, total, stderr = run_rg(argv, start_fd, folder, shown_as)
     except FileNotFoundError:
         return "Error: the rg command was not found; install ripgrep to use grep.", True
     except subprocess.TimeoutExpired:
-        return (f"Error: the search took longer than {GREP_TIMEOUT} s and was stopped. "
-                "Narrow the path or pattern."), True
+        return f"Error: the search took longer than {GREP_TIMEOUT} s and was stopped. Narrow the path or pattern.", True
     except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in an argument
         return f"Error: could not run the search: {exc}", True
     finally:
@@ -1334,8 +1327,7 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
 
 
 def rg_start(start_fd: int, folder: bool) -> dict:
-    """Popen arguments that start rg at the descriptor grep holds: a folder
-    becomes its working directory, a file its stdin."""
+    """Popen arguments that start rg at grep's descriptor: a folder is its working directory, a file stdin."""
     if not folder:
         return {"stdin": start_fd, "cwd": BASE_DIR}
     if PROC_FDS.is_dir():     # Linux: chdir through the descriptor's /proc link
@@ -1344,24 +1336,18 @@ def rg_start(start_fd: int, folder: bool) -> dict:
             "preexec_fn": lambda: os.fchdir(start_fd)}
 
 
-def match_line(raw: bytes, folder: bool, shown_as: str) -> tuple[str, str] | None:
-    """rg's 'path NUL line:text' as 'path:line:text' relative to the jail, or
-    None if the path has an ignored name: the same rule as every other tool,
-    whatever rg's own case folding does."""
+def match_line(raw: bytes, folder: bool, shown_as: str) -> str | None:
+    """rg's 'path NUL line:text' as 'path:line:text'; None for an ignored name, whatever rg's case folding."""
     path, _, rest = raw.rstrip(b"\r\n").partition(b"\0")
     name = os.fsdecode(path).removeprefix("./") if folder else ""
     if any(is_ignored_name(part) for part in name.split("/")):
         return None
     name = "/".join(part for part in (shown_as, name) if part)
-    return utf8_safe(name), rest.decode("utf-8", errors="replace")
+    return f"{utf8_safe(name)}:{rest.decode('utf-8', errors='replace')}"
 
 
 def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple[int, list[str], int, str]:
-    """Run rg and keep the first lines, counting the rest without storing them.
-
-    rg is stopped once MAX_COUNTED_LINES are seen, so a search that matches a
-    whole 100k-file tree costs neither memory nor much time.
-    """
+    """Keep rg's first lines and count the rest up to MAX_COUNTED_LINES, then stop it: bounded memory and time."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, **rg_start(start_fd, folder))
     fired = threading.Event()
@@ -1378,12 +1364,11 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
     lines, total = [], 0
     try:
         for raw in proc.stdout:
-            match = match_line(raw, folder, shown_as)
-            if match is None:
+            if (match := match_line(raw, folder, shown_as)) is None:
                 continue
             total += 1
             if len(lines) < MAX_SEARCH_LINES:
-                lines.append(f"{match[0]}:{match[1]}")
+                lines.append(match)
             if total >= MAX_COUNTED_LINES:
                 break
     finally:
@@ -1405,12 +1390,7 @@ GRACE_STEP_SECONDS = 0.05          # how often the grace wait looks again
 
 
 def stop_process_group(proc, grace: float) -> None:
-    """TERM the command's whole process group, wait up to grace seconds for
-    all of it, then KILL.
-
-    The command runs in its own session (start_new_session), so its pgid is
-    its pid and background jobs it started ('&') are in the same group.
-    """
+    """TERM the whole group (its own session: pgid is pid, '&' jobs included), wait up to grace s, then KILL."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except OSError:
@@ -1429,19 +1409,12 @@ def stop_process_group(proc, grace: float) -> None:
 
 
 def kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.killpg(pgid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def group_alive(pgid: int) -> bool:
-    """Is any member of the process group still running?
-
-    killpg(pgid, 0) also succeeds for zombies: a killed background job is
-    reparented to PID 1, which may take seconds to reap it. Where /proc
-    exists, zombies are therefore not counted.
-    """
+    """Is a member still running? Zombies do not count where /proc shows them: PID 1 may reap them slowly."""
     try:
         os.killpg(pgid, 0)
     except OSError:
@@ -1459,12 +1432,8 @@ def group_alive(pgid: int) -> bool:
 
 
 def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
-    """Read a pipe until EOF, keeping at most cap bytes.
-
-    A reader thread is needed because a full pipe (about 64 KB) blocks the
-    child forever. read1 returns what is there now, so output printed before
-    a background job holds the pipe open is not lost.
-    """
+    """Read a pipe until EOF in its own thread (a full pipe blocks the child), keeping at most cap bytes.
+    read1 returns what is there now: output before a background job holds the pipe open is not lost."""
     try:
         while chunk := pipe.read1(65536):
             room = cap - len(captured)
@@ -1475,10 +1444,8 @@ def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
     except (OSError, ValueError):
         pass
     finally:
-        try:
+        with contextlib.suppress(OSError):
             pipe.close()
-        except OSError:
-            pass
 
 
 # ============================================================================
