@@ -284,8 +284,7 @@ UI = sys.stdout
 
 
 def utf8_safe(text: str) -> str:
-    """Lone surrogates (a non-UTF-8 file name, an odd terminal) become \\udcxx
-    escapes: neither a UTF-8 terminal nor a JSON request can carry them."""
+    """Lone surrogates (a non-UTF-8 file name) become \\udcxx: no terminal or JSON request carries them."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
@@ -306,13 +305,11 @@ def capable_terminal() -> bool:
 
 
 def use_colour() -> bool:
-    """Colour only for a person at a capable terminal who did not set NO_COLOR
-    (no-color.org); a pipe, a file or a dumb terminal gets plain text."""
+    """Colour only for a person at a capable terminal who did not set NO_COLOR (no-color.org)."""
     return not os.environ.get("NO_COLOR") and capable_terminal() and hasattr(UI, "isatty") and UI.isatty()
 
 
-STYLES = {"tool": "36", "error": "31", "added": "32", "removed": "31", "quiet": "2",
-          "bold": "1", "code": "33"}   # SGR codes
+STYLES = {"tool": "36", "error": "31", "added": "32", "removed": "31", "quiet": "2", "bold": "1", "code": "33"}
 
 
 def paint(text: str, style: str) -> str:
@@ -321,11 +318,8 @@ def paint(text: str, style: str) -> str:
 
 
 def terminal_width() -> int | None:
-    """Columns to wrap at; None when UI is no terminal: a pipe or a file gets
-    text as it was written, one line per line."""
-    if not (hasattr(UI, "isatty") and UI.isatty()):
-        return None
-    return shutil.get_terminal_size().columns
+    """Columns to wrap at; None for a pipe or a file, which get text as it was written."""
+    return shutil.get_terminal_size().columns if hasattr(UI, "isatty") and UI.isatty() else None
 
 
 def display_width(text: str) -> int:
@@ -335,9 +329,7 @@ def display_width(text: str) -> int:
 
 
 def wrapped(text: str, hang: str | None = None) -> str:
-    """KeSi's own prose, wrapped at spaces to the terminal's width.
-    Continuation lines are indented by hang (default: the line's own
-    indent); a word longer than a line (a URL, a path) is never cut."""
+    """KeSi's own prose wrapped to the terminal; a long word (a URL, a path) is never cut."""
     width = terminal_width()
     if width is None:
         return text
@@ -350,13 +342,9 @@ def wrapped(text: str, hang: str | None = None) -> str:
     return "\n".join(lines)
 
 
-# Characters a terminal obeys instead of showing: C0 controls but newline and
-# tab (ESC starts every escape sequence; CR and backspace overwrite a line),
-# DEL, C1 controls (U+009B is a one-character CSI), and the bidirectional
-# overrides and isolates that make text read in another order than it runs,
-# and the characters that show nothing at all (zero-width spaces, soft
-# hyphens, tags, variation selectors, fillers, line separators): in a
-# command or a path they hide what really runs ("bu\u00adild" reads "build").
+# Characters a terminal obeys instead of showing: C0 but \n and \t, DEL, C1 (U+009B is a one-character CSI),
+# bidi overrides (text reads in another order than it runs) and invisible ones (zero-width, soft hyphen, tags,
+# variation selectors, fillers) that hide what a command or path really runs ("bu\u00adild" reads "build").
 TERMINAL_CONTROLS = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2"
     "\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f"
@@ -365,10 +353,7 @@ TERMINAL_CONTROLS = re.compile(
 
 
 def visible(text) -> str:
-    """Text from the model, a file or a command, made safe to print: control
-    characters are shown as escapes (\\x1b, \\r, \\u202e), never obeyed, so
-    nothing can move the cursor, erase a line, set the clipboard (OSC 52) or
-    hide part of a command. KeSi's own escape codes do not pass through here."""
+    """Text from the model, a file or a command, its controls shown as escapes (\\x1b, \\u202e), never obeyed."""
     text = utf8_safe(str(text)).replace("\r\n", "\n")
     return TERMINAL_CONTROLS.sub(control_escape, text)
 
@@ -383,23 +368,16 @@ def control_escape(match) -> str:
 # ============================================================================
 # 2. Paths and the jail
 # ============================================================================
-# Every tool path must land inside BASE_DIR. Checking a path and then opening
-# it by name can be raced: a process a command left running may swap a folder
-# for a symlink in between. So tools never open a path by name. locate()
-# walks it one name at a time from an open descriptor of BASE_DIR, opening
-# each folder relative to the one before with O_NOFOLLOW and following
-# symlinks by hand, checked at every step: what was checked is what is opened.
+# Every tool path must land inside BASE_DIR. Opening a path by name after checking it can be raced (a process
+# left running may swap a folder for a symlink), so locate() walks it from a descriptor of BASE_DIR, one
+# O_NOFOLLOW open at a time, following symlinks by hand and checking each step: what is checked is what opens.
 
 BASE_DIR = Path.cwd().resolve()
 HOME_DIR = Path.home().resolve()
 
 
 def trusted_program(name: str) -> str | None:
-    """The program KeSi itself runs outside the sandbox (bwrap, git, rg),
-    found on PATH without the folders a sandboxed command can write: the
-    workspace (an activated .venv/bin, node_modules/.bin), relative entries
-    and the empty one (the current folder). Otherwise a command could plant
-    its own `bwrap` there and KeSi would run it, unsandboxed, next time."""
+    """A program KeSi runs unsandboxed (bwrap, rg), found on PATH minus where a command could plant its own."""
     folders = []
     for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
         real = os.path.realpath(folder)       # $WS/bin -> /usr/bin: the link could be swapped later
@@ -407,28 +385,24 @@ def trusted_program(name: str) -> str | None:
             folders.append(real)
     return shutil.which(name, path=os.pathsep.join(folders) or os.defpath)
 
-# Names that file tools never show or touch, at any depth. They are noise
-# (caches, dependencies) or secrets (.env, .git). Anything starting with
-# ".env." (.env.local, .env.example) counts too.
+# Names that file tools never show or touch, at any depth: noise (caches, dependencies) or secrets (.env,
+# .git), and anything starting with ".env." (.env.local).
 IGNORE = {".git", "node_modules", "__pycache__", ".venv", "venv", ".env",
           ".DS_Store", ".pytest_cache", ".kesi"}
 IGNORE_FOLDED = {name.casefold() for name in IGNORE}
 
 
 def is_ignored_name(name: str) -> bool:
-    """The one rule every tool applies to every name, at any depth.
-    Compared case-insensitively: on macOS '.ENV' opens the file '.env'."""
+    """The one rule every tool applies to every name; case-insensitive: on macOS '.ENV' opens '.env'."""
     folded = name.casefold()
     return folded in IGNORE_FOLDED or folded.startswith(".env.")
 
 
 def is_ignored(target: Path) -> bool:
-    """True if any part of target (relative to the jail) is an ignored name."""
-    try:
-        parts = target.relative_to(BASE_DIR).parts
-    except ValueError:
+    """Outside the jail, or some part of target below it is an ignored name."""
+    if not target.is_relative_to(BASE_DIR):
         return True
-    return any(is_ignored_name(part) for part in parts)
+    return any(is_ignored_name(part) for part in target.relative_to(BASE_DIR).parts)
 
 
 FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -446,8 +420,7 @@ class PathRefused(Exception):
 
 @dataclass
 class JailEntry:
-    """Something found inside the jail, held by an open descriptor of the
-    folder it lies in, so later opens cannot be redirected. Use with 'with'."""
+    """Something in the jail, held by a descriptor of its folder so later opens cannot be redirected."""
     folder_fd: int
     name: str                          # its name in that folder; "." for the jail itself
     path: Path                         # where it is, symlinks resolved
@@ -464,8 +437,7 @@ class JailEntry:
 
 
 def jail_parts(path) -> list[str]:
-    """The names of a path below the jail. An absolute path counts only if it
-    is spelled under BASE_DIR."""
+    """The names of a path below the jail; an absolute path must be spelled under BASE_DIR."""
     if not isinstance(path, (str, Path)):
         raise PathRefused()
     text = os.fspath(path)
@@ -478,13 +450,8 @@ def jail_parts(path) -> list[str]:
 
 
 def locate(path, make_folders: bool = False, follow_links: bool = True) -> JailEntry:
-    """Walk path from the jail with descriptors; raise PathRefused unless every
-    step, symlink targets included, stays inside and has no ignored name.
-
-    The last name may be missing (info is None); with make_folders, missing
-    folders before it are created. With follow_links=False any symlink on the
-    way is refused.
-    """
+    """Walk path from the jail with descriptors; raise PathRefused unless every step, symlink targets
+    included, stays inside and has no ignored name. The last name may be missing (info is None)."""
     pending = list(reversed(jail_parts(path)))
     folders = [os.open(BASE_DIR, FOLDER_FLAGS)]   # folders[i] is BASE_DIR/names[:i]
     names, hops = [], 0
@@ -496,8 +463,6 @@ def locate(path, make_folders: bool = False, follow_links: bool = True) -> JailE
                     raise PathRefused()
                 names.pop()
                 os.close(folders.pop())
-                continue
-            if name == ".":
                 continue
             if is_ignored_name(name):
                 raise PathRefused(off_limits=True)
@@ -547,8 +512,7 @@ def locate(path, make_folders: bool = False, follow_links: bool = True) -> JailE
 
 
 def safe_path(path) -> Path | None:
-    """Where an existing path leads, or None unless it stays inside the jail
-    and is not off-limits. (For naming things; tools open through locate.)"""
+    """Where an existing path in the jail leads, for naming things (tools open through locate)."""
     try:
         with locate(path) as entry:
             return entry.path if entry.info is not None else None
@@ -558,27 +522,20 @@ def safe_path(path) -> Path | None:
 
 def is_outside_pattern(text: str) -> bool:
     """Reject ~, absolute paths, drives and '..' segments (POSIX or Windows)."""
-    if text.startswith("~") or Path(text).is_absolute():
-        return True
     win = PureWindowsPath(text)
-    if win.drive or win.root:
-        return True
-    return ".." in PurePosixPath(text).parts or ".." in win.parts
+    return (text.startswith("~") or Path(text).is_absolute() or bool(win.drive or win.root)
+            or ".." in PurePosixPath(text).parts or ".." in win.parts)
 
 
 def safe_write_path(path) -> Path | None:
-    """The path a write to path would name, even if it does not exist yet:
-    the key of READ_VERSIONS and of write grants. write_file itself opens
-    through locate."""
+    """The path a write would name, existing or not: the key of READ_VERSIONS and write grants."""
     if not isinstance(path, str) or not path.strip() or is_outside_pattern(path):
         return None
     try:
         target = (BASE_DIR / path).resolve(strict=False)
     except (OSError, RuntimeError, TypeError, ValueError):
         return None
-    if target == BASE_DIR or not target.is_relative_to(BASE_DIR):
-        return None
-    return target
+    return target if target != BASE_DIR and target.is_relative_to(BASE_DIR) else None
 
 
 def relative(target: Path) -> str:
@@ -586,9 +543,7 @@ def relative(target: Path) -> str:
 
 
 def open_regular_fd(entry: JailEntry) -> int:
-    """Open entry for reading. O_NONBLOCK makes a FIFO open return at once and
-    O_NOFOLLOW refuses a symlink swapped in since locate; fstat then proves
-    we hold a regular file."""
+    """O_NONBLOCK: a FIFO does not hang the open; O_NOFOLLOW: no link swapped in; fstat: a regular file."""
     fd = entry.open(FILE_FLAGS)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -728,8 +683,7 @@ def read_records(path: Path, last_bytes: int | None = None) -> tuple[list[str], 
 # ============================================================================
 # 3. File tools: read_file, list_files, glob, edit_file, write_file
 # ============================================================================
-# Every tool returns (output, is_error) and never raises: errors go back to
-# the model as instructive text so it can correct itself.
+# Every tool returns (output, is_error) and never raises: errors go back to the model as instructive text.
 
 MAX_READ_LINES = 2000          # default lines per read_file call
 MAX_LINE_CHARS = 2000          # longer lines are cut in the view
@@ -738,9 +692,8 @@ MAX_SCAN_BYTES = 16_000_000    # never scan further than this into a file
 MAX_LIST_FILES = 200
 MAX_EDIT_BYTES = 10_000_000    # edit_file holds the file in memory
 
-# Digest of each file as the model last read it in full. write_file refuses to
-# overwrite a file the model has not seen, or that changed since it saw it.
-# The table lives only here: it costs no context and the model cannot forge it.
+# Digest of each file as the model last read it in full: write_file refuses to overwrite a file the model has
+# not seen, or that changed since. It lives only here: it costs no context and the model cannot forge it.
 READ_VERSIONS: dict[Path, bytes] = {}
 
 
@@ -752,22 +705,14 @@ def is_whole_number(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def not_found(file_path) -> str:
-    return (f"Error: {file_path} was not found, or it is outside the working "
-            "directory. Use a path relative to the working directory; "
-            "list_files or glob show what exists.")
-
-
 def check_readable(file_path, verb: str = "read"):
-    """Shared front door of read_file, edit_file and the memory files: jail,
-    ignore list, file type. Returns ((open file, resolved path), None) or
-    (None, error text); the caller closes the file."""
+    """Front door of read_file, edit_file and the memory files: ((open file, path), None) or (None, error)."""
     if not isinstance(file_path, str) or not file_path.strip():
         return None, "Error: file_path must be a non-empty string."
     try:
         with locate(file_path) as entry:
             if entry.info is None:
-                return None, not_found(file_path)
+                raise PathRefused(missing=True)
             if not stat.S_ISREG(entry.info.st_mode):
                 hint = " Use list_files for directories." if stat.S_ISDIR(entry.info.st_mode) else ""
                 return None, f"Error: {file_path} is not a regular text file.{hint}"
@@ -775,15 +720,14 @@ def check_readable(file_path, verb: str = "read"):
     except PathRefused as refused:
         if refused.off_limits:
             return None, f"Error: {file_path} is off-limits to tools and cannot be {verb}."
-        return None, not_found(file_path)
+        return None, (f"Error: {file_path} was not found, or it is outside the working directory. "
+                      "Use a path relative to the working directory; list_files or glob show what exists.")
     except OSError as exc:        # swapped for a link or a FIFO since the walk
         return None, f"Error: could not read {file_path}: {exc.strerror or exc}"
 
 
 # --- how a tool is described to the model -------------------------------------
-# Each tool below has its spec (name, description, JSON schema: what the model
-# sees) right above its function (what runs). The tool table in section 11
-# lists them both.
+# Each tool's spec (what the model sees) stands right above its function (what runs); section 11 lists both.
 
 def spec(name: str, description: str, properties: dict, required: list[str]) -> dict:
     return {"name": name, "description": description, "strict": True,
@@ -791,24 +735,19 @@ def spec(name: str, description: str, properties: dict, required: list[str]) -> 
                              "required": required, "additionalProperties": False}}
 
 
-def string(description: str) -> dict:
-    return {"type": "string", "description": description}
+def typed(kind: str):
+    """A maker of JSON-schema properties of one kind: string("Relative path.")."""
+    return lambda description: {"type": kind, "description": description}
 
 
-def integer(description: str) -> dict:
-    return {"type": "integer", "description": description}
-
-
-def boolean(description: str) -> dict:
-    return {"type": "boolean", "description": description}
+string, integer, boolean = typed("string"), typed("integer"), typed("boolean")
 
 
 READ_FILE_SPEC = spec(
     "read_file",
-    "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not "
-    f"part of the file. Returns up to {MAX_READ_LINES} lines; use offset and limit for more. "
-    "A view marked PARTIAL is not a full read for write_file. Binary files and hidden "
-    "names are refused. Read before you edit.",
+    "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not part of the file. "
+    f"Returns up to {MAX_READ_LINES} lines; use offset and limit for more. A view marked PARTIAL is not a "
+    "full read for write_file. Binary files and hidden names are refused. Read before you edit.",
     {"file_path": string("Relative path."),
      "offset": integer("First line, 1-based."),
      "limit": integer("Number of lines.")},
@@ -816,8 +755,7 @@ READ_FILE_SPEC = spec(
 
 
 def read_file(file_path, offset=None, limit=None):
-    # Any read attempt, even a failed one, forgets the old version: the model
-    # must have seen the current bytes before it may overwrite them.
+    # Any read attempt, even a failed one, forgets the old version: only the bytes seen last may be overwritten.
     READ_VERSIONS.pop(safe_write_path(file_path), None)
     opened, error = check_readable(file_path)
     if error:
@@ -859,6 +797,16 @@ class LinesRead:
         """The whole file, from line 1, nothing cut: write_file may overwrite it."""
         return not self.stop and not self.binary and self.start == 1 and not self.cut
 
+    def add(self, line_no: int, text: str, dropped: bool) -> int:
+        """Keep a line as the view shows it; returns the characters render spends on it."""
+        text = text.removesuffix("\n")
+        self.crlf = self.crlf or text.endswith("\r")
+        text = text.removesuffix("\r")
+        if dropped or len(text) > MAX_LINE_CHARS:
+            text, self.cut = text[:MAX_LINE_CHARS] + " [... line cut]", True
+        self.lines.append((line_no, text))
+        return len(text) + 8                   # the 6-wide number, a tab, a newline
+
     def render(self, file_path: str) -> str:
         if not self.lines:
             if self.complete:
@@ -875,9 +823,8 @@ class LinesRead:
     def partial_note(self) -> str:
         last = self.lines[-1][0]
         if self.stop:
-            return (f"[PARTIAL view: lines {self.start}-{last}; {self.stop}. Call read_file "
-                    f"with offset={last + 1} to continue. A partial read does not allow write_file "
-                    "to overwrite the file.]")
+            return (f"[PARTIAL view: lines {self.start}-{last}; {self.stop}. Call read_file with offset={last + 1} "
+                    "to continue. A partial read does not allow write_file to overwrite the file.]")
         if self.cut:
             return (f"[PARTIAL view: the file ends at line {last}, but some long lines were cut. Change "
                     "it with edit_file: write_file may only overwrite a file that was read whole.]")
@@ -886,14 +833,7 @@ class LinesRead:
 
 
 def read_lines(f, start: int, count: int) -> LinesRead:
-    """Read lines start..start+count-1 with bounded memory and time, whatever
-    the file size.
-
-    The file comes in pieces of at most one line (and at most a few
-    MAX_LINE_CHARS of bytes, so a huge line arrives in several). Lines are
-    split on \\n only and decoded as strict UTF-8 (UnicodeDecodeError
-    otherwise); of a long line only the first MAX_LINE_CHARS are kept.
-    """
+    """Lines start..start+count-1 in bounded memory and time: a huge line comes in pieces, only its start kept."""
     seen = LinesRead(start)
     hasher = hashlib.sha256()
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
@@ -912,10 +852,7 @@ def read_lines(f, start: int, count: int) -> LinesRead:
             dropped = True                     # the rest of a long line is only checked
         line_ended = not piece or piece.endswith(b"\n")
         if line_ended and text and line_no >= start:
-            shown, crlf, cut = shown_line(text, dropped)
-            seen.lines.append((line_no, shown))
-            seen.crlf, seen.cut = seen.crlf or crlf, seen.cut or cut
-            chars += len(shown) + 8            # what render adds: the 6-wide number, a tab, a newline
+            chars += seen.add(line_no, text, dropped)
         if not piece:
             seen.digest = hasher.digest()
             return seen
@@ -934,17 +871,6 @@ def read_lines(f, start: int, count: int) -> LinesRead:
             seen.stop = (f"stopped after scanning {MAX_SCAN_BYTES:,} bytes; to reach "
                          "far into a huge file, grep for a pattern or run tail")
             return seen
-
-
-def shown_line(text: str, dropped: bool) -> tuple[str, bool, bool]:
-    """A line as the view shows it: (text without its line ending, it ended
-    in CRLF, it was cut)."""
-    text = text.removesuffix("\n")
-    crlf = text.endswith("\r")
-    text = text.removesuffix("\r")
-    if dropped or len(text) > MAX_LINE_CHARS:
-        return text[:MAX_LINE_CHARS] + " [... line cut]", crlf, True
-    return text, crlf, False
 
 
 LIST_FILES_SPEC = spec(
@@ -985,26 +911,18 @@ def list_files(path="."):
 
 
 def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
-    """How a directory entry is shown ('name', or 'name/' for folders), or
-    None if tools may not see it. where is its path below the jail.
-
-    Only symlinks need resolving: a plain entry of a folder inside the jail
-    is inside the jail too, and DirEntry knows its type without a stat call.
-    """
+    """'name', 'name/' or None if tools may not see it; only a link needs a walk: a plain entry is in the jail."""
     if is_ignored_name(entry.name):
         return None
-    if entry.is_symlink():
-        try:                                # a link may lead outside, or to .env
-            with locate(where) as target:
-                info = target.info
-        except PathRefused:
-            return None
-        if info is None:                    # a dangling link
-            return None
-        is_dir = stat.S_ISDIR(info.st_mode)
-    else:
-        is_dir = entry.is_dir(follow_symlinks=False)
-    return shown + "/" if is_dir else shown
+    if not entry.is_symlink():
+        return shown + "/" if entry.is_dir(follow_symlinks=False) else shown
+    try:                                    # a link may lead outside, or to .env, or nowhere
+        with locate(where) as target:
+            if target.info is None:
+                return None
+            return shown + "/" if stat.S_ISDIR(target.info.st_mode) else shown
+    except PathRefused:
+        return None
 
 
 def capped_listing(items: list[str], cap: int) -> str:
@@ -1014,74 +932,34 @@ def capped_listing(items: list[str], cap: int) -> str:
     return shown
 
 
-def class_end(pattern: str, i: int) -> int:
-    """Index of the ']' closing the class that opens at i, or -1 (a literal '[')."""
-    j = i + 1
-    if pattern[j:j + 1] == "!":
-        j += 1
-    if pattern[j:j + 1] == "]":
-        j += 1
-    return pattern.find("]", j)
+# A glob's tokens, tried in this order: '**/', '**', '*', '?', a [class] (a ']' right after '[' or '[!' is
+# part of it, hence the possessive ?+), any other character. A '[' that is never closed is a literal.
+GLOB_TOKENS = re.compile(r"\*\*/|\*\*|\*|\?|\[!?+\]?+[^\]]*\]|.", re.DOTALL)
+GLOB_WILDCARDS = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
 
 
 def glob_to_regex(pattern: str) -> re.Pattern:
-    """Translate a glob to a regex over POSIX relative paths.
-
-    '*' and '?' stay within one path segment, '**/' matches zero or more
-    directories, and [...] is a character class, as in pathlib.
-    """
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and (end := class_end(pattern, i)) > 0:
-            body = pattern[i + 1:end].replace("\\", "\\\\")
+    """A glob as a regex over relative paths, as pathlib reads it: '*' and '?' stay in one segment."""
+    out = []
+    for token in GLOB_TOKENS.findall(pattern):
+        if len(token) > 1 and token[0] == "[":
+            body = token[1:-1].replace("\\", "\\\\")
             out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-            i = end
         else:
-            out.append(re.escape(c))
-        i += 1
+            out.append(GLOB_WILDCARDS.get(token) or re.escape(token))
     return re.compile("".join(out) + r"\Z", re.DOTALL)
 
 
 def literal_folder(pattern: str) -> str:
-    """'src/pkg/*.py' -> 'src/pkg/': the folder every match lies in, so the
-    walk can start there. '' when that folder is not a plain folder inside
-    the jail (missing, hidden or reached through a symlink)."""
-    parts = pattern.split("/")[:-1]
-    literal = []
-    for part in parts:
-        if any(c in part for c in "*?["):
-            break
-        literal.append(part)
-    if not literal:
-        return ""
-    folder = BASE_DIR.joinpath(*literal)
-    if safe_path("/".join(literal)) != folder or is_ignored(folder) or not folder.is_dir():
-        return ""
-    return "/".join(literal) + "/"
+    """'src/pkg/*.py' -> 'src/pkg/', where the walk can start; '' unless a plain folder (no link) in the jail."""
+    literal = re.match(r"(?:[^/*?\[]*/)*", pattern).group()     # the leading folders without a wildcard
+    folder = BASE_DIR / literal
+    plain = literal and safe_path(literal) == folder and not is_ignored(folder) and folder.is_dir()
+    return literal if plain else ""
 
 
 def walk_tree(top_fd: int, max_depth: int | None = None, prefix: str = ""):
-    """Yield (relative POSIX path, DirEntry) for everything below the open
-    folder top_fd, which it closes.
-
-    Each folder is opened relative to its parent with O_NOFOLLOW, so one
-    swapped for a symlink mid-walk is skipped, not followed. Ignored folders
-    are never entered; max_depth limits how many segments deep it goes. It
-    holds one descriptor per level, not per folder seen.
-    """
+    """Yield (path, DirEntry) below top_fd, which it closes; O_NOFOLLOW skips a folder swapped for a link."""
     stack = [(top_fd, prefix, 1, iter(folder_entries(top_fd)))]
     try:
         while stack:
@@ -1120,8 +998,7 @@ GLOB_SPEC = spec(
 
 
 def glob_files(pattern):
-    """The glob tool. It walks the tree itself (walk_tree) so it can prune
-    ignored folders instead of scanning node_modules and filtering afterwards."""
+    """The glob tool; it walks the tree itself to prune ignored folders instead of scanning node_modules."""
     if not isinstance(pattern, str) or not pattern.strip():
         return "Error: pattern must be a non-empty glob such as *.py or src/**/*.ts.", True
     pattern = pattern.strip()
@@ -1144,38 +1021,27 @@ def glob_files(pattern):
     except (PathRefused, OSError):
         top_fd = None                          # the folder went away since literal_folder
     for rel, entry in walk_tree(top_fd, max_depth, prefix) if top_fd is not None else ():
-        if matcher.match(rel) and (shown := visible_entry(entry, rel, rel)) is not None:
-            if shown.endswith("/") or not dirs_only:
-                hits.append(shown)
+        shown = visible_entry(entry, rel, rel) if matcher.match(rel) else None
+        if shown is not None and (shown.endswith("/") or not dirs_only):
+            hits.append(shown)
     if not hits:
         return f"No accessible files match {pattern}.", False
     return capped_listing(sorted(hits), MAX_LIST_FILES), False
 
 
-def line_number_at(text: str, index: int) -> int:
-    """1-based line of text[index]; LF, CR and CRLF each end one line."""
-    prefix = text[:index]
-    return prefix.count("\n") + prefix.count("\r") - prefix.count("\r\n") + 1
-
-
 def find_unique(content: str, old: str) -> tuple[int, str | None]:
-    """Position of the only occurrence of old, overlaps included.
-
-    str.count misses overlapping matches ('aa' in 'aaa' counts once), so the
-    second search starts one character after the first hit.
-    """
+    """Position of the only occurrence of old; overlaps count ('aa' is twice in 'aaa', str.count says once)."""
     first = content.find(old)
     if first < 0:
         hint = ""
         if "\n" in old and "\r\n" in content and "\r\n" not in old:
             hint = " The file uses CRLF line endings: write \\r\\n in old_string."
-        return -1, ("Error: old_string was not found in the file. It must match the file "
-                    "exactly, including spaces, indentation and line breaks (and without "
-                    f"read_file's line-number prefix). Read the file again to check.{hint}")
+        return -1, ("Error: old_string was not found in the file. It must match the file exactly, including "
+                    "spaces, indentation and line breaks (and without read_file's line-number prefix). "
+                    f"Read the file again to check.{hint}")
     if content.find(old, first + 1) >= 0:
-        return -1, ("Error: old_string appears more than once in the file, so the edit is "
-                    "ambiguous. Include more surrounding lines to make it unique, or set "
-                    "replace_all to change every occurrence.")
+        return -1, ("Error: old_string appears more than once in the file, so the edit is ambiguous. Include "
+                    "more surrounding lines to make it unique, or set replace_all to change every occurrence.")
     return first, None
 
 
@@ -1202,8 +1068,7 @@ class Edit:
 
 
 def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edit | None, str | None]:
-    """Check an edit_file call and compute its result, touching nothing.
-    Returns (edit, None) or (None, error text)."""
+    """Check an edit_file call and compute its result, touching nothing: (edit, None) or (None, error)."""
     if not all(isinstance(v, str) for v in (file_path, old_string, new_string)):
         return None, "Error: file_path, old_string and new_string must all be strings."
     if not isinstance(replace_all, bool):
@@ -1244,10 +1109,9 @@ def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edi
 
 EDIT_FILE_SPEC = spec(
     "edit_file",
-    "Replace old_string with new_string in an existing text file you have read. "
-    "old_string must match exactly (whitespace included, without the line-number prefix) "
-    "and occur once unless replace_all is true; add surrounding lines to make it unique. "
-    "Prefer this to write_file for partial changes.",
+    "Replace old_string with new_string in an existing text file you have read. old_string must match "
+    "exactly (whitespace included, without the line-number prefix) and occur once unless replace_all is "
+    "true; add surrounding lines to make it unique. Prefer this to write_file for partial changes.",
     {"file_path": string("Relative path."),
      "old_string": string("Exact text to replace; non-empty."),
      "new_string": string("Replacement; empty deletes."),
@@ -1270,7 +1134,9 @@ def apply_edit(edit: Edit):
     if error:
         return error, True
     READ_VERSIONS.pop(edit.target, None)
-    where = f"starting at line {line_number_at(edit.content, edit.first)}"
+    before = edit.content[:edit.first]            # LF, CR and CRLF each end one line
+    line = before.count("\n") + before.count("\r") - before.count("\r\n") + 1
+    where = f"starting at line {line}"
     if edit.count > 1:
         return f"Replaced {edit.count} occurrences in {edit.file_path} (first {where}).", False
     return f"Edited {edit.file_path} ({where}).", False
@@ -1283,15 +1149,8 @@ NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLO
 
 def write_atomically(folder_fd: int, name: str, data: bytes, mode: int | None = None,
                      still_valid=lambda: True) -> bool:
-    """Replace the file name in the open folder folder_fd with data, so
-    readers see the old file or the new one, never half of it. Returns False,
-    writing nothing, if still_valid() says the target changed while the temp
-    file was written. Raises OSError.
-
-    The temp file is created (O_EXCL, never through a link) in the same
-    folder, because a rename cannot cross file systems, and fsynced before
-    the rename. Both sides of the rename are relative to folder_fd.
-    """
+    """Replace name in folder_fd with data, never half-written: the temp file (O_EXCL) lies beside it, as a
+    rename cannot cross file systems. False, writing nothing, if still_valid() says the target changed."""
     temp = f".{name}.{os.urandom(4).hex()}.tmp"
     fd = os.open(temp, NEW_FILE_FLAGS, 0o600, dir_fd=folder_fd)
     try:
@@ -1316,11 +1175,7 @@ def read_entry(entry: JailEntry) -> bytes:
 
 
 def replace_existing_file(target: Path, data: bytes, expected_digest: bytes) -> str | None:
-    """Atomically overwrite a file the model has read; its mode bits are kept.
-    Returns an error text, or None on success.
-
-    target is a resolved path, so it is walked again with no link allowed:
-    if any part of it was swapped since, nothing is written."""
+    """Overwrite a read file atomically, keeping its mode; target is resolved, so any link met means a swap."""
     try:
         with locate(target, follow_links=False) as entry:
             if entry.info is None or not stat.S_ISREG(entry.info.st_mode):
@@ -1365,8 +1220,7 @@ def write_file(file_path, content):
 
 
 def plan_write(file_path, content) -> tuple[Write | None, str | None]:
-    """Check a write_file call, touching nothing (no folder is made yet).
-    Every reason it would fail is found here, before anyone is asked."""
+    """Check a write_file call, touching nothing: every reason it would fail is found before anyone is asked."""
     if not isinstance(file_path, str) or not isinstance(content, str):
         return None, "Error: file_path and content must both be strings."
     try:
@@ -1386,9 +1240,7 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
     except PathRefused as refusal:
         if refusal.missing and not is_ignored(target):    # folders to be made: a new file
             return Write(file_path, target, data, "", None), None
-        if refusal.missing:
-            return None, write_refusal(file_path, PathRefused(off_limits=True))
-        return None, write_refusal(file_path, refusal)
+        return None, write_refusal(file_path, PathRefused(off_limits=True) if refusal.missing else refusal)
 
 
 def write_refusal(file_path: str, refusal: PathRefused | None = None) -> str:
@@ -1397,8 +1249,7 @@ def write_refusal(file_path: str, refusal: PathRefused | None = None) -> str:
     cause = refusal.__cause__ if refusal else None
     if isinstance(cause, OSError):         # mkdir failed, or a file stands where a folder should be
         return f"Error: could not create the folder for {file_path}: {cause.strerror or cause}"
-    return (f"Error: writing to {file_path} is not allowed. Use a path relative to the "
-            "working directory, inside it.")
+    return f"Error: writing to {file_path} is not allowed. Use a path relative to the working directory, inside it."
 
 
 def plan_overwrite(file_path: str, entry: JailEntry, data: bytes) -> tuple[Write | None, str | None]:
@@ -1421,10 +1272,7 @@ def plan_overwrite(file_path: str, entry: JailEntry, data: bytes) -> tuple[Write
 
 
 def apply_write(write: Write):
-    """Do a write planned by plan_write. The path is walked again, creating
-    missing folders, each opened without following links right after it is
-    made; the file is then created (O_EXCL) or replaced only if it is still
-    the one the plan saw."""
+    """Walk the path again, making folders; create the file (O_EXCL) or replace only the one the plan saw."""
     file_path = write.file_path
     try:
         with locate(file_path, make_folders=True) as entry:
@@ -1444,13 +1292,11 @@ def apply_write(write: Write):
 
 
 def create_file(file_path: str, entry: JailEntry, data: bytes):
-    """Create a new file with O_EXCL, relative to the folder held open: it can
-    never clobber one that appeared after our checks, nor follow a link."""
+    """Create with O_EXCL in the folder held open: never clobber a file that appeared since, nor follow a link."""
     created = None
     try:
         with os.fdopen(entry.open(NEW_FILE_FLAGS), "wb") as f:
-            info = os.fstat(f.fileno())
-            created = (info.st_dev, info.st_ino)
+            created = os.fstat(f.fileno())
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -1458,30 +1304,20 @@ def create_file(file_path: str, entry: JailEntry, data: bytes):
         return (f"Error: {file_path} was just created by something else. Read it with "
                 "read_file before deciding what to do."), True
     except OSError as exc:
-        remove_if_same(entry, created)
+        with contextlib.suppress(OSError):      # remove the half-written file, but only the one we created
+            info = os.stat(entry.name, dir_fd=entry.folder_fd, follow_symlinks=False)
+            if created is not None and os.path.samestat(info, created):
+                os.unlink(entry.name, dir_fd=entry.folder_fd)
         return f"Error: could not create {file_path}: {exc.strerror or exc}", True
     READ_VERSIONS.pop(entry.path, None)   # creating is not reading
     return f"Created {file_path} ({len(data)} bytes).", False
 
 
-def remove_if_same(entry: JailEntry, created) -> None:
-    """Delete a half-written new file, but only the one we created."""
-    if created is None:
-        return
-    try:
-        info = os.stat(entry.name, dir_fd=entry.folder_fd, follow_symlinks=False)
-        if (info.st_dev, info.st_ino) == created:
-            os.unlink(entry.name, dir_fd=entry.folder_fd)
-    except OSError:
-        pass
-
-
 # ============================================================================
 # 4. Search: grep through ripgrep
 # ============================================================================
-# rg starts from a folder or file grep holds open (its working directory is
-# that folder's descriptor, a single file comes in on stdin), so its starting
-# point cannot be swapped. --no-follow keeps it from following links below.
+# rg starts from a folder or file grep holds open (a folder's descriptor is its working directory, a file
+# comes in on stdin), so its starting point cannot be swapped; --no-follow keeps it off links below.
 
 MAX_SEARCH_LINES = 100
 MAX_COUNTED_LINES = 10_000     # stop rg after this many matches; counting is enough
@@ -1489,25 +1325,20 @@ MAX_ERROR_CHARS = 2000
 GREP_TIMEOUT = 10
 RG_PATH = trusted_program("rg")   # found once, at start
 # Case-insensitive (--iglob), as is_ignored_name: '.ENV' and 'NODE_MODULES' are hidden too.
-RG_EXCLUDES = [g for name in sorted(IGNORE) for g in (f"!**/{name}", f"!**/{name}/**")]
-RG_EXCLUDES += ["!**/.env.*", "!**/.env.*/**"]
+RG_EXCLUDES = [g for name in (*sorted(IGNORE), ".env.*") for g in (f"!**/{name}", f"!**/{name}/**")]
 PROC_FDS = Path("/proc/self/fd")
 
 
 def grep_argv(pattern: str, glob: str | None, ignore_case: bool, where: str) -> list[str]:
-    argv = [RG_PATH, "--no-config", "--no-follow", "--hidden", "--line-number", "--with-filename",
-            "--null", "--no-heading", "--color", "never", "--max-columns", "200",
-            "--max-columns-preview"]
+    argv = [RG_PATH, "--no-config", "--no-follow", "--hidden", "--line-number", "--with-filename", "--null",
+            "--no-heading", "--color", "never", "--max-columns", "200", "--max-columns-preview"]
     if ignore_case:
         argv.append("--ignore-case")
     if glob:
         argv += ["--glob", glob]
-    # rg applies --iglob after --glob and later globs win, so a model-supplied
-    # glob such as ".env*" cannot re-include a hidden file.
-    for exclude in RG_EXCLUDES:
-        argv += ["--iglob", exclude]
-    # "--" ends the options: a pattern such as "--files" stays a pattern.
-    return argv + ["--", pattern, where]
+    # rg applies --iglob after --glob and later globs win: a model's glob such as ".env*" re-includes nothing.
+    argv += [arg for exclude in RG_EXCLUDES for arg in ("--iglob", exclude)]
+    return argv + ["--", pattern, where]       # "--": a pattern such as "--files" stays a pattern
 
 
 GREP_SPEC = spec(
@@ -1545,15 +1376,14 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
         return f"Error: {path} is neither a file nor a directory.", True
     try:
         if RG_PATH is None:
-            return "Error: the rg command was not found; install ripgrep to use grep.", True
+            raise FileNotFoundError("rg")      # reported below, as when rg is gone since start
         shown_as = "" if entry.path == BASE_DIR else relative(entry.path)
         argv = grep_argv(pattern, glob, bool(ignore_case), "." if folder else "-")
         code, lines, total, stderr = run_rg(argv, start_fd, folder, shown_as)
     except FileNotFoundError:
         return "Error: the rg command was not found; install ripgrep to use grep.", True
     except subprocess.TimeoutExpired:
-        return (f"Error: the search took longer than {GREP_TIMEOUT} s and was stopped. "
-                "Narrow the path or pattern."), True
+        return f"Error: the search took longer than {GREP_TIMEOUT} s and was stopped. Narrow the path or pattern.", True
     except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in an argument
         return f"Error: could not run the search: {exc}", True
     finally:
@@ -1571,8 +1401,7 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
 
 
 def rg_start(start_fd: int, folder: bool) -> dict:
-    """Popen arguments that start rg at the descriptor grep holds: a folder
-    becomes its working directory, a file its stdin."""
+    """Popen arguments that start rg at grep's descriptor: a folder is its working directory, a file stdin."""
     if not folder:
         return {"stdin": start_fd, "cwd": BASE_DIR}
     if PROC_FDS.is_dir():     # Linux: chdir through the descriptor's /proc link
@@ -1581,24 +1410,18 @@ def rg_start(start_fd: int, folder: bool) -> dict:
             "preexec_fn": lambda: os.fchdir(start_fd)}
 
 
-def match_line(raw: bytes, folder: bool, shown_as: str) -> tuple[str, str] | None:
-    """rg's 'path NUL line:text' as 'path:line:text' relative to the jail, or
-    None if the path has an ignored name: the same rule as every other tool,
-    whatever rg's own case folding does."""
+def match_line(raw: bytes, folder: bool, shown_as: str) -> str | None:
+    """rg's 'path NUL line:text' as 'path:line:text'; None for an ignored name, whatever rg's case folding."""
     path, _, rest = raw.rstrip(b"\r\n").partition(b"\0")
     name = os.fsdecode(path).removeprefix("./") if folder else ""
     if any(is_ignored_name(part) for part in name.split("/")):
         return None
     name = "/".join(part for part in (shown_as, name) if part)
-    return utf8_safe(name), rest.decode("utf-8", errors="replace")
+    return f"{utf8_safe(name)}:{rest.decode('utf-8', errors='replace')}"
 
 
 def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple[int, list[str], int, str]:
-    """Run rg and keep the first lines, counting the rest without storing them.
-
-    rg is stopped once MAX_COUNTED_LINES are seen, so a search that matches a
-    whole 100k-file tree costs neither memory nor much time.
-    """
+    """Keep rg's first lines and count the rest up to MAX_COUNTED_LINES, then stop it: bounded memory and time."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, **rg_start(start_fd, folder))
     fired = threading.Event()
@@ -1615,12 +1438,11 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
     lines, total = [], 0
     try:
         for raw in proc.stdout:
-            match = match_line(raw, folder, shown_as)
-            if match is None:
+            if (match := match_line(raw, folder, shown_as)) is None:
                 continue
             total += 1
             if len(lines) < MAX_SEARCH_LINES:
-                lines.append(f"{match[0]}:{match[1]}")
+                lines.append(match)
             if total >= MAX_COUNTED_LINES:
                 break
     finally:
@@ -1642,12 +1464,7 @@ GRACE_STEP_SECONDS = 0.05          # how often the grace wait looks again
 
 
 def stop_process_group(proc, grace: float) -> None:
-    """TERM the command's whole process group, wait up to grace seconds for
-    all of it, then KILL.
-
-    The command runs in its own session (start_new_session), so its pgid is
-    its pid and background jobs it started ('&') are in the same group.
-    """
+    """TERM the whole group (its own session: pgid is pid, '&' jobs included), wait up to grace s, then KILL."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except OSError:
@@ -1666,19 +1483,12 @@ def stop_process_group(proc, grace: float) -> None:
 
 
 def kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.killpg(pgid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def group_alive(pgid: int) -> bool:
-    """Is any member of the process group still running?
-
-    killpg(pgid, 0) also succeeds for zombies: a killed background job is
-    reparented to PID 1, which may take seconds to reap it. Where /proc
-    exists, zombies are therefore not counted.
-    """
+    """Is a member still running? Zombies do not count where /proc shows them: PID 1 may reap them slowly."""
     try:
         os.killpg(pgid, 0)
     except OSError:
@@ -1696,12 +1506,8 @@ def group_alive(pgid: int) -> bool:
 
 
 def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
-    """Read a pipe until EOF, keeping at most cap bytes.
-
-    A reader thread is needed because a full pipe (about 64 KB) blocks the
-    child forever. read1 returns what is there now, so output printed before
-    a background job holds the pipe open is not lost.
-    """
+    """Read a pipe until EOF in its own thread (a full pipe blocks the child), keeping at most cap bytes.
+    read1 returns what is there now: output before a background job holds the pipe open is not lost."""
     try:
         while chunk := pipe.read1(65536):
             room = cap - len(captured)
@@ -1712,10 +1518,8 @@ def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
     except (OSError, ValueError):
         pass
     finally:
-        try:
+        with contextlib.suppress(OSError):
             pipe.close()
-        except OSError:
-            pass
 
 
 # ============================================================================
