@@ -2999,9 +2999,8 @@ def sandbox_status() -> str:
         "on": f"on ({tool})",
         "useless": (f"on ({tool}), but the workspace is your home folder or above it, so the "
                     "read/write boundary means nothing: start KeSi in a project folder"),
-        "off": ("off (KESI_SANDBOX): commands run with your full user rights"
-                if SANDBOX_DISABLED else
-                "unavailable: commands run with your full user rights (install bubblewrap on Linux)"),
+        "off": "off (KESI_SANDBOX): commands run with your full user rights" if SANDBOX_DISABLED else
+               "unavailable: commands run with your full user rights (install bubblewrap on Linux)",
     }[sandbox_state()]
 
 
@@ -3062,8 +3061,7 @@ def is_harmless_variable(name: str, value: str) -> bool:
 
 
 def carries_a_credential(value: str) -> bool:
-    """user:pass@ in a URL, a key=value pair named like a secret (also
-    %-encoded), or a token of a format mask_credentials knows (ghp_, sk-ant-, a PEM key)."""
+    """user:pass@ in a URL, a key=value named like a secret (also %-encoded), a token mask_credentials knows."""
     plain = urllib.parse.unquote(value)
     return bool(URL_USERINFO.search(plain) or SECRET_IN_VALUE.search(plain)) or mask_credentials(plain) != plain
 
@@ -3139,8 +3137,7 @@ def make_cache_folder() -> None:
 
 def shell_argv(command: str, background: bool = False, escalation: str | None = None,
                filter_fd: int | None = None) -> list[str]:
-    """How the command is started; escalation (only the person gives one, see escalation_for) is None,
-    "network" or "unsandboxed"; filter_fd: see command_start."""
+    """How the command starts; escalation (only the person gives one: escalation_for): "network" or "unsandboxed"."""
     kind = None if escalation == "unsandboxed" else sandbox_kind()
     full_network = escalation == "network"
     if kind == "seatbelt":
@@ -3289,8 +3286,7 @@ class WorkspaceIndex:
             stack += [(f"{rel}/{name}" if rel else name, child) for name, child in children.items()]
 
     def list_folder(self, rel: str, inode: int | None) -> dict[str, int] | None:
-        """Watch and list one folder, opened without following a link; None if it is not the
-        folder its parent listed (inode), or gone."""
+        """Watch and list one folder, opened without following a link; None if gone or not the one listed (inode)."""
         try:
             fd = os.open(self.base / rel, FOLDER_FLAGS)
         except OSError:
@@ -3416,8 +3412,7 @@ def nested_repositories() -> list[str]:
 
 
 def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
-    """A small regular file's text (a `.git` file, commondir, a config), or None.
-    Never blocking: a FIFO named .git would hang every later command."""
+    """A small regular file's text, or None; never blocking (a FIFO named .git would hang every later command)."""
     try:
         fd = os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow_links else 0))
     except OSError:
@@ -4331,9 +4326,7 @@ def read_request_head(sock) -> tuple[bytes, bytes] | None:
     """(head, bytes after it) or None if the client sent no complete head in time."""
     data = b""
     while b"\r\n\r\n" not in data:
-        if len(data) > MAX_REQUEST_HEAD:
-            return None
-        chunk = sock.recv(65536)
+        chunk = sock.recv(65536) if len(data) <= MAX_REQUEST_HEAD else b""
         if not chunk:
             return None
         data += chunk
@@ -4488,8 +4481,8 @@ _network_proxy: dict = {}      # sandbox kind -> the running server, or None if 
 
 
 def network_proxy(kind: str | None = None):
-    """The allowlist proxy for this sandbox kind (a Unix socket for bwrap, a local
-    port for seatbelt), started on first need; it ends with KeSi (a daemon thread)."""
+    """The allowlist proxy for this sandbox kind (a Unix socket for bwrap, a local port for seatbelt),
+    started on first need; it ends with KeSi (a daemon thread)."""
     kind = kind or sandbox_kind()
     if kind not in _network_proxy:
         _network_proxy[kind] = start_network_proxy(kind)
@@ -4512,8 +4505,7 @@ def start_network_proxy(kind: str | None):
 
 
 def proxy_port(escalation: str | None = None) -> int | None:
-    """Where commands reach the proxy, or None when this command does not use it
-    (no sandbox, an escalation, or nothing to run the forwarder with)."""
+    """Where commands reach the proxy; None without sandbox, with an escalation, or with no forwarder."""
     kind = sandbox_kind()
     if escalation or kind is None or network_proxy() is None:
         return None
