@@ -2719,15 +2719,11 @@ def sandbox_enabled() -> bool:
     return sandbox_kind() is not None
 
 
-def sandbox_would_be_useless() -> bool:
-    """Started in HOME (or above it), the workspace *is* the user's data."""
-    return BASE_DIR == HOME_DIR or HOME_DIR.is_relative_to(BASE_DIR)
-
-
 def sandbox_state() -> str:
+    """'useless' when started in HOME or above it: the workspace *is* the user's data."""
     if not sandbox_enabled():
         return "off"
-    return "useless" if sandbox_would_be_useless() else "on"
+    return "useless" if HOME_DIR.is_relative_to(BASE_DIR) else "on"
 
 
 def sandbox_status() -> str:
@@ -2738,9 +2734,8 @@ def sandbox_status() -> str:
         "on": f"on ({tool})",
         "useless": (f"on ({tool}), but the workspace is your home folder or above it, so the "
                     "read/write boundary means nothing: start KeSi in a project folder"),
-        "off": ("off (KESI_SANDBOX): commands run with your full user rights"
-                if SANDBOX_DISABLED else
-                "unavailable: commands run with your full user rights (install bubblewrap on Linux)"),
+        "off": "off (KESI_SANDBOX): commands run with your full user rights" if SANDBOX_DISABLED else
+               "unavailable: commands run with your full user rights (install bubblewrap on Linux)",
     }[sandbox_state()]
 
 
@@ -2777,12 +2772,8 @@ URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]*@")   # https://u
 
 
 def sandbox_environment() -> dict[str, str]:
-    """The child's environment: the allowlist above, with no keys or tokens.
-
-    Variables that mean "the current folder" (PWD, and pyenv's PYENV_DIR)
-    are pointed at the workspace: the inherited ones name the folder KeSi was
-    launched from, which may not exist inside the sandbox.
-    """
+    """The child's environment: the allowlist above, with no keys or tokens. PWD and PYENV_DIR name the
+    workspace: the inherited ones name the folder KeSi was launched from, maybe hidden in the sandbox."""
     env = {k: v for k, v in os.environ.items() if k in PASS_ENV or is_harmless_variable(k, v)}
     env.update(GIT_SAFE_CONFIG)
     env["PWD"] = str(BASE_DIR)
@@ -2800,25 +2791,18 @@ def is_harmless_variable(name: str, value: str) -> bool:
     upper = name.upper()
     if upper in SENSITIVE_ENV_NAMES or carries_a_credential(value):
         return False
-    if upper in SAFE_ENV_NAMES:
-        return True
-    return upper.startswith(SAFE_ENV_PREFIXES) and not looks_sensitive(upper)
+    sensitive = upper.endswith(SENSITIVE_ENV_SUFFIXES) or any(word in upper for word in SENSITIVE_ENV_WORDS)
+    return upper in SAFE_ENV_NAMES or upper.startswith(SAFE_ENV_PREFIXES) and not sensitive
 
 
 def carries_a_credential(value: str) -> bool:
-    """user:pass@ in a URL, a key=value pair named like a secret (also
-    %-encoded), or a token of a format mask_credentials knows (ghp_, sk-ant-, a PEM key)."""
+    """user:pass@ in a URL, a key=value named like a secret (also %-encoded), a token mask_credentials knows."""
     plain = urllib.parse.unquote(value)
     return bool(URL_USERINFO.search(plain) or SECRET_IN_VALUE.search(plain)) or mask_credentials(plain) != plain
 
 
-def looks_sensitive(upper_name: str) -> bool:
-    return upper_name.endswith(SENSITIVE_ENV_SUFFIXES) or any(w in upper_name for w in SENSITIVE_ENV_WORDS)
-
-
 def without_own_venv(env: dict[str, str]) -> dict[str, str]:
-    """Commands should see the user's Python, not the virtual environment
-    `uv run kesi.py` made for KeSi itself (it has anthropic, not pytest)."""
+    """Commands see the user's Python, not the venv `uv run kesi.py` made for KeSi (anthropic, no pytest)."""
     if sys.prefix == sys.base_prefix:
         return env                        # KeSi is not running in a venv of its own
     own = Path(os.path.realpath(sys.prefix))
@@ -2832,11 +2816,8 @@ def without_own_venv(env: dict[str, str]) -> dict[str, str]:
 # Credentials that live inside those toolchain folders: masked again.
 TOOLCHAIN_SECRETS = [".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",
                      ".local/share/uv/credentials/credentials.toml"]
-
-
-# Root's secrets outside home. A command running as root owns them, with or
-# without capabilities, so they are masked like the ones above (when they
-# exist; globs are read at each command).
+# Root's secrets outside home: a command running as root owns them, with or without capabilities, so
+# they are masked too (those that exist; globs are read at each command).
 SYSTEM_SECRETS = ["/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
                   "/etc/ssh/ssh_host_*_key", "/etc/ssl/private", "/etc/pki/tls/private", "/etc/letsencrypt",
                   "/etc/krb5.keytab", "/etc/wireguard", "/etc/NetworkManager/system-connections",
@@ -2858,16 +2839,11 @@ def toolchain_secrets() -> list[str]:
 
 
 # --- toolchain caches ---------------------------------------------------------
-# uv, pip, npm, cargo and go keep their caches in the home folder, which the
-# sandbox keeps read-only, so `uv run pytest` or `npm test` would fail there.
-# Binding ~/.cache/uv writable instead would open a channel out of the
-# sandbox: a command could plant a wheel that the user's own `uv run` later
-# installs and runs outside it. So sandboxed commands get caches of their
-# own, per project, in .kesi/cache: a place they can write anyway (it is in
-# the workspace), ignored by git and the file tools, and on the same file
-# system as .venv (uv hardlinks from its cache). Nothing outside the sandbox
-# reads it. The price: a project's first install cannot reuse the user's
-# cache (copying it is not cheap; hard links would share the user's files).
+# Caches live in the home folder, read-only in the sandbox, so `uv run pytest` would fail there. Binding
+# ~/.cache/uv writable would open a way out: a planted wheel that the user's own `uv run` later installs
+# and runs. So sandboxed commands get caches of their own in .kesi/cache: in the workspace (writable
+# anyway, on .venv's file system for uv's hard links), ignored by git and the file tools, read by nothing
+# outside. The price: a project's first install cannot reuse the user's cache.
 CACHE_FOLDER = "cache"               # .kesi/cache
 CACHE_VARIABLES = {                  # variable -> folder in .kesi/cache ("": the folder itself)
     "XDG_CACHE_HOME": "", "UV_CACHE_DIR": "uv", "PIP_CACHE_DIR": "pip", "npm_config_cache": "npm",
@@ -2875,28 +2851,19 @@ CACHE_VARIABLES = {                  # variable -> folder in .kesi/cache ("": th
 }
 
 
-def cache_environment() -> dict[str, str]:
-    """The cache variables a sandboxed command gets; none when unsandboxed
-    (the user's own caches are writable then, and theirs to use)."""
-    if not sandbox_enabled():
-        return {}
-    root = BASE_DIR / ".kesi" / CACHE_FOLDER
-    return {name: str(root / folder) if folder else str(root) for name, folder in CACHE_VARIABLES.items()}
-
-
 def with_command_caches(env: dict[str, str]) -> dict[str, str]:
-    """env with the cache variables set, but for those the user set (in any
-    case: NPM_CONFIG_CACHE): their choice, read-only inside unless it is in
-    the workspace, so it opens no way out either."""
-    chosen = {name.upper() for name in env}
-    return {**env, **{k: v for k, v in cache_environment().items() if k.upper() not in chosen}}
+    """env with the sandbox's cache variables, but for those the user set (in any case: NPM_CONFIG_CACHE):
+    read-only inside unless in the workspace, they open no way out. Unsandboxed, the user's caches serve."""
+    if not sandbox_enabled():
+        return env
+    root, chosen = BASE_DIR / ".kesi" / CACHE_FOLDER, {name.upper() for name in env}
+    return {**env, **{name: str(root / folder) for name, folder in CACHE_VARIABLES.items()
+                      if name.upper() not in chosen}}
 
 
 def make_cache_folder() -> None:
-    """.kesi/cache, made through descriptors (see kesi_folder) before a
-    sandboxed command runs. A link planted there is left alone: inside the
-    sandbox it can only lead where the command could write anyway. Also KeSi's records folder: bwrap hides
-    it only if it exists (see hidden_folders)."""
+    """.kesi/cache through descriptors (see kesi_folder; a link planted there leads only where commands
+    write anyway), and KeSi's records folder: bwrap hides it only if it exists (see hidden_folders)."""
     if sandbox_enabled():
         with contextlib.suppress(OSError):
             os.makedirs(records_root(), 0o700, exist_ok=True)
@@ -2905,9 +2872,7 @@ def make_cache_folder() -> None:
 
 def shell_argv(command: str, background: bool = False, escalation: str | None = None,
                filter_fd: int | None = None) -> list[str]:
-    """How the command is started; escalation (given only by the person, see
-    escalation_for) is None, "network" or "unsandboxed"; filter_fd: see
-    command_start."""
+    """How the command starts; escalation (only the person gives one: escalation_for): "network" or "unsandboxed"."""
     kind = None if escalation == "unsandboxed" else sandbox_kind()
     full_network = escalation == "network"
     if kind == "seatbelt":
@@ -2921,13 +2886,9 @@ def shell_argv(command: str, background: bool = False, escalation: str | None = 
 
 
 def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[str, list[tuple[str, str]]]:
-    """The macOS profile and its parameters.
-
-    Paths enter only through -D parameters, never pasted into the profile
-    text, so a quote in a folder name cannot change the policy. The profile
-    starts from (allow default): a (deny default) base kills even /bin/echo.
-    Later rules win, so the secret rule comes last.
-    """
+    """The macOS profile and its parameters. Paths enter only as -D parameters, never pasted into the text,
+    so a quote in a folder name cannot change the policy. (allow default): a (deny default) base kills even
+    /bin/echo. Later rules win, so the secret rule comes last."""
     tools = toolchain_dirs()
     params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)), ("RECORDS_DIR", str(records_root())),
               ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
@@ -2936,6 +2897,8 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
     params += [(f"TOOLCHAIN_SECRET_{i}", path) for i, path in enumerate(secrets)]
     readable = " ".join(f'(subpath (param "TOOLCHAIN_{i}"))' for i in range(len(tools)))
     hidden = [f'(deny file-read* (literal (param "TOOLCHAIN_SECRET_{i}")))' for i in range(len(secrets))]
+    proxy = None if full_network else network_proxy("seatbelt")
+    proxy_rule = [f'(allow network-outbound (remote ip "localhost:{proxy.server_address[1]}"))'] if proxy else []
     profile = "\n".join([
         "(version 1)",
         "(allow default)",
@@ -2946,7 +2909,8 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
         "(deny file-write*)",
         '(allow file-write* (subpath (param "BASE_DIR")) (subpath (param "TMP_DIR")) '
         '(subpath "/private/var/folders") (subpath "/dev"))',
-        *seatbelt_network_rules(full_network),
+        # No network but the allowlist proxy's port (a number KeSi chose, so safe in the text); all when escalated.
+        *([] if full_network else ["(deny network*)", *proxy_rule]),
         # Git's control files (see git_control_snapshot): .git itself cannot be
         # moved aside, hooks/ and config cannot be written.
         '(deny file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
@@ -2960,42 +2924,24 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
     return profile, params
 
 
-def seatbelt_network_rules(full_network: bool) -> list[str]:
-    """No network but the allowlist proxy's local port (a number KeSi chose, so
-    safe in the text); none at all without the proxy; all of it when escalated."""
-    if full_network:
-        return []
-    proxy = network_proxy("seatbelt")
-    allowed = [f'(allow network-outbound (remote ip "localhost:{proxy.server_address[1]}"))'] if proxy else []
-    return ["(deny network*)", *allowed]
-
-
-_denied: dict[str, str] = {}
-
-
+@functools.cache
 def denied_sources() -> dict[str, str]:
-    """What bwrap mounts over secrets, since it cannot deny by name: an
-    unreadable file and folder, and an empty readable file for .git/config
-    (git refuses to run without its config; an empty one still serves log,
-    diff and status, while remote URLs, which may embed tokens, stay hidden)."""
-    if not _denied:
-        root = Path(tempfile.mkdtemp(prefix="kesi-sandbox-"))
-        atexit.register(shutil.rmtree, root, True)
-        for item, make, mode in (("file", Path.touch, 0), ("dir", Path.mkdir, 0), ("empty", Path.touch, 0o444)):
-            make(root / item)
-            os.chmod(root / item, mode)
-            _denied[item] = str(root / item)
-    return _denied
+    """What bwrap mounts over secrets, as it cannot deny by name: an unreadable file and folder, and an empty
+    readable file for .git/config (git needs one for log, diff, status; remote URLs may embed tokens)."""
+    root = Path(tempfile.mkdtemp(prefix="kesi-sandbox-"))
+    atexit.register(shutil.rmtree, root, True)
+    for item, make, mode in (("file", Path.touch, 0), ("dir", Path.mkdir, 0), ("empty", Path.touch, 0o444)):
+        make(root / item)
+        os.chmod(root / item, mode)
+    return {item: str(root / item) for item in ("file", "dir", "empty")}
 
 
 # --- the workspace index: what the sandbox and the git guard look for --------------
-# Masks, pins and the git guard need every `.env`-like name, `.git` entry and git-dir config in
-# the workspace, at any depth (a package in node_modules may ship a .env). Walking 60,000 folders
-# for them before every command cost a second, so one walk builds an index, and inotify (inode
-# based: it sees writes made through bwrap's bind mounts too) tells which folders changed since:
-# only those are listed again. A new folder is watched before it is listed, so nothing made in
-# between is missed. Without inotify (macOS, no watches left, an overflowed queue) each refresh
-# is a full walk: slower, never less correct.
+# Masks, pins and the git guard need every `.env`-like name, `.git` entry and git-dir config at any depth
+# (a package in node_modules may ship a .env). Walking 60,000 folders before every command cost a second,
+# so one walk builds an index and inotify (inode based: it sees writes through bwrap's bind mounts too)
+# tells which folders to list again. A new folder is watched before it is listed, so nothing made in
+# between is missed. Without inotify (macOS, no watches left, an overflowed queue) each refresh walks all.
 IN_CHANGES = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000   # moves, create, delete; IN_ONLYDIR
 IN_Q_OVERFLOW = 0x4000
 _index_lock = threading.Lock()
@@ -3075,8 +3021,7 @@ class WorkspaceIndex:
             stack += [(f"{rel}/{name}" if rel else name, child) for name, child in children.items()]
 
     def list_folder(self, rel: str, inode: int | None) -> dict[str, int] | None:
-        """Watch and list one folder, opened without following a link; None if it is not the
-        folder its parent listed (inode), or gone."""
+        """Watch and list one folder, opened without following a link; None if gone or not the one listed (inode)."""
         try:
             fd = os.open(self.base / rel, FOLDER_FLAGS)
         except OSError:
@@ -3204,8 +3149,7 @@ def nested_repositories() -> list[str]:
 
 
 def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
-    """A small regular file's text (a `.git` file, commondir, a config), or None.
-    Never blocking: a FIFO named .git would hang every later command."""
+    """A small regular file's text, or None; never blocking (a FIFO named .git would hang every later command)."""
     try:
         fd = os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow_links else 0))
     except OSError:
@@ -3238,21 +3182,16 @@ def linked_git_configs(dot_git: Path) -> list[Path]:
 
 def bwrap_argv(command: str, background: bool = False, full_network: bool = False,
                filter_fd: int | None = None) -> list[str]:
-    """Linux: a read-only root, a private /tmp, home hidden, workspace writable,
-    the network only through the allowlist proxy (all of it when escalated),
-    and the setuid filter read from filter_fd (see setid_filter)."""
-    # A user namespace (when possible) matters when KeSi runs as root: without
-    # one, the command may open /proc/<bwrap pid>/root and /proc/<bwrap pid>/cwd,
-    # bwrap's own view of the real file system, with no secret hidden. The pid
-    # namespace means nothing outside can be signalled or read in /proc, and
-    # nothing outlives the command: when sh ends, the namespace's init ends and
-    # the kernel kills whatever is left (setsid and setpgid cannot escape it).
+    """Linux: a read-only root, a private /tmp, home hidden, workspace writable, the network only through
+    the allowlist proxy (all of it when escalated), the setuid filter read from filter_fd (see setid_filter)."""
+    # A user namespace (when possible) matters as root: without one, the command may open /proc/<bwrap pid>/root
+    # and /cwd, bwrap's own view of the real file system, no secret hidden. The pid namespace: nothing outside
+    # can be signalled or read in /proc, and when sh ends, the kernel kills whatever is left (setsid cannot escape).
     argv = [trusted_program("bwrap"), "--die-with-parent", "--unshare-user-try",
             *([] if full_network else ["--unshare-net"]), "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            # /proc/sys is writable for root (kernel/core_pattern runs a program
-            # as host root); /run holds other programs' sockets (D-Bus, Docker),
-            # which a network namespace does not cover; so may a folder any user writes.
+            # /proc/sys is writable for root (kernel/core_pattern runs a program as host root); /run holds
+            # other programs' sockets (D-Bus, Docker), which no network namespace covers; so may shared_folders.
             "--ro-bind", "/proc/sys", "/proc/sys", "--tmpfs", "/tmp", "--tmpfs", "/run"]
     argv += [arg for folder in shared_folders() + hidden_folders() for arg in ("--tmpfs", folder)]
     argv += [arg for path in toolchain_dirs() for arg in ("--ro-bind", path, path)]
@@ -3270,11 +3209,17 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     for secret in secrets:
         kind = "empty" if secret.name == "config" and ".git" in secret.parts else "dir" if secret.is_dir() else "file"
         argv += ["--ro-bind", denied[kind], str(secret)]
-    argv += hidden_folders_read_only()
+    # The empty home folders read-only once all is mounted: a write to ~ fails loudly instead of vanishing
+    # with the sandbox (a `pip install --user` gone by the next command). Not one the workspace is in, nor one
+    # a later tmpfs covers (~ = /home/ann, then /home): no mount point any more, bwrap would refuse to start.
+    hidden = hidden_folders()
+    argv += [arg for i, folder in enumerate(hidden) if not Path(folder).is_relative_to(BASE_DIR)
+             and not any(Path(folder).is_relative_to(later) for later in hidden[i + 1:])
+             for arg in ("--remount-ro", folder)]
     forwarder = []
     if not full_network and proxy_port():
         argv += ["--as-pid-1", "--ro-bind", network_proxy().server_address, PROXY_SOCKET_INSIDE]
-        forwarder = proxy_forwarder_argv()
+        forwarder = [forwarder_python(), "-I", "-S", "-c", PROXY_FORWARDER, str(PROXY_PORT), PROXY_SOCKET_INSIDE]
     if filter_fd is not None:
         argv += ["--seccomp", str(filter_fd)]
     steps = str(round(KILL_GRACE_SECONDS / GRACE_STEP_SECONDS))
@@ -3283,11 +3228,9 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
 
 
 def anchored_folders(pinned: list[str]) -> list[str]:
-    """bwrap args that make every folder between the workspace and a pinned
-    path a mount point of its own. A pin holds its path only while no folder
-    above it moves: `mv tools tools.old && mkdir -p tools/hooks` would carry
-    the read-only hooks away and leave a writable copy where git looks. A
-    folder that is a mount point cannot be renamed or removed (EBUSY)."""
+    """bwrap args making each folder between the workspace and a pinned path a mount point, which cannot be
+    renamed or removed (EBUSY). A pin holds its path only while no folder above it moves: `mv tools tools.old
+    && mkdir -p tools/hooks` would carry the read-only hooks away and leave a writable copy where git looks."""
     folders = []
     for path in map(Path, pinned):
         if path.is_relative_to(BASE_DIR):
@@ -3380,33 +3323,30 @@ def setid_filter_fd() -> int | None:
 
 @contextlib.contextmanager
 def command_start(command: str, background: bool = False, escalation: str | None = None):
-    """(argv, descriptors to pass) for one command; the filter's descriptor is
-    closed once the with-block (starting the command) is done."""
+    """(argv, descriptors to pass: the shared network's, the filter's) for one command; the filter's
+    descriptor is closed once the with-block (starting the command) is done."""
     bubblewrap = escalation != "unsandboxed" and sandbox_kind() == "bubblewrap"
     fd = setid_filter_fd() if bubblewrap else None
     try:
         argv = shell_argv(command, background, escalation, filter_fd=fd)
-        yield argv, shared_network_fds() + (() if fd is None else (fd,))
+        yield argv, (*_shared_network, *([] if fd is None else [fd]))
     finally:
         if fd is not None:
             os.close(fd)
 
 
-# The pid namespace ends when its first process does, killing all the rest at
-# once. So that background jobs still get the grace period to clean up (TERM,
-# then KILL, as without a sandbox), that first process is this wrapper: it runs
-# the command, TERMs whatever is left ("kill -1": all but itself and init),
-# and waits for them: at most $2 steps of $3 seconds (GRACE_STEP_SECONDS).
+# The pid namespace ends with its first process, killing the rest at once. So that background jobs still get
+# the grace period (TERM, then KILL, as unsandboxed), that first process is this wrapper: it runs the command,
+# TERMs what is left ("kill -1": all but itself and init), and waits: at most $2 steps of $3 seconds.
 GRACE_WRAPPER = ('"$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
                  'while [ "$i" -lt "$2" ] && kill -0 -1 2>/dev/null; do sleep "$3"; i=$((i + 1)); done; '
                  'exit "$code"')
 
 
 def shared_folders() -> list[str]:
-    """Folders any local user may write, below / and /var (two levels: /var/tmp, /var/spool/x/public),
-    and /var/run when it is no link to /run: a socket another program left there could be
-    connected to through a read-only mount, so each is an empty tmpfs inside. /dev/shm is
-    already private (bwrap --dev)."""
+    """Folders any user may write, below / and /var (two levels: /var/spool/x/public), and /var/run unless a
+    link to /run: a socket left there is reachable through a read-only mount, so each is an empty tmpfs
+    inside. /dev/shm is already private (bwrap --dev)."""
     found, parents = [], ["/", "/var"]
     while parents:
         parent = parents.pop()
@@ -3420,41 +3360,21 @@ def shared_folders() -> list[str]:
 
 
 def hidden_folders() -> list[str]:
-    """The home folders, socket folders and KeSi's records (wherever XDG_STATE_HOME puts them), which bwrap
-    covers with an empty tmpfs."""
-    hidden = [str(HOME_DIR), "/home", "/root", *runtime_dirs(), str(records_root())]
+    """What bwrap covers with an empty tmpfs: the home folders, KeSi's records (wherever XDG_STATE_HOME puts
+    them), and other programs' socket folders outside /run and /tmp (SSH_AUTH_SOCK's, XDG_RUNTIME_DIR)."""
+    sockets = [os.environ.get("XDG_RUNTIME_DIR", ""), os.path.dirname(os.environ.get("SSH_AUTH_SOCK", ""))]
+    sockets = [d for d in sockets if d.startswith("/") and not Path(d).is_relative_to(BASE_DIR)]
+    hidden = [str(HOME_DIR), "/home", "/root", *sockets, str(records_root())]
     return [d for d in dict.fromkeys(hidden) if os.path.isdir(d)]
 
 
-def hidden_folders_read_only() -> list[str]:
-    """Those empty folders made read-only once everything inside is mounted.
-    A write to ~ then fails loudly instead of vanishing with the sandbox (a
-    `pip install --user` that seems to work, gone by the next command); the
-    caches are in .kesi/cache instead. A folder the workspace covers is left
-    alone: remounting it would make the workspace read-only. So is one that a
-    later tmpfs covers (~ = /home/ann, then /home): it is no mount point any
-    more, bwrap would refuse to start, and remounting /home covers it."""
-    hidden = hidden_folders()
-    mounted = [d for i, d in enumerate(hidden) if not any(Path(d).is_relative_to(e) for e in hidden[i + 1:])]
-    return [arg for d in mounted if not Path(d).is_relative_to(BASE_DIR) for arg in ("--remount-ro", d)]
-
-
-def runtime_dirs() -> list[str]:
-    """Folders of other programs' sockets outside /run and /tmp (an agent's
-    SSH_AUTH_SOCK, a relocated XDG_RUNTIME_DIR), unless inside the workspace."""
-    found = [os.environ.get("XDG_RUNTIME_DIR", "")]
-    found += [os.path.dirname(os.environ.get("SSH_AUTH_SOCK", ""))]
-    return [d for d in found if d.startswith("/") and not Path(d).is_relative_to(BASE_DIR)]
 
 
 # --- one loopback network for the session's commands ------------------------------
-# Each bwrap gets a network namespace of its own, with only a loopback, so a
-# server started in the background could not be reached by the next command.
-# Once a background task starts, every later sandboxed command joins one
-# namespace made for the session instead: it still has no route out, only a
-# loopback (and abstract Unix sockets) that this session's commands share.
-# KeSi keeps it alive by holding a descriptor of it; nsenter enters it by that
-# descriptor, so no process id can be reused to point somewhere else.
+# Each bwrap's own network namespace has only a loopback, so the next command could not reach a server
+# started in the background. Once a background task starts, later sandboxed commands join one namespace
+# made for the session: still no route out, only a loopback (and abstract Unix sockets) they share.
+# KeSi holds it alive by a descriptor, which nsenter enters by: no reused process id can redirect it.
 _shared_network: list[int] = []      # descriptors: the network (and its user namespace)
 
 
@@ -3499,36 +3419,23 @@ def in_shared_network(argv: list[str]) -> list[str]:
     """A bwrap argv made to join the session's network, once there is one."""
     if not _shared_network:
         return argv
-    spaces = ["net"] if len(_shared_network) == 1 else ["user", "net"]
-    enter = [f"--{space}=/proc/self/fd/{fd}" for space, fd in zip(spaces, _shared_network)]
-    if len(spaces) == 2:
-        enter.append("--preserve-credentials")
-    inner = list(argv)
-    if "--unshare-net" in inner:
-        inner.remove("--unshare-net")
-    return [trusted_program("nsenter"), *enter, "--", *inner]
-
-
-def shared_network_fds() -> tuple[int, ...]:
-    """What a command needs passed to enter the session's network."""
-    return tuple(_shared_network)
+    if len(_shared_network) == 1:
+        enter = [f"--net=/proc/self/fd/{_shared_network[0]}"]
+    else:
+        user, net = _shared_network
+        enter = [f"--user=/proc/self/fd/{user}", f"--net=/proc/self/fd/{net}", "--preserve-credentials"]
+    return [trusted_program("nsenter"), *enter, "--", *[arg for arg in argv if arg != "--unshare-net"]]
 
 
 # ----------------------------------------------------------------------------
-# Git's control files run code later, outside the sandbox: a hook runs on the
-# user's next `git commit`, core.fsmonitor (in config, in a file config
-# includes, or in a repository that commondir or a `.git` file points at) on
-# the next `git status`. What exists is held by mounts, as in other sandboxes
-# (a fixed deny-write list of hooks and config; or all of .git read-only, which
-# would stop `git commit`): .git is pinned in place (a mount point cannot be
-# renamed or removed, so no `git init` can replace it), `.git` files, hooks/,
-# what config names (core.hooksPath, includes) and the scripts linked hooks run
-# are read-only, config is an empty read-only file. A mount holds only a path
-# that exists, so everything git would take code from (also a commondir or a
-# submodule's config not there yet, a path config names, a new repository) is
-# checked after every command and put back: git_control_snapshot. That check
-# is all there is without the sandbox, and for paths made after a background
-# task started (its .git is read-only as a whole: the user may run git meanwhile).
+# Git's control files run code later, outside the sandbox: a hook on the user's next `git commit`,
+# core.fsmonitor (in config, an included file, or a repository commondir or a `.git` file points at) on the
+# next `git status`. What exists is held by mounts: .git is pinned in place (a mount point cannot be renamed
+# or removed, so no `git init` replaces it); `.git` files, hooks/, what config names (core.hooksPath,
+# includes) and the scripts linked hooks run are read-only; config is an empty read-only file. A mount holds
+# only a path that exists, so all git would take code from (a commondir or config not there yet, a new
+# repository) is checked after every command and put back: git_control_snapshot. That check is all there
+# is without the sandbox, and for paths made after a background task started (its .git is read-only).
 
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir"}
 GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
@@ -3539,46 +3446,36 @@ MAX_CONTROL_BYTES = 1_000_000      # configs and hooks are small
 GIT_SAFE_CONFIG = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "false"}
 
 
-# The home folder (and ~/.gitconfig with it) is hidden in the sandbox, so
-# `git commit` would fail with "unable to auto-detect email". KeSi reads the
-# user's name and email outside, with git itself, and passes only those two
-# values in; aliases, credential helpers, hooksPath and the rest of the
-# user's config stay outside.
+# ~/.gitconfig is hidden in the sandbox, so `git commit` would fail with "unable to auto-detect email". KeSi
+# passes in only the user's name and email, read outside by git itself; the rest of that config stays out.
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "user.name", "GIT_AUTHOR_EMAIL": "user.email",
                 "GIT_COMMITTER_NAME": "user.name", "GIT_COMMITTER_EMAIL": "user.email"}
 GIT_IDENTITY_ENV: dict[str, str] = {}     # read once at start-up by load_git_identity
 
 
 def load_git_identity() -> None:
-    """Read user.name and user.email (main() does, once, before any command)."""
-    config = read_git_identity() if sandbox_enabled() else {}
+    """Read user.name and user.email (main() does, once, before any command; the last one wins, as in
+    git). A value with a control character is dropped: it could only be an attack."""
+    listed = run_git(["config", "-z", "--get-regexp", r"^user\.(name|email)$"]) if sandbox_enabled() else None
+    config = {}
+    for item in (listed.stdout if listed else b"").decode("utf-8", errors="replace").split("\0"):
+        key, _, value = item.partition("\n")
+        if key.lower() in ("user.name", "user.email") and value and "\n" not in value and not control_characters(value):
+            config[key.lower()] = value
     GIT_IDENTITY_ENV.clear()
     GIT_IDENTITY_ENV.update({name: config[key] for name, key in GIT_IDENTITY.items() if key in config})
 
 
 def git_identity_environment() -> dict[str, str]:
-    """GIT_AUTHOR_* and GIT_COMMITTER_* for a sandboxed command: the user's own
-    variables if set, else user.name and user.email as git saw them at start-up."""
+    """GIT_AUTHOR_* and GIT_COMMITTER_* for a sandboxed command: the user's own if set, else load_git_identity's."""
     if not sandbox_enabled():
         return {}                      # unsandboxed, git reads the user's config itself
     return {**GIT_IDENTITY_ENV, **{name: os.environ[name] for name in GIT_IDENTITY if os.environ.get(name)}}
 
 
-def read_git_identity() -> dict[str, str]:
-    """{'user.name': ..., 'user.email': ...}, whichever are set; {} without git.
-    A value with a control character is dropped: it could only be an attack."""
-    listed = run_git(["config", "-z", "--get-regexp", r"^user\.(name|email)$"])
-    found = {}
-    for item in (listed.stdout if listed else b"").decode("utf-8", errors="replace").split("\0"):
-        key, _, value = item.partition("\n")
-        if key.lower() in ("user.name", "user.email") and value and "\n" not in value and not control_characters(value):
-            found[key.lower()] = value          # the last one wins, as in git
-    return found
-
-
 def git_pins(read_only: bool = False) -> list[str]:
-    """read_only for background tasks: they run while the user may run git,
-    so the check-and-restore after a command cannot guard them."""
+    """bwrap args pinning .git and what git runs code from; read_only for background tasks: they run while
+    the user may run git, so the check-and-restore after a command cannot guard them."""
     git = BASE_DIR / ".git"
     pins = []
     if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
@@ -3591,8 +3488,7 @@ def git_pins(read_only: bool = False) -> list[str]:
 
 
 def git_code_paths() -> list[Path]:
-    """Paths outside .git/hooks that git takes code from: what its config
-    names, and the scripts hooks that are links point at."""
+    """Paths outside .git/hooks that git takes code from: what its config names, and linked hooks' scripts."""
     named = paths_git_config_names()
     targets = []
     for folder in [BASE_DIR / ".git" / "hooks", *named]:
@@ -3602,11 +3498,9 @@ def git_code_paths() -> list[Path]:
 
 
 def paths_git_config_names() -> list[Path]:
-    """The hooks folders (core.hooksPath) and included files git's config
-    names for the workspace: in every scope (the repository's, yours, the
-    system's), through includes of includes, whether they exist yet or not. A
-    command that writes one changes what git runs later. Read by git itself
-    (it runs nothing to answer this), again only when a file it read changed."""
+    """The hooks folders (core.hooksPath) and included files git's config names for the workspace, in every
+    scope, through includes of includes, existing yet or not: writing one changes what git runs later. Read
+    by git itself (it runs nothing to answer this), again only when a file it read changed."""
     files = list(dict.fromkeys([*git_config_files(), *_config_names.get("files", [])]))
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("GIT_") or k in ("HOME", "XDG_CONFIG_HOME"))
     key = [BASE_DIR, env, *((path, read_pointer_file(path, True)) for path in files)]   # before git reads them
@@ -3650,35 +3544,27 @@ def git_config_files() -> list[Path]:
 
 def named_work_tree_paths() -> list[str]:
     """Of the paths git runs code from, those in the work tree (outside .git), relative."""
-    named = []
-    for path in git_code_paths():
-        if path.is_relative_to(BASE_DIR) and path != BASE_DIR:
-            relative = path.relative_to(BASE_DIR).as_posix()
-            if relative.split("/")[0] != ".git" and relative not in named:
-                named.append(relative)
-    return named
+    inside = [path.relative_to(BASE_DIR).as_posix() for path in git_code_paths()
+              if path.is_relative_to(BASE_DIR) and path != BASE_DIR]
+    return [path for path in dict.fromkeys(inside) if path.split("/")[0] != ".git"]
 
 
 @dataclass
 class GitSnapshot:
     named: list[str]              # work-tree paths git's config names, taken before the command
     entries: dict[str, tuple]     # path relative to the workspace -> (kind, data, mode, size)
-    # Folders that were git dirs before the command: only in those are objects/,
-    # refs/... skipped as data. A command could make any folder look like one
-    # (touch .git/modules/HEAD) to hide a submodule named lfs from the check.
+    # Folders that were git dirs before the command: only there are objects/, refs/... skipped as data. A command
+    # could make any folder look like one (touch .git/modules/HEAD) to hide a submodule named lfs from the check.
     gitdirs: set[str] = field(default_factory=set)
     repos: list[str] = field(default_factory=list)   # other repositories' .git folders in the work tree
     index: tuple | None = None    # .git/index as it was: a change may register a planted repository
 
 
 def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | None:
-    """What git could run code from: every control file under the
-    workspace's .git folder (GIT_CONTROL_NAMES at any depth, anything in a
-    hooks folder, every link) and the work-tree paths its config names (each
-    folder on the way, and what is there: a file, a link, nothing). None if
-    the workspace has neither. Nothing is followed through a link: a planted
-    `.git/config -> ~/.ssh/id_rsa` is not read. After a command (before: the
-    snapshot taken before it), the same paths and git dirs are looked at again."""
+    """What git could run code from: every control file under .git (GIT_CONTROL_NAMES at any depth, all in a
+    hooks folder, every link) and the work-tree paths its config names (each folder on the way, and what is
+    there); None if neither. No link is followed: a planted `.git/config -> ~/.ssh/id_rsa` is not read.
+    Given the snapshot from before a command, the same paths and git dirs are looked at again."""
     learn = before is None
     snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), nested_repositories(), index_stamp()) if learn else \
         GitSnapshot(before.named, {}, before.gitdirs, before.repos, index_stamp())
@@ -3687,8 +3573,7 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
     except OSError:
         return None
     try:
-        snapshot.entries.update(named_path_entries(base_fd, ".git", snapshot.gitdirs, learn, in_hooks=False))
-        for repo in snapshot.repos:        # from its .git down: the folders above are the user's to move
+        for repo in [".git", *snapshot.repos]:    # from each .git down: the folders above are the user's to move
             snapshot.entries.update((path, state) for path, state in named_path_entries(
                 base_fd, repo, snapshot.gitdirs, learn, in_hooks=False) if path.startswith(repo))
         if ".git" not in snapshot.entries and not snapshot.named and not snapshot.repos:
@@ -3701,9 +3586,8 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
 
 
 def named_path_entries(base_fd: int, path: str, gitdirs: set[str], learn: bool, in_hooks: bool = True):
-    """(path, state) for each part of one path, walked from the workspace
-    without following links, down to what is at its end (a folder: all of
-    it, as a hooks folder; in_hooks=False: only the control files in it)."""
+    """(path, state) for each part of one path, walked from the workspace without following links, down to
+    what is at its end (a folder: all of it, as a hooks folder; in_hooks=False: only its control files)."""
     *folders, last = path.split("/")
     fds = [base_fd]
     try:
@@ -3769,18 +3653,14 @@ def control_entries(folder_fd: int, prefix: str, gitdirs: set[str], learn: bool,
 
 
 def file_state(folder_fd: int, name: str, info: os.stat_result) -> tuple:
-    """("file", bytes, mode, size) of one control file. The size alone stands
-    for a file too big to be a control file (a sparse 1 TB "config"): it is
-    never read into memory, and if the command made it, it is removed like
-    any other new file."""
+    """("file", bytes, mode, size) of one control file. A file too big to be one (a sparse 1 TB "config") is
+    never read into memory: its size stands for it, and if the command made it, it is removed."""
     data = read_control_file(folder_fd, name) if info.st_size <= MAX_CONTROL_BYTES else b""
     return "file", data, stat.S_IMODE(info.st_mode), info.st_size
 
 
-# A rebase or cherry-pick in progress keeps its to-do list in .git; an "exec"
-# line there runs a shell command on the user's next `git rebase --continue`.
-# The list itself is ordinary state (a stopped rebase needs it): only exec
-# lines a command added are taken out again.
+# A rebase or cherry-pick in progress keeps its to-do list in .git; an "exec" line there runs on the user's
+# next `git rebase --continue`. The list is ordinary state: only exec lines a command added are taken out.
 TODO_FILES = {"rebase-merge/git-rebase-todo", "sequencer/todo"}
 
 
@@ -3814,9 +3694,8 @@ def read_control_file(folder_fd: int, name: str) -> bytes:
 
 
 def restore_git_control(before: GitSnapshot | None) -> list[str]:
-    """Put back what a command changed among the control files (no process of
-    it is left to race this): changed ones as they were, new ones removed,
-    each folder on the way before what is in it. Returns the paths put back."""
+    """Put back what a command changed among the control files (no process of it is left to race this),
+    each folder on the way before what is in it; new ones removed. Returns the paths put back."""
     disarmed = disarm_new_repositories(before)
     if before is None:
         return disarmed             # no repository before: nothing of the user's to put back
@@ -3840,19 +3719,17 @@ def restore_git_control(before: GitSnapshot | None) -> list[str]:
     return disarmed + changed
 
 
-# What a fresh `git init` or `git clone` writes into a config. In a repository
-# a command created, anything else (core.fsmonitor, core.hooksPath, a pager,
-# an alias, an include) can only have been planted, as can a hook that is not
-# one of git's samples, or a commondir leading to another repository's config.
+# What a fresh `git init` or `git clone` writes into a config. In a repository a command created, anything
+# else (core.fsmonitor, core.hooksPath, a pager, an alias, an include) can only have been planted, as can a
+# hook that is not one of git's samples, or a commondir leading to another repository's config.
 FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|logallrefupdates|ignorecase|"
                                r"precomposeunicode|symlinks)|remote\..+\.(url|pushurl|fetch)|"
                                r"branch\..+\.(remote|merge)|extensions\.[a-z]+|user\.(name|email)", re.DOTALL)
 
 
 def disarm_new_repositories(before: GitSnapshot | None) -> list[str]:
-    """Take the planted parts out of the repositories a command created
-    (git init, git clone, one behind a `.git` file or link that the index
-    now registers as a submodule, wherever it is): returns what was taken out."""
+    """Take the planted parts out of the repositories a command created (git init, git clone, one behind a
+    `.git` file or link the index now registers as a submodule, wherever): returns what was taken out."""
     known = set(before.repos) if before else set()
     if before and ".git" in before.entries:
         known.add(".git")
@@ -3875,9 +3752,8 @@ def index_stamp() -> tuple | None:
 
 
 def registered_repositories() -> list[str]:
-    """The git dirs of the submodules the index registers (mode 160000), as
-    paths in the workspace: `git status` at the top looks into each, with
-    that repository's config. A `.git` file or link is followed."""
+    """The git dirs (in the workspace) of the submodules the index registers (mode 160000), through a `.git`
+    file or link: `git status` at the top looks into each, with that repository's config."""
     listed = run_git(["ls-files", "--stage", "-z"], timeout=30)
     found = []
     for entry in (listed.stdout if listed else b"").split(b"\0"):
@@ -3930,8 +3806,7 @@ def disarm_repository(folder: Path, shown: str, depth: int = 0) -> list[str]:
 
 
 def disarm_config(config: Path, shown: str) -> list[str]:
-    """Unset what a fresh config never has; a config that cannot be cleaned
-    (a planted config.lock, an unreadable file) is removed as a whole."""
+    """Unset what a fresh config never has; one git cannot read or clean is removed as a whole."""
     if config.is_symlink() or (config.exists() and not config.is_file()):
         remove_entry(config)
         return [f"{shown}/config"]
@@ -3991,13 +3866,12 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> None:
                 shutil.rmtree(name, dir_fd=fds[-1])
             else:
                 os.unlink(name, dir_fd=fds[-1])
-        if was is not None and was[0] == "folder":
+        kind = was[0] if was else None
+        if kind == "folder":
             os.mkdir(name, dir_fd=fds[-1])
-        elif was is not None and was[0] == "link":
+        elif kind == "link":
             os.symlink(os.fsdecode(was[1]), name, dir_fd=fds[-1])
-        elif was is not None and len(was) > 3 and was[3] > MAX_CONTROL_BYTES:
-            pass                  # it was too big to keep before: gone now, nothing of it runs
-        elif was is not None:
+        elif kind == "file" and was[3] <= MAX_CONTROL_BYTES:   # one too big to keep stays gone: nothing runs
             write_atomically(fds[-1], name, was[1], mode=was[2])
     except OSError:
         pass                      # its folder is gone: nothing left to run from there
@@ -4007,26 +3881,16 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> None:
 
 
 # --- network allowlist proxy ---------------------------------------------------
-# A sandboxed command has no network of its own (bwrap --unshare-net, seatbelt
-# (deny network*)). It gets an HTTP proxy instead, run by KeSi in a thread,
-# that connects only to hosts on an allowlist: the common package registries
-# and git hosts, plus what the user adds. https goes through CONNECT (the
-# proxy sees the host name, never the traffic), http as absolute-URI requests.
-#
-# On Linux the proxy listens on a Unix socket that is mounted into the
-# sandbox, where PROXY_FORWARDER, started before the command, listens on a
-# port of 127.0.0.1 of the sandbox's network namespace and carries each
-# connection to that socket. It listens before the command starts, on a port
-# the kernel picks, so no command can race it or hold the port first. On macOS the proxy listens on a local TCP port, the
-# only address the profile lets a command reach.
-#
-# Trust as for permission rules: the user's settings file may add hosts
-# ("network": {"allow": [...]}, or under "projects" -> <path> for one
-# project); the project's .kesi/settings.json is writable by commands, so its
-# "network" may only deny. The proxy connects to the address it checked,
-# never a second lookup (DNS rebinding), and a name that resolves only to
-# local or private addresses is refused, unless the user mapped it there
-# himself ("resolve": {"name": "address"}, like curl --resolve).
+# A sandboxed command has no network of its own (bwrap --unshare-net, seatbelt (deny network*)), only an
+# HTTP proxy KeSi runs in a thread, which connects only to allowed hosts: package registries and git hosts,
+# plus what the user adds. https goes through CONNECT (the proxy sees the host name, never the traffic).
+# On Linux it listens on a Unix socket mounted into the sandbox, where PROXY_FORWARDER carries connections
+# from 127.0.0.1 to it: listening before the command starts, on a port the kernel picks, so no command can
+# race it or hold the port first. On macOS it listens on a local TCP port, the only one the profile allows.
+# Trust as for permission rules: the user's settings may add hosts ("network": {"allow": [...]}, or under
+# "projects" -> <path>); the project's .kesi/settings.json is writable by commands, so it may only deny.
+# The proxy connects to the address it checked, never a second lookup (DNS rebinding), and refuses a name
+# resolving only to local or private addresses, unless the user mapped it ("resolve", like curl --resolve).
 
 DEFAULT_NETWORK_HOSTS = (
     "pypi.org", "files.pythonhosted.org",                                  # pip, uv
@@ -4108,10 +3972,7 @@ def entry_matches(entry: str, host: str, port: int, for_deny: bool) -> bool:
     if not match:
         return False
     name, wanted = match.group(1), match.group(2)
-    if wanted is not None:
-        port_ok = port == int(wanted)
-    else:
-        port_ok = for_deny or port in DEFAULT_NETWORK_PORTS
+    port_ok = port == int(wanted) if wanted is not None else for_deny or port in DEFAULT_NETWORK_PORTS
     if name.startswith("*"):
         return port_ok and (for_deny or not ip_literal(host)) and (name == "*" or host.endswith(name[1:]))
     return port_ok and host == (ip_literal(name) or name.removesuffix("."))
@@ -4191,9 +4052,7 @@ def read_request_head(sock) -> tuple[bytes, bytes] | None:
     """(head, bytes after it) or None if the client sent no complete head in time."""
     data = b""
     while b"\r\n\r\n" not in data:
-        if len(data) > MAX_REQUEST_HEAD:
-            return None
-        chunk = sock.recv(65536)
+        chunk = sock.recv(65536) if len(data) <= MAX_REQUEST_HEAD else b""
         if not chunk:
             return None
         data += chunk
@@ -4259,7 +4118,8 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
                 return refuse_host(client, request, reason)
             upstream = connect_first(addresses, request.port)
             if upstream is None:
-                return send_proxy_error(client, 502, f"KeSi's proxy could not connect to {request.host}:{request.port}.")
+                where = f"{request.host}:{request.port}"
+                return send_proxy_error(client, 502, f"KeSi's proxy could not connect to {where}.")
             with upstream:
                 client.settimeout(None)          # a tunnel may be idle as long as it likes
                 upstream.settimeout(None)
@@ -4268,7 +4128,10 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
                 else:
                     upstream.sendall(request.upstream_head)
                 upstream.sendall(got[1])
-                relay_both_ways(client, upstream)
+                back = threading.Thread(target=relay, args=(upstream, client), daemon=True)
+                back.start()
+                relay(client, upstream)          # until each side has finished sending
+                back.join()
 
 
 def refuse_host(client, request: ProxyRequest, reason: str) -> None:
@@ -4297,20 +4160,10 @@ def connect_first(addresses: list[str], port: int):
     return None
 
 
-def relay_both_ways(a, b) -> None:
-    """Copy bytes both ways until each side has finished sending."""
-    back = threading.Thread(target=relay, args=(b, a), daemon=True)
-    back.start()
-    relay(a, b)
-    back.join()
-
-
 def relay(source, target) -> None:
-    try:
+    with contextlib.suppress(OSError):
         while data := source.recv(65536):
             target.sendall(data)
-    except OSError:
-        pass
     with contextlib.suppress(OSError):
         target.shutdown(socket.SHUT_WR)      # pass the end on: the other side may still answer
 
@@ -4354,8 +4207,8 @@ _network_proxy: dict = {}      # sandbox kind -> the running server, or None if 
 
 
 def network_proxy(kind: str | None = None):
-    """The allowlist proxy for this sandbox kind (a Unix socket for bwrap, a local
-    port for seatbelt), started on first need; it ends with KeSi (a daemon thread)."""
+    """The allowlist proxy for this sandbox kind (a Unix socket for bwrap, a local port for seatbelt),
+    started on first need; it ends with KeSi (a daemon thread)."""
     kind = kind or sandbox_kind()
     if kind not in _network_proxy:
         _network_proxy[kind] = start_network_proxy(kind)
@@ -4378,8 +4231,7 @@ def start_network_proxy(kind: str | None):
 
 
 def proxy_port(escalation: str | None = None) -> int | None:
-    """Where commands reach the proxy, or None when this command does not use it
-    (no sandbox, an escalation, or nothing to run the forwarder with)."""
+    """Where commands reach the proxy; None without sandbox, with an escalation, or with no forwarder."""
     kind = sandbox_kind()
     if escalation or kind is None or network_proxy() is None:
         return None
@@ -4393,8 +4245,10 @@ def command_environment(escalation: str | None = None) -> dict[str, str]:
     An unsandboxed command never gets a cache sandboxed commands can write (a planted cargo config runs)."""
     env, port = sandbox_environment(), proxy_port(escalation)
     env = env if escalation == "unsandboxed" else with_command_caches(env)
-    if port:
-        env.update(proxy_environment(port))
+    if port:               # what curl, pip, uv, npm, cargo and git read to find a proxy (either case)
+        url = f"http://127.0.0.1:{port}"
+        env.update({name: url for base in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY") for name in (base, base.lower())})
+        env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1"    # servers inside the sandbox
     return env
 
 
@@ -4414,14 +4268,6 @@ def network_summary() -> str:
     return f"only allowed hosts, through KeSi's proxy ({shown or 'none'}; /network lists them)"
 
 
-def proxy_environment(port: int) -> dict[str, str]:
-    """What curl, pip, uv, npm, cargo and git read to find a proxy (either case)."""
-    url = f"http://127.0.0.1:{port}"
-    env = {name: url for base in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY") for name in (base, base.lower())}
-    env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1"    # servers inside the sandbox
-    return env
-
-
 def forwarder_python() -> str | None:
     """An interpreter the sandbox can see (not in the hidden home or /tmp), for PROXY_FORWARDER."""
     shown = [BASE_DIR, *map(Path, toolchain_dirs())]
@@ -4434,18 +4280,13 @@ def forwarder_python() -> str | None:
     return None
 
 
-def proxy_forwarder_argv() -> list[str]:
-    """Put in front of the command inside bwrap: the forwarder, pid 1, runs it."""
-    return [forwarder_python(), "-I", "-S", "-c", PROXY_FORWARDER, str(PROXY_PORT), PROXY_SOCKET_INSIDE]
-
-
 # Runs inside the sandbox as its pid 1 (bwrap --as-pid-1): argv is port,
 # socket, then the command. It listens before the command starts. As init it
 # is spared by the grace wrapper's "kill -1", so background jobs keep the
 # network during their grace period, and it reaps orphans; it ends when the
 # command does, passing on its exit code, and the namespace ends with it.
 PROXY_FORWARDER = """
-import os, signal, socket, sys, threading
+import contextlib, os, signal, socket, sys, threading
 written, path, command = sys.argv[1], sys.argv[2], sys.argv[3:]
 # A port the kernel picks, free by definition: in the session's shared network
 # a fixed one could be taken by a server a command left running, which would
@@ -4453,15 +4294,11 @@ written, path, command = sys.argv[1], sys.argv[2], sys.argv[3:]
 listener = socket.create_server(("127.0.0.1", 0))
 port = str(listener.getsockname()[1])
 def relay(source, target):
-    try:
+    with contextlib.suppress(OSError):
         while data := source.recv(65536):
             target.sendall(data)
-    except OSError:
-        pass
-    try:
+    with contextlib.suppress(OSError):
         target.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
 def serve(client):
     with client, socket.socket(socket.AF_UNIX) as proxy:
         try:
