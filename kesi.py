@@ -5656,14 +5656,16 @@ class StreamEndedEarly(Exception):
 def stream_turn(client, request: dict, echo: bool):
     """One streamed request, its text printed as it arrives: (message, finished, interrupted). Only blocks whose
     content_block_stop came are complete (a half tool_use *looks* whole), only one with message_stop is finished."""
-    stream, finished, printer, stopped = None, 0, None, False
+    stream, started, finished, printer, stopped = None, False, 0, None, False
     waiting = WaitingNote(echo)
     try:
         try:
             with client.messages.stream(**request) as stream:
                 for event in stream:
-                    if event.type == "message_start" and event.message.content is None:   # some servers send null
-                        stream.current_message_snapshot.content = []
+                    if event.type == "message_start":
+                        started = True
+                        if event.message.content is None:   # some compatible servers send null
+                            stream.current_message_snapshot.content = []
                     elif event.type == "content_block_start":
                         waiting.clear()
                     elif event.type == "content_block_stop":
@@ -5685,11 +5687,11 @@ def stream_turn(client, request: dict, echo: bool):
                 ui()
     except KeyboardInterrupt:
         say_stopping("  ")
-        return snapshot_of(stream), finished, True
+        return (snapshot_of(stream) if started else None), finished, True
     except Exception as exc:       # includes connection resets that are not AnthropicError
         if stream is None:
             raise                   # the request never opened: a normal API error
-        snapshot = snapshot_of(stream)
+        snapshot = snapshot_of(stream) if started else None
         content = getattr(snapshot, "content", None)
         if (isinstance(exc, (AttributeError, TypeError, KeyError, ValueError)) and content
                 and not isinstance(exc, anthropic.AnthropicError) and finished == len(content)):
@@ -5767,7 +5769,6 @@ def listen_for_retries() -> None:
 
 
 def snapshot_of(stream):
-    """What had arrived of a stream's message; None before message_start (the SDK has none yet)."""
     try:
         snapshot = stream.current_message_snapshot
     except Exception:
