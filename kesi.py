@@ -4931,18 +4931,14 @@ def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
 
 
 # --- prompt caching -----------------------------------------------------------
-# The API caches a request's prefix (tools, system, messages) up to a block
-# marked with cache_control, but only when that prefix reaches the model's
-# minimum; a shorter mark caches nothing. An entry lives 5 minutes (written
-# at 1.25x the input price) or 1 hour (2x), refreshed by every read (0.1x).
-# At most 4 marks, and a 1-hour mark may not follow a 5-minute one.
-
-# What each model allows, from the docs: the shortest prefix it caches (prompt caching,
-# https://platform.claude.com/docs/en/build-with-claude/prompt-caching, and the "what's new" pages: Opus 5
-# and the 5.5 models 512), its context window, largest max_tokens and whether it thinks unasked (then
-# max_tokens holds the thinking too): https://platform.claude.com/docs/en/about-claude/models/overview and
-# each model's page. Not in the docs: Fable/Mythos 5.1 and 5.2's cache minimum (None: the default), whether
-# Sonnet 5 thinks unasked (taken as not). The Models API's max_input_tokens and max_tokens win (model_limits).
+# The API caches a request's prefix (tools, system, messages) up to a block marked cache_control, if that
+# prefix reaches the model's minimum (a shorter mark caches nothing). An entry lives 5 minutes (written at 1.25x
+# the input price) or 1 hour (2x), refreshed by each read (0.1x). At most 4 marks, no 1-hour one after a 5-minute.
+# What each model allows, from the docs: the shortest prefix it caches (Opus 5 and the 5.5 models 512, from the
+# "what's new" pages; https://platform.claude.com/docs/en/build-with-claude/prompt-caching), its context window,
+# largest max_tokens and whether it thinks unasked (then max_tokens holds the thinking too), from each model's page
+# and https://platform.claude.com/docs/en/about-claude/models/overview. Not in the docs: Fable/Mythos 5.1 and 5.2's
+# cache minimum (None: the default), whether Sonnet 5 thinks unasked (taken as not). The Models API wins (model_limits).
 MODELS = {   # model -> (cache minimum, context window, max output, thinks by default)
     **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2", "claude-fable-5-1", "claude-mythos-5-1"),
                     (None, 1_000_000, 128_000, True)),
@@ -4965,9 +4961,7 @@ PAUSE_MEMORY = 60 * 60          # after a long pause, use 1-hour entries for thi
 
 
 def model_key(model: str) -> str:
-    """The table name of a model id: 'claude-haiku-4-5-20251001',
-    'anthropic.claude-haiku-4-5-20251001-v1:0' and 'claude-haiku-4-5@20251001'
-    are all 'claude-haiku-4-5'."""
+    """'claude-haiku-4-5-20251001', 'anthropic.claude-haiku-4-5-20251001-v1:0', '...@20251001': 'claude-haiku-4-5'."""
     name = str(model).lower().rpartition("anthropic.")[2]
     return re.sub(r"(\[\w+\]|-\d{8}|@\d{8}|-v\d+(:\d+)?|-latest)+$", "", name)
 
@@ -4977,17 +4971,12 @@ def cache_minimum(model: str) -> int:
 
 
 class CacheClock:
-    """Chooses each request's cache lifetime from the pauses seen so far.
-
-    Inside a task requests come seconds apart: 5-minute entries are cheapest. After a pause
-    past 5 minutes everything is written again, unless it was written for an hour (0.75x input
-    more to write, far less than re-writing the conversation); so after one long pause KeSi
-    writes 1-hour entries for the next hour, and a session without long pauses never pays for
-    them. Per agent label; the main agent's clock is saved with the session, for `-c`."""
+    """Each request's cache lifetime: 5 minutes while requests come seconds apart (cheapest); after one pause
+    that outlived them, 1 hour for the next hour (0.75x input more to write, far less than writing the whole
+    conversation again). Per agent label; the main agent's clock is saved with the session, for `-c`."""
 
     def __init__(self):
-        self.last_use: dict[str, float] = {}
-        self.long_pause_at: dict[str, float] = {}
+        self.last_use, self.long_pause_at = {}, {}     # label -> time.time()
 
     def ttl_for_request(self, label: str) -> str:
         now = time.time()
@@ -5016,14 +5005,12 @@ def cache_control(ttl: str) -> dict:
 
 
 def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
-    """Mark a copy of the request at the end of the stable system text, the newest message (the next
-    request reads it) and the previous request's newest (this one reads what it wrote); each only when
-    its prefix reaches the model's minimum by estimate_tokens (which undercounts: never a mark in vain)."""
+    """Mark the end of the stable system text, the newest message (the next request reads it) and the previous
+    request's newest (this one reads it); each only if estimate_tokens (an undercount) reaches the minimum."""
     control = cache_control(CACHE_CLOCK.ttl_for_request(agent.label))
     minimum = cache_minimum(request["model"])
     system = request["system"]
-    fixed = fixed_prefix_tokens(request["tools"], system)
-    if fixed >= minimum and len(system) >= 2:
+    if fixed_prefix_tokens(request["tools"], system) >= minimum and len(system) >= 2:
         system[-2] = {**system[-2], "cache_control": control}      # rules or memory, before the environment
     total = estimate_tokens(history, agent)
     mark_request_size(agent, history, total)
@@ -5040,9 +5027,8 @@ _TOOLS_CHARS: dict[tuple, int] = {}
 
 
 def tools_chars(tools: list[dict]) -> int:
-    """Size of these tool specs as sent; they never change while KeSi runs."""
-    names = tuple(t["name"] for t in tools)
-    if names not in _TOOLS_CHARS:
+    """Tool specs never change while KeSi runs: their size is measured once."""
+    if (names := tuple(t["name"] for t in tools)) not in _TOOLS_CHARS:
         _TOOLS_CHARS[names] = json_chars(tools)
     return _TOOLS_CHARS[names]
 
@@ -5052,9 +5038,11 @@ def with_cache_breakpoints(history: list[dict], control: dict | None = None,
     """The journal, marked on the newest and third newest message where prefix_tokens reach the minimum."""
     messages = list(history)
     for index in (-1, -3):
-        big_enough = prefix_tokens is None or prefix_tokens[index] >= minimum
-        if len(messages) >= -index and big_enough:
-            messages[index] = mark_last_block(messages[index], control or cache_control("5m"))
+        if len(messages) < -index or (prefix_tokens is not None and prefix_tokens[index] < minimum):
+            continue
+        if blocks := as_blocks(messages[index]["content"]):
+            blocks[-1] = {**blocks[-1], "cache_control": control or cache_control("5m")}
+            messages[index] = {**messages[index], "content": blocks}
     return messages
 
 
@@ -5063,17 +5051,8 @@ def as_blocks(content) -> list:
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
-def mark_last_block(message: dict, control: dict | None = None) -> dict:
-    blocks = as_blocks(message["content"])
-    if not blocks:
-        return message
-    blocks[-1] = {**blocks[-1], "cache_control": control or cache_control("5m")}
-    return {**message, "content": blocks}
-
-
 def block_to_dict(block) -> dict:
-    """Store response blocks as plain dicts: JSON-ready for sessions, and
-    without SDK-only fields the API would not accept back."""
+    """A response block as a plain dict: JSON-ready for sessions, without SDK-only fields the API refuses back."""
     data = block if isinstance(block, dict) else block.model_dump(mode="json", exclude_none=True)
     keep = {"text": ("type", "text", "citations"), "tool_use": ("type", "id", "name", "input"),
             "thinking": ("type", "thinking", "signature"), "redacted_thinking": ("type", "data")}
@@ -5093,29 +5072,23 @@ def text_of(content) -> str:
 
 
 # --- cost meter -------------------------------------------------------------
-
-# USD per million tokens: input, output, cache write (5 minutes), cache write
-# (1 hour), cache read. The published list prices (platform.claude.com
-# pricing page, checked 2026-12-02); KESI_PRICES overrides them. A model that
-# is not here (another vendor's behind ANTHROPIC_BASE_URL) gets no price.
+# USD per million tokens: input, output, cache write (5 minutes), cache write (1 hour), cache read. The list
+# prices (platform.claude.com pricing page, checked 2026-12-02); KESI_PRICES overrides them. A model that is
+# not here (another vendor's behind ANTHROPIC_BASE_URL) gets no price.
 PRICES = {
-    "claude-fable-5-2": (8, 40, 10, 16, 0.20), "claude-mythos-5-2": (8, 40, 10, 16, 0.20),
-    "claude-fable-5-1": (10, 50, 12.5, 20, 0.25), "claude-mythos-5-1": (10, 50, 12.5, 20, 0.25),
-    "claude-fable-5": (10, 50, 12.5, 20, 1.0), "claude-mythos-5": (10, 50, 12.5, 20, 1.0),
+    **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2"), (8, 40, 10, 16, 0.20)),
+    **dict.fromkeys(("claude-fable-5-1", "claude-mythos-5-1"), (10, 50, 12.5, 20, 0.25)),
+    **dict.fromkeys(("claude-fable-5", "claude-mythos-5"), (10, 50, 12.5, 20, 1.0)),
     "claude-opus-5-5": (4, 20, 5, 8, 0.20),
-    "claude-opus-5": (5, 25, 6.25, 10, 0.50), "claude-opus-4-8": (5, 25, 6.25, 10, 0.50),
-    "claude-opus-4-7": (5, 25, 6.25, 10, 0.50), "claude-opus-4-6": (5, 25, 6.25, 10, 0.50),
-    "claude-opus-4-5": (5, 25, 6.25, 10, 0.50),
-    "claude-opus-4-1": (15, 75, 18.75, 30, 1.50), "claude-opus-4": (15, 75, 18.75, 30, 1.50),
-    "claude-opus-4-0": (15, 75, 18.75, 30, 1.50), "claude-3-opus": (15, 75, 18.75, 30, 1.50),
+    **dict.fromkeys(("claude-opus-5", "claude-opus-4-8", "claude-opus-4-7", "claude-opus-4-6", "claude-opus-4-5"),
+                    (5, 25, 6.25, 10, 0.50)),
+    **dict.fromkeys(("claude-opus-4-1", "claude-opus-4", "claude-opus-4-0", "claude-3-opus"),
+                    (15, 75, 18.75, 30, 1.50)),
     "claude-sonnet-5-5": (2, 10, 2.5, 4, 0.10), "claude-sonnet-5": (2, 10, 2.5, 4, 0.20),
-    "claude-sonnet-4-6": (3, 15, 3.75, 6, 0.30), "claude-sonnet-4-5": (3, 15, 3.75, 6, 0.30),
-    "claude-sonnet-4": (3, 15, 3.75, 6, 0.30), "claude-sonnet-4-0": (3, 15, 3.75, 6, 0.30),
-    "claude-3-7-sonnet": (3, 15, 3.75, 6, 0.30), "claude-3-5-sonnet": (3, 15, 3.75, 6, 0.30),
-    "claude-haiku-5-5": (0.10, 0.50, 0.125, 0.20, 0.01),
-    "claude-haiku-4-5": (1, 5, 1.25, 2, 0.10),
-    "claude-3-5-haiku": (0.80, 4, 1, 1.6, 0.08),
-    "claude-3-haiku": (0.25, 1.25, 0.30, 0.50, 0.03),
+    **dict.fromkeys(("claude-sonnet-4-6", "claude-sonnet-4-5", "claude-sonnet-4", "claude-sonnet-4-0",
+                     "claude-3-7-sonnet", "claude-3-5-sonnet"), (3, 15, 3.75, 6, 0.30)),
+    "claude-haiku-5-5": (0.10, 0.50, 0.125, 0.20, 0.01), "claude-haiku-4-5": (1, 5, 1.25, 2, 0.10),
+    "claude-3-5-haiku": (0.80, 4, 1, 1.6, 0.08), "claude-3-haiku": (0.25, 1.25, 0.30, 0.50, 0.03),
 }
 # Haiku 5.5 bills every token of a request 5x once its prompt passes 100k tokens.
 LONG_PROMPT_PRICES = {"claude-haiku-5-5": (100_000, 5.0)}
@@ -5140,10 +5113,13 @@ def request_cost(call: dict) -> float | None:
     prices = price_for(call["model"], call["input"] + call["cache_write"] + call["cache_read"])
     if prices is None:
         return None
-    tokens = {"input": call["input"], "output": call["output"], "cache_read": call["cache_read"],
-              "cache_write": call["cache_write"] - call["cache_write_1h"],
-              "cache_write_1h": call["cache_write_1h"]}
+    tokens = {**call, "cache_write": call["cache_write"] - call["cache_write_1h"]}     # 5-minute writes
     return sum(tokens[k] * prices[k] for k in PRICE_KEYS) / 1e6
+
+
+def usage_field(usage, name: str):
+    """A field of the SDK's usage object or of a saved dict; 0 when absent or null (so lookups chain)."""
+    return (usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)) or 0
 
 
 class Meter:
@@ -5151,19 +5127,16 @@ class Meter:
 
     def __init__(self):
         self.calls: list[dict] = []
-        self.summed = (0, None, 0.0, frozenset())    # see session_sums
+        self.summed = (0, None, 0.0, frozenset())    # see sums
 
     def record(self, usage, *, partial: bool = False, label: str = "main", model: str | None = None):
         if usage is None:
             return
-        get = (usage.get if isinstance(usage, dict) else lambda k, d=0: getattr(usage, k, d))
-        creation = get("cache_creation", None)
-        one_hour = (creation.get if isinstance(creation, dict) else
-                    lambda k, d=0: getattr(creation, k, d))("ephemeral_1h_input_tokens", 0) or 0
-        call = {"input": get("input_tokens", 0) or 0, "output": get("output_tokens", 0) or 0,
-                "cache_write": get("cache_creation_input_tokens", 0) or 0,
-                "cache_read": get("cache_read_input_tokens", 0) or 0, "partial": partial, "label": label,
+        call = {"input": usage_field(usage, "input_tokens"), "output": usage_field(usage, "output_tokens"),
+                "cache_write": usage_field(usage, "cache_creation_input_tokens"),
+                "cache_read": usage_field(usage, "cache_read_input_tokens"), "partial": partial, "label": label,
                 "model": model or MODEL}
+        one_hour = usage_field(usage_field(usage, "cache_creation"), "ephemeral_1h_input_tokens")
         call["cache_write_1h"] = min(one_hour, call["cache_write"])
         call["cost"] = request_cost(call)
         self.calls.append(call)
@@ -5171,26 +5144,23 @@ class Meter:
     def totals(self, since: int = 0) -> dict[str, int]:
         return {k: sum(c[k] for c in self.calls[since:]) for k in USAGE_KEYS}
 
-    def session_sums(self) -> tuple[float, frozenset]:
-        """The session's cost and unpriced models, summed on from the last call seen while the
-        list only grew: O(new calls), though asked before each request under a budget."""
+    def sums(self, since: int = 0) -> tuple[float, frozenset]:
+        """(dollars of the priced calls, unpriced models) from call `since`. The session's is summed on from the
+        last call seen while the list only grew: O(new calls), though asked before each request under a budget."""
         count, last, total, unpriced = self.summed
-        if not (0 < count <= len(self.calls) and self.calls[count - 1] is last):
-            count, total, unpriced = 0, 0.0, frozenset()
+        if since or not (0 < count <= len(self.calls) and self.calls[count - 1] is last):
+            count, total, unpriced = since, 0.0, frozenset()
         total += sum(c["cost"] for c in self.calls[count:] if c.get("cost") is not None)
         unpriced |= {c["model"] for c in self.calls[count:] if c.get("cost") is None}
-        self.summed = (len(self.calls), self.calls[-1] if self.calls else None, total, unpriced)
+        if not since:
+            self.summed = (len(self.calls), self.calls[-1] if self.calls else None, total, unpriced)
         return total, unpriced
 
     def cost(self, since: int = 0) -> float:
-        """Dollars for the requests whose price is known."""
-        if not since:
-            return self.session_sums()[0]
-        return sum(c["cost"] for c in self.calls[since:] if c.get("cost") is not None)
+        return self.sums(since)[0]
 
     def unpriced_models(self, since: int = 0) -> list[str]:
-        return sorted({c["model"] for c in self.calls[since:] if c.get("cost") is None} if since
-                      else self.session_sums()[1])
+        return sorted(self.sums(since)[1])
 
     def cost_text(self, since: int = 0) -> str:
         """'$0.0123', or what is known plus which models have no price."""
@@ -5227,10 +5197,9 @@ class Meter:
 
 METER = Meter()
 
-# --max-budget-usd is never passed. A request's cost is known only after it, so it is bounded
-# first: the estimated prompt at the dearest input price (a 1-hour write) plus max_tokens of output,
-# max_tokens cut to what the rest of the budget pays for. Below BUDGET_FLOOR tokens KeSi stops: a
-# shorter reply is likely cut off mid tool call (runs nothing), yet paid for.
+# --max-budget-usd is never passed. A request's cost is known only after it, so it is bounded first: the estimated
+# prompt at the dearest input price (a 1-hour write) plus max_tokens, cut to what the rest of the budget pays for.
+# Below BUDGET_FLOOR tokens KeSi stops: a shorter reply is likely cut off mid tool call (runs nothing), yet paid for.
 MAX_BUDGET_USD: float | None = None
 BUDGET_FLOOR = 512
 
@@ -5260,22 +5229,18 @@ _LIMITS: dict[str, tuple] = {}
 
 
 def model_limits(model: str) -> tuple:
-    """(context window, largest max_tokens, thinks by default), None where unknown: the Models API's
-    numbers (GET /v1/models/{id}, asked once per model), else the table's."""
+    """(context window, largest max_tokens, thinks unasked): the Models API's, asked once, else MODELS'."""
     if model not in _LIMITS:
         _, context, most, thinks = MODELS.get(model_key(model), (None, None, None, False))
-        try:
+        with contextlib.suppress(Exception):    # no client yet, or an endpoint without the Models API: the table
             info = CLIENT.with_options(max_retries=0).models.retrieve(model, timeout=10)
             context, most = info.max_input_tokens or context, info.max_tokens or most
-        except Exception:    # no client yet, or an endpoint without the Models API: the table
-            pass
         _LIMITS[model] = (context, most, thinks)
     return _LIMITS[model]
 
 
 def output_ceiling(model: str) -> int:
-    """max_tokens for a request: KESI_MAX_TOKENS, else a default with room for thinking on models
-    that think unasked; never above the model's maximum."""
+    """KESI_MAX_TOKENS, else a default with room for thinking if the model thinks unasked; at most its maximum."""
     _, most, thinks = model_limits(model)
     wanted = MAX_TOKENS or (THINKING_MAX_TOKENS if thinks else DEFAULT_MAX_TOKENS)
     return min(wanted, most or wanted)
@@ -5286,7 +5251,6 @@ def context_window() -> int:
 
 
 # --- API errors --------------------------------------------------------------
-
 def api_error_message(exc) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
@@ -5295,8 +5259,7 @@ def api_error_message(exc) -> str:
 
 
 def describe_api_error(exc: BaseException) -> str:
-    """For the human: what happened (in the API's own words) and what to do. Most specific first.
-    The SDK has already retried 429/5xx (with backoff and retry-after, capped: make_client)."""
+    """What happened, in the API's words, and what to do; most specific first. The SDK has retried 429/5xx."""
     if isinstance(exc, anthropic.RateLimitError):
         return f"Error: still rate limited (429) after retries: {api_error_message(exc)}. Try again later."
     if isinstance(exc, getattr(anthropic, "OverloadedError", ())) or getattr(exc, "status_code", None) == 529:
@@ -5322,7 +5285,6 @@ def describe_api_error(exc: BaseException) -> str:
 
 
 # --- streaming ---------------------------------------------------------------
-
 class StreamFailure(Exception):
     """The stream broke after it opened; carries what had arrived so far."""
 
@@ -5336,57 +5298,49 @@ class StreamEndedEarly(Exception):
 
 
 def stream_turn(client, request: dict, echo: bool):
-    """One streamed request, its text printed as it arrives: (message, finished, interrupted). Only blocks
-    whose content_block_stop came are complete (a half tool_use *looks* whole), only a stream that reached
-    message_stop is a finished answer."""
+    """One streamed request, its text printed as it arrives: (message, finished, interrupted). Only blocks whose
+    content_block_stop came are complete (a half tool_use *looks* whole), only one with message_stop is finished."""
     stream, started, finished, printer, stopped = None, False, 0, None, False
     waiting = WaitingNote(echo)
     try:
-        with client.messages.stream(**request) as stream:
-            for event in stream:
-                if event.type == "message_start":
-                    started = True
-                    if event.message.content is None:   # some compatible servers send null
-                        stream.current_message_snapshot.content = []
-                elif event.type == "content_block_start":
-                    waiting.clear()
-                elif event.type == "content_block_stop":
-                    finished = event.index + 1
-                elif event.type == "message_stop":
-                    stopped = True
-                elif event.type == "content_block_delta" and event.delta.type == "text_delta" and echo:
-                    if printer is None:
-                        ui("KeSi > ", end="")
-                        printer = AnswerPrinter(column=len("KeSi > "))
-                    printer.feed(visible(event.delta.text))
-            if not stopped:
-                raise StreamEndedEarly("the stream ended before the answer was complete (no message_stop)")
-            message = stream.get_final_message()
+        try:
+            with client.messages.stream(**request) as stream:
+                for event in stream:
+                    if event.type == "message_start":
+                        started = True
+                        if event.message.content is None:   # some compatible servers send null
+                            stream.current_message_snapshot.content = []
+                    elif event.type == "content_block_start":
+                        waiting.clear()
+                    elif event.type == "content_block_stop":
+                        finished = event.index + 1
+                    elif event.type == "message_stop":
+                        stopped = True
+                    elif event.type == "content_block_delta" and event.delta.type == "text_delta" and echo:
+                        if printer is None:
+                            ui("KeSi > ", end="")
+                            printer = AnswerPrinter(column=len("KeSi > "))
+                        printer.feed(visible(event.delta.text))
+                if not stopped:
+                    raise StreamEndedEarly("the stream ended before the answer was complete (no message_stop)")
+                return stream.get_final_message(), finished, False
+        finally:
+            waiting.clear()
+            if printer is not None:
+                printer.finish()
+                ui()
     except KeyboardInterrupt:
-        waiting.clear()
-        end_line(printer)
         say_stopping("  ")
         return (snapshot_of(stream) if started else None), finished, True
     except Exception as exc:       # includes connection resets that are not AnthropicError
-        waiting.clear()
-        end_line(printer)
         if stream is None:
             raise                   # the request never opened: a normal API error
         snapshot = snapshot_of(stream) if started else None
-        if malformed_after_last_block(exc, snapshot, finished):
-            return snapshot, finished, False
+        content = getattr(snapshot, "content", None)
+        if (isinstance(exc, (AttributeError, TypeError, KeyError, ValueError)) and content
+                and not isinstance(exc, anthropic.AnthropicError) and finished == len(content)):
+            return snapshot, finished, False   # the SDK choked after the last block (no usage in message_delta)
         raise StreamFailure(exc, snapshot, finished) from exc
-    waiting.clear()
-    end_line(printer)
-    return message, finished, False
-
-
-def malformed_after_last_block(exc: Exception, snapshot, finished: int) -> bool:
-    """The SDK choked after every block was complete (a message_delta without usage): the reply is whole."""
-    sdk_choked = (isinstance(exc, (AttributeError, TypeError, KeyError, ValueError))
-                  and not isinstance(exc, anthropic.AnthropicError))
-    content = getattr(snapshot, "content", None)
-    return sdk_choked and bool(content) and finished == len(content)
 
 
 class WaitingNote:
@@ -5400,8 +5354,7 @@ class WaitingNote:
         self.shown = echo and capable_terminal() and hasattr(UI, "isatty") and UI.isatty()
         self.what, self.indent = what, indent
         self.stop, self.lock = threading.Event(), threading.Lock()
-        self.start, self.frame, self.retry_at = time.monotonic(), 0, None
-        self.thread = None
+        self.start, self.frame, self.retry_at, self.thread = time.monotonic(), 0, None, None
         if self.shown:
             ui(f"{indent}({what}...)", end="")
             WaitingNote.current = self
@@ -5446,9 +5399,9 @@ class RetryNotice(logging.Handler):
             return
         if (note := WaitingNote.current) is None:
             ui(f"  (the API is busy or failed; retrying in {seconds:.0f} s)")
-            return
-        note.retry_at = time.monotonic() + seconds
-        note.draw()
+        else:
+            note.retry_at = time.monotonic() + seconds
+            note.draw()
 
 
 def listen_for_retries() -> None:
@@ -5468,15 +5421,8 @@ def snapshot_of(stream):
 
 
 def say_stopping(indent: str) -> None:
-    """Said right after Ctrl-C, over the terminal's "^C": closing a stream or
-    stopping a command's processes can take a moment, and silence looks stuck."""
+    """Said over the terminal's "^C": stopping a stream or a command can take a moment, and silence looks stuck."""
     ui(f"\r{indent}(stopping...)")
-
-
-def end_line(printer: "AnswerPrinter | None") -> None:
-    if printer is not None:
-        printer.finish()
-        ui()
 
 
 # --- the answer on a terminal: wrapped, with light Markdown ------------------
@@ -5618,20 +5564,18 @@ def say(message: str, agent=None) -> str:
 # ============================================================================
 # 9. Context management: clear old tool results, then compact
 # ============================================================================
-# The API is stateless: the whole journal is re-sent (and paid for) on every
-# request. Old tool output is the cheapest thing to drop: the model can run
-# the tool again. Only when that is not enough is the history summarised.
+# The API is stateless: the whole journal is re-sent (and paid for) on every request. Old tool output is the
+# cheapest thing to drop (the model can run the tool again); only when that is not enough is it summarised.
 
 CLEAR_RESULTS_AT = 0.5       # share of the context window that triggers clearing
 COMPACT_AT = 0.8             # share that triggers automatic compaction
 KEEP_RECENT_RESULTS = 4      # the newest tool results always stay whole
 MIN_CLEARABLE_CHARS = 500
 CLEARED_RESULT = "[old tool result cleared to save context; run the tool again if you need it]"
-COMPACT_PROMPT = ("Summarise our conversation so far so that it can replace the history. Do not call "
-                  "any tool: answer with the summary only. Keep: "
-                  "the user's goals and instructions, decisions made, files read or changed (with "
-                  "paths), commands run and their outcome, open problems and the next step. Be "
-                  "concise; write it for yourself, not for the user.")
+COMPACT_PROMPT = ("Summarise our conversation so far so that it can replace the history. Do not call any tool: "
+                  "answer with the summary only. Keep: the user's goals and instructions, decisions made, files "
+                  "read or changed (with paths), commands run and their outcome, open problems and the next step. "
+                  "Be concise; write it for yourself, not for the user.")
 COMPACT_INTRO = "This conversation was compacted. Summary of what happened before:\n\n"
 
 
@@ -5649,24 +5593,19 @@ class SizeMark:
 
 
 def estimate_tokens(history: list[dict], agent: Agent | None = None) -> int:
-    """About four characters a token: the messages, plus tools and rules with agent; O(new messages),
-    from the agent's last request when the journal has only grown since."""
+    """About four characters a token (plus tools and rules with agent); O(new messages) while the journal grows."""
     mark = agent.size_mark if agent is not None else None
     if mark is not None and mark.fits(history):
         return mark.tokens + json_chars(history[mark.length:]) // 4
-    if agent is None:
-        return json_chars(history) // 4
-    return request_tokens(json_chars(history), agent)
+    return json_chars(history) // 4 if agent is None else request_tokens(json_chars(history), agent)
 
 
 def request_tokens(journal_chars: int, agent: Agent) -> int:
-    """Estimated tokens of a request whose messages are journal_chars long."""
     return (journal_chars + tools_chars(agent.tools()) + len(agent.rules) + 1000) // 4
 
 
 def json_chars(messages: list[dict]) -> int:
-    # ensure_ascii: a CJK character becomes a 6-character escape, close to
-    # its real cost of one to two tokens; raw it would count as a quarter.
+    # ensure_ascii: a CJK character becomes a 6-character escape, near its real cost of one to two tokens.
     return len(json.dumps(messages, default=str, separators=(",", ":")))
 
 
@@ -5676,17 +5615,15 @@ def mark_request_size(agent: Agent, history: list[dict], tokens: int) -> None:
 
 def note_request_size(agent: Agent, usage) -> None:
     """Replace the estimate of the request just answered by the API's count."""
-    get = (usage.get if isinstance(usage, dict) else lambda k, d=0: getattr(usage, k, d))
-    counted = sum(get(k, 0) or 0 for k in ("input_tokens", "cache_creation_input_tokens",
-                                           "cache_read_input_tokens"))
+    counted = sum(usage_field(usage, k)
+                  for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
     if agent.size_mark is not None and counted > 0:
         agent.size_mark.tokens = counted
 
 
 def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, int, int]:
-    """Replace all but the newest tool results in history[start:], when large, with a stub.
-    Returns how many it cleared, the JSON characters that freed, and where the next call
-    may start (what lies before was looked at for good: a small result never grows)."""
+    """Stub out large tool results in history[start:] but the newest: (cleared, JSON characters freed, where the
+    next call may start: what lies before is done for good, as a small result never grows)."""
     found = [(i, block) for i in range(start, len(history)) if history[i]["role"] == "user"
              and isinstance(history[i]["content"], list)
              for block in history[i]["content"] if block_type(block) == "tool_result"]
@@ -5723,8 +5660,8 @@ def manage_context(client, history: list[dict], agent: Agent) -> None:
 
 
 def compact_history(client, history: list[dict], focus: str | None = None) -> bool:
-    """Replace the journal with the model's summary of it; a new prompt at the end stays as it is. Never
-    raises (Ctrl-C included): on failure the history is kept. The session file keeps the full transcript."""
+    """Replace the journal with the model's summary, a new prompt at its end kept. Never raises (Ctrl-C included):
+    on failure the history is kept. The session file keeps the full transcript."""
     if not history:
         return False
     tail = history[-1:] if is_user_prompt(history[-1]) and len(history) > 1 else []
@@ -5747,21 +5684,26 @@ def compact_history(client, history: list[dict], focus: str | None = None) -> bo
 
 
 def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | None, str]:
-    """(summary, "") or (None, what went wrong). A normal streamed request with the instruction last, so it
-    reads the whole conversation from the cache. A model that calls a tool anyway is asked again with
-    tool_choice none (tools and system still cached), and without tools where an endpoint refuses that."""
+    """(summary, "") or (None, what went wrong). A normal request with the instruction last reads the conversation
+    from the cache. A model that calls a tool anyway is asked again with tool_choice none (tools and system still
+    cached), and without tools where an endpoint refuses that."""
     instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
-    request = request_for(append_user_text(past, instruction), MAIN_AGENT)
+    messages = list(past)      # the instruction goes last, in the journal's last user message or a new one
+    if past[-1]["role"] == "user":
+        messages[-1] = {"role": "user",
+                        "content": [*as_blocks(past[-1]["content"]), {"type": "text", "text": instruction}]}
+    else:
+        messages.append({"role": "user", "content": instruction})
+    request = request_for(messages, MAIN_AGENT)
     for change in ({}, {"tool_choice": {"type": "none"}}, {"tools": None}):
         attempt = {k: v for k, v in {**request, **change}.items() if v is not None}
         try:
             message, finished, interrupted = stream_turn(client, attempt, echo=False)
-        except StreamFailure as failure:
-            return None, f"compaction failed, history kept: {describe_api_error(failure.cause)}"
         except Exception as exc:
             if "tool_choice" in change and isinstance(exc, anthropic.BadRequestError):
                 continue
-            return None, f"compaction failed, history kept: {describe_api_error(exc)}"
+            cause = exc.cause if isinstance(exc, StreamFailure) else exc
+            return None, f"compaction failed, history kept: {describe_api_error(cause)}"
         if interrupted:
             return None, "compaction interrupted, history kept"
         METER.record(message.usage, label="compact")
@@ -5773,21 +5715,8 @@ def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | 
 
 
 def is_user_prompt(message: dict) -> bool:
-    if message["role"] != "user":
-        return False
     content = message["content"]
-    return isinstance(content, str) or all(block_type(b) == "text" for b in content)
-
-
-def append_user_text(history: list[dict], text: str) -> list[dict]:
-    """A copy of history ending in a user message that carries text."""
-    messages = list(history)
-    if messages and messages[-1]["role"] == "user":
-        messages[-1] = {"role": "user", "content": as_blocks(messages[-1]["content"])
-                        + [{"type": "text", "text": text}]}
-    else:
-        messages.append({"role": "user", "content": text})
-    return messages
+    return message["role"] == "user" and (isinstance(content, str) or all(block_type(b) == "text" for b in content))
 
 
 # ============================================================================
@@ -5822,8 +5751,7 @@ class Agent:
 
 
 class Answer(str):
-    """What run_agent returns: the answer text (a str, as the series has it),
-    plus whether the turn ended well, for the exit code of headless runs."""
+    """run_agent's answer text (a str, as in the series), and whether the turn ended well: headless exit codes."""
 
     def __new__(cls, text: str, ok: bool = True, interrupted: bool = False):
         answer = super().__new__(cls, text)
@@ -5844,9 +5772,8 @@ def request_for(history: list[dict], agent: Agent, max_tokens: int | None = None
 
 def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=(), *,
              ok: bool = False, interrupted: bool = False, record: bool = True) -> Answer:
-    """The one way out of the agent loop. kept: complete blocks of a reply not yet in the journal (added;
-    an unanswered tool call gets a result). notice: what to tell the user when the model's text is not the
-    answer; printed, and recorded as the last word unless record is False (or it is among kept)."""
+    """The one way out of the agent loop. kept: complete blocks of a reply not yet in the journal (an unanswered
+    tool call gets a result). notice: said instead of the model's text, and journalled unless record is False."""
     if kept:
         history.append({"role": "assistant", "content": list(kept)})
     seal_dangling_tool_use(history)
@@ -5896,8 +5823,7 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
         METER.record(message.usage, label=agent.label)
         note_request_size(agent, message.usage)
         if message.stop_reason in TRUNCATED:
-            # The reply is cut off: a half-written tool call must not run. Cut inside one, it is
-            # asked again once with more room (nothing of it ran, nothing of it is kept).
+            # A half-written tool call must not run; cut inside one, it is asked again once with more room.
             in_call = message.stop_reason == "max_tokens" and any(block_type(b) == "tool_use" for b in message.content)
             if in_call and raised is None and (raised := higher_limit(agent, request["max_tokens"])):
                 continue
@@ -5913,9 +5839,8 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
         content = kept_blocks(message.content)
         uses = [b for b in content if b["type"] == "tool_use"]
         if not uses:               # decided by content, not stop_reason: every tool_use gets an answer
-            # pause_turn is only resumed after a server tool; KeSi has none, so
-            # a pause with nothing to run ends the turn (a resume would be a
-            # prefill, which newer models refuse, and could loop).
+            # pause_turn is resumed only after a server tool; KeSi has none, and a resume would be a prefill
+            # (newer models refuse it) that could loop: a pause with nothing to run ends the turn.
             return end_turn(history, agent, kept=content or [{"type": "text", "text": "(no answer)"}], ok=True)
         history.append({"role": "assistant", "content": content})
         results, interrupted = run_tools(uses, agent)
@@ -5947,8 +5872,7 @@ def confirmed(question: str) -> bool:
 
 
 def higher_limit(agent: Agent, current: int) -> int | None:
-    """max_tokens for asking again after a reply cut inside a tool call: twice as much, up to the
-    model's maximum; the person at the REPL is asked, elsewhere it is done once."""
+    """Twice the max_tokens of a reply cut inside a tool call, up to the model's maximum; asked at the REPL."""
     higher = min(2 * current, model_limits(MODEL)[1] or 2 * current)
     if higher <= current:
         return None
@@ -5978,7 +5902,6 @@ def end_after_stream_failure(history, failure: StreamFailure, agent: Agent) -> A
                 else f"the connection broke while the answer was arriving ({type(failure.cause).__name__}: "
                      f"{failure.cause})")
         message = f"Error: {what}. {kept_note}, no tool was run; ask again to continue."
-    # The notice goes into the same message as the kept text.
     return end_turn(history, agent, message, kept + [{"type": "text", "text": message}], record=False)
 
 
@@ -5996,15 +5919,10 @@ def seal_dangling_tool_use(history: list[dict]) -> bool:
     """Answer tool_use blocks left at the journal's end (after Ctrl-C): saying the tool may or may not have run."""
     if not history or history[-1]["role"] != "assistant" or isinstance(history[-1]["content"], str):
         return False
-    pending = [b for b in history[-1]["content"] if block_type(b) == "tool_use"]
-    if not pending:
-        return False
-    history.append({"role": "user", "content": [tool_result(block_id(b), STATE_UNKNOWN, True) for b in pending]})
-    return True
-
-
-def block_id(block) -> str:
-    return block.get("id") if isinstance(block, dict) else block.id
+    ids = [b.get("id") if isinstance(b, dict) else b.id for b in history[-1]["content"] if block_type(b) == "tool_use"]
+    if ids:
+        history.append({"role": "user", "content": [tool_result(i, STATE_UNKNOWN, True) for i in ids]})
+    return bool(ids)
 
 
 def tool_result(tool_use_id: str, output: str, is_error: bool) -> dict:
@@ -6014,9 +5932,8 @@ def tool_result(tool_use_id: str, output: str, is_error: bool) -> dict:
 
 def describe_call(name: str, tool_input) -> str:
     """The one line a person sees for a tool call, control characters escaped."""
-    if not isinstance(tool_input, dict):
-        return visible(shorten(f"{name}({tool_input!r})", 200))
-    args = ", ".join(f"{k}={shorten(repr(v), 80)}" for k, v in tool_input.items())
+    args = (", ".join(f"{k}={shorten(repr(v), 80)}" for k, v in tool_input.items())
+            if isinstance(tool_input, dict) else repr(tool_input))
     return visible(shorten(f"{name}({args})", 200))
 
 
@@ -6050,8 +5967,7 @@ PLANNED_TOOLS = {"edit_file": (lambda a: plan_edit(**a), apply_edit),
 
 
 def judge_call(name: str, tool_input, agent: Agent) -> Verdict:
-    """Decide one call: first whether it could run at all (a call that would
-    fail is refused unasked, with the tool's own reason), then whether it may."""
+    """Whether a call could run at all (if not, refused unasked with the tool's reason), then whether it may."""
     problem = argument_problem(name, tool_input, agent)
     if problem:
         return Verdict("cannot", problem)
@@ -6065,10 +5981,8 @@ def judge_call(name: str, tool_input, agent: Agent) -> Verdict:
 
 
 def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict], bool]:
-    """Run one batch of tool calls; every tool_use gets exactly one result,
-    all returned together for a single user message. Ctrl-C (at a prompt or
-    while a tool runs) ends the batch: the rest get "skipped" results and
-    interrupted=True tells the loop to end the turn."""
+    """Exactly one result per tool_use, all for one user message. Ctrl-C (at a prompt or in a tool) ends the
+    batch: the rest get "skipped" results, and interrupted=True ends the turn."""
     agent = agent or MAIN_AGENT
     results, interrupted = [], False
     for block in blocks:
@@ -6100,8 +6014,7 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
 
 
 def argument_problem(name: str, tool_input, agent: Agent | None = None) -> str | None:
-    """Why a call cannot be made at all: an unknown tool, or arguments that do
-    not fit its function. None when it can."""
+    """Why a call cannot be made at all (an unknown tool, arguments that do not fit), or None."""
     func = TOOL_FUNCS.get(name)
     allowed = agent.tool_names if agent else tuple(TOOL_FUNCS)
     if func is None or name not in allowed:
@@ -6116,9 +6029,7 @@ def argument_problem(name: str, tool_input, agent: Agent | None = None) -> str |
 
 
 def call_tool(block: dict, agent: Agent | None = None) -> tuple[str, bool]:
-    """Run one tool_use block without asking: look its name up in TOOL_FUNCS,
-    check the arguments against the function, and turn every failure into a
-    result. run_tools adds the permission check in between."""
+    """Run one tool_use block, every failure a result; without the permission check that run_tools adds."""
     name, tool_input = block.get("name"), block.get("input")
     problem = argument_problem(name, tool_input, agent)
     return (problem, True) if problem else execute(name, tool_input)
