@@ -37,6 +37,7 @@ import hashlib
 import importlib
 import inspect
 import ipaddress
+import itertools
 import json
 import logging
 import os
@@ -1660,7 +1661,7 @@ FILE_TOOLS = {"edit_file", "write_file"}   # ask, once per file
 
 # Deliberately short: each entry must be harmless with any arguments.
 SAFE_COMMANDS = [("ls",), ("pwd",), ("cat",), ("head",), ("tail",), ("wc",), ("echo",),
-                 ("which",), ("diff",), ("stat",), ("du",), ("date",),
+                 ("which",), ("diff",), ("stat",), ("du",), ("date",), ("grep",), ("cd",),
                  ("git", "status"), ("git", "log"), ("git", "diff"), ("git", "show")]
 # ... except for these options: they change the system (date -s) or read a
 # list of names from a file the path check cannot see (date -f .env).
@@ -1668,7 +1669,8 @@ SAFE_COMMANDS = [("ls",), ("pwd",), ("cat",), ("head",), ("tail",), ("wc",), ("e
 UNSAFE_OPTIONS = {"date": ("-s", "--set", "-f", "--file"),
                   "du": ("--files0-from", "-X", "--exclude-from"),
                   "wc": ("--files0-from",),
-                  "diff": ("--from-file", "--to-file", "-X", "--exclude-from", "-r", "--recursive")}
+                  "diff": ("--from-file", "--to-file", "-X", "--exclude-from", "-r", "--recursive"),
+                  "grep": ("-f", "--file", "-r", "-R", "--recursive", "--dereference-recursive", "-d", "--directories")}
 # git options that write files or run other programs, even under "git log".
 GIT_SENSITIVE_OPTIONS = {"--output", "--ext-diff", "--textconv", "-c", "--exec-path",
                          "--git-dir", "--work-tree", "--config-env"}
@@ -1677,13 +1679,16 @@ MAX_CHECKED_CHARS = 10_000       # longer commands always ask, as in Claude Code
 
 PERMISSION_MODES = {
     "default": "ask before edits and before commands that are not read-only",
+    "auto": "edit files and run commands in the sandbox without asking; ask only to leave the sandbox",
     "acceptEdits": "edit files without asking (except files that run later); still ask before commands",
     "readOnly": "never change anything: refuse edits and non-read-only commands without asking",
     "bypassPermissions": "run everything without asking (hard denials still apply)",
+    "plan": "read-only while the model plans; when it is done, you approve the plan and pick the mode to carry it out",
 }
 PERMISSION_MODE = "default"
-GRANTED_COMMANDS: set[str] = set()   # exact command strings answered "a"
-GRANTED_WRITES: set[str] = set()     # relative file paths answered "a"
+READ_ONLY_MODES = {"readOnly": "read-only mode", "plan": "plan mode, which is read-only"}
+GRANTED_COMMANDS: set[str] = set()   # exact commands answered "a" whose rules could not be saved
+GRANTED_WRITES: set[str] = set()     # the same for files (relative paths)
 
 HARD_DENY_TEXT = "Error: this was blocked by a safety rule ({}) and did not run."
 USER_REFUSED = ("Error: permission was refused (by the user, or because nobody was there to ask). "
@@ -2171,8 +2176,9 @@ def git_requires_approval(tokens: list[str]) -> bool:
     return any(t.split("=", 1)[0] in GIT_SENSITIVE_OPTIONS for t in tokens[1:])
 
 
-def touches_forbidden(tokens: list[str]) -> bool:
-    """Does a command argument name an ignored or out-of-jail path?"""
+def touches_forbidden(tokens: list[str], cwd: Path | None = None) -> bool:
+    """Does a command argument name an ignored or out-of-jail path (read from cwd, the workspace by default)?"""
+    cwd = cwd or BASE_DIR
     for token in tokens[1:]:
         if token.startswith("--"):
             if "=" not in token:
@@ -2185,13 +2191,13 @@ def touches_forbidden(tokens: list[str]) -> bool:
         # split on ':' too: "git show HEAD:.env" prints a committed secret
         if any(is_ignored_name(part) for piece in token.split(":") for part in Path(piece).parts):
             return True
-        candidate = BASE_DIR / token
+        candidate = cwd / token
         try:
             exists = candidate.exists() or candidate.is_symlink()
         except (OSError, RuntimeError, TypeError, ValueError):
             exists = False
         if exists:
-            target = safe_path(token)
+            target = safe_path(candidate)
             if target is None or is_ignored(target):
                 return True
     return False
@@ -2235,24 +2241,62 @@ def classify_command(command) -> tuple[str, str]:
         return "ask", f"it contains control characters ({' '.join(visible(c) for c in hidden)}) that may hide what runs"
     if len(command) > MAX_CHECKED_CHARS:
         return "ask", f"it is longer than {MAX_CHECKED_CHARS:,} characters, too long to check"
-    if any(c in SHELL_METACHARS for c in command):
-        return "ask", "it contains shell expansions or redirections, so it may do more than it says"
+    expansions = shell_expansions(command)
+    if expansions:
+        return "ask", f"it contains shell expansions or redirections ({' '.join(expansions)}), so it may do more than it says"
     segments = command_segments(command)
     if segments is None:
         return "ask", "the command could not be parsed (an unclosed quote?)"
     if not segments:
         return "ask", "it is not clear what this command does"
+    asks = part_questions(segments)
+    if not asks:
+        return "allow", "read-only commands"
+    return "ask", asks[0][1] if len(segments) == 1 else f"`{shlex.join(asks[0][0])}`: {asks[0][1]}"
+
+
+def shell_expansions(command: str) -> str:
+    """The characters of SHELL_METACHARS that sh acts on: outside quotes, and $ ` inside double quotes."""
+    found, quote, i = [], None, 0
+    while i < len(command):
+        c = command[i]
+        if c == "\\" and quote != "'":
+            i += 1
+        elif c == "#" and quote is None and command[i - 1:i] in ("", " ", "\t", "\n", ";", "&", "|"):
+            i = command.find("\n", i) if "\n" in command[i:] else len(command)    # a comment, to its line's end
+        elif c == quote or (quote is None and c in "'\""):
+            quote = None if quote else c
+        elif c in SHELL_METACHARS and (quote is None or quote == '"' and c in "$`"):
+            found.append(c)
+        i += 1
+    return "".join(dict.fromkeys(found))
+
+
+def part_questions(segments: list[list[str]]) -> list[tuple[list[str], str]]:
+    """(part, why it needs a question) for each simple command that is not read-only, in order.
+    After a cd the paths are read from its folder; after a cd that is not allowed, every part asks."""
+    asks, cwd = [], BASE_DIR
     for tokens in segments:
-        if not any(tuple(tokens[:len(safe)]) == safe for safe in SAFE_COMMANDS):
-            program = " ".join(tokens[:2]) if tokens[0] == "git" else tokens[0]
-            return "ask", f"{program} is not on the read-only list"
-        if git_requires_approval(tokens):
-            return "ask", "the git command has options that write files or run programs"
-        if touches_forbidden(tokens):
-            return "ask", "it touches a path that tools may not read"
-        if has_unsafe_option(tokens):
-            return "ask", f"{tokens[0]} has an option that changes the system or reads names from a file"
-    return "allow", "read-only commands"
+        why, cwd = part_question(tokens, cwd)
+        asks += [(tokens, why)] if why else []
+    return asks
+
+
+def part_question(tokens: list[str], cwd: Path | None) -> tuple[str | None, Path | None]:
+    if cwd is None:
+        return "it follows a cd that needs a question, so its paths cannot be checked", None
+    if tokens[0] == "cd":
+        target = safe_path(cwd / tokens[1]) if len(tokens) == 2 and not tokens[1].startswith("-") else None
+        return (None, target) if target and target.is_dir() else ("cd to a folder outside the workspace", None)
+    if not any(tuple(tokens[:len(safe)]) == safe for safe in SAFE_COMMANDS):
+        return f"{' '.join(tokens[:2]) if tokens[0] == 'git' else tokens[0]} is not on the read-only list", cwd
+    if git_requires_approval(tokens):
+        return "the git command has options that write files or run programs", cwd
+    if touches_forbidden(tokens, cwd):
+        return "it touches a path that tools may not read", cwd
+    if has_unsafe_option(tokens):
+        return f"{tokens[0]} has an option that changes the system or reads names from files or folders", cwd
+    return None, cwd
 
 
 def command_key(command) -> str | None:
@@ -2318,63 +2362,37 @@ class Choice:
     keys: tuple          # what the person may type; the first one is shown
     label: str
     allowed: bool
-    remember: bool | str
+    remember: bool       # "a": the rule the question shows is saved (or the escalation kept, this session)
 
 
-def choices_for(scope: str) -> tuple:
-    """y / a / p / N. remember is False, True (this session) or "project"
-    (a saved rule). A new answer (say, "run this one without the sandbox")
-    is one more Choice in the tuple a question carries."""
-    return (Choice(("y", "yes"), "once", True, False),
-            Choice(("a", "all"), scope, True, True),
-            Choice(("p", "always"), "always, in this project", True, "project"),
-            Choice(("N", "n", "no", ""), "no", False, False))
-
-
-COMMAND_CHOICES = choices_for("this exact command, this session")
-FILE_CHOICES = choices_for("this file, this session")
+CHOICES = (Choice(("y", "yes"), "yes", True, False), Choice(("a", "always"), "yes, and don't ask again", True, True),
+           Choice(("n", "no", ""), "no (n TEXT: tell KeSi what to do instead)", False, False))
 
 
 # --- escalation: more than the sandbox gives, for one exact command --------------
-# Only the person can give a command more room, at its prompt: the model has no
-# parameter that turns the sandbox off. "network" runs it in the sandbox with
-# the full network (no allowlist); "unsandboxed" runs it with the user's own
-# rights. Once, or for this exact command for the session. Headless runs never
-# escalate, unless the person starting them says so with --escalate.
-
-@dataclass(frozen=True)
-class Escalate:
-    """The remember value of an escalation choice (see Choice)."""
-    level: str           # "network" | "unsandboxed"
-    session: bool        # for this exact command, this session; else once
-
+# The model may ask for more room (run_command's escalate), only the person's
+# answer gives it: "network" runs the command in the sandbox with the full
+# network (no allowlist), "unsandboxed" with the user's own rights. Once, or for
+# this exact command for the session. Headless runs never escalate, unless the
+# person starting them says so with --escalate.
 
 ESCALATION_LEVELS = {"network": "with the full network (files still sandboxed)",
                      "unsandboxed": "without the sandbox, with your full user rights"}
-ESCALATION_CHOICES = (Choice(("w",), "once with full network", True, Escalate("network", False)),
-                      Choice(("wa",), "full network, this session", True, Escalate("network", True)),
-                      Choice(("u",), "once unsandboxed", True, Escalate("unsandboxed", False)),
-                      Choice(("ua",), "unsandboxed, this session", True, Escalate("unsandboxed", True)))
 GRANTED_ESCALATIONS: dict[str, str] = {}   # exact command -> level, for this session
 ESCALATE_ONCE: dict[str, str] = {}         # exact command -> level, for its next run only
 HEADLESS_ESCALATION: str | None = None     # --escalate LEVEL, given by the person for a -p run
 
 
-def command_choices() -> tuple:
-    """y / a / p, the escalations when there is a sandbox to escalate from, then N."""
-    if not sandbox_enabled():
-        return COMMAND_CHOICES
-    return COMMAND_CHOICES[:-1] + ESCALATION_CHOICES + COMMAND_CHOICES[-1:]
+def grant_escalation(key: str, level: str, session: bool) -> None:
+    (GRANTED_ESCALATIONS if session else ESCALATE_ONCE)[key] = level
+    ui(f"      (this command runs {ESCALATION_LEVELS[level]}{', for the rest of this session' if session else ', this once'})")
 
 
-def grant_escalation(key: str, escalate: Escalate) -> None:
-    if escalate.session:
-        GRANTED_ESCALATIONS[key] = escalate.level
-        GRANTED_COMMANDS.add(key)
-    else:
-        ESCALATE_ONCE[key] = escalate.level
-    ui(f"      (this command runs {ESCALATION_LEVELS[escalate.level]}"
-       f"{', for the rest of this session' if escalate.session else ', this once'})")
+def escalation_granted(key: str, level: str) -> bool:
+    """Has this much room been given already: by --escalate, or for this command this session?"""
+    levels = list(ESCALATION_LEVELS)
+    return any(given in levels and levels.index(given) >= levels.index(level)
+               for given in (HEADLESS_ESCALATION, GRANTED_ESCALATIONS.get(key)))
 
 
 def set_headless_escalation(level: str | None) -> None:
@@ -2390,6 +2408,7 @@ def escalation_for(command: str) -> str | None:
     key = command_key(command)
     once = ESCALATE_ONCE.pop(key, None) if key else None
     return once or GRANTED_ESCALATIONS.get(key) or HEADLESS_ESCALATION
+
 MAX_PREVIEW_LINES = 30
 
 
@@ -2399,7 +2418,7 @@ class Question:
     detail: str                  # what would happen, in one line
     reason: str | None = None
     diff: str = ""               # the whole change; the prompt shows its start, "d" all of it
-    choices: tuple = COMMAND_CHOICES
+    always: str | None = None    # what "a" keeps (a rule, shown before it is saved); None: no "a"
 
 
 def can_ask() -> bool:
@@ -2407,44 +2426,38 @@ def can_ask() -> bool:
 
 
 def ask_user(question: Question) -> tuple[bool, bool | str]:
-    """Ask the person -> (allowed, remember).
-
-    Fails closed: no terminal or EOF mean no. Ctrl-C is not an answer: it
-    raises KeyboardInterrupt, and the turn ends. Anything else it does not
-    understand is asked again rather than guessed.
-    """
+    """Ask the person -> (allowed, remember), where a refusal's remember is
+    what to do instead ("" if nothing was said). Fails closed: no terminal or
+    EOF mean no. Ctrl-C raises KeyboardInterrupt, and the turn ends. Anything
+    else it does not understand is asked again rather than guessed."""
     ui(f"      [permission needed] {visible(question.detail)}".replace("\n", "\n        | "))
     if question.reason:
         ui(wrapped(f"      reason: {visible(question.reason)}", hang=" " * 8))
     cut = show_diff(question.diff, MAX_PREVIEW_LINES)
-    # Escalations get a line of their own, so the question itself stays short.
-    beyond = [f"{c.keys[0]} = {c.label}" for c in question.choices if isinstance(c.remember, Escalate)]
-    if beyond and can_ask():
-        ui(wrapped(f"      beyond the sandbox: {' / '.join(beyond)}", hang=" " * 8))
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
-        return False, False
-    options = [f"{c.keys[0]} = {c.label}" for c in question.choices if not isinstance(c.remember, Escalate)]
-    options += ["d = the whole diff"] if cut else []
+        return False, ""
+    choices = [c for c in CHOICES if question.always or not c.remember]
+    options = [f"{c.keys[0]} = {c.label}{': ' + visible(question.always) if c.remember else ''}" for c in choices]
     while True:
         try:
-            answer = prompt_input(f"      Allow? [{' / '.join(options)}] ")
+            answer = prompt_input(wrapped(f"      Allow? [{' / '.join(options + ['d = the whole diff'] * cut)}] ",
+                                          hang=" " * 8))
         except EOFError:
             ui()
-            return False, False
+            return False, ""
         except KeyboardInterrupt:
             ui()                  # the terminal's "^C" is still on the line
             raise
         forget_last_input()       # keep "y" out of the arrow-up history of prompts
-        answer = answer.strip().lower()
-        if answer == "d" and cut:
+        word, _, instead = answer.strip().partition(" ")
+        if word.lower() == "d" and cut:
             show_diff(question.diff)
             continue
-        for choice in question.choices:
-            if answer in (key.lower() for key in choice.keys):
-                return choice.allowed, choice.remember
-        ui(f"      Please answer {', '.join(c.keys[0].lower() for c in question.choices)}"
-           f"{' or d' if cut else ''}.")
+        for choice in choices:
+            if word.lower() in choice.keys and (not instead or not choice.allowed):
+                return choice.allowed, instead.strip() if not choice.allowed else choice.remember
+        ui(f"      Please answer {', '.join(c.keys[0] for c in choices)}{' or d' if cut else ''}.")
 
 
 def show_diff(diff: str, limit: int | None = None) -> bool:
@@ -2556,12 +2569,10 @@ def command_matches(pattern: str, command: str, for_deny: bool) -> bool:
         return False
     if for_deny:
         return runs_denied(rule_words(wanted[0]), prefix, command) or command_key(command) == pattern
-    if not prefix:
-        return command_key(command) == pattern.strip()
     segments = command_segments(command)
     plain = (segments is not None and len(segments) == 1 and not control_characters(command)
-             and not any(c in SHELL_METACHARS or c in ";&|\n" for c in command))
-    return plain and segments[0][:len(wanted[0])] == wanted[0]
+             and not shell_expansions(command) and not any(c in ";&|\n" for c in command))
+    return plain and (segments[0][:len(wanted[0])] if prefix else segments[0]) == wanted[0]
 
 
 # git's own options before its subcommand, and which of them take a value.
@@ -2757,9 +2768,17 @@ def matching_rule(kind: str, tool: str, subject: str) -> Rule | None:
     return None
 
 
-def save_project_rule(text: str) -> None:
-    """Add an allow rule for this project to the user's settings (written by
-    KeSi only, after the person answered "p")."""
+def kind_rule(tokens: list[str]) -> str:
+    """The rule "don't ask again" saves for a part: its program and subcommands (Bash(npm run lint:*)),
+    else its words up to the first operand (Bash(python -m pytest:*), Bash(python setup.py:*))."""
+    words = tokens[:1] + list(itertools.takewhile(re.compile(r"[a-z][\w:-]*").fullmatch, tokens[1:3]))
+    if len(words) == 1:
+        words = next((tokens[:i + 1] for i, word in enumerate(tokens) if i and not word.startswith("-")), words)
+    return f"Bash({shlex.join(words[:3])}:*)"
+
+
+def save_project_rule(text: str) -> bool:
+    """Add an allow rule for this project to the user's settings (written by KeSi only, after the person answered "a")."""
     path = user_settings_file()
     settings = read_json_file(path)
     projects = settings.setdefault("projects", {})
@@ -2775,7 +2794,10 @@ def save_project_rule(text: str) -> None:
         finally:
             os.close(folder_fd)
     except OSError as exc:
-        ui(f"      (could not save the rule to {path}: {exc.strerror or exc}; it holds for this session)")
+        ui(f"      (could not save the rule to {path}: {exc.strerror or exc}; this holds for this session)")
+        return False
+    ui(f"      (saved {visible(text)} in {path}, for this project)")
+    return True
 
 
 # --- the decision ------------------------------------------------------------------
@@ -2786,7 +2808,10 @@ def check_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str 
     if name in READ_ONLY_TOOLS:
         return True, None
     if name == "run_command":
-        return check_command_permission(tool_input.get("command"), tool_input.get("run_in_background") is True)
+        escalate, background = tool_input.get("escalate"), tool_input.get("run_in_background") is True
+        if escalate not in (None, *ESCALATION_LEVELS) or escalate and background:
+            return False, 'Error: escalate is "network" or "unsandboxed", and not for a background command.'
+        return check_command_permission(tool_input.get("command"), background, escalate)
     if name in FILE_TOOLS:
         return check_write_permission(name, tool_input.get("file_path"), plan)
     return refuse(f"{name} has no permission rule", f"Error: {name} has no permission rule, so it cannot run.")
@@ -2798,26 +2823,39 @@ def check_write_permission(name: str, file_path, plan=None) -> tuple[bool, str |
     if denied:
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids changing {key}.")
-    if PERMISSION_MODE == "readOnly":
-        return refuse("read-only mode", "Error: KeSi is in read-only mode; files cannot be changed.")
+    if PERMISSION_MODE in READ_ONLY_MODES:
+        return refuse(READ_ONLY_MODES[PERMISSION_MODE],
+                      f"Error: KeSi is in {READ_ONLY_MODES[PERMISSION_MODE]}; files cannot be changed.")
     if key is None:
         return True, None     # the tool itself refuses it (judge_call reaches that first)
     later = runs_later(key)   # these always ask: no mode or rule but bypass skips that
     if PERMISSION_MODE == "bypassPermissions" or key in GRANTED_WRITES or (
-            not later and (PERMISSION_MODE == "acceptEdits" or matching_rule("allow", "Edit", key))):
+            not later and (PERMISSION_MODE == "acceptEdits" or auto_in_force() or matching_rule("allow", "Edit", key))):
         return True, None
     verb = "change" if (BASE_DIR / key).exists() else "create"
     question = Question(f"{name} wants to {verb} {key}", RUNS_LATER_REASON if later else None,
-                        plan.diff if plan is not None else "", FILE_CHOICES)
+                        plan.diff if plan is not None else "", None if later else f"Edit({key})")
     allowed, remember = ask_user(question)
-    if allowed and remember == "project":
-        save_project_rule(f"Edit({key})")
-    if allowed and remember:
+    if allowed and remember and not save_project_rule(question.always):
         GRANTED_WRITES.add(key)
-    return (True, None) if allowed else refuse("refused; not changed", USER_REFUSED)
+    return (True, None) if allowed else refuse("refused; not changed", refusal_for_model(remember))
 
 
-def check_command_permission(command, background: bool = False) -> tuple[bool, str | None]:
+def auto_in_force() -> bool:
+    """Auto mode needs a working sandbox: without one it asks as default mode does (auto_fallback_note says so)."""
+    return PERMISSION_MODE == "auto" and sandbox_state() == "on"
+
+
+def auto_fallback_note() -> None:
+    if PERMISSION_MODE == "auto" and not auto_in_force():
+        ui(f"  (auto mode needs the sandbox, which is {sandbox_state()} here: KeSi asks as in default mode)")
+
+
+def refusal_for_model(instead: str) -> str:
+    return f"{USER_REFUSED} The user says what to do instead: {instead}" if instead else USER_REFUSED
+
+
+def check_command_permission(command, background: bool = False, escalate=None) -> tuple[bool, str | None]:
     """The decision, and who made it (for the audit log: note_approval)."""
     ESCALATE_ONCE.clear()     # a once-only answer is for the call it answered, never a later one
     verdict, reason = classify_command(command)
@@ -2830,43 +2868,65 @@ def check_command_permission(command, background: bool = False) -> tuple[bool, s
         note_approval(command, f"refused by deny rule {denied.text} ({denied.source})", background)
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids this command.")
-    unasked = allowed_without_asking(verdict, key)
+    leaving = escalate and sandbox_enabled() and not escalation_granted(key, escalate)
+    unasked, unruled = (None, []) if leaving else allowed_without_asking(verdict, key)
     if unasked:
         note_approval(command, unasked, background)
         return True, None     # an empty command is refused by run_command itself
-    if PERMISSION_MODE == "readOnly":
-        note_approval(command, "refused by read-only mode", background)
-        return refuse(f"read-only mode ({reason})",
-                      f"Error: KeSi is in read-only mode and this command needs approval ({reason}).")
-    choices = COMMAND_CHOICES if background else command_choices()    # escalation: one command at a time
+    if unruled and unruled[0][1] and len(command_segments(key)) > 1:
+        reason = f"`{unruled[0][0]}`: {unruled[0][1]}"      # the first part no rule allows
+    if PERMISSION_MODE in READ_ONLY_MODES:
+        note_approval(command, f"refused by {READ_ONLY_MODES[PERMISSION_MODE]}", background)
+        return refuse(f"{READ_ONLY_MODES[PERMISSION_MODE]} ({reason})",
+                      f"Error: KeSi is in {READ_ONLY_MODES[PERMISSION_MODE]} and this command needs approval ({reason}).")
+    if leaving:
+        return ask_to_leave_sandbox(command, key, escalate)
+    rules = list(dict.fromkeys(rule for _, _, rule in unruled if rule))
     allowed, remember = ask_user(Question(f"run command{' in the background' if background else ''}: {command}",
-                                          reason, choices=choices))
-    if allowed and isinstance(remember, Escalate):
-        grant_escalation(key, remember)
-        note_approval(command, f"allowed by the person ({remember})", background)
-        return True, None
-    if allowed and remember == "project":
-        save_project_rule(f"Bash({key})")
-    if allowed and remember:
+                                          reason, always=", ".join(rules) or None))
+    if allowed and remember and not all([save_project_rule(rule) for rule in rules]):
         GRANTED_COMMANDS.add(key)
-    scope = {False: "once", True: "for this session", "project": "always, in this project"}[remember]
-    note_approval(command, f"allowed by the person ({scope})" if allowed else
+    note_approval(command, f"allowed by the person ({'saved ' + ', '.join(rules) if remember else 'once'})" if allowed else
                   "refused by the person" if can_ask() else "refused: nobody to ask", background)
-    return (True, None) if allowed else refuse("refused; not run", USER_REFUSED)
+    return (True, None) if allowed else refuse("refused; not run", refusal_for_model(remember))
 
 
-def allowed_without_asking(verdict: str, key: str | None) -> str | None:
-    """Who allows a command without a question, in words; None: ask."""
+def ask_to_leave_sandbox(command: str, key: str, level: str) -> tuple[bool, str | None]:
+    """The model asked for more than the sandbox gives: its own question, whatever the mode."""
+    allowed, remember = ask_user(Question(f"run command {ESCALATION_LEVELS[level]}: {command}",
+                                          "the model asked to leave the sandbox for it",
+                                          always="this exact command, for this session"))
+    if allowed:
+        grant_escalation(key, level, remember is True)
+    note_approval(command, f"allowed by the person {ESCALATION_LEVELS[level]}" if allowed else
+                  "refused by the person" if can_ask() else "refused: nobody to ask")
+    return (True, None) if allowed else refuse("refused; not run", refusal_for_model(remember))
+
+
+def allowed_without_asking(verdict: str, key: str | None) -> tuple[str | None, list]:
+    """(who allows a command without a question, in words; None: ask), and
+    the parts no rule allows: (part, why it asks, the rule "a" would save)."""
     if verdict == "allow":
-        return "allowed as read-only (classifier)"
+        return "allowed as read-only (classifier)", []
     if key is None:
-        return "not checked (empty)"
+        return "not checked (empty)", []
     if PERMISSION_MODE == "bypassPermissions":
-        return "allowed by mode bypassPermissions"
-    if key in GRANTED_COMMANDS:
-        return "allowed by the person (earlier, for this session)"
-    rule = PERMISSION_MODE != "readOnly" and matching_rule("allow", "Bash", key)
-    return f"allowed by rule {rule.text} ({rule.source})" if rule else None
+        return "allowed by mode bypassPermissions", []
+    if key in GRANTED_COMMANDS or key in GRANTED_ESCALATIONS:
+        return "allowed by the person (earlier, for this session)", []
+    if auto_in_force():
+        return "allowed in the sandbox (auto mode)", []
+    segments = None if shell_expansions(key) or control_characters(key) else command_segments(key)
+    if not segments:
+        return None, [(key, None, None)]
+    unruled, ruled = [], []
+    for tokens, why in part_questions(segments):
+        part = shlex.join(tokens)
+        rule = PERMISSION_MODE not in READ_ONLY_MODES and matching_rule("allow", "Bash", part)
+        (ruled if rule else unruled).append(rule or (part, why, kind_rule(tokens)))
+    if unruled:
+        return None, unruled
+    return "allowed by " + ", ".join(f"rule {rule.text} ({rule.source})" for rule in ruled), []
 
 
 # ============================================================================
@@ -4625,11 +4685,13 @@ RUN_COMMAND_SPEC = spec(
     "persist: `cd sub && make`); background jobs are stopped at the end, unless run_in_background.",
     {"command": string("The shell command, e.g. python -m pytest -q"),
      "timeout": integer("Seconds; only lower than the default."),
-     "run_in_background": boolean("For servers and watchers: returns a task id at once.")},
+     "run_in_background": boolean("For servers and watchers: returns a task id at once."),
+     "escalate": {"type": "string", "enum": ["network", "unsandboxed"], "description": "Only after a run failed "
+                  "because of the sandbox: ask the user to run it with the full network, or without the sandbox."}},
     ["command"])
 
 
-def run_command(command, timeout=None, run_in_background=False):
+def run_command(command, timeout=None, run_in_background=False, escalate=None):   # escalate: see check_permission
     if not isinstance(command, str) or not command.strip():
         return "Error: command must not be empty.", True
     if not isinstance(run_in_background, bool):
@@ -6644,7 +6706,7 @@ HELP = """  /help                  this list
   /todo                  the current plan
   /permissions           permission mode and what you allowed for this session
   /network               which hosts sandboxed commands may reach, and how to add one
-  /revoke                forget every "a" (allow for this session) answer
+  /revoke                forget what you allowed for this session only (escalations, unsaved rules)
   /mode NAME             switch permission mode: {modes}
   /compact [focus]       summarise the conversation to free context
   /resume [N]            list saved sessions, or continue session N
@@ -6839,6 +6901,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         if argument in PERMISSION_MODES:
             PERMISSION_MODE = argument
             ui(f"  permission mode: {argument} ({PERMISSION_MODES[argument]})")
+            auto_fallback_note()
         else:
             if argument:
                 ui(f"  Unknown mode {visible(argument)}.")
@@ -7236,6 +7299,7 @@ def main(argv=None) -> int:
         UI = sys.stderr                  # stdout carries only the answer (resume notices too)
         MAIN_AGENT.echo = False
         set_headless_escalation(args.escalate)
+    auto_fallback_note()
     if settings.ignored:
         ui(f"  (ignored in this project's .env: {visible(', '.join(settings.ignored))}; only your shell "
            f"or {visible(user_env_file())} may set these)")
