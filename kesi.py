@@ -2243,7 +2243,8 @@ def classify_command(command) -> tuple[str, str]:
         return "ask", f"it is longer than {MAX_CHECKED_CHARS:,} characters, too long to check"
     expansions = shell_expansions(command)
     if expansions:
-        return "ask", f"it contains shell expansions or redirections ({' '.join(expansions)}), so it may do more than it says"
+        return "ask", (f"it contains shell expansions or redirections ({' '.join(expansions)})"
+                             ", so it may do more than it says")
     segments = command_segments(command)
     if segments is None:
         return "ask", "the command could not be parsed (an unclosed quote?)"
@@ -2385,7 +2386,7 @@ HEADLESS_ESCALATION: str | None = None     # --escalate LEVEL, given by the pers
 
 def grant_escalation(key: str, level: str, session: bool) -> None:
     (GRANTED_ESCALATIONS if session else ESCALATE_ONCE)[key] = level
-    ui(f"      (this command runs {ESCALATION_LEVELS[level]}{', for the rest of this session' if session else ', this once'})")
+    ui(f"      (this command runs {ESCALATION_LEVELS[level]}, {'for this session' if session else 'this once'})")
 
 
 def escalation_granted(key: str, level: str) -> bool:
@@ -2778,7 +2779,7 @@ def kind_rule(tokens: list[str]) -> str:
 
 
 def save_project_rule(text: str) -> bool:
-    """Add an allow rule for this project to the user's settings (written by KeSi only, after the person answered "a")."""
+    """Add an allow rule for this project to the user's settings (written by KeSi only, after an "a")."""
     path = user_settings_file()
     settings = read_json_file(path)
     projects = settings.setdefault("projects", {})
@@ -2878,7 +2879,7 @@ def check_command_permission(command, background: bool = False, escalate=None) -
     if PERMISSION_MODE in READ_ONLY_MODES:
         note_approval(command, f"refused by {READ_ONLY_MODES[PERMISSION_MODE]}", background)
         return refuse(f"{READ_ONLY_MODES[PERMISSION_MODE]} ({reason})",
-                      f"Error: KeSi is in {READ_ONLY_MODES[PERMISSION_MODE]} and this command needs approval ({reason}).")
+                      f"Error: KeSi is in {READ_ONLY_MODES[PERMISSION_MODE]}; this command needs approval ({reason}).")
     if leaving:
         return ask_to_leave_sandbox(command, key, escalate)
     rules = list(dict.fromkeys(rule for _, _, rule in unruled if rule))
@@ -2886,7 +2887,8 @@ def check_command_permission(command, background: bool = False, escalate=None) -
                                           reason, always=", ".join(rules) or None))
     if allowed and remember and not all([save_project_rule(rule) for rule in rules]):
         GRANTED_COMMANDS.add(key)
-    note_approval(command, f"allowed by the person ({'saved ' + ', '.join(rules) if remember else 'once'})" if allowed else
+    note_approval(command, f"allowed by the person ({'saved ' + ', '.join(rules) if remember else 'once'})"
+                  if allowed else
                   "refused by the person" if can_ask() else "refused: nobody to ask", background)
     return (True, None) if allowed else refuse("refused; not run", refusal_for_model(remember))
 

@@ -127,8 +127,8 @@ def test_always_saves_the_rule_it_showed_and_nothing_wider(project, user):
     assert [r.text for r in kesi.permission_rules()] == ["Bash(python -m pytest:*)"] and not kesi.GRANTED_COMMANDS
     assert len(person.asked) == 4
     first = person.questions[0]
-    assert (first.detail, first.reason, first.always) == ("run command: python -m pytest -v",
-                                                          "python is not on the read-only list", "Bash(python -m pytest:*)")
+    assert (first.detail, first.reason, first.always) == (
+        "run command: python -m pytest -v", "python is not on the read-only list", "Bash(python -m pytest:*)")
     assert person.questions[1].reason == "`rm x`: rm is not on the read-only list"
 
 
@@ -223,7 +223,8 @@ def test_ask_user_answers(monkeypatch, typed, expected):
     assert not answers                       # an answer it does not understand is asked again
     assert "[permission needed] run command: pytest -q" in shown.getvalue()
     assert "reason: pytest is not on the read-only list" in shown.getvalue()
-    assert shown.getvalue().count("Allow? [y = yes / a = yes, and don't ask again: Bash(pytest:*) / n = no") == len(typed)
+    question = "Allow? [y = yes / a = yes, and don't ask again: Bash(pytest:*) / n = no"
+    assert shown.getvalue().count(question) == len(typed)
 
 
 def test_ask_user_fails_closed_without_a_terminal(monkeypatch):

@@ -12,7 +12,8 @@ folder, starts the local mock Messages API with a scripted model that
 debugs like a careful person, and runs `kesi.py --permission-mode auto` on a
 pseudo-terminal, as a person would: it types the request, asks for /cost and
 leaves. In auto mode the sandbox is the boundary: the tests, the edit and the
-tests again run without a question (none of them needs to leave the sandbox). Everything KeSi printed goes into the transcript,
+tests again run without a question (none of them needs to leave the sandbox).
+Everything KeSi printed goes into the transcript,
 with terminal control sequences removed. No API key, no network.
 """
 import argparse
