@@ -195,7 +195,7 @@ def read_settings(environ=None, user_file: Path | None = None, project_env: Path
     if "KESI_MODEL" in values and not get("KESI_MODEL"):
         raise SettingError("KESI_MODEL is set but empty: give a model id such as claude-haiku-4-5, "
                            "or unset it.")
-    found["model"] = get("KESI_MODEL") or Settings.model
+    found["model"] = get("KESI_MODEL") or get("ANTHROPIC_MODEL") or Settings.model     # the second: Claude Code's
     found["sandbox"] = sandbox_choice(get("KESI_SANDBOX"), get("KESI_NO_SANDBOX"))
     if get("KESI_PRICES"):
         found["prices"] = price_override(get("KESI_PRICES"))
@@ -2557,8 +2557,9 @@ COMMAND_LINE_RULES: list[Rule] = []      # --allowed-tools / --disallowed-tools,
 
 
 def parse_rule(text: str) -> tuple[str, str] | None:
-    match = re.fullmatch(r"(Bash|Edit)\((.+)\)", text.strip(), re.DOTALL)
-    return (match.group(1), match.group(2)) if match else None
+    """("Bash" | "Edit", pattern); Claude Code's Write(...) and MultiEdit(...) are Edit rules, as both write files."""
+    match = re.fullmatch(r"(Bash|Edit|Write|MultiEdit)\((.+)\)", text.strip(), re.DOTALL)
+    return ("Bash" if match.group(1) == "Bash" else "Edit", match.group(2)) if match else None
 
 
 def command_matches(pattern: str, command: str, for_deny: bool) -> bool:
@@ -6095,10 +6096,11 @@ class Answer(str):
     """What run_agent returns: the answer text (a str, as the series has it),
     plus whether the turn ended well, for the exit code of headless runs."""
 
-    def __new__(cls, text: str, ok: bool = True, interrupted: bool = False):
+    def __new__(cls, text: str, ok: bool = True, interrupted: bool = False, subtype: str = "error_during_execution"):
         answer = super().__new__(cls, text)
         answer.ok = ok                    # False: an API failure, a limit, a refusal or an interruption
         answer.interrupted = interrupted  # the user pressed Ctrl-C
+        answer.subtype = "success" if ok else subtype      # Claude Code's name for how the turn ended
         return answer
 
     @property
@@ -6113,7 +6115,7 @@ def request_for(history: list[dict], agent: Agent) -> dict:
 
 
 def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=(), *,
-             ok: bool = False, interrupted: bool = False, record: bool = True) -> Answer:
+             ok: bool = False, interrupted: bool = False, record: bool = True, subtype: str = "") -> Answer:
     """The one way out of the agent loop.
 
     kept: the complete blocks of a reply that is not in the journal yet;
@@ -6133,7 +6135,7 @@ def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=
         history.append({"role": "assistant", "content": notice})
     if interrupted and agent.echo:
         ui()                         # the terminal's "^C" is still on the line
-    return Answer(say(notice, agent), ok=False, interrupted=interrupted)
+    return Answer(say(notice, agent), ok=False, interrupted=interrupted, subtype=subtype or "error_during_execution")
 
 
 def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer:
@@ -6151,12 +6153,12 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
             if not more_turns_wanted(agent, limit):
                 return end_turn(history, agent, f"Error: stopped after {limit} model round trips without a "
                                 "final answer. Set KESI_MAX_TURNS (or --max-turns) to allow more, split "
-                                "the task into smaller steps, or /reset.")
+                                "the task into smaller steps, or /reset.", subtype="error_max_turns")
             limit += MAX_TURNS
         if agent.manages_context:
             manage_context(client, history, agent)
         if over_budget := budget_stop(history, agent):
-            return end_turn(history, agent, over_budget)
+            return end_turn(history, agent, over_budget, subtype="error_max_budget_usd")
         try:
             message, finished, interrupted = stream_turn(client, request_for(history, agent), agent.echo)
         except StreamFailure as failure:
@@ -6566,8 +6568,7 @@ def save_session(history: list[dict]) -> None:
     if SESSION_FILE is None or SESSION_FILE.is_symlink():
         # A link planted in place of the file is left alone (never written
         # through); the session continues in a fresh file, whole.
-        # Microseconds too: after /reset a second session may start within the same second.
-        SESSION_FILE = session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.getpid()}.jsonl"
+        SESSION_FILE = new_session_file()
     if not SESSION_FILE.exists():
         SAVED, LAST_SAVED = 0, ""
         lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(first_prompt(history), 70),
@@ -6583,6 +6584,11 @@ def save_session(history: list[dict]) -> None:
         ui(f"  (could not save the session: {visible(exc)})")
         return
     SAVED, LAST_SAVED = len(history), as_line(history[-1])
+
+
+def new_session_file() -> Path:
+    """Its name is the session id; microseconds, as after /reset a second session may start within the same second."""
+    return session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.getpid()}.jsonl"
 
 
 def as_line(message: dict) -> str:
@@ -7035,6 +7041,7 @@ def run_turn(client, history: list[dict], prompt: str) -> Answer:
     Ctrl-C anywhere in it returns to the prompt with a valid journal."""
     before = len(METER.calls)
     prompt = utf8_safe(prompt)   # or every later request of the session would fail
+    prompt += PLAN_NOTE if PERMISSION_MODE == "plan" else ""
     history.append({"role": "user", "content": prompt})
     try:
         answer = run_agent(client, history)
@@ -7077,8 +7084,27 @@ def repl(client, history: list[dict], first: str = "") -> int:
         if line.startswith("!"):
             shell_notes.append(run_typed_command(line[1:].strip()))
             continue
-        run_turn(client, history, "\n\n".join([n for n in shell_notes if n] + [attach_mentions(line)]))
+        answer = run_turn(client, history, "\n\n".join([n for n in shell_notes if n] + [attach_mentions(line)]))
         shell_notes.clear()
+        if PERMISSION_MODE == "plan" and answer.ok:
+            approve_plan(client, history)
+
+
+PLAN_NOTE = "\n\n(Plan mode: nothing can be changed now. Read what you need, then answer with a plan to approve.)"
+PLAN_MODES = {"a": "auto", "e": "acceptEdits", "d": "default"}
+
+
+def approve_plan(client, history: list[dict]) -> None:
+    """Plan mode's closing step: the person approves the plan and picks the mode that carries it out."""
+    try:
+        answer = prompt_input("  Approve the plan and carry it out? [a = in auto mode / e = acceptEdits / "
+                              "d = default / N = keep planning] ")
+    except EOFError:
+        return
+    forget_last_input()
+    if answer.strip().lower() in PLAN_MODES:
+        handle_slash(f"/mode {PLAN_MODES[answer.strip().lower()]}", client, history)
+        run_turn(client, history, "The plan is approved: carry it out.")
 
 
 def run_typed_command(command: str) -> str:
@@ -7164,12 +7190,13 @@ def parse_args(argv):
                              "to the prompt ('-': the prompt is stdin)")
     parser.add_argument("first_prompt", nargs="*", metavar="PROMPT",
                         help="start the REPL with this as the first message")
-    parser.add_argument("--permission-mode", choices=list(PERMISSION_MODES), default="default",
-                        help="default: ask (refuse when nobody can answer); acceptEdits; readOnly; "
-                             "bypassPermissions")
+    parser.add_argument("--permission-mode", "--permissionMode", choices=list(PERMISSION_MODES), default="default",
+                        help="default: ask (refuse when nobody can answer); auto: commands run in the sandbox "
+                             "unasked; acceptEdits; readOnly; plan; bypassPermissions")
     parser.add_argument("-c", "--continue", dest="resume", action="store_true",
                         help="continue the most recent session of this project")
-    parser.add_argument("--model", help="model id (default: KESI_MODEL or claude-haiku-4-5)")
+    parser.add_argument("-r", "--resume", dest="resume_id", metavar="ID", help="continue the session with this id")
+    parser.add_argument("--model", help="model id (default: KESI_MODEL, ANTHROPIC_MODEL or claude-haiku-4-5)")
     parser.add_argument("--escalate", choices=list(ESCALATION_LEVELS),
                         help="with -p only: every command this run may run gets the full network "
                              "(network) or no sandbox (unsandboxed); without it -p never escalates")
@@ -7181,10 +7208,10 @@ def parse_args(argv):
     parser.add_argument("--max-budget-usd", type=positive_dollars, metavar="X",
                         help="stop before a request that could take this session's estimated cost past X")
     parser.add_argument("--append-system-prompt", metavar="TEXT", help="added to the end of KeSi's rules")
-    parser.add_argument("--allowed-tools", action="append", default=[], metavar="RULES",
+    parser.add_argument("--allowed-tools", "--allowedTools", action="append", default=[], metavar="RULES",
                         help="allowed without asking: Bash(npm test), Bash(npm test:*), Edit(src/**), or "
                              "edit_file / write_file (all edits); separated by commas or spaces")
-    parser.add_argument("--disallowed-tools", action="append", default=[], metavar="RULES",
+    parser.add_argument("--disallowed-tools", "--disallowedTools", action="append", default=[], metavar="RULES",
                         help="a tool name (the model does not get the tool) or a deny rule: Bash(git push:*)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     return parser.parse_args(argv)
@@ -7227,12 +7254,18 @@ def flag_words(values: list[str]) -> list[str]:
     return words
 
 
+CLAUDE_CODE_TOOLS = {"Bash": "run_command", "Read": "read_file", "Edit": "edit_file", "MultiEdit": "edit_file",
+                     "Write": "write_file", "Glob": "glob", "Grep": "grep", "LS": "list_files", "Task": "task",
+                     "TodoWrite": "todo_write", "BashOutput": "background_output", "KillShell": "background_stop"}
+
+
 def command_line_rules(allowed: list[str], disallowed: list[str]) -> tuple[list[Rule], set[str]]:
     """The rules and the removed tools the two flags ask for. Raises
     SettingError for a word that is neither a tool nor a rule."""
     rules, removed = [], set()
     for kind, flag, values in (("allow", "--allowed-tools", allowed), ("deny", "--disallowed-tools", disallowed)):
         for word in flag_words(values):
+            word = CLAUDE_CODE_TOOLS.get(word, word)
             if parse_rule(word):
                 rules.append(Rule(kind, word, flag))
             elif kind == "allow" and word in ("edit_file", "write_file"):
@@ -7243,7 +7276,7 @@ def command_line_rules(allowed: list[str], disallowed: list[str]) -> tuple[list[
                 removed.add(word)
             else:
                 accepted = ("Bash(command), Bash(prefix:*), Edit(glob), edit_file or write_file "
-                            "(run_command: name the commands, or use --permission-mode bypassPermissions)"
+                            "(Bash, run_command: name the commands, or use --permission-mode auto)"
                             if kind == "allow" else f"a tool name ({', '.join(TOOL_FUNCS)}) or a rule: "
                             "Bash(command), Bash(prefix:*), Edit(glob)")
                 raise SettingError(f"{flag}: {word!r} is not understood; give {accepted}.")
@@ -7266,7 +7299,7 @@ def apply_flags(args) -> None:
 
 
 def main(argv=None) -> int:
-    global CLIENT, MODEL, PERMISSION_MODE, UI
+    global CLIENT, MODEL, PERMISSION_MODE, UI, SESSION_FILE
     args = parse_args(argv)
     try:
         settings = read_settings(os.environ, user_env_file(), BASE_DIR / ".env")
@@ -7291,9 +7324,10 @@ def main(argv=None) -> int:
         return 2
     CLIENT = LazyClient(settings)
     history: list[dict] = []
-    sessions = list_sessions() if args.resume else []
-    if args.resume and not sessions:     # before the banner: nothing starts
-        print("KeSi: no saved session to continue in this project.", file=sys.stderr)
+    sessions = [p for p in list_sessions() if p.stem == args.resume_id or not args.resume_id]
+    if (args.resume or args.resume_id) and not sessions:     # before the banner: nothing starts
+        print(f"KeSi: no saved session {'with id ' + visible(args.resume_id) if args.resume_id else 'to continue'} "
+              "in this project.", file=sys.stderr)
         return 2
     if args.prompt is None:
         print_startup()
@@ -7305,7 +7339,7 @@ def main(argv=None) -> int:
     if settings.ignored:
         ui(f"  (ignored in this project's .env: {visible(', '.join(settings.ignored))}; only your shell "
            f"or {visible(user_env_file())} may set these)")
-    if args.resume and not resume_session(sessions[0], history):
+    if (args.resume or args.resume_id) and not resume_session(sessions[0], history):
         return 2                         # going on without the context asked for would mislead
     if args.prompt is None:
         if args.output_format != "text":
@@ -7319,10 +7353,11 @@ def main(argv=None) -> int:
     if not prompt:
         print("KeSi: the prompt is empty.", file=sys.stderr)
         return 2
+    SESSION_FILE = SESSION_FILE or new_session_file()     # its id, for the json output before the first save
     if args.output_format == "stream-json":
         history = StreamedJournal(history)
         print_json({"type": "system", "subtype": "init", "model": MODEL, "tools": list(MAIN_AGENT.tool_names),
-                    "permission_mode": PERMISSION_MODE, "cwd": str(BASE_DIR)})
+                    "permission_mode": PERMISSION_MODE, "cwd": str(BASE_DIR), "session_id": SESSION_FILE.stem})
     before = len(METER.calls)
     answer = run_turn(CLIENT, history, prompt)
     if args.output_format != "text":
@@ -7351,7 +7386,7 @@ class StreamedJournal(list):
 
     def append(self, message: dict) -> None:
         super().append(message)
-        print_json({"type": message["role"], "message": message})
+        print_json({"type": message["role"], "message": message, "session_id": SESSION_FILE.stem})
 
 
 def print_json(record: dict) -> None:
@@ -7364,7 +7399,7 @@ def result_record(answer: Answer, since: int) -> dict:
     """What --output-format json prints, named as Claude Code names it."""
     totals = METER.totals(since)
     calls = METER.calls[since:]
-    return {"type": "result", "subtype": "success" if answer.ok else "error", "is_error": not answer.ok,
+    return {"type": "result", "subtype": answer.subtype, "is_error": not answer.ok,
             "result": answer.text, "num_turns": sum(c["label"] == "main" for c in calls),
             "usage": {"input_tokens": totals["input"], "output_tokens": totals["output"],
                       "cache_creation_input_tokens": totals["cache_write"],
