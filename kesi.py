@@ -160,6 +160,7 @@ class Settings:
     context_window: int = 200_000
     command_timeout: int = 120        # seconds, the most one command may take
     max_retries: int = 2              # the SDK's retries of 429/5xx
+    bell_after: int = 0               # KESI_BELL_AFTER: ring the terminal bell after a turn this long (s); 0: never
     sandbox: str = "auto"             # "auto" or "off"
     prices: dict | None = None        # KESI_PRICES: overrides the price table
     pass_env: frozenset = frozenset()  # KESI_PASS_ENV: extra names commands may see
@@ -172,7 +173,7 @@ class Settings:
 WHOLE_NUMBER_SETTINGS = {   # setting -> (field, smallest accepted value)
     "KESI_MAX_TOKENS": ("max_tokens", 1), "KESI_MAX_TURNS": ("max_turns", 1),
     "KESI_CONTEXT_WINDOW": ("context_window", 10_000), "KESI_COMMAND_TIMEOUT": ("command_timeout", 1),
-    "KESI_MAX_RETRIES": ("max_retries", 0),
+    "KESI_MAX_RETRIES": ("max_retries", 0), "KESI_BELL_AFTER": ("bell_after", 0),
 }
 
 
@@ -253,11 +254,11 @@ def price_override(raw: str) -> dict[str, float]:
 def apply_settings(settings: Settings) -> None:
     """The one place settings become the globals the rest of the file reads."""
     global MODEL, MAX_TOKENS, MAX_TURNS, CONTEXT_WINDOW, COMMAND_TIMEOUT, MAX_RETRIES
-    global SANDBOX_SETTING, SANDBOX_DISABLED, PRICE_OVERRIDE, PASS_ENV
+    global SANDBOX_SETTING, SANDBOX_DISABLED, PRICE_OVERRIDE, PASS_ENV, BELL_AFTER
     MODEL, MAX_TOKENS, MAX_TURNS = settings.model, settings.max_tokens, settings.max_turns
     CONTEXT_WINDOW, COMMAND_TIMEOUT = settings.context_window, settings.command_timeout
     MAX_RETRIES, PRICE_OVERRIDE, PASS_ENV = settings.max_retries, settings.prices, settings.pass_env
-    SANDBOX_SETTING = settings.sandbox
+    SANDBOX_SETTING, BELL_AFTER = settings.sandbox, settings.bell_after
     SANDBOX_DISABLED = settings.sandbox == "off"
 
 
@@ -269,6 +270,7 @@ MAX_TURNS = Settings.max_turns
 CONTEXT_WINDOW = Settings.context_window
 COMMAND_TIMEOUT = Settings.command_timeout
 MAX_RETRIES = Settings.max_retries
+BELL_AFTER = Settings.bell_after
 SANDBOX_SETTING = Settings.sandbox
 SANDBOX_DISABLED = False               # the series' name: KESI_NO_SANDBOX=1 or KESI_SANDBOX=off
 PRICE_OVERRIDE = Settings.prices
@@ -5186,13 +5188,56 @@ def environment_block() -> str:
 
 
 def project_memory() -> str | None:
-    """AGENTS.md / CLAUDE.md in the workspace: the project's standing instructions."""
-    parts = []
+    """The standing instructions: the user's own AGENTS.md, then AGENTS.md and CLAUDE.md from the git root down
+    to the workspace, each followed by what it imports (@path, inside the workspace); never one text twice."""
+    sections, seen = [], set()
+    user_file = user_settings_file().parent / "AGENTS.md"
+    for path in [user_file] + [folder / name for folder in folders_above() for name in MEMORY_FILES]:
+        add_memory(str(path), read_outside_file(path, follow=path == user_file), path.parent, sections, seen)
     for name in MEMORY_FILES:
-        text, is_error = read_memory_file(name)
-        if text and not is_error:
-            parts.append(f"## Project instructions from {name}\n\n{text}")
-    return "\n\n".join(parts) or None
+        add_memory(name, read_memory_file(name)[0], BASE_DIR, sections, seen)
+    return "\n\n".join(sections) or None
+
+
+MEMORY_IMPORT = re.compile(r"(?<![\w`])@([\w.~-]*/?[\w./-]*\w)")
+MAX_IMPORT_DEPTH = 4
+
+
+def add_memory(shown: str, text: str | None, folder: Path, sections: list[str], seen: set, depth: int = 0) -> None:
+    if not text or text in seen:
+        return
+    seen.add(text)
+    imports = []
+    for match in MEMORY_IMPORT.finditer(text):
+        target = os.path.relpath(os.path.normpath(folder / match.group(1)), BASE_DIR)
+        imported = read_memory_file(target)[0] if depth < MAX_IMPORT_DEPTH and not target.startswith("..") else None
+        if imported is not None:         # a file in the workspace: it stands in for the reference
+            imports.append((target, imported))
+            text = text.replace(match.group(0), "")
+    if text.strip():
+        sections.append(f"## Project instructions from {shown}\n\n{text.strip()}")
+    for target, imported in imports:
+        add_memory(target, imported, (BASE_DIR / target).parent, sections, seen, depth + 1)
+
+
+def folders_above() -> list[Path]:
+    """From the git root down to the workspace's parent, when the workspace is below one; never home or above."""
+    for folder in [] if (BASE_DIR / ".git").exists() else BASE_DIR.parents:
+        if HOME_DIR.is_relative_to(folder):
+            return []
+        if (folder / ".git").exists():
+            return [above for above in reversed(BASE_DIR.parents) if above.is_relative_to(folder)]
+    return []
+
+
+def read_outside_file(path: Path, follow: bool) -> str | None:
+    """An instruction file outside the workspace; a repository's is never read through a link (it could name a secret)."""
+    try:
+        with open(os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow else 0)), "rb") as f:
+            data = f.read(MAX_MEMORY_CHARS * 4) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
+    except OSError:
+        return None
+    return data.decode("utf-8", errors="replace")[:MAX_MEMORY_CHARS].strip()
 
 
 _MEMORY_SEEN: dict[tuple, tuple] = {}   # (workspace, name) -> (stat key, text): re-read only when the file changes
@@ -6709,6 +6754,8 @@ NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your enviro
           "~/.config/kesi/env, or put the line ANTHROPIC_API_KEY=sk-ant-... in a .env file in this "
           "folder (see .env.example).")
 HELP = """  /help                  this list
+  /status                workspace, sandbox, network, model and permission mode
+  /init                  have KeSi read the project and write a first AGENTS.md
   /cost                  tokens and estimated cost of this session
   /context               how full the context window is, and the permission mode
   /todo                  the current plan
@@ -6726,6 +6773,11 @@ HELP = """  /help                  this list
   starts and ends a multi-line prompt.
   !command runs a command (in the sandbox); its output goes with your next message.
   @path in a prompt attaches that file. Tab completes /commands and @paths."""
+
+
+INIT_PROMPT = ("Read this project (its README, build and test files, layout) and write a first AGENTS.md at its root "
+               "with write_file: how to build, test and run it, its layout and conventions, in short bullet points. "
+               "If an AGENTS.md exists already, say so and change nothing.")
 
 
 def make_client(settings: Settings):
@@ -6750,8 +6802,10 @@ class LazyClient:
         return getattr(self.client, name)
 
 
-def print_startup() -> None:
-    ui(BANNER)
+def print_startup(banner: bool = True) -> None:
+    """The banner and the state of things; /status prints them again."""
+    if banner:
+        ui(BANNER)
     ui(f"  workspace: {visible(BASE_DIR)}")
     ui(f"  sandbox:   {sandbox_status()}")
     if sandbox_enabled():
@@ -6890,6 +6944,10 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     elif name in ("/reset", "/clear"):
         reset_session(history)
         ui("  (history, plan and file versions cleared; starting over)")
+    elif name == "/status":
+        print_startup(banner=False)
+    elif name == "/init":
+        run_turn(client, history, INIT_PROMPT)
     elif name == "/cost":
         show_cost()
     elif name == "/context":
@@ -6949,7 +7007,7 @@ def setup_readline() -> None:
 
 
 # Tab completes a /command at the start of the line and an @path anywhere.
-SLASH_COMMANDS = ("/help", "/cost", "/context", "/todo", "/permissions", "/network", "/revoke", "/mode",
+SLASH_COMMANDS = ("/help", "/status", "/init", "/cost", "/context", "/todo", "/permissions", "/network", "/revoke", "/mode",
                   "/compact", "/resume", "/tasks", "/log", "/reset", "/clear", "/exit", "/quit")
 COMPLETIONS: list[str] = []            # the matches for the word being completed
 
@@ -7039,7 +7097,7 @@ def save_prompt_history() -> None:
 def run_turn(client, history: list[dict], prompt: str) -> Answer:
     """One user turn: the agent loop, then the cost line and a saved session.
     Ctrl-C anywhere in it returns to the prompt with a valid journal."""
-    before = len(METER.calls)
+    before, started = len(METER.calls), time.monotonic()
     prompt = utf8_safe(prompt)   # or every later request of the session would fail
     prompt += PLAN_NOTE if PERMISSION_MODE == "plan" else ""
     history.append({"role": "user", "content": prompt})
@@ -7052,6 +7110,8 @@ def run_turn(client, history: list[dict], prompt: str) -> Answer:
         if len(METER.calls) > before:
             ui(wrapped(f"  {METER.report(before)}", hang="   "))
         save_session(history)
+        if BELL_AFTER and time.monotonic() - started >= BELL_AFTER and UI is sys.stdout and capable_terminal():
+            ui("\a", end="")      # a long turn ended: the person may be looking elsewhere
     return answer
 
 

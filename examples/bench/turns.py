@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["anthropic>=0.69"]
+# dependencies = ["anthropic>=2.16,<3"]
 # ///
 """Bench (f): KeSi's own work per turn at 100 / 1,000 / 5,000 messages.
 
