@@ -1650,9 +1650,8 @@ def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
 # ============================================================================
 # 5. Permissions: deny -> ask -> allow
 # ============================================================================
-# The model only asks; the program decides. Read-only tools always run.
-# Edits ask once per file. Commands are classified: a hard deny never runs
-# (not even with a "yes"), anything not provably read-only asks the user.
+# The model only asks; the program decides. A hard deny never runs (not even with a "yes"); read-only work runs;
+# the rest asks unless a mode or a rule allows it (in auto mode: the sandbox, for commands).
 
 READ_ONLY_TOOLS = {"read_file", "list_files", "glob", "grep", "todo_write", "task",   # never ask
                    "background_output", "background_stop"}
@@ -1698,11 +1697,8 @@ USER_REFUSED = ("Error: permission was refused (by the user, or because nobody w
 
 
 # --- reading a command the way /bin/sh will ----------------------------------
-# The classifier must split words exactly where the shell does, or a word it
-# reads as "cat" is a different program to sh. So it uses its own small lexer
-# instead of shlex: blanks are only space and tab (never \r), quotes and
-# backslashes are removed the way sh removes them, and operators split
-# commands. Anything it cannot read with certainty is asked about.
+# Its own small lexer, not shlex: words split exactly where sh splits them
+# (blanks are space and tab, never \r), or "cat" here is another program there.
 
 SEPARATORS = set(";&|()`\n")    # end one simple command, start the next
 REDIRECTS = set("<>")
@@ -1726,17 +1722,9 @@ def decode_ansi_c(body: str) -> str:
 
 
 def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -> list[list[str]] | None:
-    """The simple commands a command line runs, each as its list of words,
-    with quotes removed as sh removes them. None if it cannot be read (an
-    unclosed quote: sh refuses to run it too). partial: the commands before
-    the unclosed quote instead, as sh reads and runs one line at a time.
-    ansi_c: read $'...' as bash does; dash has no such quote ($ then '...').
-
-    Splits on ; & | ( ) and newlines, but not inside quotes: sh -c "ls; rm -rf ~"
-    is one command whose argument is looked into later. A redirection's
-    target ("> out.txt", "2>/dev/null") is moved to the end of its command,
-    so the word after it is still seen as the program that runs.
-    """
+    """The simple commands a line runs, each as its words with quotes removed as sh removes them; None if
+    unreadable (an unclosed quote), or with partial the commands before it (sh runs a line at a time). ansi_c:
+    $'...' as bash reads it (dash: $ then '...'). A redirection's target goes to the end of its command."""
     segments, words, targets, heredocs = [], [], [], []
     word, in_word, redirect_next = "", False, False
     i, n = 0, len(command)
@@ -1881,10 +1869,8 @@ def program_name(word: str) -> str:
 
 
 def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | None:
-    """Which of these programs a word runs: /usr/bin/sudo and SUDO are sudo,
-    and so is a glob the shell expands to it (/usr/bin/su[d]o, s?do). A word
-    that may be an argument counts as a glob only with three letters of its
-    own: "rm -rf build/*" names no program."""
+    """Which of these programs a word runs: /usr/bin/sudo, SUDO and a glob sh expands to it (su[d]o) are sudo;
+    a word that may be an argument is a glob only with three letters of its own ("rm -rf build/*" names none)."""
     name = program_name(word)
     if name in names:
         return name
@@ -2044,14 +2030,9 @@ def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path
 
 
 def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) -> str | None:
-    """Why this command must never run, or None.
-
-    Looks at every simple command, every word of it that could be a program
-    started by a wrapper (timeout -s KILL 5 sudo, find -exec, busybox su),
-    and every argument that is itself a command line (sh -c, eval, su -c).
-    A cd before a removal is followed: "cd ~ && rm -rf ." empties home.
-    cwd: where the command starts (None: the workspace).
-    """
+    """Why this command must never run, or None. Looks at every simple command, every word a wrapper could start
+    (timeout 5 sudo, find -exec, busybox su), every argument that is a command line (sh -c, eval, su -c), and
+    follows a cd before a removal ("cd ~ && rm -rf ."). cwd: where it starts (None: the workspace)."""
     if depth > MAX_NESTING:
         return "it nests commands too deeply to be checked"
     for segments in shell_readings(command):
@@ -2062,9 +2043,8 @@ def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) ->
 
 
 def shell_readings(command: str) -> list[list[list[str]]]:
-    """The simple commands sh may run, once per way of reading the text: bash
-    decodes $'...', dash does not. Either way the lines before an unclosed
-    quote run: sh reads and runs one complete command at a time."""
+    """The simple commands sh may run, per reading ($'...' as bash and as dash), with the lines before an
+    unclosed quote (sh runs one complete command at a time)."""
     readings = [command_segments(command, partial=True)]
     if "$'" in command:
         readings.append(command_segments(command, ansi_c=False, partial=True))
@@ -2129,10 +2109,8 @@ def handed_lines(words: list[str]) -> list[str]:
 
 
 def git_command_lines(words: list[str]) -> list[str]:
-    """What a git command line runs through a shell: its -c values (core.pager,
-    diff.external), the alias it calls, values of options like rebase -x, and
-    the rest of submodule foreach or bisect run. UNKNOWN_ALIAS stands for a
-    value the environment gives (--config-env)."""
+    """What git runs through a shell: -c values (core.pager), the alias, rebase -x values, the rest of submodule
+    foreach or bisect run; UNKNOWN_ALIAS for a value the environment gives (--config-env)."""
     rest, config = past_git_options(words[1:])
     lines = [value.removeprefix("!") for key, value in config.items()
              if not key.lower().startswith(IDENTITY_KEYS + ("alias.",))]
@@ -2206,8 +2184,7 @@ def touches_forbidden(tokens: list[str], cwd: Path | None = None) -> bool:
 
 
 def has_unsafe_option(tokens: list[str]) -> bool:
-    """Is one of UNSAFE_OPTIONS given, in any spelling sh passes on: --set=X,
-    -s X, -sX, or inside a cluster of short options (-us)?"""
+    """Is one of UNSAFE_OPTIONS given, in any spelling: --set=X, -s X, -sX, or in a cluster (-us)?"""
     if tokens[0] == "date" and any(not t.startswith(("-", "+")) for t in tokens[1:]):
         return True               # date MMDDhhmm sets the clock, as -s does
     for token in tokens[1:]:
@@ -2224,10 +2201,7 @@ def has_unsafe_option(tokens: list[str]) -> bool:
 
 
 def control_characters(text: str) -> list[str]:
-    """Characters a terminal may hide or act on (\\r, ESC, zero-width, bidi
-    marks, soft hyphens): the ones visible() escapes. The shell keeps them
-    inside words, so a folder named 'cat\\r' makes a different program than
-    the one a person reads."""
+    """What visible() escapes (\\r, ESC, zero-width, bidi marks): sh keeps them in words, a person does not see them."""
     return sorted(set(TERMINAL_CONTROLS.findall(text)))
 
 
@@ -2276,8 +2250,7 @@ def shell_expansions(command: str) -> str:
 
 
 def part_questions(segments: list[list[str]]) -> list[tuple[list[str], str]]:
-    """(part, why it needs a question) for each simple command that is not read-only, in order.
-    After a cd the paths are read from its folder; after a cd that is not allowed, every part asks."""
+    """(part, why it asks) for each part that is not read-only; paths after a cd are read from its folder."""
     asks, cwd = [], BASE_DIR
     for tokens in segments:
         why, cwd = part_question(tokens, cwd)
@@ -2310,21 +2283,15 @@ def command_key(command) -> str | None:
 
 
 def write_key(file_path, tool: str = "edit_file") -> str | None:
-    """The grant key of a file: its path relative to the jail, resolved the
-    way the tool itself will resolve it. So every spelling of one file (an
-    absolute path, 'sub/../a.py') shares one key, and a path the tool will
-    refuse anyway gets none."""
+    """A file's key: its path relative to the jail as the tool resolves it (one key for every spelling; none if
+    the tool refuses it)."""
     target = safe_write_path(file_path) if tool == "write_file" else safe_path(file_path)
     return relative(target) if target and target != BASE_DIR else None
 
 
-# Files in the workspace that other programs run later, outside the sandbox
-# and with the user's full rights: direnv on cd, an editor opening the folder
-# (tasks, settings, launch configs, dev containers), git-hook managers on
-# commit, CI on push, other agents' hooks. A write to one asks in every mode
-# but bypassPermissions, acceptEdits included. Matched at any depth and in
-# any case, on the path the tool will really write. Makefile, package.json
-# or conftest.py are not listed: they run only when the person runs them.
+# Files other programs run later, outside the sandbox with the user's rights (direnv, editors, hook managers,
+# CI, other agents): a write to one asks in every mode but bypassPermissions. Matched at any depth and in any
+# case. Makefile or conftest.py are not listed: they run only when the person runs them.
 RUNS_LATER_NAMES = {
     # direnv, editors and IDEs
     ".envrc", ".vscode", ".idea", ".zed", ".fleet", ".theia", ".devcontainer", ".devcontainer.json",
@@ -2360,24 +2327,12 @@ def runs_later(key: str) -> bool:
 
 # --- asking the person -----------------------------------------------------------
 
-@dataclass(frozen=True)
-class Choice:
-    keys: tuple          # what the person may type; the first one is shown
-    label: str
-    allowed: bool
-    remember: bool       # "a": the rule the question shows is saved (or the escalation kept, this session)
-
-
-CHOICES = (Choice(("y", "yes"), "yes", True, False), Choice(("a", "always"), "yes, and don't ask again", True, True),
-           Choice(("n", "no", ""), "no (n TEXT: tell KeSi what to do instead)", False, False))
+ANSWERS = {"y": True, "yes": True, "a": "always", "always": "always", "n": False, "no": False, "": False}
 
 
 # --- escalation: more than the sandbox gives, for one exact command --------------
-# The model may ask for more room (run_command's escalate), only the person's
-# answer gives it: "network" runs the command in the sandbox with the full
-# network (no allowlist), "unsandboxed" with the user's own rights. Once, or for
-# this exact command for the session. Headless runs never escalate, unless the
-# person starting them says so with --escalate.
+# The model may ask (run_command's escalate), only the person's answer gives it, once or for the session;
+# headless runs only with --escalate. "network": the full network, files still sandboxed; "unsandboxed".
 
 ESCALATION_LEVELS = {"network": "with the full network (files still sandboxed)",
                      "unsandboxed": "without the sandbox, with your full user rights"}
@@ -2392,10 +2347,8 @@ def grant_escalation(key: str, level: str, session: bool) -> None:
 
 
 def escalation_granted(key: str, level: str) -> bool:
-    """Has this much room been given already: by --escalate, or for this command this session?"""
-    levels = list(ESCALATION_LEVELS)
-    return any(given in levels and levels.index(given) >= levels.index(level)
-               for given in (HEADLESS_ESCALATION, GRANTED_ESCALATIONS.get(key)))
+    """Was this much room given (by --escalate, or for this command this session)? unsandboxed covers network."""
+    return bool({HEADLESS_ESCALATION, GRANTED_ESCALATIONS.get(key)} & {level, "unsandboxed"})
 
 
 def set_headless_escalation(level: str | None) -> None:
@@ -2406,8 +2359,7 @@ def set_headless_escalation(level: str | None) -> None:
 
 
 def escalation_for(command: str) -> str | None:
-    """How much more than the sandbox this run gets: None (the sandbox as it
-    is), "network" or "unsandboxed". A once-only answer is used up here."""
+    """None (the sandbox as it is), "network" or "unsandboxed"; a once-only answer is used up here."""
     key = command_key(command)
     once = ESCALATE_ONCE.pop(key, None) if key else None
     return once or GRANTED_ESCALATIONS.get(key) or HEADLESS_ESCALATION
@@ -2429,10 +2381,8 @@ def can_ask() -> bool:
 
 
 def ask_user(question: Question) -> tuple[bool, bool | str]:
-    """Ask the person -> (allowed, remember), where a refusal's remember is
-    what to do instead ("" if nothing was said). Fails closed: no terminal or
-    EOF mean no. Ctrl-C raises KeyboardInterrupt, and the turn ends. Anything
-    else it does not understand is asked again rather than guessed."""
+    """-> (allowed, "a" was answered) or (False, what to do instead). No terminal or EOF is no, Ctrl-C ends the
+    turn, anything else is asked again rather than guessed."""
     ui(f"      [permission needed] {visible(question.detail)}".replace("\n", "\n        | "))
     if question.reason:
         ui(wrapped(f"      reason: {visible(question.reason)}", hang=" " * 8))
@@ -2440,12 +2390,11 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
         return False, ""
-    choices = [c for c in CHOICES if question.always or not c.remember]
-    options = [f"{c.keys[0]} = {c.label}{': ' + visible(question.always) if c.remember else ''}" for c in choices]
+    always = f" / a = yes, and don't ask again: {visible(question.always)}" if question.always else ""
+    options = f"y = yes{always} / n = no (n TEXT: tell KeSi what to do instead){' / d = the whole diff' * cut}"
     while True:
         try:
-            answer = prompt_input(wrapped(f"      Allow? [{' / '.join(options + ['d = the whole diff'] * cut)}] ",
-                                          hang=" " * 8))
+            answer = prompt_input(wrapped(f"      Allow? [{options}] ", hang=" " * 8))
         except EOFError:
             ui()
             return False, ""
@@ -2454,13 +2403,15 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
             raise
         forget_last_input()       # keep "y" out of the arrow-up history of prompts
         word, _, instead = answer.strip().partition(" ")
+        given = ANSWERS.get(word.lower()) if always or word.lower() not in ("a", "always") else None
         if word.lower() == "d" and cut:
             show_diff(question.diff)
-            continue
-        for choice in choices:
-            if word.lower() in choice.keys and (not instead or not choice.allowed):
-                return choice.allowed, instead.strip() if not choice.allowed else choice.remember
-        ui(f"      Please answer {', '.join(c.keys[0] for c in choices)}{' or d' if cut else ''}.")
+        elif given is False:
+            return False, instead.strip()
+        elif given and not instead:
+            return True, given == "always"
+        else:
+            ui(f"      Please answer y{', a' if always else ''}, n{' or d' if cut else ''}.")
 
 
 def show_diff(diff: str, limit: int | None = None) -> bool:
@@ -2491,27 +2442,17 @@ def forget_last_input() -> None:
 
 
 def refuse(shown: str, for_model: str) -> tuple[bool, str]:
-    """A refusal: a short line for the person, the full instruction for the model.
-    shown may quote a rule from a project file, so it is printed visibly."""
+    """A short line for the person (visible: it may quote a project's rule), the full text for the model."""
     ui(paint(f"      [blocked] {visible(shown)}", "error"))
     return False, for_model
 
 
 # --- rules that persist: Bash(...) and Edit(...) ------------------------------------
-# In the spirit of Claude Code's permission rules, but exact by default:
-#   Bash(npm test)      exactly this command
-#   Bash(npm test:*)    a simple command whose words start with "npm test";
-#                       never a compound command, a redirection or an
-#                       expansion, so "npm test; rm -rf x" does not match
-#   Edit(src/**)        edit_file / write_file on paths matching the glob
-# Deny rules beat allow rules and every grant; hard denials stay hard.
-#
-# Where they live, and why there: a sandboxed command can write anything in
-# the workspace, so a file there must not be able to allow anything. The
-# project file .kesi/settings.json may only deny. Allow rules live in the
-# user's settings (outside the workspace, unreadable and unwritable from the
-# sandbox): "permissions" for every project, "projects" -> <path> for one.
-# Answering "p" at a prompt adds an exact rule for this project there.
+# Claude Code's syntax: Bash(npm test) is exactly that command, Bash(npm test:*) any whose words start so,
+# Edit(src/**) file edits by glob. Allow rules match each part of a compound command (never a redirection or
+# an expansion); deny rules beat everything but hard denials. A sandboxed command can write the workspace, so
+# .kesi/settings.json may only deny; allow rules live in the user's settings ("permissions", or "projects" ->
+# <path>), where an "a" answer saves one.
 
 def user_settings_file() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or HOME_DIR / ".config") / "kesi" / "settings.json"
@@ -2565,8 +2506,7 @@ def parse_rule(text: str) -> tuple[str, str] | None:
 
 
 def command_matches(pattern: str, command: str, for_deny: bool) -> bool:
-    """An allow rule matches one plain simple command only. A deny rule
-    matches if any part of the command does: it must be hard to dodge."""
+    """An allow rule matches one plain simple command (a part: rules_for_parts); a deny rule any part of a line."""
     prefix = pattern.endswith(":*")
     wanted = command_segments(pattern[:-2] if prefix else pattern)
     if not wanted or len(wanted) != 1:
@@ -2603,10 +2543,8 @@ GIT_SYNONYMS = {"send-pack": "push"}     # the plumbing git push runs: a rule on
 
 
 def rule_words(tokens: list[str]) -> list[str]:
-    """A command's words the way a deny rule compares them: the program by
-    its name (/usr/bin/git is git), git's global options dropped (git -C .
-    push is git push), long options that have a short one made short, and
-    short option letters sorted (rm -fr and rm --force --recursive are rm -rf)."""
+    """A command's words as a deny rule compares them: /usr/bin/git is git, git -C . push is git push, and
+    rm -fr and rm --force --recursive are rm -rf (long options made short, short letters sorted)."""
     words = [program_name(tokens[0]), *tokens[1:]] if tokens else []
     if words[:1] == ["git"]:
         words = ["git", *past_git_options(words[1:])[0]]
@@ -2623,9 +2561,8 @@ def rule_words(tokens: list[str]) -> list[str]:
 
 
 def past_git_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
-    """git's words from its subcommand on, and the settings its -c and
-    --config-env options give ({key: value}; git -c alias.p=push p is git
-    push). A value --config-env takes from the environment is UNKNOWN_ALIAS."""
+    """git's words from its subcommand on, and what its -c / --config-env give ({key: value}, a value from
+    the environment as UNKNOWN_ALIAS)."""
     words, config = list(words), {}
     while words and words[0].startswith("-"):
         option, has_value, value = words.pop(0).partition("=")
@@ -2638,8 +2575,7 @@ def past_git_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
 
 
 def as_short_option(word: str, program: str) -> str:
-    """--recursive as -r for rm; an abbreviation (--rec) too, as GNU and git
-    take any unambiguous one."""
+    """--recursive (or --rec: GNU and git take any unambiguous abbreviation) as -r for rm."""
     if word.startswith("--") and len(word) > 3:
         name = word.split("=", 1)[0]
         letters = {letter for option, letter in OPTION_LETTERS.get(program, {}).items() if option.startswith(name)}
@@ -2651,11 +2587,8 @@ def as_short_option(word: str, program: str) -> str:
 
 
 def words_match(wanted: list[str], words: list[str], prefix: bool) -> bool:
-    """A rule's words against a command's: the other words in order, the
-    options as a set wherever they stand (git reset HEAD --hard, rm x -rf).
-    A rule's short options match when the command gives at least those
-    (Bash(rm -rf:*) covers rm -rfv), a long option its abbreviation (git
-    reset --har), any word a glob sh expands to it."""
+    """A rule's words against a command's: other words in order, options as a set wherever they stand (rm x -rf);
+    short options when the command gives at least those (rm -rfv), a long one by abbreviation, globs as sh would."""
     rule_args, rule_options = split_options(wanted)
     args, options = split_options(words)
     if len(args) < len(rule_args) or (not prefix and (len(args), len(options)) != (len(rule_args), len(rule_options))):
@@ -2665,8 +2598,7 @@ def words_match(wanted: list[str], words: list[str], prefix: bool) -> bool:
 
 
 def split_options(words: list[str]) -> tuple[list[str], list[str]]:
-    """(the other words, the options), all short letters in one cluster:
-    rm -r x -f gives -fr, as rm reads options after its operands too."""
+    """(the other words, the options), short letters in one cluster: rm -r x -f gives -fr."""
     args, options, letters = [], [], set()
     for index, word in enumerate(words):
         if word == "--":
@@ -2689,11 +2621,8 @@ def word_matches(rule_word: str, word: str, prefix: bool) -> bool:
 
 
 def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -> bool:
-    """Does any part of the command run what a deny rule names? Every simple
-    command is looked at from each word that could be a program a wrapper
-    starts (timeout 9 git push, xargs git push), and every argument that is a
-    command line of its own (sh -c 'git push', eval ...), as hard denials are;
-    a git alias is read as what it stands for."""
+    """Does any part run what a deny rule names? Read as hard denials are (from every word a wrapper could start,
+    into every argument that is a command line), a git alias as what it stands for."""
     if depth > MAX_NESTING:
         return False
     return any(segments_run_denied(wanted, prefix, segments, depth) for segments in shell_readings(command))
@@ -2723,8 +2652,7 @@ def segments_run_denied(wanted: list[str], prefix: bool, segments: list[list[str
 
 
 def git_alias(words: list[str]) -> str | None:
-    """What a git command's subcommand stands for if it is an alias: from its
-    own -c options, else from git's config (an alias never hides a git command)."""
+    """What a git subcommand stands for if it is an alias (its -c options, else git's config)."""
     if not words or program_name(words[0]) != "git":
         return None
     rest, config = past_git_options(words[1:])
@@ -2773,8 +2701,7 @@ def matching_rule(kind: str, tool: str, subject: str) -> Rule | None:
 
 
 def kind_rule(tokens: list[str]) -> str:
-    """The rule "don't ask again" saves for a part: its program and subcommands (Bash(npm run lint:*)),
-    else its words up to the first operand (Bash(python -m pytest:*), Bash(python setup.py:*))."""
+    """What "a" saves: program and subcommands (npm run lint), else words to the first operand (python -m pytest)."""
     words = tokens[:1] + list(itertools.takewhile(re.compile(r"[a-z][\w:-]*").fullmatch, tokens[1:3]))
     if len(words) == 1:
         words = next((tokens[:i + 1] for i, word in enumerate(tokens) if i and not word.startswith("-")), words)
@@ -2807,8 +2734,7 @@ def save_project_rule(text: str) -> bool:
 # --- the decision ------------------------------------------------------------------
 
 def check_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str | None]:
-    """(allowed, refusal text for the model). plan: the change a file tool
-    would make, worked out before asking, so the person sees its diff."""
+    """(allowed, refusal text for the model). plan: a file tool's change, worked out first to show its diff."""
     if name in READ_ONLY_TOOLS:
         return True, None
     if name == "run_command":
@@ -2872,66 +2798,61 @@ def check_command_permission(command, background: bool = False, escalate=None) -
         note_approval(command, f"refused by deny rule {denied.text} ({denied.source})", background)
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids this command.")
-    leaving = escalate and sandbox_enabled() and not escalation_granted(key, escalate)
-    unasked, unruled = (None, []) if leaving else allowed_without_asking(verdict, key)
+    leaving = key and escalate and sandbox_enabled() and not escalation_granted(key, escalate)
+    unasked = None if leaving else allowed_without_asking(verdict, key)
     if unasked:
         note_approval(command, unasked, background)
         return True, None     # an empty command is refused by run_command itself
+    unruled = rules_for_parts(key)[1]
     if unruled and unruled[0][1] and len(command_segments(key)) > 1:
         reason = f"`{unruled[0][0]}`: {unruled[0][1]}"      # the first part no rule allows
     if PERMISSION_MODE in READ_ONLY_MODES:
         note_approval(command, f"refused by {READ_ONLY_MODES[PERMISSION_MODE]}", background)
         return refuse(f"{READ_ONLY_MODES[PERMISSION_MODE]} ({reason})",
                       f"Error: KeSi is in {READ_ONLY_MODES[PERMISSION_MODE]}; this command needs approval ({reason}).")
+    rules = [] if leaving else list(dict.fromkeys(rule for _, _, rule in unruled if rule))
     if leaving:
-        return ask_to_leave_sandbox(command, key, escalate)
-    rules = list(dict.fromkeys(rule for _, _, rule in unruled if rule))
-    allowed, remember = ask_user(Question(f"run command{' in the background' if background else ''}: {command}",
-                                          reason, always=", ".join(rules) or None))
-    if allowed and remember and not all([save_project_rule(rule) for rule in rules]):
+        question = Question(f"run command {ESCALATION_LEVELS[escalate]}: {command}",
+                            "the model asked to leave the sandbox", always="this exact command, for this session")
+    else:
+        question = Question(f"run command{' in the background' * background}: {command}", reason,
+                            always=", ".join(rules) or None)
+    allowed, remember = ask_user(question)
+    if allowed and leaving:          # leaving the sandbox is its own question, whatever the mode
+        grant_escalation(key, escalate, remember)
+    elif allowed and remember and not all([save_project_rule(rule) for rule in rules]):
         GRANTED_COMMANDS.add(key)
-    note_approval(command, f"allowed by the person ({'saved ' + ', '.join(rules) if remember else 'once'})"
-                  if allowed else
+    note_approval(command, f"allowed by the person ({'saved ' + ', '.join(rules) if remember else 'once'}"
+                  f"{', ' + ESCALATION_LEVELS[escalate] if leaving else ''})" if allowed else
                   "refused by the person" if can_ask() else "refused: nobody to ask", background)
     return (True, None) if allowed else refuse("refused; not run", refusal_for_model(remember))
 
 
-def ask_to_leave_sandbox(command: str, key: str, level: str) -> tuple[bool, str | None]:
-    """The model asked for more than the sandbox gives: its own question, whatever the mode."""
-    allowed, remember = ask_user(Question(f"run command {ESCALATION_LEVELS[level]}: {command}",
-                                          "the model asked to leave the sandbox for it",
-                                          always="this exact command, for this session"))
-    if allowed:
-        grant_escalation(key, level, remember is True)
-    note_approval(command, f"allowed by the person {ESCALATION_LEVELS[level]}" if allowed else
-                  "refused by the person" if can_ask() else "refused: nobody to ask")
-    return (True, None) if allowed else refuse("refused; not run", refusal_for_model(remember))
-
-
-def allowed_without_asking(verdict: str, key: str | None) -> tuple[str | None, list]:
-    """(who allows a command without a question, in words; None: ask), and
-    the parts no rule allows: (part, why it asks, the rule "a" would save)."""
+def allowed_without_asking(verdict: str, key: str | None) -> str | None:
+    """Who allows a command without a question, in words; None: ask."""
     if verdict == "allow":
-        return "allowed as read-only (classifier)", []
+        return "allowed as read-only (classifier)"
     if key is None:
-        return "not checked (empty)", []
+        return "not checked (empty)"
     if PERMISSION_MODE == "bypassPermissions":
-        return "allowed by mode bypassPermissions", []
+        return "allowed by mode bypassPermissions"
     if key in GRANTED_COMMANDS or key in GRANTED_ESCALATIONS:
-        return "allowed by the person (earlier, for this session)", []
+        return "allowed by the person (earlier, for this session)"
     if auto_in_force():
-        return "allowed in the sandbox (auto mode)", []
+        return "allowed in the sandbox (auto mode)"
+    ruled, unruled = rules_for_parts(key)
+    return "allowed by " + ", ".join(f"rule {rule.text} ({rule.source})" for rule in ruled) if not unruled else None
+
+
+def rules_for_parts(key: str) -> tuple[list[Rule], list[tuple]]:
+    """(the allow rules that cover parts of a plain command, the parts none covers: (part, why, the rule "a"
+    saves)); a command with expansions or control characters is one uncovered part."""
     segments = None if shell_expansions(key) or control_characters(key) else command_segments(key)
-    if not segments:
-        return None, [(key, None, None)]
-    unruled, ruled = [], []
-    for tokens, why in part_questions(segments):
-        part = shlex.join(tokens)
-        rule = PERMISSION_MODE not in READ_ONLY_MODES and matching_rule("allow", "Bash", part)
-        (ruled if rule else unruled).append(rule or (part, why, kind_rule(tokens)))
-    if unruled:
-        return None, unruled
-    return "allowed by " + ", ".join(f"rule {rule.text} ({rule.source})" for rule in ruled), []
+    ruled, unruled = [], [] if segments else [(key, None, None)]
+    for tokens, why in part_questions(segments or []):
+        rule = PERMISSION_MODE not in READ_ONLY_MODES and matching_rule("allow", "Bash", shlex.join(tokens))
+        (ruled if rule else unruled).append(rule or (shlex.join(tokens), why, kind_rule(tokens)))
+    return ruled, unruled
 
 
 # ============================================================================
@@ -5234,32 +5155,25 @@ def read_outside_file(path: Path, follow: bool) -> str | None:
     """An instruction file outside the workspace; a repository's is never read through a link (it could name a secret)."""
     try:
         with open(os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow else 0)), "rb") as f:
-            data = f.read(MAX_MEMORY_CHARS * 4) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
+            return memory_text(f.read(MAX_MEMORY_CHARS * 4) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b"")
     except OSError:
         return None
-    return data.decode("utf-8", errors="replace")[:MAX_MEMORY_CHARS].strip()
-
-
-_MEMORY_SEEN: dict[tuple, tuple] = {}   # (workspace, name) -> (stat key, text): re-read only when the file changes
 
 
 def read_memory_file(name: str) -> tuple[str | None, bool]:
+    """An instruction file in the workspace, read through the jail as read_file reads."""
     opened, error = check_readable(name)
     if error:
         return None, True
     try:
         with opened[0] as f:
-            info = os.fstat(f.fileno())
-            key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-            seen = _MEMORY_SEEN.get((BASE_DIR, name))
-            if seen and seen[0] == key:
-                return seen[1], False
-            text = f.read(MAX_MEMORY_CHARS * 4).decode("utf-8", errors="replace")
+            return memory_text(f.read(MAX_MEMORY_CHARS * 4)), False
     except OSError:
         return None, True
-    text = text[:MAX_MEMORY_CHARS].strip()
-    _MEMORY_SEEN[(BASE_DIR, name)] = (key, text)
-    return text, False
+
+
+def memory_text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")[:MAX_MEMORY_CHARS].strip()
 
 
 def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
@@ -6803,7 +6717,6 @@ class LazyClient:
 
 
 def print_startup(banner: bool = True) -> None:
-    """The banner and the state of things; /status prints them again."""
     if banner:
         ui(BANNER)
     ui(f"  workspace: {visible(BASE_DIR)}")
@@ -7156,15 +7069,13 @@ PLAN_MODES = {"a": "auto", "e": "acceptEdits", "d": "default"}
 
 def approve_plan(client, history: list[dict]) -> None:
     """Plan mode's closing step: the person approves the plan and picks the mode that carries it out."""
-    try:
-        answer = prompt_input("  Approve the plan and carry it out? [a = in auto mode / e = acceptEdits / "
-                              "d = default / N = keep planning] ")
-    except EOFError:
-        return
-    forget_last_input()
-    if answer.strip().lower() in PLAN_MODES:
-        handle_slash(f"/mode {PLAN_MODES[answer.strip().lower()]}", client, history)
-        run_turn(client, history, "The plan is approved: carry it out.")
+    with contextlib.suppress(EOFError):
+        mode = PLAN_MODES.get(prompt_input("  Approve the plan and carry it out? [a = in auto mode / e = acceptEdits"
+                                           " / d = default / N = keep planning] ").strip().lower())
+        forget_last_input()
+        if mode:
+            handle_slash(f"/mode {mode}", client, history)
+            run_turn(client, history, "The plan is approved: carry it out.")
 
 
 def run_typed_command(command: str) -> str:
