@@ -1656,17 +1656,15 @@ def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
 READ_ONLY_TOOLS = {"read_file", "list_files", "glob", "grep", "todo_write", "task",   # never ask
                    "background_output", "background_stop"}
 FILE_TOOLS = {"edit_file", "write_file"}   # ask, once per file
-# run_command is classified below. todo_write and task change nothing on
-# disk (a sub-agent's own calls are checked one by one); the background_
-# tools only read or end a task whose command was checked when it started.
+# todo_write and task change nothing on disk (a sub-agent's calls are checked one by one); the background_
+# tools only read or end a task whose command was checked when it started. run_command is classified below.
 
-# Deliberately short: each entry must be harmless with any arguments.
+# Deliberately short: each entry is harmless with any arguments but UNSAFE_OPTIONS (cd: see part_question).
 SAFE_COMMANDS = [("ls",), ("pwd",), ("cat",), ("head",), ("tail",), ("wc",), ("echo",),
                  ("which",), ("diff",), ("stat",), ("du",), ("date",), ("grep",), ("cd",),
                  ("git", "status"), ("git", "log"), ("git", "diff"), ("git", "show")]
-# ... except for these options: they change the system (date -s) or read a
-# list of names from a file the path check cannot see (date -f .env).
-# diff -r reads whole trees, following links a repository may ship.
+# These change the system (date -s) or read names from a file the path check cannot see (date -f .env);
+# diff -r and grep -r read whole trees, following links a repository may ship.
 UNSAFE_OPTIONS = {"date": ("-s", "--set", "-f", "--file"),
                   "du": ("--files0-from", "-X", "--exclude-from"),
                   "wc": ("--files0-from",),
@@ -1881,8 +1879,7 @@ def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | N
 
 
 def unwrap_command(tokens: list[str]) -> list[str]:
-    """The command a simple command really runs, past VAR=value assignments,
-    reserved words ({, then, do, !) and wrappers like env, nohup or exec."""
+    """The command a simple command runs, past VAR=value, reserved words ({, then, !) and env, nohup, exec."""
     tokens = list(tokens)
     while tokens:
         first = program_name(tokens[0])
@@ -1902,8 +1899,7 @@ WRAPPER_LONG_VALUES = {"--unset": "u", "--chdir": "C", "--split-string": "S", "-
 
 
 def past_wrapper_options(tokens: list[str]) -> list[str]:
-    """The words after a wrapper's options. env -S 'sudo id' (or -S'sudo id',
-    --split-string=...) runs the words of its value: they come first."""
+    """The words after a wrapper's options; env -S 'sudo id' (-S'...', --split-string=...) runs its value's words."""
     while tokens and tokens[0].startswith("-"):
         option, tokens = tokens[0], tokens[1:]
         if option == "--":
@@ -1930,8 +1926,7 @@ def split_like_env(text: str) -> list[str]:
 
 
 def expand_home(word: str) -> str | None:
-    """The path a removal target names, with ~, ~user and $HOME / ${HOME...}
-    expanded; None for an expansion that cannot be read without running it."""
+    """A removal target with ~, ~user and $HOME / ${HOME...} expanded; None if only running it would tell."""
     user = re.match(r"~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)", word)
     if user:
         name = user.group(1)
@@ -2100,8 +2095,7 @@ IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names,
 
 
 def handed_lines(words: list[str]) -> list[str]:
-    """Command lines a command hands to a shell besides its own arguments:
-    alias values (alias x=sudo, then x id) and what git runs."""
+    """Command lines a command hands to a shell besides its arguments: alias values (alias x=sudo), git's."""
     name = program_name(words[0]) if words else ""
     if name == "alias":
         return [word.partition("=")[2] for word in words[1:] if "=" in word]
@@ -2129,8 +2123,7 @@ def git_command_lines(words: list[str]) -> list[str]:
 
 
 def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
-    """The values given to these options in any spelling: -x cmd, -xcmd, -yx cmd,
-    --exec cmd, --exec=cmd, an abbreviation (--ex=cmd)."""
+    """The values of these options in any spelling: -x cmd, -xcmd, -yx cmd, --exec cmd, --exec=cmd, --ex=cmd."""
     values = []
     for index, word in enumerate(words):
         if word == "--":
@@ -2239,7 +2232,8 @@ def shell_expansions(command: str) -> str:
         c = command[i]
         if c == "\\" and quote != "'":
             i += 1
-        elif c == "#" and quote is None and command[i - 1:i] in ("", " ", "\t", "\n", ";", "&", "|"):
+        elif c == "#" and quote is None and command[i - 1:i] in ("", " ", "\t", "\n", ";", "&", "|") \
+                and (i < 2 or command[i - 2] != "\\"):               # x\ #$(id) is one word: no comment
             i = command.find("\n", i) if "\n" in command[i:] else len(command)    # a comment, to its line's end
         elif c == quote or (quote is None and c in "'\""):
             quote = None if quote else c
@@ -2427,9 +2421,8 @@ def show_diff(diff: str, limit: int | None = None) -> bool:
 
 
 def prompt_input(question: str) -> str:
-    """input() whose question goes where notices go: in -p mode that is
-    stderr, never the answer on stdout. On stdout input() prints it itself,
-    so readline knows the prompt and no keystroke can come too early."""
+    """input() asking where notices go (stderr with -p, never the answer's stdout); on stdout input() prints
+    the question itself, so readline knows the prompt and no keystroke comes too early."""
     if UI is sys.stdout:
         return input(question)
     ui(question, end="")
@@ -5152,28 +5145,35 @@ def folders_above() -> list[Path]:
 
 
 def read_outside_file(path: Path, follow: bool) -> str | None:
-    """An instruction file outside the workspace; a repository's is never read through a link (it could name a secret)."""
+    """An instruction file outside the workspace; a repository's never through a link (it could name a secret)."""
     try:
         with open(os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow else 0)), "rb") as f:
-            return memory_text(f.read(MAX_MEMORY_CHARS * 4) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b"")
+            data = f.read(MAX_MEMORY_CHARS * 4) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
+        return data.decode("utf-8", errors="replace")[:MAX_MEMORY_CHARS].strip()
     except OSError:
         return None
 
 
+_MEMORY_SEEN: dict[tuple, tuple] = {}   # (workspace, name) -> (stat key, text): re-read only when the file changes
+
+
 def read_memory_file(name: str) -> tuple[str | None, bool]:
-    """An instruction file in the workspace, read through the jail as read_file reads."""
     opened, error = check_readable(name)
     if error:
         return None, True
     try:
         with opened[0] as f:
-            return memory_text(f.read(MAX_MEMORY_CHARS * 4)), False
+            info = os.fstat(f.fileno())
+            key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+            seen = _MEMORY_SEEN.get((BASE_DIR, name))
+            if seen and seen[0] == key:
+                return seen[1], False
+            text = f.read(MAX_MEMORY_CHARS * 4).decode("utf-8", errors="replace")
     except OSError:
         return None, True
-
-
-def memory_text(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace")[:MAX_MEMORY_CHARS].strip()
+    text = text[:MAX_MEMORY_CHARS].strip()
+    _MEMORY_SEEN[(BASE_DIR, name)] = (key, text)
+    return text, False
 
 
 def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
@@ -6920,8 +6920,8 @@ def setup_readline() -> None:
 
 
 # Tab completes a /command at the start of the line and an @path anywhere.
-SLASH_COMMANDS = ("/help", "/status", "/init", "/cost", "/context", "/todo", "/permissions", "/network", "/revoke", "/mode",
-                  "/compact", "/resume", "/tasks", "/log", "/reset", "/clear", "/exit", "/quit")
+SLASH_COMMANDS = ("/help", "/status", "/init", "/cost", "/context", "/todo", "/permissions", "/network", "/revoke",
+                  "/mode", "/compact", "/resume", "/tasks", "/log", "/reset", "/clear", "/exit", "/quit")
 COMPLETIONS: list[str] = []            # the matches for the word being completed
 
 
@@ -7064,14 +7064,14 @@ def repl(client, history: list[dict], first: str = "") -> int:
 
 
 PLAN_NOTE = "\n\n(Plan mode: nothing can be changed now. Read what you need, then answer with a plan to approve.)"
-PLAN_MODES = {"a": "auto", "e": "acceptEdits", "d": "default"}
 
 
 def approve_plan(client, history: list[dict]) -> None:
     """Plan mode's closing step: the person approves the plan and picks the mode that carries it out."""
     with contextlib.suppress(EOFError):
-        mode = PLAN_MODES.get(prompt_input("  Approve the plan and carry it out? [a = in auto mode / e = acceptEdits"
-                                           " / d = default / N = keep planning] ").strip().lower())
+        answer = prompt_input("  Approve the plan and carry it out? [a = in auto mode / e = acceptEdits / "
+                              "d = default / N = keep planning] ")
+        mode = {"a": "auto", "e": "acceptEdits", "d": "default"}.get(answer.strip().lower())
         forget_last_input()
         if mode:
             handle_slash(f"/mode {mode}", client, history)

@@ -76,7 +76,8 @@ def test_compound_commands_are_judged_part_by_part_with_a_true_reason(settings, 
 def test_quoted_characters_are_not_called_expansions():
     assert kesi.classify_command("python3 -c 'print(1)'") == ("ask", "python3 is not on the read-only list")
     assert kesi.classify_command("echo '$(id) > x'")[0] == "allow"
-    for command, shown in (('echo "$(id)"', "$"), ("ls > x", ">"), ("ls # it's\n$(id)", "$ ( )")):
+    for command, shown in (('echo "$(id)"', "$"), ("ls > x", ">"), ("ls # it's\n$(id)", "$ ( )"),
+                           ("echo x\\ #$(ls)", "$ ( )")):
         assert kesi.classify_command(command)[1].startswith(f"it contains shell expansions or redirections ({shown})")
 
 
