@@ -1682,7 +1682,7 @@ PERMISSION_MODES = {
     "acceptEdits": "edit files without asking (except files that run later); still ask before commands",
     "readOnly": "never change anything: refuse edits and non-read-only commands without asking",
     "bypassPermissions": "run everything without asking (hard denials still apply)",
-    "plan": "read-only while the model plans; when it is done, you approve the plan and pick the mode to carry it out",
+    "plan": "read-only: explore and answer with a plan; the user approves it and picks the mode that carries it out",
 }
 PERMISSION_MODE = "default"
 READ_ONLY_MODES = {"readOnly": "read-only mode", "plan": "plan mode, which is read-only"}
@@ -2257,7 +2257,9 @@ def part_question(tokens: list[str], cwd: Path | None) -> tuple[str | None, Path
         return "it follows a cd that needs a question, so its paths cannot be checked", None
     if tokens[0] == "cd":
         target = safe_path(cwd / tokens[1]) if len(tokens) == 2 and not tokens[1].startswith("-") else None
-        return (None, target) if target and target.is_dir() else ("cd to a folder outside the workspace", None)
+        if target and target.is_dir():
+            return None, target
+        return "cd may leave the workspace (only cd to a folder in it is read-only)", None
     if not any(tuple(tokens[:len(safe)]) == safe for safe in SAFE_COMMANDS):
         return f"{' '.join(tokens[:2]) if tokens[0] == 'git' else tokens[0]} is not on the read-only list", cwd
     if git_requires_approval(tokens):
@@ -2338,11 +2340,6 @@ HEADLESS_ESCALATION: str | None = None     # --escalate LEVEL, given by the pers
 def grant_escalation(key: str, level: str, session: bool) -> None:
     (GRANTED_ESCALATIONS if session else ESCALATE_ONCE)[key] = level
     ui(f"      (this command runs {ESCALATION_LEVELS[level]}, {'for this session' if session else 'this once'})")
-
-
-def escalation_granted(key: str, level: str) -> bool:
-    """Was this much room given (by --escalate, or for this command this session)? unsandboxed covers network."""
-    return bool({HEADLESS_ESCALATION, GRANTED_ESCALATIONS.get(key)} & {level, "unsandboxed"})
 
 
 def set_headless_escalation(level: str | None) -> None:
@@ -2746,9 +2743,8 @@ def check_write_permission(name: str, file_path, plan=None) -> tuple[bool, str |
     if denied:
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids changing {key}.")
-    if PERMISSION_MODE in READ_ONLY_MODES:
-        return refuse(READ_ONLY_MODES[PERMISSION_MODE],
-                      f"Error: KeSi is in {READ_ONLY_MODES[PERMISSION_MODE]}; files cannot be changed.")
+    if mode := READ_ONLY_MODES.get(PERMISSION_MODE):
+        return refuse(mode, f"Error: KeSi is in {mode}; files cannot be changed.")
     if key is None:
         return True, None     # the tool itself refuses it (judge_call reaches that first)
     later = runs_later(key)   # these always ask: no mode or rule but bypass skips that
@@ -2791,7 +2787,8 @@ def check_command_permission(command, background: bool = False, escalate=None) -
         note_approval(command, f"refused by deny rule {denied.text} ({denied.source})", background)
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids this command.")
-    leaving = key and escalate and sandbox_enabled() and not escalation_granted(key, escalate)
+    given = {HEADLESS_ESCALATION, GRANTED_ESCALATIONS.get(key)}       # by --escalate, or for the session
+    leaving = key and escalate and sandbox_enabled() and not given & {escalate, "unsandboxed"}
     unasked = None if leaving else allowed_without_asking(verdict, key)
     if unasked:
         note_approval(command, unasked, background)
@@ -2799,10 +2796,9 @@ def check_command_permission(command, background: bool = False, escalate=None) -
     unruled = rules_for_parts(key)[1]
     if unruled and unruled[0][1] and len(command_segments(key)) > 1:
         reason = f"`{unruled[0][0]}`: {unruled[0][1]}"      # the first part no rule allows
-    if PERMISSION_MODE in READ_ONLY_MODES:
-        note_approval(command, f"refused by {READ_ONLY_MODES[PERMISSION_MODE]}", background)
-        return refuse(f"{READ_ONLY_MODES[PERMISSION_MODE]} ({reason})",
-                      f"Error: KeSi is in {READ_ONLY_MODES[PERMISSION_MODE]}; this command needs approval ({reason}).")
+    if mode := READ_ONLY_MODES.get(PERMISSION_MODE):
+        note_approval(command, f"refused by {mode}", background)
+        return refuse(f"{mode} ({reason})", f"Error: KeSi is in {mode}; this command needs approval ({reason}).")
     rules = [] if leaving else list(dict.fromkeys(rule for _, _, rule in unruled if rule))
     if leaving:
         question = Question(f"run command {ESCALATION_LEVELS[escalate]}: {command}",
@@ -2838,8 +2834,7 @@ def allowed_without_asking(verdict: str, key: str | None) -> str | None:
 
 
 def rules_for_parts(key: str) -> tuple[list[Rule], list[tuple]]:
-    """(the allow rules that cover parts of a plain command, the parts none covers: (part, why, the rule "a"
-    saves)); a command with expansions or control characters is one uncovered part."""
+    """(rules covering parts of a plain command, the parts none covers: (part, why, what "a" saves)); not plain: one."""
     segments = None if shell_expansions(key) or control_characters(key) else command_segments(key)
     ruled, unruled = [], [] if segments else [(key, None, None)]
     for tokens, why in part_questions(segments or []):
@@ -5136,12 +5131,10 @@ def add_memory(shown: str, text: str | None, folder: Path, sections: list[str], 
 
 def folders_above() -> list[Path]:
     """From the git root down to the workspace's parent, when the workspace is below one; never home or above."""
-    for folder in [] if (BASE_DIR / ".git").exists() else BASE_DIR.parents:
-        if HOME_DIR.is_relative_to(folder):
-            return []
-        if (folder / ".git").exists():
-            return [above for above in reversed(BASE_DIR.parents) if above.is_relative_to(folder)]
-    return []
+    root = next((up for up in BASE_DIR.parents if HOME_DIR.is_relative_to(up) or (up / ".git").exists()), HOME_DIR)
+    if (BASE_DIR / ".git").exists() or HOME_DIR.is_relative_to(root):
+        return []
+    return [above for above in reversed(BASE_DIR.parents) if above.is_relative_to(root)]
 
 
 def read_outside_file(path: Path, follow: bool) -> str | None:
@@ -6075,16 +6068,10 @@ def request_for(history: list[dict], agent: Agent) -> dict:
 
 def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=(), *,
              ok: bool = False, interrupted: bool = False, record: bool = True, subtype: str = "") -> Answer:
-    """The one way out of the agent loop.
-
-    kept: the complete blocks of a reply that is not in the journal yet;
-    they are added, and any tool call left unanswered gets a result. notice:
-    what to tell the user when the model's own text is not the answer
-    (errors, limits, interruptions); it is printed, and recorded as the
-    assistant's last word unless record is False (a request that failed
-    adds nothing; or the caller put the notice among kept). Without a
-    notice the streamed answer is the result.
-    """
+    """The one way out of the agent loop. kept: complete blocks of a reply not yet in the journal (added; a tool
+    call left unanswered gets a result). notice: what to tell the user when the model's text is not the answer
+    (errors, limits); printed, and recorded as the assistant's last word unless record is False (a failed request
+    adds nothing, or the caller put it among kept). subtype: how a failed turn ended, as Claude Code names it."""
     if kept:
         history.append({"role": "assistant", "content": list(kept)})
     seal_dangling_tool_use(history)
@@ -6716,9 +6703,8 @@ class LazyClient:
         return getattr(self.client, name)
 
 
-def print_startup(banner: bool = True) -> None:
-    if banner:
-        ui(BANNER)
+def print_startup() -> None:
+    ui(BANNER)
     ui(f"  workspace: {visible(BASE_DIR)}")
     ui(f"  sandbox:   {sandbox_status()}")
     if sandbox_enabled():
@@ -6858,7 +6844,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         reset_session(history)
         ui("  (history, plan and file versions cleared; starting over)")
     elif name == "/status":
-        print_startup(banner=False)
+        print_startup()
     elif name == "/init":
         run_turn(client, history, INIT_PROMPT)
     elif name == "/cost":
@@ -7012,7 +6998,6 @@ def run_turn(client, history: list[dict], prompt: str) -> Answer:
     Ctrl-C anywhere in it returns to the prompt with a valid journal."""
     before, started = len(METER.calls), time.monotonic()
     prompt = utf8_safe(prompt)   # or every later request of the session would fail
-    prompt += PLAN_NOTE if PERMISSION_MODE == "plan" else ""
     history.append({"role": "user", "content": prompt})
     try:
         answer = run_agent(client, history)
@@ -7063,7 +7048,6 @@ def repl(client, history: list[dict], first: str = "") -> int:
             approve_plan(client, history)
 
 
-PLAN_NOTE = "\n\n(Plan mode: nothing can be changed now. Read what you need, then answer with a plan to approve.)"
 
 
 def approve_plan(client, history: list[dict]) -> None:

@@ -71,7 +71,8 @@ def test_plan_mode_tells_the_model_and_refuses_changes(tmp_path):
     with MockAPI(script) as mock:
         proc = run(tmp_path, "-p", "make x", "--permission-mode", "plan", mock=mock)
     assert proc.stdout == "The plan: 1. touch x.\n" and not (tmp_path / "x").exists()
-    assert "Plan mode" in mock.requests[0]["body"]["messages"][0]["content"]
+    system = mock.requests[0]["body"]["system"][-1]["text"]
+    assert "Permission mode: plan (read-only: explore and answer with a plan" in system
     assert "plan mode, which is read-only" in results_of(mock, 1)[0]["content"]
 
 
