@@ -1695,8 +1695,11 @@ USER_REFUSED = ("Error: permission was refused (by the user, or because nobody w
 
 
 # --- reading a command the way /bin/sh will ----------------------------------
-# Its own small lexer, not shlex: words split exactly where sh splits them
-# (blanks are space and tab, never \r), or "cat" here is another program there.
+# The classifier must split words exactly where the shell does, or a word it
+# reads as "cat" is a different program to sh. So it uses its own small lexer
+# instead of shlex: blanks are only space and tab (never \r), quotes and
+# backslashes are removed the way sh removes them, and operators split
+# commands. Anything it cannot read with certainty is asked about.
 
 SEPARATORS = set(";&|()`\n")    # end one simple command, start the next
 REDIRECTS = set("<>")
@@ -1720,9 +1723,17 @@ def decode_ansi_c(body: str) -> str:
 
 
 def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -> list[list[str]] | None:
-    """The simple commands a line runs, each as its words with quotes removed as sh removes them; None if
-    unreadable (an unclosed quote), or with partial the commands before it (sh runs a line at a time). ansi_c:
-    $'...' as bash reads it (dash: $ then '...'). A redirection's target goes to the end of its command."""
+    """The simple commands a command line runs, each as its list of words,
+    with quotes removed as sh removes them. None if it cannot be read (an
+    unclosed quote: sh refuses to run it too). partial: the commands before
+    the unclosed quote instead, as sh reads and runs one line at a time.
+    ansi_c: read $'...' as bash does; dash has no such quote ($ then '...').
+
+    Splits on ; & | ( ) and newlines, but not inside quotes: sh -c "ls; rm -rf ~"
+    is one command whose argument is looked into later. A redirection's
+    target ("> out.txt", "2>/dev/null") is moved to the end of its command,
+    so the word after it is still seen as the program that runs.
+    """
     segments, words, targets, heredocs = [], [], [], []
     word, in_word, redirect_next = "", False, False
     i, n = 0, len(command)
@@ -1867,8 +1878,10 @@ def program_name(word: str) -> str:
 
 
 def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | None:
-    """Which of these programs a word runs: /usr/bin/sudo, SUDO and a glob sh expands to it (su[d]o) are sudo;
-    a word that may be an argument is a glob only with three letters of its own ("rm -rf build/*" names none)."""
+    """Which of these programs a word runs: /usr/bin/sudo and SUDO are sudo,
+    and so is a glob the shell expands to it (/usr/bin/su[d]o, s?do). A word
+    that may be an argument counts as a glob only with three letters of its
+    own: "rm -rf build/*" names no program."""
     name = program_name(word)
     if name in names:
         return name
@@ -1879,7 +1892,8 @@ def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | N
 
 
 def unwrap_command(tokens: list[str]) -> list[str]:
-    """The command a simple command runs, past VAR=value, reserved words ({, then, !) and env, nohup, exec."""
+    """The command a simple command really runs, past VAR=value assignments,
+    reserved words ({, then, do, !) and wrappers like env, nohup or exec."""
     tokens = list(tokens)
     while tokens:
         first = program_name(tokens[0])
@@ -1899,7 +1913,8 @@ WRAPPER_LONG_VALUES = {"--unset": "u", "--chdir": "C", "--split-string": "S", "-
 
 
 def past_wrapper_options(tokens: list[str]) -> list[str]:
-    """The words after a wrapper's options; env -S 'sudo id' (-S'...', --split-string=...) runs its value's words."""
+    """The words after a wrapper's options. env -S 'sudo id' (or -S'sudo id',
+    --split-string=...) runs the words of its value: they come first."""
     while tokens and tokens[0].startswith("-"):
         option, tokens = tokens[0], tokens[1:]
         if option == "--":
@@ -1926,7 +1941,8 @@ def split_like_env(text: str) -> list[str]:
 
 
 def expand_home(word: str) -> str | None:
-    """A removal target with ~, ~user and $HOME / ${HOME...} expanded; None if only running it would tell."""
+    """The path a removal target names, with ~, ~user and $HOME / ${HOME...}
+    expanded; None for an expansion that cannot be read without running it."""
     user = re.match(r"~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)", word)
     if user:
         name = user.group(1)
@@ -2025,9 +2041,14 @@ def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path
 
 
 def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) -> str | None:
-    """Why this command must never run, or None. Looks at every simple command, every word a wrapper could start
-    (timeout 5 sudo, find -exec, busybox su), every argument that is a command line (sh -c, eval, su -c), and
-    follows a cd before a removal ("cd ~ && rm -rf ."). cwd: where it starts (None: the workspace)."""
+    """Why this command must never run, or None.
+
+    Looks at every simple command, every word of it that could be a program
+    started by a wrapper (timeout -s KILL 5 sudo, find -exec, busybox su),
+    and every argument that is itself a command line (sh -c, eval, su -c).
+    A cd before a removal is followed: "cd ~ && rm -rf ." empties home.
+    cwd: where the command starts (None: the workspace).
+    """
     if depth > MAX_NESTING:
         return "it nests commands too deeply to be checked"
     for segments in shell_readings(command):
@@ -2038,8 +2059,9 @@ def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) ->
 
 
 def shell_readings(command: str) -> list[list[list[str]]]:
-    """The simple commands sh may run, per reading ($'...' as bash and as dash), with the lines before an
-    unclosed quote (sh runs one complete command at a time)."""
+    """The simple commands sh may run, once per way of reading the text: bash
+    decodes $'...', dash does not. Either way the lines before an unclosed
+    quote run: sh reads and runs one complete command at a time."""
     readings = [command_segments(command, partial=True)]
     if "$'" in command:
         readings.append(command_segments(command, ansi_c=False, partial=True))
@@ -2095,7 +2117,8 @@ IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names,
 
 
 def handed_lines(words: list[str]) -> list[str]:
-    """Command lines a command hands to a shell besides its arguments: alias values (alias x=sudo), git's."""
+    """Command lines a command hands to a shell besides its own arguments:
+    alias values (alias x=sudo, then x id) and what git runs."""
     name = program_name(words[0]) if words else ""
     if name == "alias":
         return [word.partition("=")[2] for word in words[1:] if "=" in word]
@@ -2103,8 +2126,10 @@ def handed_lines(words: list[str]) -> list[str]:
 
 
 def git_command_lines(words: list[str]) -> list[str]:
-    """What git runs through a shell: -c values (core.pager), the alias, rebase -x values, the rest of submodule
-    foreach or bisect run; UNKNOWN_ALIAS for a value the environment gives (--config-env)."""
+    """What a git command line runs through a shell: its -c values (core.pager,
+    diff.external), the alias it calls, values of options like rebase -x, and
+    the rest of submodule foreach or bisect run. UNKNOWN_ALIAS stands for a
+    value the environment gives (--config-env)."""
     rest, config = past_git_options(words[1:])
     lines = [value.removeprefix("!") for key, value in config.items()
              if not key.lower().startswith(IDENTITY_KEYS + ("alias.",))]
@@ -2123,7 +2148,8 @@ def git_command_lines(words: list[str]) -> list[str]:
 
 
 def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
-    """The values of these options in any spelling: -x cmd, -xcmd, -yx cmd, --exec cmd, --exec=cmd, --ex=cmd."""
+    """The values given to these options in any spelling: -x cmd, -xcmd, -yx cmd,
+    --exec cmd, --exec=cmd, an abbreviation (--ex=cmd)."""
     values = []
     for index, word in enumerate(words):
         if word == "--":

@@ -449,7 +449,10 @@ def test_read_only_mode_refuses_absolute_edit_without_asking(jail_with_a, user, 
 # --- auto mode: the sandbox is the boundary ------------------------------------------
 
 def test_auto_mode_runs_commands_in_the_sandbox_without_asking(box, user, monkeypatch, notices):
-    person = user()
+    person, decisions = user(), []
+    real_note = kesi.note_approval
+    monkeypatch.setattr(kesi, "note_approval", lambda command, decision, *rest: (
+        decisions.append(decision), real_note(command, decision, *rest)))
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "auto")
     for command in ("npm test && npm run lint", "python3 -c 'print(1)'", "touch made.txt > log", "cd src && ls"):
         assert kesi.check_permission("run_command", {"command": command}) == (True, None), command
@@ -460,9 +463,7 @@ def test_auto_mode_runs_commands_in_the_sandbox_without_asking(box, user, monkey
     assert person.asked == ["write_file wants to create .envrc",
                             "run command with the full network (files still sandboxed): ls"]
     kesi.run_tools([tool_use("t1", "run_command", {"command": "touch made.txt"})])
-    assert (box / "made.txt").exists()
-    assert json.loads((box / ".kesi" / "audit.jsonl").read_text().splitlines()[-1])["decision"] == \
-        "allowed in the sandbox (auto mode)"
+    assert (box / "made.txt").exists() and decisions[-1] == "allowed in the sandbox (auto mode)"
 
 
 def test_auto_mode_without_a_sandbox_asks_and_says_so_at_start_up(ws, mock_client):
