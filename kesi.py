@@ -38,6 +38,7 @@ import hmac
 import importlib
 import inspect
 import ipaddress
+import itertools
 import json
 import logging
 import os
@@ -160,6 +161,7 @@ class Settings:
     context_window: int | None = None  # None: the model's own (context_window())
     command_timeout: int = 120        # seconds, the most one command may take
     max_retries: int = 2              # the SDK's retries of 429/5xx
+    bell_after: int = 0               # KESI_BELL_AFTER: ring the terminal bell after a turn this long (s); 0: never
     sandbox: str = "auto"             # "auto" or "off"
     prices: dict | None = None        # KESI_PRICES: overrides the price table
     pass_env: frozenset = frozenset()  # KESI_PASS_ENV: extra names commands may see
@@ -173,7 +175,7 @@ class Settings:
 WHOLE_NUMBER_SETTINGS = {   # setting -> (field, smallest accepted value)
     "KESI_MAX_TOKENS": ("max_tokens", 1), "KESI_MAX_TURNS": ("max_turns", 1),
     "KESI_CONTEXT_WINDOW": ("context_window", 10_000), "KESI_COMMAND_TIMEOUT": ("command_timeout", 1),
-    "KESI_MAX_RETRIES": ("max_retries", 0),
+    "KESI_MAX_RETRIES": ("max_retries", 0), "KESI_BELL_AFTER": ("bell_after", 0),
 }
 
 
@@ -196,7 +198,7 @@ def read_settings(environ=None, user_file: Path | None = None, project_env: Path
     if "KESI_MODEL" in values and not get("KESI_MODEL"):
         raise SettingError("KESI_MODEL is set but empty: give a model id such as claude-haiku-4-5, "
                            "or unset it.")
-    found["model"] = get("KESI_MODEL") or Settings.model
+    found["model"] = get("KESI_MODEL") or get("ANTHROPIC_MODEL") or Settings.model     # the second: Claude Code's
     found["sandbox"] = sandbox_choice(get("KESI_SANDBOX"), get("KESI_NO_SANDBOX"))
     if get("KESI_PRICES"):
         found["prices"] = price_override(get("KESI_PRICES"))
@@ -256,11 +258,11 @@ def price_override(raw: str) -> dict[str, float]:
 def apply_settings(settings: Settings) -> None:
     """The one place settings become the globals the rest of the file reads."""
     global MODEL, MAX_TOKENS, MAX_TURNS, CONTEXT_WINDOW, COMMAND_TIMEOUT, MAX_RETRIES
-    global SANDBOX_SETTING, SANDBOX_DISABLED, PRICE_OVERRIDE, PASS_ENV
+    global SANDBOX_SETTING, SANDBOX_DISABLED, PRICE_OVERRIDE, PASS_ENV, BELL_AFTER
     MODEL, MAX_TOKENS, MAX_TURNS = settings.model, settings.max_tokens, settings.max_turns
     CONTEXT_WINDOW, COMMAND_TIMEOUT = settings.context_window, settings.command_timeout
     MAX_RETRIES, PRICE_OVERRIDE, PASS_ENV = settings.max_retries, settings.prices, settings.pass_env
-    SANDBOX_SETTING = settings.sandbox
+    SANDBOX_SETTING, BELL_AFTER = settings.sandbox, settings.bell_after
     SANDBOX_DISABLED = settings.sandbox == "off"
 
 
@@ -272,6 +274,7 @@ MAX_TURNS = Settings.max_turns
 CONTEXT_WINDOW = Settings.context_window
 COMMAND_TIMEOUT = Settings.command_timeout
 MAX_RETRIES = Settings.max_retries
+BELL_AFTER = Settings.bell_after
 SANDBOX_SETTING = Settings.sandbox
 SANDBOX_DISABLED = False               # the series' name: KESI_NO_SANDBOX=1 or KESI_SANDBOX=off
 PRICE_OVERRIDE = Settings.prices
@@ -1525,28 +1528,26 @@ def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
 # ============================================================================
 # 5. Permissions: deny -> ask -> allow
 # ============================================================================
-# The model only asks; the program decides. Read-only tools always run.
-# Edits ask once per file. Commands are classified: a hard deny never runs
-# (not even with a "yes"), anything not provably read-only asks the user.
+# The model only asks; the program decides. A hard deny never runs (not even with a "yes"); read-only work runs;
+# the rest asks unless a mode or a rule allows it (in auto mode: the sandbox, for commands).
 
 READ_ONLY_TOOLS = {"read_file", "list_files", "glob", "grep", "todo_write", "task",   # never ask
                    "background_output", "background_stop"}
 FILE_TOOLS = {"edit_file", "write_file"}   # ask, once per file
-# run_command is classified below. todo_write and task change nothing on
-# disk (a sub-agent's own calls are checked one by one); the background_
-# tools only read or end a task whose command was checked when it started.
+# todo_write and task change nothing on disk (a sub-agent's calls are checked one by one); the background_
+# tools only read or end a task whose command was checked when it started. run_command is classified below.
 
-# Deliberately short: each entry must be harmless with any arguments.
+# Deliberately short: each entry is harmless with any arguments but UNSAFE_OPTIONS (cd: see part_question).
 SAFE_COMMANDS = [("ls",), ("pwd",), ("cat",), ("head",), ("tail",), ("wc",), ("echo",),
-                 ("which",), ("diff",), ("stat",), ("du",), ("date",),
+                 ("which",), ("diff",), ("stat",), ("du",), ("date",), ("grep",), ("cd",),
                  ("git", "status"), ("git", "log"), ("git", "diff"), ("git", "show")]
-# ... except for these options: they change the system (date -s) or read a
-# list of names from a file the path check cannot see (date -f .env).
-# diff -r reads whole trees, following links a repository may ship.
+# These change the system (date -s) or read names from a file the path check cannot see (date -f .env);
+# diff -r and grep -r read whole trees, following links a repository may ship.
 UNSAFE_OPTIONS = {"date": ("-s", "--set", "-f", "--file"),
                   "du": ("--files0-from", "-X", "--exclude-from"),
                   "wc": ("--files0-from",),
-                  "diff": ("--from-file", "--to-file", "-X", "--exclude-from", "-r", "--recursive")}
+                  "diff": ("--from-file", "--to-file", "-X", "--exclude-from", "-r", "--recursive"),
+                  "grep": ("-f", "--file", "-r", "-R", "--recursive", "--dereference-recursive", "-d", "--directories")}
 # git options that write files or run other programs, even under "git log".
 GIT_SENSITIVE_OPTIONS = {"--output", "--ext-diff", "--textconv", "-c", "--exec-path",
                          "--git-dir", "--work-tree", "--config-env"}
@@ -1555,13 +1556,16 @@ MAX_CHECKED_CHARS = 10_000       # longer commands always ask, as in Claude Code
 
 PERMISSION_MODES = {
     "default": "ask before edits and before commands that are not read-only",
+    "auto": "edit files and run commands in the sandbox without asking; ask only to leave the sandbox",
     "acceptEdits": "edit files without asking (except files that run later); still ask before commands",
     "readOnly": "never change anything: refuse edits and non-read-only commands without asking",
     "bypassPermissions": "run everything without asking (hard denials still apply)",
+    "plan": "read-only: explore and answer with a plan; the user approves it and picks the mode that carries it out",
 }
 PERMISSION_MODE = "default"
-GRANTED_COMMANDS: set[str] = set()   # exact command strings answered "a"
-GRANTED_WRITES: set[str] = set()     # relative file paths answered "a"
+READ_ONLY_MODES = {"readOnly": "read-only mode", "plan": "plan mode, which is read-only"}
+GRANTED_COMMANDS: set[str] = set()   # exact commands answered "a" whose rules could not be saved
+GRANTED_WRITES: set[str] = set()     # the same for files (relative paths)
 
 HARD_DENY_TEXT = "Error: this was blocked by a safety rule ({}) and did not run."
 USER_REFUSED = ("Error: permission was refused (by the user, or because nobody was there to ask). "
@@ -1980,8 +1984,9 @@ def git_requires_approval(tokens: list[str]) -> bool:
     return any(t.split("=", 1)[0] in GIT_SENSITIVE_OPTIONS for t in tokens[1:])
 
 
-def touches_forbidden(tokens: list[str]) -> bool:
-    """Does a command argument name an ignored or out-of-jail path?"""
+def touches_forbidden(tokens: list[str], cwd: Path | None = None) -> bool:
+    """Does a command argument name an ignored or out-of-jail path (read from cwd, the workspace by default)?"""
+    cwd = cwd or BASE_DIR
     for token in tokens[1:]:
         if token.startswith("--"):
             if "=" not in token:
@@ -1994,21 +1999,20 @@ def touches_forbidden(tokens: list[str]) -> bool:
         # split on ':' too: "git show HEAD:.env" prints a committed secret
         if any(is_ignored_name(part) for piece in token.split(":") for part in Path(piece).parts):
             return True
-        candidate = BASE_DIR / token
+        candidate = cwd / token
         try:
             exists = candidate.exists() or candidate.is_symlink()
         except (OSError, RuntimeError, TypeError, ValueError):
             exists = False
         if exists:
-            target = safe_path(token)
+            target = safe_path(candidate)
             if target is None or is_ignored(target):
                 return True
     return False
 
 
 def has_unsafe_option(tokens: list[str]) -> bool:
-    """Is one of UNSAFE_OPTIONS given, in any spelling sh passes on: --set=X,
-    -s X, -sX, or inside a cluster of short options (-us)?"""
+    """Is one of UNSAFE_OPTIONS given, in any spelling: --set=X, -s X, -sX, or in a cluster (-us)?"""
     if tokens[0] == "date" and any(not t.startswith(("-", "+")) for t in tokens[1:]):
         return True               # date MMDDhhmm sets the clock, as -s does
     for token in tokens[1:]:
@@ -2025,10 +2029,7 @@ def has_unsafe_option(tokens: list[str]) -> bool:
 
 
 def control_characters(text: str) -> list[str]:
-    """Characters a terminal may hide or act on (\\r, ESC, zero-width, bidi
-    marks, soft hyphens): the ones visible() escapes. The shell keeps them
-    inside words, so a folder named 'cat\\r' makes a different program than
-    the one a person reads."""
+    """What visible() escapes (\\r, ESC, zero-width, bidi marks): sh keeps them in words, a person does not see them."""
     return sorted(set(TERMINAL_CONTROLS.findall(text)))
 
 
@@ -2044,24 +2045,65 @@ def classify_command(command) -> tuple[str, str]:
         return "ask", f"it contains control characters ({' '.join(visible(c) for c in hidden)}) that may hide what runs"
     if len(command) > MAX_CHECKED_CHARS:
         return "ask", f"it is longer than {MAX_CHECKED_CHARS:,} characters, too long to check"
-    if any(c in SHELL_METACHARS for c in command):
-        return "ask", "it contains shell expansions or redirections, so it may do more than it says"
+    expansions = shell_expansions(command)
+    if expansions:
+        return "ask", (f"it contains shell expansions or redirections ({' '.join(expansions)})"
+                             ", so it may do more than it says")
     segments = command_segments(command)
     if segments is None:
         return "ask", "the command could not be parsed (an unclosed quote?)"
     if not segments:
         return "ask", "it is not clear what this command does"
+    asks = part_questions(segments)
+    if not asks:
+        return "allow", "read-only commands"
+    return "ask", asks[0][1] if len(segments) == 1 else f"`{shlex.join(asks[0][0])}`: {asks[0][1]}"
+
+
+def shell_expansions(command: str) -> str:
+    """The characters of SHELL_METACHARS that sh acts on: outside quotes, and $ ` inside double quotes."""
+    found, quote, i = [], None, 0
+    while i < len(command):
+        c = command[i]
+        if c == "\\" and quote != "'":
+            i += 1
+        elif c == "#" and quote is None and command[i - 1:i] in ("", " ", "\t", "\n", ";", "&", "|") \
+                and (i < 2 or command[i - 2] != "\\"):               # x\ #$(id) is one word: no comment
+            i = command.find("\n", i) if "\n" in command[i:] else len(command)    # a comment, to its line's end
+        elif c == quote or (quote is None and c in "'\""):
+            quote = None if quote else c
+        elif c in SHELL_METACHARS and (quote is None or quote == '"' and c in "$`"):
+            found.append(c)
+        i += 1
+    return "".join(dict.fromkeys(found))
+
+
+def part_questions(segments: list[list[str]]) -> list[tuple[list[str], str]]:
+    """(part, why it asks) for each part that is not read-only; paths after a cd are read from its folder."""
+    asks, cwd = [], BASE_DIR
     for tokens in segments:
-        if not any(tuple(tokens[:len(safe)]) == safe for safe in SAFE_COMMANDS):
-            program = " ".join(tokens[:2]) if tokens[0] == "git" else tokens[0]
-            return "ask", f"{program} is not on the read-only list"
-        if git_requires_approval(tokens):
-            return "ask", "the git command has options that write files or run programs"
-        if touches_forbidden(tokens):
-            return "ask", "it touches a path that tools may not read"
-        if has_unsafe_option(tokens):
-            return "ask", f"{tokens[0]} has an option that changes the system or reads names from a file"
-    return "allow", "read-only commands"
+        why, cwd = part_question(tokens, cwd)
+        asks += [(tokens, why)] if why else []
+    return asks
+
+
+def part_question(tokens: list[str], cwd: Path | None) -> tuple[str | None, Path | None]:
+    if cwd is None:
+        return "it follows a cd that needs a question, so its paths cannot be checked", None
+    if tokens[0] == "cd":
+        target = safe_path(cwd / tokens[1]) if len(tokens) == 2 and not tokens[1].startswith("-") else None
+        if target and target.is_dir():
+            return None, target
+        return "cd may leave the workspace (only cd to a folder in it is read-only)", None
+    if not any(tuple(tokens[:len(safe)]) == safe for safe in SAFE_COMMANDS):
+        return f"{' '.join(tokens[:2]) if tokens[0] == 'git' else tokens[0]} is not on the read-only list", cwd
+    if git_requires_approval(tokens):
+        return "the git command has options that write files or run programs", cwd
+    if touches_forbidden(tokens, cwd):
+        return "it touches a path that tools may not read", cwd
+    if has_unsafe_option(tokens):
+        return f"{tokens[0]} has an option that changes the system or reads names from files or folders", cwd
+    return None, cwd
 
 
 def command_key(command) -> str | None:
@@ -2072,21 +2114,15 @@ def command_key(command) -> str | None:
 
 
 def write_key(file_path, tool: str = "edit_file") -> str | None:
-    """The grant key of a file: its path relative to the jail, resolved the
-    way the tool itself will resolve it. So every spelling of one file (an
-    absolute path, 'sub/../a.py') shares one key, and a path the tool will
-    refuse anyway gets none."""
+    """A file's key: its path relative to the jail as the tool resolves it (one key for every spelling; none if
+    the tool refuses it)."""
     target = safe_write_path(file_path) if tool == "write_file" else safe_path(file_path)
     return relative(target) if target and target != BASE_DIR else None
 
 
-# Files in the workspace that other programs run later, outside the sandbox
-# and with the user's full rights: direnv on cd, an editor opening the folder
-# (tasks, settings, launch configs, dev containers), git-hook managers on
-# commit, CI on push, other agents' hooks. A write to one asks in every mode
-# but bypassPermissions, acceptEdits included. Matched at any depth and in
-# any case, on the path the tool will really write. Makefile, package.json
-# or conftest.py are not listed: they run only when the person runs them.
+# Files other programs run later, outside the sandbox with the user's rights (direnv, editors, hook managers,
+# CI, other agents): a write to one asks in every mode but bypassPermissions. Matched at any depth and in any
+# case. Makefile or conftest.py are not listed: they run only when the person runs them.
 RUNS_LATER_NAMES = {
     # direnv, editors and IDEs
     ".envrc", ".vscode", ".idea", ".zed", ".fleet", ".theia", ".devcontainer", ".devcontainer.json",
@@ -2122,68 +2158,23 @@ def runs_later(key: str) -> bool:
 
 # --- asking the person -----------------------------------------------------------
 
-@dataclass(frozen=True)
-class Choice:
-    keys: tuple          # what the person may type; the first one is shown
-    label: str
-    allowed: bool
-    remember: bool | str
-
-
-def choices_for(scope: str) -> tuple:
-    """y / a / p / N. remember is False, True (this session) or "project"
-    (a saved rule). A new answer (say, "run this one without the sandbox")
-    is one more Choice in the tuple a question carries."""
-    return (Choice(("y", "yes"), "once", True, False),
-            Choice(("a", "all"), scope, True, True),
-            Choice(("p", "always"), "always, in this project", True, "project"),
-            Choice(("N", "n", "no", ""), "no", False, False))
-
-
-COMMAND_CHOICES = choices_for("this exact command, this session")
-FILE_CHOICES = choices_for("this file, this session")
+ANSWERS = {"y": True, "yes": True, "a": "always", "always": "always", "n": False, "no": False, "": False}
 
 
 # --- escalation: more than the sandbox gives, for one exact command --------------
-# Only the person can give a command more room, at its prompt: the model has no
-# parameter that turns the sandbox off. "network" runs it in the sandbox with
-# the full network (no allowlist); "unsandboxed" runs it with the user's own
-# rights. Once, or for this exact command for the session. Headless runs never
-# escalate, unless the person starting them says so with --escalate.
-
-@dataclass(frozen=True)
-class Escalate:
-    """The remember value of an escalation choice (see Choice)."""
-    level: str           # "network" | "unsandboxed"
-    session: bool        # for this exact command, this session; else once
-
+# The model may ask (run_command's escalate), only the person's answer gives it, once or for the session;
+# headless runs only with --escalate. "network": the full network, files still sandboxed; "unsandboxed".
 
 ESCALATION_LEVELS = {"network": "with the full network (files still sandboxed)",
                      "unsandboxed": "without the sandbox, with your full user rights"}
-ESCALATION_CHOICES = (Choice(("w",), "once with full network", True, Escalate("network", False)),
-                      Choice(("wa",), "full network, this session", True, Escalate("network", True)),
-                      Choice(("u",), "once unsandboxed", True, Escalate("unsandboxed", False)),
-                      Choice(("ua",), "unsandboxed, this session", True, Escalate("unsandboxed", True)))
 GRANTED_ESCALATIONS: dict[str, str] = {}   # exact command -> level, for this session
 ESCALATE_ONCE: dict[str, str] = {}         # exact command -> level, for its next run only
 HEADLESS_ESCALATION: str | None = None     # --escalate LEVEL, given by the person for a -p run
 
 
-def command_choices() -> tuple:
-    """y / a / p, the escalations when there is a sandbox to escalate from, then N."""
-    if not sandbox_enabled():
-        return COMMAND_CHOICES
-    return COMMAND_CHOICES[:-1] + ESCALATION_CHOICES + COMMAND_CHOICES[-1:]
-
-
-def grant_escalation(key: str, escalate: Escalate) -> None:
-    if escalate.session:
-        GRANTED_ESCALATIONS[key] = escalate.level
-        GRANTED_COMMANDS.add(key)
-    else:
-        ESCALATE_ONCE[key] = escalate.level
-    ui(f"      (this command runs {ESCALATION_LEVELS[escalate.level]}"
-       f"{', for the rest of this session' if escalate.session else ', this once'})")
+def grant_escalation(key: str, level: str, session: bool) -> None:
+    (GRANTED_ESCALATIONS if session else ESCALATE_ONCE)[key] = level
+    ui(f"      (this command runs {ESCALATION_LEVELS[level]}, {'for this session' if session else 'this once'})")
 
 
 def set_headless_escalation(level: str | None) -> None:
@@ -2194,11 +2185,11 @@ def set_headless_escalation(level: str | None) -> None:
 
 
 def escalation_for(command: str) -> str | None:
-    """How much more than the sandbox this run gets: None (the sandbox as it
-    is), "network" or "unsandboxed". A once-only answer is used up here."""
+    """None (the sandbox as it is), "network" or "unsandboxed"; a once-only answer is used up here."""
     key = command_key(command)
     once = ESCALATE_ONCE.pop(key, None) if key else None
     return once or GRANTED_ESCALATIONS.get(key) or HEADLESS_ESCALATION
+
 MAX_PREVIEW_LINES = 30
 
 
@@ -2208,7 +2199,7 @@ class Question:
     detail: str                  # what would happen, in one line
     reason: str | None = None
     diff: str = ""               # the whole change; the prompt shows its start, "d" all of it
-    choices: tuple = COMMAND_CHOICES
+    always: str | None = None    # what "a" keeps (a rule, shown before it is saved); None: no "a"
 
 
 def can_ask() -> bool:
@@ -2216,44 +2207,37 @@ def can_ask() -> bool:
 
 
 def ask_user(question: Question) -> tuple[bool, bool | str]:
-    """Ask the person -> (allowed, remember).
-
-    Fails closed: no terminal or EOF mean no. Ctrl-C is not an answer: it
-    raises KeyboardInterrupt, and the turn ends. Anything else it does not
-    understand is asked again rather than guessed.
-    """
+    """-> (allowed, "a" was answered) or (False, what to do instead). No terminal or EOF is no, Ctrl-C ends the
+    turn, anything else is asked again rather than guessed."""
     ui(f"      [permission needed] {visible(question.detail)}".replace("\n", "\n        | "))
     if question.reason:
         ui(wrapped(f"      reason: {visible(question.reason)}", hang=" " * 8))
     cut = show_diff(question.diff, MAX_PREVIEW_LINES)
-    # Escalations get a line of their own, so the question itself stays short.
-    beyond = [f"{c.keys[0]} = {c.label}" for c in question.choices if isinstance(c.remember, Escalate)]
-    if beyond and can_ask():
-        ui(wrapped(f"      beyond the sandbox: {' / '.join(beyond)}", hang=" " * 8))
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
-        return False, False
-    options = [f"{c.keys[0]} = {c.label}" for c in question.choices if not isinstance(c.remember, Escalate)]
-    options += ["d = the whole diff"] if cut else []
+        return False, ""
+    always = f" / a = yes, and don't ask again: {visible(question.always)}" if question.always else ""
+    options = f"y = yes{always} / n = no (n TEXT: tell KeSi what to do instead){' / d = the whole diff' * cut}"
     while True:
         try:
-            answer = prompt_input(f"      Allow? [{' / '.join(options)}] ")
+            answer = prompt_input(wrapped(f"      Allow? [{options}] ", hang=" " * 8))
         except EOFError:
             ui()
-            return False, False
+            return False, ""
         except KeyboardInterrupt:
             ui()                  # the terminal's "^C" is still on the line
             raise
         forget_last_input()       # keep "y" out of the arrow-up history of prompts
-        answer = answer.strip().lower()
-        if answer == "d" and cut:
+        word, _, instead = answer.strip().partition(" ")
+        given = ANSWERS.get(word.lower()) if always or word.lower() not in ("a", "always") else None
+        if word.lower() == "d" and cut:
             show_diff(question.diff)
-            continue
-        for choice in question.choices:
-            if answer in (key.lower() for key in choice.keys):
-                return choice.allowed, choice.remember
-        ui(f"      Please answer {', '.join(c.keys[0].lower() for c in question.choices)}"
-           f"{' or d' if cut else ''}.")
+        elif given is False:
+            return False, instead.strip()
+        elif given and not instead:
+            return True, given == "always"
+        else:
+            ui(f"      Please answer y{', a' if always else ''}, n{' or d' if cut else ''}.")
 
 
 def show_diff(diff: str, limit: int | None = None) -> bool:
@@ -2269,9 +2253,8 @@ def show_diff(diff: str, limit: int | None = None) -> bool:
 
 
 def prompt_input(question: str) -> str:
-    """input() whose question goes where notices go: in -p mode that is
-    stderr, never the answer on stdout. On stdout input() prints it itself,
-    so readline knows the prompt and no keystroke can come too early."""
+    """input() asking where notices go (stderr with -p, never the answer's stdout); on stdout input() prints
+    the question itself, so readline knows the prompt and no keystroke comes too early."""
     if UI is sys.stdout:
         return input(question)
     ui(question, end="")
@@ -2284,27 +2267,17 @@ def forget_last_input() -> None:
 
 
 def refuse(shown: str, for_model: str) -> tuple[bool, str]:
-    """A refusal: a short line for the person, the full instruction for the model.
-    shown may quote a rule from a project file, so it is printed visibly."""
+    """A short line for the person (visible: it may quote a project's rule), the full text for the model."""
     ui(paint(f"      [blocked] {visible(shown)}", "error"))
     return False, for_model
 
 
 # --- rules that persist: Bash(...) and Edit(...) ------------------------------------
-# In the spirit of Claude Code's permission rules, but exact by default:
-#   Bash(npm test)      exactly this command
-#   Bash(npm test:*)    a simple command whose words start with "npm test";
-#                       never a compound command, a redirection or an
-#                       expansion, so "npm test; rm -rf x" does not match
-#   Edit(src/**)        edit_file / write_file on paths matching the glob
-# Deny rules beat allow rules and every grant; hard denials stay hard.
-#
-# Where they live, and why there: a sandboxed command can write anything in
-# the workspace, so a file there must not be able to allow anything. The
-# project file .kesi/settings.json may only deny. Allow rules live in the
-# user's settings (outside the workspace, unreadable and unwritable from the
-# sandbox): "permissions" for every project, "projects" -> <path> for one.
-# Answering "p" at a prompt adds an exact rule for this project there.
+# Claude Code's syntax: Bash(npm test) is exactly that command, Bash(npm test:*) any whose words start so,
+# Edit(src/**) file edits by glob. Allow rules match each part of a compound command (never a redirection or
+# an expansion); deny rules beat everything but hard denials. A sandboxed command can write the workspace, so
+# .kesi/settings.json may only deny; allow rules live in the user's settings ("permissions", or "projects" ->
+# <path>), where an "a" answer saves one.
 
 def user_settings_file() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or HOME_DIR / ".config") / "kesi" / "settings.json"
@@ -2352,25 +2325,23 @@ COMMAND_LINE_RULES: list[Rule] = []      # --allowed-tools / --disallowed-tools,
 
 
 def parse_rule(text: str) -> tuple[str, str] | None:
-    match = re.fullmatch(r"(Bash|Edit)\((.+)\)", text.strip(), re.DOTALL)
-    return (match.group(1), match.group(2)) if match else None
+    """("Bash" | "Edit", pattern); Claude Code's Write(...) and MultiEdit(...) are Edit rules, as both write files."""
+    match = re.fullmatch(r"(Bash|Edit|Write|MultiEdit)\((.+)\)", text.strip(), re.DOTALL)
+    return ("Bash" if match.group(1) == "Bash" else "Edit", match.group(2)) if match else None
 
 
 def command_matches(pattern: str, command: str, for_deny: bool) -> bool:
-    """An allow rule matches one plain simple command only. A deny rule
-    matches if any part of the command does: it must be hard to dodge."""
+    """An allow rule matches one plain simple command (a part: rules_for_parts); a deny rule any part of a line."""
     prefix = pattern.endswith(":*")
     wanted = command_segments(pattern[:-2] if prefix else pattern)
     if not wanted or len(wanted) != 1:
         return False
     if for_deny:
         return runs_denied(rule_words(wanted[0]), prefix, command) or command_key(command) == pattern
-    if not prefix:
-        return command_key(command) == pattern.strip()
     segments = command_segments(command)
     plain = (segments is not None and len(segments) == 1 and not control_characters(command)
-             and not any(c in SHELL_METACHARS or c in ";&|\n" for c in command))
-    return plain and segments[0][:len(wanted[0])] == wanted[0]
+             and not shell_expansions(command) and not any(c in ";&|\n" for c in command))
+    return plain and (segments[0][:len(wanted[0])] if prefix else segments[0]) == wanted[0]
 
 
 # git's own options before its subcommand, and which of them take a value.
@@ -2397,10 +2368,8 @@ GIT_SYNONYMS = {"send-pack": "push"}     # the plumbing git push runs: a rule on
 
 
 def rule_words(tokens: list[str]) -> list[str]:
-    """A command's words the way a deny rule compares them: the program by
-    its name (/usr/bin/git is git), git's global options dropped (git -C .
-    push is git push), long options that have a short one made short, and
-    short option letters sorted (rm -fr and rm --force --recursive are rm -rf)."""
+    """A command's words as a deny rule compares them: /usr/bin/git is git, git -C . push is git push, and
+    rm -fr and rm --force --recursive are rm -rf (long options made short, short letters sorted)."""
     words = [program_name(tokens[0]), *tokens[1:]] if tokens else []
     if words[:1] == ["git"]:
         words = ["git", *past_git_options(words[1:])[0]]
@@ -2417,9 +2386,8 @@ def rule_words(tokens: list[str]) -> list[str]:
 
 
 def past_git_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
-    """git's words from its subcommand on, and the settings its -c and
-    --config-env options give ({key: value}; git -c alias.p=push p is git
-    push). A value --config-env takes from the environment is UNKNOWN_ALIAS."""
+    """git's words from its subcommand on, and what its -c / --config-env give ({key: value}, a value from
+    the environment as UNKNOWN_ALIAS)."""
     words, config = list(words), {}
     while words and words[0].startswith("-"):
         option, has_value, value = words.pop(0).partition("=")
@@ -2432,8 +2400,7 @@ def past_git_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
 
 
 def as_short_option(word: str, program: str) -> str:
-    """--recursive as -r for rm; an abbreviation (--rec) too, as GNU and git
-    take any unambiguous one."""
+    """--recursive (or --rec: GNU and git take any unambiguous abbreviation) as -r for rm."""
     if word.startswith("--") and len(word) > 3:
         name = word.split("=", 1)[0]
         letters = {letter for option, letter in OPTION_LETTERS.get(program, {}).items() if option.startswith(name)}
@@ -2445,11 +2412,8 @@ def as_short_option(word: str, program: str) -> str:
 
 
 def words_match(wanted: list[str], words: list[str], prefix: bool) -> bool:
-    """A rule's words against a command's: the other words in order, the
-    options as a set wherever they stand (git reset HEAD --hard, rm x -rf).
-    A rule's short options match when the command gives at least those
-    (Bash(rm -rf:*) covers rm -rfv), a long option its abbreviation (git
-    reset --har), any word a glob sh expands to it."""
+    """A rule's words against a command's: other words in order, options as a set wherever they stand (rm x -rf);
+    short options when the command gives at least those (rm -rfv), a long one by abbreviation, globs as sh would."""
     rule_args, rule_options = split_options(wanted)
     args, options = split_options(words)
     if len(args) < len(rule_args) or (not prefix and (len(args), len(options)) != (len(rule_args), len(rule_options))):
@@ -2459,8 +2423,7 @@ def words_match(wanted: list[str], words: list[str], prefix: bool) -> bool:
 
 
 def split_options(words: list[str]) -> tuple[list[str], list[str]]:
-    """(the other words, the options), all short letters in one cluster:
-    rm -r x -f gives -fr, as rm reads options after its operands too."""
+    """(the other words, the options), short letters in one cluster: rm -r x -f gives -fr."""
     args, options, letters = [], [], set()
     for index, word in enumerate(words):
         if word == "--":
@@ -2483,11 +2446,8 @@ def word_matches(rule_word: str, word: str, prefix: bool) -> bool:
 
 
 def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -> bool:
-    """Does any part of the command run what a deny rule names? Every simple
-    command is looked at from each word that could be a program a wrapper
-    starts (timeout 9 git push, xargs git push), and every argument that is a
-    command line of its own (sh -c 'git push', eval ...), as hard denials are;
-    a git alias is read as what it stands for."""
+    """Does any part run what a deny rule names? Read as hard denials are (from every word a wrapper could start,
+    into every argument that is a command line), a git alias as what it stands for."""
     if depth > MAX_NESTING:
         return False
     return any(segments_run_denied(wanted, prefix, segments, depth) for segments in shell_readings(command))
@@ -2517,8 +2477,7 @@ def segments_run_denied(wanted: list[str], prefix: bool, segments: list[list[str
 
 
 def git_alias(words: list[str]) -> str | None:
-    """What a git command's subcommand stands for if it is an alias: from its
-    own -c options, else from git's config (an alias never hides a git command)."""
+    """What a git subcommand stands for if it is an alias (its -c options, else git's config)."""
     if not words or program_name(words[0]) != "git":
         return None
     rest, config = past_git_options(words[1:])
@@ -2556,9 +2515,16 @@ def matching_rule(kind: str, tool: str, subject: str) -> Rule | None:
     return None
 
 
-def save_project_rule(text: str) -> None:
-    """Add an allow rule for this project to the user's settings (written by
-    KeSi only, after the person answered "p")."""
+def kind_rule(tokens: list[str]) -> str:
+    """What "a" saves: program and subcommands (npm run lint), else words to the first operand (python -m pytest)."""
+    words = tokens[:1] + list(itertools.takewhile(re.compile(r"[a-z][\w:-]*").fullmatch, tokens[1:3]))
+    if len(words) == 1:
+        words = next((tokens[:i + 1] for i, word in enumerate(tokens) if i and not word.startswith("-")), words)
+    return f"Bash({shlex.join(words[:3])}:*)"
+
+
+def save_project_rule(text: str) -> bool:
+    """Add an allow rule for this project to the user's settings (written by KeSi only, after an "a")."""
     path = user_settings_file()
     settings = read_json_file(path)
     projects = settings.setdefault("projects", {})
@@ -2574,18 +2540,23 @@ def save_project_rule(text: str) -> None:
         finally:
             os.close(folder_fd)
     except OSError as exc:
-        ui(f"      (could not save the rule to {path}: {exc.strerror or exc}; it holds for this session)")
+        ui(f"      (could not save the rule to {path}: {exc.strerror or exc}; this holds for this session)")
+        return False
+    ui(f"      (saved {visible(text)} in {path}, for this project)")
+    return True
 
 
 # --- the decision ------------------------------------------------------------------
 
 def check_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str | None]:
-    """(allowed, refusal text for the model). plan: the change a file tool
-    would make, worked out before asking, so the person sees its diff."""
+    """(allowed, refusal text for the model). plan: a file tool's change, worked out first to show its diff."""
     if name in READ_ONLY_TOOLS:
         return True, None
     if name == "run_command":
-        return check_command_permission(tool_input.get("command"), tool_input.get("run_in_background") is True)
+        escalate, background = tool_input.get("escalate"), tool_input.get("run_in_background") is True
+        if escalate not in (None, *ESCALATION_LEVELS) or escalate and background:
+            return False, 'Error: escalate is "network" or "unsandboxed", and not for a background command.'
+        return check_command_permission(tool_input.get("command"), background, escalate)
     if name in FILE_TOOLS:
         return check_write_permission(name, tool_input.get("file_path"), plan)
     return refuse(f"{name} has no permission rule", f"Error: {name} has no permission rule, so it cannot run.")
@@ -2597,26 +2568,38 @@ def check_write_permission(name: str, file_path, plan=None) -> tuple[bool, str |
     if denied:
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids changing {key}.")
-    if PERMISSION_MODE == "readOnly":
-        return refuse("read-only mode", "Error: KeSi is in read-only mode; files cannot be changed.")
+    if mode := READ_ONLY_MODES.get(PERMISSION_MODE):
+        return refuse(mode, f"Error: KeSi is in {mode}; files cannot be changed.")
     if key is None:
         return True, None     # the tool itself refuses it (judge_call reaches that first)
     later = runs_later(key)   # these always ask: no mode or rule but bypass skips that
     if PERMISSION_MODE == "bypassPermissions" or key in GRANTED_WRITES or (
-            not later and (PERMISSION_MODE == "acceptEdits" or matching_rule("allow", "Edit", key))):
+            not later and (PERMISSION_MODE == "acceptEdits" or auto_in_force() or matching_rule("allow", "Edit", key))):
         return True, None
     verb = "change" if (BASE_DIR / key).exists() else "create"
     question = Question(f"{name} wants to {verb} {key}", RUNS_LATER_REASON if later else None,
-                        plan.diff if plan is not None else "", FILE_CHOICES)
+                        plan.diff if plan is not None else "", None if later else f"Edit({key})")
     allowed, remember = ask_user(question)
-    if allowed and remember == "project":
-        save_project_rule(f"Edit({key})")
-    if allowed and remember:
+    if allowed and remember and not save_project_rule(question.always):
         GRANTED_WRITES.add(key)
-    return (True, None) if allowed else refuse("refused; not changed", USER_REFUSED)
+    return (True, None) if allowed else refuse("refused; not changed", refusal_for_model(remember))
 
 
-def check_command_permission(command, background: bool = False) -> tuple[bool, str | None]:
+def auto_in_force() -> bool:
+    """Auto mode needs a working sandbox: without one it asks as default mode does (auto_fallback_note says so)."""
+    return PERMISSION_MODE == "auto" and sandbox_state() == "on"
+
+
+def auto_fallback_note() -> None:
+    if PERMISSION_MODE == "auto" and not auto_in_force():
+        ui(f"  (auto mode needs the sandbox, which is {sandbox_state()} here: KeSi asks as in default mode)")
+
+
+def refusal_for_model(instead: str) -> str:
+    return f"{USER_REFUSED} The user says what to do instead: {instead}" if instead else USER_REFUSED
+
+
+def check_command_permission(command, background: bool = False, escalate=None) -> tuple[bool, str | None]:
     """The decision, and who made it (for the audit log: note_approval)."""
     ESCALATE_ONCE.clear()     # a once-only answer is for the call it answered, never a later one
     verdict, reason = classify_command(command)
@@ -2629,29 +2612,34 @@ def check_command_permission(command, background: bool = False) -> tuple[bool, s
         note_approval(command, f"refused by deny rule {denied.text} ({denied.source})", background)
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids this command.")
-    unasked = allowed_without_asking(verdict, key)
+    given = {HEADLESS_ESCALATION, GRANTED_ESCALATIONS.get(key)}       # by --escalate, or for the session
+    leaving = key and escalate and sandbox_enabled() and not given & {escalate, "unsandboxed"}
+    unasked = None if leaving else allowed_without_asking(verdict, key)
     if unasked:
         note_approval(command, unasked, background)
         return True, None     # an empty command is refused by run_command itself
-    if PERMISSION_MODE == "readOnly":
-        note_approval(command, "refused by read-only mode", background)
-        return refuse(f"read-only mode ({reason})",
-                      f"Error: KeSi is in read-only mode and this command needs approval ({reason}).")
-    choices = COMMAND_CHOICES if background else command_choices()    # escalation: one command at a time
-    allowed, remember = ask_user(Question(f"run command{' in the background' if background else ''}: {command}",
-                                          reason, choices=choices))
-    if allowed and isinstance(remember, Escalate):
-        grant_escalation(key, remember)
-        note_approval(command, f"allowed by the person ({remember})", background)
-        return True, None
-    if allowed and remember == "project":
-        save_project_rule(f"Bash({key})")
-    if allowed and remember:
+    unruled = rules_for_parts(key)[1]
+    if unruled and unruled[0][1] and len(command_segments(key)) > 1:
+        reason = f"`{unruled[0][0]}`: {unruled[0][1]}"      # the first part no rule allows
+    if mode := READ_ONLY_MODES.get(PERMISSION_MODE):
+        note_approval(command, f"refused by {mode}", background)
+        return refuse(f"{mode} ({reason})", f"Error: KeSi is in {mode}; this command needs approval ({reason}).")
+    rules = [] if leaving else list(dict.fromkeys(rule for _, _, rule in unruled if rule))
+    if leaving:
+        question = Question(f"run command {ESCALATION_LEVELS[escalate]}: {command}",
+                            "the model asked to leave the sandbox", always="this exact command, for this session")
+    else:
+        question = Question(f"run command{' in the background' * background}: {command}", reason,
+                            always=", ".join(rules) or None)
+    allowed, remember = ask_user(question)
+    if allowed and leaving:          # leaving the sandbox is its own question, whatever the mode
+        grant_escalation(key, escalate, remember)
+    elif allowed and remember and not all([save_project_rule(rule) for rule in rules]):
         GRANTED_COMMANDS.add(key)
-    scope = {False: "once", True: "for this session", "project": "always, in this project"}[remember]
-    note_approval(command, f"allowed by the person ({scope})" if allowed else
+    note_approval(command, f"allowed by the person ({'saved ' + ', '.join(rules) if remember else 'once'}"
+                  f"{', ' + ESCALATION_LEVELS[escalate] if leaving else ''})" if allowed else
                   "refused by the person" if can_ask() else "refused: nobody to ask", background)
-    return (True, None) if allowed else refuse("refused; not run", USER_REFUSED)
+    return (True, None) if allowed else refuse("refused; not run", refusal_for_model(remember))
 
 
 def allowed_without_asking(verdict: str, key: str | None) -> str | None:
@@ -2662,10 +2650,22 @@ def allowed_without_asking(verdict: str, key: str | None) -> str | None:
         return "not checked (empty)"
     if PERMISSION_MODE == "bypassPermissions":
         return "allowed by mode bypassPermissions"
-    if key in GRANTED_COMMANDS:
+    if key in GRANTED_COMMANDS or key in GRANTED_ESCALATIONS:
         return "allowed by the person (earlier, for this session)"
-    rule = PERMISSION_MODE != "readOnly" and matching_rule("allow", "Bash", key)
-    return f"allowed by rule {rule.text} ({rule.source})" if rule else None
+    if auto_in_force():
+        return "allowed in the sandbox (auto mode)"
+    ruled, unruled = rules_for_parts(key)
+    return "allowed by " + ", ".join(f"rule {rule.text} ({rule.source})" for rule in ruled) if not unruled else None
+
+
+def rules_for_parts(key: str) -> tuple[list[Rule], list[tuple]]:
+    """(rules covering parts of a plain command, the parts none covers: (part, why, what "a" saves)); not plain: one."""
+    segments = None if shell_expansions(key) or control_characters(key) else command_segments(key)
+    ruled, unruled = [], [] if segments else [(key, None, None)]
+    for tokens, why in part_questions(segments or []):
+        rule = PERMISSION_MODE not in READ_ONLY_MODES and matching_rule("allow", "Bash", shlex.join(tokens))
+        (ruled if rule else unruled).append(rule or (shlex.join(tokens), why, kind_rule(tokens)))
+    return ruled, unruled
 
 
 # ============================================================================
@@ -4420,11 +4420,13 @@ RUN_COMMAND_SPEC = spec(
     "persist: `cd sub && make`); background jobs are stopped at the end, unless run_in_background.",
     {"command": string("The shell command, e.g. python -m pytest -q"),
      "timeout": integer("Seconds; only lower than the default."),
-     "run_in_background": boolean("For servers and watchers: returns a task id at once.")},
+     "run_in_background": boolean("For servers and watchers: returns a task id at once."),
+     "escalate": {"type": "string", "enum": ["network", "unsandboxed"], "description": "Only after a run failed "
+                  "because of the sandbox: ask the user to run it with the full network, or without the sandbox."}},
     ["command"])
 
 
-def run_command(command, timeout=None, run_in_background=False):
+def run_command(command, timeout=None, run_in_background=False, escalate=None):   # escalate: see check_permission
     if not isinstance(command, str) or not command.strip():
         return "Error: command must not be empty.", True
     if not isinstance(run_in_background, bool):
@@ -4887,13 +4889,54 @@ def environment_block() -> str:
 
 
 def project_memory() -> str | None:
-    """AGENTS.md / CLAUDE.md in the workspace: the project's standing instructions."""
-    parts = []
+    """The standing instructions: the user's own AGENTS.md, then AGENTS.md and CLAUDE.md from the git root down
+    to the workspace, each followed by what it imports (@path, inside the workspace); never one text twice."""
+    sections, seen = [], set()
+    user_file = user_settings_file().parent / "AGENTS.md"
+    for path in [user_file] + [folder / name for folder in folders_above() for name in MEMORY_FILES]:
+        add_memory(str(path), read_outside_file(path, follow=path == user_file), path.parent, sections, seen)
     for name in MEMORY_FILES:
-        text, is_error = read_memory_file(name)
-        if text and not is_error:
-            parts.append(f"## Project instructions from {name}\n\n{text}")
-    return "\n\n".join(parts) or None
+        add_memory(name, read_memory_file(name)[0], BASE_DIR, sections, seen)
+    return "\n\n".join(sections) or None
+
+
+MEMORY_IMPORT = re.compile(r"(?<![\w`])@([\w.~-]*/?[\w./-]*\w)")
+MAX_IMPORT_DEPTH = 4
+
+
+def add_memory(shown: str, text: str | None, folder: Path, sections: list[str], seen: set, depth: int = 0) -> None:
+    if not text or text in seen:
+        return
+    seen.add(text)
+    imports = []
+    for match in MEMORY_IMPORT.finditer(text):
+        target = os.path.relpath(os.path.normpath(folder / match.group(1)), BASE_DIR)
+        imported = read_memory_file(target)[0] if depth < MAX_IMPORT_DEPTH and not target.startswith("..") else None
+        if imported is not None:         # a file in the workspace: it stands in for the reference
+            imports.append((target, imported))
+            text = text.replace(match.group(0), "")
+    if text.strip():
+        sections.append(f"## Project instructions from {shown}\n\n{text.strip()}")
+    for target, imported in imports:
+        add_memory(target, imported, (BASE_DIR / target).parent, sections, seen, depth + 1)
+
+
+def folders_above() -> list[Path]:
+    """From the git root down to the workspace's parent, when the workspace is below one; never home or above."""
+    root = next((up for up in BASE_DIR.parents if HOME_DIR.is_relative_to(up) or (up / ".git").exists()), HOME_DIR)
+    if (BASE_DIR / ".git").exists() or HOME_DIR.is_relative_to(root):
+        return []
+    return [above for above in reversed(BASE_DIR.parents) if above.is_relative_to(root)]
+
+
+def read_outside_file(path: Path, follow: bool) -> str | None:
+    """An instruction file outside the workspace; a repository's never through a link (it could name a secret)."""
+    try:
+        with open(os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow else 0)), "rb") as f:
+            data = f.read(MAX_MEMORY_CHARS * 4) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
+        return data.decode("utf-8", errors="replace")[:MAX_MEMORY_CHARS].strip()
+    except OSError:
+        return None
 
 
 _MEMORY_SEEN: dict[tuple, tuple] = {}   # (workspace, name) -> (stat key, text): re-read only when the file changes
@@ -5753,10 +5796,11 @@ class Agent:
 class Answer(str):
     """run_agent's answer text (a str, as in the series), and whether the turn ended well: headless exit codes."""
 
-    def __new__(cls, text: str, ok: bool = True, interrupted: bool = False):
+    def __new__(cls, text: str, ok: bool = True, interrupted: bool = False, subtype: str = "error_during_execution"):
         answer = super().__new__(cls, text)
         answer.ok = ok                    # False: an API failure, a limit, a refusal or an interruption
         answer.interrupted = interrupted  # the user pressed Ctrl-C
+        answer.subtype = "success" if ok else subtype      # Claude Code's name for how the turn ended
         return answer
 
     @property
@@ -5771,9 +5815,10 @@ def request_for(history: list[dict], agent: Agent, max_tokens: int | None = None
 
 
 def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=(), *,
-             ok: bool = False, interrupted: bool = False, record: bool = True) -> Answer:
+             ok: bool = False, interrupted: bool = False, record: bool = True, subtype: str = "") -> Answer:
     """The one way out of the agent loop. kept: complete blocks of a reply not yet in the journal (an unanswered
-    tool call gets a result). notice: said instead of the model's text, and journalled unless record is False."""
+    tool call gets a result). notice: said instead of the model's text, and journalled unless record is False.
+    subtype: how a failed turn ended, as Claude Code names it."""
     if kept:
         history.append({"role": "assistant", "content": list(kept)})
     seal_dangling_tool_use(history)
@@ -5783,7 +5828,7 @@ def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=
         history.append({"role": "assistant", "content": notice})
     if interrupted and agent.echo:
         ui()                         # the terminal's "^C" is still on the line
-    return Answer(say(notice, agent), ok=False, interrupted=interrupted)
+    return Answer(say(notice, agent), ok=False, interrupted=interrupted, subtype=subtype or "error_during_execution")
 
 
 def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer:
@@ -5797,14 +5842,14 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
             if not more_turns_wanted(agent, limit):
                 return end_turn(history, agent, f"Error: stopped after {limit} model round trips without a "
                                 "final answer. Set KESI_MAX_TURNS (or --max-turns) to allow more, split "
-                                "the task into smaller steps, or /reset.")
+                                "the task into smaller steps, or /reset.", subtype="error_max_turns")
             limit += MAX_TURNS
         if agent.manages_context:
             manage_context(client, history, agent)
         wanted = raised or output_ceiling(MODEL)
         max_tokens, over_budget = budget_room(history, agent, wanted)
         if over_budget:
-            return end_turn(history, agent, over_budget)
+            return end_turn(history, agent, over_budget, subtype="error_max_budget_usd")
         if max_tokens < wanted:
             ui(f"{agent.indent}(budget: this request may write at most {max_tokens} tokens, --max-budget-usd)")
         request = request_for(history, agent, max_tokens)
@@ -6198,8 +6243,7 @@ def save_session(history: list[dict]) -> None:
         return
     lines: list = []
     if SESSION_FILE is None:
-        # Microseconds too: after /reset a second session may start within the same second.
-        SESSION_FILE = session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.getpid()}.jsonl"
+        SESSION_FILE = new_session_file()
     if not SESSION_FILE.exists():
         SAVED, LAST_SAVED = 0, ""
         lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(first_prompt(history), 70),
@@ -6216,6 +6260,11 @@ def save_session(history: list[dict]) -> None:
         ui(f"  (could not save the session: {visible(exc)})")
         return
     SAVED, LAST_SAVED = len(history), as_line(history[-1])
+
+
+def new_session_file() -> Path:
+    """Its name is the session id; microseconds, as after /reset a second session may start within the same second."""
+    return session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.getpid()}.jsonl"
 
 
 def as_line(message: dict) -> str:
@@ -6324,12 +6373,14 @@ NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your enviro
           "~/.config/kesi/env, or put the line ANTHROPIC_API_KEY=sk-ant-... in a .env file in this "
           "folder (see .env.example).")
 HELP = """  /help                  this list
+  /status                workspace, sandbox, network, model and permission mode
+  /init                  have KeSi read the project and write a first AGENTS.md
   /cost                  tokens and estimated cost of this session
   /context               how full the context window is, and the permission mode
   /todo                  the current plan
   /permissions           permission mode and what you allowed for this session
   /network               which hosts sandboxed commands may reach, and how to add one
-  /revoke                forget every "a" (allow for this session) answer
+  /revoke                forget what you allowed for this session only (escalations, unsaved rules)
   /mode NAME             switch permission mode: {modes}
   /compact [focus]       summarise the conversation to free context
   /resume [N]            list saved sessions, or continue session N
@@ -6344,6 +6395,11 @@ HELP = """  /help                  this list
 
 
 MAX_RETRY_WAIT = 30     # seconds; a longer retry-after (a spend limit can ask for hours) is cut to this
+
+
+INIT_PROMPT = ("Read this project (its README, build and test files, layout) and write a first AGENTS.md at its root "
+               "with write_file: how to build, test and run it, its layout and conventions, in short bullet points. "
+               "If an AGENTS.md exists already, say so and change nothing.")
 
 
 def make_client(settings: Settings):
@@ -6536,6 +6592,10 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     elif name in ("/reset", "/clear"):
         reset_session(history)
         ui("  (history, plan and file versions cleared; starting over)")
+    elif name == "/status":
+        print_startup()
+    elif name == "/init":
+        run_turn(client, history, INIT_PROMPT)
     elif name == "/cost":
         show_cost()
     elif name == "/context":
@@ -6557,6 +6617,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
             PERMISSION_MODE = argument
             ui(f"  permission mode: {argument} ({PERMISSION_MODES[argument]})")
             stop_tasks_beyond_permission()
+            auto_fallback_note()
         else:
             if argument:
                 ui(f"  Unknown mode {visible(argument)}.")
@@ -6598,8 +6659,8 @@ def setup_readline() -> None:
 
 
 # Tab completes a /command at the start of the line and an @path anywhere.
-SLASH_COMMANDS = ("/help", "/cost", "/context", "/todo", "/permissions", "/network", "/revoke", "/mode",
-                  "/compact", "/resume", "/tasks", "/log", "/reset", "/clear", "/exit", "/quit")
+SLASH_COMMANDS = ("/help", "/status", "/init", "/cost", "/context", "/todo", "/permissions", "/network", "/revoke",
+                  "/mode", "/compact", "/resume", "/tasks", "/log", "/reset", "/clear", "/exit", "/quit")
 COMPLETIONS: list[str] = []            # the matches for the word being completed
 
 
@@ -6663,7 +6724,7 @@ def save_prompt_history() -> None:
 def run_turn(client, history: list[dict], prompt: str) -> Answer:
     """One user turn: the agent loop, then the cost line and a saved session.
     Ctrl-C anywhere in it returns to the prompt with a valid journal."""
-    before = len(METER.calls)
+    before, started = len(METER.calls), time.monotonic()
     prompt = utf8_safe(prompt)   # or every later request of the session would fail
     history.append({"role": "user", "content": prompt})
     try:
@@ -6675,6 +6736,8 @@ def run_turn(client, history: list[dict], prompt: str) -> Answer:
         if len(METER.calls) > before:
             ui(wrapped(f"  {METER.report(before)}", hang="   "))
         save_session(history)
+        if BELL_AFTER and time.monotonic() - started >= BELL_AFTER and UI is sys.stdout and capable_terminal():
+            ui("\a", end="")      # a long turn ended: the person may be looking elsewhere
     return answer
 
 
@@ -6707,8 +6770,24 @@ def repl(client, history: list[dict], first: str = "") -> int:
         if line.startswith("!"):
             shell_notes.append(run_typed_command(line[1:].strip()))
             continue
-        run_turn(client, history, "\n\n".join([n for n in shell_notes if n] + [attach_mentions(line)]))
+        answer = run_turn(client, history, "\n\n".join([n for n in shell_notes if n] + [attach_mentions(line)]))
         shell_notes.clear()
+        if PERMISSION_MODE == "plan" and answer.ok:
+            approve_plan(client, history)
+
+
+
+
+def approve_plan(client, history: list[dict]) -> None:
+    """Plan mode's closing step: the person approves the plan and picks the mode that carries it out."""
+    with contextlib.suppress(EOFError):
+        answer = prompt_input("  Approve the plan and carry it out? [a = in auto mode / e = acceptEdits / "
+                              "d = default / N = keep planning] ")
+        mode = {"a": "auto", "e": "acceptEdits", "d": "default"}.get(answer.strip().lower())
+        forget_last_input()
+        if mode:
+            handle_slash(f"/mode {mode}", client, history)
+            run_turn(client, history, "The plan is approved: carry it out.")
 
 
 def run_typed_command(command: str) -> str:
@@ -6794,12 +6873,13 @@ def parse_args(argv):
                              "to the prompt ('-': the prompt is stdin)")
     parser.add_argument("first_prompt", nargs="*", metavar="PROMPT",
                         help="start the REPL with this as the first message")
-    parser.add_argument("--permission-mode", choices=list(PERMISSION_MODES), default="default",
-                        help="default: ask (refuse when nobody can answer); acceptEdits; readOnly; "
-                             "bypassPermissions")
+    parser.add_argument("--permission-mode", "--permissionMode", choices=list(PERMISSION_MODES), default="default",
+                        help="default: ask (refuse when nobody can answer); auto: commands run in the sandbox "
+                             "unasked; acceptEdits; readOnly; plan; bypassPermissions")
     parser.add_argument("-c", "--continue", dest="resume", action="store_true",
                         help="continue the most recent session of this project")
-    parser.add_argument("--model", help="model id (default: KESI_MODEL or claude-haiku-4-5)")
+    parser.add_argument("-r", "--resume", dest="resume_id", metavar="ID", help="continue the session with this id")
+    parser.add_argument("--model", help="model id (default: KESI_MODEL, ANTHROPIC_MODEL or claude-haiku-4-5)")
     parser.add_argument("--escalate", choices=list(ESCALATION_LEVELS),
                         help="with -p only: every command this run may run gets the full network "
                              "(network) or no sandbox (unsandboxed); without it -p never escalates")
@@ -6811,10 +6891,10 @@ def parse_args(argv):
     parser.add_argument("--max-budget-usd", type=positive_dollars, metavar="X",
                         help="stop before a request that could take this session's estimated cost past X")
     parser.add_argument("--append-system-prompt", metavar="TEXT", help="added to the end of KeSi's rules")
-    parser.add_argument("--allowed-tools", action="append", default=[], metavar="RULES",
+    parser.add_argument("--allowed-tools", "--allowedTools", action="append", default=[], metavar="RULES",
                         help="allowed without asking: Bash(npm test), Bash(npm test:*), Edit(src/**), or "
                              "edit_file / write_file (all edits); separated by commas or spaces")
-    parser.add_argument("--disallowed-tools", action="append", default=[], metavar="RULES",
+    parser.add_argument("--disallowed-tools", "--disallowedTools", action="append", default=[], metavar="RULES",
                         help="a tool name (the model does not get the tool) or a deny rule: Bash(git push:*)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     return parser.parse_args(argv)
@@ -6857,12 +6937,18 @@ def flag_words(values: list[str]) -> list[str]:
     return words
 
 
+CLAUDE_CODE_TOOLS = {"Bash": "run_command", "Read": "read_file", "Edit": "edit_file", "MultiEdit": "edit_file",
+                     "Write": "write_file", "Glob": "glob", "Grep": "grep", "LS": "list_files", "Task": "task",
+                     "TodoWrite": "todo_write", "BashOutput": "background_output", "KillShell": "background_stop"}
+
+
 def command_line_rules(allowed: list[str], disallowed: list[str]) -> tuple[list[Rule], set[str]]:
     """The rules and the removed tools the two flags ask for. Raises
     SettingError for a word that is neither a tool nor a rule."""
     rules, removed = [], set()
     for kind, flag, values in (("allow", "--allowed-tools", allowed), ("deny", "--disallowed-tools", disallowed)):
         for word in flag_words(values):
+            word = CLAUDE_CODE_TOOLS.get(word, word)
             if parse_rule(word):
                 rules.append(Rule(kind, word, flag))
             elif kind == "allow" and word in ("edit_file", "write_file"):
@@ -6873,7 +6959,7 @@ def command_line_rules(allowed: list[str], disallowed: list[str]) -> tuple[list[
                 removed.add(word)
             else:
                 accepted = ("Bash(command), Bash(prefix:*), Edit(glob), edit_file or write_file "
-                            "(run_command: name the commands, or use --permission-mode bypassPermissions)"
+                            "(Bash, run_command: name the commands, or use --permission-mode auto)"
                             if kind == "allow" else f"a tool name ({', '.join(TOOL_FUNCS)}) or a rule: "
                             "Bash(command), Bash(prefix:*), Edit(glob)")
                 raise SettingError(f"{flag}: {word!r} is not understood; give {accepted}.")
@@ -6896,7 +6982,7 @@ def apply_flags(args) -> None:
 
 
 def main(argv=None) -> int:
-    global CLIENT, MODEL, PERMISSION_MODE, UI
+    global CLIENT, MODEL, PERMISSION_MODE, UI, SESSION_FILE
     args = parse_args(argv)
     try:
         settings = read_settings(os.environ, user_env_file(), BASE_DIR / ".env")
@@ -6925,9 +7011,10 @@ def main(argv=None) -> int:
               f"set it to {most} or less, or unset it.", file=sys.stderr)
         return 2
     history: list[dict] = []
-    sessions = list_sessions() if args.resume else []
-    if args.resume and not sessions:     # before the banner: nothing starts
-        print("KeSi: no saved session to continue in this project.", file=sys.stderr)
+    sessions = [p for p in list_sessions() if p.stem == args.resume_id or not args.resume_id]
+    if (args.resume or args.resume_id) and not sessions:     # before the banner: nothing starts
+        print(f"KeSi: no saved session {'with id ' + visible(args.resume_id) if args.resume_id else 'to continue'} "
+              "in this project.", file=sys.stderr)
         return 2
     if args.prompt is None:
         print_startup()
@@ -6941,7 +7028,8 @@ def main(argv=None) -> int:
     if settings.ignored:
         ui(f"  (ignored in this project's .env: {visible(', '.join(settings.ignored))}; only your shell "
            f"or {visible(user_env_file())} may set these)")
-    if args.resume and not any(resume_session(path, history) for path in sessions):
+    auto_fallback_note()
+    if (args.resume or args.resume_id) and not any(resume_session(path, history) for path in sessions):
         return 2                         # going on without the context asked for would mislead
     if args.prompt is None:
         if args.output_format != "text":
@@ -6955,10 +7043,11 @@ def main(argv=None) -> int:
     if not prompt:
         print("KeSi: the prompt is empty.", file=sys.stderr)
         return 2
+    SESSION_FILE = SESSION_FILE or new_session_file()     # its id, for the json output before the first save
     if args.output_format == "stream-json":
         history = StreamedJournal(history)
         print_json({"type": "system", "subtype": "init", "model": MODEL, "tools": list(MAIN_AGENT.tool_names),
-                    "permission_mode": PERMISSION_MODE, "cwd": str(BASE_DIR)})
+                    "permission_mode": PERMISSION_MODE, "cwd": str(BASE_DIR), "session_id": SESSION_FILE.stem})
     before = len(METER.calls)
     answer = run_turn(CLIENT, history, prompt)
     if args.output_format != "text":
@@ -6987,7 +7076,7 @@ class StreamedJournal(list):
 
     def append(self, message: dict) -> None:
         super().append(message)
-        print_json({"type": message["role"], "message": message})
+        print_json({"type": message["role"], "message": message, "session_id": SESSION_FILE.stem})
 
 
 def print_json(record: dict) -> None:
@@ -7000,7 +7089,7 @@ def result_record(answer: Answer, since: int) -> dict:
     """What --output-format json prints, named as Claude Code names it."""
     totals = METER.totals(since)
     calls = METER.calls[since:]
-    return {"type": "result", "subtype": "success" if answer.ok else "error", "is_error": not answer.ok,
+    return {"type": "result", "subtype": answer.subtype, "is_error": not answer.ok,
             "result": answer.text, "num_turns": sum(c["label"] == "main" for c in calls),
             "usage": {"input_tokens": totals["input"], "output_tokens": totals["output"],
                       "cache_creation_input_tokens": totals["cache_write"],

@@ -132,8 +132,8 @@ def tool_results(messages: list[dict]) -> list[dict]:
 class ScriptedUser:
     """Stands in for ask_user, the person at the terminal: records every
     Question and answers from a list, then always with `then`.
-    "y" allows once, "a" allows and remembers for the session, "p" allows and
-    saves a rule for this project, "n" refuses."""
+    "y" allows once, "a" allows and saves the question's rule for this project
+    (an escalation: for the session), "n" refuses, "n TEXT" refuses and says what to do instead."""
 
     def __init__(self, *answers, then: str = "n"):
         self.answers, self.then, self.questions = list(answers), then, []
@@ -146,7 +146,7 @@ class ScriptedUser:
     def __call__(self, question):
         self.questions.append(question)
         answer = self.answers.pop(0) if self.answers else self.then
-        return answer in ("y", "a", "p"), {"a": True, "p": "project"}.get(answer, False)
+        return answer in ("y", "a"), answer == "a" or answer.partition(" ")[2]
 
 
 def tool_use(use_id: str, name: str, tool_input: dict) -> dict:

@@ -66,8 +66,8 @@ def test_each_command_is_logged_with_who_decided(ws, notices, monkeypatch, tmp_p
         ("touch refused.txt", "refused by the person" if kesi.can_ask() else "refused: nobody to ask"),
         ("touch ruled.txt", "allowed by rule Bash(touch ruled.txt) (user settings)"),
         ("sudo ls", "refused by a safety rule: sudo would run with superuser rights"),
-        ("touch session.txt", "allowed by the person (for this session)"),
-        ("touch session.txt", "allowed by the person (earlier, for this session)"),
+        ("touch session.txt", "allowed by the person (saved Bash(touch session.txt:*))"),
+        ("touch session.txt", "allowed by rule Bash(touch session.txt:*) (user settings, this project)"),
         ("exit 3", "allowed by the person (once)"),
         ("touch bypassed.txt", "allowed by mode bypassPermissions"),
     ], entries

@@ -408,41 +408,46 @@ def test_pip_downloads_from_an_allowed_index(sandboxed, allowed, tmp_path_factor
 
 # --- escalation, decided by the person ---------------------------------------------------
 
-def test_the_model_cannot_turn_the_sandbox_off():
+def test_the_model_can_only_ask_to_leave_the_sandbox(ws, user, monkeypatch):
     spec = next(t for t in kesi.TOOLS if t["name"] == "run_command")
-    # run_in_background runs in the same sandbox; nothing in the schema loosens it
-    assert set(spec["input_schema"]["properties"]) == {"command", "timeout", "run_in_background"}
+    assert spec["input_schema"]["properties"]["escalate"]["enum"] == ["network", "unsandboxed"]
     problem = kesi.argument_problem("run_command", {"command": "ls", "sandbox": False})
     assert problem and "wrong arguments" in problem
-
-
-def test_escalation_choices_only_when_there_is_a_sandbox(ws):
-    with sandbox_forced("bubblewrap"):
-        keys = [c.keys[0] for c in kesi.command_choices()]
-    assert keys == ["y", "a", "p", "w", "wa", "u", "ua", "N"]
-    with sandbox_forced(None):
-        assert kesi.command_choices() == kesi.COMMAND_CHOICES
+    for bad in ({"escalate": "root"}, {"escalate": "network", "run_in_background": True}):
+        assert kesi.check_permission("run_command", {"command": "ls", **bad}) == (
+            False, 'Error: escalate is "network" or "unsandboxed", and not for a background command.')
+    person = user("n", "y")
+    monkeypatch.setattr(kesi, "UI", io.StringIO())
+    for mode in ("bypassPermissions", "auto"):     # leaving the sandbox is its own question in every mode
+        monkeypatch.setattr(kesi, "PERMISSION_MODE", mode)
+        with sandbox_forced("bubblewrap"):
+            kesi.check_permission("run_command", {"command": "ls", "escalate": "unsandboxed"})
+    assert person.asked == ["run command without the sandbox, with your full user rights: ls"] * 2
+    assert kesi.ESCALATE_ONCE == {"ls": "unsandboxed"}
+    with sandbox_forced(None):                     # no sandbox to leave: the usual decision
+        assert kesi.check_permission("run_command", {"command": "ls", "escalate": "network"}) == (True, None)
+    assert len(person.asked) == 2
 
 
 def test_escalation_once_and_for_the_session(sandboxed, monkeypatch, listener):
-    answers = [kesi.Escalate("network", False), kesi.Escalate("network", True)]
+    answers = [False, True]
     asked = []
 
     def person(question):
-        asked.append(question.choices)
+        asked.append(question.detail)
         return True, answers.pop(0)
     monkeypatch.setattr(kesi, "ask_user", person)
     monkeypatch.setattr(kesi, "UI", io.StringIO())
     probe = tcp_probe(listener)
 
     def run() -> str:
-        allowed, _ = kesi.check_command_permission(probe)
+        allowed, _ = kesi.check_command_permission(probe, escalate="network")
         assert allowed
         return sh(probe)[0]
     assert "connected" in run()                  # once: the full network
     assert "connected" not in sh(probe)[0]       # the next run is sandboxed again (no new answer)
     assert "connected" in run() and "connected" in run()    # for the session: asked once more, then not
-    assert len(asked) == 2 and kesi.ESCALATION_CHOICES[0] in asked[0]
+    assert asked == [f"run command with the full network (files still sandboxed): {probe}"] * 2
     assert kesi.GRANTED_ESCALATIONS == {probe: "network"}
     kesi.handle_slash("/revoke", None, [])
     assert kesi.GRANTED_ESCALATIONS == {} and "connected" not in sh(probe)[0]
@@ -451,23 +456,23 @@ def test_escalation_once_and_for_the_session(sandboxed, monkeypatch, listener):
 def test_unsandboxed_escalation_reaches_outside_the_workspace(sandboxed, outside):
     command = f"cat '{outside}/secret.txt'"
     assert "home secret" not in sh(command)[0]
-    kesi.grant_escalation(command, kesi.Escalate("unsandboxed", False))
+    kesi.grant_escalation(command, "unsandboxed", False)
     assert sh(command)[0].startswith("home secret")
     assert "home secret" not in sh(command)[0]
 
 
-def test_prompt_choice_w_runs_one_command_with_network(sandboxed, mock_client, listener, config):
+def test_leaving_the_sandbox_once_at_a_real_prompt(sandboxed, mock_client, listener, config):
     folder = config({})
     probe = tcp_probe(listener)
-    mock, _ = mock_client([reply(tool_call("run_command", {"command": probe})), reply("done")] * 2)
+    mock, _ = mock_client([reply(tool_call("run_command", {"command": probe, "escalate": "network"})),
+                           reply("done")] * 2)
     with Terminal([sys.executable, KESI], sandboxed, child_env(mock, TERM="dumb", XDG_CONFIG_HOME=str(folder))) as term:
         term.expect("network:   only allowed hosts, through KeSi's proxy")
-        for answer in ("w", "n"):
+        for answer in ("y", "n"):
             term.expect("you > ")
             term.type(f"connect ({answer})\n")
-            term.expect("beyond the sandbox: w = once with full network / wa = full network, this session / "
-                        "u = once unsandboxed / ua = unsandboxed, this session")
-            term.expect("N = no] ")
+            term.expect("run command with the full network (files still sandboxed)")
+            term.expect("a = yes, and don't ask again: this exact command, for this session / n = no")
             term.type(answer + "\n")
             term.expect("KeSi > done")
         term.expect("you > ")

@@ -245,6 +245,6 @@ def test_the_user_sees_the_diff_before_approving_an_edit(ws, notices, user):
 def test_the_real_prompt_prints_the_preview(ws, notices, monkeypatch):
     monkeypatch.setattr(kesi, "can_ask", lambda: True)
     monkeypatch.setattr("builtins.input", lambda prompt="": "n")
-    question = kesi.Question("edit_file wants to change a.py", diff="-old\n+new", choices=kesi.FILE_CHOICES)
-    assert kesi.ask_user(question) == (False, False)
+    question = kesi.Question("edit_file wants to change a.py", diff="-old\n+new", always="Edit(a.py)")
+    assert kesi.ask_user(question) == (False, "")
     assert "        -old\n        +new\n" in notices.getvalue()

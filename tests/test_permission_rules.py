@@ -1,7 +1,8 @@
 """Rules that persist: Bash(...) / Edit(...) allow and deny rules, where they
-are read from and why, "p" at the prompt saving one, and /permissions
-listing each with its source. Allow rules are exact by default: a prefix
-rule never matches a compound command, a redirection or an expansion."""
+are read from and why, "a" at the prompt saving one, and /permissions
+listing each with its source. Allow rules are exact by default; a compound
+command is allowed when rules or the read-only list allow every part, and
+never through a redirection or an expansion."""
 import io
 import json
 import os
@@ -55,6 +56,31 @@ def test_a_prefix_rule_allows_plain_commands_only(settings, user):
     assert len(asked.asked) == len(sneaky)
 
 
+def test_compound_commands_are_judged_part_by_part_with_a_true_reason(settings, user, ws):
+    (ws / "src").mkdir()
+    settings(user={"allow": ["Bash(npm test:*)"]})
+    asked = user("n", "n")
+    assert allowed("cd src && ls") and allowed("ls | grep x") and asked.asked == []
+    assert not allowed("npm test && npm run lint")
+    assert asked.questions[0].reason == "`npm run lint`: npm is not on the read-only list"
+    assert asked.questions[0].always == "Bash(npm run lint:*)"           # only the part no rule covers
+    assert not allowed("cd .. && ls")
+    assert asked.questions[1].reason == "`cd ..`: cd may leave the workspace (only cd to a folder in it is read-only)"
+    settings(user={"allow": ["Bash(npm test:*)", "Bash(npm run lint)"]})
+    assert allowed("npm test && npm run lint") and allowed("npm run lint || npm test; ls | grep x")
+    settings(user={"allow": ["Bash(npm test:*)", "Bash(npm run lint)"], "deny": ["Bash(npm run lint)"]})
+    ok, refusal = kesi.check_permission("run_command", {"command": "npm test && npm run lint"})
+    assert not ok and "deny rule (Bash(npm run lint)" in refusal and len(asked.asked) == 2
+
+
+def test_quoted_characters_are_not_called_expansions():
+    assert kesi.classify_command("python3 -c 'print(1)'") == ("ask", "python3 is not on the read-only list")
+    assert kesi.classify_command("echo '$(id) > x'")[0] == "allow"
+    for command, shown in (('echo "$(id)"', "$"), ("ls > x", ">"), ("ls # it's\n$(id)", "$ ( )"),
+                           ("echo x\\ #$(ls)", "$ ( )")):
+        assert kesi.classify_command(command)[1].startswith(f"it contains shell expansions or redirections ({shown})")
+
+
 def test_an_exact_rule_matches_only_that_command(settings, user):
     settings(project_rules={"allow": ["Bash(python -m pytest -q)"]})
     user()
@@ -103,13 +129,13 @@ def test_a_project_file_can_deny_but_not_allow(settings, user):
     assert not ok and ".kesi/settings.json" in refusal and len(asked.asked) == 2
 
 
-def test_p_saves_an_exact_rule_for_this_project_in_the_user_settings(settings, user, ws):
+def test_a_saves_the_shown_rule_for_this_project_in_the_user_settings(settings, user, ws):
     path = settings(user={})
-    user("p", "p")
+    user("a", "a")
     assert allowed("make check")
     assert kesi.check_permission("write_file", {"file_path": "notes.md"})[0]
     saved = json.loads(path.read_text())
-    assert saved["projects"][str(ws)]["allow"] == ["Bash(make check)", "Edit(notes.md)"]
+    assert saved["projects"][str(ws)]["allow"] == ["Bash(make check:*)", "Edit(notes.md)"]
     assert not (ws / ".kesi" / "settings.json").exists()
     kesi.GRANTED_COMMANDS.clear(), kesi.GRANTED_WRITES.clear()      # a new session
     later = user()

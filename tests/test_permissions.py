@@ -118,16 +118,18 @@ def test_hard_deny_never_asks_even_in_bypass_mode(project, user, monkeypatch):
     assert person.asked == []
 
 
-def test_command_grant_is_exact(project, user):
+def test_always_saves_the_rule_it_showed_and_nothing_wider(project, user):
     person = user("a", "n", "n", "n")
     assert kesi.check_permission("run_command", {"command": "python -m pytest -v"}) == (True, None)
-    assert kesi.check_permission("run_command", {"command": " python -m pytest -v "}) == (True, None)
-    for other in ("python -m pytest", "python -m pytest -v && rm x", "python cleanup.py"):
+    assert kesi.check_permission("run_command", {"command": " python -m pytest -q "}) == (True, None)
+    for other in ("python -m pytest -v && rm x", "python cleanup.py", "python -m pip install x"):
         assert kesi.check_permission("run_command", {"command": other}) == (False, kesi.USER_REFUSED)
-    assert kesi.GRANTED_COMMANDS == {"python -m pytest -v"}
+    assert [r.text for r in kesi.permission_rules()] == ["Bash(python -m pytest:*)"] and not kesi.GRANTED_COMMANDS
     assert len(person.asked) == 4
     first = person.questions[0]
-    assert (first.detail, first.reason) == ("run command: python -m pytest -v", "python is not on the read-only list")
+    assert (first.detail, first.reason, first.always) == (
+        "run command: python -m pytest -v", "python is not on the read-only list", "Bash(python -m pytest:*)")
+    assert person.questions[1].reason == "`rm x`: rm is not on the read-only list"
 
 
 def test_y_allows_once_only(project, user):
@@ -142,7 +144,7 @@ def test_write_grant_is_per_path_and_shared_by_both_tools(project, user):
     assert kesi.check_permission("edit_file", {"file_path": "rules.py"}) == (True, None)
     assert kesi.check_permission("write_file", {"file_path": "./rules.py"}) == (True, None)
     assert kesi.check_permission("write_file", {"file_path": "test_rules.py"}) == (False, kesi.USER_REFUSED)
-    assert kesi.GRANTED_WRITES == {"rules.py"}
+    assert [r.text for r in kesi.permission_rules()] == ["Edit(rules.py)"]
     assert person.asked == ["edit_file wants to change rules.py",
                                              "write_file wants to create test_rules.py"]
 
@@ -198,9 +200,9 @@ class FakeTerminal(io.StringIO):
 
 
 @pytest.mark.parametrize("typed, expected", [
-    (["y"], (True, False)), (["YES "], (True, False)), (["a"], (True, True)), ([" All"], (True, True)),
-    (["n"], (False, False)), ([""], (False, False)), (["sure", "y"], (True, False)), (["ok", "n"], (False, False)),
-    ([EOFError], (False, False)),
+    (["y"], (True, False)), (["YES "], (True, False)), (["a"], (True, True)), ([" Always"], (True, True)),
+    (["n"], (False, "")), ([""], (False, "")), (["sure", "y"], (True, False)), (["ok", "n"], (False, "")),
+    ([EOFError], (False, "")), (["n  use pytest -x "], (False, "use pytest -x")), (["y then", "y"], (True, False)),
 ])
 def test_ask_user_answers(monkeypatch, typed, expected):
     shown = io.StringIO()
@@ -217,11 +219,12 @@ def test_ask_user_answers(monkeypatch, typed, expected):
 
     monkeypatch.setattr(builtins, "input", fake_input)
     assert kesi.ask_user(kesi.Question("run command: pytest -q", "pytest is not on the read-only list",
-                                       choices=kesi.choices_for("for this session"))) == expected
+                                       always="Bash(pytest:*)")) == expected
     assert not answers                       # an answer it does not understand is asked again
     assert "[permission needed] run command: pytest -q" in shown.getvalue()
     assert "reason: pytest is not on the read-only list" in shown.getvalue()
-    assert shown.getvalue().count("Allow? [y = once / a = for this session / p = always, in this project / N = no]") == len(typed)
+    question = "Allow? [y = yes / a = yes, and don't ask again: Bash(pytest:*) / n = no"
+    assert shown.getvalue().count(question) == len(typed)
 
 
 def test_ask_user_fails_closed_without_a_terminal(monkeypatch):
@@ -229,7 +232,7 @@ def test_ask_user_fails_closed_without_a_terminal(monkeypatch):
     monkeypatch.setattr(kesi, "UI", shown)
     monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
     monkeypatch.setattr(builtins, "input", lambda prompt="": pytest.fail("must not prompt"))
-    assert kesi.ask_user(kesi.Question("edit_file wants to change a.py")) == (False, False)
+    assert kesi.ask_user(kesi.Question("edit_file wants to change a.py")) == (False, "")
     assert "nobody to ask" in shown.getvalue() and "reason:" not in shown.getvalue()
 
 
@@ -349,7 +352,7 @@ def test_permission_modes_are_documented(capsys):
     with pytest.raises(SystemExit):
         kesi.parse_args(["--help"])
     usage = " ".join(capsys.readouterr().out.split())
-    assert "--permission-mode {default,acceptEdits,readOnly,bypassPermissions}" in usage
+    assert "--permission-mode {default,auto,acceptEdits,readOnly,bypassPermissions,plan}" in usage
     assert "refuse when nobody can answer" in usage
 
 
@@ -362,23 +365,20 @@ def test_real_prompt_over_a_pty(ws, mock_client):
     with Terminal([sys.executable, KESI], ws, child_env(mock, TERM="dumb")) as term:
         term.expect("sandbox:")
         term.expect("you > ")
-        # None: granted, so no prompt; "\x04" is Ctrl-D (EOF). Ctrl-C: test_permission_flow.py
-        answers = ["y\n", "a\n", None, "n\n", "\x04"]
+        # None: the saved rule allows it, so no prompt; "\x04" is Ctrl-D (EOF). Ctrl-C: test_permission_flow.py
+        answers = ["y\n", "n run ls instead\n", "\x04", "a\n", None]
         for number, answer in enumerate(answers, start=1):
             term.type(f"turn {number}\n")
             if answer is not None:
                 term.expect("[permission needed] run command: touch made-by-kesi.txt")
-                term.expect("Allow? [y = once / a = this exact command, this session / p = always, in this project / N = no] ")
+                term.expect("Allow? [y = yes / a = yes, and don't ask again: Bash(touch made-by-kesi.txt:*) / n = no")
                 term.type(answer)
             term.expect("KeSi > ok")
             term.expect("you > ")
-            if number == 3:
+            if number == 5:
                 term.type("/permissions\n")
                 listing = term.expect("you > ")
-                assert f"allowed commands: {command}" in listing[-300:]
-                term.type("/revoke\n")
-                term.expect("revoked")
-                term.expect("you > ")
+                assert "allow Bash(touch made-by-kesi.txt:*)   from user settings, this project" in listing[-300:]
         term.type("/exit\n")
         term.close()
     assert term.proc.returncode == 0
@@ -386,8 +386,9 @@ def test_real_prompt_over_a_pty(ws, mock_client):
     assert prompts == 4, term.seen
     # Requests 2, 4, ... 10 carry the tool result of turns 1-5.
     results = [mock.requests[n]["body"]["messages"][-1]["content"][0] for n in (1, 3, 5, 7, 9)]
-    assert [r["is_error"] for r in results] == [False, False, False, True, True], json.dumps(results)[:2000]
-    assert results[3]["content"] == results[4]["content"] == kesi.USER_REFUSED
+    assert [r["is_error"] for r in results] == [False, True, True, False, False], json.dumps(results)[:2000]
+    assert results[1]["content"] == kesi.USER_REFUSED + " The user says what to do instead: run ls instead"
+    assert results[2]["content"] == kesi.USER_REFUSED
     assert (ws / "made-by-kesi.txt").exists()
 
 
@@ -443,3 +444,32 @@ def test_read_only_mode_refuses_absolute_edit_without_asking(jail_with_a, user, 
     assert results[0]["is_error"] and "read-only mode" in results[0]["content"]
     assert person.asked == []
     assert (jail_with_a / "a.py").read_text() == "x = 1\n"
+
+
+# --- auto mode: the sandbox is the boundary ------------------------------------------
+
+def test_auto_mode_runs_commands_in_the_sandbox_without_asking(box, user, monkeypatch, notices):
+    person, decisions = user(), []
+    real_note = kesi.note_approval
+    monkeypatch.setattr(kesi, "note_approval", lambda command, decision, *rest: (
+        decisions.append(decision), real_note(command, decision, *rest)))
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "auto")
+    for command in ("npm test && npm run lint", "python3 -c 'print(1)'", "touch made.txt > log", "cd src && ls"):
+        assert kesi.check_permission("run_command", {"command": command}) == (True, None), command
+    assert kesi.check_permission("write_file", {"file_path": "new.py"}) == (True, None)
+    assert not kesi.check_permission("run_command", {"command": "sudo ls"})[0]     # hard denials stay hard
+    assert not kesi.check_permission("write_file", {"file_path": ".envrc"})[0]      # runs later: asks (and no)
+    assert not kesi.check_permission("run_command", {"command": "ls", "escalate": "network"})[0]   # leaving asks
+    assert person.asked == ["write_file wants to create .envrc",
+                            "run command with the full network (files still sandboxed): ls"]
+    kesi.run_tools([tool_use("t1", "run_command", {"command": "touch made.txt"})])
+    assert (box / "made.txt").exists() and decisions[-1] == "allowed in the sandbox (auto mode)"
+
+
+def test_auto_mode_without_a_sandbox_asks_and_says_so_at_start_up(ws, mock_client):
+    mock, _ = mock_client([reply(tool_call("run_command", {"command": "touch x"})), reply("done")])
+    proc = subprocess.run([sys.executable, KESI, "-p", "go", "--permission-mode", "auto"], cwd=ws,
+                          env=child_env(mock, KESI_SANDBOX="off"), capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert "(auto mode needs the sandbox, which is off here: KeSi asks as in default mode)" in proc.stderr
+    assert "nobody to ask: refused" in proc.stderr and not (ws / "x").exists()

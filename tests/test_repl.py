@@ -415,3 +415,31 @@ def test_summary_of_reads_todos_and_other_tools(ws, notices):
     plan, is_error = kesi.todo_write([{"content": "step", "status": "pending"}])
     assert kesi.summarize_result("todo_write", plan, is_error) is None
     assert kesi.summarize_result("glob", "a.py\nb.py\nc.py", False) == "a.py (+2 lines)"
+
+
+# --- /status, /init and the bell --------------------------------------------------------------
+
+def test_status_init_and_the_bell_after_a_long_turn(tmp_path):
+    script = [reply("slow answer", delay=1.2),
+              reply(tool_call("write_file", {"file_path": "AGENTS.md", "content": "# Agents\n- test: pytest\n"})),
+              reply("Wrote AGENTS.md.")]
+    with MockAPI(script) as mock:
+        env = child_env(mock, TERM="xterm", NO_COLOR="1", KESI_BELL_AFTER="1")
+        with Terminal([sys.executable, KESI, "--permission-mode", "acceptEdits"], tmp_path, env) as term:
+            term.expect("you > ")
+            term.type("/status\n")
+            status = term.expect("you > ")
+            term.type("hello\n")
+            term.expect("slow answer")
+            term.expect("you > ")
+            bell_at = term.seen.rfind("\a")
+            term.type("/init\n")
+            term.expect("Wrote AGENTS.md.")
+            term.expect("you > ")
+            term.type("/exit\n")
+            term.close()
+    after_banner = status.split("you > /status", 1)[1]
+    assert "sandbox:" in after_banner and "permissions: acceptEdits" in after_banner
+    assert term.seen.index("\a") > term.seen.index("slow answer") and bell_at > 0       # the long turn rang
+    assert sent(mock)[1][-1]["content"] == kesi.INIT_PROMPT
+    assert (tmp_path / "AGENTS.md").read_text().startswith("# Agents")

@@ -275,3 +275,30 @@ def test_the_cli_sends_memory_and_environment_of_its_cwd(ws, mock_client):
     system = mock.requests[0]["body"]["system"]
     assert "Money is Decimal" in system[1]["text"]
     assert f"Working directory: {ws}" in system[-1]["text"]
+
+
+def test_instruction_files_from_the_user_and_the_git_root_down_each_text_once(ws, monkeypatch, tmp_path_factory):
+    config = tmp_path_factory.mktemp("config")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    (config / "kesi").mkdir()
+    (config / "kesi" / "AGENTS.md").write_text("Mine: answer briefly.\n")
+    repo = ws / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "AGENTS.md").write_text("Root: use uv.\n")
+    (repo / "pkg").mkdir()
+    (repo / "pkg" / "CLAUDE.md").symlink_to(ws / "secret.txt")              # a link above: never read
+    (ws / "secret.txt").write_text("TOKEN=123\n")
+    work = repo / "pkg" / "work"
+    (work / "docs").mkdir(parents=True)
+    (work / "AGENTS.md").write_text("Here: money is Decimal. @docs/style.md @../../AGENTS.md, ask @alice\n")
+    (work / "docs" / "style.md").write_text("Style: short functions.\n")
+    (work / "CLAUDE.md").write_text("@AGENTS.md\n")                           # points to AGENTS.md only
+    (work / "docs" / "AGENTS.md").symlink_to(work / "AGENTS.md")
+    checklib.use_base_dir(work)
+    memory = memory_of(kesi.system_prompt())
+    order = ["Mine: answer briefly.", "Root: use uv.", "Here: money is Decimal.", "Style: short functions."]
+    assert [memory.index(text) for text in order] == sorted(memory.index(text) for text in order)
+    assert all(memory.count(text) == 1 for text in order) and "TOKEN" not in memory
+    assert "@docs/style.md" not in memory and "ask @alice" in memory          # a followed import stands in
+    assert "from CLAUDE.md" not in memory and "@AGENTS.md" not in memory
+    assert "@../../AGENTS.md" in memory                                       # outside the jail: not followed

@@ -13,7 +13,8 @@ def test_the_tour_fixes_the_bug_at_a_real_terminal_and_writes_a_readable_transcr
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = out.read_text()
     assert "\x1b" not in text and "\r" not in text                      # readable as plain text
-    assert text.count("Allow? [") == 3                                  # pytest, the edit, pytest again
+    assert "permissions: auto" in text and "Allow? [" not in text        # auto mode: the sandbox is the boundary
+    assert text.count("[tool] run_command") == 2 and "[tool] edit_file" in text
     assert "x 1 failed, 6 passed" in text and "> 7 passed" in text
-    assert "-        if amount > threshold:" in text and "+        if amount >= threshold:" in text
+    assert "old_string='        if amount > threshold:', new_string='        if amount >= threshold:'" in text
     assert "you > /cost" in text and "you > /exit" in text               # back at the prompt, then out

@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["anthropic>=0.69", "pyyaml", "jinja2"]
+# dependencies = ["anthropic>=2.16,<3", "pyyaml", "jinja2"]
 # ///
 """Extract other agents' fixed prefix (tool specs and rules) into prefix_sources/ for prefix.py.
 

@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["anthropic>=0.69", "pytest"]
+# dependencies = ["anthropic>=2.16,<3", "pytest"]
 # ///
 """Day 11 checks: run_command (process groups, timeouts, capped output).
 

@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["anthropic>=0.69", "pytest"]
+# dependencies = ["anthropic>=2.16,<3", "pytest"]
 # ///
 """Day 13 with the real model: can KeSi fix the shop's failing test?
 

@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["anthropic>=0.69"]
+# dependencies = ["anthropic>=2.16,<3"]
 # ///
 """Day 15 checks: the run_command sandbox (bubblewrap on Linux, sandbox-exec on macOS).
 

@@ -9,9 +9,11 @@
 
 It builds the day 13 exercise (a shop with one failing test) in a temporary
 folder, starts the local mock Messages API with a scripted model that
-debugs like a careful person, and runs `kesi.py` on a pseudo-terminal, as a
-person would: it types the request, answers the permission questions, asks
-for /cost and leaves. Everything KeSi printed goes into the transcript,
+debugs like a careful person, and runs `kesi.py --permission-mode auto` on a
+pseudo-terminal, as a person would: it types the request, asks for /cost and
+leaves. In auto mode the sandbox is the boundary: the tests, the edit and the
+tests again run without a question (none of them needs to leave the sandbox).
+Everything KeSi printed goes into the transcript,
 with terminal control sequences removed. No API key, no network.
 """
 import argparse
@@ -50,20 +52,17 @@ def tour(out: Path) -> int:
         env = kesi_subprocess_env(mock, TERM="xterm-256color", NO_COLOR="1", PATH=path,
                                   GIT_AUTHOR_NAME="You", GIT_AUTHOR_EMAIL="you@example.com",
                                   GIT_COMMITTER_NAME="You", GIT_COMMITTER_EMAIL="you@example.com")
-        term = Terminal([sys.executable, ROOT / "kesi.py"], shop, env, columns=100)
+        term = Terminal([sys.executable, ROOT / "kesi.py", "--permission-mode", "auto"], shop, env, columns=100)
         term.expect("you > ")
         term.type(REQUEST + "\n")
-        for _ in range(3):        # pytest, the edit, pytest again: each asks once
-            term.expect("Allow? [")
-            term.type("y\n")
-        term.expect("you > ")
+        term.expect("you > ")     # a question would wait here for an answer that never comes
         term.type("/cost\n")
         term.expect("you > ")
         term.type("/exit\n")
         term.close()
         code = term.proc.returncode
         text = readable(term.seen).replace(str(shop), "~/shop")
-    out.write_text(f"$ cd ~/shop && uv run kesi.py\n{text}", encoding="utf-8")
+    out.write_text(f"$ cd ~/shop && uv run kesi.py --permission-mode auto\n{text}", encoding="utf-8")
     print(f"tour: {len(mock.requests)} model requests, KeSi exited with {code}; transcript in {out}")
     return code
 

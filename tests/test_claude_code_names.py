@@ -1,0 +1,128 @@
+"""Claude Code's spellings, headless through the real SDK against the mock:
+--allowedTools / --disallowedTools / --permission-mode and its tool names,
+ANTHROPIC_MODEL, -r/--resume ID, result subtypes, the session id on every
+stream-json line, Write(...) rules, and plan mode."""
+import json
+import subprocess
+import sys
+
+from checklib import ROOT, kesi_subprocess_env
+from mock_api import MockAPI, error, reply, tool_call
+
+KESI = str(ROOT / "kesi.py")
+
+
+def run(cwd, *args, mock=None, **env):
+    return subprocess.run([sys.executable, KESI, *args], cwd=cwd, input="", capture_output=True, text=True,
+                          timeout=120, env=kesi_subprocess_env(mock, KESI_SANDBOX="off", **env))
+
+
+def results_of(mock, request: int) -> list[dict]:
+    return mock.requests[request]["body"]["messages"][-1]["content"]
+
+
+def test_claude_code_flag_and_tool_names(tmp_path):
+    script = [reply(tool_call("run_command", {"command": "touch made.txt"}),
+                    tool_call("write_file", {"file_path": "notes.md", "content": "hi\n"})), "done"]
+    with MockAPI(script) as mock:
+        proc = run(tmp_path, "-p", "go", "--allowedTools", "Bash(touch made.txt:*) Write Read",
+                   "--disallowedTools", "Grep,Task", mock=mock)
+    assert proc.returncode == 0, proc.stderr
+    tools = [t["name"] for t in mock.requests[0]["body"]["tools"]]
+    assert "grep" not in tools and "task" not in tools and "read_file" in tools
+    assert [r["is_error"] for r in results_of(mock, 1)] == [False, False]
+    assert (tmp_path / "made.txt").exists() and (tmp_path / "notes.md").read_text() == "hi\n"
+    with MockAPI(["ok"]) as mock:
+        proc = run(tmp_path, "-p", "go", "--disallowed-tools", "Bash", mock=mock)
+    assert "run_command" not in [t["name"] for t in mock.requests[0]["body"]["tools"]]
+    with MockAPI() as mock:
+        proc = run(tmp_path, "-p", "go", "--allowedTools", "Bash", mock=mock)
+    assert proc.returncode == 2 and "--permission-mode auto" in proc.stderr and mock.requests == []
+
+
+def test_write_rules_in_settings_allow_edits(tmp_path):
+    config = tmp_path / "config"
+    (config / "kesi").mkdir(parents=True)
+    (config / "kesi" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Write(docs/**)"]}}))
+    (tmp_path / "work").mkdir()
+    script = [reply(tool_call("write_file", {"file_path": "docs/a.md", "content": "a\n"}),
+                    tool_call("write_file", {"file_path": "b.md", "content": "b\n"})), "done"]
+    with MockAPI(script) as mock:
+        run(tmp_path / "work", "-p", "go", mock=mock, XDG_CONFIG_HOME=str(config))
+    assert [r["is_error"] for r in results_of(mock, 1)] == [False, True]
+
+
+def test_anthropic_model_and_the_permission_mode_spellings(tmp_path):
+    script = [reply(tool_call("write_file", {"file_path": "a.md", "content": "a\n"})), "done"]
+    for flag, mode, allowed in (("--permission-mode", "plan", False), ("--permissionMode", "acceptEdits", True)):
+        with MockAPI(script) as mock:
+            proc = run(tmp_path, "-p", "go", flag, mode, mock=mock, ANTHROPIC_MODEL="claude-sonnet-4-5")
+        assert proc.returncode == 0, proc.stderr
+        assert mock.requests[0]["body"]["model"] == "claude-sonnet-4-5"
+        assert results_of(mock, 1)[0]["is_error"] is not allowed
+    assert "plan mode, which is read-only" in proc.stderr or (tmp_path / "a.md").exists()
+    with MockAPI(["ok"]) as mock:
+        run(tmp_path, "-p", "go", mock=mock, ANTHROPIC_MODEL="claude-sonnet-4-5", KESI_MODEL="claude-haiku-4-5")
+    assert mock.requests[0]["body"]["model"] == "claude-haiku-4-5"        # KeSi's own setting wins
+
+
+def test_plan_mode_tells_the_model_and_refuses_changes(tmp_path):
+    script = [reply(tool_call("run_command", {"command": "touch x"})), "The plan: 1. touch x."]
+    with MockAPI(script) as mock:
+        proc = run(tmp_path, "-p", "make x", "--permission-mode", "plan", mock=mock)
+    assert proc.stdout == "The plan: 1. touch x.\n" and not (tmp_path / "x").exists()
+    system = mock.requests[0]["body"]["system"][-1]["text"]
+    assert "Permission mode: plan (read-only: explore and answer with a plan" in system
+    assert "plan mode, which is read-only" in results_of(mock, 1)[0]["content"]
+
+
+def test_resume_by_id_and_the_session_id_on_every_stream_json_line(tmp_path):
+    with MockAPI([reply("Looking.", tool_call("list_files", {})), "Two files."]) as mock:
+        proc = run(tmp_path, "-p", "what is here?", "--output-format", "stream-json", mock=mock)
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    [session] = {e["session_id"] for e in events}               # one id on all six lines, the result's too
+    assert session and len(events) == 6
+    for resumed, flag in enumerate(("-r", "--resume")):
+        with MockAPI(["Still two."]) as mock:
+            proc = run(tmp_path, flag, session, "-p", "and now?", "--output-format", "json", mock=mock)
+        assert proc.returncode == 0, proc.stderr
+        assert len(mock.requests[0]["body"]["messages"]) == 5 + 2 * resumed     # what was saved, then the prompt
+        assert json.loads(proc.stdout)["session_id"] == session
+    with MockAPI() as mock:
+        proc = run(tmp_path, "-r", "no-such-id", "-p", "hi", mock=mock)
+    assert proc.returncode == 2 and "no saved session with id no-such-id" in proc.stderr and mock.requests == []
+
+
+def test_result_subtypes_are_claude_codes(tmp_path):
+    prices = json.dumps({"input": 0, "output": 1000, "cache_write": 0, "cache_read": 0})
+    cases = [(["ok"], [], "success"),
+             (MockAPI.mode("loop"), ["--max-turns", "1"], "error_max_turns"),
+             (MockAPI.mode("loop"), ["--max-budget-usd", "0.15"], "error_max_budget_usd"),
+             ([error(400, "prompt is too long")], [], "error_during_execution")]
+    for script, flags, subtype in cases:
+        with MockAPI(script) as mock:
+            proc = run(tmp_path, "-p", "go", "--output-format", "json", *flags, mock=mock,
+                       KESI_PRICES=prices, KESI_MAX_TOKENS="100")
+        result = json.loads(proc.stdout)
+        assert (result["subtype"], result["is_error"]) == (subtype, subtype != "success"), (flags, result)
+
+
+def test_plan_mode_ends_with_approving_the_plan_and_switching_mode(tmp_path):
+    from ptyterm import Terminal
+    script = ["Plan: create made.txt.", reply(tool_call("run_command", {"command": "touch made.txt"})), "Done."]
+    with MockAPI(script) as mock:
+        env = kesi_subprocess_env(mock, KESI_SANDBOX="off", TERM="dumb")
+        with Terminal([sys.executable, KESI, "--permission-mode", "plan"], tmp_path, env) as term:
+            term.expect("you > ")
+            term.type("make a file\n")
+            term.expect("Approve the plan and carry it out? [a = in auto mode / e = acceptEdits / d = default")
+            term.type("d\n")
+            term.expect("permission mode: default")
+            term.expect("Allow? [")                   # default mode asks; the sandbox is off
+            term.type("y\n")
+            term.expect("Done.")
+            term.expect("you > ")
+            term.type("/exit\n")
+            term.close()
+    assert (tmp_path / "made.txt").exists()
+    assert mock.requests[1]["body"]["messages"][-1]["content"] == "The plan is approved: carry it out."
