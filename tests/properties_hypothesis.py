@@ -1,7 +1,7 @@
 """Property tests: every tool returns (str, bool) and never raises, whatever it is given.
 
 Not collected by default (the name does not start with test_): hypothesis is
-not one of KeSi's dependencies. tests/test_properties.py runs this file,
+not one of KeSi's dependencies. tests/test_tool_properties.py runs this file,
 in-process when hypothesis is importable, otherwise in a child
 `uv run --with hypothesis ... pytest tests/properties_hypothesis.py`.
 
