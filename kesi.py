@@ -6994,8 +6994,8 @@ def main(argv=None) -> int:
     MODEL = args.model or MODEL
     PERMISSION_MODE = args.permission_mode
     if args.escalate and args.prompt is None:
-        print("KeSi: --escalate is for -p runs only; in the REPL, answer w or u at a command's "
-              "permission prompt.", file=sys.stderr)
+        print("KeSi: --escalate is for -p runs only; in the REPL, KeSi asks you before a command "
+              "leaves the sandbox.", file=sys.stderr)
         return 2
     try:
         apply_flags(args)
