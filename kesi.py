@@ -2190,6 +2190,7 @@ def escalation_for(command: str) -> str | None:
     once = ESCALATE_ONCE.pop(key, None) if key else None
     return once or GRANTED_ESCALATIONS.get(key) or HEADLESS_ESCALATION
 
+
 MAX_PREVIEW_LINES = 30
 
 
