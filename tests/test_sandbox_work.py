@@ -92,7 +92,7 @@ def test_an_unsandboxed_command_never_sees_the_sandboxs_caches(box, monkeypatch,
     if how == "--escalate unsandboxed":
         kesi.set_headless_escalation("unsandboxed")
     else:
-        kesi.grant_escalation(command, kesi.Escalate("unsandboxed", how == "ua"))
+        kesi.grant_escalation(kesi.command_key(command), "unsandboxed", how == "ua")
     for _ in range(2 if how == "ua" else 1):
         output, failed = sh(command)
         assert not failed and "\nend\n" in output, output
