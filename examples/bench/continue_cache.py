@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["anthropic>=0.69"]
+# dependencies = ["anthropic>=2.16,<3"]
 # ///
 """Bench (i): cache cost of a session continued with `kesi.py -c` after pauses, each prompt a new process.
 

@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["anthropic>=0.69"]
+# dependencies = ["anthropic>=2.16,<3"]
 # ///
 """Bench (j): the CPU a `kesi.py -p` process spends per request, seen from outside, at 320 and 1,280 requests.
 

@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["anthropic>=0.69"]
+# dependencies = ["anthropic>=2.16,<3"]
 # ///
 """Bench (i): a sandboxed `true` in a small and in a big workspace (goal: big / small at most 2x).
 
