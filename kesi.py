@@ -1978,12 +1978,6 @@ def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
     return values
 
 
-def git_requires_approval(tokens: list[str]) -> bool:
-    if os.path.basename(tokens[0]) != "git":
-        return False
-    return any(t.split("=", 1)[0] in GIT_SENSITIVE_OPTIONS for t in tokens[1:])
-
-
 def touches_forbidden(tokens: list[str], cwd: Path | None = None) -> bool:
     """Does a command argument name an ignored or out-of-jail path (read from cwd, the workspace by default)?"""
     cwd = cwd or BASE_DIR
@@ -2003,11 +1997,9 @@ def touches_forbidden(tokens: list[str], cwd: Path | None = None) -> bool:
         try:
             exists = candidate.exists() or candidate.is_symlink()
         except (OSError, RuntimeError, TypeError, ValueError):
-            exists = False
-        if exists:
-            target = safe_path(candidate)
-            if target is None or is_ignored(target):
-                return True
+            continue                            # no such name can exist (a NUL byte, a loop of links)
+        if exists and ((target := safe_path(candidate)) is None or is_ignored(target)):
+            return True
     return False
 
 
@@ -2048,7 +2040,7 @@ def classify_command(command) -> tuple[str, str]:
     expansions = shell_expansions(command)
     if expansions:
         return "ask", (f"it contains shell expansions or redirections ({' '.join(expansions)})"
-                             ", so it may do more than it says")
+                       ", so it may do more than it says")
     segments = command_segments(command)
     if segments is None:
         return "ask", "the command could not be parsed (an unclosed quote?)"
@@ -2097,7 +2089,7 @@ def part_question(tokens: list[str], cwd: Path | None) -> tuple[str | None, Path
         return "cd may leave the workspace (only cd to a folder in it is read-only)", None
     if not any(tuple(tokens[:len(safe)]) == safe for safe in SAFE_COMMANDS):
         return f"{' '.join(tokens[:2]) if tokens[0] == 'git' else tokens[0]} is not on the read-only list", cwd
-    if git_requires_approval(tokens):
+    if tokens[0] == "git" and any(t.split("=", 1)[0] in GIT_SENSITIVE_OPTIONS for t in tokens[1:]):
         return "the git command has options that write files or run programs", cwd
     if touches_forbidden(tokens, cwd):
         return "it touches a path that tools may not read", cwd
@@ -2108,14 +2100,11 @@ def part_question(tokens: list[str], cwd: Path | None) -> tuple[str | None, Path
 
 def command_key(command) -> str | None:
     """Grants match the exact full command: 'git push' never grants 'git clean'."""
-    if not isinstance(command, str):
-        return None
-    return command.strip() or None
+    return (command.strip() or None) if isinstance(command, str) else None
 
 
 def write_key(file_path, tool: str = "edit_file") -> str | None:
-    """A file's key: its path relative to the jail as the tool resolves it (one key for every spelling; none if
-    the tool refuses it)."""
+    """Its path relative to the jail as the tool resolves it: one key for every spelling, none if refused."""
     target = safe_write_path(file_path) if tool == "write_file" else safe_path(file_path)
     return relative(target) if target and target != BASE_DIR else None
 
@@ -2128,23 +2117,20 @@ RUNS_LATER_NAMES = {
     ".envrc", ".vscode", ".idea", ".zed", ".fleet", ".theia", ".devcontainer", ".devcontainer.json",
     ".exrc", ".nvimrc", ".nvim.lua", ".lvimrc", ".gitpod.yml", ".idx",
     # git and its hook managers
-    ".git", ".husky", ".githooks", ".pre-commit-config.yaml", ".lefthook", "lefthook.yml",
-    ".lefthook.yml", "lefthook-local.yml", "lefthook.yaml", ".lefthook.yaml", "lefthook-local.yaml",
-    ".lefthook-local.yml", ".lefthook-local.yaml",
+    ".git", ".husky", ".githooks", ".pre-commit-config.yaml", ".lefthook",
+    *(f"{dot}lefthook{local}.{ext}" for dot in ("", ".") for local in ("", "-local") for ext in ("yml", "yaml")),
     # CI
     ".gitlab-ci.yml", ".gitlab", ".circleci", ".buildkite", ".travis.yml", "jenkinsfile", "azure-pipelines.yml",
     ".woodpecker", ".woodpecker.yml", ".drone.yml", "bitbucket-pipelines.yml",
     # tool managers that run hooks or tasks on cd
-    "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".mise",
+    ".mise", *(f"{dot}mise{local}.toml" for dot in ("", ".") for local in ("", ".local")),
     # other agents' settings and instructions (hooks, MCP servers are commands)
     ".claude", ".cursor", ".gemini", ".mcp.json", ".codex", ".continue", ".aider.conf.yml",
     "opencode.json", ".roo", ".kiro", ".amazonq", ".windsurfrules", ".clinerules",
 }
 RUNS_LATER_PATHS = {(".github", "workflows"), (".github", "actions"), (".github", "copilot-instructions.md"),
-                    (".gitea", "workflows"), (".forgejo", "workflows"), (".config", "mise"),
-                    ("mise", "config.toml")}
-# Python runs every .pth file of a virtualenv's site-packages at start-up,
-# whatever the venv folder is called (.venv, env, .direnv/python-3.12).
+                    (".gitea", "workflows"), (".forgejo", "workflows"), (".config", "mise"), ("mise", "config.toml")}
+# Python runs every .pth file in a virtualenv's site-packages at start-up, whatever the venv folder is called.
 RUNS_LATER_SUFFIXES = (".code-workspace", ".pth")
 RUNS_LATER_REASON = "other tools run this file later, outside the sandbox (an editor, direnv, git hooks or CI)"
 
@@ -2154,11 +2140,6 @@ def runs_later(key: str) -> bool:
     return (any(part in RUNS_LATER_NAMES for part in parts)
             or any(tuple(parts[i:i + 2]) in RUNS_LATER_PATHS for i in range(len(parts)))
             or bool(parts) and parts[-1].endswith(RUNS_LATER_SUFFIXES))
-
-
-# --- asking the person -----------------------------------------------------------
-
-ANSWERS = {"y": True, "yes": True, "a": "always", "always": "always", "n": False, "no": False, "": False}
 
 
 # --- escalation: more than the sandbox gives, for one exact command --------------
@@ -2191,6 +2172,9 @@ def escalation_for(command: str) -> str | None:
     return once or GRANTED_ESCALATIONS.get(key) or HEADLESS_ESCALATION
 
 
+# --- asking the person -----------------------------------------------------------
+
+ANSWERS = {"y": True, "yes": True, "a": "always", "always": "always", "n": False, "no": False, "": False}
 MAX_PREVIEW_LINES = 30
 
 
@@ -2208,8 +2192,7 @@ def can_ask() -> bool:
 
 
 def ask_user(question: Question) -> tuple[bool, bool | str]:
-    """-> (allowed, "a" was answered) or (False, what to do instead). No terminal or EOF is no, Ctrl-C ends the
-    turn, anything else is asked again rather than guessed."""
+    """(allowed, "a" answered) or (False, what to do instead); no terminal or EOF is no, the unclear is asked again."""
     ui(f"      [permission needed] {visible(question.detail)}".replace("\n", "\n        | "))
     if question.reason:
         ui(wrapped(f"      reason: {visible(question.reason)}", hang=" " * 8))
@@ -2254,8 +2237,7 @@ def show_diff(diff: str, limit: int | None = None) -> bool:
 
 
 def prompt_input(question: str) -> str:
-    """input() asking where notices go (stderr with -p, never the answer's stdout); on stdout input() prints
-    the question itself, so readline knows the prompt and no keystroke comes too early."""
+    """Ask where notices go (stderr with -p); on stdout, input() prints it so readline knows the prompt."""
     if UI is sys.stdout:
         return input(question)
     ui(question, end="")
@@ -2274,11 +2256,10 @@ def refuse(shown: str, for_model: str) -> tuple[bool, str]:
 
 
 # --- rules that persist: Bash(...) and Edit(...) ------------------------------------
-# Claude Code's syntax: Bash(npm test) is exactly that command, Bash(npm test:*) any whose words start so,
-# Edit(src/**) file edits by glob. Allow rules match each part of a compound command (never a redirection or
-# an expansion); deny rules beat everything but hard denials. A sandboxed command can write the workspace, so
-# .kesi/settings.json may only deny; allow rules live in the user's settings ("permissions", or "projects" ->
-# <path>), where an "a" answer saves one.
+# Claude Code's syntax: Bash(npm test) is that exact command, Bash(npm test:*) any that starts with its words,
+# Edit(src/**) edits by glob. Allow rules match each part of a compound command (never a redirection or an
+# expansion); deny rules beat all but hard denials. A sandboxed command can write the workspace, so
+# .kesi/settings.json may only deny; allow rules live in the user's settings, where an "a" answer saves one.
 
 def user_settings_file() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or HOME_DIR / ".config") / "kesi" / "settings.json"
@@ -2345,16 +2326,10 @@ def command_matches(pattern: str, command: str, for_deny: bool) -> bool:
     return plain and (segments[0][:len(wanted[0])] if prefix else segments[0]) == wanted[0]
 
 
-# git's own options before its subcommand, and which of them take a value.
-GIT_GLOBAL_OPTIONS = {"-C": True, "-c": True, "--git-dir": True, "--work-tree": True, "--namespace": True,
-                      "--config-env": True,
-                      "--exec-path": False, "--no-pager": False, "-P": False, "--paginate": False,
-                      "-p": False, "--bare": False, "--no-replace-objects": False, "--literal-pathspecs": False,
-                      "--no-optional-locks": False}
-
-
-# Long options that are a short one, for programs deny rules often name
-# (rm --recursive --force is rm -rf), and short letters that are the same.
+# git's own options before its subcommand that take a value as the next word (git -C path push).
+GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}
+# Long options that are a short one, for programs deny rules often name (rm --recursive is rm -r),
+# and short letters that are the same.
 OPTION_LETTERS = {
     "rm": {"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i"},
     "cp": {"--recursive": "r", "--force": "f"}, "mv": {"--force": "f"},
@@ -2369,8 +2344,7 @@ GIT_SYNONYMS = {"send-pack": "push"}     # the plumbing git push runs: a rule on
 
 
 def rule_words(tokens: list[str]) -> list[str]:
-    """A command's words as a deny rule compares them: /usr/bin/git is git, git -C . push is git push, and
-    rm -fr and rm --force --recursive are rm -rf (long options made short, short letters sorted)."""
+    """A command's words as a deny rule sees them: /usr/bin/git -C . push is git push, rm --force -r is rm -fr."""
     words = [program_name(tokens[0]), *tokens[1:]] if tokens else []
     if words[:1] == ["git"]:
         words = ["git", *past_git_options(words[1:])[0]]
@@ -2387,12 +2361,11 @@ def rule_words(tokens: list[str]) -> list[str]:
 
 
 def past_git_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
-    """git's words from its subcommand on, and what its -c / --config-env give ({key: value}, a value from
-    the environment as UNKNOWN_ALIAS)."""
+    """git's words from its subcommand on, and its -c / --config-env settings (from the environment: UNKNOWN_ALIAS)."""
     words, config = list(words), {}
     while words and words[0].startswith("-"):
         option, has_value, value = words.pop(0).partition("=")
-        if GIT_GLOBAL_OPTIONS.get(option) and not has_value and words:
+        if option in GIT_VALUE_OPTIONS and not has_value and words:
             value = words.pop(0)                   # the option's value: -C path, -c key=value
         key, _, setting = value.partition("=")
         if option in ("-c", "--config-env"):
@@ -2413,8 +2386,7 @@ def as_short_option(word: str, program: str) -> str:
 
 
 def words_match(wanted: list[str], words: list[str], prefix: bool) -> bool:
-    """A rule's words against a command's: other words in order, options as a set wherever they stand (rm x -rf);
-    short options when the command gives at least those (rm -rfv), a long one by abbreviation, globs as sh would."""
+    """A rule's words against a command's: other words in order, options as a set wherever they stand (rm x -rf)."""
     rule_args, rule_options = split_options(wanted)
     args, options = split_options(words)
     if len(args) < len(rule_args) or (not prefix and (len(args), len(options)) != (len(rule_args), len(rule_options))):
@@ -2428,7 +2400,8 @@ def split_options(words: list[str]) -> tuple[list[str], list[str]]:
     args, options, letters = [], [], set()
     for index, word in enumerate(words):
         if word == "--":
-            return args + words[index + 1:], options + (["-" + "".join(sorted(letters))] if letters else [])
+            args += words[index + 1:]
+            break
         if re.fullmatch(r"-[A-Za-z]+", word):
             letters |= set(word[1:])
         elif word.startswith("-") and len(word) > 1:
@@ -2439,6 +2412,7 @@ def split_options(words: list[str]) -> tuple[list[str], list[str]]:
 
 
 def word_matches(rule_word: str, word: str, prefix: bool) -> bool:
+    """A prefix rule's short letters if the command gives more (rm -rfv), --rec for --recursive, a glob as sh would."""
     if prefix and all(re.fullmatch(r"-[A-Za-z]+", w) for w in (rule_word, word)):
         return set(rule_word[1:]) <= set(word[1:])
     if rule_word.startswith("--") and word.startswith("--") and len(word) > 3:
@@ -2447,33 +2421,29 @@ def word_matches(rule_word: str, word: str, prefix: bool) -> bool:
 
 
 def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -> bool:
-    """Does any part run what a deny rule names? Read as hard denials are (from every word a wrapper could start,
-    into every argument that is a command line), a git alias as what it stands for."""
+    """Does a part run what a deny rule names? Read as hard denials are (wrappers, nested lines), aliases expanded."""
     if depth > MAX_NESTING:
         return False
-    return any(segments_run_denied(wanted, prefix, segments, depth) for segments in shell_readings(command))
-
-
-def segments_run_denied(wanted: list[str], prefix: bool, segments: list[list[str]], depth: int) -> bool:
-    feeds_a_shell = any(program_name(t[0]) in COMMAND_READERS for t in map(unwrap_command, segments) if t)
-    for segment in segments:
-        tokens = unwrap_command(segment)
-        text_only = bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell
-        for start in range(1 if text_only else len(tokens)):      # echo git push runs no git
-            words = tokens[start:]
-            for line in handed_lines(words):      # alias values, git -c, rebase -x, submodule foreach
-                if line == UNKNOWN_ALIAS or runs_denied(wanted, prefix, line, depth + 1):
-                    return True   # what it runs cannot be read: the deny rule wins
-            alias = git_alias(words) if wanted[:1] == ["git"] else None
-            if alias and alias != UNKNOWN_ALIAS and not alias.startswith("!"):
-                words = ["git", *split_like_env(alias), *past_git_options(words[1:])[0][1:]]
-            if words_match(wanted, rule_words(words), prefix):
-                return True
-        for word in tokens:       # a text program's arguments run nothing, but $(...) and `...`
-            if text_only and "$(" not in word and "`" not in word:
-                continue
-            if command_segments(word, partial=True) not in ([[word]], []) and runs_denied(wanted, prefix, word, depth + 1):
-                return True
+    for segments in shell_readings(command):
+        feeds_a_shell = any(program_name(t[0]) in COMMAND_READERS for t in map(unwrap_command, segments) if t)
+        for segment in segments:
+            tokens = unwrap_command(segment)
+            text_only = bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell
+            for start in range(1 if text_only else len(tokens)):      # echo git push runs no git
+                words = tokens[start:]
+                for line in handed_lines(words):      # alias values, git -c, rebase -x, submodule foreach
+                    if line == UNKNOWN_ALIAS or runs_denied(wanted, prefix, line, depth + 1):
+                        return True   # what it runs cannot be read: the deny rule wins
+                alias = git_alias(words) if wanted[:1] == ["git"] else None
+                if alias and alias != UNKNOWN_ALIAS and not alias.startswith("!"):
+                    words = ["git", *split_like_env(alias), *past_git_options(words[1:])[0][1:]]
+                if words_match(wanted, rule_words(words), prefix):
+                    return True
+            for word in tokens:       # a text program's arguments run nothing, but $(...) and `...`
+                runs_code = not text_only or "$(" in word or "`" in word
+                if runs_code and command_segments(word, partial=True) not in ([[word]], []) \
+                        and runs_denied(wanted, prefix, word, depth + 1):
+                    return True
     return False
 
 
@@ -2528,8 +2498,7 @@ def save_project_rule(text: str) -> bool:
     """Add an allow rule for this project to the user's settings (written by KeSi only, after an "a")."""
     path = user_settings_file()
     settings = read_json_file(path)
-    projects = settings.setdefault("projects", {})
-    rules = projects.setdefault(str(BASE_DIR), {}).setdefault("allow", [])
+    rules = settings.setdefault("projects", {}).setdefault(str(BASE_DIR), {}).setdefault("allow", [])
     if text not in rules:
         rules.append(text)
     try:
