@@ -3788,8 +3788,7 @@ def git_dir_of(dot_git: Path) -> Path | None:
 
 
 def disarm_repository(repo: str) -> list[str]:
-    """Disarm one git dir, opened from the workspace with O_NOFOLLOW at every step: a link a background task
-    swaps in on the way must never lead a removal outside."""
+    """Disarm one git dir, opened with O_NOFOLLOW at every step: a link swapped in must never lead outside."""
     fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
         for name in repo.split("/"):
@@ -3833,7 +3832,6 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
 def open_at(folder_fd: int, name: str) -> int | None:
     with contextlib.suppress(OSError):
         return os.open(name, FOLDER_FLAGS, dir_fd=folder_fd)
-    return None
 
 
 def disarm_config(fd: int, shown: str) -> list[str]:
