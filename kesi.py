@@ -3115,7 +3115,15 @@ def nested_repositories() -> list[str]:
             found += [f"{rel}/.git"] if rel else []
         elif (folder := git_dir_of(BASE_DIR / rel / ".git")) and folder.is_relative_to(BASE_DIR) and folder != BASE_DIR:
             found.append(folder.relative_to(BASE_DIR).as_posix())
-    return sorted(repo for repo in set(found) if repo != ".git" and not repo.startswith(".git/"))
+    return sorted(repo for repo in set(found) if not walked_by_the_top_snapshot(repo))
+
+
+def walked_by_the_top_snapshot(repo: str) -> bool:
+    """The top git dir and its submodules' and worktrees' (their control files are in its snapshot); one planted
+    anywhere else in .git (objects/, refs/: data, never walked) is guarded as a repository of its own."""
+    parts = repo.split("/")
+    inside = parts[:2] in ([".git", "modules"], [".git", "worktrees"])
+    return repo == ".git" or inside and not GIT_DATA_FOLDERS & {*parts}
 
 
 def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
@@ -3709,8 +3717,8 @@ def disarm_new_repositories(before: GitSnapshot | None) -> list[str]:
         found += registered_repositories()
     removed = []
     for repo in dict.fromkeys(found):
-        if repo not in known and not repo.startswith(".git/"):   # under .git: the snapshot's own
-            removed += disarm_repository(BASE_DIR / repo, repo)
+        if repo not in known and (repo == ".git" or not walked_by_the_top_snapshot(repo)):
+            removed += disarm_repository(repo)
     return removed
 
 
@@ -3749,51 +3757,75 @@ def git_dir_of(dot_git: Path) -> Path | None:
         return None
 
 
-def disarm_repository(folder: Path, shown: str, depth: int = 0) -> list[str]:
-    removed = []
-    hooks = folder / "hooks"
-    with contextlib.suppress(OSError):
-        if hooks.is_symlink():
-            hooks.unlink()
-            removed.append(f"{shown}/hooks")
-        elif hooks.is_dir():
-            for entry in os.scandir(hooks):
-                if entry.is_symlink() or not entry.name.endswith(".sample"):
-                    remove_entry(Path(entry.path))
-                    removed.append(f"{shown}/hooks/{entry.name}")
-    for name in ("commondir", "config.worktree"):
-        if (folder / name).is_symlink() or (folder / name).exists():
-            remove_entry(folder / name)
+def disarm_repository(repo: str) -> list[str]:
+    """Disarm one git dir, opened with O_NOFOLLOW at every step: a link swapped in must never lead outside."""
+    fd = os.open(BASE_DIR, FOLDER_FLAGS)
+    try:
+        for name in repo.split("/"):
+            fd, above = os.open(name, FOLDER_FLAGS, dir_fd=fd), fd
+            os.close(above)
+        return disarm_git_dir(fd, repo)
+    except FileNotFoundError:
+        return []
+    except OSError:
+        return [f"nothing in {repo} (a link on its way, left alone: check it before you use git there)"]
+    finally:
+        os.close(fd)
+
+
+def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
+    removed, names = [], set(os.listdir(fd))
+    for name in names & {"hooks", "commondir", "config.worktree"}:
+        hooks = open_at(fd, name) if name == "hooks" else None
+        if hooks is None:                 # a link (or a file) in the hooks folder's place
+            remove_at(fd, name)
             removed.append(f"{shown}/{name}")
-    removed += disarm_config(folder / "config", shown)
+            continue
+        for hook in os.listdir(hooks):
+            if not hook.endswith(".sample") or stat.S_ISLNK(os.lstat(hook, dir_fd=hooks).st_mode):
+                remove_at(hooks, hook)
+                removed.append(f"{shown}/hooks/{hook}")
+        os.close(hooks)
+    removed += disarm_config(fd, shown) if "config" in names else []
     # Its own submodules' and worktrees' git dirs take code from their configs too.
-    for inner in ("modules", "worktrees"):
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(folder / inner):
-                if entry.is_dir(follow_symlinks=False) and depth < MAX_GIT_DEPTH:
-                    removed += disarm_repository(Path(entry.path), f"{shown}/{inner}/{entry.name}", depth + 1)
+    for inner in ("modules", "worktrees") if depth < MAX_GIT_DEPTH else ():
+        inner_fd = open_at(fd, inner)
+        for name in os.listdir(inner_fd) if inner_fd is not None else []:
+            if (sub := open_at(inner_fd, name)) is not None:
+                with contextlib.suppress(OSError):
+                    removed += disarm_git_dir(sub, f"{shown}/{inner}/{name}", depth + 1)
+                os.close(sub)
+        os.close(inner_fd) if inner_fd is not None else None
     return removed
 
 
-def disarm_config(config: Path, shown: str) -> list[str]:
-    """Unset what a fresh config never has; one git cannot read or clean is removed as a whole."""
-    if config.is_symlink() or (config.exists() and not config.is_file()):
-        remove_entry(config)
-        return [f"{shown}/config"]
-    if not config.is_file():
-        return []
-    remove_entry(config.with_name("config.lock"))       # git refuses to write while it is there
-    listed = run_git(["config", "--file", str(config), "--null", "--name-only", "--list"])
-    keys = [os.fsdecode(key) for key in listed.stdout.split(b"\0") if key] if listed else []
-    planted = [key for key in dict.fromkeys(keys) if not FRESH_CONFIG_KEYS.fullmatch(key.lower())]
-    for key in planted:
-        done = run_git(["config", "--file", str(config), "--unset-all", key])
-        if done is None or done.returncode != 0:
-            remove_entry(config)
-            return [f"{shown}/config (it could not be cleaned, so it is gone)"]
-    if listed is None or listed.returncode != 0:
-        remove_entry(config)
+def open_at(folder_fd: int, name: str) -> int | None:
+    with contextlib.suppress(OSError):
+        return os.open(name, FOLDER_FLAGS, dir_fd=folder_fd)
+
+
+def disarm_config(fd: int, shown: str) -> list[str]:
+    """Unset what a fresh config never has; one git cannot read or clean is removed as a whole. git works on a
+    private copy: given the path, it would follow a link swapped in for the config (or its folder)."""
+    remove_at(fd, "config.lock")
+    data = read_control_file(fd, "config")
+    with tempfile.TemporaryDirectory() as private:
+        copy = Path(private, "config")
+        copy.write_bytes(data)
+        listed = run_git(["config", "--file", str(copy), "--null", "--name-only", "--list"])
+        keys = [os.fsdecode(key) for key in listed.stdout.split(b"\0") if key] if listed else []
+        planted = [key for key in dict.fromkeys(keys) if not FRESH_CONFIG_KEYS.fullmatch(key.lower())]
+        done = [run_git(["config", "--file", str(copy), "--unset-all", key]) for key in planted]
+        cleaned = copy.read_bytes()
+    if data == b"(not a regular file)" or len(data) > MAX_CONTROL_BYTES or listed is None or listed.returncode:
+        remove_at(fd, "config")
         return [f"{shown}/config (git could not read it, so it is gone)"]
+    if any(step is None or step.returncode for step in done):
+        remove_at(fd, "config")
+        return [f"{shown}/config (it could not be cleaned, so it is gone)"]
+    if planted:
+        with contextlib.suppress(OSError):
+            write_atomically(fd, "config", cleaned, mode=0o644)
     return [f"{shown}/config: {key}" for key in planted]
 
 
@@ -3809,12 +3841,13 @@ def run_git(args: list[str], timeout: float = 10) -> subprocess.CompletedProcess
         return None
 
 
-def remove_entry(path: Path) -> None:
+def remove_at(folder_fd: int, name: str) -> None:
+    """Remove one entry of an open folder, never through a link (rmtree with dir_fd opens each folder itself)."""
     with contextlib.suppress(OSError):
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
+        if stat.S_ISDIR(os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_mode):
+            shutil.rmtree(name, dir_fd=folder_fd)
         else:
-            path.unlink()
+            os.unlink(name, dir_fd=folder_fd)
 
 
 def put_back(base_fd: int, path: str, was: tuple | None) -> None:
@@ -3829,13 +3862,9 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> None:
             strip_exec_lines(fds[-1], name, keep)
             return
         with contextlib.suppress(OSError):
-            info = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
-            if was is not None and was[0] == "folder" and stat.S_ISDIR(info.st_mode):
+            if was is not None and was[0] == "folder" and stat.S_ISDIR(os.lstat(name, dir_fd=fds[-1]).st_mode):
                 return            # still a folder: what is in it is put back on its own
-            if stat.S_ISDIR(info.st_mode):
-                shutil.rmtree(name, dir_fd=fds[-1])
-            else:
-                os.unlink(name, dir_fd=fds[-1])
+        remove_at(fds[-1], name)
         kind = was[0] if was else None
         if kind == "folder":
             os.mkdir(name, dir_fd=fds[-1])

@@ -877,3 +877,50 @@ def test_ordinary_system_files_stay_readable(box):
     output, failed = sh("head -c 1 /etc/passwd > /dev/null && head -c 1 /etc/hosts > /dev/null && "
                         "ls /etc/ssl/certs > /dev/null && echo fine")
     assert not failed and "fine" in output, output
+
+
+SWAP_LOOP = ("python3 -c 'import ctypes, os, time\nlibc = ctypes.CDLL(None)\nend = time.time() + 120\n"
+             "while time.time() < end and not os.path.exists(\"stop\"):\n"
+             "    libc.renameat2(-100, b\"w\", -100, b\"L\", 2)\n'")
+PLANT_IN_THE_FOLDER = ("for d in w L; do if [ -d $d ] && [ ! -L $d ]; then rm -rf $d/.git; git init -q $d; "
+                       "echo 'touch PWNED' > $d/.git/hooks/pre-commit; git -C $d config alias.x y; fi; done; true")
+
+
+def test_a_link_swapped_in_by_a_background_task_never_leads_the_guard_outside(box, tmp_path_factory):
+    victim = tmp_path_factory.mktemp("victim")
+    make_repo(victim)
+    (victim / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\necho the user's own hook\n")
+    assert git(victim, "config", "alias.mine", "status").returncode == 0
+    files = {path: path.read_bytes() for path in (victim / ".git").rglob("*") if path.is_file()}
+    make_repo(box)
+    (box / "L").symlink_to(victim)
+    (box / "w").mkdir()
+    kesi.run_command(SWAP_LOOP, run_in_background=True)
+    try:
+        outputs = [sh(PLANT_IN_THE_FOLDER)[0] for _ in range(30)]
+    finally:
+        (box / "stop").touch()
+        kesi.stop_background_tasks()
+        kesi.BACKGROUND_TASKS.clear()
+    lost = [str(path) for path, data in files.items() if not path.is_file() or path.read_bytes() != data]
+    assert lost == [], outputs
+
+
+GIT_DIR_IN_DOT_GIT = ("mkdir -p src && echo hi > src/f && git init -q --bare {g} && "
+                      "printf '[core]\\n\\tbare = false\\n\\tfsmonitor = \"touch $PWD/PWNED; false\"\\n' > {g}/config && "
+                      "{point} && cd src && git add f && git -c user.email=a@b -c user.name=a commit -qm x && cd .. && ")
+
+
+@pytest.mark.parametrize("g, point, register", [
+    (".git/objects/ev", "echo 'gitdir: ../.git/objects/ev' > src/.git", True),
+    (".git/refs/ev", "echo 'gitdir: ../.git/refs/ev' > src/.git", False),
+    (".git/logs/ev", "ln -s ../.git/logs/ev src/.git", False),
+    (".git/modules/m/objects/ev", "echo 'gitdir: ../.git/modules/m/objects/ev' > src/.git", True)])
+def test_a_git_dir_planted_in_the_top_git_dir_runs_nothing(box, g, point, register):
+    make_repo(box)
+    assert git(box, "init", "-q", "--bare", ".git/modules/m").returncode == 0    # a submodule's git dir, known
+    register_it = "git update-index --add --cacheinfo 160000,$(git -C src rev-parse HEAD),src && " if register else ""
+    output, _ = sh(GIT_DIR_IN_DOT_GIT.format(g=g, point=point) + register_it + "echo planted")
+    assert "planted" in output, output
+    later = git(box, "status").stdout + git(box / "src", "status").stdout
+    assert not pwned(box), (output, later)
