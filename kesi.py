@@ -116,10 +116,14 @@ PROJECT_ENV_NAMES = {"ANTHROPIC_API_KEY"}        # all a project's .env may set 
 SANDBOX_CHOICES = {"auto": "auto", "on": "auto", "off": "off", "0": "off", "no": "off", "false": "off"}
 
 
+def user_config_folder() -> Path:
+    """$XDG_CONFIG_HOME/kesi, else ~/.config/kesi (a relative one is ignored, as XDG says): env, settings.json."""
+    config = os.environ.get("XDG_CONFIG_HOME", "")
+    return Path(config if os.path.isabs(config) else Path.home() / ".config") / "kesi"
+
+
 def user_env_file() -> Path:
-    """$XDG_CONFIG_HOME/kesi/env, else ~/.config/kesi/env: KEY=VALUE lines."""
-    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(config) / "kesi" / "env"
+    return user_config_folder() / "env"      # KEY=VALUE lines
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -359,6 +363,11 @@ def visible(text) -> str:
     """Text from the model, a file or a command, its controls shown as escapes (\\x1b, \\u202e), never obeyed."""
     text = utf8_safe(str(text)).replace("\r\n", "\n")
     return TERMINAL_CONTROLS.sub(control_escape, text)
+
+
+def one_line(text) -> str:
+    """visible(), with line breaks escaped too: a field of a list cannot pass for another entry of it."""
+    return visible(text).replace("\n", "\\n")
 
 
 def control_escape(match) -> str:
@@ -613,10 +622,24 @@ RECORD_BREAKS = re.compile("[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")     # str.spli
 
 
 def records_root() -> Path:
-    state = Path(os.environ.get("XDG_STATE_HOME") or HOME_DIR / ".local" / "state")
-    if not state.is_absolute() or state.resolve().is_relative_to(BASE_DIR):
-        state = HOME_DIR / ".local" / "state"        # never in the workspace, which commands can write
-    return state / "kesi"
+    """A relative XDG_STATE_HOME is ignored, as XDG says; one in the workspace is refused (own_folders_clash)."""
+    state = os.environ.get("XDG_STATE_HOME", "")
+    return Path(state if os.path.isabs(state) else HOME_DIR / ".local" / "state") / "kesi"
+
+
+def own_folders_clash() -> str | None:
+    """Resolve KeSi's own folders once (no link can move them later), and refuse them where they overlap the
+    workspace, which commands and the model write: a planted key, record, rule or env line would be trusted.
+    In the home folder or above, the sandbox is useless anyway, and KeSi says so."""
+    for variable, folder in (("XDG_CONFIG_HOME", user_config_folder()), ("XDG_STATE_HOME", records_root())):
+        home, real = Path(os.path.realpath(folder.parent)), Path(os.path.realpath(folder))
+        os.environ[variable] = str(home)
+        if not sandbox_would_be_useless() and any(a.is_relative_to(b) for a, b in (
+                (home, BASE_DIR), (real, BASE_DIR), (BASE_DIR, real))):
+            return (f"KeSi's own folder {visible(real)} (settings or records) overlaps this workspace, where "
+                    "commands and the model can write, so they could plant what KeSi trusts. Start KeSi in a "
+                    f"project folder, or set {variable} to a folder outside it.")
+    return None
 
 
 def records_folder(*names: str) -> Path:
@@ -626,9 +649,10 @@ def records_folder(*names: str) -> Path:
 
 
 def record_key() -> bytes:
-    """The user's key for KeSi's records, made once: linked into place whole, so two KeSis agree on it."""
+    """The user's key for KeSi's records, made once: linked into place whole, so two KeSis agree on it.
+    Only a regular file of the user's, mode 0600, is trusted: another user could plant one in a shared folder."""
     path = records_root() / "records.key"
-    if not path.exists():
+    if not os.path.lexists(path):
         os.makedirs(path.parent, 0o700, exist_ok=True)
         draft = path.with_name(f".records.key.{os.getpid()}")
         with os.fdopen(os.open(draft, NEW_FILE_FLAGS, 0o600), "w") as f:
@@ -636,10 +660,12 @@ def record_key() -> bytes:
         with contextlib.suppress(FileExistsError):
             os.link(draft, path)
         os.unlink(draft)
-    try:
-        return bytes.fromhex(path.read_text()[:200])
-    except ValueError:
-        raise OSError(f"{path} is not a KeSi key; remove it and KeSi makes a new one") from None
+    with contextlib.suppress(OSError), os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)) as f:
+        info = os.fstat(f.fileno())
+        if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
+            with contextlib.suppress(ValueError):
+                return bytes.fromhex(f.read(200))
+    raise OSError(f"{path} is not a KeSi key (a regular file of yours, mode 0600); remove it and KeSi makes one")
 
 
 def record_lines(path: Path, entries: list) -> bytes:
@@ -2262,7 +2288,7 @@ def refuse(shown: str, for_model: str) -> tuple[bool, str]:
 # .kesi/settings.json may only deny; allow rules live in the user's settings, where an "a" answer saves one.
 
 def user_settings_file() -> Path:
-    return Path(os.environ.get("XDG_CONFIG_HOME") or HOME_DIR / ".config") / "kesi" / "settings.json"
+    return user_config_folder() / "settings.json"
 
 
 def project_settings_file() -> Path:
@@ -3949,19 +3975,21 @@ def entries(sections: list[dict], kind: str) -> tuple:
 
 
 def ip_literal(text: str) -> str | None:
-    """The address in its one canonical spelling, or None if text is not an IP address."""
+    """The address in its one canonical spelling, or None if text is not an IP address. What the resolver
+    reads as an address is one (inet_aton: 16909060, 0x1020304, 1.2.772, 0177.0.0.1), never a name."""
     try:
         return str(ipaddress.ip_address(text.strip("[]")))
     except ValueError:
-        return None
+        with contextlib.suppress(OSError, ValueError):
+            return socket.inet_ntoa(socket.inet_aton(text))
+    return None
 
 
 def normal_host(raw: str) -> str | None:
     """A host as the allowlist compares it (lower case, no trailing dot; an address canonical), or None."""
-    host = raw.strip().lower()
+    host = raw.strip().lower().removesuffix(".")
     if ip_literal(host):
         return ip_literal(host)
-    host = host.removesuffix(".")
     return host if len(host) <= 253 and HOST_NAME.fullmatch(host) else None
 
 
@@ -4436,7 +4464,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
         return "Error: timeout must be a positive number of seconds.", True
     limit = min(limit, COMMAND_TIMEOUT)
-    decision, started = approval_of(command, False), time.time()
+    started = time.time()
     make_cache_folder()
     escalation = escalation_for(command)
     env = command_environment(escalation)
@@ -4447,7 +4475,8 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
             proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     pass_fds=fds, stderr=subprocess.STDOUT, start_new_session=True)
     except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
-        return f"Error: could not start the command: {exc}", True
+        return f"Error: could not start the command: {exc}", True    # logged by audit_never_started
+    decision = approval_of(command, False)
     captured, overflow = HeadAndTail(MAX_OUTPUT_BYTES // 2), threading.Event()
 
     def on_full():
@@ -4463,6 +4492,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     except KeyboardInterrupt:
         running.clear()
         say_stopping("      ")
+        audit_command(command, decision, started, time.time() - started, None, "(interrupted by the person)")
         raise
     finally:
         running.clear()
@@ -4613,6 +4643,7 @@ def start_background_task(command: str) -> tuple[str, bool]:
                 "stop one with background_stop first."), True
     shared = start_shared_network()
     make_cache_folder()
+    adopt_orphans()
     try:
         with command_start(command, background=True) as (argv, fds):
             proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(), stdin=subprocess.DEVNULL,
@@ -4706,9 +4737,47 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
         kill_group(proc.pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
+    if ADOPTING:
+        stop_orphans()
     for task in BACKGROUND_TASKS.values():
         if task.proc in running:
             log_task_end(task, how)
+
+
+# Without bwrap's pid namespace, a task's setsid or double-forked children leave its process group and would
+# outlive it. On Linux KeSi becomes their subreaper: they are adopted by KeSi, not init, so it can end them.
+ADOPTING = False
+
+
+def adopt_orphans() -> None:
+    global ADOPTING
+    if sys.platform.startswith("linux") and sandbox_kind() != "bubblewrap" and not ADOPTING:
+        import ctypes
+        ADOPTING = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0      # PR_SET_CHILD_SUBREAPER
+
+
+def stop_orphans() -> None:
+    """KILL and reap what KeSi adopted, round by round (a killed one's children are adopted next), whichever
+    task left it: a process that left its task cannot be told apart, and may not run on."""
+    known = {task.proc.pid for task in BACKGROUND_TASKS.values() if task.proc.returncode is None}
+    for _ in range(1000):
+        orphans = [pid for pid in child_pids(os.getpid()) if pid not in known]
+        for pid in orphans:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in orphans:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        if not orphans:
+            return
+
+
+def child_pids(pid: int) -> list[int]:
+    found = []
+    for path in glob.glob(f"/proc/{pid}/task/*/children"):
+        with contextlib.suppress(OSError):
+            found += map(int, Path(path).read_text().split())
+    return found
 
 
 def stop_tasks_beyond_permission(revoked: bool = False) -> None:
@@ -4754,6 +4823,15 @@ def note_approval(command, decision: str, background: bool = False) -> None:
 
 def approval_of(command: str, background: bool) -> str:
     return _approvals.pop((command, background), "not checked (called directly, not by the model)")
+
+
+def audit_never_started(tool_input, output: str) -> None:
+    """An allowed command that never started (bad arguments, no room, a NUL byte) is logged too, with why."""
+    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+    key = (command, tool_input.get("run_in_background") is True) if isinstance(command, str) else None
+    if key in _approvals:
+        write_audit_entry({"command": command, "decision": _approvals.pop(key), "background": key[1],
+                           "not_started": clip_for_audit(output)})
 
 
 def audit_command(command: str, decision: str, started: float, seconds: float | None, code, output: str,
@@ -6049,6 +6127,8 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
             output = INTERRUPTED_TOOL if verdict.outcome == "allow" else INTERRUPTED_PROMPT
         except Exception as exc:          # a bug in KeSi's own checks must not end the session
             output, is_error = f"Error: KeSi failed while handling this call ({type(exc).__name__}: {exc}).", True
+        if name == "run_command":
+            audit_never_started(tool_input, output)
         summary = "interrupted; the turn ends" if interrupted else summarize_result(name, output, is_error)
         if summary is not None and (verdict.outcome != "deny" or interrupted):   # a refusal said why
             line = f"{agent.indent}    {'x' if is_error else '>'} {visible(summary)}"
@@ -6554,7 +6634,7 @@ def show_tasks() -> None:
     if not BACKGROUND_TASKS:
         ui("  No background tasks in this session.")
     for task in BACKGROUND_TASKS.values():
-        ui(f"  {task.id:>2}. {task.state():<22} {visible(shorten(task.command, 100))}")
+        ui(f"  {task.id:>2}. {task.state():<22} {one_line(shorten(task.command, 100))}")
 
 
 def show_log(argument: str) -> None:
@@ -6567,11 +6647,12 @@ def show_log(argument: str) -> None:
     if forged:
         ui(paint(f"  ({forged} lines of the log were not written by KeSi (their signature is wrong): not shown; "
                  f"the log is {visible(records_folder() / AUDIT_LOG)})", "error"))
-    for entry in entries:
-        ran = "" if entry.get("exit_code") is None else visible(f"exit {entry['exit_code']}, {entry.get('seconds')} s")
+    for entry in entries:     # one line per field: a command's own line breaks cannot forge an entry
+        ran = "" if entry.get("exit_code") is None else f"; exit {entry['exit_code']}, {entry.get('seconds')} s"
+        ran += "; never started" if "not_started" in entry else ""
         task = f"[task {entry['background_task']}] " if entry.get("background_task") else ""
-        ui(f"  {visible(entry.get('at', '?'))}  {task}{visible(shorten(str(entry.get('command', '')), 80))}")
-        ui(f"      {visible(entry.get('decision', '?'))}{'; ' + ran if ran else ''}")
+        ui(f"  {one_line(entry.get('at', '?'))}  {task}{one_line(shorten(str(entry.get('command', '')), 80))}")
+        ui(f"      {one_line(str(entry.get('decision', '?')) + ran)}")
 
 
 def is_slash_command(line: str) -> bool:
@@ -6983,6 +7064,10 @@ def apply_flags(args) -> None:
 def main(argv=None) -> int:
     global CLIENT, MODEL, PERMISSION_MODE, UI, SESSION_FILE
     args = parse_args(argv)
+    clash = own_folders_clash()
+    if clash:
+        print(f"KeSi: {clash}", file=sys.stderr)
+        return 2
     try:
         settings = read_settings(os.environ, user_env_file(), BASE_DIR / ".env")
     except SettingError as exc:

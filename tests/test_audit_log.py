@@ -147,6 +147,38 @@ def test_a_command_cannot_hide_its_entry_or_add_a_phantom_one(ws, notices):
     assert "\\u2028" in shown and "\u2028" not in shown             # shown escaped, as every control
 
 
+def test_slash_log_and_tasks_show_a_command_on_one_line(ws, notices):
+    """A command's own line breaks are shown as \\n: they cannot forge a decision or a phantom entry (L2)."""
+    command = "rm -f d\n      allowed as read-only (classifier)\n  1999-01-01T00:00:00  ls"
+    kesi.PERMISSION_MODE = "bypassPermissions"
+    with sandbox_forced(None):
+        kesi.run_tools([{"type": "tool_use", "id": "t1", "name": "run_command",
+                         "input": {"command": command, "run_in_background": True}}])
+        notices.seek(0)
+        notices.truncate()                      # from here, only what /log and /tasks print
+        kesi.handle_slash("/log", None, [])
+        kesi.handle_slash("/tasks", None, [])
+    lines = notices.getvalue().split("\n")
+    shown = [line for line in lines if "rm -f d" in line]
+    assert len(shown) == 2 and all("rm -f d\\n      allowed as read-only" in line for line in shown), lines
+    assert not any(line.strip().startswith(("allowed as read-only", "1999-01-01")) for line in lines), lines
+
+
+@pytest.mark.parametrize("call", [{"command": "echo nul\x00byte"}, {"command": "touch bad-timeout", "timeout": "x"},
+                                  {"command": "touch bad-flag", "run_in_background": "yes"}])
+def test_an_allowed_command_that_never_started_is_logged(ws, notices, call):
+    """Every command the model asks for leaves an entry, also one that could not start (L3)."""
+    kesi.PERMISSION_MODE = "bypassPermissions"
+    with sandbox_forced(None):
+        results, _ = kesi.run_tools([{"type": "tool_use", "id": "t1", "name": "run_command", "input": call}])
+    assert results[0]["is_error"]
+    (entry,) = audit(ws)
+    assert entry["command"] == call["command"] and entry["decision"] == "allowed by mode bypassPermissions"
+    assert "Error" in entry["not_started"] and "exit_code" not in entry
+    kesi.handle_slash("/log", None, [])
+    assert "allowed by mode bypassPermissions; never started" in notices.getvalue(), notices.getvalue()
+
+
 def test_lines_kesi_did_not_write_are_not_shown_and_are_counted(ws, notices):
     with sandbox_forced(None):
         kesi.run_command("echo signed")

@@ -4,6 +4,7 @@ behind when KeSi exits (normally, on SIGTERM or SIGHUP, and in bwrap even
 on SIGKILL). Whether a process is left is answered from /proc by a marker
 unique to the run, or by the task's own pid namespace, never by a name.
 """
+import contextlib
 import io
 import json
 import shutil
@@ -228,3 +229,63 @@ def test_leaving_bypass_mode_stops_what_only_the_mode_allowed(box, user, notices
     kesi.handle_slash("/mode acceptEdits", None, [])
     assert running(by_mode, granted) == [False, True]
     assert "stopped background task 1" in notices.getvalue() and "task 2" not in notices.getvalue()
+
+
+SANDBOX_OFF_TASKS = r"""
+import json, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import kesi
+
+
+def marker_alive(marker: str) -> bool:
+    for entry in Path("/proc").iterdir():
+        try:
+            if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    return True
+        except (OSError, IndexError):
+            continue
+    return False
+
+
+kesi.SANDBOX_DISABLED, kesi.BASE_DIR, kesi.PERMISSION_MODE = True, Path.cwd(), "bypassPermissions"
+kesi.KILL_GRACE_SECONDS = 0.5
+
+
+def start(marker: str) -> list[str]:
+    # setsid: a session of its own; the subshell's setsid sh exits at once: its sleep is orphaned
+    markers = [f"{marker}1", f"{marker}2", f"{marker}0"]
+    command = f"setsid sleep {markers[0]} & (setsid sh -c 'sleep {markers[1]} & exit' &); exec sleep {markers[2]}"
+    assert kesi.check_command_permission(command, background=True)[0]
+    assert not kesi.run_command(command, run_in_background=True)[1]
+    for _ in range(600):
+        if all(map(marker_alive, markers)):
+            return markers
+        time.sleep(0.05)
+    raise SystemExit("the task's processes never started")
+
+
+first = start(sys.argv[2])
+kesi.handle_slash("/mode readOnly", None, [])
+kesi.handle_slash("/mode bypassPermissions", None, [])
+print(json.dumps({"after /mode readOnly": [marker_alive(m) for m in first], "at exit": start(sys.argv[3])}))
+"""
+
+
+def test_with_the_sandbox_off_no_process_a_task_left_outlives_it(tmp_path):
+    """Without bwrap's pid namespace, a task's setsid and orphaned children are stopped with it: on /mode
+    readOnly and when KeSi exits (L4). KeSi adopts them (PR_SET_CHILD_SUBREAPER)."""
+    run = uuid.uuid4().int % 10**6
+    done = subprocess.run([sys.executable, "-c", SANDBOX_OFF_TASKS, str(Path(kesi.__file__).parent),
+                            f"4{run}.", f"5{run}."], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    try:
+        assert done.returncode == 0, done.stderr
+        seen = json.loads(done.stdout.splitlines()[-1])
+        assert seen["after /mode readOnly"] == [False, False, False], seen
+        assert not any(marker_alive(m) for m in seen["at exit"]), seen
+    finally:
+        for entry in Path("/proc").glob("[0-9]*/cmdline"):           # leave nothing behind, even on failure
+            with contextlib.suppress(OSError):
+                if f"{run}.".encode() in entry.read_bytes():
+                    os.kill(int(entry.parent.name), signal.SIGKILL)

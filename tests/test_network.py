@@ -256,6 +256,40 @@ def test_a_public_address_of_this_machine_is_refused_even_if_added_later(tmp_pat
         assert answer.startswith("HTTP/1.1 403") and "resolves only to this machine" in answer, answer
 
 
+NUMERIC_SPELLINGS = r"""
+import json, socket, sys
+sys.path.insert(0, sys.argv[1])
+import kesi
+proxy = kesi.start_network_proxy("bubblewrap")
+answers = {}
+for host in sys.argv[2:]:
+    for head in (f"CONNECT {host}:80 HTTP/1.1\r\n\r\n", f"GET http://{host}/ HTTP/1.1\r\n\r\n"):
+        with socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(60)
+            client.connect(proxy.server_address)
+            client.sendall(head.encode())
+            answers[head] = client.makefile("rb").read().decode()
+print(json.dumps(answers))
+"""
+
+
+def test_no_wildcard_covers_a_number_the_resolver_reads_as_an_address(tmp_path, config):
+    """16909060, 0x01020304, 1.2.772 are 1.2.3.4 to the resolver (inet_aton): "*" must not allow them as
+    names (L5). In a network namespace of its own, where the proxy would fail to connect (502) if it tried."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare")
+    config({"network": {"allow": ["*"]}})
+    spellings = ["16909060", "0x01020304", "1.2.772", "0177.0.0.1", "0x7f.1", "16909060."]
+    done = subprocess.run(["unshare", "-rn", sys.executable, "-c", NUMERIC_SPELLINGS, str(ROOT), *spellings],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    if done.returncode and "unshare" in done.stderr:
+        pytest.skip(f"no user and network namespace here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    for head, answer in json.loads(done.stdout).items():
+        assert answer.startswith("HTTP/1.1 403") and "not on the network allowlist" in answer, (head, answer)
+    assert [kesi.normal_host(s) for s in spellings] == ["1.2.3.4"] * 3 + ["127.0.0.1"] * 2 + ["1.2.3.4"]
+
+
 def test_the_proxy_holds_at_most_its_cap_of_connections(ws):
     """4,000 idle connections once made 2,000 threads in KeSi: now one past the cap gets a 503 that
     says why, at once and without a thread, and a freed slot is usable again."""
