@@ -634,7 +634,7 @@ def own_folders_clash() -> str | None:
     for variable, folder in (("XDG_CONFIG_HOME", user_config_folder()), ("XDG_STATE_HOME", records_root())):
         home, real = Path(os.path.realpath(folder.parent)), Path(os.path.realpath(folder))
         os.environ[variable] = str(home)
-        if not sandbox_would_be_useless() and any(a.is_relative_to(b) for a, b in (
+        if not HOME_DIR.is_relative_to(BASE_DIR) and any(a.is_relative_to(b) for a, b in (
                 (home, BASE_DIR), (real, BASE_DIR), (BASE_DIR, real))):
             return (f"KeSi's own folder {visible(real)} (settings or records) overlaps this workspace, where "
                     "commands and the model can write, so they could plant what KeSi trusts. Start KeSi in a "

@@ -37,11 +37,12 @@ def restore_settings():
 
 def test_bad_settings_stop_a_real_kesi_with_a_clear_message(tmp_path):
     """All at once (one child per setting, in parallel): each names itself and what it accepts."""
-    procs = {}
+    procs, workspace = {}, tmp_path / "ws"       # KeSi's own folders may not lie inside the workspace
+    workspace.mkdir()
     for name, (value, _) in BAD.items():
         env = checklib.kesi_subprocess_env(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL="http://127.0.0.1:9",
                                            XDG_CONFIG_HOME=str(tmp_path / "no-config"), **{name: value})
-        procs[name] = subprocess.Popen([sys.executable, str(KESI), "-p", "hello"], cwd=tmp_path, env=env,
+        procs[name] = subprocess.Popen([sys.executable, str(KESI), "-p", "hello"], cwd=workspace, env=env,
                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, text=True)
     for name, proc in procs.items():
