@@ -4313,7 +4313,9 @@ def forwarder_python() -> str | None:
 # network during their grace period, and it reaps orphans; it ends when the
 # command does, passing on its exit code, and the namespace ends with it.
 PROXY_FORWARDER = """
-import contextlib, os, signal, socket, sys, threading
+import contextlib, ctypes, os, signal, socket, sys, threading
+# Die with bwrap, as --die-with-parent means: without asking again here, this pid 1 once outlived a SIGKILLed KeSi.
+ctypes.CDLL(None).prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG
 written, path, command = sys.argv[1], sys.argv[2], sys.argv[3:]
 # A port the kernel picks, free by definition: in the session's shared network
 # a fixed one could be taken by a server a command left running, which would
