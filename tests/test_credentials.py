@@ -20,6 +20,12 @@ def child_env(mock, tmp_path, **extra) -> dict:
                                         XDG_CONFIG_HOME=str(tmp_path / "config"), **extra)
 
 
+def workspace(tmp_path):
+    """A project folder beside the user's config: KeSi refuses one that holds its own folders."""
+    (tmp_path / "ws").mkdir()
+    return tmp_path / "ws"
+
+
 def only_the_token_arrived(mock) -> None:
     headers = [{k.lower(): v for k, v in r["headers"].items()} for r in mock.requests]
     assert headers and all(h.get("authorization") == "Bearer gateway-token" for h in headers), headers
@@ -29,8 +35,8 @@ def only_the_token_arrived(mock) -> None:
 
 def test_both_credentials_in_a_headless_run_send_the_token_and_say_so(tmp_path):
     with MockAPI(["the answer"]) as mock:
-        proc = subprocess.run([sys.executable, str(KESI), "-p", "hi"], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=120, env=child_env(mock, tmp_path, **BOTH))
+        proc = subprocess.run([sys.executable, str(KESI), "-p", "hi"], cwd=workspace(tmp_path),
+                              capture_output=True, text=True, timeout=120, env=child_env(mock, tmp_path, **BOTH))
     assert proc.returncode == 0 and proc.stdout == "the answer\n", proc.stderr
     assert proc.stderr.count(SAID) == 1 and "sk-ant-console-key" not in proc.stderr
     only_the_token_arrived(mock)
@@ -38,7 +44,7 @@ def test_both_credentials_in_a_headless_run_send_the_token_and_say_so(tmp_path):
 
 def test_both_credentials_at_the_repl_send_the_token_and_say_so(tmp_path):
     with MockAPI(["first answer"]) as mock:
-        with Terminal([sys.executable, KESI], tmp_path, child_env(mock, tmp_path, TERM="dumb", **BOTH)) as term:
+        with Terminal([sys.executable, KESI], workspace(tmp_path), child_env(mock, tmp_path, TERM="dumb", **BOTH)) as term:
             term.wait_for(SAID, "you > ")
             term.type(b"hello\r")
             term.wait_for("first answer", "you > ")
