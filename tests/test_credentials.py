@@ -44,7 +44,8 @@ def test_both_credentials_in_a_headless_run_send_the_token_and_say_so(tmp_path):
 
 def test_both_credentials_at_the_repl_send_the_token_and_say_so(tmp_path):
     with MockAPI(["first answer"]) as mock:
-        with Terminal([sys.executable, KESI], workspace(tmp_path), child_env(mock, tmp_path, TERM="dumb", **BOTH)) as term:
+        env = child_env(mock, tmp_path, TERM="dumb", **BOTH)
+        with Terminal([sys.executable, KESI], workspace(tmp_path), env) as term:
             term.wait_for(SAID, "you > ")
             term.type(b"hello\r")
             term.wait_for("first answer", "you > ")
