@@ -6,20 +6,10 @@ import time
 
 import kesi
 from checklib import capture_ui
+from test_cache_strategy import FakeTime     # one moving clock for the cache tests
 
 MINUTE = 60
 BIG = "Explain every rule in this file. " + "rule_42 gives a discount above 100; " * 800   # past Haiku's 4,096
-
-
-class FakeTime:
-    def __init__(self):
-        self.offset = 0.0
-
-    def time(self):
-        return time.time() + self.offset
-
-    def __getattr__(self, name):
-        return getattr(time, name)
 
 
 def ttls(request: dict) -> set:
