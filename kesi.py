@@ -4638,7 +4638,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
         argv += ["--seccomp", str(filter_fd)]
     steps = str(round(KILL_GRACE_SECONDS / GRACE_STEP_SECONDS))
     return argv + ["--chdir", str(BASE_DIR), *forwarder, SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, steps,
-                   str(GRACE_STEP_SECONDS)]
+                   str(GRACE_STEP_SECONDS), str(lifeline_fd())]
 
 
 def anchored_folders(pinned: list[str]) -> list[str]:
@@ -4737,22 +4737,35 @@ def setid_filter_fd() -> int | None:
 
 @contextlib.contextmanager
 def command_start(command: str, background: bool = False, escalation: str | None = None):
-    """(argv, descriptors to pass: the shared network's, the filter's) for one command; the filter's
-    descriptor is closed once the with-block (starting the command) is done."""
+    """(argv, descriptors to pass: the shared network's, the lifeline, the filter's) for one command; the
+    filter's descriptor is closed once the with-block (starting the command) is done."""
     bubblewrap = escalation != "unsandboxed" and sandbox_kind() == "bubblewrap"
     fd = setid_filter_fd() if bubblewrap else None
     try:
         argv = shell_argv(command, background, escalation, filter_fd=fd)
-        yield argv, (*_shared_network, *([] if fd is None else [fd]))
+        yield argv, (*_shared_network, *([lifeline_fd()] if bubblewrap else []), *([] if fd is None else [fd]))
     finally:
         if fd is not None:
             os.close(fd)
 
 
+# bwrap arms --die-with-parent only after clone(), never checking KeSi is still there: a KeSi SIGKILLed before
+# left the sandbox running. So every sandbox also watches this pipe, whose write end only KeSi holds.
+_lifeline: list[int] = []            # (read end, write end), not inherited: the kernel closes it as KeSi dies
+
+
+def lifeline_fd() -> int:             # the read end, passed into every bwrap, watched there by GRACE_WRAPPER
+    if not _lifeline:
+        _lifeline[:] = os.pipe()
+    return _lifeline[0]
+
+
 # The pid namespace ends with its first process, killing the rest at once. So that background jobs still get
 # the grace period (TERM, then KILL, as unsandboxed), that first process is this wrapper: it runs the command,
-# TERMs what is left ("kill -1": all but itself and init), and waits: at most $2 steps of $3 seconds.
-GRACE_WRAPPER = ('"$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
+# TERMs what is left ("kill -1": all but itself and init), and waits: at most $2 steps of $3 seconds. Its watcher
+# of the lifeline ($4: dash redirects only 0-9) KILLs all at the pipe's end (KeSi gone), not at a line written in.
+GRACE_WRAPPER = ('life="/proc/self/fd/$4"; [ -p "$life" ] && { while read -r _; do :; done <"$life"; '
+                 'kill -KILL -1; } >/dev/null 2>&1 & "$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
                  'while [ "$i" -lt "$2" ] && kill -0 -1 2>/dev/null; do sleep "$3"; i=$((i + 1)); done; '
                  'exit "$code"')
 
@@ -5886,7 +5899,7 @@ def network_line() -> str:
 # reads what it printed since the last look with background_output and ends
 # it with background_stop. Every task is stopped when KeSi exits: at a normal
 # exit and after a crash (atexit), on SIGHUP and SIGTERM (main turns them into
-# an exit), and in bwrap even after a SIGKILL of KeSi (--die-with-parent).
+# an exit), and in bwrap even after a SIGKILL of KeSi (--die-with-parent, and lifeline_fd before bwrap arms it).
 
 MAX_BACKGROUND_TASKS = 8               # running at once
 MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task

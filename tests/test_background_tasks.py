@@ -5,6 +5,7 @@ on SIGKILL). Whether a process is left is answered from /proc by a marker
 unique to the run, or by the task's own pid namespace, never by a name.
 """
 import contextlib
+import fcntl
 import io
 import json
 import shutil
@@ -13,8 +14,10 @@ from pathlib import Path
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import time
 import uuid
 
@@ -136,6 +139,72 @@ def test_no_background_process_outlives_kesi(box, mock_client, ending):
             break
         time.sleep(0.1)
     assert not marker_alive(marker), (ending, err)
+
+
+# KeSi is SIGKILLed right after starting the task, and the task's bwrap runs only once KeSi is gone (as it may,
+# late, on a loaded machine): it arms --die-with-parent too late, so only the lifeline can end the sandbox.
+# bwrap's --json-status-fd shows that the sandbox did start, and how it ended.
+KILLED_EARLY_SCRIPT = r"""
+import os, signal, subprocess, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import kesi
+kesi.BASE_DIR = kesi.HOME_DIR = Path(sys.argv[2])
+marker, status, pid_1 = sys.argv[3:]
+if pid_1 == "grace wrapper":
+    kesi.forwarder_python = lambda: None
+popen = subprocess.Popen
+
+def start_late_then_die(argv, *args, pass_fds=(), **kwargs):
+    if marker not in " ".join(argv):
+        return popen(argv, *args, pass_fds=pass_fds, **kwargs)
+    fd = os.open(status, os.O_WRONLY | os.O_CREAT)
+    at = argv.index(kesi.trusted_program("bwrap")) + 1
+    argv[at:at] = ["--json-status-fd", str(fd)]
+    waiting = 'while kill -0 "$PPID" 2>/dev/null; do sleep 0.05; done; exec "$@"'
+    popen(["/bin/sh", "-c", waiting, "sh", *argv], *args, pass_fds=(*pass_fds, fd), **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+subprocess.Popen = start_late_then_die
+kesi.start_background_task("sleep " + marker)
+"""
+
+
+@pytest.mark.parametrize("pid_1", ["proxy forwarder", "grace wrapper"])
+def test_the_sandbox_ends_when_kesi_dies_before_bwrap_watches_it(box, tmp_path, pid_1):
+    marker, status = f"3{uuid.uuid4().int % 10**6}.5", tmp_path / "bwrap-status.json"
+    script = [sys.executable, "-c", KILLED_EARLY_SCRIPT, str(Path(KESI).parent), str(box), marker, str(status), pid_1]
+    killed = subprocess.run(script, cwd=box, env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")},
+                            capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    try:
+        for _ in range(600):       # bwrap waits for KeSi to be gone, then sets up: slow on a loaded machine
+            if not marker_alive(marker):
+                break
+            time.sleep(0.1)
+        assert not marker_alive(marker), status.read_text() if status.exists() else "bwrap not started"
+    finally:
+        for entry in Path("/proc").iterdir():       # only this run's processes: their argv holds the marker
+            with contextlib.suppress(OSError, ValueError):
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    os.kill(int(entry.name), signal.SIGKILL)
+    reports = [json.loads(line) for line in status.read_text().splitlines() if line.strip()]
+    assert "child-pid" in reports[0] and reports[-1] == {"exit-code": 128 + signal.SIGKILL}, reports
+
+
+def test_lines_a_command_writes_into_the_lifeline_end_no_sandbox(box):
+    """A sandboxed command can open the lifeline for writing (/proc/self/fd): only its end kills, not its content."""
+    marker = f"3{uuid.uuid4().int % 10**6}.5"
+    assert not kesi.run_command(f"sleep {marker}", run_in_background=True)[1]
+    task, lifeline = kesi.BACKGROUND_TASKS[1], kesi.lifeline_fd()
+    output, failed = kesi.run_command(f"for i in $(seq 20); do echo stop; done >/proc/self/fd/{lifeline}; echo written")
+    assert not failed and "written" in output, output
+    unread = lambda: struct.unpack("i", fcntl.ioctl(lifeline, termios.FIONREAD, b"\0" * 4))[0]  # noqa: E731
+    for _ in range(300):           # the task's watcher reads them all: a watcher killing at a line would stop at one
+        if task.proc.poll() is not None or not unread():
+            break
+        time.sleep(0.1)
+    assert task.proc.poll() is None and marker_alive(marker), kesi.background_output(1)[0]
 
 
 NOBODY_SCRIPT = """

@@ -82,7 +82,7 @@ def pairs(argv: list[str]) -> list[tuple]:
 def test_bwrap_argv_policy(ws):
     write(ws, {**SECRETS, "node_modules/pkg/.env": "x\n", ".venv/.env": "x\n", "src/app.py": ""})
     argv = kesi.bwrap_argv("echo hi")
-    assert os.path.isabs(argv[0]) and os.path.basename(argv[0]) == "bwrap" and argv[-7:-2] == [kesi.SHELL_PATH, "-c", kesi.GRACE_WRAPPER, kesi.SHELL_PATH, "echo hi"]
+    assert os.path.isabs(argv[0]) and os.path.basename(argv[0]) == "bwrap" and argv[-8:-3] == [kesi.SHELL_PATH, "-c", kesi.GRACE_WRAPPER, kesi.SHELL_PATH, "echo hi"]
     for flag in ("--die-with-parent", "--unshare-net", "--unshare-pid", "--cap-drop"):
         assert flag in argv
     triples, twos = pairs(argv), list(zip(argv, argv[1:]))
