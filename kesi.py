@@ -350,8 +350,8 @@ def visible(text) -> str:
 
 
 def one_line(text) -> str:
-    """visible(), with line breaks escaped too: a field of a list cannot pass for another entry of it."""
-    return visible(text).replace("\n", "\\n")
+    """Every control escaped, line breaks too (\\r\\n stays both): a field of a list cannot pass for another entry."""
+    return TERMINAL_CONTROLS.sub(control_escape, utf8_safe(str(text))).replace("\n", "\\n")
 
 
 def control_escape(match) -> str:
@@ -1469,7 +1469,8 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     except KeyboardInterrupt:
         running.clear()
         say_stopping("      ")
-        audit_command(command, decision, started, time.time() - started, None, "(interrupted by the person)")
+        audit_command(command, decision, started, time.time() - started, None, "(interrupted by the person)",
+                      escalation)
         raise
     finally:
         running.clear()
@@ -1487,7 +1488,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
         shown = ", ".join(restored[:10]) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
         text += (f"\n(KeSi put back {shown}: git's control files run code later, outside "
                  "the sandbox, so commands may not change them; ask the user to do it)")
-    audit_command(command, decision, started, time.time() - started, proc.returncode, text)
+    audit_command(command, decision, started, time.time() - started, proc.returncode, text, escalation)
     return text, failed or bool(restored)
 
 
@@ -6110,8 +6111,9 @@ def audit_never_started(tool_input, output: str) -> None:
 
 
 def audit_command(command: str, decision: str, started: float, seconds: float | None, code, output: str,
-                  **more) -> None:
-    write_audit_entry({"command": command, "decision": decision, "sandbox": sandbox_state(),
+                  escalation: str | None = None, **more) -> None:
+    sandbox = sandbox_state() if sandbox_state() != "on" or not escalation else f"escalated: {escalation}"
+    write_audit_entry({"command": command, "decision": decision, "sandbox": sandbox,
                        "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
                        "seconds": None if seconds is None else round(seconds, 3), "exit_code": code,
                        "output": clip_for_audit(output), **more})
@@ -7054,8 +7056,9 @@ def show_log(argument: str) -> None:
     for entry in entries:     # one line per field: a command's own line breaks cannot forge an entry
         ran = "" if entry.get("exit_code") is None else f"; exit {entry['exit_code']}, {entry.get('seconds')} s"
         ran += "; never started" if "not_started" in entry else ""
+        ran += f"; sandbox {entry['sandbox']}" if entry.get("sandbox", "on") != "on" else ""
         task = f"[task {entry['background_task']}] " if entry.get("background_task") else ""
-        ui(f"  {one_line(entry.get('at', '?'))}  {task}{one_line(shorten(str(entry.get('command', '')), 80))}")
+        ui(f"  {one_line(entry.get('at', '?'))}  {task}{one_line(entry.get('command', ''))}")    # whole: it ran
         ui(f"      {one_line(str(entry.get('decision', '?')) + ran)}")
 
 

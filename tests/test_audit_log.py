@@ -251,3 +251,27 @@ def test_prompt_history_is_kept_signed_among_the_records(ws, notices):
     assert [readline.get_history_item(i) for i in range(1, readline.get_current_history_length() + 1)] == [
         "first prompt", "a line\u2028with a separator", "multi\nline"]
     assert not (ws / ".kesi").exists()
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_slash_log_shows_the_whole_command_as_it_ran_and_how_it_was_sandboxed(ws, notices):
+    """/log hides no tail of a long command, shows \\r\\n as both escapes (sh ran `echo a\\r`), and says when a
+    command ran with more than the sandbox gives (rt25b 21-23)."""
+    long = "echo " + "x" * 120 + "; echo TAIL-RAN"
+    kesi.PERMISSION_MODE = "bypassPermissions"
+    with sandbox_forced("bubblewrap"):
+        kesi.run_command(long)
+        kesi.run_command("echo a\r\necho b")
+        kesi.set_headless_escalation("unsandboxed")
+        try:
+            kesi.run_command("echo escalated")
+        finally:
+            kesi.set_headless_escalation(None)
+        notices.seek(0)
+        notices.truncate()
+        kesi.handle_slash("/log", None, [])
+    shown = notices.getvalue()
+    assert "; echo TAIL-RAN" in shown and "echo a\\r\\necho b" in shown, shown
+    assert [e["sandbox"] for e in audit(ws)] == ["on", "on", "escalated: unsandboxed"]
+    escalated = shown.split("echo escalated", 1)[1].splitlines()[1]
+    assert "sandbox escalated: unsandboxed" in escalated, shown
