@@ -4298,6 +4298,7 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
     /bin/echo. Later rules win, so the secret rule comes last."""
     tools = toolchain_dirs()
     params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)), ("RECORDS_DIR", str(records_root())),
+              ("CONFIG_DIR", str(user_config_folder())),
               ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
     params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
     secrets = toolchain_secrets()
@@ -4325,6 +4326,7 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
         # A background task may run while the user runs git: it may not write .git at all.
         *(['(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'] if background else []),
         '(deny file-read* file-write* (subpath (param "RECORDS_DIR")))',     # KeSi's records (see records_root)
+        '(deny file-read* file-write* (subpath (param "CONFIG_DIR")))',      # its env file and settings
         '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/(.*/)?{SECRET_PATH.replace(chr(92), chr(92) * 2)}(/|$)")))',
     ])
@@ -4775,11 +4777,11 @@ def shared_folders() -> list[str]:
 
 
 def hidden_folders() -> list[str]:
-    """What bwrap covers with an empty tmpfs: the home folders, KeSi's records (wherever XDG_STATE_HOME puts
-    them), and other programs' socket folders outside /run and /tmp (SSH_AUTH_SOCK's, XDG_RUNTIME_DIR)."""
+    """What bwrap covers with an empty tmpfs: the home folders, KeSi's records and config (wherever XDG_STATE_HOME
+    and XDG_CONFIG_HOME put them), and other programs' socket folders outside /run and /tmp."""
     sockets = [os.environ.get("XDG_RUNTIME_DIR", ""), os.path.dirname(os.environ.get("SSH_AUTH_SOCK", ""))]
     sockets = [d for d in sockets if d.startswith("/") and not Path(d).is_relative_to(BASE_DIR)]
-    hidden = [str(HOME_DIR), "/home", "/root", *sockets, str(records_root())]
+    hidden = [str(HOME_DIR), "/home", "/root", *sockets, str(records_root()), str(user_config_folder())]
     return [d for d in dict.fromkeys(hidden) if os.path.isdir(d)]
 
 
