@@ -46,6 +46,7 @@ import logging
 import os
 import platform
 import re
+import select
 import shlex
 import shutil
 import signal
@@ -5569,6 +5570,12 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
                 back = threading.Thread(target=relay, args=(upstream, client), daemon=True)
                 back.start()
                 relay(client, upstream)          # until each side has finished sending
+                hangup = select.poll()
+                hangup.register(client, select.POLLHUP)
+                while back.is_alive() and not hangup.poll(1000):
+                    pass                         # half-closed: the command may still want its answer
+                with contextlib.suppress(OSError):
+                    upstream.shutdown(socket.SHUT_RDWR)    # gone both ways: a silent server may not keep the slot
                 back.join()
 
 
