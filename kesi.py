@@ -1448,6 +1448,8 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     env = command_environment(escalation)
     blocked_before = len(NETWORK_BLOCKED)
     git_before = git_control_snapshot()    # before the command starts: it cannot win a race
+    adopt_orphans()
+    own_children = set(child_pids(os.getpid()))
     try:
         with command_start(command, escalation=escalation) as (argv, fds):
             proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -1478,6 +1480,8 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
         # Always, even after a normal exit: no background job outlives the call.
         stop_process_group(proc, 0 if ending == "processes" else KILL_GRACE_SECONDS)
         proc.wait()
+        if ADOPTING:
+            stop_orphans(own_children)     # what left the group (setsid, a double fork) was adopted by KeSi
         reader.join(timeout=5)   # a process that left the group may hold the pipe
     text, failed = describe_command_result(captured, proc.returncode, ending, overflow.is_set(), limit)
     blocked = list(dict.fromkeys(NETWORK_BLOCKED[blocked_before:]))
@@ -6041,10 +6045,11 @@ def adopt_orphans() -> None:
         ADOPTING = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0      # PR_SET_CHILD_SUBREAPER
 
 
-def stop_orphans() -> None:
+def stop_orphans(spare: set[int] = frozenset()) -> None:
     """KILL and reap what KeSi adopted, round by round (a killed one's children are adopted next), whichever
-    task left it: a process that left its task cannot be told apart, and may not run on."""
-    known = {task.proc.pid for task in BACKGROUND_TASKS.values() if task.proc.returncode is None}
+    command or task left it: a process that left its task cannot be told apart, and may not run on.
+    Spared: running tasks, and `spare`, children KeSi had before a command started (its own)."""
+    known = spare | {task.proc.pid for task in BACKGROUND_TASKS.values() if task.proc.returncode is None}
     for _ in range(1000):
         orphans = [pid for pid in child_pids(os.getpid()) if pid not in known]
         for pid in orphans:

@@ -289,3 +289,27 @@ def test_with_the_sandbox_off_no_process_a_task_left_outlives_it(tmp_path):
             with contextlib.suppress(OSError):
                 if f"{run}.".encode() in entry.read_bytes():
                     os.kill(int(entry.parent.name), signal.SIGKILL)
+
+
+SANDBOX_OFF_FOREGROUND = SANDBOX_OFF_TASKS.split("def start(")[0] + r"""
+markers = [f"{sys.argv[2]}1", f"{sys.argv[2]}2"]
+text, _ = kesi.run_command(f"setsid sleep {markers[0]} & (setsid sh -c 'sleep {markers[1]} & exit' &); echo ran")
+print(json.dumps({"output": text, "alive": [marker_alive(m) for m in markers]}))
+"""
+
+
+def test_with_the_sandbox_off_a_foreground_command_leaves_no_process_behind(tmp_path):
+    """A foreground command's setsid and double-forked children outlived it, and KeSi, without bwrap: KeSi
+    was their subreaper only once a background task had started (rt25b 36-37). Now they end with the command."""
+    run = uuid.uuid4().int % 10**6
+    done = subprocess.run([sys.executable, "-c", SANDBOX_OFF_FOREGROUND, str(Path(kesi.__file__).parent),
+                           f"6{run}."], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    try:
+        assert done.returncode == 0, done.stderr
+        seen = json.loads(done.stdout.splitlines()[-1])
+        assert seen["output"].startswith("ran") and seen["alive"] == [False, False], seen
+    finally:
+        for entry in Path("/proc").glob("[0-9]*/cmdline"):           # leave nothing behind, even on failure
+            with contextlib.suppress(OSError):
+                if f"{run}.".encode() in entry.read_bytes():
+                    os.kill(int(entry.parent.name), signal.SIGKILL)
