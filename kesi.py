@@ -6138,22 +6138,29 @@ def clip_for_audit(text: str) -> str:
     return text if len(text) <= AUDIT_OUTPUT_CHARS else f"{text[:half]}\n(... clipped ...)\n{text[-half:]}"
 
 
+_unwritten_audit: list[dict] = []      # entries a full disk refused: written with the next one that fits
+
+
 def write_audit_entry(entry: dict) -> None:
-    """Append one line to the audit log; a failure is said, never raised."""
+    """Append one line to the audit log; a failure is said, never raised, and the entry is kept to retry."""
+    _unwritten_audit.append({"at": datetime.datetime.now().isoformat(timespec="seconds"), **entry})
     try:
-        append_records(records_folder() / AUDIT_LOG, [{"at": datetime.datetime.now().isoformat(timespec="seconds"),
-                                                      **entry}])
+        append_records(records_folder() / AUDIT_LOG, _unwritten_audit)
+        _unwritten_audit.clear()
     except OSError as exc:
-        ui(f"      (audit log not written: {visible(exc.strerror or exc)})")
+        ui(f"      (audit log not written: {visible(exc.strerror or exc)}; KeSi keeps {len(_unwritten_audit)} "
+           "entries and writes them with the next one)")
 
 
 def read_audit_entries(limit: int) -> tuple[list[dict], int]:
-    """The last entries of the audit log, oldest first, and how many lines KeSi did not write."""
+    """The last entries of the audit log (and those not written yet), oldest first, and how many lines KeSi
+    did not write."""
     try:
         lines, forged = read_records(records_folder() / AUDIT_LOG, MAX_AUDIT_READ_BYTES)
     except OSError:
-        return [], 0
-    return [entry for entry in map(json.loads, lines[-limit:]) if isinstance(entry, dict)], len(forged)
+        lines, forged = [], []
+    entries = [entry for entry in map(json.loads, lines) if isinstance(entry, dict)] + _unwritten_audit
+    return entries[-limit:], len(forged)
 
 
 MAX_AUDIT_READ_BYTES = 4_000_000
@@ -6537,12 +6544,20 @@ def record_mac(key: bytes, name: str, data: bytes) -> bytes:
 
 
 def append_records(path: Path, entries: list) -> None:
-    """Raises OSError."""
-    data = record_lines(path, entries)
+    """All lines or none: a half-written one (a full disk) would glue the next entry to it. Raises OSError."""
+    data = memoryview(record_lines(path, entries))
     os.makedirs(path.parent, 0o700, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "ab") as f:
-        f.write(data)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        except OSError:
+            os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
 
 
 def read_records(path: Path, last_bytes: int | None = None) -> tuple[list[str], list[int]]:
