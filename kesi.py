@@ -5942,6 +5942,7 @@ class BackgroundTask:
     started: float = field(default_factory=time.time)
     shown: int = 0                     # bytes of output already handed to the model
     decision: str = ""                 # who allowed it (see note_approval)
+    logged: bool = False               # its end is in the audit log
 
     def state(self) -> str:
         code = self.proc.poll()
@@ -6007,6 +6008,9 @@ def new_task_output(task: BackgroundTask) -> str:
 
 
 def log_task_end(task: BackgroundTask, how: str) -> None:
+    if task.logged:
+        return
+    task.logged = True
     data, _ = task.output.since(0)
     audit_command(task.command, how, task.started, time.time() - task.started, task.proc.returncode,
                   mask_credentials(data.decode("utf-8", errors="replace")), background_task=task.id)
@@ -6029,8 +6033,8 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
     if ADOPTING:
         stop_orphans()
     for task in BACKGROUND_TASKS.values():
-        if task.proc in running:
-            log_task_end(task, how)
+        if task.proc in running or task.proc.poll() is not None:
+            log_task_end(task, how if task.proc in running else "ended by itself")
 
 
 # Without bwrap's pid namespace, a task's setsid or double-forked children leave its process group and would

@@ -311,3 +311,19 @@ def test_a_full_disk_hides_no_entry_and_glues_none_to_the_next(tmp_path):
     during, after, forged, said = eval(done.stdout)
     assert during == ["echo before", "echo HIDDEN-ACTION"] and said
     assert after == ["echo before", "echo HIDDEN-ACTION", "echo after"] and forged == 0
+
+
+def test_a_task_that_ends_by_itself_is_logged_with_its_exit_code_and_output(ws, notices):
+    """Only a stopped task's end reached the log; one that finished on its own never did (rt25b 68)."""
+    kesi.PERMISSION_MODE = "bypassPermissions"
+    with sandbox_forced(None):
+        try:
+            kesi.run_command("echo done-by-itself; exit 4", run_in_background=True)
+            kesi.BACKGROUND_TASKS[1].proc.wait(timeout=30)
+        finally:
+            kesi.stop_background_tasks()              # as when KeSi exits
+            kesi.stop_background_tasks()              # logged once, however often it is noticed
+            kesi.BACKGROUND_TASKS.clear()
+    start, end = audit(ws)
+    assert end["background_task"] == 1 and end["decision"] == "ended by itself" and end["exit_code"] == 4
+    assert "done-by-itself" in end["output"]
