@@ -6084,10 +6084,10 @@ def stop_tasks_beyond_permission(revoked: bool = False) -> None:
 
 
 def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
-    """Read-only commands run in every mode; one the person allowed once, until /revoke or readOnly;
-    the rest only while a rule, a session grant or the mode still allows them without asking."""
+    """Read-only commands run in every mode; one the person allowed once, until /revoke or a read-only mode
+    (readOnly, plan); the rest only while a rule, a session grant or the mode still allows them without asking."""
     verdict, _ = classify_command(task.command)
-    if verdict == "allow" or PERMISSION_MODE == "readOnly":
+    if verdict == "allow" or PERMISSION_MODE in READ_ONLY_MODES:
         return verdict == "allow"
     by_person = task.decision.startswith(("allowed by the person", "not checked"))
     return (by_person and not revoked) or allowed_without_asking(verdict, command_key(task.command)) is not None

@@ -212,6 +212,15 @@ def test_read_only_mode_stops_every_task_that_is_not_read_only(box, user, notice
                                  (2, "stopped: the person took permission back")]
 
 
+def test_plan_mode_is_read_only_for_tasks_too(box, user, notices):
+    """Plan mode refuses every command that is not read-only, so a writer the person allowed stops (rt25b 75)."""
+    user("y")
+    writer, reader = start_task(WRITER.format(1)), start_task("tail -f app.log")
+    kesi.handle_slash("/mode plan", None, [])
+    assert running(writer, reader) == [False, True]
+    assert "permission mode plan no longer allow it" in notices.getvalue()
+
+
 def test_revoke_stops_the_tasks_the_person_allowed(box, user, notices):
     user("y", "a")
     once, session, reader = start_task(WRITER.format(1)), start_task(WRITER.format(2)), start_task("tail -f app.log")
