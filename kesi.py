@@ -46,6 +46,7 @@ import logging
 import os
 import platform
 import re
+import select
 import shlex
 import shutil
 import signal
@@ -350,8 +351,8 @@ def visible(text) -> str:
 
 
 def one_line(text) -> str:
-    """visible(), with line breaks escaped too: a field of a list cannot pass for another entry of it."""
-    return visible(text).replace("\n", "\\n")
+    """Every control escaped, line breaks too (\\r\\n stays both): a field of a list cannot pass for another entry."""
+    return TERMINAL_CONTROLS.sub(control_escape, utf8_safe(str(text))).replace("\n", "\\n")
 
 
 def control_escape(match) -> str:
@@ -1447,6 +1448,8 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     env = command_environment(escalation)
     blocked_before = len(NETWORK_BLOCKED)
     git_before = git_control_snapshot()    # before the command starts: it cannot win a race
+    adopt_orphans()
+    own_children = set(child_pids(os.getpid()))
     try:
         with command_start(command, escalation=escalation) as (argv, fds):
             proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -1469,13 +1472,16 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     except KeyboardInterrupt:
         running.clear()
         say_stopping("      ")
-        audit_command(command, decision, started, time.time() - started, None, "(interrupted by the person)")
+        audit_command(command, decision, started, time.time() - started, None, "(interrupted by the person)",
+                      escalation)
         raise
     finally:
         running.clear()
         # Always, even after a normal exit: no background job outlives the call.
         stop_process_group(proc, 0 if ending == "processes" else KILL_GRACE_SECONDS)
         proc.wait()
+        if ADOPTING:
+            stop_orphans(own_children)     # what left the group (setsid, a double fork) was adopted by KeSi
         reader.join(timeout=5)   # a process that left the group may hold the pipe
     text, failed = describe_command_result(captured, proc.returncode, ending, overflow.is_set(), limit)
     blocked = list(dict.fromkeys(NETWORK_BLOCKED[blocked_before:]))
@@ -1487,7 +1493,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
         shown = ", ".join(restored[:10]) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
         text += (f"\n(KeSi put back {shown}: git's control files run code later, outside "
                  "the sandbox, so commands may not change them; ask the user to do it)")
-    audit_command(command, decision, started, time.time() - started, proc.returncode, text)
+    audit_command(command, decision, started, time.time() - started, proc.returncode, text, escalation)
     return text, failed or bool(restored)
 
 
@@ -4297,6 +4303,7 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
     /bin/echo. Later rules win, so the secret rule comes last."""
     tools = toolchain_dirs()
     params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)), ("RECORDS_DIR", str(records_root())),
+              ("CONFIG_DIR", str(user_config_folder())),
               ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
     params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
     secrets = toolchain_secrets()
@@ -4324,6 +4331,7 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
         # A background task may run while the user runs git: it may not write .git at all.
         *(['(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'] if background else []),
         '(deny file-read* file-write* (subpath (param "RECORDS_DIR")))',     # KeSi's records (see records_root)
+        '(deny file-read* file-write* (subpath (param "CONFIG_DIR")))',      # its env file and settings
         '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/(.*/)?{SECRET_PATH.replace(chr(92), chr(92) * 2)}(/|$)")))',
     ])
@@ -4787,11 +4795,11 @@ def shared_folders() -> list[str]:
 
 
 def hidden_folders() -> list[str]:
-    """What bwrap covers with an empty tmpfs: the home folders, KeSi's records (wherever XDG_STATE_HOME puts
-    them), and other programs' socket folders outside /run and /tmp (SSH_AUTH_SOCK's, XDG_RUNTIME_DIR)."""
+    """What bwrap covers with an empty tmpfs: the home folders, KeSi's records and config (wherever XDG_STATE_HOME
+    and XDG_CONFIG_HOME put them), and other programs' socket folders outside /run and /tmp."""
     sockets = [os.environ.get("XDG_RUNTIME_DIR", ""), os.path.dirname(os.environ.get("SSH_AUTH_SOCK", ""))]
     sockets = [d for d in sockets if d.startswith("/") and not Path(d).is_relative_to(BASE_DIR)]
-    hidden = [str(HOME_DIR), "/home", "/root", *sockets, str(records_root())]
+    hidden = [str(HOME_DIR), "/home", "/root", *sockets, str(records_root()), str(user_config_folder())]
     return [d for d in dict.fromkeys(hidden) if os.path.isdir(d)]
 
 
@@ -5579,6 +5587,12 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
                 back = threading.Thread(target=relay, args=(upstream, client), daemon=True)
                 back.start()
                 relay(client, upstream)          # until each side has finished sending
+                hangup = select.poll()
+                hangup.register(client, select.POLLHUP)
+                while back.is_alive() and not hangup.poll(1000):
+                    pass                         # half-closed: the command may still want its answer
+                with contextlib.suppress(OSError):
+                    upstream.shutdown(socket.SHUT_RDWR)    # gone both ways: a silent server may not keep the slot
                 back.join()
 
 
@@ -5941,6 +5955,7 @@ class BackgroundTask:
     started: float = field(default_factory=time.time)
     shown: int = 0                     # bytes of output already handed to the model
     decision: str = ""                 # who allowed it (see note_approval)
+    logged: bool = False               # its end is in the audit log
 
     def state(self) -> str:
         code = self.proc.poll()
@@ -6006,6 +6021,9 @@ def new_task_output(task: BackgroundTask) -> str:
 
 
 def log_task_end(task: BackgroundTask, how: str) -> None:
+    if task.logged:
+        return
+    task.logged = True
     data, _ = task.output.since(0)
     audit_command(task.command, how, task.started, time.time() - task.started, task.proc.returncode,
                   mask_credentials(data.decode("utf-8", errors="replace")), background_task=task.id)
@@ -6028,8 +6046,8 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
     if ADOPTING:
         stop_orphans()
     for task in BACKGROUND_TASKS.values():
-        if task.proc in running:
-            log_task_end(task, how)
+        if task.proc in running or task.proc.poll() is not None:
+            log_task_end(task, how if task.proc in running else "ended by itself")
 
 
 # Without bwrap's pid namespace, a task's setsid or double-forked children leave its process group and would
@@ -6044,10 +6062,11 @@ def adopt_orphans() -> None:
         ADOPTING = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0      # PR_SET_CHILD_SUBREAPER
 
 
-def stop_orphans() -> None:
+def stop_orphans(spare: set[int] = frozenset()) -> None:
     """KILL and reap what KeSi adopted, round by round (a killed one's children are adopted next), whichever
-    task left it: a process that left its task cannot be told apart, and may not run on."""
-    known = {task.proc.pid for task in BACKGROUND_TASKS.values() if task.proc.returncode is None}
+    command or task left it: a process that left its task cannot be told apart, and may not run on.
+    Spared: running tasks, and `spare`, children KeSi had before a command started (its own)."""
+    known = spare | {task.proc.pid for task in BACKGROUND_TASKS.values() if task.proc.returncode is None}
     for _ in range(1000):
         orphans = [pid for pid in child_pids(os.getpid()) if pid not in known]
         for pid in orphans:
@@ -6078,10 +6097,10 @@ def stop_tasks_beyond_permission(revoked: bool = False) -> None:
 
 
 def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
-    """Read-only commands run in every mode; one the person allowed once, until /revoke or readOnly;
-    the rest only while a rule, a session grant or the mode still allows them without asking."""
+    """Read-only commands run in every mode; one the person allowed once, until /revoke or a read-only mode
+    (readOnly, plan); the rest only while a rule, a session grant or the mode still allows them without asking."""
     verdict, _ = classify_command(task.command)
-    if verdict == "allow" or PERMISSION_MODE == "readOnly":
+    if verdict == "allow" or PERMISSION_MODE in READ_ONLY_MODES:
         return verdict == "allow"
     by_person = task.decision.startswith(("allowed by the person", "not checked"))
     return (by_person and not revoked) or allowed_without_asking(verdict, command_key(task.command)) is not None
@@ -6123,8 +6142,9 @@ def audit_never_started(tool_input, output: str) -> None:
 
 
 def audit_command(command: str, decision: str, started: float, seconds: float | None, code, output: str,
-                  **more) -> None:
-    write_audit_entry({"command": command, "decision": decision, "sandbox": sandbox_state(),
+                  escalation: str | None = None, **more) -> None:
+    sandbox = sandbox_state() if sandbox_state() != "on" or not escalation else f"escalated: {escalation}"
+    write_audit_entry({"command": command, "decision": decision, "sandbox": sandbox,
                        "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
                        "seconds": None if seconds is None else round(seconds, 3), "exit_code": code,
                        "output": clip_for_audit(output), **more})
@@ -6135,22 +6155,29 @@ def clip_for_audit(text: str) -> str:
     return text if len(text) <= AUDIT_OUTPUT_CHARS else f"{text[:half]}\n(... clipped ...)\n{text[-half:]}"
 
 
+_unwritten_audit: list[dict] = []      # entries a full disk refused: written with the next one that fits
+
+
 def write_audit_entry(entry: dict) -> None:
-    """Append one line to the audit log; a failure is said, never raised."""
+    """Append one line to the audit log; a failure is said, never raised, and the entry is kept to retry."""
+    _unwritten_audit.append({"at": datetime.datetime.now().isoformat(timespec="seconds"), **entry})
     try:
-        append_records(records_folder() / AUDIT_LOG, [{"at": datetime.datetime.now().isoformat(timespec="seconds"),
-                                                      **entry}])
+        append_records(records_folder() / AUDIT_LOG, _unwritten_audit)
+        _unwritten_audit.clear()
     except OSError as exc:
-        ui(f"      (audit log not written: {visible(exc.strerror or exc)})")
+        ui(f"      (audit log not written: {visible(exc.strerror or exc)}; KeSi keeps {len(_unwritten_audit)} "
+           "entries and writes them with the next one)")
 
 
 def read_audit_entries(limit: int) -> tuple[list[dict], int]:
-    """The last entries of the audit log, oldest first, and how many lines KeSi did not write."""
+    """The last entries of the audit log (and those not written yet), oldest first, and how many lines KeSi
+    did not write."""
     try:
         lines, forged = read_records(records_folder() / AUDIT_LOG, MAX_AUDIT_READ_BYTES)
     except OSError:
-        return [], 0
-    return [entry for entry in map(json.loads, lines[-limit:]) if isinstance(entry, dict)], len(forged)
+        lines, forged = [], []
+    entries = [entry for entry in map(json.loads, lines) if isinstance(entry, dict)] + _unwritten_audit
+    return entries[-limit:], len(forged)
 
 
 MAX_AUDIT_READ_BYTES = 4_000_000
@@ -6534,12 +6561,20 @@ def record_mac(key: bytes, name: str, data: bytes) -> bytes:
 
 
 def append_records(path: Path, entries: list) -> None:
-    """Raises OSError."""
-    data = record_lines(path, entries)
+    """All lines or none: a half-written one (a full disk) would glue the next entry to it. Raises OSError."""
+    data = memoryview(record_lines(path, entries))
     os.makedirs(path.parent, 0o700, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "ab") as f:
-        f.write(data)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        except OSError:
+            os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
 
 
 def read_records(path: Path, last_bytes: int | None = None) -> tuple[list[str], list[int]]:
@@ -7067,8 +7102,9 @@ def show_log(argument: str) -> None:
     for entry in entries:     # one line per field: a command's own line breaks cannot forge an entry
         ran = "" if entry.get("exit_code") is None else f"; exit {entry['exit_code']}, {entry.get('seconds')} s"
         ran += "; never started" if "not_started" in entry else ""
+        ran += f"; sandbox {entry['sandbox']}" if entry.get("sandbox", "on") != "on" else ""
         task = f"[task {entry['background_task']}] " if entry.get("background_task") else ""
-        ui(f"  {one_line(entry.get('at', '?'))}  {task}{one_line(shorten(str(entry.get('command', '')), 80))}")
+        ui(f"  {one_line(entry.get('at', '?'))}  {task}{one_line(entry.get('command', ''))}")    # whole: it ran
         ui(f"      {one_line(str(entry.get('decision', '?')) + ran)}")
 
 

@@ -7,6 +7,8 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -251,3 +253,77 @@ def test_prompt_history_is_kept_signed_among_the_records(ws, notices):
     assert [readline.get_history_item(i) for i in range(1, readline.get_current_history_length() + 1)] == [
         "first prompt", "a line\u2028with a separator", "multi\nline"]
     assert not (ws / ".kesi").exists()
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_slash_log_shows_the_whole_command_as_it_ran_and_how_it_was_sandboxed(ws, notices):
+    """/log hides no tail of a long command, shows \\r\\n as both escapes (sh ran `echo a\\r`), and says when a
+    command ran with more than the sandbox gives (rt25b 21-23)."""
+    long = "echo " + "x" * 120 + "; echo TAIL-RAN"
+    kesi.PERMISSION_MODE = "bypassPermissions"
+    with sandbox_forced("bubblewrap"):
+        kesi.run_command(long)
+        kesi.run_command("echo a\r\necho b")
+        kesi.set_headless_escalation("unsandboxed")
+        try:
+            kesi.run_command("echo escalated")
+        finally:
+            kesi.set_headless_escalation(None)
+        notices.seek(0)
+        notices.truncate()
+        kesi.handle_slash("/log", None, [])
+    shown = notices.getvalue()
+    assert "; echo TAIL-RAN" in shown and "echo a\\r\\necho b" in shown, shown
+    assert [e["sandbox"] for e in audit(ws)] == ["on", "on", "escalated: unsandboxed"]
+    escalated = shown.split("echo escalated", 1)[1].splitlines()[1]
+    assert "sandbox escalated: unsandboxed" in escalated, shown
+
+
+FULL_DISK = r"""
+import io, os, resource, signal, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import kesi
+kesi.BASE_DIR, kesi.UI = Path.cwd(), io.StringIO()
+kesi.write_audit_entry({"command": "echo before"})
+log = kesi.records_folder() / kesi.AUDIT_LOG
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)       # past the limit a write fails (EFBIG) instead of killing
+resource.setrlimit(resource.RLIMIT_FSIZE, (log.stat().st_size + 100, resource.RLIM_INFINITY))
+kesi.write_audit_entry({"command": "echo HIDDEN-ACTION " + "p" * 2000})    # only part of it would fit
+during = kesi.read_audit_entries(10)
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+kesi.write_audit_entry({"command": "echo after"})
+entries, forged = kesi.read_audit_entries(10)
+print(repr(([e["command"][:18] for e in during[0]], [e["command"][:18] for e in entries], forged,
+            "not written" in kesi.UI.getvalue())))
+"""
+
+
+def test_a_full_disk_hides_no_entry_and_glues_none_to_the_next(tmp_path):
+    """With the disk full, a long entry was half written: it vanished from /log, and the next entry, glued to
+    it, was called a forgery (rt25b 65-66). Now a write is all or nothing, and a refused entry is kept, shown
+    by /log, and written with the next one."""
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    (tmp_path / "ws").mkdir()
+    done = subprocess.run([sys.executable, "-c", FULL_DISK, str(Path(kesi.__file__).parent)], cwd=tmp_path / "ws",
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    during, after, forged, said = eval(done.stdout)
+    assert during == ["echo before", "echo HIDDEN-ACTION"] and said
+    assert after == ["echo before", "echo HIDDEN-ACTION", "echo after"] and forged == 0
+
+
+def test_a_task_that_ends_by_itself_is_logged_with_its_exit_code_and_output(ws, notices):
+    """Only a stopped task's end reached the log; one that finished on its own never did (rt25b 68)."""
+    kesi.PERMISSION_MODE = "bypassPermissions"
+    with sandbox_forced(None):
+        try:
+            kesi.run_command("echo done-by-itself; exit 4", run_in_background=True)
+            kesi.BACKGROUND_TASKS[1].proc.wait(timeout=30)
+        finally:
+            kesi.stop_background_tasks()              # as when KeSi exits
+            kesi.stop_background_tasks()              # logged once, however often it is noticed
+            kesi.BACKGROUND_TASKS.clear()
+    start, end = audit(ws)
+    assert end["background_task"] == 1 and end["decision"] == "ended by itself" and end["exit_code"] == 4
+    assert "done-by-itself" in end["output"]

@@ -281,6 +281,15 @@ def test_read_only_mode_stops_every_task_that_is_not_read_only(box, user, notice
                                  (2, "stopped: the person took permission back")]
 
 
+def test_plan_mode_is_read_only_for_tasks_too(box, user, notices):
+    """Plan mode refuses every command that is not read-only, so a writer the person allowed stops (rt25b 75)."""
+    user("y")
+    writer, reader = start_task(WRITER.format(1)), start_task("tail -f app.log")
+    kesi.handle_slash("/mode plan", None, [])
+    assert running(writer, reader) == [False, True]
+    assert "permission mode plan no longer allow it" in notices.getvalue()
+
+
 def test_revoke_stops_the_tasks_the_person_allowed(box, user, notices):
     user("y", "a")
     once, session, reader = start_task(WRITER.format(1)), start_task(WRITER.format(2)), start_task("tail -f app.log")
@@ -353,6 +362,30 @@ def test_with_the_sandbox_off_no_process_a_task_left_outlives_it(tmp_path):
         seen = json.loads(done.stdout.splitlines()[-1])
         assert seen["after /mode readOnly"] == [False, False, False], seen
         assert not any(marker_alive(m) for m in seen["at exit"]), seen
+    finally:
+        for entry in Path("/proc").glob("[0-9]*/cmdline"):           # leave nothing behind, even on failure
+            with contextlib.suppress(OSError):
+                if f"{run}.".encode() in entry.read_bytes():
+                    os.kill(int(entry.parent.name), signal.SIGKILL)
+
+
+SANDBOX_OFF_FOREGROUND = SANDBOX_OFF_TASKS.split("def start(")[0] + r"""
+markers = [f"{sys.argv[2]}1", f"{sys.argv[2]}2"]
+text, _ = kesi.run_command(f"setsid sleep {markers[0]} & (setsid sh -c 'sleep {markers[1]} & exit' &); echo ran")
+print(json.dumps({"output": text, "alive": [marker_alive(m) for m in markers]}))
+"""
+
+
+def test_with_the_sandbox_off_a_foreground_command_leaves_no_process_behind(tmp_path):
+    """A foreground command's setsid and double-forked children outlived it, and KeSi, without bwrap: KeSi
+    was their subreaper only once a background task had started (rt25b 36-37). Now they end with the command."""
+    run = uuid.uuid4().int % 10**6
+    done = subprocess.run([sys.executable, "-c", SANDBOX_OFF_FOREGROUND, str(Path(kesi.__file__).parent),
+                           f"6{run}."], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    try:
+        assert done.returncode == 0, done.stderr
+        seen = json.loads(done.stdout.splitlines()[-1])
+        assert seen["output"].startswith("ran") and seen["alive"] == [False, False], seen
     finally:
         for entry in Path("/proc").glob("[0-9]*/cmdline"):           # leave nothing behind, even on failure
             with contextlib.suppress(OSError):

@@ -327,6 +327,43 @@ def test_the_proxy_holds_at_most_its_cap_of_connections(ws):
         proxy.server_close()
 
 
+def test_a_tunnel_frees_its_slot_once_the_commands_end_of_it_is_gone(ws, config):
+    """A task opened as many tunnels as the cap allows to a server that never closes, then ended: each slot was
+    held for the rest of the session, so no later command had a network (rt25b 29). Once KeSi's end of a tunnel
+    is closed both ways, the server side is closed too and the slot is free."""
+    silent, kept = socket.create_server(("127.0.0.1", 0)), []
+    port = silent.getsockname()[1]
+    threading.Thread(target=lambda: [kept.append(silent.accept()) for _ in iter(int, 1)], daemon=True).start()
+    config({"network": {"allow": [f"{TEST_HOST}:{port}"], "resolve": {TEST_HOST: "127.0.0.1"}}})
+    proxy = kesi.start_network_proxy("bubblewrap")
+    try:
+        for _ in range(kesi.MAX_PROXY_CONNECTIONS):
+            with socket.socket(socket.AF_UNIX) as tunnel:
+                tunnel.connect(proxy.server_address)
+                tunnel.settimeout(20)
+                tunnel.sendall(f"CONNECT {TEST_HOST}:{port} HTTP/1.1\r\n\r\n".encode())
+                assert tunnel.recv(100).startswith(b"HTTP/1.1 200"), "the tunnel did not open"
+        deadline = time.monotonic() + 60
+        while True:
+            with socket.socket(socket.AF_UNIX) as again:
+                again.connect(proxy.server_address)
+                again.settimeout(20)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):   # a 503 may close first
+                    again.sendall(b"GET http://blocked.kesi/ HTTP/1.1\r\n\r\n")
+                try:
+                    answer = again.makefile("rb").read().decode()
+                except ConnectionResetError:        # the 503 was sent before our request was read
+                    answer = "HTTP/1.1 503 (reset)"
+            if not answer.startswith("HTTP/1.1 503") or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert answer.startswith("HTTP/1.1 403"), answer
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+        silent.close()
+
+
 @pytest.mark.parametrize("head, problem", [
     (b"GET http://a.example/ HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked",
      "more than one way"),

@@ -3,6 +3,8 @@ overlap the workspace, which commands and the model can write (issue 25, leaks L
 refuses to start there, in either direction and through links; the key must be the user's own 0600 file."""
 import json
 import os
+import shutil
+import tempfile
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +89,20 @@ def test_a_records_key_kesi_did_not_make_is_refused(ws, notices, monkeypatch, tm
     kesi.write_audit_entry({"command": "echo hi"})
     assert "audit log not written" in notices.getvalue() and "mode 0600" in notices.getvalue(), notices.getvalue()
     assert not list(state.rglob("audit.jsonl"))
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None or not os.access("/opt", os.W_OK), reason="needs bwrap, /opt")
+def test_kesi_config_outside_home_is_hidden_from_commands(ws, monkeypatch):
+    """An XDG_CONFIG_HOME outside the home folder (here under /opt, which the sandbox shows read-only) still
+    hides KeSi's own env file and settings from sandboxed commands (rt25b 27: `rev` printed the key whole)."""
+    outside = Path(tempfile.mkdtemp(prefix="kesi-test-config-", dir="/opt"))
+    try:
+        (outside / "kesi").mkdir()
+        (outside / "kesi" / "env").write_text("ANTHROPIC_API_KEY=sk-ant-hidden-from-commands\n")
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(outside))
+        kesi.PERMISSION_MODE = "bypassPermissions"
+        with checklib.sandbox_forced("bubblewrap"):
+            text, _ = kesi.run_command(f"ls {outside}/kesi; rev {outside}/kesi/env; echo end")
+        assert "end" in text and "hidden-from-commands"[::-1] not in text and "No such file" in text, text
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
