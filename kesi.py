@@ -3193,9 +3193,8 @@ def exit_now(code: int) -> None:
 # rules that persist, and escalation (more than the sandbox gives, for one command).
 
 # Deliberately short: each entry is harmless with any arguments but UNSAFE_OPTIONS (cd: see part_question).
-SAFE_COMMANDS = [("ls",), ("pwd",), ("cat",), ("head",), ("tail",), ("wc",), ("echo",),
-                 ("which",), ("diff",), ("stat",), ("du",), ("date",), ("grep",), ("cd",),
-                 ("git", "status"), ("git", "log"), ("git", "diff"), ("git", "show")]
+SAFE_COMMANDS = [tuple(command.split()) for command in ("ls", "pwd", "cat", "head", "tail", "wc", "echo", "which",
+                 "diff", "stat", "du", "date", "grep", "cd", "git status", "git log", "git diff", "git show")]
 # These change the system (date -s) or read names from a file the path check cannot see (date -f .env);
 # diff -r and grep -r read whole trees, following links a repository may ship.
 UNSAFE_OPTIONS = {"date": ("-s", "--set", "-f", "--file"),
@@ -3338,8 +3337,8 @@ BLOCKED_COMMANDS = {"sudo", "su", "doas", "pkexec", "run0", "sudoedit", "sudo-rs
 REMOVAL_COMMANDS = {"rm", "rmdir", "shred", "srm", "unlink"}
 HOME_TEXT = str(HOME_DIR)
 # The plain spellings of "/" and home; is_root_target reads the others (~user, ${HOME:?}, //, /usr/.., cd ~; rm .)
-ROOT_TARGETS = {"/", "/*", "~", "~/", "~/*", "$HOME", "$HOME/", "$HOME/*", "${HOME}", "${HOME}/",
-                "${HOME}/*", "/root", HOME_TEXT, f"{HOME_TEXT}/", f"{HOME_TEXT}/*"}
+ROOT_TARGETS = {"/", "/*", "/root", *(home + end for home in ("~", "$HOME", "${HOME}", HOME_TEXT)
+                                     for end in ("", "/", "/*"))}
 # Run the rest of their line as a command (env also takes options, see unwrap_command).
 SIMPLE_WRAPPERS = {"command", "builtin", "exec", "nohup", "noglob", "time", "env"}
 # Wrapper options that take a value (env -u NAME, exec -a NAME, env -C DIR); env -S splits it into words that run.
