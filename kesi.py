@@ -3516,14 +3516,10 @@ def shell_readings(command: str) -> list[list[list[str]]]:
 
 
 def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> str | None:
-    feeds_a_shell = any(program_name(t[0]) in COMMAND_READERS for t in map(unwrap_command, segments) if t)
     previous = None
-    for segment in segments:
-        tokens = unwrap_command(segment)
-        program = program_name(tokens[0]) if tokens else ""
-        if program in ("cd", "pushd"):
+    for segment, tokens, text_only in simple_commands(segments):
+        if tokens and program_name(tokens[0]) in ("cd", "pushd"):
             previous, cwd = cwd, after_cd(tokens, cwd, previous)
-        text_only = program in TEXT_PROGRAMS and not feeds_a_shell
         # Each word may be the program a wrapper starts (timeout -s KILL 5 sudo, find -exec); env -S makes words.
         for words in ([] if text_only else [segment, tokens]):
             for start in range(len(words)):
@@ -3539,6 +3535,15 @@ def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> 
             if reason:
                 return reason
     return None
+
+
+def simple_commands(segments: list[list[str]]) -> list[tuple[list[str], list[str], bool]]:
+    """Each part as written, what it runs past wrappers, and whether its words are only text ("grep sudo notes.md"),
+    which no word is when a part reads commands ("echo 'sudo id' | sh")."""
+    commands = [unwrap_command(segment) for segment in segments]
+    feeds_a_shell = any(program_name(tokens[0]) in COMMAND_READERS for tokens in commands if tokens)
+    return [(segment, tokens, bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell)
+            for segment, tokens in zip(segments, commands)]
 
 
 def command_line_words(words: list[str], text_only: bool) -> list[str]:
@@ -3967,10 +3972,7 @@ def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -
     if depth > MAX_NESTING:
         return False
     for segments in shell_readings(command):
-        feeds_a_shell = any(program_name(t[0]) in COMMAND_READERS for t in map(unwrap_command, segments) if t)
-        for segment in segments:
-            tokens = unwrap_command(segment)
-            text_only = bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell
+        for segment, tokens, text_only in simple_commands(segments):
             for start in range(1 if text_only else len(tokens)):      # echo git push runs no git
                 words = tokens[start:]
                 for line in handed_lines(words):      # alias values, git -c, rebase -x, submodule foreach
