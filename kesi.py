@@ -3199,9 +3199,8 @@ def exit_now(code: int) -> None:
 # rules that persist, and escalation (more than the sandbox gives, for one command).
 
 # Deliberately short: each entry is harmless with any arguments but UNSAFE_OPTIONS (cd: see part_question).
-SAFE_COMMANDS = [("ls",), ("pwd",), ("cat",), ("head",), ("tail",), ("wc",), ("echo",),
-                 ("which",), ("diff",), ("stat",), ("du",), ("date",), ("grep",), ("cd",),
-                 ("git", "status"), ("git", "log"), ("git", "diff"), ("git", "show")]
+SAFE_COMMANDS = [tuple(command.split()) for command in ("ls", "pwd", "cat", "head", "tail", "wc", "echo", "which",
+                 "diff", "stat", "du", "date", "grep", "cd", "git status", "git log", "git diff", "git show")]
 # These change the system (date -s) or read names from a file the path check cannot see (date -f .env);
 # diff -r and grep -r read whole trees, following links a repository may ship.
 UNSAFE_OPTIONS = {"date": ("-s", "--set", "-f", "--file"),
@@ -3220,7 +3219,8 @@ MAX_CHECKED_CHARS = 10_000       # longer commands always ask, as in Claude Code
 # The classifier must split words exactly where sh does, or a word it reads as "cat" is another program to sh:
 # so its own lexer, not shlex (blanks are only space and tab, never \r). What it cannot read is asked about.
 SEPARATORS = set(";&|()`\n")    # end one simple command, start the next
-DOUBLE_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"', re.DOTALL)    # where a backslash quotes only \ " $ ` and a newline
+HEREDOC_WORD = re.compile(r"""-?[ \t]*((?:'[^']*'|"[^"]*"|\\.|[^ \t\n;&|()<>'"\\])+)""")
+COMMAND_SUBSTITUTION = re.compile(r"\$\([^)]*\)?|`[^`]*`?")     # they run in an unquoted body
 ANSI_C_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
                   "r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
 
@@ -3240,11 +3240,17 @@ def decode_ansi_c(body: str) -> str:
                   one, body, flags=re.DOTALL)
 
 
+# Each quote's extent and the text it stands for: '...' as written, bash's $'...' decoded, and "...", where a
+# backslash quotes only \ " $ ` and a newline (\newline joins lines).
+QUOTES = {"'": (re.compile(r"'([^']*)'"), str),
+          "$'": (re.compile(r"\$'((?:[^'\\]|\\.)*)'", re.DOTALL), decode_ansi_c),
+          '"': (re.compile(r'"((?:[^"\\]|\\.)*)"', re.DOTALL),
+                lambda body: re.sub(r'\\([\\"$`])|\\\n', lambda m: m.group(1) or "", body))}
+
+
 def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -> list[list[str]] | None:
-    """The simple commands a line runs, each as its words with quotes removed as sh removes them; None for an
-    unclosed quote (sh refuses it too), or with partial the commands before it, as sh runs a line at a time.
-    ansi_c: read $'...' as bash does (dash has no such quote). A redirection's target ("2>/dev/null") moves
-    to the end of its command, so the word after it is still seen as the program that runs."""
+    """Each simple command's words, unquoted as sh does (ansi_c: bash's $'...'); None for an unclosed quote, or with
+    partial the commands before it. A redirection's target goes last: in "2>x sudo id" sudo is still the program."""
     segments, words, targets, heredocs = [], [], [], []
     word, in_word, redirect_next = "", False, False
     i, n = 0, len(command)
@@ -3276,24 +3282,14 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
                 continue
             word, in_word = word + command[i + 1:i + 2], True
             i += 1
-        elif c == "'":
-            close = command.find("'", i + 1)
-            if close < 0:
-                return segments if partial else None
-            word, in_word, i = word + command[i + 1:close], True, close
-        elif c == "$" and command[i + 1:i + 2] == "'" and ansi_c:
-            match = re.match(r"\$'((?:[^'\\]|\\.)*)'", command[i:], re.DOTALL)
+        elif (quote := "$'" if ansi_c and command.startswith("$'", i) else c) in QUOTES:
+            pattern, text_of = QUOTES[quote]
+            match = pattern.match(command, i)
             if not match:
-                return segments if partial else None
-            word, in_word, i = word + decode_ansi_c(match.group(1)), True, i + match.end() - 1
+                return segments if partial else None     # sh refuses an unclosed quote too
+            word, in_word, i = word + text_of(match.group(1)), True, match.end() - 1
         elif c == "$" and command[i + 1:i + 2] == '"':
             pass                                 # $"..." is "..." (a translated string)
-        elif c == '"':
-            match = DOUBLE_QUOTED.match(command, i)
-            if not match:
-                return segments if partial else None
-            body = re.sub(r'\\([\\"$`])|\\\n', lambda m: m.group(1) or "", match.group(1))   # \newline joins lines
-            word, in_word, i = word + body, True, match.end() - 1
         elif c in "<>":                          # a redirection
             if word.isdigit():                   # 2>/dev/null: the 2 belongs to the redirection
                 word, in_word = "", False
@@ -3325,13 +3321,8 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
     return segments
 
 
-HEREDOC_WORD = re.compile(r"""-?[ \t]*((?:'[^']*'|"[^"]*"|\\.|[^ \t\n;&|()<>'"\\])+)""")
-COMMAND_SUBSTITUTION = re.compile(r"\$\([^)]*\)?|`[^`]*`?")     # they run in an unquoted body
-
-
 def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[str, bool, int]:
-    """The body from i to the delimiter line (or the end, as dash takes it), whether it is literal (the
-    delimiter is quoted), and where sh reads on. <<- strips the tabs that start its lines."""
+    """The body up to its delimiter line (or the end, as dash reads it), whether it is literal, where sh reads on."""
     word = re.sub(r"""['"\\]""", "", delimiter.group(1))
     strip_tabs, literal = delimiter.group(0).startswith("-"), word != delimiter.group(1)
     lines = []
@@ -3352,10 +3343,13 @@ BLOCKED_COMMANDS = {"sudo", "su", "doas", "pkexec", "run0", "sudoedit", "sudo-rs
 REMOVAL_COMMANDS = {"rm", "rmdir", "shred", "srm", "unlink"}
 HOME_TEXT = str(HOME_DIR)
 # The plain spellings of "/" and home; is_root_target reads the others (~user, ${HOME:?}, //, /usr/.., cd ~; rm .)
-ROOT_TARGETS = {"/", "/*", "~", "~/", "~/*", "$HOME", "$HOME/", "$HOME/*", "${HOME}", "${HOME}/",
-                "${HOME}/*", "/root", HOME_TEXT, f"{HOME_TEXT}/", f"{HOME_TEXT}/*"}
+ROOT_TARGETS = {"/", "/*", "/root", *(home + end for home in ("~", "$HOME", "${HOME}", HOME_TEXT)
+                                     for end in ("", "/", "/*"))}
 # Run the rest of their line as a command (env also takes options, see unwrap_command).
 SIMPLE_WRAPPERS = {"command", "builtin", "exec", "nohup", "noglob", "time", "env"}
+# Wrapper options that take a value (env -u NAME, exec -a NAME, env -C DIR); env -S splits it into words that run.
+WRAPPER_SHORT_VALUES = set("uCSPa")
+WRAPPER_LONG_VALUES = {"--unset": "u", "--chdir": "C", "--split-string": "S", "--argv0": "a"}
 SHELL_COMMANDS = {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "busybox"}
 # Read their commands from their input or arguments: "echo 'sudo id' | sh".
 COMMAND_READERS = SHELL_COMMANDS | {"eval", "source", ".", "xargs", "parallel"}
@@ -3373,8 +3367,7 @@ def program_name(word: str) -> str:
 
 
 def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | None:
-    """Which of these programs a word runs: /usr/bin/sudo, SUDO and a glob sh expands to it (su[d]o, s?do).
-    A word that may be an argument is a glob only with three letters of its own: "rm -rf build/*" runs no rm."""
+    """Which of these programs a word runs (/usr/bin/sudo, SUDO, su[d]o); an argument's glob needs 3 letters: rm x/*."""
     name = program_name(word)
     if name in names:
         return name
@@ -3395,11 +3388,6 @@ def unwrap_command(tokens: list[str]) -> list[str]:
         else:
             break
     return tokens
-
-
-# Wrapper options that take a value (env -u NAME, exec -a NAME, env -C DIR); env -S splits it into words that run.
-WRAPPER_SHORT_VALUES = set("uCSPa")
-WRAPPER_LONG_VALUES = {"--unset": "u", "--chdir": "C", "--split-string": "S", "--argv0": "a"}
 
 
 def past_wrapper_options(tokens: list[str]) -> list[str]:
@@ -3534,14 +3522,10 @@ def shell_readings(command: str) -> list[list[list[str]]]:
 
 
 def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> str | None:
-    feeds_a_shell = any(program_name(t[0]) in COMMAND_READERS for t in map(unwrap_command, segments) if t)
     previous = None
-    for segment in segments:
-        tokens = unwrap_command(segment)
-        program = program_name(tokens[0]) if tokens else ""
-        if program in ("cd", "pushd"):
+    for segment, tokens, text_only in simple_commands(segments):
+        if tokens and program_name(tokens[0]) in ("cd", "pushd"):
             previous, cwd = cwd, after_cd(tokens, cwd, previous)
-        text_only = program in TEXT_PROGRAMS and not feeds_a_shell
         # Each word may be the program a wrapper starts (timeout -s KILL 5 sudo, find -exec); env -S makes words.
         for words in ([] if text_only else [segment, tokens]):
             for start in range(len(words)):
@@ -3552,14 +3536,26 @@ def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> 
                     return "it would delete the root folder, a system folder or a home folder"
         nested = [line for start in range(1 if text_only else len(tokens)) for line in handed_lines(tokens[start:])
                   if line != UNKNOWN_ALIAS]
-        # Words that are command lines (sh -c '...', eval "..."); a text program's run only their $(...) and `...`.
-        nested += [word for word in segment if (not text_only or "$(" in word or "`" in word)
-                   and command_segments(word, partial=True) not in ([[word]], [])]
-        for line in nested:
+        for line in nested + command_line_words(segment, text_only):
             reason = hard_denial_reason(line, depth + 1, cwd)
             if reason:
                 return reason
     return None
+
+
+def simple_commands(segments: list[list[str]]) -> list[tuple[list[str], list[str], bool]]:
+    """Each part as written, what it runs past wrappers, and whether its words are only text ("grep sudo notes.md"),
+    which no word is when a part reads commands ("echo 'sudo id' | sh")."""
+    commands = [unwrap_command(segment) for segment in segments]
+    feeds_a_shell = any(program_name(tokens[0]) in COMMAND_READERS for tokens in commands if tokens)
+    return [(segment, tokens, bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell)
+            for segment, tokens in zip(segments, commands)]
+
+
+def command_line_words(words: list[str], text_only: bool) -> list[str]:
+    """Words that are command lines (sh -c '...', eval "..."); a text program's run only their $(...) and `...`."""
+    return [word for word in words if (not text_only or "$(" in word or "`" in word)
+            and command_segments(word, partial=True) not in ([[word]], [])]
 
 
 # git options whose value git hands to a shell as a command line, by subcommand.
@@ -3574,6 +3570,21 @@ GIT_COMMAND_OPTIONS = {
 ATTACHED_ONLY = {"-O", "--open-files-in-pager"}       # git grep -O alone uses the default pager
 GIT_COMMAND_ARGUMENTS = {"submodule": "foreach", "bisect": "run"}   # the rest of the line is a command
 IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names, never commands
+# git's own options before its subcommand that take a value as the next word (git -C path push).
+GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}
+# Long options that are a short one, for programs deny rules often name (rm --recursive is rm -r),
+# and short letters that are the same.
+OPTION_LETTERS = {
+    "rm": {"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i"},
+    "cp": {"--recursive": "r", "--force": "f"}, "mv": {"--force": "f"},
+    "chmod": {"--recursive": "R"}, "chown": {"--recursive": "R"},
+    "git push": {"--force": "f", "--delete": "d"}, "git checkout": {"--force": "f"},
+    "git clean": {"--force": "f", "--dry-run": "n", "--quiet": "q", "--interactive": "i"},
+    "git branch": {"--delete": "d", "--force": "f", "--move": "m"},
+}
+SAME_LETTERS = {"rm": {"R": "r"}, "cp": {"R": "r"}}
+UNKNOWN_ALIAS = "an alias whose value a variable gives"
+GIT_SYNONYMS = {"send-pack": "push"}     # the plumbing git push runs: a rule on push covers it
 
 
 def handed_lines(words: list[str]) -> list[str]:
@@ -3787,9 +3798,8 @@ def runs_later(key: str) -> bool:
 
 
 # --- escalation: more than the sandbox gives, for one exact command --------------
-# The model may ask (run_command's escalate), only the person's answer gives it, once or for the session;
-# headless runs only with --escalate. "network": the full network, files still sandboxed; "unsandboxed".
-
+# The model may ask (run_command's escalate); only the person's answer gives it, once or for the session,
+# or --escalate for a headless run.
 ESCALATION_LEVELS = {"network": "with the full network (files still sandboxed)",
                      "unsandboxed": "without the sandbox, with your full user rights"}
 GRANTED_ESCALATIONS: dict[str, str] = {}   # exact command -> level, for this session
@@ -3821,7 +3831,6 @@ def escalation_for(command: str) -> str | None:
 # Edit(src/**) edits by glob. Allow rules match each part of a compound command (never a redirection or an
 # expansion); deny rules beat all but hard denials. A sandboxed command can write the workspace, so
 # .kesi/settings.json may only deny; allow rules live in the user's settings, where an "a" answer saves one.
-
 def user_settings_file() -> Path:
     return user_config_folder() / "settings.json"
 
@@ -3885,23 +3894,6 @@ def command_matches(pattern: str, command: str, for_deny: bool) -> bool:
     plain = (segments is not None and len(segments) == 1 and not control_characters(command)
              and not shell_expansions(command) and not any(c in ";&|\n" for c in command))
     return plain and (segments[0][:len(wanted[0])] if prefix else segments[0]) == wanted[0]
-
-
-# git's own options before its subcommand that take a value as the next word (git -C path push).
-GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}
-# Long options that are a short one, for programs deny rules often name (rm --recursive is rm -r),
-# and short letters that are the same.
-OPTION_LETTERS = {
-    "rm": {"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i"},
-    "cp": {"--recursive": "r", "--force": "f"}, "mv": {"--force": "f"},
-    "chmod": {"--recursive": "R"}, "chown": {"--recursive": "R"},
-    "git push": {"--force": "f", "--delete": "d"}, "git checkout": {"--force": "f"},
-    "git clean": {"--force": "f", "--dry-run": "n", "--quiet": "q", "--interactive": "i"},
-    "git branch": {"--delete": "d", "--force": "f", "--move": "m"},
-}
-SAME_LETTERS = {"rm": {"R": "r"}, "cp": {"R": "r"}}
-UNKNOWN_ALIAS = "an alias whose value a variable gives"
-GIT_SYNONYMS = {"send-pack": "push"}     # the plumbing git push runs: a rule on push covers it
 
 
 def rule_words(tokens: list[str]) -> list[str]:
@@ -3986,10 +3978,7 @@ def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -
     if depth > MAX_NESTING:
         return False
     for segments in shell_readings(command):
-        feeds_a_shell = any(program_name(t[0]) in COMMAND_READERS for t in map(unwrap_command, segments) if t)
-        for segment in segments:
-            tokens = unwrap_command(segment)
-            text_only = bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell
+        for segment, tokens, text_only in simple_commands(segments):
             for start in range(1 if text_only else len(tokens)):      # echo git push runs no git
                 words = tokens[start:]
                 for line in handed_lines(words):      # alias values, git -c, rebase -x, submodule foreach
@@ -4000,11 +3989,8 @@ def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -
                     words = ["git", *split_like_env(alias), *past_git_options(words[1:])[0][1:]]
                 if words_match(wanted, rule_words(words), prefix):
                     return True
-            for word in tokens:       # a text program's arguments run nothing, but $(...) and `...`
-                runs_code = not text_only or "$(" in word or "`" in word
-                if runs_code and command_segments(word, partial=True) not in ([[word]], []) \
-                        and runs_denied(wanted, prefix, word, depth + 1):
-                    return True
+            if any(runs_denied(wanted, prefix, line, depth + 1) for line in command_line_words(tokens, text_only)):
+                return True
     return False
 
 
@@ -6107,19 +6093,16 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 
 
 # --- the audit trail ---------------------------------------------------------------
-# Every command, with who allowed it (or refused it), when it started, how
-# long it ran, its exit code and its output (clipped, credentials masked), is
-# appended to audit.jsonl among KeSi's records (see records_folder). The journal is compacted and cleared;
-# this file is not, so it answers "what ran here, and who let it?" later. /log shows its end.
-
-AUDIT_LOG = "audit.jsonl"             # among KeSi's records
+# Every command, who allowed or refused it, when it started, how long it ran, its exit code and its output (clipped,
+# credentials masked). The journal is compacted, this log is not: it answers "what ran here, and who let it?" (/log).
+AUDIT_LOG = "audit.jsonl"             # among KeSi's records (see records_folder)
 AUDIT_OUTPUT_CHARS = 2000             # head and tail of a command's output kept in the log
+MAX_AUDIT_READ_BYTES = 4_000_000
 _approvals: dict[tuple[str, bool], str] = {}    # (command, background) -> who decided, until it runs
 
 
 def note_approval(command, decision: str, background: bool = False) -> None:
-    """Remember who allowed a command until run_command logs it; a refusal
-    is logged now, since nothing will run."""
+    """Remember who allowed a command until run_command logs it; a refusal is logged now, as nothing will run."""
     if not isinstance(command, str):
         return
     if decision.startswith("allowed"):
@@ -6178,9 +6161,6 @@ def read_audit_entries(limit: int) -> tuple[list[dict], int]:
         lines, forged = [], []
     entries = [entry for entry in map(json.loads, lines) if isinstance(entry, dict)] + _unwritten_audit
     return entries[-limit:], len(forged)
-
-
-MAX_AUDIT_READ_BYTES = 4_000_000
 
 
 # ============================================================================
@@ -6771,8 +6751,7 @@ def wrapped(text: str, hang: str | None = None) -> str:
 
 
 class WaitingNote:
-    """'(thinking... 3 s)' with a spinner until the answer starts, so a wait does not look like a hang
-    (run_command's '(running... 12 s)' too). Real terminals only; clear() before printing anything else."""
+    """'(thinking... 3 s)' with a spinner, so a wait does not look like a hang; clear() it before printing anything."""
 
     FRAMES = "|/-\\"
     current: "WaitingNote | None" = None     # the note on screen, for RetryNotice
@@ -6814,8 +6793,7 @@ class WaitingNote:
 
 
 class RetryNotice(logging.Handler):
-    """The SDK logs each wait before a retry ("Retrying request to ... in 12.0 seconds"): the waiting note
-    counts it down; without one (-p, a plain terminal) a line says it."""
+    """The SDK logs each wait before a retry: the waiting note counts it down, or (with no note) a line says it."""
 
     def emit(self, record: logging.LogRecord) -> None:
         if not str(record.msg).startswith("Retrying request") or not record.args:
@@ -6850,10 +6828,8 @@ WORD = re.compile(rf"(\s*)([{WIDE_CHARS}][{CLOSING}]*|[^\s{WIDE_CHARS}]+)")   # 
 
 
 class AnswerPrinter:
-    """The model's text, already made safe by visible(), on its way to a terminal: every escape code is KeSi's.
-    Prose wraps at spaces (list items hang, a word wider than the window is never cut); with colour, headings,
-    **bold** and `code` lose their marks to styles, without it Markdown stays readable as it is. Code blocks and
-    tables print verbatim, a pipe gets the text unchanged; a word prints as soon as what follows it arrives."""
+    """The model's text (made safe by visible()) on a terminal: prose wraps, with colour headings, **bold** and `code`
+    become styles; code blocks and tables print verbatim, a pipe gets the text as is. Every escape code is KeSi's."""
 
     def __init__(self, column: int):
         self.width, self.styled = terminal_width(), use_colour()
@@ -6987,11 +6963,7 @@ HELP = """  /help                  this list
   starts and ends a multi-line prompt.
   !command runs a command (in the sandbox); its output goes with your next message.
   @path in a prompt attaches that file. Tab completes /commands and @paths."""
-
-
 MAX_RETRY_WAIT = 30     # seconds; a longer retry-after (a spend limit can ask for hours) is cut to this
-
-
 INIT_PROMPT = ("Read this project (its README, build and test files, layout) and write a first AGENTS.md at its root "
                "with write_file: how to build, test and run it, its layout and conventions, in short bullet points. "
                "If an AGENTS.md exists already, say so and change nothing.")
@@ -7007,8 +6979,7 @@ def show_cost() -> None:
 
 
 def show_context(history: list[dict]) -> None:
-    """The next request's size: the API's count of the last one plus an
-    estimate of what was added since (see estimate_tokens)."""
+    """The next request's size: the API's count of the last one plus an estimate of what was added since."""
     tokens, window = estimate_tokens(history, MAIN_AGENT), context_window()
     ui(wrapped(f"  context: about {tokens:,} of {window:,} tokens ({tokens / window:.0%}); old tool "
                f"results are cleared at {CLEAR_RESULTS_AT:.0%}, the conversation is compacted at {COMPACT_AT:.0%}"))
@@ -7060,16 +7031,14 @@ def show_or_resume(argument: str, history: list[dict]) -> None:
     sessions = list_sessions()
     if not sessions:
         ui("  No saved sessions in this project yet.")
-        return
-    if not argument:
+    elif not argument:
         for number, path in enumerate(sessions[:20], start=1):
             ui(f"  {number:>2}. {visible(path.stem)}  {visible(session_title(path))}")
         ui("  /resume N continues one of them.")
-        return
-    if not argument.isdigit() or not 1 <= int(argument) <= len(sessions):
+    elif not argument.isdigit() or not 1 <= int(argument) <= len(sessions):
         ui(f"  Pick a number from 1 to {len(sessions)}.")
-        return
-    resume_session(sessions[int(argument) - 1], history)
+    else:
+        resume_session(sessions[int(argument) - 1], history)
 
 
 def session_title(path: Path) -> str:
@@ -7113,6 +7082,12 @@ def is_slash_command(line: str) -> bool:
     return line.startswith("/") and "/" not in line.partition(" ")[0][1:]
 
 
+# The /commands that only show something.
+SHOWING_COMMANDS = {"/help": lambda: ui(HELP.format(modes=", ".join(PERMISSION_MODES))), "/status": print_startup,
+                    "/cost": show_cost, "/todo": lambda: ui("  " + visible(render_todos()).replace("\n", "\n  ")),
+                    "/permissions": show_permissions, "/network": show_network_policy, "/tasks": show_tasks}
+
+
 def handle_slash(line: str, client, history: list[dict]) -> bool:
     """Run a /command. Returns False when the REPL should end."""
     global PERMISSION_MODE
@@ -7120,41 +7095,30 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     argument = argument.strip()
     if name in ("/exit", "/quit"):
         return False
-    if name == "/help":
-        ui(HELP.format(modes=", ".join(PERMISSION_MODES)))
+    if name in SHOWING_COMMANDS:
+        SHOWING_COMMANDS[name]()
     elif name in ("/reset", "/clear"):
         reset_session(history)
         ui("  (history, plan and file versions cleared; starting over)")
-    elif name == "/status":
-        print_startup()
     elif name == "/init":
         run_turn(client, history, INIT_PROMPT)
-    elif name == "/cost":
-        show_cost()
     elif name == "/context":
         show_context(history)
-    elif name == "/todo":
-        ui("  " + visible(render_todos()).replace("\n", "\n  "))
-    elif name == "/permissions":
-        show_permissions()
-    elif name == "/network":
-        show_network_policy()
     elif name == "/revoke":
         GRANTED_COMMANDS.clear()
         GRANTED_WRITES.clear()
         GRANTED_ESCALATIONS.clear()
         ui("  (all session permissions revoked)")
         stop_tasks_beyond_permission(revoked=True)
+    elif name == "/mode" and argument in PERMISSION_MODES:
+        PERMISSION_MODE = argument
+        ui(f"  permission mode: {argument} ({PERMISSION_MODES[argument]})")
+        stop_tasks_beyond_permission()
+        auto_fallback_note()
     elif name == "/mode":
-        if argument in PERMISSION_MODES:
-            PERMISSION_MODE = argument
-            ui(f"  permission mode: {argument} ({PERMISSION_MODES[argument]})")
-            stop_tasks_beyond_permission()
-            auto_fallback_note()
-        else:
-            if argument:
-                ui(f"  Unknown mode {visible(argument)}.")
-            ui(f"  Current mode: {PERMISSION_MODE}. Modes: {', '.join(PERMISSION_MODES)}")
+        if argument:
+            ui(f"  Unknown mode {visible(argument)}.")
+        ui(f"  Current mode: {PERMISSION_MODE}. Modes: {', '.join(PERMISSION_MODES)}")
     elif name == "/compact" and not history:
         ui("  (nothing to compact yet)")
     elif name == "/compact":
@@ -7164,8 +7128,6 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
             save_session(history)
     elif name == "/resume":
         show_or_resume(argument, history)
-    elif name == "/tasks":
-        show_tasks()
     elif name == "/log":
         show_log(argument)
     else:
@@ -7173,15 +7135,9 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     return True
 
 
-PROMPT_HISTORY = "prompt-history.jsonl"     # among KeSi's records
-MAX_HISTORY_BYTES, MAX_HISTORY_ENTRIES = 1_000_000, 1000
-
-
 def run_typed_command(command: str) -> str:
-    """`!command`: the person runs a command themselves, so nobody is asked,
-    but it runs as the model's would: hard denials and deny rules refuse it,
-    and it runs in the sandbox. Returns a note for the next prompt ("" if
-    nothing ran), so the model sees what the person saw."""
+    """`!command`: nobody is asked, but hard denials and deny rules refuse it and it runs in the sandbox. Returns a
+    note for the next prompt ("" if nothing ran), so the model sees what the person saw."""
     if not command:
         ui("  (!command runs a command in the sandbox; its output goes with your next message)")
         return ""
@@ -7215,10 +7171,11 @@ def setup_readline() -> None:
     readline.parse_and_bind("bind ^I rl_complete" if libedit else "tab: complete")
 
 
-# Tab completes a /command at the start of the line and an @path anywhere.
-SLASH_COMMANDS = ("/help", "/status", "/init", "/cost", "/context", "/todo", "/permissions", "/network", "/revoke",
-                  "/mode", "/compact", "/resume", "/tasks", "/log", "/reset", "/clear", "/exit", "/quit")
+# Tab completes a /command (those /help lists) at the start of the line and an @path anywhere.
+SLASH_COMMANDS = [word.rstrip(",") for line in HELP.splitlines() for word in line.split()[:2] if word.startswith("/")]
 COMPLETIONS: list[str] = []            # the matches for the word being completed
+PROMPT_HISTORY = "prompt-history.jsonl"     # among KeSi's records
+MAX_HISTORY_BYTES, MAX_HISTORY_ENTRIES = 1_000_000, 1000
 
 
 def complete(word: str, state: int) -> str | None:
@@ -7235,8 +7192,7 @@ def completions(word: str, at_line_start: bool) -> list[str]:
 
 
 def path_completions(typed: str) -> list[str]:
-    """'src/ma' -> ['@src/main.py ', '@src/maps/']: what list_files shows there, through the same jail (no .env,
-    nothing outside), dot names only when typed so, and no name that cannot be typed as shown (a space)."""
+    """'src/ma' -> ['@src/main.py ', '@src/maps/'] through list_files' jail; dot names only if typed, no spaces."""
     folder, _, start = typed.rpartition("/")
     folder += "/" if folder else ""
     try:
