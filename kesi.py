@@ -72,17 +72,15 @@ except ImportError:  # pragma: no cover
 
 
 class BackgroundImport:
-    """A module imported in a background thread; the first use of one of its
-    attributes waits for it. `import anthropic` is about 90% of KeSi's
-    start-up time, so the REPL shows its prompt while the SDK loads."""
+    """A module imported in a background thread, waited for at first use: `import anthropic` is about 90% of
+    KeSi's start-up time, so the REPL shows its prompt while the SDK loads."""
 
     def __init__(self, name: str):
         # typing is imported above, not by this thread: @dataclass looks it up in
         # sys.modules without importing it, and could find a half-imported copy.
         self.name = name
-        # Not a daemon: an exit during the import (--version, a bad setting)
-        # waits for it, because a daemon thread stopped in the middle of
-        # loading a C extension can abort the whole process at exit.
+        # Not a daemon: an exit during the import (--version, a bad setting) waits for it, because a daemon
+        # thread stopped in the middle of loading a C extension can abort the whole process at exit.
         self.thread = threading.Thread(target=self.load, name=f"import {name}", daemon=False)
         self.thread.start()
 
@@ -110,16 +108,11 @@ anthropic = BackgroundImport("anthropic")
 
 # ==== I.1 Settings ==========================================================
 
-# Settings come from places KeSi trusts differently (README: safety model):
-#   - the shell's environment and the user's own file (user_env_file below)
-#     may set every KESI_* setting and the API key, token and endpoint;
-#   - the project's .env is written by whoever wrote the repository, so KeSi
-#     takes only ANTHROPIC_API_KEY from it. An endpoint there would receive the
-#     user's key and every file read; KESI_SANDBOX=off would switch the
-#     sandbox off. The project's other lines (its own AWS keys, ...) are never
-#     put into KeSi's environment, so they never reach a command either.
-# read_settings() reads and checks them all once, at start-up; main() applies
-# the result to the module globals below in one place (apply_settings).
+# Settings come from places KeSi trusts differently (README: safety model). The shell's environment and the
+# user's own file (user_env_file) may set everything. The project's .env is written by whoever wrote the
+# repository, so KeSi takes only ANTHROPIC_API_KEY from it: an endpoint there would receive the user's key,
+# KESI_SANDBOX=off would switch the sandbox off, and its other lines never reach KeSi's environment or a command.
+# read_settings() checks them all once, at start-up; apply_settings() turns them into the globals below.
 
 PROJECT_ENV_NAMES = {"ANTHROPIC_API_KEY"}        # all a project's .env may set for KeSi
 SANDBOX_CHOICES = {"auto": "auto", "on": "auto", "off": "off", "0": "off", "no": "off", "false": "off"}
@@ -136,11 +129,7 @@ def user_env_file() -> Path:
 
 
 def read_env_file(path: Path) -> dict[str, str]:
-    """KEY=VALUE lines of a .env-style file; nothing is put into os.environ.
-
-    A tiny parser instead of python-dotenv: one less dependency. Only a
-    regular file is read: a repository's .env could be a FIFO that blocks.
-    """
+    """KEY=VALUE lines, not put into os.environ; only a regular file (a repository's .env could be a FIFO)."""
     values = {}
     try:
         if not path.is_file() or path.stat().st_size > 1_000_000:
@@ -193,8 +182,7 @@ WHOLE_NUMBER_SETTINGS = {   # setting -> (field, smallest accepted value)
 
 
 def read_settings(environ=None, user_file: Path | None = None, project_env: Path | None = None) -> Settings:
-    """Read and check every setting: the shell's environment wins over the
-    user's file; the project's .env adds only the API key. Raises SettingError."""
+    """The shell's environment wins over the user's file; the project's .env adds only the key. Raises SettingError."""
     environ = os.environ if environ is None else environ
     user = read_env_file(user_file) if user_file else {}
     project = read_env_file(project_env) if project_env else {}
@@ -204,13 +192,10 @@ def read_settings(environ=None, user_file: Path | None = None, project_env: Path
     theirs = {} if mine.get("ANTHROPIC_AUTH_TOKEN") else {k: v for k, v in project.items() if k in PROJECT_ENV_NAMES}
     values = {**theirs, **mine}
     get = lambda name: values.get(name, "").strip()
-    found = {}
-    for name, (key, smallest) in WHOLE_NUMBER_SETTINGS.items():
-        if get(name):
-            found[key] = whole_number(name, get(name), smallest)
+    found = {key: whole_number(name, get(name), smallest)
+             for name, (key, smallest) in WHOLE_NUMBER_SETTINGS.items() if get(name)}
     if "KESI_MODEL" in values and not get("KESI_MODEL"):
-        raise SettingError("KESI_MODEL is set but empty: give a model id such as claude-haiku-4-5, "
-                           "or unset it.")
+        raise SettingError("KESI_MODEL is set but empty: give a model id such as claude-haiku-4-5, or unset it.")
     found["model"] = get("KESI_MODEL") or get("ANTHROPIC_MODEL") or Settings.model     # the second: Claude Code's
     found["sandbox"] = sandbox_choice(get("KESI_SANDBOX"), get("KESI_NO_SANDBOX"))
     if get("KESI_PRICES"):
@@ -227,13 +212,10 @@ def read_settings(environ=None, user_file: Path | None = None, project_env: Path
 
 
 def whole_number(name: str, raw: str, smallest: int) -> int:
-    try:
-        number = int(raw)
-    except ValueError:
-        number = None
-    if number is None or number < smallest:
-        raise SettingError(f"{name} must be a whole number of at least {smallest}, got {raw!r}.")
-    return number
+    with contextlib.suppress(ValueError):
+        if int(raw) >= smallest:
+            return int(raw)
+    raise SettingError(f"{name} must be a whole number of at least {smallest}, got {raw!r}.")
 
 
 def sandbox_choice(setting: str, no_sandbox: str) -> str:
@@ -256,16 +238,14 @@ USAGE_KEYS = ("input", "output", "cache_write", "cache_read")   # the token kind
 
 
 def price_override(raw: str) -> dict[str, float]:
-    try:
+    with contextlib.suppress(ValueError, KeyError, TypeError):
         custom = json.loads(raw)
         prices = {k: float(custom[k]) for k in USAGE_KEYS}
         prices["cache_write_1h"] = float(custom.get("cache_write_1h", 2 * prices["input"]))
-    except (ValueError, KeyError, TypeError):
-        prices = None
-    if prices is None or any(not 0 <= p < float("inf") for p in prices.values()):
-        raise SettingError('KESI_PRICES must be JSON with the USD prices per million tokens, e.g. '
-                           '{"input": 1, "output": 5, "cache_write": 1.25, "cache_read": 0.1}.')
-    return prices
+        if all(0 <= p < float("inf") for p in prices.values()):
+            return prices
+    raise SettingError('KESI_PRICES must be JSON with the USD prices per million tokens, e.g. '
+                       '{"input": 1, "output": 5, "cache_write": 1.25, "cache_read": 0.1}.')
 
 
 def apply_settings(settings: Settings) -> None:
@@ -276,22 +256,10 @@ def apply_settings(settings: Settings) -> None:
     CONTEXT_WINDOW, COMMAND_TIMEOUT = settings.context_window, settings.command_timeout
     MAX_RETRIES, PRICE_OVERRIDE, PASS_ENV = settings.max_retries, settings.prices, settings.pass_env
     SANDBOX_SETTING, BELL_AFTER = settings.sandbox, settings.bell_after
-    SANDBOX_DISABLED = settings.sandbox == "off"
+    SANDBOX_DISABLED = settings.sandbox == "off"   # the series' name: KESI_NO_SANDBOX=1 or KESI_SANDBOX=off
 
 
-# The globals the rest of the file reads: the defaults until main() applies
-# what read_settings found.
-MODEL = Settings.model
-MAX_TOKENS = Settings.max_tokens
-MAX_TURNS = Settings.max_turns
-CONTEXT_WINDOW = Settings.context_window
-COMMAND_TIMEOUT = Settings.command_timeout
-MAX_RETRIES = Settings.max_retries
-BELL_AFTER = Settings.bell_after
-SANDBOX_SETTING = Settings.sandbox
-SANDBOX_DISABLED = False               # the series' name: KESI_NO_SANDBOX=1 or KESI_SANDBOX=off
-PRICE_OVERRIDE = Settings.prices
-PASS_ENV = Settings.pass_env
+apply_settings(Settings())             # the defaults, until main() applies what read_settings found
 MAX_TOOL_FAILURES = 3                  # rounds in a row where every tool failed
 
 # Where tool output and UI notices go. Headless mode moves them to stderr so
@@ -2012,7 +1980,6 @@ MAX_MEMORY_CHARS = 20_000
 
 def environment_block() -> str:
     """Rebuilt for every request: facts the model cannot know by itself."""
-    hidden = ", ".join(sorted(IGNORE))
     lines = [
         "## Environment",
         "",
@@ -2020,15 +1987,13 @@ def environment_block() -> str:
         f"- Working directory: {BASE_DIR}",
         f"- Operating system: {platform.system()} {platform.release()}",
         "- File tools reach only inside the working directory; give paths relative to it.",
-        f"- Hidden from file tools at any depth: {hidden}, and names starting with .env. "
+        f"- Hidden from file tools at any depth: {', '.join(sorted(IGNORE))}, and names starting with .env. "
         "Listings and searches leave them out too.",
         f"- Permission mode: {PERMISSION_MODE} ({PERMISSION_MODES[PERMISSION_MODE]}).",
         f"- {SANDBOX_LINES[sandbox_state()]}",
     ]
-    if sandbox_enabled():   # on Linux without bwrap this hint would be false
-        lines.append(f"- {network_line()}")
-        lines.append(f"- {SANDBOX_HINT}")
-        lines.append(f"- {SANDBOX_ALLOWS}")
+    if sandbox_enabled():   # on Linux without bwrap these would be false
+        lines += [f"- {network_line()}", f"- {SANDBOX_HINT}", f"- {SANDBOX_ALLOWS}"]
     lines.append(f"- {BACKGROUND_LINES[sandbox_kind()]}")
     return "\n".join(lines)
 
@@ -2050,6 +2015,7 @@ MAX_IMPORT_DEPTH = 4
 
 
 def add_memory(shown: str, text: str | None, folder: Path, sections: list[str], seen: set, depth: int = 0) -> None:
+    """One instruction file's section, then its @imports' (a workspace file stands in for the reference)."""
     if not text or text in seen:
         return
     seen.add(text)
@@ -2057,7 +2023,7 @@ def add_memory(shown: str, text: str | None, folder: Path, sections: list[str], 
     for match in MEMORY_IMPORT.finditer(text):
         target = os.path.relpath(os.path.normpath(folder / match.group(1)), BASE_DIR)
         imported = read_memory_file(target)[0] if depth < MAX_IMPORT_DEPTH and not target.startswith("..") else None
-        if imported is not None:         # a file in the workspace: it stands in for the reference
+        if imported is not None:
             imports.append((target, imported))
             text = text.replace(match.group(0), "")
     if text.strip():
@@ -2107,15 +2073,9 @@ def read_memory_file(name: str) -> tuple[str | None, bool]:
 
 
 def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
-    """Stable text first (rules, then project memory), the changing
-    environment last, so a cached prefix survives as long as possible.
-    Cache breakpoints are added per request by add_cache_breakpoints."""
-    blocks = [{"type": "text", "text": rules}]
-    memory = project_memory()
-    if memory:
-        blocks.append({"type": "text", "text": memory})
-    blocks.append({"type": "text", "text": environment_block()})
-    return blocks
+    """Stable text first, the changing environment last: a cached prefix survives as long as possible."""
+    texts = [rules, project_memory(), environment_block()]
+    return [{"type": "text", "text": text} for text in texts if text]
 
 
 # --- cost meter -------------------------------------------------------------
@@ -2749,9 +2709,8 @@ SUB_AGENT = Agent("sub-agent", ("read_file", "list_files", "glob", "grep"), rule
 
 VERSION = "0.1.0"
 BANNER = "KeSi, a small coding agent. /help lists commands, /exit leaves."
-NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your environment or in "
-          "~/.config/kesi/env, or put the line ANTHROPIC_API_KEY=sk-ant-... in a .env file in this "
-          "folder (see .env.example).")
+NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your environment or in ~/.config/kesi/env, "
+          "or put the line ANTHROPIC_API_KEY=sk-ant-... in a .env file in this folder (see .env.example).")
 
 
 def make_client(settings: Settings):
@@ -2810,8 +2769,7 @@ def print_startup() -> None:
 
 
 def run_turn(client, history: list[dict], prompt: str) -> Answer:
-    """One user turn: the agent loop, then the cost line and a saved session.
-    Ctrl-C anywhere in it returns to the prompt with a valid journal."""
+    """The agent loop, then the cost line and a saved session; Ctrl-C returns to the prompt with a valid journal."""
     before, started = len(METER.calls), time.monotonic()
     prompt = utf8_safe(prompt)   # or every later request of the session would fail
     history.append({"role": "user", "content": prompt})
@@ -2880,8 +2838,7 @@ MENTION = re.compile(r"(?<!\S)@(\S+)")
 
 
 def attach_mentions(prompt: str) -> str:
-    """`@path` in a prompt attaches that file, read through the jail by
-    read_file (so the model may then edit it without reading it again)."""
+    """`@path` attaches that file through read_file: the jail holds and the model may edit it without a re-read."""
     attached = []
     for path in dict.fromkeys(m.rstrip(".,;:!?)") for m in MENTION.findall(prompt)):
         output, is_error = read_file(path)
@@ -2894,8 +2851,7 @@ def attach_mentions(prompt: str) -> str:
 
 
 def read_prompt() -> str:
-    """One prompt. A line ending in a backslash continues on the next one, and
-    a line of three quotes starts a block that the next such line ends."""
+    """One prompt: a line ending in a backslash goes on, and a line of three quotes opens a block until the next."""
     line = input("you > ")
     if line.strip() == '"""':
         lines = []
@@ -2912,8 +2868,7 @@ def read_prompt() -> str:
 
 
 def more_input() -> str | None:
-    """The next line of a prompt that goes on; None at Ctrl-D, which ends the
-    prompt there (the text typed so far is sent) instead of leaving KeSi."""
+    """The next line of a prompt; None at Ctrl-D, which sends what was typed instead of leaving KeSi."""
     try:
         return input("... ")
     except EOFError:
@@ -2962,16 +2917,11 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def exit_on_signal(signum, frame) -> None:
-    """SIGHUP (the terminal closed) and SIGTERM end KeSi as an exit would, so
-    the atexit handlers stop background tasks and save what is saved."""
-    raise SystemExit(128 + signum)
-
-
 def exit_on_hangup_and_term() -> None:
+    """SIGHUP (the terminal closed) and SIGTERM exit, so the atexit handlers stop background tasks and save."""
     for name in ("SIGHUP", "SIGTERM"):            # Windows has no SIGHUP
         if hasattr(signal, name):
-            signal.signal(getattr(signal, name), exit_on_signal)
+            signal.signal(getattr(signal, name), lambda signum, frame: sys.exit(128 + signum))
 
 
 def at_least_one(text: str) -> int:
@@ -2981,22 +2931,15 @@ def at_least_one(text: str) -> int:
 
 
 def positive_dollars(text: str) -> float:
-    try:
-        dollars = float(text)
-    except ValueError:
-        dollars = float("nan")
-    if not 0 < dollars < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be an amount of US dollars above 0, such as 0.50, got {text!r}")
-    return dollars
+    with contextlib.suppress(ValueError):
+        if 0 < float(text) < float("inf"):
+            return float(text)
+    raise argparse.ArgumentTypeError(f"must be an amount of US dollars above 0, such as 0.50, got {text!r}")
 
 
 def flag_words(values: list[str]) -> list[str]:
-    """'Bash(npm test), edit_file' -> ['Bash(npm test)', 'edit_file']: commas
-    and spaces separate, except inside the parentheses of a rule."""
-    words = []
-    for value in values:
-        words += [w for w in re.findall(r"(?:[^\s,(]+(?:\([^)]*\))?)", value) if w]
-    return words
+    """'Bash(npm test), edit_file' -> ['Bash(npm test)', 'edit_file']: commas and spaces outside parentheses."""
+    return [word for value in values for word in re.findall(r"[^\s,(]+(?:\([^)]*\))?", value)]
 
 
 CLAUDE_CODE_TOOLS = {"Bash": "run_command", "Read": "read_file", "Edit": "edit_file", "MultiEdit": "edit_file",
@@ -3005,8 +2948,7 @@ CLAUDE_CODE_TOOLS = {"Bash": "run_command", "Read": "read_file", "Edit": "edit_f
 
 
 def command_line_rules(allowed: list[str], disallowed: list[str]) -> tuple[list[Rule], set[str]]:
-    """The rules and the removed tools the two flags ask for. Raises
-    SettingError for a word that is neither a tool nor a rule."""
+    """The rules and the removed tools the two flags ask for. Raises SettingError for a word that is neither."""
     rules, removed = [], set()
     for kind, flag, values in (("allow", "--allowed-tools", allowed), ("deny", "--disallowed-tools", disallowed)):
         for word in flag_words(values):
@@ -3043,45 +2985,42 @@ def apply_flags(args) -> None:
     MAX_BUDGET_USD = args.max_budget_usd
 
 
+def refuse_to_start(reason: str) -> int:
+    """A setting or flag KeSi cannot use: say why on stderr; exit status 2, as argparse gives."""
+    print(f"KeSi: {reason}", file=sys.stderr)
+    return 2
+
+
 def main(argv=None) -> int:
     global CLIENT, MODEL, PERMISSION_MODE, UI, SESSION_FILE
     args = parse_args(argv)
     clash = own_folders_clash()
     if clash:
-        print(f"KeSi: {clash}", file=sys.stderr)
-        return 2
+        return refuse_to_start(clash)
     try:
         settings = read_settings(os.environ, user_env_file(), BASE_DIR / ".env")
-    except SettingError as exc:
-        print(f"KeSi: {visible(exc)}", file=sys.stderr)
-        return 2
-    apply_settings(settings)
-    load_git_identity()
-    MODEL = args.model or MODEL
-    PERMISSION_MODE = args.permission_mode
-    if args.escalate and args.prompt is None:
-        print("KeSi: --escalate is for -p runs only; in the REPL, KeSi asks you before a command "
-              "leaves the sandbox.", file=sys.stderr)
-        return 2
-    try:
+        apply_settings(settings)
+        load_git_identity()
+        MODEL = args.model or MODEL
+        PERMISSION_MODE = args.permission_mode
+        if args.escalate and args.prompt is None:
+            return refuse_to_start("--escalate is for -p runs only; in the REPL, KeSi asks you before a command "
+                                   "leaves the sandbox.")
         apply_flags(args)
     except SettingError as exc:
-        print(f"KeSi: {visible(exc)}", file=sys.stderr)
-        return 2
+        return refuse_to_start(visible(exc))
     if not (settings.api_key or settings.auth_token):
         print(NO_KEY, file=sys.stderr)
         return 2
     CLIENT = LazyClient(settings)
     if MAX_TOKENS and MAX_TOKENS > (most := model_limits(MODEL)[1] or MAX_TOKENS):   # the Models API if set
-        print(f"KeSi: KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(MODEL)} can write ({most:,} tokens); "
-              f"set it to {most} or less, or unset it.", file=sys.stderr)
-        return 2
+        return refuse_to_start(f"KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(MODEL)} can write "
+                               f"({most:,} tokens); set it to {most} or less, or unset it.")
     history: list[dict] = []
     sessions = [p for p in list_sessions() if p.stem == args.resume_id or not args.resume_id]
     if (args.resume or args.resume_id) and not sessions:     # before the banner: nothing starts
-        print(f"KeSi: no saved session {'with id ' + visible(args.resume_id) if args.resume_id else 'to continue'} "
-              "in this project.", file=sys.stderr)
-        return 2
+        wanted = f"with id {visible(args.resume_id)}" if args.resume_id else "to continue"
+        return refuse_to_start(f"no saved session {wanted} in this project.")
     if args.prompt is None:
         print_startup()
     else:
@@ -3099,16 +3038,13 @@ def main(argv=None) -> int:
         return 2                         # going on without the context asked for would mislead
     if args.prompt is None:
         if args.output_format != "text":
-            print("KeSi: --output-format json and stream-json are for headless runs (-p).", file=sys.stderr)
-            return 2
+            return refuse_to_start("--output-format json and stream-json are for headless runs (-p).")
         return repl(CLIENT, history, " ".join(args.first_prompt).strip())
     if args.first_prompt:
-        print("KeSi: give the task either after -p or as the REPL's first message, not both.", file=sys.stderr)
-        return 2
+        return refuse_to_start("give the task either after -p or as the REPL's first message, not both.")
     prompt = headless_prompt(args.prompt)
     if not prompt:
-        print("KeSi: the prompt is empty.", file=sys.stderr)
-        return 2
+        return refuse_to_start("the prompt is empty.")
     SESSION_FILE = SESSION_FILE or new_session_file()     # its id, for the json output before the first save
     if args.output_format == "stream-json":
         history = StreamedJournal(history)
@@ -3128,17 +3064,18 @@ def main(argv=None) -> int:
 
 
 def headless_prompt(argument: str) -> str:
-    """-p's prompt. Piped input is read to its end and joined to it, as in
-    `cat log.txt | kesi.py -p "explain"`; '-' means the prompt is stdin."""
-    piped = read_stdin() if argument == "-" or (sys.stdin is not None and not sys.stdin.isatty()) else ""
+    """-p's prompt with piped input joined (`cat log.txt | kesi.py -p "explain"`); '-': the prompt is stdin."""
+    piped = ""
+    if sys.stdin is not None and (argument == "-" or not sys.stdin.isatty()):
+        raw = getattr(sys.stdin, "buffer", None)        # bytes that are not UTF-8 (a binary log) become U+FFFD
+        piped = raw.read().decode("utf-8", "replace") if raw is not None else sys.stdin.read()
     if argument == "-":
         return piped.strip()
     return "\n\n".join(part for part in (argument.strip(), piped.strip()) if part)
 
 
 class StreamedJournal(list):
-    """The journal of a --output-format stream-json run: every message added
-    to it is also printed on stdout as one JSON line, as it happens."""
+    """--output-format stream-json's journal: each message added is printed on stdout as one JSON line."""
 
     def append(self, message: dict) -> None:
         super().append(message)
@@ -3146,17 +3083,15 @@ class StreamedJournal(list):
 
 
 def print_json(record: dict) -> None:
-    # On a terminal, as \\u escapes: a bidi mark or a C1 control in the answer
-    # must not be obeyed (JSON escapes only C0 controls by itself).
+    # On a terminal as \\u escapes: a bidi mark or C1 control must not be obeyed (JSON escapes only C0 ones).
     print(json.dumps(record, ensure_ascii=sys.stdout.isatty()), flush=True)
 
 
 def result_record(answer: Answer, since: int) -> dict:
     """What --output-format json prints, named as Claude Code names it."""
     totals = METER.totals(since)
-    calls = METER.calls[since:]
     return {"type": "result", "subtype": answer.subtype, "is_error": not answer.ok,
-            "result": answer.text, "num_turns": sum(c["label"] == "main" for c in calls),
+            "result": answer.text, "num_turns": sum(c["label"] == "main" for c in METER.calls[since:]),
             "usage": {"input_tokens": totals["input"], "output_tokens": totals["output"],
                       "cache_creation_input_tokens": totals["cache_write"],
                       "cache_read_input_tokens": totals["cache_read"]},
@@ -3165,24 +3100,12 @@ def result_record(answer: Answer, since: int) -> dict:
             "session_id": SESSION_FILE.stem if SESSION_FILE is not None else None}
 
 
-def read_stdin() -> str:
-    """All of stdin; bytes that are not UTF-8 (a binary log) become U+FFFD."""
-    if sys.stdin is None:
-        return ""
-    raw = getattr(sys.stdin, "buffer", None)
-    return raw.read().decode("utf-8", "replace") if raw is not None else sys.stdin.read()
-
-
 def exit_now(code: int) -> None:
-    """End the process once output is flushed and the exit handlers (temp
-    folders, prompt history) have run: the interpreter's own teardown of the
-    SDK's modules takes longer than a headless task's last step."""
+    """Exit after flushing and the exit handlers: the interpreter's teardown of the SDK outlasts a headless task."""
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):     # a closed pipe: nothing more can be said
             stream.flush()
-        except (OSError, ValueError):     # a closed pipe: nothing more can be said
-            pass
     os._exit(code)
 
 
