@@ -85,10 +85,8 @@ class BackgroundImport:
         self.thread.start()
 
     def load(self) -> None:
-        try:
+        with contextlib.suppress(BaseException):   # imported again on first use, where the error is reported
             importlib.import_module(self.name)
-        except BaseException:
-            pass             # imported again on first use, where the error is reported
 
     def __getattr__(self, attribute: str):
         self.thread.join()
@@ -101,10 +99,7 @@ anthropic = BackgroundImport("anthropic")
 # ============================================================================
 # PART I. The agent
 # ============================================================================
-# What the series builds, complete in this part: settings, the path jail, the tools (each
-# spec beside its function) and their table, the permission decision, run_command, the
-# Messages API, the agent loop and the REPL. Each later part adds armour or comfort behind
-# a name this part already calls; a reader who stops at the end of Part I has seen it all.
+# What the series builds, complete on its own; later parts add armour behind names this part calls.
 
 # ==== I.1 Settings ==========================================================
 
@@ -262,9 +257,7 @@ def apply_settings(settings: Settings) -> None:
 apply_settings(Settings())             # the defaults, until main() applies what read_settings found
 MAX_TOOL_FAILURES = 3                  # rounds in a row where every tool failed
 
-# Where tool output and UI notices go. Headless mode moves them to stderr so
-# stdout carries only the final answer.
-UI = sys.stdout
+UI = sys.stdout      # where tool output and notices go; headless mode moves them to stderr, for the answer alone
 
 
 def utf8_safe(text: str) -> str:
@@ -350,8 +343,7 @@ def trusted_program(name: str) -> str | None:
 
 # Names that file tools never show or touch, at any depth: noise (caches, dependencies) or secrets (.env,
 # .git), and anything starting with ".env." (.env.local).
-IGNORE = {".git", "node_modules", "__pycache__", ".venv", "venv", ".env",
-          ".DS_Store", ".pytest_cache", ".kesi"}
+IGNORE = {".git", "node_modules", "__pycache__", ".venv", "venv", ".env", ".DS_Store", ".pytest_cache", ".kesi"}
 IGNORE_FOLDED = {name.casefold() for name in IGNORE}
 
 
@@ -530,9 +522,8 @@ def open_folder(entry: JailEntry) -> int:
 # The sandbox's caches live here, always made through descriptors of it (see kesi_folder).
 
 def kesi_folder(*names: str) -> int:
-    """An open descriptor of .kesi/ in the project, or of a folder inside it ('cache'), made as needed; the
-    caller closes it. A command can plant links here (.kesi/cache -> ~/.bashrc.d): each part is opened
-    relative to the one before with O_NOFOLLOW, so a link anywhere is an OSError, never written through."""
+    """A descriptor (the caller closes it) of .kesi/ or a folder in it, made as needed. A command can plant links
+    here (.kesi/cache -> ~/.bashrc.d): each part is opened with O_NOFOLLOW, so a link is an error, never followed."""
     fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
         for depth, name in enumerate((".kesi", *names)):
@@ -554,8 +545,7 @@ def kesi_folder(*names: str) -> int:
 
 
 def write_kesi_gitignore(kesi_fd: int) -> None:
-    """A .gitignore of its own, so the caches never show up in git status.
-    O_EXCL: an existing one (or a planted link) is left alone."""
+    """A .gitignore of its own, so the caches stay out of git status; O_EXCL leaves one there (or a link) alone."""
     try:
         fd = os.open(".gitignore", NEW_FILE_FLAGS, 0o644, dir_fd=kesi_fd)
     except FileExistsError:
@@ -1030,8 +1020,7 @@ CHANGED_SINCE_READ = ("Error: the file changed after you read it. Read it again 
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def write_atomically(folder_fd: int, name: str, data: bytes, mode: int | None = None,
-                     still_valid=lambda: True) -> bool:
+def write_atomically(folder_fd: int, name: str, data: bytes, mode: int | None = None, still_valid=lambda: True) -> bool:
     """Replace name in folder_fd with data, never half-written: the temp file (O_EXCL) lies beside it, as a
     rename cannot cross file systems. False, writing nothing, if still_valid() says the target changed."""
     temp = f".{name}.{os.urandom(4).hex()}.tmp"
@@ -1064,8 +1053,7 @@ def replace_existing_file(target: Path, data: bytes, expected_digest: bytes) -> 
             if entry.info is None or not stat.S_ISREG(entry.info.st_mode):
                 return CHANGED_SINCE_READ
             unchanged = lambda: file_digest(read_entry(entry)) == expected_digest
-            if not write_atomically(entry.folder_fd, entry.name, data,
-                                    stat.S_IMODE(entry.info.st_mode), unchanged):
+            if not write_atomically(entry.folder_fd, entry.name, data, stat.S_IMODE(entry.info.st_mode), unchanged):
                 return CHANGED_SINCE_READ
     except PathRefused:
         return CHANGED_SINCE_READ
@@ -1347,10 +1335,8 @@ SANDBOX_SYMPTOMS = ("Operation not permitted", "Permission denied", "Read-only f
 
 
 class HeadAndTail:
-    """A command's output as the model will see it: the first and the last
-    `keep` bytes, and a count of all of them. Memory stays bounded however
-    much a command prints, and the last line (a test summary) is never lost.
-    drain_output fills it as it would a bytearray."""
+    """A command's output as the model sees it, filled by drain_output like a bytearray: the first and last `keep`
+    bytes and a count of all. Memory stays bounded, and the last line (a test summary) is never lost."""
 
     def __init__(self, keep: int):
         self.keep, self.head, self.tail, self.total = keep, bytearray(), bytearray(), 0
@@ -1372,8 +1358,7 @@ class HeadAndTail:
 
 
 def clip_output(data: bytes, total: int | None = None) -> str:
-    """Head and tail of data; total is how long the whole output was, if
-    data holds only its two ends already."""
+    """Head and tail of data; total: how long the whole output was, when data holds only its two ends."""
     total = len(data) if total is None else total
     if total <= MAX_OUTPUT_BYTES:
         return data.decode("utf-8", errors="replace")
@@ -1460,16 +1445,13 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
 
 
 def wait_for_command(proc, limit: float) -> str:
-    """Wait for the command: 'exited', 'timeout', or 'processes' when a sandboxed
-    command has more than MAX_PROCESSES processes alive (a fork bomb)."""
+    """'exited', 'timeout', or 'processes' when a sandboxed command has over MAX_PROCESSES alive (a fork bomb)."""
     deadline = time.monotonic() + limit
     sandbox_ns = None
     while (left := deadline - time.monotonic()) > 0:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=min(left, PROCESS_CHECK_SECONDS))
             return "exited"
-        except subprocess.TimeoutExpired:
-            pass
         if sandbox_kind() == "bubblewrap":
             sandbox_ns = sandbox_ns or pid_namespace_of_child(proc.pid)
             if sandbox_ns and processes_in_namespace(sandbox_ns) > MAX_PROCESSES:
@@ -1549,17 +1531,15 @@ def group_alive(pgid: int) -> bool:
 def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
     """Read a pipe until EOF in its own thread (a full pipe blocks the child), keeping at most cap bytes.
     read1 returns what is there now: output before a background job holds the pipe open is not lost."""
-    try:
-        while chunk := pipe.read1(65536):
-            room = cap - len(captured)
-            captured += chunk[:max(room, 0)]
-            if len(chunk) > room and on_full is not None:
-                on_full()
-                return
-    except (OSError, ValueError):
-        pass
-    finally:
-        with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, ValueError):   # the pipe broke or was closed: the output ends there
+        try:
+            while chunk := pipe.read1(65536):
+                room = cap - len(captured)
+                captured += chunk[:max(room, 0)]
+                if len(chunk) > room and on_full is not None:
+                    on_full()
+                    return
+        finally:
             pipe.close()
 
 
@@ -1604,7 +1584,6 @@ def render_todos() -> str:
 
 
 def todo_problem(todos) -> str | None:
-    """Why a todo list is invalid, or None."""
     if not isinstance(todos, list) or not todos:
         return "Error: todos must be a non-empty list of {content, status} items."
     for item in todos:
@@ -1689,25 +1668,16 @@ def task(prompt, description=""):
 
 
 # --- the tool table -----------------------------------------------------------
-# What the model sees (each tool's spec, written beside its function) and what
-# runs. A new tool needs one spec and one TOOL_FUNCS entry, nothing else.
+# What the model sees and what runs: a new tool needs one spec (beside its function) and one TOOL_FUNCS entry.
 
 TOOLS = [READ_FILE_SPEC, LIST_FILES_SPEC, GLOB_SPEC, GREP_SPEC, EDIT_FILE_SPEC, WRITE_FILE_SPEC,
          RUN_COMMAND_SPEC, BACKGROUND_OUTPUT_SPEC, BACKGROUND_STOP_SPEC, TODO_WRITE_SPEC, TASK_SPEC]
 
-TOOL_FUNCS = {
-    "read_file": read_file,
-    "list_files": list_files,
-    "glob": glob_files,          # Python name differs to avoid clashing with the glob module
-    "grep": grep,
-    "edit_file": edit_file,
-    "write_file": write_file,
-    "run_command": run_command,
-    "background_output": background_output,
-    "background_stop": background_stop,
-    "todo_write": todo_write,
-    "task": task,
-}
+# glob's function is glob_files, so that it does not hide the glob module.
+TOOL_FUNCS = {"read_file": read_file, "list_files": list_files, "glob": glob_files, "grep": grep,
+              "edit_file": edit_file, "write_file": write_file, "run_command": run_command,
+              "background_output": background_output, "background_stop": background_stop,
+              "todo_write": todo_write, "task": task}
 
 
 # ==== I.6 Permissions: deny -> ask -> allow =================================
@@ -1720,7 +1690,6 @@ READ_ONLY_TOOLS = {"read_file", "list_files", "glob", "grep", "todo_write", "tas
 FILE_TOOLS = {"edit_file", "write_file"}   # ask, once per file
 # todo_write and task change nothing on disk (a sub-agent's calls are checked one by one); the background_
 # tools only read or end a task whose command was checked when it started. run_command is classified below.
-
 
 PERMISSION_MODES = {
     "default": "ask before edits and before commands that are not read-only",
@@ -2424,8 +2393,7 @@ def request_for(history: list[dict], agent: Agent, max_tokens: int | None = None
 def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=(), *,
              ok: bool = False, interrupted: bool = False, record: bool = True, subtype: str = "") -> Answer:
     """The one way out of the agent loop. kept: complete blocks of a reply not yet in the journal (an unanswered
-    tool call gets a result). notice: said instead of the model's text, and journalled unless record is False.
-    subtype: how a failed turn ended, as Claude Code names it."""
+    tool call gets a result). notice: said instead of the model's text, journalled unless record is False."""
     if kept:
         history.append({"role": "assistant", "content": list(kept)})
     seal_dangling_tool_use(history)
@@ -2885,35 +2853,34 @@ def say_goodbye() -> int:
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="kesi.py", description="KeSi, a small terminal coding agent.")
-    parser.add_argument("-p", "--print", metavar="PROMPT", dest="prompt",
-                        help="run one task headless and print only the final answer; piped input is added "
-                             "to the prompt ('-': the prompt is stdin)")
-    parser.add_argument("first_prompt", nargs="*", metavar="PROMPT",
-                        help="start the REPL with this as the first message")
-    parser.add_argument("--permission-mode", "--permissionMode", choices=list(PERMISSION_MODES), default="default",
-                        help="default: ask (refuse when nobody can answer); auto: commands run in the sandbox "
-                             "unasked; acceptEdits; readOnly; plan; bypassPermissions")
-    parser.add_argument("-c", "--continue", dest="resume", action="store_true",
-                        help="continue the most recent session of this project")
-    parser.add_argument("-r", "--resume", dest="resume_id", metavar="ID", help="continue the session with this id")
-    parser.add_argument("--model", help="model id (default: KESI_MODEL, ANTHROPIC_MODEL or claude-haiku-4-5)")
-    parser.add_argument("--escalate", choices=list(ESCALATION_LEVELS),
-                        help="with -p only: every command this run may run gets the full network "
-                             "(network) or no sandbox (unsandboxed); without it -p never escalates")
-    parser.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text",
-                        help="with -p: the answer as text; one JSON result; or one JSON line per message, "
-                             "then the result")
-    parser.add_argument("--max-turns", type=at_least_one, metavar="N",
-                        help="model round trips per task (default: KESI_MAX_TURNS or 20)")
-    parser.add_argument("--max-budget-usd", type=positive_dollars, metavar="X",
-                        help="stop before a request that could take this session's estimated cost past X")
-    parser.add_argument("--append-system-prompt", metavar="TEXT", help="added to the end of KeSi's rules")
-    parser.add_argument("--allowed-tools", "--allowedTools", action="append", default=[], metavar="RULES",
-                        help="allowed without asking: Bash(npm test), Bash(npm test:*), Edit(src/**), or "
-                             "edit_file / write_file (all edits); separated by commas or spaces")
-    parser.add_argument("--disallowed-tools", "--disallowedTools", action="append", default=[], metavar="RULES",
-                        help="a tool name (the model does not get the tool) or a deny rule: Bash(git push:*)")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
+    add = parser.add_argument
+    add("-p", "--print", metavar="PROMPT", dest="prompt",
+        help="run one task headless and print only the final answer; piped input is added to the prompt "
+             "('-': the prompt is stdin)")
+    add("first_prompt", nargs="*", metavar="PROMPT", help="start the REPL with this as the first message")
+    add("--permission-mode", "--permissionMode", choices=list(PERMISSION_MODES), default="default",
+        help="default: ask (refuse when nobody can answer); auto: commands run in the sandbox unasked; "
+             "acceptEdits; readOnly; plan; bypassPermissions")
+    add("-c", "--continue", dest="resume", action="store_true",
+        help="continue the most recent session of this project")
+    add("-r", "--resume", dest="resume_id", metavar="ID", help="continue the session with this id")
+    add("--model", help="model id (default: KESI_MODEL, ANTHROPIC_MODEL or claude-haiku-4-5)")
+    add("--escalate", choices=list(ESCALATION_LEVELS),
+        help="with -p only: every command this run may run gets the full network (network) or no sandbox "
+             "(unsandboxed); without it -p never escalates")
+    add("--output-format", choices=("text", "json", "stream-json"), default="text",
+        help="with -p: the answer as text; one JSON result; or one JSON line per message, then the result")
+    add("--max-turns", type=at_least_one, metavar="N",
+        help="model round trips per task (default: KESI_MAX_TURNS or 20)")
+    add("--max-budget-usd", type=positive_dollars, metavar="X",
+        help="stop before a request that could take this session's estimated cost past X")
+    add("--append-system-prompt", metavar="TEXT", help="added to the end of KeSi's rules")
+    add("--allowed-tools", "--allowedTools", action="append", default=[], metavar="RULES",
+        help="allowed without asking: Bash(npm test), Bash(npm test:*), Edit(src/**), or edit_file / write_file "
+             "(all edits); separated by commas or spaces")
+    add("--disallowed-tools", "--disallowedTools", action="append", default=[], metavar="RULES",
+        help="a tool name (the model does not get the tool) or a deny rule: Bash(git push:*)")
+    add("--version", action="version", version=f"%(prog)s {VERSION}")
     return parser.parse_args(argv)
 
 
