@@ -355,9 +355,7 @@ def is_ignored_name(name: str) -> bool:
 
 def is_ignored(target: Path) -> bool:
     """Outside the jail, or some part of target below it is an ignored name."""
-    if not target.is_relative_to(BASE_DIR):
-        return True
-    return any(is_ignored_name(part) for part in target.relative_to(BASE_DIR).parts)
+    return not target.is_relative_to(BASE_DIR) or any(map(is_ignored_name, target.relative_to(BASE_DIR).parts))
 
 
 FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -622,8 +620,7 @@ READ_FILE_SPEC = spec(
     f"Returns up to {MAX_READ_LINES} lines; use offset and limit for more. A view marked PARTIAL is not a "
     "full read for write_file. Binary files and hidden names are refused. Read before you edit.",
     {"file_path": string("Relative path."),
-     "offset": integer("First line, 1-based."),
-     "limit": integer("Number of lines.")},
+     "offset": integer("First line, 1-based."), "limit": integer("Number of lines.")},
     ["file_path"])
 
 
@@ -685,13 +682,12 @@ class LinesRead:
             if self.complete:
                 return f"(the file {file_path} is empty)"
             return f"(no lines at offset {self.start}: {self.stop or 'the file is shorter'})"
-        body = "\n".join(f"{n:>6}\t{text}" for n, text in self.lines)
-        notes = []
+        shown = [f"{n:>6}\t{text}" for n, text in self.lines]
         if self.crlf:
-            notes.append("(this file uses CRLF line endings: write \\r\\n in edit_file strings)")
+            shown.append("(this file uses CRLF line endings: write \\r\\n in edit_file strings)")
         if not self.complete:
-            notes.append(self.partial_note())
-        return "\n".join([body, *notes])
+            shown.append(self.partial_note())
+        return "\n".join(shown)
 
     def partial_note(self) -> str:
         last = self.lines[-1][0]
@@ -919,7 +915,6 @@ def find_unique(content: str, old: str) -> tuple[int, str | None]:
 
 
 def diff_lines(old: str, new: str) -> str:
-    """The whole unified diff of a change (one line of context)."""
     return "\n".join(line for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1)
                      if not line.startswith(("---", "+++")))
 
@@ -985,10 +980,8 @@ EDIT_FILE_SPEC = spec(
     "Replace old_string with new_string in an existing text file you have read. old_string must match "
     "exactly (whitespace included, without the line-number prefix) and occur once unless replace_all is "
     "true; add surrounding lines to make it unique. Prefer this to write_file for partial changes.",
-    {"file_path": string("Relative path."),
-     "old_string": string("Exact text to replace; non-empty."),
-     "new_string": string("Replacement; empty deletes."),
-     "replace_all": boolean("Replace every occurrence.")},
+    {"file_path": string("Relative path."), "old_string": string("Exact text to replace; non-empty."),
+     "new_string": string("Replacement; empty deletes."), "replace_all": boolean("Replace every occurrence.")},
     ["file_path", "old_string", "new_string"])
 
 
@@ -1080,8 +1073,7 @@ WRITE_FILE_SPEC = spec(
     "write_file",
     "Create a UTF-8 text file (missing folders too) or replace a whole file. Overwriting "
     "needs a full read_file first and is refused if the file changed since.",
-    {"file_path": string("Relative path."),
-     "content": string("The complete text.")},
+    {"file_path": string("Relative path."), "content": string("The complete text.")},
     ["file_path", "content"])
 
 
@@ -1213,10 +1205,8 @@ GREP_SPEC = spec(
     "grep",
     "Search file contents with ripgrep (Rust regex, no look-around). Returns path:line:text, "
     f"at most {MAX_SEARCH_LINES} lines; hidden names are skipped.",
-    {"pattern": string("Text or regular expression."),
-     "path": string("Relative file or folder; omit for everything."),
-     "glob": string("Only files matching this glob, e.g. *.py."),
-     "ignore_case": boolean("Ignore case.")},
+    {"pattern": string("Text or regular expression."), "path": string("Relative file or folder; omit for everything."),
+     "glob": string("Only files matching this glob, e.g. *.py."), "ignore_case": boolean("Ignore case.")},
     ["pattern"])
 
 
@@ -1641,9 +1631,8 @@ will see, so include what it needs and nothing else. You cannot change anything.
 
 TASK_SPEC = spec(
     "task",
-    "Hand a research question to a sub-agent with a fresh context and read-only tools "
-    "(list_files, glob, grep, read_file); only its conclusion comes back. For broad "
-    "questions about a big codebase; do simple lookups yourself.",
+    "Hand a research question to a sub-agent with a fresh context and read-only tools (list_files, glob, grep, "
+    "read_file); only its conclusion comes back. For broad questions about a big codebase; do simple lookups yourself.",
     {"prompt": string("The question, with all the context it needs."),
      "description": string("A few words shown to the user.")},
     ["prompt"])
