@@ -76,8 +76,7 @@ class BackgroundImport:
     KeSi's start-up time, so the REPL shows its prompt while the SDK loads."""
 
     def __init__(self, name: str):
-        # typing is imported above, not by this thread: @dataclass looks it up in
-        # sys.modules without importing it, and could find a half-imported copy.
+        # typing is imported above, not here: @dataclass looks it up in sys.modules and could find it half-imported.
         self.name = name
         # Not a daemon: an exit during the import (--version, a bad setting) waits for it, because a daemon
         # thread stopped in the middle of loading a C extension can abort the whole process at exit.
@@ -516,8 +515,7 @@ def open_folder(entry: JailEntry) -> int:
     return entry.open(FOLDER_FLAGS)
 
 
-# --- KeSi's own folder, .kesi/ ------------------------------------------------
-# The sandbox's caches live here, always made through descriptors of it (see kesi_folder).
+# --- KeSi's own folder, .kesi/, where the sandbox's caches live ------------------
 
 def kesi_folder(*names: str) -> int:
     """A descriptor (the caller closes it) of .kesi/ or a folder in it, made as needed. A command can plant links
