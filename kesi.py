@@ -1735,7 +1735,6 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
         except KeyboardInterrupt:
             ui()                  # the terminal's "^C" is still on the line
             raise
-        forget_last_input()       # keep "y" out of the arrow-up history of prompts
         word, _, instead = answer.strip().partition(" ")
         given = ANSWERS.get(word.lower()) if always or word.lower() not in ("a", "always") else None
         if word.lower() == "d" and cut:
@@ -1761,16 +1760,16 @@ def show_diff(diff: str, limit: int | None = None) -> bool:
 
 
 def prompt_input(question: str) -> str:
-    """Ask where notices go (stderr with -p); on stdout, input() prints it so readline knows the prompt."""
+    """Ask where notices go (stderr with -p; on stdout, input() prints it so readline knows the prompt). The answer
+    is kept out of the arrow-up history, which is for prompts, not "y"."""
     if UI is sys.stdout:
-        return input(question)
-    ui(question, end="")
-    return input()
-
-
-def forget_last_input() -> None:
+        answer = input(question)
+    else:
+        ui(question, end="")
+        answer = input()
     if readline is not None and readline.get_current_history_length() > 0:
         readline.remove_history_item(readline.get_current_history_length() - 1)
+    return answer
 
 
 def refuse(shown: str, for_model: str) -> tuple[bool, str]:
@@ -2471,11 +2470,9 @@ def more_turns_wanted(agent: Agent, done: int) -> bool:
 
 def confirmed(question: str) -> bool:
     try:
-        answer = prompt_input(question)
+        return prompt_input(question).strip().lower() in ("y", "yes")
     except EOFError:
         return False
-    forget_last_input()
-    return answer.strip().lower() in ("y", "yes")
 
 
 def higher_limit(agent: Agent, current: int) -> int | None:
@@ -2783,7 +2780,6 @@ def approve_plan(client, history: list[dict]) -> None:
         answer = prompt_input("  Approve the plan and carry it out? [a = in auto mode / e = acceptEdits / "
                               "d = default / N = keep planning] ")
         mode = {"a": "auto", "e": "acceptEdits", "d": "default"}.get(answer.strip().lower())
-        forget_last_input()
         if mode:
             handle_slash(f"/mode {mode}", client, history)
             run_turn(client, history, "The plan is approved: carry it out.")
