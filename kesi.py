@@ -73,25 +73,20 @@ except ImportError:  # pragma: no cover
 
 
 class BackgroundImport:
-    """A module imported in a background thread; the first use of one of its
-    attributes waits for it. `import anthropic` is about 90% of KeSi's
-    start-up time, so the REPL shows its prompt while the SDK loads."""
+    """A module imported in a background thread, waited for at first use: `import anthropic` is about 90% of
+    KeSi's start-up time, so the REPL shows its prompt while the SDK loads."""
 
     def __init__(self, name: str):
-        # typing is imported above, not by this thread: @dataclass looks it up in
-        # sys.modules without importing it, and could find a half-imported copy.
+        # typing is imported above, not here: @dataclass looks it up in sys.modules and could find it half-imported.
         self.name = name
-        # Not a daemon: an exit during the import (--version, a bad setting)
-        # waits for it, because a daemon thread stopped in the middle of
-        # loading a C extension can abort the whole process at exit.
+        # Not a daemon: an exit during the import (--version, a bad setting) waits for it, because a daemon
+        # thread stopped in the middle of loading a C extension can abort the whole process at exit.
         self.thread = threading.Thread(target=self.load, name=f"import {name}", daemon=False)
         self.thread.start()
 
     def load(self) -> None:
-        try:
+        with contextlib.suppress(BaseException):   # imported again on first use, where the error is reported
             importlib.import_module(self.name)
-        except BaseException:
-            pass             # imported again on first use, where the error is reported
 
     def __getattr__(self, attribute: str):
         self.thread.join()
@@ -104,23 +99,15 @@ anthropic = BackgroundImport("anthropic")
 # ============================================================================
 # PART I. The agent
 # ============================================================================
-# What the series builds, complete in this part: settings, the path jail, the tools (each
-# spec beside its function) and their table, the permission decision, run_command, the
-# Messages API, the agent loop and the REPL. Each later part adds armour or comfort behind
-# a name this part already calls; a reader who stops at the end of Part I has seen it all.
+# What the series builds, complete on its own; later parts add armour behind names this part calls.
 
 # ==== I.1 Settings ==========================================================
 
-# Settings come from places KeSi trusts differently (README: safety model):
-#   - the shell's environment and the user's own file (user_env_file below)
-#     may set every KESI_* setting and the API key, token and endpoint;
-#   - the project's .env is written by whoever wrote the repository, so KeSi
-#     takes only ANTHROPIC_API_KEY from it. An endpoint there would receive the
-#     user's key and every file read; KESI_SANDBOX=off would switch the
-#     sandbox off. The project's other lines (its own AWS keys, ...) are never
-#     put into KeSi's environment, so they never reach a command either.
-# read_settings() reads and checks them all once, at start-up; main() applies
-# the result to the module globals below in one place (apply_settings).
+# Settings come from places KeSi trusts differently (README: safety model). The shell's environment and the
+# user's own file (user_env_file) may set everything. The project's .env is written by whoever wrote the
+# repository, so KeSi takes only ANTHROPIC_API_KEY from it: an endpoint there would receive the user's key,
+# KESI_SANDBOX=off would switch the sandbox off, and its other lines never reach KeSi's environment or a command.
+# read_settings() checks them all once, at start-up; apply_settings() turns them into the globals below.
 
 PROJECT_ENV_NAMES = {"ANTHROPIC_API_KEY"}        # all a project's .env may set for KeSi
 SANDBOX_CHOICES = {"auto": "auto", "on": "auto", "off": "off", "0": "off", "no": "off", "false": "off"}
@@ -137,11 +124,7 @@ def user_env_file() -> Path:
 
 
 def read_env_file(path: Path) -> dict[str, str]:
-    """KEY=VALUE lines of a .env-style file; nothing is put into os.environ.
-
-    A tiny parser instead of python-dotenv: one less dependency. Only a
-    regular file is read: a repository's .env could be a FIFO that blocks.
-    """
+    """KEY=VALUE lines, not put into os.environ; only a regular file (a repository's .env could be a FIFO)."""
     values = {}
     try:
         if not path.is_file() or path.stat().st_size > 1_000_000:
@@ -194,8 +177,7 @@ WHOLE_NUMBER_SETTINGS = {   # setting -> (field, smallest accepted value)
 
 
 def read_settings(environ=None, user_file: Path | None = None, project_env: Path | None = None) -> Settings:
-    """Read and check every setting: the shell's environment wins over the
-    user's file; the project's .env adds only the API key. Raises SettingError."""
+    """The shell's environment wins over the user's file; the project's .env adds only the key. Raises SettingError."""
     environ = os.environ if environ is None else environ
     user = read_env_file(user_file) if user_file else {}
     project = read_env_file(project_env) if project_env else {}
@@ -205,13 +187,10 @@ def read_settings(environ=None, user_file: Path | None = None, project_env: Path
     theirs = {} if mine.get("ANTHROPIC_AUTH_TOKEN") else {k: v for k, v in project.items() if k in PROJECT_ENV_NAMES}
     values = {**theirs, **mine}
     get = lambda name: values.get(name, "").strip()
-    found = {}
-    for name, (key, smallest) in WHOLE_NUMBER_SETTINGS.items():
-        if get(name):
-            found[key] = whole_number(name, get(name), smallest)
+    found = {key: whole_number(name, get(name), smallest)
+             for name, (key, smallest) in WHOLE_NUMBER_SETTINGS.items() if get(name)}
     if "KESI_MODEL" in values and not get("KESI_MODEL"):
-        raise SettingError("KESI_MODEL is set but empty: give a model id such as claude-haiku-4-5, "
-                           "or unset it.")
+        raise SettingError("KESI_MODEL is set but empty: give a model id such as claude-haiku-4-5, or unset it.")
     found["model"] = get("KESI_MODEL") or get("ANTHROPIC_MODEL") or Settings.model     # the second: Claude Code's
     found["sandbox"] = sandbox_choice(get("KESI_SANDBOX"), get("KESI_NO_SANDBOX"))
     if get("KESI_PRICES"):
@@ -228,13 +207,10 @@ def read_settings(environ=None, user_file: Path | None = None, project_env: Path
 
 
 def whole_number(name: str, raw: str, smallest: int) -> int:
-    try:
-        number = int(raw)
-    except ValueError:
-        number = None
-    if number is None or number < smallest:
-        raise SettingError(f"{name} must be a whole number of at least {smallest}, got {raw!r}.")
-    return number
+    with contextlib.suppress(ValueError):
+        if int(raw) >= smallest:
+            return int(raw)
+    raise SettingError(f"{name} must be a whole number of at least {smallest}, got {raw!r}.")
 
 
 def sandbox_choice(setting: str, no_sandbox: str) -> str:
@@ -257,16 +233,14 @@ USAGE_KEYS = ("input", "output", "cache_write", "cache_read")   # the token kind
 
 
 def price_override(raw: str) -> dict[str, float]:
-    try:
+    with contextlib.suppress(ValueError, KeyError, TypeError):
         custom = json.loads(raw)
         prices = {k: float(custom[k]) for k in USAGE_KEYS}
         prices["cache_write_1h"] = float(custom.get("cache_write_1h", 2 * prices["input"]))
-    except (ValueError, KeyError, TypeError):
-        prices = None
-    if prices is None or any(not 0 <= p < float("inf") for p in prices.values()):
-        raise SettingError('KESI_PRICES must be JSON with the USD prices per million tokens, e.g. '
-                           '{"input": 1, "output": 5, "cache_write": 1.25, "cache_read": 0.1}.')
-    return prices
+        if all(0 <= p < float("inf") for p in prices.values()):
+            return prices
+    raise SettingError('KESI_PRICES must be JSON with the USD prices per million tokens, e.g. '
+                       '{"input": 1, "output": 5, "cache_write": 1.25, "cache_read": 0.1}.')
 
 
 def apply_settings(settings: Settings) -> None:
@@ -277,27 +251,13 @@ def apply_settings(settings: Settings) -> None:
     CONTEXT_WINDOW, COMMAND_TIMEOUT = settings.context_window, settings.command_timeout
     MAX_RETRIES, PRICE_OVERRIDE, PASS_ENV = settings.max_retries, settings.prices, settings.pass_env
     SANDBOX_SETTING, BELL_AFTER = settings.sandbox, settings.bell_after
-    SANDBOX_DISABLED = settings.sandbox == "off"
+    SANDBOX_DISABLED = settings.sandbox == "off"   # the series' name: KESI_NO_SANDBOX=1 or KESI_SANDBOX=off
 
 
-# The globals the rest of the file reads: the defaults until main() applies
-# what read_settings found.
-MODEL = Settings.model
-MAX_TOKENS = Settings.max_tokens
-MAX_TURNS = Settings.max_turns
-CONTEXT_WINDOW = Settings.context_window
-COMMAND_TIMEOUT = Settings.command_timeout
-MAX_RETRIES = Settings.max_retries
-BELL_AFTER = Settings.bell_after
-SANDBOX_SETTING = Settings.sandbox
-SANDBOX_DISABLED = False               # the series' name: KESI_NO_SANDBOX=1 or KESI_SANDBOX=off
-PRICE_OVERRIDE = Settings.prices
-PASS_ENV = Settings.pass_env
+apply_settings(Settings())             # the defaults, until main() applies what read_settings found
 MAX_TOOL_FAILURES = 3                  # rounds in a row where every tool failed
 
-# Where tool output and UI notices go. Headless mode moves them to stderr so
-# stdout carries only the final answer.
-UI = sys.stdout
+UI = sys.stdout      # where tool output and notices go; headless mode moves them to stderr, for the answer alone
 
 
 def utf8_safe(text: str) -> str:
@@ -383,8 +343,7 @@ def trusted_program(name: str) -> str | None:
 
 # Names that file tools never show or touch, at any depth: noise (caches, dependencies) or secrets (.env,
 # .git), and anything starting with ".env." (.env.local).
-IGNORE = {".git", "node_modules", "__pycache__", ".venv", "venv", ".env",
-          ".DS_Store", ".pytest_cache", ".kesi"}
+IGNORE = {".git", "node_modules", "__pycache__", ".venv", "venv", ".env", ".DS_Store", ".pytest_cache", ".kesi"}
 IGNORE_FOLDED = {name.casefold() for name in IGNORE}
 
 
@@ -396,9 +355,7 @@ def is_ignored_name(name: str) -> bool:
 
 def is_ignored(target: Path) -> bool:
     """Outside the jail, or some part of target below it is an ignored name."""
-    if not target.is_relative_to(BASE_DIR):
-        return True
-    return any(is_ignored_name(part) for part in target.relative_to(BASE_DIR).parts)
+    return not target.is_relative_to(BASE_DIR) or any(map(is_ignored_name, target.relative_to(BASE_DIR).parts))
 
 
 FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -559,13 +516,11 @@ def open_folder(entry: JailEntry) -> int:
     return entry.open(FOLDER_FLAGS)
 
 
-# --- KeSi's own folder, .kesi/ ------------------------------------------------
-# The sandbox's caches live here, always made through descriptors of it (see kesi_folder).
+# --- KeSi's own folder, .kesi/, where the sandbox's caches live ------------------
 
 def kesi_folder(*names: str) -> int:
-    """An open descriptor of .kesi/ in the project, or of a folder inside it ('cache'), made as needed; the
-    caller closes it. A command can plant links here (.kesi/cache -> ~/.bashrc.d): each part is opened
-    relative to the one before with O_NOFOLLOW, so a link anywhere is an OSError, never written through."""
+    """A descriptor (the caller closes it) of .kesi/ or a folder in it, made as needed. A command can plant links
+    here (.kesi/cache -> ~/.bashrc.d): each part is opened with O_NOFOLLOW, so a link is an error, never followed."""
     fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
         for depth, name in enumerate((".kesi", *names)):
@@ -587,8 +542,7 @@ def kesi_folder(*names: str) -> int:
 
 
 def write_kesi_gitignore(kesi_fd: int) -> None:
-    """A .gitignore of its own, so the caches never show up in git status.
-    O_EXCL: an existing one (or a planted link) is left alone."""
+    """A .gitignore of its own, so the caches stay out of git status; O_EXCL leaves one there (or a link) alone."""
     try:
         fd = os.open(".gitignore", NEW_FILE_FLAGS, 0o644, dir_fd=kesi_fd)
     except FileExistsError:
@@ -665,8 +619,7 @@ READ_FILE_SPEC = spec(
     f"Returns up to {MAX_READ_LINES} lines; use offset and limit for more. A view marked PARTIAL is not a "
     "full read for write_file. Binary files and hidden names are refused. Read before you edit.",
     {"file_path": string("Relative path."),
-     "offset": integer("First line, 1-based."),
-     "limit": integer("Number of lines.")},
+     "offset": integer("First line, 1-based."), "limit": integer("Number of lines.")},
     ["file_path"])
 
 
@@ -728,13 +681,12 @@ class LinesRead:
             if self.complete:
                 return f"(the file {file_path} is empty)"
             return f"(no lines at offset {self.start}: {self.stop or 'the file is shorter'})"
-        body = "\n".join(f"{n:>6}\t{text}" for n, text in self.lines)
-        notes = []
+        shown = [f"{n:>6}\t{text}" for n, text in self.lines]
         if self.crlf:
-            notes.append("(this file uses CRLF line endings: write \\r\\n in edit_file strings)")
+            shown.append("(this file uses CRLF line endings: write \\r\\n in edit_file strings)")
         if not self.complete:
-            notes.append(self.partial_note())
-        return "\n".join([body, *notes])
+            shown.append(self.partial_note())
+        return "\n".join(shown)
 
     def partial_note(self) -> str:
         last = self.lines[-1][0]
@@ -962,7 +914,6 @@ def find_unique(content: str, old: str) -> tuple[int, str | None]:
 
 
 def diff_lines(old: str, new: str) -> str:
-    """The whole unified diff of a change (one line of context)."""
     return "\n".join(line for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1)
                      if not line.startswith(("---", "+++")))
 
@@ -1028,10 +979,8 @@ EDIT_FILE_SPEC = spec(
     "Replace old_string with new_string in an existing text file you have read. old_string must match "
     "exactly (whitespace included, without the line-number prefix) and occur once unless replace_all is "
     "true; add surrounding lines to make it unique. Prefer this to write_file for partial changes.",
-    {"file_path": string("Relative path."),
-     "old_string": string("Exact text to replace; non-empty."),
-     "new_string": string("Replacement; empty deletes."),
-     "replace_all": boolean("Replace every occurrence.")},
+    {"file_path": string("Relative path."), "old_string": string("Exact text to replace; non-empty."),
+     "new_string": string("Replacement; empty deletes."), "replace_all": boolean("Replace every occurrence.")},
     ["file_path", "old_string", "new_string"])
 
 
@@ -1063,8 +1012,7 @@ CHANGED_SINCE_READ = ("Error: the file changed after you read it. Read it again 
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def write_atomically(folder_fd: int, name: str, data: bytes, mode: int | None = None,
-                     still_valid=lambda: True) -> bool:
+def write_atomically(folder_fd: int, name: str, data: bytes, mode: int | None = None, still_valid=lambda: True) -> bool:
     """Replace name in folder_fd with data, never half-written: the temp file (O_EXCL) lies beside it, as a
     rename cannot cross file systems. False, writing nothing, if still_valid() says the target changed."""
     temp = f".{name}.{os.urandom(4).hex()}.tmp"
@@ -1097,8 +1045,7 @@ def replace_existing_file(target: Path, data: bytes, expected_digest: bytes) -> 
             if entry.info is None or not stat.S_ISREG(entry.info.st_mode):
                 return CHANGED_SINCE_READ
             unchanged = lambda: file_digest(read_entry(entry)) == expected_digest
-            if not write_atomically(entry.folder_fd, entry.name, data,
-                                    stat.S_IMODE(entry.info.st_mode), unchanged):
+            if not write_atomically(entry.folder_fd, entry.name, data, stat.S_IMODE(entry.info.st_mode), unchanged):
                 return CHANGED_SINCE_READ
     except PathRefused:
         return CHANGED_SINCE_READ
@@ -1125,8 +1072,7 @@ WRITE_FILE_SPEC = spec(
     "write_file",
     "Create a UTF-8 text file (missing folders too) or replace a whole file. Overwriting "
     "needs a full read_file first and is refused if the file changed since.",
-    {"file_path": string("Relative path."),
-     "content": string("The complete text.")},
+    {"file_path": string("Relative path."), "content": string("The complete text.")},
     ["file_path", "content"])
 
 
@@ -1258,10 +1204,8 @@ GREP_SPEC = spec(
     "grep",
     "Search file contents with ripgrep (Rust regex, no look-around). Returns path:line:text, "
     f"at most {MAX_SEARCH_LINES} lines; hidden names are skipped.",
-    {"pattern": string("Text or regular expression."),
-     "path": string("Relative file or folder; omit for everything."),
-     "glob": string("Only files matching this glob, e.g. *.py."),
-     "ignore_case": boolean("Ignore case.")},
+    {"pattern": string("Text or regular expression."), "path": string("Relative file or folder; omit for everything."),
+     "glob": string("Only files matching this glob, e.g. *.py."), "ignore_case": boolean("Ignore case.")},
     ["pattern"])
 
 
@@ -1380,10 +1324,8 @@ SANDBOX_SYMPTOMS = ("Operation not permitted", "Permission denied", "Read-only f
 
 
 class HeadAndTail:
-    """A command's output as the model will see it: the first and the last
-    `keep` bytes, and a count of all of them. Memory stays bounded however
-    much a command prints, and the last line (a test summary) is never lost.
-    drain_output fills it as it would a bytearray."""
+    """A command's output as the model sees it, filled by drain_output like a bytearray: the first and last `keep`
+    bytes and a count of all. Memory stays bounded, and the last line (a test summary) is never lost."""
 
     def __init__(self, keep: int):
         self.keep, self.head, self.tail, self.total = keep, bytearray(), bytearray(), 0
@@ -1405,8 +1347,7 @@ class HeadAndTail:
 
 
 def clip_output(data: bytes, total: int | None = None) -> str:
-    """Head and tail of data; total is how long the whole output was, if
-    data holds only its two ends already."""
+    """Head and tail of data; total: how long the whole output was, when data holds only its two ends."""
     total = len(data) if total is None else total
     if total <= MAX_OUTPUT_BYTES:
         return data.decode("utf-8", errors="replace")
@@ -1498,16 +1439,13 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
 
 
 def wait_for_command(proc, limit: float) -> str:
-    """Wait for the command: 'exited', 'timeout', or 'processes' when a sandboxed
-    command has more than MAX_PROCESSES processes alive (a fork bomb)."""
+    """'exited', 'timeout', or 'processes' when a sandboxed command has over MAX_PROCESSES alive (a fork bomb)."""
     deadline = time.monotonic() + limit
     sandbox_ns = None
     while (left := deadline - time.monotonic()) > 0:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=min(left, PROCESS_CHECK_SECONDS))
             return "exited"
-        except subprocess.TimeoutExpired:
-            pass
         if sandbox_kind() == "bubblewrap":
             sandbox_ns = sandbox_ns or pid_namespace_of_child(proc.pid)
             if sandbox_ns and processes_in_namespace(sandbox_ns) > MAX_PROCESSES:
@@ -1587,17 +1525,15 @@ def group_alive(pgid: int) -> bool:
 def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
     """Read a pipe until EOF in its own thread (a full pipe blocks the child), keeping at most cap bytes.
     read1 returns what is there now: output before a background job holds the pipe open is not lost."""
-    try:
-        while chunk := pipe.read1(65536):
-            room = cap - len(captured)
-            captured += chunk[:max(room, 0)]
-            if len(chunk) > room and on_full is not None:
-                on_full()
-                return
-    except (OSError, ValueError):
-        pass
-    finally:
-        with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, ValueError):   # the pipe broke or was closed: the output ends there
+        try:
+            while chunk := pipe.read1(65536):
+                room = cap - len(captured)
+                captured += chunk[:max(room, 0)]
+                if len(chunk) > room and on_full is not None:
+                    on_full()
+                    return
+        finally:
             pipe.close()
 
 
@@ -1642,7 +1578,6 @@ def render_todos() -> str:
 
 
 def todo_problem(todos) -> str | None:
-    """Why a todo list is invalid, or None."""
     if not isinstance(todos, list) or not todos:
         return "Error: todos must be a non-empty list of {content, status} items."
     for item in todos:
@@ -1700,9 +1635,8 @@ will see, so include what it needs and nothing else. You cannot change anything.
 
 TASK_SPEC = spec(
     "task",
-    "Hand a research question to a sub-agent with a fresh context and read-only tools "
-    "(list_files, glob, grep, read_file); only its conclusion comes back. For broad "
-    "questions about a big codebase; do simple lookups yourself.",
+    "Hand a research question to a sub-agent with a fresh context and read-only tools (list_files, glob, grep, "
+    "read_file); only its conclusion comes back. For broad questions about a big codebase; do simple lookups yourself.",
     {"prompt": string("The question, with all the context it needs."),
      "description": string("A few words shown to the user.")},
     ["prompt"])
@@ -1727,25 +1661,16 @@ def task(prompt, description=""):
 
 
 # --- the tool table -----------------------------------------------------------
-# What the model sees (each tool's spec, written beside its function) and what
-# runs. A new tool needs one spec and one TOOL_FUNCS entry, nothing else.
+# What the model sees and what runs: a new tool needs one spec (beside its function) and one TOOL_FUNCS entry.
 
 TOOLS = [READ_FILE_SPEC, LIST_FILES_SPEC, GLOB_SPEC, GREP_SPEC, EDIT_FILE_SPEC, WRITE_FILE_SPEC,
          RUN_COMMAND_SPEC, BACKGROUND_OUTPUT_SPEC, BACKGROUND_STOP_SPEC, TODO_WRITE_SPEC, TASK_SPEC]
 
-TOOL_FUNCS = {
-    "read_file": read_file,
-    "list_files": list_files,
-    "glob": glob_files,          # Python name differs to avoid clashing with the glob module
-    "grep": grep,
-    "edit_file": edit_file,
-    "write_file": write_file,
-    "run_command": run_command,
-    "background_output": background_output,
-    "background_stop": background_stop,
-    "todo_write": todo_write,
-    "task": task,
-}
+# glob's function is glob_files, so that it does not hide the glob module.
+TOOL_FUNCS = {"read_file": read_file, "list_files": list_files, "glob": glob_files, "grep": grep,
+              "edit_file": edit_file, "write_file": write_file, "run_command": run_command,
+              "background_output": background_output, "background_stop": background_stop,
+              "todo_write": todo_write, "task": task}
 
 
 # ==== I.6 Permissions: deny -> ask -> allow =================================
@@ -1758,7 +1683,6 @@ READ_ONLY_TOOLS = {"read_file", "list_files", "glob", "grep", "todo_write", "tas
 FILE_TOOLS = {"edit_file", "write_file"}   # ask, once per file
 # todo_write and task change nothing on disk (a sub-agent's calls are checked one by one); the background_
 # tools only read or end a task whose command was checked when it started. run_command is classified below.
-
 
 PERMISSION_MODES = {
     "default": "ask before edits and before commands that are not read-only",
@@ -1817,7 +1741,6 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
         except KeyboardInterrupt:
             ui()                  # the terminal's "^C" is still on the line
             raise
-        forget_last_input()       # keep "y" out of the arrow-up history of prompts
         word, _, instead = answer.strip().partition(" ")
         given = ANSWERS.get(word.lower()) if always or word.lower() not in ("a", "always") else None
         if word.lower() == "d" and cut:
@@ -1843,16 +1766,16 @@ def show_diff(diff: str, limit: int | None = None) -> bool:
 
 
 def prompt_input(question: str) -> str:
-    """Ask where notices go (stderr with -p); on stdout, input() prints it so readline knows the prompt."""
+    """Ask where notices go (stderr with -p; on stdout, input() prints it so readline knows the prompt). The answer
+    is kept out of the arrow-up history, which is for prompts, not "y"."""
     if UI is sys.stdout:
-        return input(question)
-    ui(question, end="")
-    return input()
-
-
-def forget_last_input() -> None:
+        answer = input(question)
+    else:
+        ui(question, end="")
+        answer = input()
     if readline is not None and readline.get_current_history_length() > 0:
         readline.remove_history_item(readline.get_current_history_length() - 1)
+    return answer
 
 
 def refuse(shown: str, for_model: str) -> tuple[bool, str]:
@@ -2018,7 +1941,6 @@ MAX_MEMORY_CHARS = 20_000
 
 def environment_block() -> str:
     """Rebuilt for every request: facts the model cannot know by itself."""
-    hidden = ", ".join(sorted(IGNORE))
     lines = [
         "## Environment",
         "",
@@ -2026,15 +1948,13 @@ def environment_block() -> str:
         f"- Working directory: {BASE_DIR}",
         f"- Operating system: {platform.system()} {platform.release()}",
         "- File tools reach only inside the working directory; give paths relative to it.",
-        f"- Hidden from file tools at any depth: {hidden}, and names starting with .env. "
+        f"- Hidden from file tools at any depth: {', '.join(sorted(IGNORE))}, and names starting with .env. "
         "Listings and searches leave them out too.",
         f"- Permission mode: {PERMISSION_MODE} ({PERMISSION_MODES[PERMISSION_MODE]}).",
         f"- {SANDBOX_LINES[sandbox_state()]}",
     ]
-    if sandbox_enabled():   # on Linux without bwrap this hint would be false
-        lines.append(f"- {network_line()}")
-        lines.append(f"- {SANDBOX_HINT}")
-        lines.append(f"- {SANDBOX_ALLOWS}")
+    if sandbox_enabled():   # on Linux without bwrap these would be false
+        lines += [f"- {network_line()}", f"- {SANDBOX_HINT}", f"- {SANDBOX_ALLOWS}"]
     lines.append(f"- {BACKGROUND_LINES[sandbox_kind()]}")
     return "\n".join(lines)
 
@@ -2056,6 +1976,7 @@ MAX_IMPORT_DEPTH = 4
 
 
 def add_memory(shown: str, text: str | None, folder: Path, sections: list[str], seen: set, depth: int = 0) -> None:
+    """One instruction file's section, then its @imports' (a workspace file stands in for the reference)."""
     if not text or text in seen:
         return
     seen.add(text)
@@ -2063,7 +1984,7 @@ def add_memory(shown: str, text: str | None, folder: Path, sections: list[str], 
     for match in MEMORY_IMPORT.finditer(text):
         target = os.path.relpath(os.path.normpath(folder / match.group(1)), BASE_DIR)
         imported = read_memory_file(target)[0] if depth < MAX_IMPORT_DEPTH and not target.startswith("..") else None
-        if imported is not None:         # a file in the workspace: it stands in for the reference
+        if imported is not None:
             imports.append((target, imported))
             text = text.replace(match.group(0), "")
     if text.strip():
@@ -2113,15 +2034,9 @@ def read_memory_file(name: str) -> tuple[str | None, bool]:
 
 
 def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
-    """Stable text first (rules, then project memory), the changing
-    environment last, so a cached prefix survives as long as possible.
-    Cache breakpoints are added per request by add_cache_breakpoints."""
-    blocks = [{"type": "text", "text": rules}]
-    memory = project_memory()
-    if memory:
-        blocks.append({"type": "text", "text": memory})
-    blocks.append({"type": "text", "text": environment_block()})
-    return blocks
+    """Stable text first, the changing environment last: a cached prefix survives as long as possible."""
+    texts = [rules, project_memory(), environment_block()]
+    return [{"type": "text", "text": text} for text in texts if text]
 
 
 # --- cost meter -------------------------------------------------------------
@@ -2470,8 +2385,7 @@ def request_for(history: list[dict], agent: Agent, max_tokens: int | None = None
 def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=(), *,
              ok: bool = False, interrupted: bool = False, record: bool = True, subtype: str = "") -> Answer:
     """The one way out of the agent loop. kept: complete blocks of a reply not yet in the journal (an unanswered
-    tool call gets a result). notice: said instead of the model's text, and journalled unless record is False.
-    subtype: how a failed turn ended, as Claude Code names it."""
+    tool call gets a result). notice: said instead of the model's text, journalled unless record is False."""
     if kept:
         history.append({"role": "assistant", "content": list(kept)})
     seal_dangling_tool_use(history)
@@ -2562,11 +2476,9 @@ def more_turns_wanted(agent: Agent, done: int) -> bool:
 
 def confirmed(question: str) -> bool:
     try:
-        answer = prompt_input(question)
+        return prompt_input(question).strip().lower() in ("y", "yes")
     except EOFError:
         return False
-    forget_last_input()
-    return answer.strip().lower() in ("y", "yes")
 
 
 def higher_limit(agent: Agent, current: int) -> int | None:
@@ -2755,9 +2667,8 @@ SUB_AGENT = Agent("sub-agent", ("read_file", "list_files", "glob", "grep"), rule
 
 VERSION = "0.1.0"
 BANNER = "KeSi, a small coding agent. /help lists commands, /exit leaves."
-NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your environment or in "
-          "~/.config/kesi/env, or put the line ANTHROPIC_API_KEY=sk-ant-... in a .env file in this "
-          "folder (see .env.example).")
+NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your environment or in ~/.config/kesi/env, "
+          "or put the line ANTHROPIC_API_KEY=sk-ant-... in a .env file in this folder (see .env.example).")
 
 
 def make_client(settings: Settings):
@@ -2816,8 +2727,7 @@ def print_startup() -> None:
 
 
 def run_turn(client, history: list[dict], prompt: str) -> Answer:
-    """One user turn: the agent loop, then the cost line and a saved session.
-    Ctrl-C anywhere in it returns to the prompt with a valid journal."""
+    """The agent loop, then the cost line and a saved session; Ctrl-C returns to the prompt with a valid journal."""
     before, started = len(METER.calls), time.monotonic()
     prompt = utf8_safe(prompt)   # or every later request of the session would fail
     history.append({"role": "user", "content": prompt})
@@ -2876,7 +2786,6 @@ def approve_plan(client, history: list[dict]) -> None:
         answer = prompt_input("  Approve the plan and carry it out? [a = in auto mode / e = acceptEdits / "
                               "d = default / N = keep planning] ")
         mode = {"a": "auto", "e": "acceptEdits", "d": "default"}.get(answer.strip().lower())
-        forget_last_input()
         if mode:
             handle_slash(f"/mode {mode}", client, history)
             run_turn(client, history, "The plan is approved: carry it out.")
@@ -2886,8 +2795,7 @@ MENTION = re.compile(r"(?<!\S)@(\S+)")
 
 
 def attach_mentions(prompt: str) -> str:
-    """`@path` in a prompt attaches that file, read through the jail by
-    read_file (so the model may then edit it without reading it again)."""
+    """`@path` attaches that file through read_file: the jail holds and the model may edit it without a re-read."""
     attached = []
     for path in dict.fromkeys(m.rstrip(".,;:!?)") for m in MENTION.findall(prompt)):
         output, is_error = read_file(path)
@@ -2900,8 +2808,7 @@ def attach_mentions(prompt: str) -> str:
 
 
 def read_prompt() -> str:
-    """One prompt. A line ending in a backslash continues on the next one, and
-    a line of three quotes starts a block that the next such line ends."""
+    """One prompt: a line ending in a backslash goes on, and a line of three quotes opens a block until the next."""
     line = input("you > ")
     if line.strip() == '"""':
         lines = []
@@ -2918,8 +2825,7 @@ def read_prompt() -> str:
 
 
 def more_input() -> str | None:
-    """The next line of a prompt that goes on; None at Ctrl-D, which ends the
-    prompt there (the text typed so far is sent) instead of leaving KeSi."""
+    """The next line of a prompt; None at Ctrl-D, which sends what was typed instead of leaving KeSi."""
     try:
         return input("... ")
     except EOFError:
@@ -2936,48 +2842,42 @@ def say_goodbye() -> int:
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="kesi.py", description="KeSi, a small terminal coding agent.")
-    parser.add_argument("-p", "--print", metavar="PROMPT", dest="prompt",
-                        help="run one task headless and print only the final answer; piped input is added "
-                             "to the prompt ('-': the prompt is stdin)")
-    parser.add_argument("first_prompt", nargs="*", metavar="PROMPT",
-                        help="start the REPL with this as the first message")
-    parser.add_argument("--permission-mode", "--permissionMode", choices=list(PERMISSION_MODES), default="default",
-                        help="default: ask (refuse when nobody can answer); auto: commands run in the sandbox "
-                             "unasked; acceptEdits; readOnly; plan; bypassPermissions")
-    parser.add_argument("-c", "--continue", dest="resume", action="store_true",
-                        help="continue the most recent session of this project")
-    parser.add_argument("-r", "--resume", dest="resume_id", metavar="ID", help="continue the session with this id")
-    parser.add_argument("--model", help="model id (default: KESI_MODEL, ANTHROPIC_MODEL or claude-haiku-4-5)")
-    parser.add_argument("--escalate", choices=list(ESCALATION_LEVELS),
-                        help="with -p only: every command this run may run gets the full network "
-                             "(network) or no sandbox (unsandboxed); without it -p never escalates")
-    parser.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text",
-                        help="with -p: the answer as text; one JSON result; or one JSON line per message, "
-                             "then the result")
-    parser.add_argument("--max-turns", type=at_least_one, metavar="N",
-                        help="model round trips per task (default: KESI_MAX_TURNS or 20)")
-    parser.add_argument("--max-budget-usd", type=positive_dollars, metavar="X",
-                        help="stop before a request that could take this session's estimated cost past X")
-    parser.add_argument("--append-system-prompt", metavar="TEXT", help="added to the end of KeSi's rules")
-    parser.add_argument("--allowed-tools", "--allowedTools", action="append", default=[], metavar="RULES",
-                        help="allowed without asking: Bash(npm test), Bash(npm test:*), Edit(src/**), or "
-                             "edit_file / write_file (all edits); separated by commas or spaces")
-    parser.add_argument("--disallowed-tools", "--disallowedTools", action="append", default=[], metavar="RULES",
-                        help="a tool name (the model does not get the tool) or a deny rule: Bash(git push:*)")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
+    add = parser.add_argument
+    add("-p", "--print", metavar="PROMPT", dest="prompt",
+        help="run one task headless and print only the final answer; piped input is added to the prompt "
+             "('-': the prompt is stdin)")
+    add("first_prompt", nargs="*", metavar="PROMPT", help="start the REPL with this as the first message")
+    add("--permission-mode", "--permissionMode", choices=list(PERMISSION_MODES), default="default",
+        help="default: ask (refuse when nobody can answer); auto: commands run in the sandbox unasked; "
+             "acceptEdits; readOnly; plan; bypassPermissions")
+    add("-c", "--continue", dest="resume", action="store_true",
+        help="continue the most recent session of this project")
+    add("-r", "--resume", dest="resume_id", metavar="ID", help="continue the session with this id")
+    add("--model", help="model id (default: KESI_MODEL, ANTHROPIC_MODEL or claude-haiku-4-5)")
+    add("--escalate", choices=list(ESCALATION_LEVELS),
+        help="with -p only: every command this run may run gets the full network (network) or no sandbox "
+             "(unsandboxed); without it -p never escalates")
+    add("--output-format", choices=("text", "json", "stream-json"), default="text",
+        help="with -p: the answer as text; one JSON result; or one JSON line per message, then the result")
+    add("--max-turns", type=at_least_one, metavar="N",
+        help="model round trips per task (default: KESI_MAX_TURNS or 20)")
+    add("--max-budget-usd", type=positive_dollars, metavar="X",
+        help="stop before a request that could take this session's estimated cost past X")
+    add("--append-system-prompt", metavar="TEXT", help="added to the end of KeSi's rules")
+    add("--allowed-tools", "--allowedTools", action="append", default=[], metavar="RULES",
+        help="allowed without asking: Bash(npm test), Bash(npm test:*), Edit(src/**), or edit_file / write_file "
+             "(all edits); separated by commas or spaces")
+    add("--disallowed-tools", "--disallowedTools", action="append", default=[], metavar="RULES",
+        help="a tool name (the model does not get the tool) or a deny rule: Bash(git push:*)")
+    add("--version", action="version", version=f"%(prog)s {VERSION}")
     return parser.parse_args(argv)
 
 
-def exit_on_signal(signum, frame) -> None:
-    """SIGHUP (the terminal closed) and SIGTERM end KeSi as an exit would, so
-    the atexit handlers stop background tasks and save what is saved."""
-    raise SystemExit(128 + signum)
-
-
 def exit_on_hangup_and_term() -> None:
+    """SIGHUP (the terminal closed) and SIGTERM exit, so the atexit handlers stop background tasks and save."""
     for name in ("SIGHUP", "SIGTERM"):            # Windows has no SIGHUP
         if hasattr(signal, name):
-            signal.signal(getattr(signal, name), exit_on_signal)
+            signal.signal(getattr(signal, name), lambda signum, frame: sys.exit(128 + signum))
 
 
 def at_least_one(text: str) -> int:
@@ -2987,22 +2887,15 @@ def at_least_one(text: str) -> int:
 
 
 def positive_dollars(text: str) -> float:
-    try:
-        dollars = float(text)
-    except ValueError:
-        dollars = float("nan")
-    if not 0 < dollars < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be an amount of US dollars above 0, such as 0.50, got {text!r}")
-    return dollars
+    with contextlib.suppress(ValueError):
+        if 0 < float(text) < float("inf"):
+            return float(text)
+    raise argparse.ArgumentTypeError(f"must be an amount of US dollars above 0, such as 0.50, got {text!r}")
 
 
 def flag_words(values: list[str]) -> list[str]:
-    """'Bash(npm test), edit_file' -> ['Bash(npm test)', 'edit_file']: commas
-    and spaces separate, except inside the parentheses of a rule."""
-    words = []
-    for value in values:
-        words += [w for w in re.findall(r"(?:[^\s,(]+(?:\([^)]*\))?)", value) if w]
-    return words
+    """'Bash(npm test), edit_file' -> ['Bash(npm test)', 'edit_file']: commas and spaces outside parentheses."""
+    return [word for value in values for word in re.findall(r"[^\s,(]+(?:\([^)]*\))?", value)]
 
 
 CLAUDE_CODE_TOOLS = {"Bash": "run_command", "Read": "read_file", "Edit": "edit_file", "MultiEdit": "edit_file",
@@ -3011,8 +2904,7 @@ CLAUDE_CODE_TOOLS = {"Bash": "run_command", "Read": "read_file", "Edit": "edit_f
 
 
 def command_line_rules(allowed: list[str], disallowed: list[str]) -> tuple[list[Rule], set[str]]:
-    """The rules and the removed tools the two flags ask for. Raises
-    SettingError for a word that is neither a tool nor a rule."""
+    """The rules and the removed tools the two flags ask for. Raises SettingError for a word that is neither."""
     rules, removed = [], set()
     for kind, flag, values in (("allow", "--allowed-tools", allowed), ("deny", "--disallowed-tools", disallowed)):
         for word in flag_words(values):
@@ -3049,45 +2941,42 @@ def apply_flags(args) -> None:
     MAX_BUDGET_USD = args.max_budget_usd
 
 
+def refuse_to_start(reason: str) -> int:
+    """A setting or flag KeSi cannot use: say why on stderr; exit status 2, as argparse gives."""
+    print(f"KeSi: {reason}", file=sys.stderr)
+    return 2
+
+
 def main(argv=None) -> int:
     global CLIENT, MODEL, PERMISSION_MODE, UI, SESSION_FILE
     args = parse_args(argv)
     clash = own_folders_clash()
     if clash:
-        print(f"KeSi: {clash}", file=sys.stderr)
-        return 2
+        return refuse_to_start(clash)
     try:
         settings = read_settings(os.environ, user_env_file(), BASE_DIR / ".env")
-    except SettingError as exc:
-        print(f"KeSi: {visible(exc)}", file=sys.stderr)
-        return 2
-    apply_settings(settings)
-    load_git_identity()
-    MODEL = args.model or MODEL
-    PERMISSION_MODE = args.permission_mode
-    if args.escalate and args.prompt is None:
-        print("KeSi: --escalate is for -p runs only; in the REPL, KeSi asks you before a command "
-              "leaves the sandbox.", file=sys.stderr)
-        return 2
-    try:
+        apply_settings(settings)
+        load_git_identity()
+        MODEL = args.model or MODEL
+        PERMISSION_MODE = args.permission_mode
+        if args.escalate and args.prompt is None:
+            return refuse_to_start("--escalate is for -p runs only; in the REPL, KeSi asks you before a command "
+                                   "leaves the sandbox.")
         apply_flags(args)
     except SettingError as exc:
-        print(f"KeSi: {visible(exc)}", file=sys.stderr)
-        return 2
+        return refuse_to_start(visible(exc))
     if not (settings.api_key or settings.auth_token):
         print(NO_KEY, file=sys.stderr)
         return 2
     CLIENT = LazyClient(settings)
     if MAX_TOKENS and MAX_TOKENS > (most := model_limits(MODEL)[1] or MAX_TOKENS):   # the Models API if set
-        print(f"KeSi: KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(MODEL)} can write ({most:,} tokens); "
-              f"set it to {most} or less, or unset it.", file=sys.stderr)
-        return 2
+        return refuse_to_start(f"KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(MODEL)} can write "
+                               f"({most:,} tokens); set it to {most} or less, or unset it.")
     history: list[dict] = []
     sessions = [p for p in list_sessions() if p.stem == args.resume_id or not args.resume_id]
     if (args.resume or args.resume_id) and not sessions:     # before the banner: nothing starts
-        print(f"KeSi: no saved session {'with id ' + visible(args.resume_id) if args.resume_id else 'to continue'} "
-              "in this project.", file=sys.stderr)
-        return 2
+        wanted = f"with id {visible(args.resume_id)}" if args.resume_id else "to continue"
+        return refuse_to_start(f"no saved session {wanted} in this project.")
     if args.prompt is None:
         print_startup()
     else:
@@ -3105,16 +2994,13 @@ def main(argv=None) -> int:
         return 2                         # going on without the context asked for would mislead
     if args.prompt is None:
         if args.output_format != "text":
-            print("KeSi: --output-format json and stream-json are for headless runs (-p).", file=sys.stderr)
-            return 2
+            return refuse_to_start("--output-format json and stream-json are for headless runs (-p).")
         return repl(CLIENT, history, " ".join(args.first_prompt).strip())
     if args.first_prompt:
-        print("KeSi: give the task either after -p or as the REPL's first message, not both.", file=sys.stderr)
-        return 2
+        return refuse_to_start("give the task either after -p or as the REPL's first message, not both.")
     prompt = headless_prompt(args.prompt)
     if not prompt:
-        print("KeSi: the prompt is empty.", file=sys.stderr)
-        return 2
+        return refuse_to_start("the prompt is empty.")
     SESSION_FILE = SESSION_FILE or new_session_file()     # its id, for the json output before the first save
     if args.output_format == "stream-json":
         history = StreamedJournal(history)
@@ -3134,17 +3020,18 @@ def main(argv=None) -> int:
 
 
 def headless_prompt(argument: str) -> str:
-    """-p's prompt. Piped input is read to its end and joined to it, as in
-    `cat log.txt | kesi.py -p "explain"`; '-' means the prompt is stdin."""
-    piped = read_stdin() if argument == "-" or (sys.stdin is not None and not sys.stdin.isatty()) else ""
+    """-p's prompt with piped input joined (`cat log.txt | kesi.py -p "explain"`); '-': the prompt is stdin."""
+    piped = ""
+    if sys.stdin is not None and (argument == "-" or not sys.stdin.isatty()):
+        raw = getattr(sys.stdin, "buffer", None)        # bytes that are not UTF-8 (a binary log) become U+FFFD
+        piped = raw.read().decode("utf-8", "replace") if raw is not None else sys.stdin.read()
     if argument == "-":
         return piped.strip()
     return "\n\n".join(part for part in (argument.strip(), piped.strip()) if part)
 
 
 class StreamedJournal(list):
-    """The journal of a --output-format stream-json run: every message added
-    to it is also printed on stdout as one JSON line, as it happens."""
+    """--output-format stream-json's journal: each message added is printed on stdout as one JSON line."""
 
     def append(self, message: dict) -> None:
         super().append(message)
@@ -3152,17 +3039,15 @@ class StreamedJournal(list):
 
 
 def print_json(record: dict) -> None:
-    # On a terminal, as \\u escapes: a bidi mark or a C1 control in the answer
-    # must not be obeyed (JSON escapes only C0 controls by itself).
+    # On a terminal as \\u escapes: a bidi mark or C1 control must not be obeyed (JSON escapes only C0 ones).
     print(json.dumps(record, ensure_ascii=sys.stdout.isatty()), flush=True)
 
 
 def result_record(answer: Answer, since: int) -> dict:
     """What --output-format json prints, named as Claude Code names it."""
     totals = METER.totals(since)
-    calls = METER.calls[since:]
     return {"type": "result", "subtype": answer.subtype, "is_error": not answer.ok,
-            "result": answer.text, "num_turns": sum(c["label"] == "main" for c in calls),
+            "result": answer.text, "num_turns": sum(c["label"] == "main" for c in METER.calls[since:]),
             "usage": {"input_tokens": totals["input"], "output_tokens": totals["output"],
                       "cache_creation_input_tokens": totals["cache_write"],
                       "cache_read_input_tokens": totals["cache_read"]},
@@ -3171,24 +3056,12 @@ def result_record(answer: Answer, since: int) -> dict:
             "session_id": SESSION_FILE.stem if SESSION_FILE is not None else None}
 
 
-def read_stdin() -> str:
-    """All of stdin; bytes that are not UTF-8 (a binary log) become U+FFFD."""
-    if sys.stdin is None:
-        return ""
-    raw = getattr(sys.stdin, "buffer", None)
-    return raw.read().decode("utf-8", "replace") if raw is not None else sys.stdin.read()
-
-
 def exit_now(code: int) -> None:
-    """End the process once output is flushed and the exit handlers (temp
-    folders, prompt history) have run: the interpreter's own teardown of the
-    SDK's modules takes longer than a headless task's last step."""
+    """Exit after flushing and the exit handlers: the interpreter's teardown of the SDK outlasts a headless task."""
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):     # a closed pipe: nothing more can be said
             stream.flush()
-        except (OSError, ValueError):     # a closed pipe: nothing more can be said
-            pass
     os._exit(code)
 
 
