@@ -5443,15 +5443,9 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
                 else:
                     upstream.sendall(request.upstream_head)
                 upstream.sendall(got[1])
-                back = threading.Thread(target=relay, args=(upstream, client), daemon=True)
+                back = threading.Thread(target=relay_back, args=(upstream, client), daemon=True)
                 back.start()
                 relay(client, upstream)          # until each side has finished sending
-                hangup = select.poll()
-                hangup.register(client, select.POLLHUP)
-                while back.is_alive() and not hangup.poll(1000):
-                    pass                         # half-closed: the command may still want its answer
-                with contextlib.suppress(OSError):
-                    upstream.shutdown(socket.SHUT_RDWR)    # gone both ways: a silent server may not keep the slot
                 back.join()
 
 
@@ -5487,6 +5481,23 @@ def relay(source, target) -> None:
             target.sendall(data)
     with contextlib.suppress(OSError):
         target.shutdown(socket.SHUT_WR)      # pass the end on: the other side may still answer
+
+
+def relay_back(upstream, client) -> None:
+    """relay() from the server, until it ends or the command's end is gone both ways (a half-closed one may
+    still want its answer): then the server side is closed too, so a silent or stuck server keeps no slot."""
+    watch = select.poll()
+    watch.register(upstream, select.POLLIN)
+    watch.register(client, 0)                        # POLLHUP and POLLERR are always reported
+    with contextlib.suppress(OSError):
+        while client.fileno() not in dict(watch.poll()):
+            if not (data := upstream.recv(65536)):
+                break
+            client.sendall(data)
+        else:
+            upstream.shutdown(socket.SHUT_RDWR)      # ends relay() too, even inside a blocked sendall
+    with contextlib.suppress(OSError):
+        client.shutdown(socket.SHUT_WR)
 
 
 class QuietServer:

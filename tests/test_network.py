@@ -364,6 +364,34 @@ def test_a_tunnel_frees_its_slot_once_the_commands_end_of_it_is_gone(ws, config)
         silent.close()
 
 
+def test_a_tunnel_stuck_on_a_server_that_never_reads_ends_with_its_command(ws, config):
+    """The proxy's thread waited in a send to a server that never reads, so the slot stayed taken after the
+    command closed its end (rt25c 6-7). Now the command's end closing both ways ends the tunnel."""
+    silent = socket.create_server(("127.0.0.1", 0))         # never accepts: the kernel queues what arrives
+    config({"network": {"allow": [f"{TEST_HOST}:{silent.getsockname()[1]}"], "resolve": {TEST_HOST: "127.0.0.1"}}})
+    proxy = kesi.start_network_proxy("bubblewrap")
+    threads = threading.active_count()
+    try:
+        with socket.socket(socket.AF_UNIX) as tunnel:
+            tunnel.connect(proxy.server_address)
+            tunnel.settimeout(20)
+            tunnel.sendall(f"CONNECT {TEST_HOST}:{silent.getsockname()[1]} HTTP/1.1\r\n\r\n".encode())
+            assert tunnel.recv(100).startswith(b"HTTP/1.1 200"), "the tunnel did not open"
+            tunnel.settimeout(3)
+            with contextlib.suppress(TimeoutError):             # until every buffer on the way is full
+                for _ in range(4096):
+                    tunnel.sendall(bytes(65536))
+            assert threading.active_count() > threads
+        deadline = time.monotonic() + 60
+        while threading.active_count() > threads and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert threading.active_count() == threads, "the tunnel's threads still wait on the server"
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+        silent.close()
+
+
 @pytest.mark.parametrize("head, problem", [
     (b"GET http://a.example/ HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked",
      "more than one way"),
