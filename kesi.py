@@ -2344,6 +2344,31 @@ class StreamEndedEarly(Exception):
     """The server closed a stream before message_stop: the answer is incomplete."""
 
 
+def open_stream(client, request: dict):
+    """client.messages.stream(**request), with the body encoded by request_json: the SDK would copy and encode the
+    whole journal on every request. Retries, typed errors, SSE and the message snapshot stay the SDK's."""
+    events = anthropic.Stream[anthropic.types.RawMessageStreamEvent]
+    post = functools.partial(client.post, "/v1/messages", content=request_json(request).encode(),
+                             cast_to=anthropic.types.Message, stream=True, stream_cls=events)
+    return anthropic.lib.streaming.MessageStreamManager(post, output_format=anthropic.NOT_GIVEN)
+
+
+JSON_STYLE = {"ensure_ascii": False, "separators": (",", ":"), "allow_nan": False}    # as the SDK encodes a body
+_SENT: tuple[list, list] = ([], [])      # the messages of the last request body, and their JSON
+
+
+def request_json(request: dict) -> str:
+    """The body of a streamed request. A message already sent (the same object: journal messages are replaced,
+    never changed in place) is not encoded again, so a request costs O(new messages), not O(journal)."""
+    global _SENT
+    (sent, texts), messages, same = _SENT, request["messages"], 0
+    while same < min(len(sent), len(messages)) and sent[same] is messages[same]:
+        same += 1
+    _SENT = (list(messages), texts[:same] + [json.dumps(m, **JSON_STYLE) for m in messages[same:]])
+    rest = json.dumps({**{k: v for k, v in request.items() if k != "messages"}, "stream": True}, **JSON_STYLE)
+    return f'{rest[:-1]},"messages":[{",".join(_SENT[1])}]}}'
+
+
 def stream_turn(client, request: dict, echo: bool):
     """One streamed request, its text printed as it arrives: (message, finished, interrupted). Only blocks whose
     content_block_stop came are complete (a half tool_use *looks* whole), only one with message_stop is finished."""
@@ -2351,7 +2376,7 @@ def stream_turn(client, request: dict, echo: bool):
     waiting = WaitingNote(echo)
     try:
         try:
-            with client.messages.stream(**request) as stream:
+            with open_stream(client, request) as stream:
                 for event in stream:
                     if event.type == "message_start":
                         started = True
@@ -6358,12 +6383,13 @@ def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, in
              and isinstance(m["content"], list) for b in m["content"]
              if block_type(b) == "tool_use" and b.get("name") == "read_file"}
     cleared = freed = 0
-    for _, block in old:
+    for i, block in old:
         content = block.get("content")
         if isinstance(content, str) and len(content) >= MIN_CLEARABLE_CHARS:
             freed += json_chars(content) - json_chars(CLEARED_RESULT)
-            block["content"] = CLEARED_RESULT
-            cleared += 1
+            cleared += 1        # a new message, not one changed in place: request_json keeps a sent one's JSON
+            history[i] = {**history[i], "content": [{**b, "content": CLEARED_RESULT} if b is block else b
+                                                    for b in history[i]["content"]]}
             read = reads.get(block.get("tool_use_id"))
             if isinstance(read, dict):   # the model no longer sees that file: no overwrite from memory
                 READ_VERSIONS.pop(safe_write_path(read.get("file_path")), None)
