@@ -2345,10 +2345,10 @@ class StreamEndedEarly(Exception):
 
 
 def open_stream(client, request: dict):
-    """client.messages.stream(**request), with the body encoded by request_json: the SDK would copy and encode the
+    """client.messages.stream(**request), with the body encoded by request_body: the SDK would copy and encode the
     whole journal on every request. Retries, typed errors, SSE and the message snapshot stay the SDK's."""
     events = anthropic.Stream[anthropic.types.RawMessageStreamEvent]
-    post = functools.partial(client.post, "/v1/messages", content=request_json(request).encode(),
+    post = functools.partial(client.post, "/v1/messages", content=request_body(request),
                              cast_to=anthropic.types.Message, stream=True, stream_cls=events)
     return anthropic.lib.streaming.MessageStreamManager(post, output_format=anthropic.NOT_GIVEN)
 
@@ -2357,16 +2357,17 @@ JSON_STYLE = {"ensure_ascii": False, "separators": (",", ":"), "allow_nan": Fals
 _SENT: tuple[list, list] = ([], [])      # the messages of the last request body, and their JSON
 
 
-def request_json(request: dict) -> str:
-    """The body of a streamed request. A message already sent (the same object: journal messages are replaced,
+def request_body(request: dict) -> bytes:
+    """The JSON of a streamed request. A message already sent (the same object: journal messages are replaced,
     never changed in place) is not encoded again, so a request costs O(new messages), not O(journal)."""
     global _SENT
-    (sent, texts), messages, same = _SENT, request["messages"], 0
-    while same < min(len(sent), len(messages)) and sent[same] is messages[same]:
+    (sent, texts), messages = _SENT, request["messages"]
+    same, most = 0, min(len(sent), len(messages))
+    while same < most and sent[same] is messages[same]:
         same += 1
-    _SENT = (list(messages), texts[:same] + [json.dumps(m, **JSON_STYLE) for m in messages[same:]])
+    _SENT = (list(messages), texts[:same] + [json.dumps(m, **JSON_STYLE).encode() for m in messages[same:]])
     rest = json.dumps({**{k: v for k, v in request.items() if k != "messages"}, "stream": True}, **JSON_STYLE)
-    return f'{rest[:-1]},"messages":[{",".join(_SENT[1])}]}}'
+    return b"".join([rest[:-1].encode(), b',"messages":[', b",".join(_SENT[1]), b"]}"])
 
 
 def stream_turn(client, request: dict, echo: bool):
@@ -6387,7 +6388,7 @@ def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, in
         content = block.get("content")
         if isinstance(content, str) and len(content) >= MIN_CLEARABLE_CHARS:
             freed += json_chars(content) - json_chars(CLEARED_RESULT)
-            cleared += 1        # a new message, not one changed in place: request_json keeps a sent one's JSON
+            cleared += 1        # a new message, not one changed in place: request_body keeps a sent one's JSON
             history[i] = {**history[i], "content": [{**b, "content": CLEARED_RESULT} if b is block else b
                                                     for b in history[i]["content"]]}
             read = reads.get(block.get("tool_use_id"))
