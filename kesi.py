@@ -2050,8 +2050,7 @@ PRICES = {
     "claude-opus-5-5": (4, 20, 5, 8, 0.20),
     **dict.fromkeys(("claude-opus-5", "claude-opus-4-8", "claude-opus-4-7", "claude-opus-4-6", "claude-opus-4-5"),
                     (5, 25, 6.25, 10, 0.50)),
-    **dict.fromkeys(("claude-opus-4-1", "claude-opus-4", "claude-opus-4-0", "claude-3-opus"),
-                    (15, 75, 18.75, 30, 1.50)),
+    **dict.fromkeys(("claude-opus-4-1", "claude-opus-4", "claude-opus-4-0", "claude-3-opus"), (15, 75, 18.75, 30, 1.5)),
     "claude-sonnet-5-5": (2, 10, 2.5, 4, 0.10), "claude-sonnet-5": (2, 10, 2.5, 4, 0.20),
     **dict.fromkeys(("claude-sonnet-4-6", "claude-sonnet-4-5", "claude-sonnet-4", "claude-sonnet-4-0",
                      "claude-3-7-sonnet", "claude-3-5-sonnet"), (3, 15, 3.75, 6, 0.30)),
@@ -2140,8 +2139,7 @@ class Meter:
 
     def cache_share(self, since: int = 0) -> float:
         t = self.totals(since)
-        total_input = t["input"] + t["cache_write"] + t["cache_read"]
-        return t["cache_read"] / total_input if total_input else 0.0
+        return t["cache_read"] / max(t["input"] + t["cache_write"] + t["cache_read"], 1)
 
     def token_text(self, since: int = 0) -> str:
         t = self.totals(since)
@@ -2152,8 +2150,7 @@ class Meter:
 
     def report(self, since: int = 0) -> str:
         calls = self.calls[since:]
-        partial = sum(c["partial"] for c in calls)
-        sub = sum(c["label"] != "main" for c in calls)
+        partial, sub = sum(c["partial"] for c in calls), sum(c["label"] != "main" for c in calls)
         requests = f"{len(calls)} request{'s' * (len(calls) != 1)}"
         text = f"(this turn: {requests}, {self.token_text(since)}, {self.cost_text(since)}"
         if sub:
@@ -2265,6 +2262,32 @@ class StreamEndedEarly(Exception):
     """The server closed a stream before message_stop: the answer is incomplete."""
 
 
+def open_stream(client, request: dict):
+    """client.messages.stream(**request) with the body from request_body (the SDK would copy and encode the whole
+    journal every time); retries, typed errors, SSE and the message snapshot stay the SDK's."""
+    events = anthropic.Stream[anthropic.types.RawMessageStreamEvent]
+    post = functools.partial(client.post, "/v1/messages", content=request_body(request), stream=True,
+                             cast_to=anthropic.types.Message, stream_cls=events)
+    return anthropic.lib.streaming.MessageStreamManager(post, output_format=anthropic.NOT_GIVEN)
+
+
+JSON_STYLE = {"ensure_ascii": False, "separators": (",", ":"), "allow_nan": False}    # as the SDK encodes a body
+_SENT: tuple[list, list] = ([], [])      # the messages of the last request body, and their JSON
+
+
+def request_body(request: dict) -> bytes:
+    """The JSON of a streamed request. A message already sent (the same object: journal messages are replaced,
+    never changed in place) is not encoded again, so a request costs O(new messages), not O(journal)."""
+    global _SENT
+    (sent, texts), messages = _SENT, request["messages"]
+    same, most = 0, min(len(sent), len(messages))
+    while same < most and sent[same] is messages[same]:
+        same += 1
+    _SENT = (list(messages), texts[:same] + [json.dumps(m, **JSON_STYLE).encode() for m in messages[same:]])
+    rest = json.dumps({**{k: v for k, v in request.items() if k != "messages"}, "stream": True}, **JSON_STYLE)
+    return b"".join([rest[:-1].encode(), b',"messages":[', b",".join(_SENT[1]), b"]}"])
+
+
 def stream_turn(client, request: dict, echo: bool):
     """One streamed request, its text printed as it arrives: (message, finished, interrupted). Only blocks whose
     content_block_stop came are complete (a half tool_use *looks* whole), only one with message_stop is finished."""
@@ -2272,7 +2295,7 @@ def stream_turn(client, request: dict, echo: bool):
     waiting = WaitingNote(echo)
     try:
         try:
-            with client.messages.stream(**request) as stream:
+            with open_stream(client, request) as stream:
                 for event in stream:
                     if event.type == "message_start":
                         started = True
@@ -6050,8 +6073,7 @@ def read_audit_entries(limit: int) -> tuple[list[dict], int]:
 # ============================================================================
 # PART V. Staying affordable
 # ============================================================================
-# Behind add_cache_breakpoints() and manage_context(): prompt caching with a clock that
-# learns the person's pauses, clearing old tool results, then compaction.
+# Behind add_cache_breakpoints() and manage_context(): caching on a clock that learns pauses, clearing, compaction.
 
 # --- prompt caching -----------------------------------------------------------
 # The API caches a request's prefix (tools, system, messages) up to a block marked cache_control, if that
@@ -6094,21 +6116,18 @@ def cache_minimum(model: str) -> int:
 
 
 class CacheClock:
-    """Each request's cache lifetime: 5 minutes while requests come seconds apart (cheapest); after one pause
-    that outlived them, 1 hour for the next hour (0.75x input more to write, far less than writing the whole
-    conversation again). Per agent label; the main agent's clock is saved with the session, for `-c`."""
+    """A request's cache lifetime: 5 minutes while requests come seconds apart; for an hour after a pause that outlived
+    them, 1 hour (0.75x more to write, far less than the whole prefix again). Per agent; saved with the session."""
 
     def __init__(self):
         self.last_use, self.long_pause_at = {}, {}     # label -> time.time()
 
     def ttl_for_request(self, label: str) -> str:
-        now = time.time()
-        last = self.last_use.get(label)
+        now, last = time.time(), self.last_use.get(label)
         if last is not None and now - last >= LONG_PAUSE:
             self.long_pause_at[label] = now
         self.last_use[label] = now
-        paused = self.long_pause_at.get(label)
-        return "1h" if paused is not None and now - paused < PAUSE_MEMORY else "5m"
+        return "1h" if now - self.long_pause_at.get(label, float("-inf")) < PAUSE_MEMORY else "5m"
 
     def saved(self) -> dict:
         return {"last_use": self.last_use.get("main"), "long_pause_at": self.long_pause_at.get("main")}
@@ -6121,18 +6140,14 @@ class CacheClock:
 
 
 CACHE_CLOCK = CacheClock()
-
-
-def cache_control(ttl: str) -> dict:
-    return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}
+CACHE_CONTROL = {"5m": {"type": "ephemeral"}, "1h": {"type": "ephemeral", "ttl": "1h"}}    # a mark, by lifetime
 
 
 def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
     """Mark the end of the stable system text, the newest message (the next request reads it) and the previous
     request's newest (this one reads it); each only if estimate_tokens (an undercount) reaches the minimum."""
-    control = cache_control(CACHE_CLOCK.ttl_for_request(agent.label))
+    control, system = CACHE_CONTROL[CACHE_CLOCK.ttl_for_request(agent.label)], request["system"]
     minimum = cache_minimum(request["model"])
-    system = request["system"]
     if fixed_prefix_tokens(request["tools"], system) >= minimum and len(system) >= 2:
         system[-2] = {**system[-2], "cache_control": control}      # rules or memory, before the environment
     total = estimate_tokens(history, agent)
@@ -6161,10 +6176,9 @@ def with_cache_breakpoints(history: list[dict], control: dict | None = None,
     """The journal, marked on the newest and third newest message where prefix_tokens reach the minimum."""
     messages = list(history)
     for index in (-1, -3):
-        if len(messages) < -index or (prefix_tokens is not None and prefix_tokens[index] < minimum):
-            continue
-        if blocks := as_blocks(messages[index]["content"]):
-            blocks[-1] = {**blocks[-1], "cache_control": control or cache_control("5m")}
+        enough = len(messages) >= -index and (prefix_tokens is None or prefix_tokens[index] >= minimum)
+        if enough and (blocks := as_blocks(messages[index]["content"])):
+            blocks[-1] = {**blocks[-1], "cache_control": control or CACHE_CONTROL["5m"]}
             messages[index] = {**messages[index], "content": blocks}
     return messages
 
@@ -6189,9 +6203,8 @@ def block_type(block) -> str | None:
 
 
 def text_of(content) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(b.get("text", "") for b in content if block_type(b) == "text")
+    return content if isinstance(content, str) else "".join(b.get("text", "") for b in content
+                                                            if block_type(b) == "text")
 
 
 # The API is stateless: the whole journal is re-sent (and paid for) on every request. Old tool output is the
@@ -6262,12 +6275,13 @@ def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, in
              and isinstance(m["content"], list) for b in m["content"]
              if block_type(b) == "tool_use" and b.get("name") == "read_file"}
     cleared = freed = 0
-    for _, block in old:
+    for i, block in old:
         content = block.get("content")
         if isinstance(content, str) and len(content) >= MIN_CLEARABLE_CHARS:
             freed += json_chars(content) - json_chars(CLEARED_RESULT)
-            block["content"] = CLEARED_RESULT
-            cleared += 1
+            cleared += 1        # a new message, not one changed in place: request_body keeps a sent one's JSON
+            history[i] = {**history[i], "content": [{**b, "content": CLEARED_RESULT} if b is block else b
+                                                    for b in history[i]["content"]]}
             read = reads.get(block.get("tool_use_id"))
             if isinstance(read, dict):   # the model no longer sees that file: no overwrite from memory
                 READ_VERSIONS.pop(safe_write_path(read.get("file_path")), None)
@@ -6290,8 +6304,7 @@ def manage_context(client, history: list[dict], agent: Agent) -> None:
 
 
 def compact_history(client, history: list[dict], focus: str | None = None) -> bool:
-    """Replace the journal with the model's summary, a new prompt at its end kept. Never raises (Ctrl-C included):
-    on failure the history is kept. The session file keeps the full transcript."""
+    """The journal replaced by the model's summary, a new prompt at its end kept; on failure (Ctrl-C too) kept whole."""
     if not history:
         return False
     tail = history[-1:] if is_user_prompt(history[-1]) and len(history) > 1 else []
@@ -6314,9 +6327,8 @@ def compact_history(client, history: list[dict], focus: str | None = None) -> bo
 
 
 def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | None, str]:
-    """(summary, "") or (None, what went wrong). A normal request with the instruction last reads the conversation
-    from the cache. A model that calls a tool anyway is asked again with tool_choice none (tools and system still
-    cached), and without tools where an endpoint refuses that."""
+    """(summary, "") or (None, what went wrong). The instruction goes last, so the conversation is read from the cache;
+    a tool call instead is asked again with tool_choice none (still cached), then without tools if that is refused."""
     instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
     messages = list(past)      # the instruction goes last, in the journal's last user message or a new one
     if past[-1]["role"] == "user":
@@ -6352,8 +6364,7 @@ def is_user_prompt(message: dict) -> bool:
 # ============================================================================
 # PART VI. Sessions
 # ============================================================================
-# Behind save_session() and resume_session(): the journal as signed JSONL, kept outside the
-# workspace with the prompt history and the audit log.
+# Behind save_session() and resume_session(): the journal as signed JSONL outside the workspace, as other records.
 
 # --- KeSi's records: sessions, prompt history, the audit log -------------------
 # They hold what the person typed and what commands printed, so they live outside the workspace, per project,
@@ -6442,9 +6453,8 @@ def append_records(path: Path, entries: list) -> None:
 
 
 def read_records(path: Path, last_bytes: int | None = None) -> tuple[list[str], list[int]]:
-    """The JSON text of every line KeSi signed, and the numbers of the lines it did not (wrong or no HMAC).
-    Lines end at \\n only, the one break record_lines leaves; from the last bytes, the first part-line is
-    dropped. Raises OSError."""
+    """The JSON text of each line KeSi signed, and the numbers of those it did not (wrong or no HMAC). Lines end
+    at \\n only (record_lines leaves no other); from the last bytes, the first part-line is dropped. Raises OSError."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         f.seek(max(size - (last_bytes or size), 0))
@@ -6460,12 +6470,9 @@ def read_records(path: Path, last_bytes: int | None = None) -> tuple[list[str], 
 
 
 SESSION_FILE: Path | None = None
-# The file is a log: lines are only ever appended. SAVED is how many messages
-# of the current journal it already holds, LAST_SAVED the newest of them as
-# written, to notice a journal that was replaced (compaction, a rolled-back
-# refusal) rather than extended.
-SAVED = 0
-LAST_SAVED = ""
+# An append-only log. SAVED: how many messages of the journal it holds; LAST_SAVED: the newest as written, to notice
+# a journal replaced (compaction, a rolled-back refusal) rather than extended.
+SAVED, LAST_SAVED = 0, ""
 RESTART = "kesi_restart"     # a marker line: the journal starts again from the lines after it
 CLOCK = "kesi_cache_clock"   # a line with the cache clock as it was at that save (see CacheClock)
 
@@ -6475,15 +6482,13 @@ def session_dir() -> Path:
 
 
 def save_session(history: list[dict]) -> None:
-    """Append what is new in the journal to the session file: a JSON header line first, then a line
-    per message and one with the cache clock. A journal replaced instead of extended gets a restart
-    marker and is written anew after it; the earlier transcript stays in the file."""
+    """Append what is new in the journal, then the cache clock (a header line first). A journal replaced instead of
+    extended gets a restart marker and is written anew after it; the earlier transcript stays in the file."""
     global SESSION_FILE, SAVED, LAST_SAVED
     if not history:
         return
     lines: list = []
-    if SESSION_FILE is None:
-        SESSION_FILE = new_session_file()
+    SESSION_FILE = SESSION_FILE or new_session_file()
     if not SESSION_FILE.exists():
         SAVED, LAST_SAVED = 0, ""
         lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(first_prompt(history), 70),
@@ -6512,10 +6517,8 @@ def as_line(message: dict) -> str:
 
 
 def first_prompt(history: list[dict]) -> str:
-    for message in history:
-        if message["role"] == "user" and text_of(message["content"]).strip():
-            return text_of(message["content"]).strip().splitlines()[0]
-    return "(no prompt)"
+    texts = (text_of(m["content"]).strip() for m in history if m["role"] == "user")
+    return next((text.splitlines()[0] for text in texts if text), "(no prompt)")
 
 
 def list_sessions() -> list[Path]:
@@ -6531,8 +6534,7 @@ def read_session(path: Path) -> list[dict]:
 
 
 def read_session_sized(path: Path) -> tuple[list[dict], int, dict | None]:
-    """read_session, the journal's size as json_chars counts it, taken from the lines instead of a
-    second json.dumps (see escape_growth; never less), and the last saved cache clock."""
+    """read_session, the journal's size for json_chars from its lines (never less: escape_growth), the saved clock."""
     history, chars, clock = [], 1, None
     try:
         lines, forged = read_records(path)
@@ -6561,8 +6563,7 @@ def read_session_sized(path: Path) -> tuple[list[dict], int, dict | None]:
 
 
 def escape_growth(text: str) -> int:
-    """How much longer json.dumps makes text with ensure_ascii: a non-ASCII
-    character becomes \\uXXXX (5 more), one beyond the BMP two of them (11 more)."""
+    """How much longer json.dumps (ensure_ascii) makes text: \\uXXXX for non-ASCII (5 more), two beyond the BMP (11)."""
     non_ascii = len(text) - len(text.encode("ascii", "ignore"))
     beyond_bmp = len(text.encode("utf-16-le")) // 2 - len(text)
     return 5 * non_ascii + 6 * beyond_bmp
@@ -6599,8 +6600,7 @@ def resume_session(path: Path, history: list[dict]) -> bool:
 
 
 def last_prompt(history: list[dict]) -> str:
-    prompts = [m for m in history if is_user_prompt(m)]
-    return text_of(prompts[-1]["content"]).strip() if prompts else "(none)"
+    return next((text_of(m["content"]).strip() for m in reversed(history) if is_user_prompt(m)), "(none)")
 
 
 # ============================================================================

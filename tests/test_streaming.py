@@ -5,6 +5,7 @@ SDK event (helpers from examples/day17/check.py); connection resets are real
 TCP resets (the mock's cut_after)."""
 import importlib.util
 import io
+import json
 from pathlib import Path
 
 import anthropic
@@ -29,8 +30,8 @@ def sdk_event_names(mock_client) -> list[str]:
     """The SDK events of PLAN + write_file, as KeSi sees them (a clean run)."""
     mock, client = mock_client([reply(PLAN, tool_call("write_file", HELLO))])
     plan = CtrlC()
-    with plan.attach(client).messages.stream(**kesi.request_for([{"role": "user", "content": "go"}],
-                                                                 kesi.MAIN_AGENT)) as stream:
+    request = kesi.request_for([{"role": "user", "content": "go"}], kesi.MAIN_AGENT)
+    with kesi.open_stream(plan.attach(client), request) as stream:
         for _ in stream:
             pass
     return plan.timeline
@@ -242,3 +243,52 @@ def test_no_thinking_note_when_output_is_not_a_terminal(ws, mock_client, notices
     mock, client = mock_client(["Plain."])
     kesi.run_turn(client, [], "hello")
     assert "thinking" not in notices.getvalue() and "\033" not in notices.getvalue()
+
+
+# --- the body KeSi encodes itself (kesi.open_stream) ---------------------------------
+
+class RawBodies(MockAPI):
+    """The mock, keeping each request's bytes as they came."""
+
+    def _log(self, h, raw):
+        entry = super()._log(h, raw)
+        entry["raw"] = raw
+        return entry
+
+
+def test_the_body_kesi_encodes_is_the_one_the_sdk_would_send(ws):
+    history = [{"role": "user", "content": 'Résumé ✓ 日本語 \u2028 <b>&"x"\\ 🙂'}]
+    with RawBodies([reply("one"), reply("two")]) as mock:
+        client = anthropic.Anthropic(base_url=mock.url, api_key="test-key", max_retries=0)
+        request = kesi.request_for(history, kesi.MAIN_AGENT)
+        with client.messages.stream(**request) as stream:
+            assert stream.get_final_message().content[0].text == "one"
+        with kesi.open_stream(client, request) as stream:
+            assert stream.get_final_message().content[0].text == "two"
+    sdk, ours = mock.requests
+    assert sdk["status"] == ours["status"] == 200 and ours["body"] == sdk["body"]
+    style = {"ensure_ascii": False, "separators": (",", ":")}
+    assert json.dumps(sdk["body"], **style).encode() == sdk["raw"]          # how the SDK encodes
+    reordered = {k: sdk["body"][k] for k in ours["body"]}         # only the order of the top-level keys differs
+    assert json.dumps(reordered, **style).encode() == ours["raw"]
+    telemetry = ("x-stainless-helper-method", "x-stainless-stream-helper")
+    assert {k: v for k, v in sdk["headers"].items() if k not in telemetry} == ours["headers"]
+
+
+def test_a_result_cleared_after_it_was_sent_goes_out_cleared(ws, mock_client):
+    """request_body keeps the JSON of messages it sent; clearing makes new ones, so the next body is current."""
+    mock, client = mock_client([reply(f"answer {n}") for n in range(2)])
+    history = [{"role": "user", "content": "read them all"}]
+    for n in range(kesi.KEEP_RECENT_RESULTS + 2):
+        history += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"t{n}", "name": "glob",
+                                                       "input": {"pattern": "*"}}]},
+                    {"role": "user", "content": [kesi.tool_result(f"t{n}", f"file {n}\n" * 200, False)]}]
+    for clear in (True, False):
+        with kesi.open_stream(client, kesi.request_for(history, kesi.MAIN_AGENT)) as stream:
+            stream.get_final_message()
+        if clear:
+            assert kesi.clear_old_tool_results(history)[0] == 2
+    first, second = (r["body"]["messages"] for r in mock.requests)
+    assert [m["content"][0]["content"][:6] for m in first[2:6:2]] == ["file 0", "file 1"]
+    assert [m["content"][0]["content"] for m in second[2:6:2]] == [kesi.CLEARED_RESULT] * 2
+    assert second[6:] == first[6:]

@@ -9,15 +9,17 @@ around one request of a tool loop, on a journal of N messages (two per
 request):
   append a tool round (assistant tool_use + user tool_result), manage_context
   (the token estimate, and clearing old results once past half the context),
-  request_for (system prompt, memory file check, breakpoints), recording the
-  response's usage on the meter, the cost line, and saving the session.
+  request_for (system prompt, memory file check, breakpoints), the body as
+  sent (request_body: the JSON of new messages, joined to the JSON kept for
+  the others), recording the response's usage on the meter, the cost line,
+  and saving the session.
 Two states of the context: below half the window, and past half (the journal
 at 60 %, so every request runs the clearing of old tool results).
 Each column is a median over many requests, in ms; "x 320" is the time over
 the same state's 320-request row. Beside it, in the same run:
-  SDK body    what the anthropic SDK does with the request before sending it
-              (its copy of the params, then json) -- not KeSi's code, but in
-              KeSi's process, and it grows with the journal;
+  SDK body    what the anthropic SDK would do with the request before sending
+              it (its copy of the params, then json), as KeSi had it encoded
+              before open_stream: it grows with the journal;
   naive       a whole-journal token estimate and the session file rewritten.
 Goal: KeSi's own work at 1,280 requests within 1.2x of 320.
 
@@ -65,6 +67,8 @@ def one_turn(history: list[dict], n: int) -> dict:
     lap("estimate")
     request = kesi.request_for(history, kesi.MAIN_AGENT)
     lap("request")
+    kesi.request_body(request)
+    lap("body")
     sent = kesi.estimate_tokens(history, kesi.MAIN_AGENT)
     usage = {"input_tokens": 50, "output_tokens": 80, "cache_creation_input_tokens": 300,
              "cache_read_input_tokens": sent - 350}
@@ -133,11 +137,11 @@ def main():
                 first = first or r
                 m, sdk = r["steps"], r["sdk"]
                 rows.append(["past half" if past_half else "below half", requests, ms(m["estimate"]),
-                             ms(m["request"]), ms(m["meter"]), ms(m["session"]), ms(r["total"]),
+                             ms(m["request"]), ms(m["body"]), ms(m["meter"]), ms(m["session"]), ms(r["total"]),
                              f"{r['total'] / first['total']:.2f}x", "n/a" if sdk is None else ms(sdk),
                              "n/a" if sdk is None else f"{sdk / first['sdk']:.2f}x", ms(r["naive"])])
     print(f"# KeSi's own work per request (median of {turns}, ms)")
-    print(table(["context", "requests", "estimate", "request", "meter", "session save", "KeSi per request",
+    print(table(["context", "requests", "estimate", "request", "body", "meter", "session save", "KeSi per request",
                  "x 320", "SDK body", "x 320", "naive"], rows))
 
 

@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,10 +73,11 @@ class CtrlC:
     """Ctrl-C at the nth SDK event whose name is `at` (e.g. 'content_block_delta:input_json_delta';
     '*' counts every event).
 
-    attach(client) wraps client.messages.stream: the real SDK stream over the
-    real socket, watched event by event. The SDK has already folded the
-    event into its snapshot when the key is "pressed", as in real life; KeSi
-    never sees that event. It fires once. Reads of the snapshot are counted.
+    attach(client) watches the streams kesi.open_stream opens for that client:
+    the real SDK stream over the real socket, event by event. The SDK has
+    already folded the event into its snapshot when the key is "pressed", as
+    in real life; KeSi never sees that event. It fires once. Reads of the
+    snapshot are counted.
     """
     at: str | None = None
     nth: int = 1
@@ -84,14 +86,18 @@ class CtrlC:
     fired: bool = False
 
     def attach(self, client):
-        real_stream = client.messages.stream
+        if not hasattr(kesi.open_stream, "plans"):       # once: streams of other clients pass through
+            real_open = kesi.open_stream
 
-        @contextlib.contextmanager
-        def stream(**request):
-            with real_stream(**request) as active:
-                yield WatchedStream(active, self)
+            @contextlib.contextmanager
+            def open_stream(client, request):
+                with real_open(client, request) as active:
+                    plan = open_stream.plans.get(client)
+                    yield active if plan is None else WatchedStream(active, plan)
 
-        client.messages.stream = stream
+            open_stream.plans = weakref.WeakKeyDictionary()
+            kesi.open_stream = open_stream
+        kesi.open_stream.plans[client] = self
         return client
 
     def should_fire(self, name: str) -> bool:
