@@ -51,15 +51,7 @@ def test_a_bracketed_paste_is_one_prompt_and_blocks_and_continuations_still_work
                                   "ZeroDivisionError: division by zero", "first\n  second", "one \ntwo"]
 
 
-def test_a_dumb_terminal_is_not_sent_the_paste_escape(ws, mock_client, kesi_pty):
-    mock, _ = mock_client(["ok"])
-    with kesi_pty(ws, mock, TERM="dumb") as term:
-        term.expect("you > ")
-        leave(term)
-    assert "\x1b" not in term.seen
-
-
-# --- Ctrl-D inside a multi-line prompt -----------------------------------------------------
+# --- Ctrl-D inside a multi-line prompt, on a dumb terminal -------------------------------------
 
 def test_ctrl_d_inside_a_block_ends_the_block_and_keeps_kesi_running(ws, mock_client, kesi_pty):
     mock, _ = mock_client(["got the block", "got the line", "still here"])
@@ -77,6 +69,7 @@ def test_ctrl_d_inside_a_block_ends_the_block_and_keeps_kesi_running(ws, mock_cl
         term.expect("you > ")
         leave(term)
     assert prompts_sent(mock) == ["first line\nsecond line", "half a line", "are you there?"]
+    assert "\x1b" not in term.seen           # a dumb terminal is not sent the paste escape, nor any other
 
 
 # --- the turn limit -----------------------------------------------------------------------
@@ -158,14 +151,20 @@ def test_no_color_turns_colour_off(ws, mock_client, kesi_pty):
     assert SGR.findall(seen) == []
 
 
-def test_the_waiting_note_counts_seconds_until_the_answer_starts(ws, mock_client, kesi_pty):
-    seen_a_second = threading.Event()
+def test_the_waiting_note_counts_seconds_a_retry_counts_down_and_ctrl_c_says_stopping(ws, mock_client, kesi_pty):
+    """Three waits at one xterm: the model thinking, a retry, and Ctrl-C while the model thinks."""
+    seen_a_second, released = threading.Event(), threading.Event()
 
     def slow_reply(body):
         seen_a_second.wait(60)             # the model "thinks" until the test saw the count
         return reply("here at last")
 
-    mock, _ = mock_client([slow_reply])
+    def slower_reply(body):
+        released.wait(60)
+        return reply("too late")
+
+    mock, _ = mock_client([slow_reply, error(429, "Number of request tokens has exceeded your rate limit (mock)",
+                                             headers={"retry-after": "1"}), reply("after the wait"), slower_reply])
     with kesi_pty(ws, mock, TERM="xterm") as term:
         try:
             term.expect("you > ")
@@ -174,30 +173,33 @@ def test_the_waiting_note_counts_seconds_until_the_answer_starts(ws, mock_client
             seen_a_second.set()
             term.expect("KeSi > here at last")
             term.expect("you > ")
+            # a retry wait is counted down
+            term.type("go\n")
+            term.expect("retrying in 1 s")
+            term.expect("KeSi > after the wait")
+            term.expect("you > ")
+            assert [r["status"] for r in mock.requests[1:]] == [429, 200]
+            # Ctrl-C while the model thinks says "stopping" at once
+            term.type("think\n")
+            term.expect("(thinking... 1 s)")
+            term.type("\x03")
+            term.expect("(stopping...)")
+            term.expect("(this turn was interrupted")
+            term.expect("you > ")
             leave(term)
         finally:
-            seen_a_second.set()          # free the mock's reply thread, even after a failure
+            seen_a_second.set(), released.set()     # free the mock's reply threads, even after a failure
     before_answer = term.seen.split("think hard")[1].split("KeSi > here at last")[0]
     assert before_answer.rstrip().endswith("\r\x1b[K")      # the note is erased before the answer
 
 
-def test_a_retry_wait_is_counted_down(ws, mock_client, kesi_pty):
-    mock, _ = mock_client([error(429, "Number of request tokens has exceeded your rate limit (mock)",
-                                 headers={"retry-after": "1"}), reply("after the wait")])
-    with kesi_pty(ws, mock, TERM="xterm") as term:
-        term.expect("you > ")
-        term.type("go\n")
-        term.expect("retrying in 1 s")
-        term.expect("KeSi > after the wait")
-        term.expect("you > ")
-        leave(term)
-    assert [r["status"] for r in mock.requests] == [429, 200]
-
-
 # --- !command and @path ------------------------------------------------------------------------
 
-def test_bang_runs_a_command_whose_output_goes_with_the_next_prompt(ws, mock_client, kesi_pty):
-    mock, _ = mock_client(["I see the output"])
+def test_bang_runs_a_command_for_the_next_prompt_and_at_path_attaches_a_file_through_the_jail(
+        ws, mock_client, kesi_pty):
+    (ws / "notes.md").write_text("buy rice\n")
+    (ws / ".env").write_text("SECRET=hunter2\n")
+    mock, _ = mock_client(["I see the output", "noted"])
     with kesi_pty(ws, mock, TERM="dumb") as term:
         term.expect("you > ")
         term.type("!echo from-the-shell > made.txt; cat made.txt\n")
@@ -210,20 +212,6 @@ def test_bang_runs_a_command_whose_output_goes_with_the_next_prompt(ws, mock_cli
         term.type("what did it print?\n")
         term.expect("KeSi > I see the output")
         term.expect("you > ")
-        leave(term)
-    assert (ws / "made.txt").read_text() == "from-the-shell\n"
-    [prompt] = prompts_sent(mock)
-    assert prompt.startswith("I ran this command myself:\n$ echo from-the-shell > made.txt; cat made.txt\n")
-    assert "from-the-shell\n" in prompt and "sudo" not in prompt
-    assert prompt.endswith("\n\nwhat did it print?")
-
-
-def test_at_path_attaches_a_file_through_the_jail(ws, mock_client, kesi_pty):
-    (ws / "notes.md").write_text("buy rice\n")
-    (ws / ".env").write_text("SECRET=hunter2\n")
-    mock, _ = mock_client(["noted"])
-    with kesi_pty(ws, mock, TERM="dumb") as term:
-        term.expect("you > ")
         term.type("summarise @notes.md, and @.env and @/etc/passwd too\n")
         term.expect("(attached notes.md)")
         term.expect("(@.env not attached")
@@ -231,9 +219,13 @@ def test_at_path_attaches_a_file_through_the_jail(ws, mock_client, kesi_pty):
         term.expect("KeSi > noted")
         term.expect("you > ")
         leave(term)
-    [prompt] = prompts_sent(mock)
-    assert prompt.startswith("summarise @notes.md, and @.env and @/etc/passwd too\n\nContents of notes.md")
-    assert "buy rice" in prompt and "hunter2" not in prompt and "root:" not in prompt
+    assert (ws / "made.txt").read_text() == "from-the-shell\n"
+    prompt, attached = prompts_sent(mock)
+    assert prompt.startswith("I ran this command myself:\n$ echo from-the-shell > made.txt; cat made.txt\n")
+    assert "from-the-shell\n" in prompt and "sudo" not in prompt
+    assert prompt.endswith("\n\nwhat did it print?")
+    assert attached.startswith("summarise @notes.md, and @.env and @/etc/passwd too\n\nContents of notes.md")
+    assert "buy rice" in attached and "hunter2" not in attached and "root:" not in attached
 
 
 # --- word wrap and light Markdown -------------------------------------------------------------
@@ -259,9 +251,14 @@ def screen_lines(seen: str) -> list[str]:
     return [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
 
 
-def test_the_answer_and_kesis_notes_are_wrapped_at_spaces_to_the_terminal_width(ws, mock_client, kesi_pty):
+CHINESE = ("這是一段很長的中文回答，沒有任何空格，所以必須在字與字之間換行，而不是超出視窗。"
+           "測試 pytest 也通過了，一共七個。")
+
+
+def test_answers_and_kesis_notes_are_wrapped_to_the_terminal_width_at_spaces_or_between_characters(
+        ws, mock_client, kesi_pty):
     mock, _ = mock_client([LONG_ANSWER, error(400, "this request was rejected by the mock for a reason "
-                                                   "long enough to need three lines")])
+                                                   "long enough to need three lines"), CHINESE])
     with kesi_pty(ws, mock, columns=40, TERM="xterm", NO_COLOR="1") as term:
         term.expect("you > ")
         term.type("explain\n")
@@ -269,9 +266,12 @@ def test_the_answer_and_kesis_notes_are_wrapped_at_spaces_to_the_terminal_width(
         after_answer = term.expect("you > ")
         term.type("again\n")
         term.expect("/compact")
+        after_error = term.expect("you > ")
+        term.type("說明\n")
+        term.expect("一共七個。")
         term.expect("you > ")
         leave(term)
-    notes = screen_lines(term.seen[len(after_answer) - 200:])         # the cost line, the error
+    notes = screen_lines(term.seen[len(after_answer) - 200:len(after_error)])      # the cost line, the error
     notes = notes[next(i for i, line in enumerate(notes) if "(this turn:" in line):]
     assert [line for line in notes if len(line) > 40] == [] and any("three lines" in line for line in notes)
     assert any(line.startswith("KeSi > Error: the request") for line in notes)
@@ -281,21 +281,8 @@ def test_the_answer_and_kesis_notes_are_wrapped_at_spaces_to_the_terminal_width(
     item = lines.index("- a list item that is long enough to")
     assert lines[item + 1] == "  wrap around the edge"                     # a list item hangs
     assert SGR.findall(term.seen) == []
-
-
-CHINESE = ("這是一段很長的中文回答，沒有任何空格，所以必須在字與字之間換行，而不是超出視窗。"
-           "測試 pytest 也通過了，一共七個。")
-
-
-def test_chinese_wraps_between_characters_and_no_line_starts_with_a_comma(ws, mock_client, kesi_pty):
-    mock, _ = mock_client([CHINESE])
-    with kesi_pty(ws, mock, columns=40, TERM="xterm", NO_COLOR="1") as term:
-        term.expect("you > ")
-        term.type("說明\n")
-        term.expect("一共七個。")
-        term.expect("you > ")
-        leave(term)
-    lines = answer_lines(term.seen)
+    # Chinese wraps between characters, and no line starts with a comma
+    lines = answer_lines(term.seen[len(after_error):])
     assert len(lines) >= 3 and all(kesi.display_width(line) <= 40 for line in lines)
     assert not any(line.startswith(("，", "。")) for line in lines)
     assert "".join("".join(lines).split()) == "".join(("KeSi > " + CHINESE).split())
@@ -377,28 +364,6 @@ def test_a_running_command_shows_its_seconds_and_ctrl_c_says_stopping_at_once(ws
     assert len(mock.requests) == 1
     ran = term.seen.split("wait a while")[1].split("(stopping...)")[0]
     assert ran.endswith("\r\x1b[K\r      ")             # the status line is erased, then "stopping" replaces it
-
-
-def test_ctrl_c_while_the_model_thinks_says_stopping(ws, mock_client, kesi_pty):
-    released = threading.Event()
-
-    def slow_reply(body):
-        released.wait(60)
-        return reply("too late")
-
-    mock, _ = mock_client([slow_reply])
-    with kesi_pty(ws, mock, TERM="xterm") as term:
-        try:
-            term.expect("you > ")
-            term.type("think\n")
-            term.expect("(thinking... 1 s)")
-            term.type("\x03")
-            term.expect("(stopping...)")
-            term.expect("(this turn was interrupted")
-            term.expect("you > ")
-            leave(term)
-        finally:
-            released.set()          # free the mock's reply thread, even after a failure
 
 
 def test_path_completion_offers_what_list_files_may_show_and_no_more(ws):
