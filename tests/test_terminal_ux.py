@@ -136,12 +136,31 @@ def write_script():
     return [reply(tool_call("write_file", {"file_path": "new.txt", "content": "hello\n"})), "not written"]
 
 
-def test_tool_lines_diffs_and_refusals_are_coloured_on_a_terminal(ws, mock_client, kesi_pty):
-    mock, _ = mock_client(write_script())
-    seen = refused_write(kesi_pty, ws, mock, TERM="xterm")
+def test_tool_lines_diffs_refusals_and_markdown_are_coloured_on_a_terminal(ws, mock_client, kesi_pty):
+    from test_terminal_safety import ERASE, OSC52
+    mock, _ = mock_client(write_script() + [f"# Steps\nRun **the tests** with `pytest -q {ERASE}` first.\n"
+                                            f"```\ndef f(**kwargs):  # {OSC52}\n```\ndone"])
+    with kesi_pty(ws, mock, TERM="xterm") as term:
+        term.expect("you > ")
+        term.type("write it\n")
+        term.expect("Allow? [")
+        term.type("n\n")
+        term.expect("KeSi > not written")
+        term.expect("you > ")
+        term.type("how?\n")
+        term.expect("done")
+        term.expect("you > ")
+        leave(term)
+    seen = term.seen
     assert "\x1b[36m  [tool] write_file(file_path='new.txt', content='hello\\n')\x1b[0m" in seen
     assert "\x1b[32m        +hello\x1b[0m" in seen
     assert "\x1b[31m      [blocked] refused; not changed\x1b[0m" in seen
+    # Markdown is drawn after the text is made safe
+    assert "\x1b[1mSteps" in seen and "# Steps" not in seen                    # a heading, marks dropped
+    assert "\x1b[1mthe tests\x1b[0m" in seen and "**the" not in seen
+    assert "\x1b[33mpytest -q \\x1b[2K\\x1b[1A\x1b[0m first." in seen        # a code span, shown escaped
+    assert "\ndef f(**kwargs):  # \\x1b]52;c;UFdORUQ=\\x07\r\n" in seen     # a code block, verbatim
+    assert ERASE not in seen and OSC52 not in seen                            # nothing obeyed
 
 
 def test_no_color_turns_colour_off(ws, mock_client, kesi_pty):
@@ -286,24 +305,6 @@ def test_answers_and_kesis_notes_are_wrapped_to_the_terminal_width_at_spaces_or_
     assert len(lines) >= 3 and all(kesi.display_width(line) <= 40 for line in lines)
     assert not any(line.startswith(("，", "。")) for line in lines)
     assert "".join("".join(lines).split()) == "".join(("KeSi > " + CHINESE).split())
-
-
-def test_markdown_is_drawn_on_a_colour_terminal_after_the_text_is_made_safe(ws, mock_client, kesi_pty):
-    from test_terminal_safety import ERASE, OSC52
-    mock, _ = mock_client([f"# Steps\nRun **the tests** with `pytest -q {ERASE}` first.\n"
-                           f"```\ndef f(**kwargs):  # {OSC52}\n```\ndone"])
-    with kesi_pty(ws, mock, TERM="xterm") as term:
-        term.expect("you > ")
-        term.type("how?\n")
-        term.expect("done")
-        term.expect("you > ")
-        leave(term)
-    seen = term.seen
-    assert "\x1b[1mSteps" in seen and "# Steps" not in seen                    # a heading, marks dropped
-    assert "\x1b[1mthe tests\x1b[0m" in seen and "**the" not in seen
-    assert "\x1b[33mpytest -q \\x1b[2K\\x1b[1A\x1b[0m first." in seen        # a code span, shown escaped
-    assert "\ndef f(**kwargs):  # \\x1b]52;c;UFdORUQ=\\x07\r\n" in seen     # a code block, verbatim
-    assert ERASE not in seen and OSC52 not in seen                            # nothing obeyed
 
 
 def test_a_pipe_gets_the_answer_unwrapped_and_unstyled_and_no_status_lines(ws, mock_client):
