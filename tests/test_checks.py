@@ -60,7 +60,7 @@ class ForkServer:
     def run(self, script, folder: Path, seconds: float = 600) -> tuple[int, str, str]:
         out, err = folder / "stdout", folder / "stderr"
         os.write(self.requests, f"{script}\t{out}\t{err}\n".encode())
-        child = self.answer(60)
+        child = self.answer(300)                 # the first waits for the SDK's import
         code = self.answer(seconds)
         if code is None:                       # timed out: stop it, as subprocess.run's timeout would
             os.kill(child, signal.SIGKILL)
