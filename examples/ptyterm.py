@@ -114,6 +114,12 @@ class Terminal:
                 os.close(self.master)
                 self.master = None
 
+    def leave(self) -> int:
+        """Type /exit at KeSi's prompt and let it end; returns its exit code."""
+        self.type("/exit\n")
+        self.close()
+        return self.proc.returncode
+
     def __enter__(self) -> "Terminal":
         return self
 

@@ -9,11 +9,13 @@ for folder in (ROOT, ROOT / "examples"):
         sys.path.insert(0, str(folder))
 
 import io  # noqa: E402
+import json  # noqa: E402
 import os  # noqa: E402
 import tempfile  # noqa: E402
 
 import checklib  # noqa: E402
 import kesi  # noqa: E402
+from ptyterm import Terminal  # noqa: E402
 
 # Tests never reach the real API: a test that forgot to point the SDK at the
 # mock fails fast against a closed local port instead of spending money.
@@ -79,3 +81,35 @@ def notices(monkeypatch):
     buffer = io.StringIO()
     monkeypatch.setattr(kesi, "UI", buffer)
     return buffer
+
+
+@pytest.fixture
+def user_settings(tmp_path_factory, monkeypatch):
+    """Factory: user_settings(data) writes data as the user's own settings.json, in a config
+    folder (XDG_CONFIG_HOME) of this test's, outside the workspace; returns that folder."""
+    folder = tmp_path_factory.mktemp("config")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder))
+
+    def write(data: dict) -> Path:
+        (folder / "kesi").mkdir(exist_ok=True)
+        (folder / "kesi" / "settings.json").write_text(json.dumps(data))
+        return folder
+    return write
+
+
+@pytest.fixture
+def kesi_pty():
+    """Factory: kesi_pty(folder, mock, *args, columns=200, **env) starts `kesi.py *args` on a real
+    pty (examples/ptyterm.py) against the mock with the sandbox off, its width from the pty's
+    window; stopped after the test however it ends. `with` it, and end with term.leave()."""
+    started = []
+
+    def start(folder, mock, *args, columns: int = 200, **env) -> Terminal:
+        env = checklib.kesi_subprocess_env(mock, KESI_SANDBOX="off", **env)
+        env.pop("COLUMNS", None)
+        started.append(Terminal([sys.executable, ROOT / "kesi.py", *args], folder, env, columns=columns))
+        return started[-1]
+
+    yield start
+    for term in started:
+        term.close(seconds=0)

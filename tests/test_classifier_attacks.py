@@ -101,6 +101,16 @@ def project(ws):
     return ws
 
 
+@pytest.fixture
+def bypass_with_user_rules(user_settings, monkeypatch):
+    """Factory: bypass_with_user_rules(deny=[...], allow=[...]) puts the rules in the user's own
+    settings.json and KeSi in bypassPermissions mode, where only a deny rule or a hard denial refuses."""
+    def install(**permissions):
+        user_settings({"permissions": permissions})
+        monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
+    return install
+
+
 @pytest.mark.parametrize("command", [c for group in MUST_DENY.values() for c in group])
 def test_denied(command):
     verdict, reason = kesi.classify_command(command)
@@ -205,15 +215,11 @@ def test_a_deny_rule_from_a_project_file_is_printed_visibly(ws, monkeypatch):
     ("Bash(rm -rf:*)", "rm --rec --for build"), ("Bash(rm -rf:*)", "rm -fR build"), ("Bash(rm -rf:*)", "/bin/r[m] -rf x"),
     ("Bash(git clean -fd:*)", "git clean --force -d"),
 ])
-def test_a_deny_rule_holds_against_other_spellings_even_in_bypass_mode(ws, monkeypatch, rule, command):
-    import json
+def test_a_deny_rule_holds_against_other_spellings_even_in_bypass_mode(ws, bypass_with_user_rules, rule, command):
     import subprocess
     subprocess.run(["git", "init", "-q", str(ws)], check=True)         # an alias from the repository's config
     subprocess.run(["git", "-C", str(ws), "config", "alias.saved-push", "push --force"], check=True)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(ws / "user-config"))
-    (ws / "user-config" / "kesi").mkdir(parents=True)
-    (ws / "user-config" / "kesi" / "settings.json").write_text(json.dumps({"permissions": {"deny": [rule]}}))
-    monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
+    bypass_with_user_rules(deny=[rule])
     allowed, refusal = kesi.check_permission("run_command", {"command": command})
     assert not allowed and "deny rule" in refusal, (rule, command)
 
@@ -221,13 +227,8 @@ def test_a_deny_rule_holds_against_other_spellings_even_in_bypass_mode(ws, monke
 @pytest.mark.parametrize("command", ["echo git push", "grep -rn 'git push' docs", "git pull", "rm -r build",
                                      "git -c alias.push=status status", "git -c alias.st=status st",
                                      "git reset --soft", "rm --verbose -r build", "git pu?l"])
-def test_a_deny_rule_does_not_catch_commands_that_do_not_run_it(ws, monkeypatch, command):
-    import json
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(ws / "user-config"))
-    (ws / "user-config" / "kesi").mkdir(parents=True)
-    rules = {"permissions": {"deny": ["Bash(git push:*)", "Bash(rm -rf:*)"]}}
-    (ws / "user-config" / "kesi" / "settings.json").write_text(json.dumps(rules))
-    monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
+def test_a_deny_rule_does_not_catch_commands_that_do_not_run_it(bypass_with_user_rules, command):
+    bypass_with_user_rules(deny=["Bash(git push:*)", "Bash(rm -rf:*)"])
     assert kesi.check_permission("run_command", {"command": command}) == (True, None), command
 
 
@@ -316,13 +317,8 @@ DENY_RULES_ROUND_4 = ["Bash(git push:*)", "Bash(git reset --hard:*)", "Bash(curl
     "git -c core.pager='curl evil' log", "git send-pack origin main", "alias p='git push'\np",
     "git push\necho \"", "echo $'\\'\ngit push\necho '", "git --config-env=core.pager=VAR log",
 ])
-def test_round_4_deny_rules_hold(ws, monkeypatch, command):
-    import json
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(ws / "user-config"))
-    (ws / "user-config" / "kesi").mkdir(parents=True)
-    rules = {"permissions": {"allow": ["Bash(git:*)"], "deny": DENY_RULES_ROUND_4}}
-    (ws / "user-config" / "kesi" / "settings.json").write_text(json.dumps(rules))
-    monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
+def test_round_4_deny_rules_hold(bypass_with_user_rules, command):
+    bypass_with_user_rules(allow=["Bash(git:*)"], deny=DENY_RULES_ROUND_4)
     allowed, refusal = kesi.check_permission("run_command", {"command": command})
     assert not allowed and "deny rule" in refusal, command
 
@@ -330,10 +326,6 @@ def test_round_4_deny_rules_hold(ws, monkeypatch, command):
 @pytest.mark.parametrize("command", ["git reset --soft HEAD", "git reset HEAD -q", "git grep curl", "git rebase -i main",
                                      "git submodule foreach git status", "git -c user.name=curl commit -m x",
                                      "rm -r build", "git log --grep='git push'", "git push-notes"])
-def test_round_4_deny_rules_do_not_catch_other_commands(ws, monkeypatch, command):
-    import json
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(ws / "user-config"))
-    (ws / "user-config" / "kesi").mkdir(parents=True)
-    (ws / "user-config" / "kesi" / "settings.json").write_text(json.dumps({"permissions": {"deny": DENY_RULES_ROUND_4}}))
-    monkeypatch.setattr(kesi, "PERMISSION_MODE", "bypassPermissions")
+def test_round_4_deny_rules_do_not_catch_other_commands(bypass_with_user_rules, command):
+    bypass_with_user_rules(deny=DENY_RULES_ROUND_4)
     assert kesi.check_permission("run_command", {"command": command}) == (True, None), command

@@ -63,6 +63,7 @@ def test_output_format_json_reports_answer_turns_tokens_cost_and_session(tmp_pat
     assert proc.returncode == 0, proc.stderr
     [result] = json_lines(proc.stdout)           # stdout is exactly one JSON object
     assert result["type"] == "result" and result["is_error"] is False and result["result"] == "Two files."
+    assert result["subtype"] == "success"                                # Claude Code's result subtype
     assert result["num_turns"] == 2
     assert result["usage"]["input_tokens"] == sum(r["usage"]["input_tokens"] for r in mock.requests)
     assert result["usage"]["output_tokens"] == sum(r["usage"]["output_tokens"] for r in mock.requests)
@@ -77,21 +78,11 @@ def test_output_format_json_on_failure_is_still_one_json_object(tmp_path):
     assert proc.returncode == 1
     [result] = json_lines(proc.stdout)
     assert result["is_error"] is True and "prompt is too long" in result["result"] and result["num_turns"] == 0
+    assert result["subtype"] == "error_during_execution"
 
 
-def test_output_format_stream_json_prints_each_message_as_it_is_added(tmp_path):
-    script = [reply("Looking.", tool_call("list_files", {})), "Two files."]
-    with MockAPI(script) as mock:
-        proc = run(tmp_path, "-p", "what is here?", "--output-format", "stream-json", mock=mock)
-    assert proc.returncode == 0, proc.stderr
-    events = json_lines(proc.stdout)
-    assert [e["type"] for e in events] == ["system", "user", "assistant", "user", "assistant", "result"]
-    assert events[0]["subtype"] == "init" and "run_command" in events[0]["tools"]
-    assert events[2]["message"]["content"][1]["name"] == "list_files"
-    assert events[3]["message"]["content"][0]["type"] == "tool_result"
-    assert events[-1]["result"] == "Two files." and events[-1]["num_turns"] == 2
-    # What was streamed is what was sent: the second request carries the same messages.
-    assert [e["message"] for e in events[1:4]] == mock.requests[1]["body"]["messages"]
+# --output-format stream-json: its events are asserted with the session id they share in
+# test_claude_code_names.py::test_resume_by_id_and_the_session_id_on_every_stream_json_line (one run).
 
 
 def test_max_turns_flag_wins_over_the_setting(tmp_path):
@@ -113,6 +104,7 @@ def test_max_budget_stops_before_a_request_that_could_pass_it(tmp_path):
     assert proc.returncode == 1
     [result] = json_lines(proc.stdout)
     assert result["is_error"] and "--max-budget-usd" in result["result"]
+    assert result["subtype"] == "error_max_budget_usd"
     spent = [r["usage"]["output_tokens"] * 1000 / 1e6 for r in mock.requests]
     assert all(sum(spent[:n]) + 0.10 <= 0.15 for n in range(len(spent)))     # each request was allowed
     assert sum(spent) + 0.10 > 0.15                                          # the next one was not

@@ -76,16 +76,9 @@ def server():
 
 
 @pytest.fixture
-def config(tmp_path_factory, monkeypatch):
-    """settings(**network): writes the user's settings.json; returns the config folder."""
-    folder = tmp_path_factory.mktemp("config")
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder))
-
-    def settings(data: dict):
-        (folder / "kesi").mkdir(exist_ok=True)
-        (folder / "kesi" / "settings.json").write_text(json.dumps(data))
-        return folder
-    return settings
+def config(user_settings):
+    """settings(data): writes the user's settings.json; returns the config folder (conftest.py)."""
+    return user_settings
 
 
 @pytest.fixture

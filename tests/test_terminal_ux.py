@@ -4,8 +4,8 @@ ends that prompt instead of KeSi, at the turn limit the person is asked
 whether the task may go on, answers wrap to the window and show light
 Markdown, Tab completes, and a running command or Ctrl-C is shown as it happens.
 
-The pty helper is the one of test_permissions.py: a session of its own with
-the pty as controlling terminal (Ctrl-C is a real SIGINT) and a wide window.
+The pty is conftest.py's kesi_pty: a session of its own with the pty as
+controlling terminal (Ctrl-C is a real SIGINT) and a wide window.
 """
 import re
 import subprocess
@@ -15,13 +15,7 @@ import threading
 import kesi
 from checklib import kesi_subprocess_env, unique_sleep
 from mock_api import error, reply, tool_call
-from test_permissions import KESI, Terminal
-
-
-def repl(ws, mock, columns=200, **env):
-    env = kesi_subprocess_env(mock, KESI_SANDBOX="off", **env)
-    env.pop("COLUMNS", None)                 # the width comes from the pty's window
-    return Terminal([sys.executable, KESI], ws, env, columns=columns)
+from test_permissions import KESI
 
 
 def prompts_sent(mock) -> list[str]:
@@ -30,16 +24,14 @@ def prompts_sent(mock) -> list[str]:
 
 
 def leave(term):
-    term.type("/exit\n")
-    term.close()
-    assert term.proc.returncode == 0, term.seen[-2000:]
+    assert term.leave() == 0, term.seen[-2000:]
 
 
 # --- paste ----------------------------------------------------------------------------
 
-def test_a_bracketed_paste_is_one_prompt_and_blocks_and_continuations_still_work(ws, mock_client):
+def test_a_bracketed_paste_is_one_prompt_and_blocks_and_continuations_still_work(ws, mock_client, kesi_pty):
     mock, _ = mock_client(["pasted", "block", "continued"])
-    with repl(ws, mock, TERM="xterm") as term:
+    with kesi_pty(ws, mock, TERM="xterm") as term:
         term.expect("\x1b[?2004h")            # KeSi asks the terminal to mark pastes
         term.expect("you > ")
         # What a terminal sends for a pasted three-line stack trace, then Enter.
@@ -59,19 +51,11 @@ def test_a_bracketed_paste_is_one_prompt_and_blocks_and_continuations_still_work
                                   "ZeroDivisionError: division by zero", "first\n  second", "one \ntwo"]
 
 
-def test_a_dumb_terminal_is_not_sent_the_paste_escape(ws, mock_client):
-    mock, _ = mock_client(["ok"])
-    with repl(ws, mock, TERM="dumb") as term:
-        term.expect("you > ")
-        leave(term)
-    assert "\x1b" not in term.seen
+# --- Ctrl-D inside a multi-line prompt, on a dumb terminal -------------------------------------
 
-
-# --- Ctrl-D inside a multi-line prompt -----------------------------------------------------
-
-def test_ctrl_d_inside_a_block_ends_the_block_and_keeps_kesi_running(ws, mock_client):
+def test_ctrl_d_inside_a_block_ends_the_block_and_keeps_kesi_running(ws, mock_client, kesi_pty):
     mock, _ = mock_client(["got the block", "got the line", "still here"])
-    with repl(ws, mock, TERM="dumb") as term:
+    with kesi_pty(ws, mock, TERM="dumb") as term:
         term.expect("you > ")
         term.type('"""\nfirst line\nsecond line\n\x04')
         term.expect("(Ctrl-D: end of the prompt)")
@@ -85,16 +69,17 @@ def test_ctrl_d_inside_a_block_ends_the_block_and_keeps_kesi_running(ws, mock_cl
         term.expect("you > ")
         leave(term)
     assert prompts_sent(mock) == ["first line\nsecond line", "half a line", "are you there?"]
+    assert "\x1b" not in term.seen           # a dumb terminal is not sent the paste escape, nor any other
 
 
 # --- the turn limit -----------------------------------------------------------------------
 
-def test_at_the_turn_limit_the_repl_offers_to_go_on(ws, mock_client):
+def test_at_the_turn_limit_the_repl_offers_to_go_on(ws, mock_client, kesi_pty):
     step = reply(tool_call("list_files", {}))
     mock, _ = mock_client([step, step, step, "finished after three steps",     # task 1: "y"
                            step, step,                                           # task 2: "n"
                            "the journal is still valid"])
-    with repl(ws, mock, TERM="dumb", KESI_MAX_TURNS="2") as term:
+    with kesi_pty(ws, mock, TERM="dumb", KESI_MAX_TURNS="2") as term:
         term.expect("you > ")
         term.type("a long task\n")
         term.expect("the limit is KESI_MAX_TURNS=2")
@@ -116,10 +101,9 @@ def test_at_the_turn_limit_the_repl_offers_to_go_on(ws, mock_client):
 
 # --- a first prompt on the command line, /context ----------------------------------------------
 
-def test_a_prompt_argument_starts_the_repl_with_it_and_context_shows_the_window(ws, mock_client):
+def test_a_prompt_argument_starts_the_repl_with_it_and_context_shows_the_window(ws, mock_client, kesi_pty):
     mock, _ = mock_client(["hello from the first turn"])
-    env = kesi_subprocess_env(mock, KESI_SANDBOX="off", TERM="dumb", KESI_CONTEXT_WINDOW="100000")
-    with Terminal([sys.executable, KESI, "say", "hello"], ws, env) as term:
+    with kesi_pty(ws, mock, "say", "hello", TERM="dumb", KESI_CONTEXT_WINDOW="100000") as term:
         term.expect("you > say hello")
         term.expect("KeSi > hello from the first turn")
         term.expect("you > ")
@@ -136,8 +120,8 @@ def test_a_prompt_argument_starts_the_repl_with_it_and_context_shows_the_window(
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def refused_write(ws, mock, **env):
-    with repl(ws, mock, **env) as term:
+def refused_write(kesi_pty, ws, mock, **env):
+    with kesi_pty(ws, mock, **env) as term:
         term.expect("you > ")
         term.type("write it\n")
         term.expect("Allow? [")
@@ -152,30 +136,55 @@ def write_script():
     return [reply(tool_call("write_file", {"file_path": "new.txt", "content": "hello\n"})), "not written"]
 
 
-def test_tool_lines_diffs_and_refusals_are_coloured_on_a_terminal(ws, mock_client):
-    mock, _ = mock_client(write_script())
-    seen = refused_write(ws, mock, TERM="xterm")
+def test_tool_lines_diffs_refusals_and_markdown_are_coloured_on_a_terminal(ws, mock_client, kesi_pty):
+    from test_terminal_safety import ERASE, OSC52
+    mock, _ = mock_client(write_script() + [f"# Steps\nRun **the tests** with `pytest -q {ERASE}` first.\n"
+                                            f"```\ndef f(**kwargs):  # {OSC52}\n```\ndone"])
+    with kesi_pty(ws, mock, TERM="xterm") as term:
+        term.expect("you > ")
+        term.type("write it\n")
+        term.expect("Allow? [")
+        term.type("n\n")
+        term.expect("KeSi > not written")
+        term.expect("you > ")
+        term.type("how?\n")
+        term.expect("done")
+        term.expect("you > ")
+        leave(term)
+    seen = term.seen
     assert "\x1b[36m  [tool] write_file(file_path='new.txt', content='hello\\n')\x1b[0m" in seen
     assert "\x1b[32m        +hello\x1b[0m" in seen
     assert "\x1b[31m      [blocked] refused; not changed\x1b[0m" in seen
+    # Markdown is drawn after the text is made safe
+    assert "\x1b[1mSteps" in seen and "# Steps" not in seen                    # a heading, marks dropped
+    assert "\x1b[1mthe tests\x1b[0m" in seen and "**the" not in seen
+    assert "\x1b[33mpytest -q \\x1b[2K\\x1b[1A\x1b[0m first." in seen        # a code span, shown escaped
+    assert "\ndef f(**kwargs):  # \\x1b]52;c;UFdORUQ=\\x07\r\n" in seen     # a code block, verbatim
+    assert ERASE not in seen and OSC52 not in seen                            # nothing obeyed
 
 
-def test_no_color_turns_colour_off(ws, mock_client):
+def test_no_color_turns_colour_off(ws, mock_client, kesi_pty):
     mock, _ = mock_client(write_script())
-    seen = refused_write(ws, mock, TERM="xterm", NO_COLOR="1")
+    seen = refused_write(kesi_pty, ws, mock, TERM="xterm", NO_COLOR="1")
     assert "[tool] write_file(" in seen and "+hello" in seen and "[blocked] refused" in seen
     assert SGR.findall(seen) == []
 
 
-def test_the_waiting_note_counts_seconds_until_the_answer_starts(ws, mock_client):
-    seen_a_second = threading.Event()
+def test_the_waiting_note_counts_seconds_a_retry_counts_down_and_ctrl_c_says_stopping(ws, mock_client, kesi_pty):
+    """Three waits at one xterm: the model thinking, a retry, and Ctrl-C while the model thinks."""
+    seen_a_second, released = threading.Event(), threading.Event()
 
     def slow_reply(body):
         seen_a_second.wait(60)             # the model "thinks" until the test saw the count
         return reply("here at last")
 
-    mock, _ = mock_client([slow_reply])
-    with repl(ws, mock, TERM="xterm") as term:
+    def slower_reply(body):
+        released.wait(60)
+        return reply("too late")
+
+    mock, _ = mock_client([slow_reply, error(429, "Number of request tokens has exceeded your rate limit (mock)",
+                                             headers={"retry-after": "1"}), reply("after the wait"), slower_reply])
+    with kesi_pty(ws, mock, TERM="xterm") as term:
         try:
             term.expect("you > ")
             term.type("think hard\n")
@@ -183,31 +192,34 @@ def test_the_waiting_note_counts_seconds_until_the_answer_starts(ws, mock_client
             seen_a_second.set()
             term.expect("KeSi > here at last")
             term.expect("you > ")
+            # a retry wait is counted down
+            term.type("go\n")
+            term.expect("retrying in 1 s")
+            term.expect("KeSi > after the wait")
+            term.expect("you > ")
+            assert [r["status"] for r in mock.requests[1:]] == [429, 200]
+            # Ctrl-C while the model thinks says "stopping" at once
+            term.type("think\n")
+            term.expect("(thinking... 1 s)")
+            term.type("\x03")
+            term.expect("(stopping...)")
+            term.expect("(this turn was interrupted")
+            term.expect("you > ")
             leave(term)
         finally:
-            seen_a_second.set()          # free the mock's reply thread, even after a failure
+            seen_a_second.set(), released.set()     # free the mock's reply threads, even after a failure
     before_answer = term.seen.split("think hard")[1].split("KeSi > here at last")[0]
     assert before_answer.rstrip().endswith("\r\x1b[K")      # the note is erased before the answer
 
 
-def test_a_retry_wait_is_counted_down(ws, mock_client):
-    mock, _ = mock_client([error(429, "Number of request tokens has exceeded your rate limit (mock)",
-                                 headers={"retry-after": "1"}), reply("after the wait")])
-    with repl(ws, mock, TERM="xterm") as term:
-        term.expect("you > ")
-        term.type("go\n")
-        term.expect("retrying in 1 s")
-        term.expect("KeSi > after the wait")
-        term.expect("you > ")
-        leave(term)
-    assert [r["status"] for r in mock.requests] == [429, 200]
-
-
 # --- !command and @path ------------------------------------------------------------------------
 
-def test_bang_runs_a_command_whose_output_goes_with_the_next_prompt(ws, mock_client):
-    mock, _ = mock_client(["I see the output"])
-    with repl(ws, mock, TERM="dumb") as term:
+def test_bang_runs_a_command_for_the_next_prompt_and_at_path_attaches_a_file_through_the_jail(
+        ws, mock_client, kesi_pty):
+    (ws / "notes.md").write_text("buy rice\n")
+    (ws / ".env").write_text("SECRET=hunter2\n")
+    mock, _ = mock_client(["I see the output", "noted"])
+    with kesi_pty(ws, mock, TERM="dumb") as term:
         term.expect("you > ")
         term.type("!echo from-the-shell > made.txt; cat made.txt\n")
         term.expect("(this output goes to KeSi with your next message)")
@@ -219,20 +231,6 @@ def test_bang_runs_a_command_whose_output_goes_with_the_next_prompt(ws, mock_cli
         term.type("what did it print?\n")
         term.expect("KeSi > I see the output")
         term.expect("you > ")
-        leave(term)
-    assert (ws / "made.txt").read_text() == "from-the-shell\n"
-    [prompt] = prompts_sent(mock)
-    assert prompt.startswith("I ran this command myself:\n$ echo from-the-shell > made.txt; cat made.txt\n")
-    assert "from-the-shell\n" in prompt and "sudo" not in prompt
-    assert prompt.endswith("\n\nwhat did it print?")
-
-
-def test_at_path_attaches_a_file_through_the_jail(ws, mock_client):
-    (ws / "notes.md").write_text("buy rice\n")
-    (ws / ".env").write_text("SECRET=hunter2\n")
-    mock, _ = mock_client(["noted"])
-    with repl(ws, mock, TERM="dumb") as term:
-        term.expect("you > ")
         term.type("summarise @notes.md, and @.env and @/etc/passwd too\n")
         term.expect("(attached notes.md)")
         term.expect("(@.env not attached")
@@ -240,9 +238,13 @@ def test_at_path_attaches_a_file_through_the_jail(ws, mock_client):
         term.expect("KeSi > noted")
         term.expect("you > ")
         leave(term)
-    [prompt] = prompts_sent(mock)
-    assert prompt.startswith("summarise @notes.md, and @.env and @/etc/passwd too\n\nContents of notes.md")
-    assert "buy rice" in prompt and "hunter2" not in prompt and "root:" not in prompt
+    assert (ws / "made.txt").read_text() == "from-the-shell\n"
+    prompt, attached = prompts_sent(mock)
+    assert prompt.startswith("I ran this command myself:\n$ echo from-the-shell > made.txt; cat made.txt\n")
+    assert "from-the-shell\n" in prompt and "sudo" not in prompt
+    assert prompt.endswith("\n\nwhat did it print?")
+    assert attached.startswith("summarise @notes.md, and @.env and @/etc/passwd too\n\nContents of notes.md")
+    assert "buy rice" in attached and "hunter2" not in attached and "root:" not in attached
 
 
 # --- word wrap and light Markdown -------------------------------------------------------------
@@ -268,19 +270,27 @@ def screen_lines(seen: str) -> list[str]:
     return [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
 
 
-def test_the_answer_and_kesis_notes_are_wrapped_at_spaces_to_the_terminal_width(ws, mock_client):
+CHINESE = ("這是一段很長的中文回答，沒有任何空格，所以必須在字與字之間換行，而不是超出視窗。"
+           "測試 pytest 也通過了，一共七個。")
+
+
+def test_answers_and_kesis_notes_are_wrapped_to_the_terminal_width_at_spaces_or_between_characters(
+        ws, mock_client, kesi_pty):
     mock, _ = mock_client([LONG_ANSWER, error(400, "this request was rejected by the mock for a reason "
-                                                   "long enough to need three lines")])
-    with repl(ws, mock, columns=40, TERM="xterm", NO_COLOR="1") as term:
+                                                   "long enough to need three lines"), CHINESE])
+    with kesi_pty(ws, mock, columns=40, TERM="xterm", NO_COLOR="1") as term:
         term.expect("you > ")
         term.type("explain\n")
         term.expect("for more.")
         after_answer = term.expect("you > ")
         term.type("again\n")
         term.expect("/compact")
+        after_error = term.expect("you > ")
+        term.type("說明\n")
+        term.expect("一共七個。")
         term.expect("you > ")
         leave(term)
-    notes = screen_lines(term.seen[len(after_answer) - 200:])         # the cost line, the error
+    notes = screen_lines(term.seen[len(after_answer) - 200:len(after_error)])      # the cost line, the error
     notes = notes[next(i for i, line in enumerate(notes) if "(this turn:" in line):]
     assert [line for line in notes if len(line) > 40] == [] and any("three lines" in line for line in notes)
     assert any(line.startswith("KeSi > Error: the request") for line in notes)
@@ -290,42 +300,11 @@ def test_the_answer_and_kesis_notes_are_wrapped_at_spaces_to_the_terminal_width(
     item = lines.index("- a list item that is long enough to")
     assert lines[item + 1] == "  wrap around the edge"                     # a list item hangs
     assert SGR.findall(term.seen) == []
-
-
-CHINESE = ("這是一段很長的中文回答，沒有任何空格，所以必須在字與字之間換行，而不是超出視窗。"
-           "測試 pytest 也通過了，一共七個。")
-
-
-def test_chinese_wraps_between_characters_and_no_line_starts_with_a_comma(ws, mock_client):
-    mock, _ = mock_client([CHINESE])
-    with repl(ws, mock, columns=40, TERM="xterm", NO_COLOR="1") as term:
-        term.expect("you > ")
-        term.type("說明\n")
-        term.expect("一共七個。")
-        term.expect("you > ")
-        leave(term)
-    lines = answer_lines(term.seen)
+    # Chinese wraps between characters, and no line starts with a comma
+    lines = answer_lines(term.seen[len(after_error):])
     assert len(lines) >= 3 and all(kesi.display_width(line) <= 40 for line in lines)
     assert not any(line.startswith(("，", "。")) for line in lines)
     assert "".join("".join(lines).split()) == "".join(("KeSi > " + CHINESE).split())
-
-
-def test_markdown_is_drawn_on_a_colour_terminal_after_the_text_is_made_safe(ws, mock_client):
-    from test_terminal_safety import ERASE, OSC52
-    mock, _ = mock_client([f"# Steps\nRun **the tests** with `pytest -q {ERASE}` first.\n"
-                           f"```\ndef f(**kwargs):  # {OSC52}\n```\ndone"])
-    with repl(ws, mock, TERM="xterm") as term:
-        term.expect("you > ")
-        term.type("how?\n")
-        term.expect("done")
-        term.expect("you > ")
-        leave(term)
-    seen = term.seen
-    assert "\x1b[1mSteps" in seen and "# Steps" not in seen                    # a heading, marks dropped
-    assert "\x1b[1mthe tests\x1b[0m" in seen and "**the" not in seen
-    assert "\x1b[33mpytest -q \\x1b[2K\\x1b[1A\x1b[0m first." in seen        # a code span, shown escaped
-    assert "\ndef f(**kwargs):  # \\x1b]52;c;UFdORUQ=\\x07\r\n" in seen     # a code block, verbatim
-    assert ERASE not in seen and OSC52 not in seen                            # nothing obeyed
 
 
 def test_a_pipe_gets_the_answer_unwrapped_and_unstyled_and_no_status_lines(ws, mock_client):
@@ -341,7 +320,7 @@ def test_a_pipe_gets_the_answer_unwrapped_and_unstyled_and_no_status_lines(ws, m
 
 # --- Tab completion ------------------------------------------------------------------------
 
-def test_tab_completes_slash_commands_and_at_paths_inside_the_jail_only(tmp_path, mock_client):
+def test_tab_completes_slash_commands_and_at_paths_inside_the_jail_only(tmp_path, mock_client, kesi_pty):
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)
     (project / "src" / "main.py").write_text("print('hi')\n")
@@ -351,7 +330,7 @@ def test_tab_completes_slash_commands_and_at_paths_inside_the_jail_only(tmp_path
     (project / ".git").mkdir()
     (tmp_path / "outside.txt").write_text("not yours\n")
     mock, _ = mock_client(["read them", "checked"])
-    with repl(project, mock, TERM="xterm") as term:
+    with kesi_pty(project, mock, TERM="xterm") as term:
         term.expect("you > ")
         term.type("/he\t\n")
         term.expect("/compact [focus]")                  # /help ran
@@ -372,10 +351,9 @@ def test_tab_completes_slash_commands_and_at_paths_inside_the_jail_only(tmp_path
 
 # --- a running command, and Ctrl-C ---------------------------------------------------------
 
-def test_a_running_command_shows_its_seconds_and_ctrl_c_says_stopping_at_once(ws, mock_client):
+def test_a_running_command_shows_its_seconds_and_ctrl_c_says_stopping_at_once(ws, mock_client, kesi_pty):
     mock, _ = mock_client([reply(tool_call("run_command", {"command": unique_sleep(120)})), "never asked"])
-    env = kesi_subprocess_env(mock, KESI_SANDBOX="off", TERM="xterm")
-    with Terminal([sys.executable, KESI, "--permission-mode", "bypassPermissions"], ws, env) as term:
+    with kesi_pty(ws, mock, "--permission-mode", "bypassPermissions", TERM="xterm") as term:
         term.expect("you > ")
         term.type("wait a while\n")
         term.expect("(running... 1 s)")
@@ -387,28 +365,6 @@ def test_a_running_command_shows_its_seconds_and_ctrl_c_says_stopping_at_once(ws
     assert len(mock.requests) == 1
     ran = term.seen.split("wait a while")[1].split("(stopping...)")[0]
     assert ran.endswith("\r\x1b[K\r      ")             # the status line is erased, then "stopping" replaces it
-
-
-def test_ctrl_c_while_the_model_thinks_says_stopping(ws, mock_client):
-    released = threading.Event()
-
-    def slow_reply(body):
-        released.wait(60)
-        return reply("too late")
-
-    mock, _ = mock_client([slow_reply])
-    with repl(ws, mock, TERM="xterm") as term:
-        try:
-            term.expect("you > ")
-            term.type("think\n")
-            term.expect("(thinking... 1 s)")
-            term.type("\x03")
-            term.expect("(stopping...)")
-            term.expect("(this turn was interrupted")
-            term.expect("you > ")
-            leave(term)
-        finally:
-            released.set()          # free the mock's reply thread, even after a failure
 
 
 def test_path_completion_offers_what_list_files_may_show_and_no_more(ws):
@@ -430,11 +386,11 @@ def test_path_completion_offers_what_list_files_may_show_and_no_more(ws):
 
 # --- the whole diff at the question -----------------------------------------------------------
 
-def test_d_at_a_real_prompt_prints_the_whole_diff_then_asks_again(ws, mock_client):
+def test_d_at_a_real_prompt_prints_the_whole_diff_then_asks_again(ws, mock_client, kesi_pty):
     content = "".join(f"line {i}\n" for i in range(80))
     mock, _ = mock_client([reply(tool_call("write_file", {"file_path": "long.txt", "content": content})),
                            "not written"])
-    with repl(ws, mock, TERM="dumb") as term:
+    with kesi_pty(ws, mock, TERM="dumb") as term:
         term.expect("you > ")
         term.type("write it\n")
         before = term.expect("d = the whole diff")
