@@ -1446,13 +1446,17 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     escalation = escalation_for(command)
     env = command_environment(escalation)
     blocked_before = len(NETWORK_BLOCKED)
-    git_before = git_control_snapshot()    # before the command starts: it cannot win a race
-    try:
-        with command_start(command, escalation=escalation) as (argv, fds):
-            proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    pass_fds=fds, stderr=subprocess.STDOUT, start_new_session=True)
-    except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
-        return f"Error: could not start the command: {exc}", True    # logged by audit_never_started
+    with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
+        planted = undo_background_changes()
+        git_before = git_control_snapshot()    # before the command starts: it cannot win a race
+        try:
+            with command_start(command, escalation=escalation) as (argv, fds):
+                proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, pass_fds=fds, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
+            return f"Error: could not start the command: {exc}", True    # logged by audit_never_started
+        wait_until_sandboxed(proc, paused)
     decision = approval_of(command, False)
     captured, overflow = HeadAndTail(MAX_OUTPUT_BYTES // 2), threading.Event()
 
@@ -1482,13 +1486,10 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     if blocked:
         text += (f"\n(the network allowlist blocked {', '.join(blocked[:5])}: only the user can allow "
                  "more hosts, in their settings or at the permission prompt)")
-    restored = restore_git_control(git_before)
-    if restored:
-        shown = ", ".join(restored[:10]) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
-        text += (f"\n(KeSi put back {shown}: git's control files run code later, outside "
-                 "the sandbox, so commands may not change them; ask the user to do it)")
+    guarded = check_git_control(git_before)
+    text += planted + guarded
     audit_command(command, decision, started, time.time() - started, proc.returncode, text)
-    return text, failed or bool(restored)
+    return text, failed or bool(guarded)
 
 
 def wait_for_command(proc, limit: float) -> str:
@@ -1619,7 +1620,7 @@ def background_stop(id):
         stop_process_group(task.proc, KILL_GRACE_SECONDS)
     task.proc.wait()
     task.reader.join(timeout=5)
-    text = new_task_output(task) + f"(task {task.id} {task.state()})"
+    text = new_task_output(task) + f"(task {task.id} {task.state()})" + check_after_tasks()
     log_task_end(task, "stopped by the model")
     return text, False
 
@@ -4363,12 +4364,13 @@ class WorkspaceIndex:
         self.folders: dict[str, tuple[int, int, dict[str, int]]] = {}
         self.marked: dict[str, dict[str, str]] = {}
         self.watched: dict[int, str] = {}
+        self.stale: set[str] = set()          # folders to list again: one below could not be listed
         self.rebuild()
 
     def rebuild(self) -> None:
         self.close()
         self.inotify = inotify_start() if self.watching else None
-        self.folders.clear(), self.marked.clear(), self.watched.clear()
+        self.folders.clear(), self.marked.clear(), self.watched.clear(), self.stale.clear()
         self.add_tree("", None)
 
     def close(self) -> None:
@@ -4377,11 +4379,13 @@ class WorkspaceIndex:
             self.inotify = None
 
     def refresh(self) -> None:
-        """List again what changed since the last look, until nothing more did."""
+        """List again what changed since the last look, and what could not be listed then, until nothing more did."""
+        retry, self.stale = self.stale, set()
         for _ in range(20):                   # a task that never stops writing gets what is there now
             changed = self.changed_folders() if self.inotify is not None else None
             if changed is None:
                 return self.rebuild()
+            changed, retry = changed | retry, set()
             if not changed:
                 return
             for rel in sorted(changed):
@@ -4411,11 +4415,11 @@ class WorkspaceIndex:
         old = self.folders.get(rel)
         children = self.list_folder(rel, old[0]) if old else None
         if children is None:
-            return                            # gone or replaced: its parent's news says so
+            return self.forget(rel) if old else None
         for name, inode in old[2].items():
             if children.get(name) != inode:
                 self.drop(f"{rel}/{name}" if rel else name)
-        for name, inode in children.items():
+        for name, inode in list(children.items()):      # a copy: one that cannot be listed leaves it
             if old[2].get(name) != inode:
                 self.add_tree(f"{rel}/{name}" if rel else name, inode)
 
@@ -4423,8 +4427,20 @@ class WorkspaceIndex:
         stack = [(top, inode)]
         while stack:
             rel, inode = stack.pop()
-            children = self.list_folder(rel, inode) or {}
+            children = self.list_folder(rel, inode)
+            if children is None:
+                self.forget(rel)
+                continue
             stack += [(f"{rel}/{name}" if rel else name, child) for name, child in children.items()]
+
+    def forget(self, rel: str) -> None:
+        """A folder that could not be listed (gone, unreadable, renamed away meanwhile) leaves its parent's
+        record too, and the parent is listed again at the next look: kept there, it would never be listed."""
+        self.drop(rel)
+        parent, _, name = rel.rpartition("/")
+        if name in self.folders.get(parent, (0, 0, {}))[2]:
+            del self.folders[parent][2][name]
+            self.stale.add(parent)
 
     def list_folder(self, rel: str, inode: int | None) -> dict[str, int] | None:
         """Watch and list one folder, opened without following a link; None if gone or not the one listed (inode)."""
@@ -5105,18 +5121,19 @@ def read_control_file(folder_fd: int, name: str) -> bytes:
             return b"(not a regular file)"
 
 
-def restore_git_control(before: GitSnapshot | None) -> list[str]:
+def restore_git_control(before: GitSnapshot | None, between: bool = False) -> list[str]:
     """Put back what a command changed among the control files (no process of it is left to race this),
-    each folder on the way before what is in it; new ones removed. Returns the paths put back."""
+    each folder on the way before what is in it; new ones removed. Returns the paths put back. between: what
+    background tasks changed between commands, but the top .git, read-only to them: a change there is the user's."""
     disarmed = disarm_new_repositories(before)
     if before is None:
         return disarmed             # no repository before: nothing of the user's to put back
     after = git_control_snapshot(before)
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
-    if after is None or was_folder and after.entries.get(".git") != before.entries[".git"]:
-        return [".git (it is no longer a folder; check it before you use git here)"]
+    if after is None or was_folder and after.entries.get(".git") != before.entries[".git"] and not between:
+        return disarmed if between else [".git (it is no longer a folder; check it before you use git here)"]
     # A repository removed as a whole (rm -rf vendor/x) runs nothing any more: it stays removed.
-    gone = [repo for repo in before.repos if repo not in after.entries]
+    gone = [repo for repo in before.repos if repo not in after.entries] + ([".git"] if between else [])
     changed = sorted(path for path in before.entries.keys() | after.entries.keys()
                      if before.entries.get(path) != after.entries.get(path)
                      and not any(path == repo or path.startswith(repo + "/") for repo in gone))
@@ -5129,6 +5146,11 @@ def restore_git_control(before: GitSnapshot | None) -> list[str]:
     finally:
         os.close(base_fd)
     return disarmed + changed
+
+
+def put_back_notice(restored: list[str], why: str) -> str:
+    shown = ", ".join(restored[:10]) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
+    return f"\n(KeSi put back {shown}{why})" if restored else ""
 
 
 # What a fresh `git init` or `git clone` writes into a config. In a repository a command created, anything
@@ -5948,13 +5970,17 @@ def start_background_task(command: str) -> tuple[str, bool]:
     shared = start_shared_network()
     make_cache_folder()
     adopt_orphans()
-    try:
-        with command_start(command, background=True) as (argv, fds):
-            proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=fds,
-                                    start_new_session=True)
-    except (OSError, ValueError) as exc:
-        return f"Error: could not start the command: {exc}", True
+    with background_tasks_paused() as paused:     # the others, as for a command (see below)
+        planted = undo_background_changes()
+        remember_git_state(git_control_snapshot())       # what this task may change from now on
+        try:
+            with command_start(command, background=True) as (argv, fds):
+                proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(), stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=fds,
+                                        start_new_session=True)
+        except (OSError, ValueError) as exc:
+            return f"Error: could not start the command: {exc}", True
+        wait_until_sandboxed(proc, paused)
     if not BACKGROUND_TASKS:
         atexit.register(stop_background_tasks)
     output = RecentOutput(MAX_TASK_OUTPUT_BYTES)
@@ -5970,7 +5996,7 @@ def start_background_task(command: str) -> tuple[str, bool]:
         text += " Later commands share its loopback network, so they reach a server it starts on 127.0.0.1."
     elif sandbox_kind() == "bubblewrap":
         text += " Other commands cannot reach it over the network (no shared sandbox network here)."
-    return text, False
+    return text + planted, False
 
 
 def find_task(task_id) -> BackgroundTask | None:
@@ -6017,6 +6043,8 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
     for task in BACKGROUND_TASKS.values():
         if task.proc in running:
             log_task_end(task, how)
+    if running and (planted := check_after_tasks()):
+        ui(f"  {planted.strip()}")
 
 
 # Without bwrap's pid namespace, a task's setsid or double-forked children leave its process group and would
@@ -6072,6 +6100,99 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
         return verdict == "allow"
     by_person = task.decision.startswith(("allowed by the person", "not checked"))
     return (by_person and not revoked) or allowed_without_asking(verdict, command_key(task.command)) is not None
+
+
+# --- tasks paused while KeSi looks, and checked between commands ---------------------------
+# A running task could rename a folder between KeSi's look at the workspace and bwrap's mounts for the next
+# command (the mask would land on a path bwrap makes anew), or plant a hook between two commands, where the
+# check after a command compares with a "before" that already holds it. So every process in the tasks'
+# sandboxes is stopped (SIGSTOP cannot be caught; orphans there are adopted there) while KeSi prepares a
+# command, until its bwrap has mounted all, and while KeSi checks one; and what tasks changed in git since
+# the last check is put back at the next one, like a command's change. Without bwrap nothing is paused.
+
+@contextlib.contextmanager
+def background_tasks_paused():
+    """Stop the running tasks' sandboxes for the with-block; yields their bwraps' pids (none: nothing paused)."""
+    roots = [task.proc.pid for task in BACKGROUND_TASKS.values() if task.proc.poll() is None]
+    roots = roots if sandbox_kind() == "bubblewrap" else []
+    try:
+        calm, deadline = 0, time.monotonic() + 10
+        while roots and calm < 2 and time.monotonic() < deadline:    # twice in a row: none forked or woke one
+            moving = [pid for pid, (_, state) in sandbox_processes(roots).items() if state not in "TtZX"]
+            for pid in moving:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGSTOP)
+            calm = 0 if moving else calm + 1
+            time.sleep(0.001 if moving else 0)
+        yield roots
+    finally:
+        for pid in sandbox_processes(roots):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def sandbox_processes(roots: list[int]) -> dict[int, tuple[str, str]]:
+    """pid -> (name, state) of each bwrap in roots and every process below it (all of its sandbox)."""
+    found, stack = {}, list(roots)
+    while stack:
+        pid = stack.pop()
+        with contextlib.suppress(OSError, ValueError):
+            name, rest = Path(f"/proc/{pid}/stat").read_text().split(" (", 1)[1].rsplit(")", 1)
+            found[pid] = name, rest.split()[0]
+            stack += child_pids(pid)
+    return found
+
+
+def wait_until_sandboxed(proc, paused: list[int]) -> None:
+    """While tasks are paused: until bwrap has made its mounts and started the first program inside, or ended."""
+    deadline = time.monotonic() + 30
+    while paused and proc.poll() is None and time.monotonic() < deadline:
+        if any(name not in ("bwrap", "nsenter") for name, _ in sandbox_processes([proc.pid]).values()):
+            return
+        time.sleep(0.002)
+
+
+@dataclass
+class GitBaseline:
+    base: Path
+    snapshot: GitSnapshot | None
+    ended: set[int]               # tasks that had ended when it was taken: nothing of theirs can come later
+
+
+_git_baseline: list[GitBaseline] = []      # what the last check left: the next compares with it
+
+
+def remember_git_state(snapshot: GitSnapshot | None) -> None:
+    ended = {task.id for task in BACKGROUND_TASKS.values() if task.proc.poll() is not None}
+    _git_baseline[:] = [GitBaseline(BASE_DIR, snapshot, ended)]
+
+
+def check_git_control(before: GitSnapshot | None) -> str:
+    """After a command: put back what it changed (tasks paused: none plants while KeSi looks); a notice or ""."""
+    with background_tasks_paused():
+        restored = restore_git_control(before)
+        remember_git_state(before)
+    return put_back_notice(restored, ": git's control files run code later, outside the sandbox, so commands may "
+                                     "not change them; ask the user to do it")
+
+
+def undo_background_changes() -> str:
+    """With tasks paused: put back what they changed in git since the last check; a notice naming them, or ""."""
+    last = _git_baseline[0] if _git_baseline and _git_baseline[0].base == BASE_DIR else None
+    tasks = [task for task in BACKGROUND_TASKS.values() if last and task.id not in last.ended]
+    if not tasks:
+        return ""
+    restored = restore_git_control(last.snapshot, between=True)
+    remember_git_state(last.snapshot)
+    named = ", ".join(f"{task.id} ({visible(shorten(task.command, 40))})" for task in tasks)
+    return put_back_notice(restored, f", which background task {named} changed between commands: git's "
+                                     "control files run code later, outside the sandbox")
+
+
+def check_after_tasks() -> str:
+    """When tasks end: what they changed in git, put back (any still running paused meanwhile)."""
+    with background_tasks_paused():
+        return undo_background_changes()
 
 
 # --- the audit trail ---------------------------------------------------------------
