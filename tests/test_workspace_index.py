@@ -10,6 +10,7 @@ import time
 import pytest
 
 import kesi
+from test_background_tasks import namespace_of
 
 SECRET = "sk-index-check-4711"
 
@@ -162,7 +163,7 @@ def test_a_new_folder_renamed_away_while_it_is_listed_is_listed_later(box, monke
 
 def sandbox_states(task) -> list[str]:
     """The states (R, S, T...) of the processes in a background task's pid namespace."""
-    namespace, states = kesi.pid_namespace_of_child(task.proc.pid), []
+    namespace, states = namespace_of(task), []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         with contextlib.suppress(OSError, IndexError):
             if namespace and os.readlink(f"/proc/{pid}/ns/pid") == namespace:
