@@ -4431,10 +4431,8 @@ class WorkspaceIndex:
         finally:
             os.close(fd)
         self.folders[rel] = (here, wd, children)
-        if marks:
-            self.marked[rel] = marks
-        else:
-            self.marked.pop(rel, None)
+        self.marked.pop(rel, None)
+        self.marked.update({rel: marks} if marks else {})
         return children
 
     def watch(self, fd: int, rel: str) -> int:
@@ -4494,8 +4492,7 @@ def workspace_index() -> WorkspaceIndex:
 
 
 def scan_workspace() -> tuple[list[Path], list[Path]]:
-    """(secrets to mask, `.git` files to pin read-only) at any depth. A symlinked secret is left alone: bwrap
-    would mount over its target (hidden anyway in home, a secret itself, or readable by its real name)."""
+    """(secrets to mask, `.git` files to pin) at any depth; no link: bwrap would mount over its target instead."""
     found, pointers = [], []
     for rel, marks in workspace_index().marked.items():
         if any(is_env_name(part) for part in rel.split("/")):
@@ -4538,10 +4535,13 @@ def walked_by_the_top_snapshot(repo: str) -> bool:
 
 def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
     """A small regular file's text, or None; never blocking (a FIFO named .git would hang every later command)."""
-    flags = FILE_FLAGS & ~(os.O_NOFOLLOW if follow_links else 0)
-    with contextlib.suppress(OSError), open(os.open(path, flags), "rb") as f:
-        if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return f.read(MAX_CONTROL_BYTES).decode("utf-8", errors="surrogateescape")
+    with contextlib.suppress(OSError):
+        fd = os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow_links else 0))
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                return os.read(fd, MAX_CONTROL_BYTES).decode("utf-8", errors="surrogateescape")
+        finally:
+            os.close(fd)
     return None
 
 
@@ -4716,8 +4716,7 @@ GRACE_WRAPPER = ('"$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
 
 
 def shared_folders() -> list[str]:
-    """Folders any user may write below / and /var (two levels: /var/spool/x/public), /var/run and /var/lock
-    unless links: a socket left there is reachable through a read-only mount, so each is an empty tmpfs inside."""
+    """Folders any user may write below / and /var (two levels), /var/run, /var/lock: sockets there stay reachable."""
     found, parents = [], ["/", "/var"]
     while parents:
         parent = parents.pop()
@@ -4836,10 +4835,8 @@ def git_identity_environment() -> dict[str, str]:
 
 def git_pins(read_only: bool = False) -> list[str]:
     """bwrap args pinning .git and what git runs code from; read_only for background tasks (the user may run git)."""
-    git = BASE_DIR / ".git"
-    pins = []
-    if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
-        pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
+    git = BASE_DIR / ".git"                         # a `.git` file is pinned with the others (scan_workspace)
+    pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)] if git.is_dir() and not git.is_symlink() else []
     for path in [git / "hooks", *git_code_paths()]:
         path = Path(os.path.realpath(path))          # hooks may be a link into the work tree
         if path.is_relative_to(BASE_DIR) and path.exists() and path not in (BASE_DIR, git):
@@ -4858,8 +4855,7 @@ def git_code_paths() -> list[Path]:
 
 
 def paths_git_config_names() -> list[Path]:
-    """The hooks folders and included files git's config names, in every scope and include, existing or not;
-    read by git itself (it runs nothing to answer), again only when a file it read changed."""
+    """Hooks folders and includes git's config names, any scope, existing or not; asked again when a file changed."""
     files = list(dict.fromkeys([*git_config_files(), *_config_names.get("files", [])]))
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("GIT_") or k in ("HOME", "XDG_CONFIG_HOME"))
     key = [BASE_DIR, env, *((path, read_pointer_file(path, True)) for path in files)]   # before git reads them
@@ -5028,8 +5024,12 @@ def strip_exec_lines(folder_fd: int, name: str, keep: set[bytes]) -> None:
 
 
 def read_control_file(folder_fd: int, name: str) -> bytes:
-    with contextlib.suppress(OSError), open(os.open(name, FILE_FLAGS, dir_fd=folder_fd), "rb") as handle:
-        return handle.read(MAX_CONTROL_BYTES + 1)
+    with contextlib.suppress(OSError):
+        fd = os.open(name, FILE_FLAGS, dir_fd=folder_fd)
+        try:
+            return os.read(fd, MAX_CONTROL_BYTES + 1)
+        finally:
+            os.close(fd)
     return b"(not a regular file)"          # a link or a folder: never what was there
 
 

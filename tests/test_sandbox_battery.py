@@ -943,7 +943,8 @@ BACKGROUND_PLANTS = {
     "a hook in a nested repository": "printf '#!/bin/sh\\ntouch ../../PWNED\\n' > vendor/lib/.git/hooks/pre-commit"
                                      " && chmod +x vendor/lib/.git/hooks/pre-commit",
     "a commondir in an embedded submodule": EVIL_GITDIR.format(d="evilgd") + " && cp -r sub/.git/objects "
-                                            "sub/.git/refs sub/.git/HEAD evilgd/ && echo ../../evilgd > sub/.git/commondir",
+                                            "sub/.git/refs sub/.git/HEAD evilgd/ && "
+                                            "echo ../../evilgd > sub/.git/commondir",
 }
 
 
