@@ -4730,7 +4730,8 @@ def shared_folders() -> list[str]:
 
 
 def hidden_folders() -> list[str]:
-    """What bwrap covers with an empty tmpfs: home folders, KeSi's records, other programs' socket folders."""
+    """What bwrap covers with an empty tmpfs: the home folders, KeSi's records (wherever XDG_STATE_HOME puts
+    them), and other programs' socket folders outside /run and /tmp (SSH_AUTH_SOCK's, XDG_RUNTIME_DIR)."""
     sockets = [os.environ.get("XDG_RUNTIME_DIR", ""), os.path.dirname(os.environ.get("SSH_AUTH_SOCK", ""))]
     sockets = [d for d in sockets if d.startswith("/") and not Path(d).is_relative_to(BASE_DIR)]
     hidden = [str(HOME_DIR), "/home", "/root", *sockets, str(records_root())]
@@ -5048,8 +5049,6 @@ def restore_git_control(before: GitSnapshot | None, between: bool = False) -> li
     changed = sorted(path for path in before.entries.keys() | after.entries.keys()
                      if before.entries.get(path) != after.entries.get(path)
                      and not any(path == repo or path.startswith(repo + "/") for repo in gone))
-    if not changed:
-        return disarmed
     base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
         for path in changed:
@@ -5167,8 +5166,7 @@ def open_at(folder_fd: int, name: str) -> int | None:
 
 
 def disarm_config(fd: int, shown: str) -> list[str]:
-    """Unset what a fresh config never has; one git cannot read or clean is removed as a whole. git works on a
-    private copy: given the path, it would follow a link swapped in for the config (or its folder)."""
+    """Unset what a fresh config never has (one git cannot read or clean goes), on a private copy: no link followed."""
     remove_at(fd, "config.lock")
     data = read_control_file(fd, "config")
     with tempfile.TemporaryDirectory() as private:
@@ -5316,9 +5314,7 @@ def ip_literal(text: str) -> str | None:
 def normal_host(raw: str) -> str | None:
     """A host as the allowlist compares it (lower case, no trailing dot; an address canonical), or None."""
     host = raw.strip().lower().removesuffix(".")
-    if ip_literal(host):
-        return ip_literal(host)
-    return host if len(host) <= 253 and HOST_NAME.fullmatch(host) else None
+    return ip_literal(host) or (host if len(host) <= 253 and HOST_NAME.fullmatch(host) else None)
 
 
 def entry_matches(entry: str, host: str, port: int, for_deny: bool) -> bool:
@@ -5922,7 +5918,8 @@ def adopt_orphans() -> None:
 
 
 def stop_orphans() -> None:
-    """KILL and reap, round by round, all KeSi adopted: a process that left its task cannot be told apart."""
+    """KILL and reap what KeSi adopted, round by round (a killed one's children are adopted next), whichever
+    task left it: a process that left its task cannot be told apart, and may not run on."""
     known = {task.proc.pid for task in BACKGROUND_TASKS.values() if task.proc.returncode is None}
     for _ in range(1000):
         orphans = [pid for pid in child_pids(os.getpid()) if pid not in known]
@@ -5954,7 +5951,8 @@ def stop_tasks_beyond_permission(revoked: bool = False) -> None:
 
 
 def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
-    """Read-only ones in every mode; one the person allowed, until /revoke or readOnly; others while still unasked."""
+    """Read-only commands run in every mode; one the person allowed once, until /revoke or readOnly;
+    the rest only while a rule, a session grant or the mode still allows them without asking."""
     verdict, _ = classify_command(task.command)
     if verdict == "allow" or PERMISSION_MODE == "readOnly":
         return verdict == "allow"
@@ -6047,9 +6045,10 @@ def check_after_tasks() -> str:
 
 
 # --- the audit trail ---------------------------------------------------------------
-# Every command, who allowed (or refused) it, when it started, how long it ran, its exit code and output (clipped,
-# masked) go to audit.jsonl among KeSi's records. The journal is compacted; this file is not, so it answers "what
-# ran here, and who let it?" later. /log shows its end.
+# Every command, with who allowed it (or refused it), when it started, how
+# long it ran, its exit code and its output (clipped, credentials masked), is
+# appended to audit.jsonl among KeSi's records (see records_folder). The journal is compacted and cleared;
+# this file is not, so it answers "what ran here, and who let it?" later. /log shows its end.
 
 AUDIT_LOG = "audit.jsonl"             # among KeSi's records
 AUDIT_OUTPUT_CHARS = 2000             # head and tail of a command's output kept in the log
@@ -6057,7 +6056,8 @@ _approvals: dict[tuple[str, bool], str] = {}    # (command, background) -> who d
 
 
 def note_approval(command, decision: str, background: bool = False) -> None:
-    """Remember who allowed a command until it is logged; a refusal is logged now (nothing will run)."""
+    """Remember who allowed a command until run_command logs it; a refusal
+    is logged now, since nothing will run."""
     if not isinstance(command, str):
         return
     if decision.startswith("allowed"):
