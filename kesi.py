@@ -1388,15 +1388,19 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     escalation = escalation_for(command)
     env = command_environment(escalation)
     blocked_before = len(NETWORK_BLOCKED)
-    git_before = git_control_snapshot()    # before the command starts: it cannot win a race
     adopt_orphans()
     own_children = set(child_pids(os.getpid()))
-    try:
-        with command_start(command, escalation=escalation) as (argv, fds):
-            proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    pass_fds=fds, stderr=subprocess.STDOUT, start_new_session=True)
-    except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
-        return f"Error: could not start the command: {exc}", True    # logged by audit_never_started
+    with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
+        planted = undo_background_changes()
+        git_before = git_control_snapshot()    # before the command starts: it cannot win a race
+        try:
+            with command_start(command, escalation=escalation) as (argv, fds):
+                proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, pass_fds=fds, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
+            return f"Error: could not start the command: {exc}", True    # logged by audit_never_started
+        wait_until_sandboxed(proc, paused)
     decision = approval_of(command, False)
     captured, overflow = HeadAndTail(MAX_OUTPUT_BYTES // 2), threading.Event()
 
@@ -1429,27 +1433,21 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     if blocked:
         text += (f"\n(the network allowlist blocked {', '.join(blocked[:5])}: only the user can allow "
                  "more hosts, in their settings or at the permission prompt)")
-    restored = restore_git_control(git_before)
-    if restored:
-        shown = ", ".join(restored[:10]) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
-        text += (f"\n(KeSi put back {shown}: git's control files run code later, outside "
-                 "the sandbox, so commands may not change them; ask the user to do it)")
+    guarded = check_git_control(git_before)
+    text += planted + guarded
     audit_command(command, decision, started, time.time() - started, proc.returncode, text, escalation)
-    return text, failed or bool(restored)
+    return text, failed or bool(guarded)
 
 
 def wait_for_command(proc, limit: float) -> str:
     """'exited', 'timeout', or 'processes' when a sandboxed command has over MAX_PROCESSES alive (a fork bomb)."""
     deadline = time.monotonic() + limit
-    sandbox_ns = None
     while (left := deadline - time.monotonic()) > 0:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=min(left, PROCESS_CHECK_SECONDS))
             return "exited"
-        if sandbox_kind() == "bubblewrap":
-            sandbox_ns = sandbox_ns or pid_namespace_of_child(proc.pid)
-            if sandbox_ns and processes_in_namespace(sandbox_ns) > MAX_PROCESSES:
-                return "processes"
+        if sandbox_kind() == "bubblewrap" and len(sandbox_processes([proc.pid])) > MAX_PROCESSES + 1:   # + bwrap
+            return "processes"
     return "timeout"
 
 
@@ -1561,7 +1559,7 @@ def background_stop(id):
         stop_process_group(task.proc, KILL_GRACE_SECONDS)
     task.proc.wait()
     task.reader.join(timeout=5)
-    text = new_task_output(task) + f"(task {task.id} {task.state()})"
+    text = new_task_output(task) + f"(task {task.id} {task.state()})" + check_after_tasks()
     log_task_end(task, "stopped by the model")
     return text, False
 
@@ -3965,22 +3963,15 @@ def save_project_rule(text: str) -> bool:
 # Behind command_start() and sandbox_environment(): bubblewrap or seatbelt, the seccomp
 # filter, the git guard, the allowlist proxy, and credential masking in output.
 
-# The jail above only guards the file tools; a shell command can read
-# anything the user can. So commands run inside the OS sandbox: sandbox-exec
-# on macOS, bubblewrap on Linux, with one policy:
-#   - the home folder is unreadable, except the workspace and toolchains;
-#   - writes go only to the workspace, a temp dir and /dev (so package
-#     caches are pointed at .kesi/cache in the workspace);
-#   - secrets (.env, .env.*, .git/config) are unreadable at any depth;
-#   - the network only through KeSi's allowlist proxy (see below); background
-#     tasks and later commands share one loopback.
-# Caches such as node_modules or .venv stay usable: tests need them. They are
-# hidden from the file tools to save context, not because they are secret.
+# The jail guards only the file tools; a shell command can read anything the user can. So commands run in
+# the OS sandbox (sandbox-exec on macOS, bubblewrap on Linux) with one policy: home unreadable but for the
+# workspace and toolchains; writes only to the workspace, a temp dir and /dev (caches in .kesi/cache); secrets
+# (.env, .env.*, .git/config) unreadable at any depth; the network only through KeSi's allowlist proxy.
+# node_modules and .venv stay usable (tests need them): the file tools hide them to save context.
 
 SHELL_PATH = "/bin/sh"
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
-# Of ~/.local only the parts programs run from: the rest holds keyrings,
-# shell history and tokens (jupyter, mkcert, the trash).
+# Of ~/.local only what programs run from: the rest holds keyrings, shell history and tokens.
 TOOLCHAIN_DIRS = [".local/bin", ".local/lib", ".local/share/uv", ".local/share/pipx", ".cargo", ".rustup",
                   ".bun", ".deno", ".volta", ".pyenv", ".rbenv", ".nodenv", ".nvm", ".asdf", ".mise",
                   ".sdkman", ".gem", ".npm", ".yarn", ".pnpm", ".cache/uv", ".cache/pip"]
@@ -3997,15 +3988,11 @@ def sandbox_kind() -> str | None:
 def probe_sandbox() -> str | None:
     if sys.platform == "darwin" and os.access(SANDBOX_EXEC, os.X_OK):
         return "seatbelt"
-    bwrap = trusted_program("bwrap")
-    if sys.platform.startswith("linux") and bwrap:
-        # bwrap may exist but be unusable (no user namespaces in a container).
-        try:
+    if sys.platform.startswith("linux") and (bwrap := trusted_program("bwrap")):
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):     # unusable without user namespaces
             probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-net", "--cap-drop", "ALL",
                                     "true"], capture_output=True, timeout=10)
             return "bubblewrap" if probe.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired):
-            return None
     return None
 
 
@@ -4015,9 +4002,7 @@ def sandbox_enabled() -> bool:
 
 def sandbox_state() -> str:
     """'useless' when started in HOME or above it: the workspace *is* the user's data."""
-    if not sandbox_enabled():
-        return "off"
-    return "useless" if HOME_DIR.is_relative_to(BASE_DIR) else "on"
+    return "off" if not sandbox_enabled() else "useless" if HOME_DIR.is_relative_to(BASE_DIR) else "on"
 
 
 def sandbox_status() -> str:
@@ -4033,41 +4018,31 @@ def sandbox_status() -> str:
     }[sandbox_state()]
 
 
-# The command environment is an allowlist: a list of secrets can never name
-# every vendor's (ACME_DEPLOY_KEY_BLOB), so only variables known to be
-# harmless pass, plus toolchain families (which can carry secrets too, hence
-# the SENSITIVE_ rules on their names and the userinfo rule on their values),
-# plus what the user names in KESI_PASS_ENV. Names are compared in upper case.
+# The command environment is an allowlist (no list of secrets names every vendor's: ACME_DEPLOY_KEY_BLOB): names
+# known to be harmless, toolchain families minus names and values that look secret, KESI_PASS_ENV. In upper case.
 SAFE_ENV_NAMES = {
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "NO_COLOR", "CLICOLOR",
-    "FORCE_COLOR", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "PWD", "COLUMNS", "LINES",
-    "EDITOR", "VISUAL", "PAGER", "HOSTNAME", "CI", "DEBIAN_FRONTEND", "SOURCE_DATE_EPOCH",
-    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
-    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
-    "CC", "CXX", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "MAKEFLAGS", "PKG_CONFIG_PATH",
-    "LD_LIBRARY_PATH", "MANPATH", "GOPATH", "GOROOT", "GOBIN", "GOCACHE", "GOMODCACHE", "GOFLAGS",
-    "GOPROXY", "GOPRIVATE", "GOTOOLCHAIN", "CGO_ENABLED", "JAVA_HOME", "GEM_HOME", "GEM_PATH",
-    "BUNDLE_PATH", "BUNDLE_GEMFILE", "VIRTUAL_ENV",
-}
-SAFE_ENV_PREFIXES = ("LC_", "XDG_", "KESI_", "PYTHON", "PYENV_", "UV_", "PIP_", "PIPX_", "POETRY_",
-                     "CONDA_", "NODE_", "NPM_CONFIG_", "NVM_", "PNPM_", "YARN_", "BUN_", "DENO_",
-                     "VOLTA_", "CARGO_", "RUSTUP_", "RUST", "GRADLE_", "MAVEN_", "RBENV_", "MISE_",
-                     "ASDF_", "HOMEBREW_")
-# Never passed, even when a safe prefix or name would let them through
-# (KESI_PASS_ENV still can: that is the user's own choice).
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "NO_COLOR", "CLICOLOR", "FORCE_COLOR", "LANG",
+    "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "PWD", "COLUMNS", "LINES", "EDITOR", "VISUAL", "PAGER", "HOSTNAME",
+    "CI", "DEBIAN_FRONTEND", "SOURCE_DATE_EPOCH", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "CC", "CXX", "CFLAGS", "CXXFLAGS",
+    "CPPFLAGS", "LDFLAGS", "MAKEFLAGS", "PKG_CONFIG_PATH", "LD_LIBRARY_PATH", "MANPATH", "GOPATH", "GOROOT", "GOBIN",
+    "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOPROXY", "GOPRIVATE", "GOTOOLCHAIN", "CGO_ENABLED", "JAVA_HOME",
+    "GEM_HOME", "GEM_PATH", "BUNDLE_PATH", "BUNDLE_GEMFILE", "VIRTUAL_ENV"}
+SAFE_ENV_PREFIXES = ("LC_", "XDG_", "KESI_", "PYTHON", "PYENV_", "UV_", "PIP_", "PIPX_", "POETRY_", "CONDA_", "NODE_",
+                     "NPM_CONFIG_", "NVM_", "PNPM_", "YARN_", "BUN_", "DENO_", "VOLTA_", "CARGO_", "RUSTUP_", "RUST",
+                     "GRADLE_", "MAVEN_", "RBENV_", "MISE_", "ASDF_", "HOMEBREW_")
+# Never passed, whatever their prefix (KESI_PASS_ENV still can: that is the user's own choice).
 SENSITIVE_ENV_NAMES = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL", "REDIS_URL",
                        "GOOGLE_APPLICATION_CREDENTIALS", "SSH_AUTH_SOCK", "ANTHROPIC_API_KEY",
                        "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "PIP_CLIENT_CERT"}
 SENSITIVE_ENV_SUFFIXES = ("_PWD", "_PASS", "_PW")       # MYSQL_PWD; PWD itself is the folder
-SENSITIVE_ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
-                       "AUTH", "BEARER", "_OTP", "USERNAME", "SESSION", "COOKIE", "PRIVATE", "DSN",
-                       "SIGNATURE")
+SENSITIVE_ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "AUTH", "BEARER",
+                       "_OTP", "USERNAME", "SESSION", "COOKIE", "PRIVATE", "DSN", "SIGNATURE")
 URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]*@")   # https://user:pass@host
 
 
 def sandbox_environment() -> dict[str, str]:
-    """The child's environment: the allowlist above, with no keys or tokens. PWD and PYENV_DIR name the
-    workspace: the inherited ones name the folder KeSi was launched from, maybe hidden in the sandbox."""
+    """The allowlist above. PWD and PYENV_DIR name the workspace: the inherited ones may be hidden inside."""
     env = {k: v for k, v in os.environ.items() if k in PASS_ENV or is_harmless_variable(k, v)}
     env.update(GIT_SAFE_CONFIG)
     env["PWD"] = str(BASE_DIR)
@@ -4110,8 +4085,7 @@ def without_own_venv(env: dict[str, str]) -> dict[str, str]:
 # Credentials that live inside those toolchain folders: masked again.
 TOOLCHAIN_SECRETS = [".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",
                      ".local/share/uv/credentials/credentials.toml"]
-# Root's secrets outside home: a command running as root owns them, with or without capabilities, so
-# they are masked too (those that exist; globs are read at each command).
+# Root's secrets outside home (a root command owns them, capabilities or not): masked where they exist.
 SYSTEM_SECRETS = ["/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
                   "/etc/ssh/ssh_host_*_key", "/etc/ssl/private", "/etc/pki/tls/private", "/etc/letsencrypt",
                   "/etc/krb5.keytab", "/etc/wireguard", "/etc/NetworkManager/system-connections",
@@ -4133,11 +4107,9 @@ def toolchain_secrets() -> list[str]:
 
 
 # --- toolchain caches ---------------------------------------------------------
-# Caches live in the home folder, read-only in the sandbox, so `uv run pytest` would fail there. Binding
-# ~/.cache/uv writable would open a way out: a planted wheel that the user's own `uv run` later installs
-# and runs. So sandboxed commands get caches of their own in .kesi/cache: in the workspace (writable
-# anyway, on .venv's file system for uv's hard links), ignored by git and the file tools, read by nothing
-# outside. The price: a project's first install cannot reuse the user's cache.
+# Caches live in home, read-only inside, and a writable ~/.cache/uv would be a way out (a planted wheel the
+# user's own `uv run` installs later). So commands get their own in .kesi/cache: writable anyway, on .venv's
+# file system (uv hard-links), ignored by git and the file tools. The price: no reuse of the user's cache.
 CACHE_FOLDER = "cache"               # .kesi/cache
 CACHE_VARIABLES = {                  # variable -> folder in .kesi/cache ("": the folder itself)
     "XDG_CACHE_HOME": "", "UV_CACHE_DIR": "uv", "PIP_CACHE_DIR": "pip", "npm_config_cache": "npm",
@@ -4146,8 +4118,7 @@ CACHE_VARIABLES = {                  # variable -> folder in .kesi/cache ("": th
 
 
 def with_command_caches(env: dict[str, str]) -> dict[str, str]:
-    """env with the sandbox's cache variables, but for those the user set (in any case: NPM_CONFIG_CACHE):
-    read-only inside unless in the workspace, they open no way out. Unsandboxed, the user's caches serve."""
+    """The sandbox's cache variables, but those the user set (any case): read-only inside, they open no way out."""
     if not sandbox_enabled():
         return env
     root, chosen = BASE_DIR / ".kesi" / CACHE_FOLDER, {name.upper() for name in env}
@@ -4156,8 +4127,7 @@ def with_command_caches(env: dict[str, str]) -> dict[str, str]:
 
 
 def make_cache_folder() -> None:
-    """.kesi/cache through descriptors (see kesi_folder; a link planted there leads only where commands
-    write anyway), and KeSi's records folder: bwrap hides it only if it exists (see hidden_folders)."""
+    """.kesi/cache through descriptors (see kesi_folder), and KeSi's records folder: bwrap hides it if it exists."""
     if sandbox_enabled():
         with contextlib.suppress(OSError):
             os.makedirs(records_root(), 0o700, exist_ok=True)
@@ -4180,9 +4150,8 @@ def shell_argv(command: str, background: bool = False, escalation: str | None = 
 
 
 def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[str, list[tuple[str, str]]]:
-    """The macOS profile and its parameters. Paths enter only as -D parameters, never pasted into the text,
-    so a quote in a folder name cannot change the policy. (allow default): a (deny default) base kills even
-    /bin/echo. Later rules win, so the secret rule comes last."""
+    """The macOS profile and its -D parameters: a path in the text could change the policy with a quote.
+    (allow default): (deny default) kills even /bin/echo. Later rules win, so the secret rule comes last."""
     tools = toolchain_dirs()
     params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)), ("RECORDS_DIR", str(records_root())),
               ("CONFIG_DIR", str(user_config_folder())),
@@ -4206,8 +4175,7 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
         '(subpath "/private/var/folders") (subpath "/dev"))',
         # No network but the allowlist proxy's port (a number KeSi chose, so safe in the text); all when escalated.
         *([] if full_network else ["(deny network*)", *proxy_rule]),
-        # Git's control files (see git_control_snapshot): .git itself cannot be
-        # moved aside, hooks/ and config cannot be written.
+        # Git's control files (see git_control_snapshot): .git cannot be moved aside, hooks/ and config written.
         '(deny file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
         # A background task may run while the user runs git: it may not write .git at all.
@@ -4222,8 +4190,7 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
 
 @functools.cache
 def denied_sources() -> dict[str, str]:
-    """What bwrap mounts over secrets, as it cannot deny by name: an unreadable file and folder, and an empty
-    readable file for .git/config (git needs one for log, diff, status; remote URLs may embed tokens)."""
+    """What bwrap mounts over secrets: an unreadable file and folder; an empty file for .git/config (git needs one)."""
     root = Path(tempfile.mkdtemp(prefix="kesi-sandbox-"))
     atexit.register(shutil.rmtree, root, True)
     for item, make, mode in (("file", Path.touch, 0), ("dir", Path.mkdir, 0), ("empty", Path.touch, 0o444)):
@@ -4233,19 +4200,17 @@ def denied_sources() -> dict[str, str]:
 
 
 # --- the workspace index: what the sandbox and the git guard look for --------------
-# Masks, pins and the git guard need every `.env`-like name, `.git` entry and git-dir config at any depth
-# (a package in node_modules may ship a .env). Walking 60,000 folders before every command cost a second,
-# so one walk builds an index and inotify (inode based: it sees writes through bwrap's bind mounts too)
-# tells which folders to list again. A new folder is watched before it is listed, so nothing made in
-# between is missed. Without inotify (macOS, no watches left, an overflowed queue) each refresh walks all.
+# Masks, pins and the git guard need every `.env`-like name, `.git` entry and git-dir config at any depth. Walking
+# 60,000 folders per command cost a second, so one walk builds an index and inotify (by inode: it sees writes
+# through bwrap's mounts) says which folders to list again; a new one is watched before it is listed. Without
+# inotify (macOS, no watches left, an overflowed queue) each refresh walks all.
 IN_CHANGES = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000   # moves, create, delete; IN_ONLYDIR
 IN_Q_OVERFLOW = 0x4000
 _index_lock = threading.Lock()
 
 
 class WorkspaceIndex:
-    """Per folder (relative, "" is the top): (inode, watch, {subfolder: inode}); and, for the
-    folders that have any, the names that matter in them -> "folder", "file" or "link"."""
+    """Per folder ("" the top): (inode, watch, {subfolder: inode}); marked: the names that matter in it -> kind."""
 
     def __init__(self, base: Path, prune: bool):
         # prune: dependency and cache folders are not walked (nothing there is masked without bwrap)
@@ -4253,12 +4218,13 @@ class WorkspaceIndex:
         self.folders: dict[str, tuple[int, int, dict[str, int]]] = {}
         self.marked: dict[str, dict[str, str]] = {}
         self.watched: dict[int, str] = {}
+        self.stale: set[str] = set()          # folders to list again: one below could not be listed
         self.rebuild()
 
     def rebuild(self) -> None:
         self.close()
         self.inotify = inotify_start() if self.watching else None
-        self.folders.clear(), self.marked.clear(), self.watched.clear()
+        self.folders.clear(), self.marked.clear(), self.watched.clear(), self.stale.clear()
         self.add_tree("", None)
 
     def close(self) -> None:
@@ -4267,11 +4233,13 @@ class WorkspaceIndex:
             self.inotify = None
 
     def refresh(self) -> None:
-        """List again what changed since the last look, until nothing more did."""
+        """List again what changed since the last look, and what could not be listed then, until nothing more did."""
+        retry, self.stale = self.stale, set()
         for _ in range(20):                   # a task that never stops writing gets what is there now
             changed = self.changed_folders() if self.inotify is not None else None
             if changed is None:
                 return self.rebuild()
+            changed, retry = changed | retry, set()
             if not changed:
                 return
             for rel in sorted(changed):
@@ -4301,11 +4269,11 @@ class WorkspaceIndex:
         old = self.folders.get(rel)
         children = self.list_folder(rel, old[0]) if old else None
         if children is None:
-            return                            # gone or replaced: its parent's news says so
+            return self.forget(rel) if old else None
         for name, inode in old[2].items():
             if children.get(name) != inode:
                 self.drop(f"{rel}/{name}" if rel else name)
-        for name, inode in children.items():
+        for name, inode in list(children.items()):      # a copy: one that cannot be listed leaves it
             if old[2].get(name) != inode:
                 self.add_tree(f"{rel}/{name}" if rel else name, inode)
 
@@ -4313,8 +4281,20 @@ class WorkspaceIndex:
         stack = [(top, inode)]
         while stack:
             rel, inode = stack.pop()
-            children = self.list_folder(rel, inode) or {}
+            children = self.list_folder(rel, inode)
+            if children is None:
+                self.forget(rel)
+                continue
             stack += [(f"{rel}/{name}" if rel else name, child) for name, child in children.items()]
+
+    def forget(self, rel: str) -> None:
+        """A folder that could not be listed (gone, unreadable, renamed away meanwhile) leaves its parent's
+        record too, and the parent is listed again at the next look: kept there, it would never be listed."""
+        self.drop(rel)
+        parent, _, name = rel.rpartition("/")
+        if name in self.folders.get(parent, (0, 0, {}))[2]:
+            del self.folders[parent][2][name]
+            self.stale.add(parent)
 
     def list_folder(self, rel: str, inode: int | None) -> dict[str, int] | None:
         """Watch and list one folder, opened without following a link; None if gone or not the one listed (inode)."""
@@ -4341,10 +4321,8 @@ class WorkspaceIndex:
         finally:
             os.close(fd)
         self.folders[rel] = (here, wd, children)
-        if marks:
-            self.marked[rel] = marks
-        else:
-            self.marked.pop(rel, None)
+        self.marked.pop(rel, None)
+        self.marked.update({rel: marks} if marks else {})
         return children
 
     def watch(self, fd: int, rel: str) -> int:
@@ -4404,10 +4382,7 @@ def workspace_index() -> WorkspaceIndex:
 
 
 def scan_workspace() -> tuple[list[Path], list[Path]]:
-    """(secrets to mask, `.git` files to pin read-only) in the workspace, at any depth. A git dir's
-    config may carry tokens in remote URLs; a `.git` file says where git takes config and hooks
-    from. A symlinked secret is left alone: bwrap would mount over the link's target (or fail on a
-    dangling one), which is hidden anyway in home, a secret itself, or readable by its real name."""
+    """(secrets to mask, `.git` files to pin) at any depth; no link: bwrap would mount over its target instead."""
     found, pointers = [], []
     for rel, marks in workspace_index().marked.items():
         if any(is_env_name(part) for part in rel.split("/")):
@@ -4425,14 +4400,11 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
 
 
 def is_env_name(name: str) -> bool:
-    lower = name.lower()
-    return lower == ".env" or lower.startswith(".env.")
+    return name.lower() == ".env" or name.lower().startswith(".env.")
 
 
 def nested_repositories() -> list[str]:
-    """The git dirs of other repositories in the work tree (a clone in vendor/, a
-    project's own test fixture; not in dependency folders), relative: git run
-    there later, by you, takes hooks and config from them as from the workspace's own."""
+    """Other repositories' git dirs in the work tree (not in dependency folders), relative: your git uses them later."""
     found = []
     for rel, marks in workspace_index().marked.items():
         if ".git" not in marks or any(is_ignored_name(part) for part in rel.split("/") if part):
@@ -4445,8 +4417,7 @@ def nested_repositories() -> list[str]:
 
 
 def walked_by_the_top_snapshot(repo: str) -> bool:
-    """The top git dir and its submodules' and worktrees' (their control files are in its snapshot); one planted
-    anywhere else in .git (objects/, refs/: data, never walked) is guarded as a repository of its own."""
+    """The top git dir and its modules' and worktrees' (in its snapshot); one elsewhere in .git is guarded alone."""
     parts = repo.split("/")
     inside = parts[:2] in ([".git", "modules"], [".git", "worktrees"])
     return repo == ".git" or inside and not GIT_DATA_FOLDERS & {*parts}
@@ -4454,33 +4425,22 @@ def walked_by_the_top_snapshot(repo: str) -> bool:
 
 def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
     """A small regular file's text, or None; never blocking (a FIFO named .git would hang every later command)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow_links else 0))
-    except OSError:
-        return None
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            return os.read(fd, MAX_CONTROL_BYTES).decode("utf-8", errors="surrogateescape")
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                return os.read(fd, MAX_CONTROL_BYTES).decode("utf-8", errors="surrogateescape")
+        finally:
+            os.close(fd)
     return None
 
 
 def linked_git_configs(dot_git: Path) -> list[Path]:
-    """The configs a `.git` file leads to (`gitdir: ...` of a linked worktree
-    or a submodule, and the main repository through its commondir): outside
-    the workspace, but still readable there unless in home."""
-    pointer = read_pointer_file(dot_git)
-    if pointer is None or not pointer.startswith("gitdir:"):
+    """The configs a `.git` file leads to (its gitdir's and that one's commondir's): readable there unless in home."""
+    if (gitdir := git_dir_of(dot_git)) is None:
         return []
-    gitdir = dot_git.parent / pointer[len("gitdir:"):].strip()
-    folders = [gitdir]
     common = read_pointer_file(gitdir / "commondir")
-    if common:
-        folders.append(gitdir / common.strip())
-    configs = [Path(os.path.normpath(folder / "config")) for folder in folders]
+    configs = [gitdir / "config", *([Path(os.path.normpath(gitdir / common.strip() / "config"))] if common else [])]
     return [c for c in dict.fromkeys(configs) if c.is_file() and not c.is_symlink()]
 
 
@@ -4532,9 +4492,8 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
 
 
 def anchored_folders(pinned: list[str]) -> list[str]:
-    """bwrap args making each folder between the workspace and a pinned path a mount point, which cannot be
-    renamed or removed (EBUSY). A pin holds its path only while no folder above it moves: `mv tools tools.old
-    && mkdir -p tools/hooks` would carry the read-only hooks away and leave a writable copy where git looks."""
+    """bwrap args making each folder between the workspace and a pinned path a mount point (no rename: EBUSY): else
+    `mv tools tools.old && mkdir -p tools/hooks` would carry the read-only hooks away, a writable copy in place."""
     folders = []
     for path in map(Path, pinned):
         if path.is_relative_to(BASE_DIR):
@@ -4543,10 +4502,9 @@ def anchored_folders(pinned: list[str]) -> list[str]:
 
 
 # --- no setuid or setgid files: a seccomp filter ------------------------------
-# As root, bwrap maps the command's uid 0 to the real root, and dropping capabilities does not stop a file's
-# owner from setting S_ISUID: `chmod 4755 ./sh` would leave a root shell in the workspace for any local user.
-# So bwrap gets a seccomp filter (classic BPF from a descriptor; bwrap sets no_new_privs) that fails every call
-# giving a file the setuid or setgid bit. File capabilities need CAP_SETFCAP, which --cap-drop ALL removes.
+# As root, a command is the real root without capabilities, and a file's owner may still set S_ISUID: `chmod 4755
+# ./sh` would leave a root shell for any local user. So bwrap gets a seccomp filter (classic BPF; bwrap sets
+# no_new_privs) failing every call that gives the setuid or setgid bit. File capabilities need CAP_SETFCAP (dropped).
 SETID_BITS = 0o6000                     # S_ISUID | S_ISGID
 CREATING = os.O_CREAT | 0o20000000      # open uses its mode only with O_CREAT or __O_TMPFILE
 X32_BIT = 0x40000000                    # x86_64's x32 calls: refused, as other architectures
@@ -4661,9 +4619,7 @@ GRACE_WRAPPER = ('life="/proc/self/fd/$4"; [ -p "$life" ] && { while read -r _; 
 
 
 def shared_folders() -> list[str]:
-    """Folders any user may write, below / and /var (two levels: /var/spool/x/public), and /var/run unless a
-    link to /run: a socket left there is reachable through a read-only mount, so each is an empty tmpfs
-    inside. /dev/shm is already private (bwrap --dev)."""
+    """Folders any user may write below / and /var (two levels), /var/run, /var/lock: sockets there stay reachable."""
     found, parents = [], ["/", "/var"]
     while parents:
         parent = parents.pop()
@@ -4686,10 +4642,9 @@ def hidden_folders() -> list[str]:
 
 
 # --- one loopback network for the session's commands ------------------------------
-# Each bwrap's own network namespace has only a loopback, so the next command could not reach a server
-# started in the background. Once a background task starts, later sandboxed commands join one namespace
-# made for the session: still no route out, only a loopback (and abstract Unix sockets) they share.
-# KeSi holds it alive by a descriptor, which nsenter enters by: no reused process id can redirect it.
+# In its own network namespace no command could reach a server a background task started. So once one starts,
+# later commands join one namespace made for the session: still no route out, one loopback (and abstract Unix
+# sockets) they share. KeSi holds it by a descriptor, which nsenter enters by: no reused pid can redirect it.
 _shared_network: list[int] = []      # descriptors: the network (and its user namespace)
 
 
@@ -4743,34 +4698,28 @@ def in_shared_network(argv: list[str]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------
-# Git's control files run code later, outside the sandbox: a hook on the user's next `git commit`,
-# core.fsmonitor (in config, an included file, or a repository commondir or a `.git` file points at) on the
-# next `git status`. What exists is held by mounts: .git is pinned in place (a mount point cannot be renamed
-# or removed, so no `git init` replaces it); `.git` files, hooks/, what config names (core.hooksPath,
-# includes) and the scripts linked hooks run are read-only; config is an empty read-only file. A mount holds
-# only a path that exists, so all git would take code from (a commondir or config not there yet, a new
-# repository) is checked after every command and put back: git_control_snapshot. That check is all there
-# is without the sandbox, and for paths made after a background task started (its .git is read-only).
+# Git's control files run code later, outside the sandbox: a hook on the next `git commit`, core.fsmonitor (in
+# config, an include, or what a commondir or `.git` file points at) on the next `git status`. Mounts hold what
+# exists: .git pinned (a mount point cannot be renamed), `.git` files, hooks/, what config names and linked hooks'
+# scripts read-only, config empty. What does not exist yet (a commondir, a new repository) is checked after every
+# command and put back (git_control_snapshot), as is what background tasks change: all there is without bwrap.
 
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir"}
 GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
 MAX_GIT_DEPTH = 40                 # submodules nest; deeper than this is no repository git would use
 MAX_CONTROL_BYTES = 1_000_000      # configs and hooks are small
-# Inside the sandbox too, read-only git commands run no fsmonitor program that
-# a planted config names (a `.git` file may point at any folder's config).
+# Inside the sandbox too, git runs no fsmonitor a planted config names (a `.git` file may point at any config).
 GIT_SAFE_CONFIG = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "false"}
 
 
-# ~/.gitconfig is hidden in the sandbox, so `git commit` would fail with "unable to auto-detect email". KeSi
-# passes in only the user's name and email, read outside by git itself; the rest of that config stays out.
+# ~/.gitconfig is hidden inside (`git commit`: "unable to auto-detect email"): only name and email are passed in.
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "user.name", "GIT_AUTHOR_EMAIL": "user.email",
                 "GIT_COMMITTER_NAME": "user.name", "GIT_COMMITTER_EMAIL": "user.email"}
 GIT_IDENTITY_ENV: dict[str, str] = {}     # read once at start-up by load_git_identity
 
 
 def load_git_identity() -> None:
-    """Read user.name and user.email (main() does, once, before any command; the last one wins, as in
-    git). A value with a control character is dropped: it could only be an attack."""
+    """user.name and user.email, read by git once at start-up; a value with a control character is dropped."""
     listed = run_git(["config", "-z", "--get-regexp", r"^user\.(name|email)$"]) if sandbox_enabled() else None
     config = {}
     for item in (listed.stdout if listed else b"").decode("utf-8", errors="replace").split("\0"):
@@ -4789,12 +4738,9 @@ def git_identity_environment() -> dict[str, str]:
 
 
 def git_pins(read_only: bool = False) -> list[str]:
-    """bwrap args pinning .git and what git runs code from; read_only for background tasks: they run while
-    the user may run git, so the check-and-restore after a command cannot guard them."""
-    git = BASE_DIR / ".git"
-    pins = []
-    if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
-        pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
+    """bwrap args pinning .git and what git runs code from; read_only for background tasks (the user may run git)."""
+    git = BASE_DIR / ".git"                         # a `.git` file is pinned with the others (scan_workspace)
+    pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)] if git.is_dir() and not git.is_symlink() else []
     for path in [git / "hooks", *git_code_paths()]:
         path = Path(os.path.realpath(path))          # hooks may be a link into the work tree
         if path.is_relative_to(BASE_DIR) and path.exists() and path not in (BASE_DIR, git):
@@ -4813,9 +4759,7 @@ def git_code_paths() -> list[Path]:
 
 
 def paths_git_config_names() -> list[Path]:
-    """The hooks folders (core.hooksPath) and included files git's config names for the workspace, in every
-    scope, through includes of includes, existing yet or not: writing one changes what git runs later. Read
-    by git itself (it runs nothing to answer this), again only when a file it read changed."""
+    """Hooks folders and includes git's config names, any scope, existing or not; asked again when a file changed."""
     files = list(dict.fromkeys([*git_config_files(), *_config_names.get("files", [])]))
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("GIT_") or k in ("HOME", "XDG_CONFIG_HOME"))
     key = [BASE_DIR, env, *((path, read_pointer_file(path, True)) for path in files)]   # before git reads them
@@ -4844,8 +4788,7 @@ _config_names: dict = {}          # the last answer, and the files (with their c
 
 
 def git_config_files() -> list[Path]:
-    """The files git reads config from before any include: system, global, and the repository's
-    (HEAD too: includeIf onbranch); through a `.git` file, its git dir's and the common dir's."""
+    """Where git reads config before includes: system, global, the repository's (HEAD: onbranch) and commondir's."""
     env, home = os.environ, Path(os.path.expanduser("~"))
     files = [Path(env.get("GIT_CONFIG_SYSTEM", "/etc/gitconfig")), Path("/usr/local/etc/gitconfig"),
              Path("/opt/homebrew/etc/gitconfig"), Path(env.get("GIT_CONFIG_GLOBAL", home / ".gitconfig")),
@@ -4868,18 +4811,15 @@ def named_work_tree_paths() -> list[str]:
 class GitSnapshot:
     named: list[str]              # work-tree paths git's config names, taken before the command
     entries: dict[str, tuple]     # path relative to the workspace -> (kind, data, mode, size)
-    # Folders that were git dirs before the command: only there are objects/, refs/... skipped as data. A command
-    # could make any folder look like one (touch .git/modules/HEAD) to hide a submodule named lfs from the check.
+    # Git dirs before the command: only there are objects/, refs/... skipped as data (a planted HEAD hides nothing).
     gitdirs: set[str] = field(default_factory=set)
     repos: list[str] = field(default_factory=list)   # other repositories' .git folders in the work tree
     index: tuple | None = None    # .git/index as it was: a change may register a planted repository
 
 
 def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | None:
-    """What git could run code from: every control file under .git (GIT_CONTROL_NAMES at any depth, all in a
-    hooks folder, every link) and the work-tree paths its config names (each folder on the way, and what is
-    there); None if neither. No link is followed: a planted `.git/config -> ~/.ssh/id_rsa` is not read.
-    Given the snapshot from before a command, the same paths and git dirs are looked at again."""
+    """What git could run code from (control files in each git dir, what config names in the work tree), no link
+    followed; None if nothing. Given the snapshot before a command, the same paths and git dirs again."""
     learn = before is None
     snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), nested_repositories(), index_stamp()) if learn else \
         GitSnapshot(before.named, {}, before.gitdirs, before.repos, index_stamp())
@@ -4901,8 +4841,7 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
 
 
 def named_path_entries(base_fd: int, path: str, gitdirs: set[str], learn: bool, in_hooks: bool = True):
-    """(path, state) for each part of one path, walked from the workspace without following links, down to
-    what is at its end (a folder: all of it, as a hooks folder; in_hooks=False: only its control files)."""
+    """(path, state) of each part of one path (no link followed) and of all below it (in_hooks=False: control files)."""
     *folders, last = path.split("/")
     fds = [base_fd]
     try:
@@ -4916,10 +4855,7 @@ def named_path_entries(base_fd: int, path: str, gitdirs: set[str], learn: bool, 
                 yield here, ("link", os.readlink(name, dir_fd=fds[-1]).encode(errors="surrogateescape"), 0)
                 return
             if not stat.S_ISDIR(info.st_mode):
-                if here == path:
-                    yield here, file_state(fds[-1], name, info)
-                else:
-                    yield here, ("file", b"(not a folder)", 0, 0)
+                yield here, file_state(fds[-1], name, info) if here == path else ("file", b"(not a folder)", 0, 0)
                 return
             yield here, ("folder", b"", 0)
             fds.append(os.open(name, FOLDER_FLAGS, dir_fd=fds[-1]))
@@ -4951,25 +4887,21 @@ def control_entries(folder_fd: int, prefix: str, gitdirs: set[str], learn: bool,
         elif stat.S_ISDIR(info.st_mode):
             if (name in GIT_DATA_FOLDERS and prefix in gitdirs) or depth >= MAX_GIT_DEPTH:
                 continue          # a repository's data (a submodule may be named lfs), or absurdly deep
-            try:
-                child = os.open(name, FOLDER_FLAGS, dir_fd=folder_fd)
-            except OSError:
+            if (child := open_at(folder_fd, name)) is None:
                 continue
             try:
                 yield from control_entries(child, path + "/", gitdirs, learn, in_hooks or name == "hooks", depth + 1)
             finally:
                 os.close(child)
         elif is_todo_file(path):
-            lines = exec_lines(read_control_file(folder_fd, name))
-            if lines:
+            if lines := exec_lines(read_control_file(folder_fd, name)):
                 yield path, ("todo", b"\n".join(sorted(lines)), 0)
         elif in_hooks or name in GIT_CONTROL_NAMES:
             yield path, file_state(folder_fd, name, info)
 
 
 def file_state(folder_fd: int, name: str, info: os.stat_result) -> tuple:
-    """("file", bytes, mode, size) of one control file. A file too big to be one (a sparse 1 TB "config") is
-    never read into memory: its size stands for it, and if the command made it, it is removed."""
+    """("file", bytes, mode, size); one too big to be a control file (a sparse 1 TB config) is not read."""
     data = read_control_file(folder_fd, name) if info.st_size <= MAX_CONTROL_BYTES else b""
     return "file", data, stat.S_IMODE(info.st_mode), info.st_size
 
@@ -4990,41 +4922,36 @@ def exec_lines(data: bytes) -> set[bytes]:
 def strip_exec_lines(folder_fd: int, name: str, keep: set[bytes]) -> None:
     """Take out of a to-do list every exec line that is not in keep."""
     data = read_control_file(folder_fd, name)
-    lines = [line for line in data.splitlines(keepends=True)
-             if line.strip() not in exec_lines(line) - keep]
+    lines = [line for line in data.splitlines(keepends=True) if line.strip() not in exec_lines(line) - keep]
     info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
     write_atomically(folder_fd, name, b"".join(lines), mode=stat.S_IMODE(info.st_mode))
 
 
 def read_control_file(folder_fd: int, name: str) -> bytes:
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(name, FILE_FLAGS, dir_fd=folder_fd)
-    except OSError:
-        return b"(not a regular file)"     # a link or a folder: never what was there
-    with os.fdopen(fd, "rb") as handle:
         try:
-            return handle.read(MAX_CONTROL_BYTES + 1)
-        except OSError:
-            return b"(not a regular file)"
+            return os.read(fd, MAX_CONTROL_BYTES + 1)
+        finally:
+            os.close(fd)
+    return b"(not a regular file)"          # a link or a folder: never what was there
 
 
-def restore_git_control(before: GitSnapshot | None) -> list[str]:
-    """Put back what a command changed among the control files (no process of it is left to race this),
-    each folder on the way before what is in it; new ones removed. Returns the paths put back."""
+def restore_git_control(before: GitSnapshot | None, between: bool = False) -> list[str]:
+    """Put back what a command changed among the control files (none of it is left to race this), new ones removed.
+    between: what background tasks changed since, but the top .git, read-only to them: a change there is the user's."""
     disarmed = disarm_new_repositories(before)
     if before is None:
         return disarmed             # no repository before: nothing of the user's to put back
     after = git_control_snapshot(before)
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
-    if after is None or was_folder and after.entries.get(".git") != before.entries[".git"]:
-        return [".git (it is no longer a folder; check it before you use git here)"]
+    if after is None or was_folder and after.entries.get(".git") != before.entries[".git"] and not between:
+        return disarmed if between else [".git (it is no longer a folder; check it before you use git here)"]
     # A repository removed as a whole (rm -rf vendor/x) runs nothing any more: it stays removed.
-    gone = [repo for repo in before.repos if repo not in after.entries]
+    gone = [repo for repo in before.repos if repo not in after.entries] + ([".git"] if between else [])
     changed = sorted(path for path in before.entries.keys() | after.entries.keys()
                      if before.entries.get(path) != after.entries.get(path)
                      and not any(path == repo or path.startswith(repo + "/") for repo in gone))
-    if not changed:
-        return disarmed
     base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
         for path in changed:
@@ -5034,20 +4961,21 @@ def restore_git_control(before: GitSnapshot | None) -> list[str]:
     return disarmed + changed
 
 
-# What a fresh `git init` or `git clone` writes into a config. In a repository a command created, anything
-# else (core.fsmonitor, core.hooksPath, a pager, an alias, an include) can only have been planted, as can a
-# hook that is not one of git's samples, or a commondir leading to another repository's config.
+def put_back_notice(restored: list[str], why: str) -> str:
+    shown = ", ".join(restored[:10]) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
+    return f"\n(KeSi put back {shown}{why})" if restored else ""
+
+
+# What a fresh `git init` or `git clone` writes into a config. In a repository a command created, anything else
+# (core.fsmonitor, a pager, an alias, an include) was planted, as was a hook that is no sample, or a commondir.
 FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|logallrefupdates|ignorecase|"
                                r"precomposeunicode|symlinks)|remote\..+\.(url|pushurl|fetch)|"
                                r"branch\..+\.(remote|merge)|extensions\.[a-z]+|user\.(name|email)", re.DOTALL)
 
 
 def disarm_new_repositories(before: GitSnapshot | None) -> list[str]:
-    """Take the planted parts out of the repositories a command created (git init, git clone, one behind a
-    `.git` file or link the index now registers as a submodule, wherever): returns what was taken out."""
-    known = set(before.repos) if before else set()
-    if before and ".git" in before.entries:
-        known.add(".git")
+    """Take the planted parts out of repositories made since before (also one the index registers as a submodule)."""
+    known = set(before.repos) | ({".git"} & before.entries.keys()) if before else set()
     top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
     found = top + nested_repositories()
     if top and (before is None or before.index != index_stamp()):
@@ -5067,8 +4995,7 @@ def index_stamp() -> tuple | None:
 
 
 def registered_repositories() -> list[str]:
-    """The git dirs (in the workspace) of the submodules the index registers (mode 160000), through a `.git`
-    file or link: `git status` at the top looks into each, with that repository's config."""
+    """The git dirs in the workspace of the submodules the index registers: `git status` at the top looks in each."""
     listed = run_git(["ls-files", "--stage", "-z"], timeout=30)
     found = []
     for entry in (listed.stdout if listed else b"").split(b"\0"):
@@ -5142,8 +5069,7 @@ def open_at(folder_fd: int, name: str) -> int | None:
 
 
 def disarm_config(fd: int, shown: str) -> list[str]:
-    """Unset what a fresh config never has; one git cannot read or clean is removed as a whole. git works on a
-    private copy: given the path, it would follow a link swapped in for the config (or its folder)."""
+    """Unset what a fresh config never has (one git cannot read or clean goes), on a private copy: no link followed."""
     remove_at(fd, "config.lock")
     data = read_control_file(fd, "config")
     with tempfile.TemporaryDirectory() as private:
@@ -5154,12 +5080,10 @@ def disarm_config(fd: int, shown: str) -> list[str]:
         planted = [key for key in dict.fromkeys(keys) if not FRESH_CONFIG_KEYS.fullmatch(key.lower())]
         done = [run_git(["config", "--file", str(copy), "--unset-all", key]) for key in planted]
         cleaned = copy.read_bytes()
-    if data == b"(not a regular file)" or len(data) > MAX_CONTROL_BYTES or listed is None or listed.returncode:
+    unread = data == b"(not a regular file)" or len(data) > MAX_CONTROL_BYTES or listed is None or listed.returncode
+    if unread or any(step is None or step.returncode for step in done):
         remove_at(fd, "config")
-        return [f"{shown}/config (git could not read it, so it is gone)"]
-    if any(step is None or step.returncode for step in done):
-        remove_at(fd, "config")
-        return [f"{shown}/config (it could not be cleaned, so it is gone)"]
+        return [f"{shown}/config ({'git could not read it' if unread else 'it could not be cleaned'}, so it is gone)"]
     if planted:
         with contextlib.suppress(OSError):
             write_atomically(fd, "config", cleaned, mode=0o644)
@@ -5167,9 +5091,8 @@ def disarm_config(fd: int, shown: str) -> list[str]:
 
 
 def run_git(args: list[str], timeout: float = 10) -> subprocess.CompletedProcess | None:
-    """Every git KeSi runs itself, outside the sandbox: the trusted git, in the workspace, with the
-    user's environment (it answers as the user's own git would) but no fsmonitor; output captured,
-    a timeout; None when git is missing or could not run."""
+    """Every git KeSi runs itself, outside the sandbox: the trusted one, as the user's own git but without fsmonitor,
+    output captured, with a timeout; None when it could not run."""
     git = trusted_program("git")
     try:
         return subprocess.run([git, *args], cwd=BASE_DIR, capture_output=True, timeout=timeout,
@@ -5217,16 +5140,12 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> None:
 
 
 # --- network allowlist proxy ---------------------------------------------------
-# A sandboxed command has no network of its own (bwrap --unshare-net, seatbelt (deny network*)), only an
-# HTTP proxy KeSi runs in a thread, which connects only to allowed hosts: package registries and git hosts,
-# plus what the user adds. https goes through CONNECT (the proxy sees the host name, never the traffic).
-# On Linux it listens on a Unix socket mounted into the sandbox, where PROXY_FORWARDER carries connections
-# from 127.0.0.1 to it: listening before the command starts, on a port the kernel picks, so no command can
-# race it or hold the port first. On macOS it listens on a local TCP port, the only one the profile allows.
-# Trust as for permission rules: the user's settings may add hosts ("network": {"allow": [...]}, or under
-# "projects" -> <path>); the project's .kesi/settings.json is writable by commands, so it may only deny.
-# The proxy connects to the address it checked, never a second lookup (DNS rebinding), and refuses a name
-# resolving only to local or private addresses, unless the user mapped it ("resolve", like curl --resolve).
+# A sandboxed command has no network of its own, only an HTTP proxy KeSi runs in a thread that connects only to
+# allowed hosts (registries, git hosts, what the user adds); https goes through CONNECT (it sees only the host).
+# bwrap: a Unix socket mounted in, reached from 127.0.0.1 through PROXY_FORWARDER, which listens before the command
+# starts on a port the kernel picks (none can hold it first); macOS: the one local port the profile allows. Only
+# the user's settings may add hosts (the project's, writable by commands, may only deny). It connects to the very
+# address it checked (no DNS rebinding), never to a local or private one unless the user mapped the name.
 
 DEFAULT_NETWORK_HOSTS = (
     "pypi.org", "files.pythonhosted.org",                                  # pip, uv
@@ -5286,8 +5205,7 @@ def entries(sections: list[dict], kind: str) -> tuple:
 
 
 def ip_literal(text: str) -> str | None:
-    """The address in its one canonical spelling, or None if text is not an IP address. What the resolver
-    reads as an address is one (inet_aton: 16909060, 0x1020304, 1.2.772, 0177.0.0.1), never a name."""
+    """The address in its one canonical spelling (also inet_aton's: 16909060, 0177.0.0.1), or None for a name."""
     try:
         return str(ipaddress.ip_address(text.strip("[]")))
     except ValueError:
@@ -5299,9 +5217,7 @@ def ip_literal(text: str) -> str | None:
 def normal_host(raw: str) -> str | None:
     """A host as the allowlist compares it (lower case, no trailing dot; an address canonical), or None."""
     host = raw.strip().lower().removesuffix(".")
-    if ip_literal(host):
-        return ip_literal(host)
-    return host if len(host) <= 253 and HOST_NAME.fullmatch(host) else None
+    return ip_literal(host) or (host if len(host) <= 253 and HOST_NAME.fullmatch(host) else None)
 
 
 def entry_matches(entry: str, host: str, port: int, for_deny: bool) -> bool:
@@ -5369,8 +5285,7 @@ def carried_addresses(ip) -> list:
 
 
 def is_this_machine(ip) -> bool:
-    """Only an address of this machine (or a local route) can be bound; any error but 'not available' counts
-    as local (so net.ipv4.ip_nonlocal_bind=1 refuses every address rather than none)."""
+    """Only this machine's addresses can be bound; any error but 'not available' counts as local (ip_nonlocal_bind)."""
     try:
         with socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET) as probe:
             probe.bind((str(ip), 0))
@@ -5399,8 +5314,7 @@ def read_request_head(sock) -> tuple[bytes, bytes] | None:
 
 
 def parse_proxy_request(head: bytes) -> tuple[ProxyRequest | None, str]:
-    """A CONNECT host:port, or an absolute http:// request rewritten for the origin server. Requests another
-    server could read differently (folded or odd header lines, two lengths) are refused."""
+    """A CONNECT host:port, or an http:// request rewritten for the origin; refused if read two ways (folded lines)."""
     lines = head.split(b"\r\n")
     start = re.fullmatch(rb"([A-Z]+) (\S+) HTTP/1\.[01]", lines[0])
     if not start:
@@ -5449,12 +5363,10 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
                 return send_proxy_error(client, 400, f"KeSi's proxy refused a malformed request: {problem}.")
             policy = network_policy()
             reason = network_refusal(request.host, request.port, policy)
-            addresses = []
-            if reason is None:
-                addresses, reason = checked_addresses(request.host, request.port, policy)
+            targets, reason = checked_addresses(request.host, request.port, policy) if reason is None else ([], reason)
             if reason:
                 return refuse_host(client, request, reason)
-            upstream = connect_first(addresses, request.port)
+            upstream = connect_first(targets, request.port)
             if upstream is None:
                 where = f"{request.host}:{request.port}"
                 return send_proxy_error(client, 502, f"KeSi's proxy could not connect to {where}.")
@@ -5491,10 +5403,8 @@ def send_proxy_error(client, status: int, text: str) -> None:
 
 def connect_first(addresses: list[str], port: int):
     for address in addresses:
-        try:
+        with contextlib.suppress(OSError):
             return socket.create_connection((address, port), timeout=PROXY_CONNECT_TIMEOUT)
-        except OSError:
-            continue
     return None
 
 
@@ -5524,8 +5434,7 @@ def relay_back(upstream, client) -> None:
 
 
 class QuietServer:
-    """A failed connection is the client's problem: nothing is printed over KeSi's screen. At most
-    MAX_PROXY_CONNECTIONS at once (two threads each); one more is answered 503 at once, without a thread."""
+    """Prints nothing over KeSi's screen; MAX_PROXY_CONNECTIONS at once, one more is answered 503 without a thread."""
     daemon_threads = True
 
     def __init__(self, *args):
@@ -5562,8 +5471,7 @@ _network_proxy: dict = {}      # sandbox kind -> the running server, or None if 
 
 
 def network_proxy(kind: str | None = None):
-    """The allowlist proxy for this sandbox kind (a Unix socket for bwrap, a local port for seatbelt),
-    started on first need; it ends with KeSi (a daemon thread)."""
+    """The allowlist proxy for this sandbox kind, started on first need; it ends with KeSi (a daemon thread)."""
     kind = kind or sandbox_kind()
     if kind not in _network_proxy:
         _network_proxy[kind] = start_network_proxy(kind)
@@ -5596,8 +5504,7 @@ def proxy_port(escalation: str | None = None) -> int | None:
 
 
 def command_environment(escalation: str | None = None) -> dict[str, str]:
-    """sandbox_environment, plus the sandbox's caches and the proxy variables when the command uses them.
-    An unsandboxed command never gets a cache sandboxed commands can write (a planted cargo config runs)."""
+    """sandbox_environment, plus caches and proxy variables; never, unsandboxed, a cache commands can write."""
     env, port = sandbox_environment(), proxy_port(escalation)
     env = env if escalation == "unsandboxed" else with_command_caches(env)
     if port:               # what curl, pip, uv, npm, cargo and git read to find a proxy (either case)
@@ -5685,32 +5592,8 @@ while True:
 """
 
 
-def pid_namespace_of_child(pid: int) -> str | None:
-    """bwrap's child is the init of the sandbox's pid namespace."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        return os.readlink(f"/proc/{children[0]}/ns/pid") if children else None
-    except (OSError, IndexError):
-        return None
-
-
-def processes_in_namespace(namespace: str) -> int:
-    """How many processes live in it, counting no further than MAX_PROCESSES + 1."""
-    count = 0
-    with os.scandir("/proc") as entries:      # closed at once, also when we stop early
-        for entry in entries:
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError):
-                    count += os.readlink(f"/proc/{entry.name}/ns/pid") == namespace
-                if count > MAX_PROCESSES:
-                    break
-    return count
-
-
-# Credential formats masked in command output before the model (and so the
-# session file) sees it: (label, pattern). Group "keep", when present, is the
-# part left readable (a variable name, a URL's user). Exact formats only: a
-# password in free text, or a token of a format not listed, passes as it is.
+# Credential formats masked in command output before the model (and the session file) sees it: (label, pattern);
+# group "keep" stays readable (a variable name, a URL's user). Exact formats only: free text passes as it is.
 CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, flags in [
     ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY[A-Z ]*-----(?:.*?-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----|.*)",
      re.S),
@@ -5813,8 +5696,7 @@ MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task
 
 
 class RecentOutput:
-    """The newest `keep` bytes a task printed, and how many it printed in all.
-    drain_output fills it as it would a bytearray, from its own thread."""
+    """The newest `keep` bytes a task printed and a count of all; drain_output fills it from its own thread."""
 
     def __init__(self, keep: int):
         self.keep, self.data, self.total, self.lock = keep, bytearray(), 0, threading.Lock()
@@ -5831,8 +5713,7 @@ class RecentOutput:
         return self.total
 
     def since(self, offset: int) -> tuple[bytes, int]:
-        """What came after the first `offset` bytes, and how many of those
-        new bytes are no longer kept."""
+        """What came after the first `offset` bytes, and how many of those are no longer kept."""
         with self.lock:
             first_kept = self.total - len(self.data)
             return bytes(self.data[max(offset - first_kept, 0):]), max(first_kept - offset, 0)
@@ -5869,13 +5750,17 @@ def start_background_task(command: str) -> tuple[str, bool]:
     shared = start_shared_network()
     make_cache_folder()
     adopt_orphans()
-    try:
-        with command_start(command, background=True) as (argv, fds):
-            proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=fds,
-                                    start_new_session=True)
-    except (OSError, ValueError) as exc:
-        return f"Error: could not start the command: {exc}", True
+    with background_tasks_paused() as paused:     # the others, as for a command (see below)
+        planted = undo_background_changes()
+        remember_git_state(git_control_snapshot())       # what this task may change from now on
+        try:
+            with command_start(command, background=True) as (argv, fds):
+                proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(), stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=fds,
+                                        start_new_session=True)
+        except (OSError, ValueError) as exc:
+            return f"Error: could not start the command: {exc}", True
+        wait_until_sandboxed(proc, paused)
     if not BACKGROUND_TASKS:
         atexit.register(stop_background_tasks)
     output = RecentOutput(MAX_TASK_OUTPUT_BYTES)
@@ -5891,7 +5776,7 @@ def start_background_task(command: str) -> tuple[str, bool]:
         text += " Later commands share its loopback network, so they reach a server it starts on 127.0.0.1."
     elif sandbox_kind() == "bubblewrap":
         text += " Other commands cannot reach it over the network (no shared sandbox network here)."
-    return text, False
+    return text + planted, False
 
 
 def find_task(task_id) -> BackgroundTask | None:
@@ -5941,6 +5826,8 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
     for task in BACKGROUND_TASKS.values():
         if task.proc in running or task.proc.poll() is not None:
             log_task_end(task, how if task.proc in running else "ended by itself")
+    if running and (planted := check_after_tasks()):
+        ui(f"  {planted.strip()}")
 
 
 # Without bwrap's pid namespace, a task's setsid or double-forked children leave its process group and would
@@ -5951,8 +5838,7 @@ ADOPTING = False
 def adopt_orphans() -> None:
     global ADOPTING
     if sys.platform.startswith("linux") and sandbox_kind() != "bubblewrap" and not ADOPTING:
-        import ctypes
-        ADOPTING = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0      # PR_SET_CHILD_SUBREAPER
+        ADOPTING = libc().prctl(36, 1, 0, 0, 0) == 0      # PR_SET_CHILD_SUBREAPER
 
 
 def stop_orphans(spare: set[int] = frozenset()) -> None:
@@ -5997,6 +5883,90 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
         return verdict == "allow"
     by_person = task.decision.startswith(("allowed by the person", "not checked"))
     return (by_person and not revoked) or allowed_without_asking(verdict, command_key(task.command)) is not None
+
+
+# --- tasks paused while KeSi looks, and checked between commands ---------------------------
+# A running task could rename a folder between KeSi's look and the next command's bwrap mounts (the mask lands
+# on a path bwrap makes anew), or plant a hook between commands, in what the next check takes as "before". So
+# while KeSi prepares a command (until its bwrap has mounted all) and while it checks one, every process in the
+# tasks' sandboxes is stopped (SIGSTOP cannot be caught), and what tasks changed in git since the last check is
+# put back at the next one. Without bwrap nothing is paused.
+
+@contextlib.contextmanager
+def background_tasks_paused():
+    """Stop the running tasks' sandboxes for the with-block; yields their bwraps' pids (none: nothing paused)."""
+    tasks = BACKGROUND_TASKS.values() if sandbox_kind() == "bubblewrap" else []
+    roots = [task.proc.pid for task in tasks if task.proc.poll() is None]
+    try:
+        calm, deadline = 0, time.monotonic() + 10
+        while roots and calm < 2 and time.monotonic() < deadline:    # twice in a row: none forked or woke one
+            moving = [pid for pid, (_, state) in sandbox_processes(roots).items() if state not in "TtZX"]
+            for pid in moving:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGSTOP)
+            calm = 0 if moving else calm + 1
+            time.sleep(0.001 if moving else 0)
+        yield roots
+    finally:
+        for pid in sandbox_processes(roots):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def sandbox_processes(roots: list[int]) -> dict[int, tuple[str, str]]:
+    """pid -> (name, state) of each bwrap in roots and all below it (orphans in a sandbox are adopted there)."""
+    found, stack = {}, list(roots)
+    while stack:
+        pid = stack.pop()
+        with contextlib.suppress(OSError, ValueError):
+            name, rest = Path(f"/proc/{pid}/stat").read_text().split(" (", 1)[1].rsplit(")", 1)
+            found[pid] = name, rest.split()[0]
+            stack += child_pids(pid)
+    return found
+
+
+def wait_until_sandboxed(proc, paused: list[int]) -> None:
+    """While tasks are paused: until bwrap has made its mounts and started the first program inside, or ended."""
+    deadline = time.monotonic() + 30
+    while paused and proc.poll() is None and time.monotonic() < deadline:
+        if any(name not in ("bwrap", "nsenter") for name, _ in sandbox_processes([proc.pid]).values()):
+            return
+        time.sleep(0.002)
+
+
+_git_baseline: list[tuple] = []     # (workspace, snapshot, ids of the tasks ended then): what the last check left
+
+
+def remember_git_state(snapshot: GitSnapshot | None) -> None:
+    ended = {task.id for task in BACKGROUND_TASKS.values() if task.proc.poll() is not None}
+    _git_baseline[:] = [(BASE_DIR, snapshot, ended)]
+
+
+def check_git_control(before: GitSnapshot | None) -> str:
+    """After a command: put back what it changed (tasks paused: none plants while KeSi looks); a notice or ""."""
+    with background_tasks_paused():
+        restored = restore_git_control(before)
+        remember_git_state(before)
+    return put_back_notice(restored, ": git's control files run code later, outside the sandbox, so commands may "
+                                     "not change them; ask the user to do it")
+
+
+def undo_background_changes() -> str:
+    """With tasks paused: put back what they changed in git since the last check; a notice naming them, or ""."""
+    base, snapshot, ended = _git_baseline[0] if _git_baseline else (None, None, set())
+    tasks = [task for task in BACKGROUND_TASKS.values() if task.id not in ended and base == BASE_DIR]
+    if not tasks:
+        return ""
+    restored = restore_git_control(snapshot, between=True)
+    remember_git_state(snapshot)
+    named = ", ".join(f"{task.id} ({visible(shorten(task.command, 40))})" for task in tasks)
+    return put_back_notice(restored, f", which background task {named} changed between commands: git's "
+                                     "control files run code later, outside the sandbox")
+
+
+def check_after_tasks() -> str:
+    with background_tasks_paused():
+        return undo_background_changes()
 
 
 # --- the audit trail ---------------------------------------------------------------

@@ -45,6 +45,12 @@ def live_in_namespace(namespace: str) -> list[str]:
     return live
 
 
+def namespace_of(task) -> str:
+    """The pid namespace of a task's sandbox: its bwrap's child is the namespace's first process."""
+    child = Path(f"/proc/{task.proc.pid}/task/{task.proc.pid}/children").read_text().split()[0]
+    return os.readlink(f"/proc/{child}/ns/pid")
+
+
 def until_exited(task_id: int) -> str:
     """Everything a short background task printed, once it has ended."""
     task, output = kesi.BACKGROUND_TASKS[task_id], ""
@@ -76,8 +82,8 @@ def test_a_background_server_is_reached_by_a_later_command_then_stopped(box):
     kesi.UI = io.StringIO()
     kesi.handle_slash("/tasks", None, [])
     assert "1. running for" in kesi.UI.getvalue() and "http.server" in kesi.UI.getvalue()
-    namespace = kesi.pid_namespace_of_child(task.proc.pid)
-    assert namespace and kesi.processes_in_namespace(namespace) >= 1
+    namespace = namespace_of(task)
+    assert live_in_namespace(namespace)
     stopped, failed = kesi.background_stop(1)
     assert not failed and "(task 1 stopped" in stopped, stopped
     assert live_in_namespace(namespace) == []

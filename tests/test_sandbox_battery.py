@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -924,3 +925,75 @@ def test_a_git_dir_planted_in_the_top_git_dir_runs_nothing(box, g, point, regist
     assert "planted" in output, output
     later = git(box, "status").stdout + git(box / "src", "status").stdout
     assert not pwned(box), (output, later)
+
+
+# --- red team rt22: what a background task plants between commands -------------------------
+# The check after a command compared with that command's own "before", which already held what a task
+# planted meanwhile. Now what tasks change is put back at the next check: a command, or the task's end.
+
+def embedded_submodule(root: Path) -> None:
+    """sub/ is a repository of its own with its .git folder in place, registered as a submodule."""
+    (root / "sub").mkdir()
+    make_repo(root / "sub")
+    assert git(root, "add", "sub").returncode == 0 and git(root, "commit", "-qm", "sub").returncode == 0
+
+
+BACKGROUND_PLANTS = {
+    "a new repository": "git init -q src && git -C src config core.fsmonitor 'touch ../PWNED; false'",
+    "a hook in a nested repository": "printf '#!/bin/sh\\ntouch ../../PWNED\\n' > vendor/lib/.git/hooks/pre-commit"
+                                     " && chmod +x vendor/lib/.git/hooks/pre-commit",
+    "a commondir in an embedded submodule": EVIL_GITDIR.format(d="evilgd") + " && cp -r sub/.git/objects "
+                                            "sub/.git/refs sub/.git/HEAD evilgd/ && "
+                                            "echo ../../evilgd > sub/.git/commondir",
+}
+
+
+def plant_in_the_background(box: Path, name: str, then: str = "") -> "kesi.BackgroundTask":
+    make_repo(box)
+    nested_repository(box)
+    embedded_submodule(box)
+    text, failed = kesi.run_command(f"{BACKGROUND_PLANTS[name]}; touch planted{then}", run_in_background=True)
+    assert not failed, text
+    deadline = time.monotonic() + 30
+    while not (box / "planted").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return kesi.BACKGROUND_TASKS[max(kesi.BACKGROUND_TASKS)]
+
+
+def used_later(box: Path) -> str:
+    """What the person runs outside later: status and commit at the top and in each repository."""
+    return " | ".join(git_everywhere(box / repo) for repo in ("", "vendor/lib", "sub", "src") if (box / repo).is_dir())
+
+
+@pytest.mark.parametrize("name", BACKGROUND_PLANTS)
+def test_what_a_background_task_plants_is_put_back_by_the_next_command(box_or_bare, name):
+    box = box_or_bare
+    task = plant_in_the_background(box, name)
+    task.proc.wait(timeout=30)
+    output, _ = sh("echo next")
+    assert "next" in output and "which background task 1 (" in output, output
+    later = used_later(box)
+    assert not pwned(box), (output, later)
+
+
+def test_what_a_background_task_plants_is_put_back_when_it_is_stopped(box):
+    plant_in_the_background(box, "a hook in a nested repository", then="; sleep 60")
+    output, failed = kesi.background_stop(1)
+    assert not failed and "KeSi put back vendor/lib/.git/hooks/pre-commit, which background task 1" in output, output
+    assert not pwned(box), used_later(box)
+
+
+def test_changes_of_the_person_to_the_top_repository_are_kept_while_a_task_runs(box):
+    make_repo(box)
+    text, failed = kesi.run_command("sleep 60", run_in_background=True)
+    assert not failed, text
+    assert git(box, "config", "alias.mine", "status").returncode == 0      # the person, between commands
+    output, _ = sh("echo next")
+    assert "put back" not in output and git(box, "config", "alias.mine").stdout == "status\n", output
+
+
+def test_what_a_background_task_plants_is_put_back_when_kesi_stops_it_at_exit(box, notices):
+    plant_in_the_background(box, "a new repository", then="; sleep 60")
+    kesi.stop_background_tasks()                   # as at KeSi's exit
+    assert "KeSi put back src/.git/config: core.fsmonitor, which background task 1" in notices.getvalue()
+    assert not pwned(box), used_later(box)

@@ -3,11 +3,14 @@ current by inotify between commands, it must find every `.env` and `.git`
 a command (or a background task, or the user) made, moved or replaced, also
 when the kernel's event queue overflows and when there is no inotify at all.
 Each check reads the secret back from a real bubblewrap sandbox."""
+import contextlib
+import os
 import time
 
 import pytest
 
 import kesi
+from test_background_tasks import namespace_of
 
 SECRET = "sk-index-check-4711"
 
@@ -133,3 +136,60 @@ def test_no_watches_left_means_full_walks_and_the_same_masks(box, monkeypatch):
     assert_masked("g/.env")
     sh(f"mkdir -p h/i && echo T={SECRET} > h/i/.env.prod")
     assert_masked("h/i/.env.prod", "g/.env")
+
+
+def test_a_new_folder_renamed_away_while_it_is_listed_is_listed_later(box, monkeypatch):
+    """Red team 13-16: a folder moved away for a moment just as the index lists it stayed in its parent's
+    record (same inode) but was never listed or watched: secrets moved into it later were not masked."""
+    sh("mkdir top")
+    (box / "top" / "b").mkdir()                     # new, so the next look lists it in full
+    real, moved = kesi.WorkspaceIndex.list_folder, []
+
+    def away_while_listed(index, rel, inode):       # the racing process, at the worst moment
+        if rel != "top/b" or moved:
+            return real(index, rel, inode)
+        moved.append((box / "top" / "b").rename(box / "top" / "b.away"))
+        try:
+            return real(index, rel, inode)
+        finally:
+            (box / "top" / "b.away").rename(box / "top" / "b")
+
+    monkeypatch.setattr(kesi.WorkspaceIndex, "list_folder", away_while_listed)
+    sh("true")
+    assert moved
+    sh(f"mkdir top/b/cfg && echo T={SECRET} > top/b/cfg/.env")
+    assert_masked("top/b/cfg/.env")
+
+
+def sandbox_states(task) -> list[str]:
+    """The states (R, S, T...) of the processes in a background task's pid namespace."""
+    namespace, states = namespace_of(task), []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, IndexError):
+            if namespace and os.readlink(f"/proc/{pid}/ns/pid") == namespace:
+                states.append(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0])
+    return states
+
+
+def test_a_background_task_cannot_rename_a_folder_while_the_next_command_is_set_up(box, monkeypatch):
+    """Red team 3 and 9: a task renames a folder (made after it started, so not anchored in its sandbox)
+    after KeSi's look but before bwrap's mounts; the mask landed on a path bwrap made anew. The task waits
+    for `go`, which KeSi's set-up of the next command writes here just after its look (git_pins)."""
+    sh(f"mkdir cfg && echo T={SECRET} > cfg/.env")
+    text, failed = kesi.start_background_task("while [ ! -e go ]; do sleep 0.01; done; mv -T n o; echo moved")
+    assert not failed, text
+    task = kesi.BACKGROUND_TASKS[1]
+    sh("mkdir n && mv cfg n/cfg")
+    real = kesi.git_pins
+
+    def look_done(*args, **kwargs):
+        (box / "go").touch()
+        deadline = time.monotonic() + 30            # until the task has moved it, or is seen stopped
+        while (box / "n").exists() and set(sandbox_states(task)) - {"T", "t"} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kesi, "git_pins", look_done)
+    output = sh("for i in $(seq 3000); do [ -d o ] && break; sleep 0.01; done; cat o/cfg/.env")
+    monkeypatch.setattr(kesi, "git_pins", real)
+    assert (box / "o").is_dir() and SECRET not in output, output
