@@ -4153,8 +4153,8 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
     """The macOS profile and its -D parameters: a path in the text could change the policy with a quote.
     (allow default): (deny default) kills even /bin/echo. Later rules win, so the secret rule comes last."""
     tools = toolchain_dirs()
-    params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)), ("RECORDS_DIR", str(records_root())),
-              ("CONFIG_DIR", str(user_config_folder())),
+    params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)), ("RECORDS_DIR", os.path.realpath(records_root())),
+              ("CONFIG_DIR", os.path.realpath(user_config_folder())),
               ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
     params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
     secrets = toolchain_secrets()
@@ -4637,7 +4637,8 @@ def hidden_folders() -> list[str]:
     and XDG_CONFIG_HOME put them), and other programs' socket folders outside /run and /tmp."""
     sockets = [os.environ.get("XDG_RUNTIME_DIR", ""), os.path.dirname(os.environ.get("SSH_AUTH_SOCK", ""))]
     sockets = [d for d in sockets if d.startswith("/") and not Path(d).is_relative_to(BASE_DIR)]
-    hidden = [str(HOME_DIR), "/home", "/root", *sockets, str(records_root()), str(user_config_folder())]
+    own = [os.path.realpath(records_root()), os.path.realpath(user_config_folder())]    # where a link leads
+    hidden = [str(HOME_DIR), "/home", "/root", *sockets, *own]
     return [d for d in dict.fromkeys(hidden) if os.path.isdir(d)]
 
 

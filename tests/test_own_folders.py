@@ -92,17 +92,23 @@ def test_a_records_key_kesi_did_not_make_is_refused(ws, notices, monkeypatch, tm
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None or not os.access("/opt", os.W_OK), reason="needs bwrap, /opt")
-def test_kesi_config_outside_home_is_hidden_from_commands(ws, monkeypatch):
+@pytest.mark.parametrize("linked", [False, True], ids=["folder", "a link to a folder elsewhere (rt25c 1, 16)"])
+def test_kesi_config_outside_home_is_hidden_from_commands(ws, monkeypatch, linked):
     """An XDG_CONFIG_HOME outside the home folder (here under /opt, which the sandbox shows read-only) still
-    hides KeSi's own env file and settings from sandboxed commands (rt25b 27: `rev` printed the key whole)."""
+    hides KeSi's own env file and settings from sandboxed commands (rt25b 27: `rev` printed the key whole), also
+    where its folder is a link to one elsewhere (rt25c 1, 16)."""
     outside = Path(tempfile.mkdtemp(prefix="kesi-test-config-", dir="/opt"))
     try:
-        (outside / "kesi").mkdir()
-        (outside / "kesi" / "env").write_text("ANTHROPIC_API_KEY=sk-ant-hidden-from-commands\n")
-        monkeypatch.setenv("XDG_CONFIG_HOME", str(outside))
+        folder = outside / ("real" if linked else "config/kesi")
+        folder.mkdir(parents=True)
+        (folder / "env").write_text("ANTHROPIC_API_KEY=sk-ant-hidden-from-commands\n")
+        if linked:
+            (outside / "config").mkdir()
+            (outside / "config" / "kesi").symlink_to(folder)      # as dotfile managers leave it
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(outside / "config"))
         kesi.PERMISSION_MODE = "bypassPermissions"
         with checklib.sandbox_forced("bubblewrap"):
-            text, _ = kesi.run_command(f"ls {outside}/kesi; rev {outside}/kesi/env; echo end")
+            text, _ = kesi.run_command(f"ls {outside}/*; rev {outside}/config/kesi/env {outside}/real/env; echo end")
         assert "end" in text and "hidden-from-commands"[::-1] not in text and "No such file" in text, text
     finally:
         shutil.rmtree(outside, ignore_errors=True)
