@@ -6030,6 +6030,17 @@ def write_audit_entry(entry: dict) -> None:
            "entries and writes them with the next one)")
 
 
+@atexit.register
+def flush_audit_at_exit() -> None:
+    """A last try; what a full disk still refuses is shown, so no command leaves no trace at all."""
+    with contextlib.suppress(OSError):
+        if _unwritten_audit:
+            append_records(records_folder() / AUDIT_LOG, _unwritten_audit)
+            _unwritten_audit.clear()
+    for entry in _unwritten_audit:
+        ui(f"  (not in the audit log: {one_line(entry['at'])}  {one_line(entry.get('command', ''))})")
+
+
 def read_audit_entries(limit: int) -> tuple[list[dict], int]:
     """The last entries of the audit log (and those not written yet), oldest first, and how many lines KeSi
     did not write."""

@@ -327,3 +327,14 @@ def test_a_task_that_ends_by_itself_is_logged_with_its_exit_code_and_output(ws, 
     start, end = audit(ws)
     assert end["background_task"] == 1 and end["decision"] == "ended by itself" and end["exit_code"] == 4
     assert "done-by-itself" in end["output"]
+
+
+def test_what_a_full_disk_still_refuses_at_exit_is_shown(tmp_path):
+    """The kept entries were lost when KeSi exited with the disk still full (rt25c 14): now they are shown."""
+    script = FULL_DISK.split("during = ")[0] + "kesi.UI = sys.stdout\n"
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    (tmp_path / "ws").mkdir()
+    done = subprocess.run([sys.executable, "-c", script, str(Path(kesi.__file__).parent)], cwd=tmp_path / "ws",
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "(not in the audit log: " in done.stdout and "echo HIDDEN-ACTION ppp" in done.stdout, done.stdout
