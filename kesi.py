@@ -4849,7 +4849,8 @@ def in_shared_network(argv: list[str]) -> list[str]:
 # repository) is checked after every command and put back: git_control_snapshot. That check is all there
 # is without the sandbox, and for paths made after a background task started (its .git is read-only).
 
-GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir"}
+# A rebase's `strategy` and a cherry-pick's `opts` name a merge program (`git merge-<strategy>`) --continue runs.
+GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strategy", "strategy_opts", "opts"}
 GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
 MAX_GIT_DEPTH = 40                 # submodules nest; deeper than this is no repository git would use
 MAX_CONTROL_BYTES = 1_000_000      # configs and hooks are small

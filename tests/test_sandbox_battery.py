@@ -924,3 +924,53 @@ def test_a_git_dir_planted_in_the_top_git_dir_runs_nothing(box, g, point, regist
     assert "planted" in output, output
     later = git(box, "status").stdout + git(box / "src", "status").stdout
     assert not pwned(box), (output, later)
+
+
+# Red team rt22b: the sequencer's other state, and `.git` pointers read as git reads them.
+
+def diverged(root: Path) -> None:
+    """Branch side (commits b, c) off a.txt's commit; tag base (commit d) beside it; side checked out."""
+    make_repo(root)
+    git(root, "checkout", "-qb", "side")
+    for name in ("b", "c", "d"):
+        if name == "d":
+            git(root, "checkout", "-q", "-")
+        (root / name).write_text(name + "\n")
+        assert git(root, "add", name).returncode == 0 and git(root, "commit", "-qm", name).returncode == 0
+    git(root, "tag", "base")
+    git(root, "checkout", "-q", "side")
+
+
+EVIL_STRATEGY = "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@x GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@x; mkdir -p git-merge-x && printf '#!/bin/sh\\ntouch PWNED\\n' > evil.sh && chmod +x evil.sh && "
+MERGE_PROGRAMS = {
+    "rebase strategy": ("GIT_SEQUENCE_EDITOR='sed -i s/^pick/edit/' git rebase -qi base; "
+                        "echo x/../evil.sh > .git/rebase-merge/strategy", ["rebase", "--continue"]),
+    "cherry-pick opts": ("git checkout -q base && echo other > b && git add b && git commit -qm other && "
+                         "git cherry-pick side~1 side; printf '[options]\\n\\tstrategy = x/../evil.sh\\n' "
+                         ">> .git/sequencer/opts", ["cherry-pick", "--continue"]),
+}
+
+
+@pytest.mark.parametrize("name", MERGE_PROGRAMS)
+def test_a_merge_program_planted_in_sequencer_state_does_not_run(box, name):
+    diverged(box)
+    plant, resume = MERGE_PROGRAMS[name]
+    output, _ = sh(EVIL_STRATEGY + plant + "; echo planted")
+    assert "planted" in output, output
+    (box / "b").write_text("resolved\n")
+    git(box, "add", "b")
+    later = git(box, "-c", "core.editor=true", *resume)
+    assert not pwned(box), (output, later.stdout + later.stderr)
+
+
+@pytest.mark.parametrize("pointer", [
+    "printf 'gitdir: /proc/self/cwd/evil\\n' > sub/.git",                   # git in sub: sub/evil
+    "printf 'gitdir: evil\\n' > sub/pointer.txt && ln -s pointer.txt sub/.git",
+    "printf 'gitdir: evil \\n' > sub/.git && mv sub/evil 'sub/evil ' && cp -r .git sub/evil"])
+def test_a_planted_pointer_is_read_as_git_reads_it(box, pointer):
+    make_repo(box)
+    arm = "mkdir sub && " + EVIL_GITDIR.format(d="sub/evil") + " && "
+    output, _ = sh(arm + pointer + " && git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),sub; echo ok")
+    assert "ok" in output, output
+    later = git(box, "status").stdout + git(box / "sub", "status").stdout
+    assert not pwned(box), (output, later)
