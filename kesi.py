@@ -3777,7 +3777,8 @@ def runs_later(key: str) -> bool:
     parts = [part.casefold() for part in PurePosixPath(key).parts]
     return (any(part in RUNS_LATER_NAMES for part in parts)
             or any(tuple(parts[i:i + 2]) in RUNS_LATER_PATHS for i in range(len(parts)))
-            or bool(parts) and parts[-1].endswith(RUNS_LATER_SUFFIXES))
+            or bool(parts) and parts[-1].endswith(RUNS_LATER_SUFFIXES)
+            or any(PurePosixPath(key).is_relative_to(path.relative_to(BASE_DIR)) for path in git_guarded_paths()))
 
 
 # --- escalation: more than the sandbox gives, for one exact command --------------
@@ -4582,10 +4583,8 @@ def linked_git_configs(dot_git: Path) -> list[Path]:
     """The configs a `.git` file leads to (`gitdir: ...` of a linked worktree
     or a submodule, and the main repository through its commondir): outside
     the workspace, but still readable there unless in home."""
-    pointer = read_pointer_file(dot_git)
-    if pointer is None or not pointer.startswith("gitdir:"):
+    if (gitdir := pointed_git_dir(dot_git)) is None:
         return []
-    gitdir = dot_git.parent / pointer[len("gitdir:"):].strip()
     folders = [gitdir]
     common = read_pointer_file(gitdir / "commondir")
     if common:
@@ -4893,11 +4892,14 @@ def git_pins(read_only: bool = False) -> list[str]:
     pins = []
     if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
         pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
-    for path in [git / "hooks", *git_code_paths()]:
-        path = Path(os.path.realpath(path))          # hooks may be a link into the work tree
-        if path.is_relative_to(BASE_DIR) and path.exists() and path not in (BASE_DIR, git):
-            pins += ["--ro-bind", str(path), str(path)]
-    return pins
+    return pins + [arg for path in git_guarded_paths() if path.exists() for arg in ("--ro-bind", str(path), str(path))]
+
+
+def git_guarded_paths() -> list[Path]:
+    """Real paths in the workspace git takes code from, beside .git: read-only in the sandbox, and the file
+    tools ask before writing them. Hooks may be a link into the work tree."""
+    paths = [Path(os.path.realpath(path)) for path in [BASE_DIR / ".git" / "hooks", *git_code_paths()]]
+    return [p for p in dict.fromkeys(paths) if p.is_relative_to(BASE_DIR) and p not in (BASE_DIR, BASE_DIR / ".git")]
 
 
 def git_code_paths() -> list[Path]:
@@ -5180,16 +5182,35 @@ def registered_repositories() -> list[str]:
 
 
 def git_dir_of(dot_git: Path) -> Path | None:
-    """The folder a `.git` folder, link or `gitdir:` file stands for."""
+    """The folder a `.git` folder, link or `gitdir:` file stands for; the `.git` itself (to be removed if new)
+    when the way goes through /proc, which git reads as its own process and KeSi as its own."""
     try:
-        if dot_git.is_file() and not dot_git.is_symlink():
-            pointer = read_pointer_file(dot_git)
-            if pointer is None or not pointer.startswith("gitdir:"):
-                return None
-            return Path(os.path.realpath(dot_git.parent / pointer[len("gitdir:"):].strip()))
-        return Path(os.path.realpath(dot_git)) if dot_git.is_dir() else None
+        target = pointed_git_dir(dot_git) if dot_git.is_file() else dot_git if dot_git.is_dir() else None
+        if leads_through_proc(str(dot_git)) or target is not None and leads_through_proc(str(target)):
+            return dot_git
+        return None if target is None else Path(os.path.realpath(target))
     except (OSError, ValueError):
         return None
+
+
+def pointed_git_dir(dot_git: Path) -> Path | None:
+    """Where a `.git` file, or a link to one, points, read as git reads it: "gitdir: " and all the rest but the
+    line ends at its end, relative to the folder of the `.git`."""
+    pointer = (read_pointer_file(dot_git, follow_links=True) or "").split("\0")[0]
+    return dot_git.parent / pointer[8:].rstrip("\r\n") if pointer.startswith("gitdir: ") else None
+
+
+def leads_through_proc(path: str, hops: int = 40) -> bool:
+    """Whether an absolute path goes through /proc, following each link on the way as the kernel does."""
+    parts, here = path.split("/"), "/"
+    while parts and hops:
+        here = os.path.normpath(os.path.join(here, parts.pop(0)))     # here has no link in it: .. is textual
+        if here == "/proc" or here.startswith("/proc/"):
+            return True
+        if os.path.islink(here):
+            hops, target = hops - 1, os.readlink(here)
+            parts[:0], here = target.split("/"), "/" if target.startswith("/") else os.path.dirname(here)
+    return not hops
 
 
 def disarm_repository(repo: str) -> list[str]:
@@ -5197,6 +5218,9 @@ def disarm_repository(repo: str) -> list[str]:
     fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
         for name in repo.split("/"):
+            if name == ".git" and not stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                remove_at(fd, name)          # git_dir_of could not tell where git would take it
+                return [f"{repo} (it points through /proc, where each process finds something else)"]
             fd, above = os.open(name, FOLDER_FLAGS, dir_fd=fd), fd
             os.close(above)
         return disarm_git_dir(fd, repo)
