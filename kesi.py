@@ -5118,20 +5118,33 @@ def restore_git_control(before: GitSnapshot | None) -> list[str]:
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
     if after is None or was_folder and after.entries.get(".git") != before.entries[".git"]:
         return [".git (it is no longer a folder; check it before you use git here)"]
-    # A repository removed as a whole (rm -rf vendor/x) runs nothing any more: it stays removed.
-    gone = [repo for repo in before.repos if repo not in after.entries]
+    # A repository removed as a whole (rm -rf vendor/x) runs nothing any more: it stays removed. A folder moved
+    # whole (mv .git/modules/a .git/modules/b) is checked where it is now, against what it was.
+    moves = moved_folders(before.entries, after.entries)
+    gone = [repo for repo in before.repos if repo not in after.entries] + list(moves.values())
+    was = {new + path[len(old):]: state for new, old in moves.items() for path, state in before.entries.items()
+           if path.startswith(old + "/")} | before.entries
     changed = sorted(path for path in before.entries.keys() | after.entries.keys()
-                     if before.entries.get(path) != after.entries.get(path)
+                     if was.get(path) != after.entries.get(path)
                      and not any(path == repo or path.startswith(repo + "/") for repo in gone))
-    if not changed:
-        return disarmed
     base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
-        for path in changed:
-            put_back(base_fd, path, before.entries.get(path))
+        done = [path for path in changed if put_back(base_fd, path, was.get(path))]
     finally:
         os.close(base_fd)
-    return disarmed + changed
+    return disarmed + done + [f"{old} (found at {new}: checked there, not moved back)" for new, old in moves.items()]
+
+
+def moved_folders(before: dict, after: dict) -> dict[str, str]:
+    """New folder -> old one, for each folder a command renamed with control files that stayed the same."""
+    moves = {}
+    for path, new in itertools.product(before.keys() - after.keys(), after.keys() - before.keys()):
+        old_parts, new_parts = path.split("/"), new.split("/")
+        differ = [i for i, (a, b) in enumerate(zip(old_parts, new_parts[:-1])) if a != b]   # a folder, not a file
+        if before[path] == after[new] and len(old_parts) == len(new_parts) and len(differ) == 1 \
+                and old_parts[-1] == new_parts[-1]:
+            moves["/".join(new_parts[:differ[0] + 1])] = "/".join(old_parts[:differ[0] + 1])
+    return moves
 
 
 # What a fresh `git init` or `git clone` writes into a config. In a repository a command created, anything
@@ -5309,20 +5322,23 @@ def remove_at(folder_fd: int, name: str) -> None:
             os.unlink(name, dir_fd=folder_fd)
 
 
-def put_back(base_fd: int, path: str, was: tuple | None) -> None:
-    """Make one path what it was (None: absent), never through a link."""
+def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
+    """Make one path what it was (None: absent), never through a link, a missing folder on the way made again
+    (a hooks folder moved aside). Whether it could."""
     *folders, name = path.split("/")
     fds = [base_fd]
     try:
         for folder in folders:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder, dir_fd=fds[-1]) if was is not None and folder == "hooks" else None
             fds.append(os.open(folder, FOLDER_FLAGS, dir_fd=fds[-1]))
         if is_todo_file(path):
             keep = set(was[1].split(b"\n")) if was is not None and was[0] == "todo" else set()
             strip_exec_lines(fds[-1], name, keep)
-            return
+            return True
         with contextlib.suppress(OSError):
             if was is not None and was[0] == "folder" and stat.S_ISDIR(os.lstat(name, dir_fd=fds[-1]).st_mode):
-                return            # still a folder: what is in it is put back on its own
+                return True       # still a folder: what is in it is put back on its own
         remove_at(fds[-1], name)
         kind = was[0] if was else None
         if kind == "folder":
@@ -5331,8 +5347,9 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> None:
             os.symlink(os.fsdecode(was[1]), name, dir_fd=fds[-1])
         elif kind == "file" and was[3] <= MAX_CONTROL_BYTES:   # one too big to keep stays gone: nothing runs
             write_atomically(fds[-1], name, was[1], mode=was[2])
+        return True
     except OSError:
-        pass                      # its folder is gone: nothing left to run from there
+        return False              # a link on the way, or its folder cannot be made
     finally:
         for fd in fds[1:]:
             os.close(fd)

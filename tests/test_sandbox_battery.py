@@ -974,3 +974,23 @@ def test_a_planted_pointer_is_read_as_git_reads_it(box, pointer):
     assert "ok" in output, output
     later = git(box, "status").stdout + git(box / "sub", "status").stdout
     assert not pwned(box), (output, later)
+
+
+def test_a_moved_submodule_git_dir_is_checked_where_it_is_and_kept(with_submodule):
+    root = with_submodule
+    config = (root / ".git" / "modules" / "sub" / "config").read_text()
+    output, _ = sh("mv .git/modules/sub .git/modules/sub2 && echo 'touch PWNED' > .git/modules/sub2/hooks/pre-commit"
+                   " && chmod +x .git/modules/sub2/hooks/pre-commit; echo moved")
+    assert "moved" in output and "found at .git/modules/sub2" in output, output
+    assert (root / ".git" / "modules" / "sub2" / "config").read_text() == config, output
+    assert not (root / ".git" / "modules" / "sub2" / "hooks" / "pre-commit").exists(), output
+
+
+def test_a_hooks_folder_moved_aside_is_made_again(box):
+    make_repo(box)
+    lib = nested_repository(box)
+    hook = lib / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho user-hook\n")
+    output, _ = sh("mv vendor/lib/.git/hooks vendor/lib/.git/hooks.old; echo moved")
+    assert "moved" in output and "vendor/lib/.git/hooks/pre-commit" in output, output
+    assert hook.read_text() == "#!/bin/sh\necho user-hook\n", output
