@@ -4552,6 +4552,7 @@ def nested_repositories() -> list[str]:
             found += [f"{rel}/.git"] if rel else []
         elif (folder := git_dir_of(BASE_DIR / rel / ".git")) and folder.is_relative_to(BASE_DIR) and folder != BASE_DIR:
             found.append(folder.relative_to(BASE_DIR).as_posix())
+    found += registered_repositories() if (BASE_DIR / ".git").is_dir() else []   # even in node_modules
     return sorted(repo for repo in set(found) if not walked_by_the_top_snapshot(repo))
 
 
@@ -5163,8 +5164,6 @@ def disarm_new_repositories(before: GitSnapshot | None) -> list[str]:
         known.add(".git")
     top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
     found = top + nested_repositories()
-    if top and (before is None or before.index != index_stamp()):
-        found += registered_repositories()
     removed = []
     for repo in dict.fromkeys(found):
         if repo not in known and (repo == ".git" or not walked_by_the_top_snapshot(repo)):
@@ -5180,18 +5179,17 @@ def index_stamp() -> tuple | None:
 
 
 def registered_repositories() -> list[str]:
-    """The git dirs (in the workspace) of the submodules the index registers (mode 160000), through a `.git`
-    file or link: `git status` at the top looks into each, with that repository's config."""
-    listed = run_git(["ls-files", "--stage", "-z"], timeout=30)
-    found = []
-    for entry in (listed.stdout if listed else b"").split(b"\0"):
-        mode, _, rest = entry.partition(b" ")
-        if mode == b"160000":
-            dot_git = BASE_DIR / os.fsdecode(rest.split(b"\t", 1)[-1]) / ".git"
-            folder = git_dir_of(dot_git)
-            if folder is not None and folder.is_relative_to(BASE_DIR) and folder != BASE_DIR:
-                found.append(folder.relative_to(BASE_DIR).as_posix())
-    return found
+    """The git dirs (in the workspace, even in node_modules) of the submodules the index registers (mode 160000):
+    `git status` at the top looks into each, with its config. The index is read again only when it changed."""
+    if _gitlinks.get("key") != (key := (BASE_DIR, index_stamp())):
+        listed = run_git(["ls-files", "--stage", "-z"], timeout=30)
+        entries = (listed.stdout if listed else b"").split(b"\0")
+        _gitlinks.update(key=key, paths=[os.fsdecode(e.split(b"\t", 1)[-1]) for e in entries if e[:7] == b"160000 "])
+    folders = [git_dir_of(BASE_DIR / path / ".git") for path in _gitlinks["paths"]]
+    return [f.relative_to(BASE_DIR).as_posix() for f in folders if f and f.is_relative_to(BASE_DIR) and f != BASE_DIR]
+
+
+_gitlinks: dict = {}          # the submodule paths in the index, and the workspace and index they were read from
 
 
 def git_dir_of(dot_git: Path) -> Path | None:

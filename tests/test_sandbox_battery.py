@@ -994,3 +994,23 @@ def test_a_hooks_folder_moved_aside_is_made_again(box):
     output, _ = sh("mv vendor/lib/.git/hooks vendor/lib/.git/hooks.old; echo moved")
     assert "moved" in output and "vendor/lib/.git/hooks/pre-commit" in output, output
     assert hook.read_text() == "#!/bin/sh\necho user-hook\n", output
+
+
+def test_a_submodule_registered_in_a_dependency_folder_is_guarded(box):
+    make_repo(box)
+    sh("git update-index --add --cacheinfo 160000,1111111111111111111111111111111111111111,node_modules/x")
+    output, _ = sh("mkdir -p node_modules/x && cd node_modules/x && git init -q && "
+                   "git config core.fsmonitor 'touch ../../PWNED; false'; echo planted")
+    later = git(box, "status").stdout
+    assert "planted" in output and not pwned(box), (output, later)
+
+
+def test_an_embedded_submodule_in_a_dependency_folder_keeps_its_control_files(box):
+    make_repo(box)
+    (box / "node_modules" / "foo").mkdir(parents=True)
+    make_repo(box / "node_modules" / "foo")
+    assert git(box, "add", "node_modules/foo").returncode == 0          # an embedded repository: a gitlink
+    output, _ = sh("cp -r node_modules/foo/.git node_modules/.evil && rm -f node_modules/.evil/config && " + FSMONITOR.format("node_modules/.evil/config")
+                   + " && echo ../../.evil > node_modules/foo/.git/commondir; echo planted")
+    later = git(box, "status").stdout
+    assert "planted" in output and not pwned(box), (output, later)
