@@ -4541,9 +4541,8 @@ def is_env_name(name: str) -> bool:
 
 
 def nested_repositories() -> list[str]:
-    """The git dirs of other repositories in the work tree (a clone in vendor/, a
-    project's own test fixture; not in dependency folders), relative: git run
-    there later, by you, takes hooks and config from them as from the workspace's own."""
+    """The git dirs of other repositories in the work tree (a clone in vendor/, a test fixture; not in dependency
+    folders unless registered), relative: git run there later takes hooks and config from them."""
     found = []
     for rel, marks in workspace_index().marked.items():
         if ".git" not in marks or any(is_ignored_name(part) for part in rel.split("/") if part):
@@ -4887,8 +4886,7 @@ def git_identity_environment() -> dict[str, str]:
 
 
 def git_pins(read_only: bool = False) -> list[str]:
-    """bwrap args pinning .git and what git runs code from; read_only for background tasks: they run while
-    the user may run git, so the check-and-restore after a command cannot guard them."""
+    """bwrap args pinning .git and what git runs code from; all read-only for background tasks (no check after)."""
     git = BASE_DIR / ".git"
     pins = []
     if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
@@ -4924,15 +4922,17 @@ def paths_git_config_names() -> list[Path]:
         return list(_config_names["found"])
     listed = run_git(["config", "--show-origin", "--null", "--get-regexp",
                       r"^(core\.hookspath|include\.path|includeif\..*\.path)$"])
+    top = run_git(["rev-parse", "--show-toplevel"])        # git names paths from there, not from where KeSi is
+    top = Path(os.fsdecode(top.stdout.rstrip(b"\n"))) if top and top.returncode == 0 else BASE_DIR
     found, origins = [], []
     items = listed.stdout.split(b"\0") if listed else []
     for origin, entry in zip(items[0::2], items[1::2]):
         key_name, _, value = os.fsdecode(entry).partition("\n")
         origin = os.fsdecode(origin)
-        origins += [BASE_DIR / origin.removeprefix("file:")] if origin.startswith("file:") else []
+        origins += [top / origin.removeprefix("file:")] if origin.startswith("file:") else []
         if value:
             # A relative hooksPath is taken from the top of the work tree, an include from its file's folder.
-            base = BASE_DIR if key_name == "core.hookspath" else origins[-1].parent if origins else BASE_DIR
+            base = top if key_name == "core.hookspath" else origins[-1].parent if origins else top
             found.append(Path(os.path.normpath(base / os.path.expanduser(value))))
     # Files git named that were not in the key (an include) join it as they are now.
     named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]

@@ -941,7 +941,8 @@ def diverged(root: Path) -> None:
     git(root, "checkout", "-q", "side")
 
 
-EVIL_STRATEGY = "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@x GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@x; mkdir -p git-merge-x && printf '#!/bin/sh\\ntouch PWNED\\n' > evil.sh && chmod +x evil.sh && "
+EVIL_STRATEGY = ("export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@x GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@x; "
+                 "mkdir -p git-merge-x && printf '#!/bin/sh\\ntouch PWNED\\n' > evil.sh && chmod +x evil.sh && ")
 MERGE_PROGRAMS = {
     "rebase strategy": ("GIT_SEQUENCE_EDITOR='sed -i s/^pick/edit/' git rebase -qi base; "
                         "echo x/../evil.sh > .git/rebase-merge/strategy", ["rebase", "--continue"]),
@@ -1010,7 +1011,23 @@ def test_an_embedded_submodule_in_a_dependency_folder_keeps_its_control_files(bo
     (box / "node_modules" / "foo").mkdir(parents=True)
     make_repo(box / "node_modules" / "foo")
     assert git(box, "add", "node_modules/foo").returncode == 0          # an embedded repository: a gitlink
-    output, _ = sh("cp -r node_modules/foo/.git node_modules/.evil && rm -f node_modules/.evil/config && " + FSMONITOR.format("node_modules/.evil/config")
+    output, _ = sh("cp -r node_modules/foo/.git node_modules/.evil && rm -f node_modules/.evil/config && "
+                   + FSMONITOR.format("node_modules/.evil/config")
                    + " && echo ../../.evil > node_modules/foo/.git/commondir; echo planted")
     later = git(box, "status").stdout
+    assert "planted" in output and not pwned(box), (output, later)
+
+
+def test_paths_git_config_names_are_taken_from_the_top_of_the_work_tree(box):
+    """KeSi started in a sub-folder of the repository, as in a husky monorepo (front/.husky)."""
+    make_repo(box)
+    (box / "front" / ".husky").mkdir(parents=True)
+    (box / "front" / "gitconfig").write_text("[user]\n\tname = team\n")
+    git(box, "config", "core.hooksPath", "front/.husky")
+    git(box, "config", "include.path", "../front/gitconfig")
+    checklib.use_base_dir(box / "front")
+    output, _ = sh("printf '#!/bin/sh\\ntouch PWNED\\n' > .husky/pre-commit; chmod +x .husky/pre-commit; "
+                   + FSMONITOR.format("gitconfig") + "; echo planted")
+    checklib.use_base_dir(box)
+    later = git_everywhere(box)
     assert "planted" in output and not pwned(box), (output, later)
