@@ -4527,10 +4527,10 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
         for name, kind in marks.items():
             if kind != "link" and is_env_name(name):
                 found.append(here / name)
-            elif kind == "file" and name == ".git":
+            elif kind != "folder" and name == ".git":       # a `.git` file, or a link to a git dir
                 found += linked_git_configs(here / name)
-                pointers.append(here / name)
-            elif kind == "file" and name == "config" and (here.name == ".git" or "HEAD" in marks):
+                pointers += [here / name] if kind == "file" else []
+            elif kind == "file" and name == "config":         # any in .git (a HEAD beside it can be moved away)
                 found.append(here / name)
     return [path for path in found if not path.is_symlink()], pointers
 
@@ -4580,10 +4580,9 @@ def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
 
 
 def linked_git_configs(dot_git: Path) -> list[Path]:
-    """The configs a `.git` file leads to (`gitdir: ...` of a linked worktree
-    or a submodule, and the main repository through its commondir): outside
-    the workspace, but still readable there unless in home."""
-    if (gitdir := pointed_git_dir(dot_git)) is None:
+    """The configs a `.git` file or link leads to (a linked worktree's or submodule's git dir, and the main one
+    through its commondir): maybe outside the workspace, but still readable there unless in home."""
+    if (gitdir := git_dir_of(dot_git)) is None:
         return []
     folders = [gitdir]
     common = read_pointer_file(gitdir / "commondir")

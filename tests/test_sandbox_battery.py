@@ -1031,3 +1031,22 @@ def test_paths_git_config_names_are_taken_from_the_top_of_the_work_tree(box):
     checklib.use_base_dir(box)
     later = git_everywhere(box)
     assert "planted" in output and not pwned(box), (output, later)
+
+
+def test_a_nested_git_dir_reached_through_a_link_reads_as_empty(box):
+    make_repo(box)
+    lib = nested_repository(box)
+    git(lib, "config", "kesi.canary", "linkcanary-6d2a")              # not a credential format: no output mask
+    (lib / ".git").rename(box / "vendor" / "lib.gitdir")
+    (lib / ".git").symlink_to("../lib.gitdir")
+    output, _ = sh("cat vendor/lib/.git/config | rev; echo end")
+    assert "linkcanary-6d2a"[::-1] not in output and "end" in output, output
+
+
+def test_a_submodule_config_stays_masked_when_its_head_is_moved(with_submodule):
+    root = with_submodule
+    git(root / "sub", "config", "kesi.canary", "subcanary-8e1f")
+    assert git(root, "submodule", "--quiet", "deinit", "-f", "sub").returncode == 0    # no sub/.git points at it now
+    sh("mv .git/modules/sub/HEAD .git/modules/sub/HEAD.bak")
+    output, _ = sh("cat .git/modules/sub/config | rev; mv .git/modules/sub/HEAD.bak .git/modules/sub/HEAD; echo end")
+    assert "subcanary-8e1f"[::-1] not in output and "end" in output, output
