@@ -4584,10 +4584,8 @@ def linked_git_configs(dot_git: Path) -> list[Path]:
     through its commondir): maybe outside the workspace, but still readable there unless in home."""
     if (gitdir := git_dir_of(dot_git)) is None:
         return []
-    folders = [gitdir]
     common = read_pointer_file(gitdir / "commondir")
-    if common:
-        folders.append(gitdir / common.strip())
+    folders = [gitdir, *([gitdir / common.strip()] if common else [])]
     configs = [Path(os.path.normpath(folder / "config")) for folder in folders]
     return [c for c in dict.fromkeys(configs) if c.is_file() and not c.is_symlink()]
 
@@ -4894,19 +4892,22 @@ def git_pins(read_only: bool = False) -> list[str]:
 
 
 def git_guarded_paths() -> list[Path]:
-    """Real paths in the workspace git takes code from, beside .git: read-only in the sandbox, and the file
-    tools ask before writing them. Hooks may be a link into the work tree."""
+    """Real paths in the workspace git takes code from beside .git: read-only in the sandbox, the file tools ask."""
     paths = [Path(os.path.realpath(path)) for path in [BASE_DIR / ".git" / "hooks", *git_code_paths()]]
     return [p for p in dict.fromkeys(paths) if p.is_relative_to(BASE_DIR) and p not in (BASE_DIR, BASE_DIR / ".git")]
 
 
 def git_code_paths() -> list[Path]:
-    """Paths outside .git/hooks that git takes code from: what its config names, and linked hooks' scripts."""
+    """Paths outside .git/hooks git takes code from: what its config names, each link on linked hooks' way."""
     named = paths_git_config_names()
     targets = []
     for folder in [BASE_DIR / ".git" / "hooks", *named]:
         with contextlib.suppress(OSError):
-            targets += [Path(os.path.realpath(entry.path)) for entry in os.scandir(folder) if entry.is_symlink()]
+            for path in [entry.path for entry in os.scandir(folder) if entry.is_symlink()]:
+                while os.path.islink(path) and len(targets) < 1000:
+                    path = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+                    targets.append(Path(path))
+                targets.append(Path(os.path.realpath(path)))
     return named + targets
 
 
@@ -5320,8 +5321,7 @@ def remove_at(folder_fd: int, name: str) -> None:
 
 
 def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
-    """Make one path what it was (None: absent), never through a link, a missing folder on the way made again
-    (a hooks folder moved aside). Whether it could."""
+    """Make one path what it was (None: absent), never through a link; a hooks folder moved aside made again."""
     *folders, name = path.split("/")
     fds = [base_fd]
     try:

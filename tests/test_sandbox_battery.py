@@ -1050,3 +1050,16 @@ def test_a_submodule_config_stays_masked_when_its_head_is_moved(with_submodule):
     sh("mv .git/modules/sub/HEAD .git/modules/sub/HEAD.bak")
     output, _ = sh("cat .git/modules/sub/config | rev; mv .git/modules/sub/HEAD.bak .git/modules/sub/HEAD; echo end")
     assert "subcanary-8e1f"[::-1] not in output and "end" in output, output
+
+
+def test_every_link_on_a_hook_s_way_is_guarded(box):
+    make_repo(box)
+    (box / "scripts").mkdir()
+    (box / "scripts" / "impl.sh").write_text("#!/bin/sh\nexit 0\n")
+    (box / "scripts" / "impl.sh").chmod(0o755)
+    (box / "scripts" / "pre-commit").symlink_to("impl.sh")
+    (box / ".git" / "hooks" / "pre-commit").symlink_to("../../scripts/pre-commit")
+    output, _ = sh("printf '#!/bin/sh\\ntouch PWNED\\n' > scripts/evil.sh; chmod +x scripts/evil.sh; "
+                   "ln -sfn evil.sh scripts/pre-commit; echo planted")
+    later = git_everywhere(box)
+    assert "planted" in output and not pwned(box), (output, later)
