@@ -3688,7 +3688,8 @@ def runs_later(key: str) -> bool:
     parts = [part.casefold() for part in PurePosixPath(key).parts]
     return (any(part in RUNS_LATER_NAMES for part in parts)
             or any(tuple(parts[i:i + 2]) in RUNS_LATER_PATHS for i in range(len(parts)))
-            or bool(parts) and parts[-1].endswith(RUNS_LATER_SUFFIXES))
+            or bool(parts) and parts[-1].endswith(RUNS_LATER_SUFFIXES)
+            or any(PurePosixPath(key).is_relative_to(path.relative_to(BASE_DIR)) for path in git_guarded_paths()))
 
 
 # --- escalation: more than the sandbox gives, for one exact command --------------
@@ -4153,8 +4154,8 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
     """The macOS profile and its -D parameters: a path in the text could change the policy with a quote.
     (allow default): (deny default) kills even /bin/echo. Later rules win, so the secret rule comes last."""
     tools = toolchain_dirs()
-    params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)), ("RECORDS_DIR", os.path.realpath(records_root())),
-              ("CONFIG_DIR", os.path.realpath(user_config_folder())),
+    params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)),
+              ("RECORDS_DIR", os.path.realpath(records_root())), ("CONFIG_DIR", os.path.realpath(user_config_folder())),
               ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
     params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
     secrets = toolchain_secrets()
@@ -4391,10 +4392,10 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
         for name, kind in marks.items():
             if kind != "link" and is_env_name(name):
                 found.append(here / name)
-            elif kind == "file" and name == ".git":
+            elif kind != "folder" and name == ".git":       # a `.git` file, or a link to a git dir
                 found += linked_git_configs(here / name)
-                pointers.append(here / name)
-            elif kind == "file" and name == "config" and (here.name == ".git" or "HEAD" in marks):
+                pointers += [here / name] if kind == "file" else []
+            elif kind == "file" and name == "config":         # any in .git (a HEAD beside it can be moved away)
                 found.append(here / name)
     return [path for path in found if not path.is_symlink()], pointers
 
@@ -4404,7 +4405,8 @@ def is_env_name(name: str) -> bool:
 
 
 def nested_repositories() -> list[str]:
-    """Other repositories' git dirs in the work tree (not in dependency folders), relative: your git uses them later."""
+    """The git dirs of other repositories in the work tree (a clone in vendor/, a test fixture; not in dependency
+    folders unless registered), relative: git run there later takes hooks and config from them."""
     found = []
     for rel, marks in workspace_index().marked.items():
         if ".git" not in marks or any(is_ignored_name(part) for part in rel.split("/") if part):
@@ -4413,6 +4415,7 @@ def nested_repositories() -> list[str]:
             found += [f"{rel}/.git"] if rel else []
         elif (folder := git_dir_of(BASE_DIR / rel / ".git")) and folder.is_relative_to(BASE_DIR) and folder != BASE_DIR:
             found.append(folder.relative_to(BASE_DIR).as_posix())
+    found += registered_repositories() if (BASE_DIR / ".git").is_dir() else []   # even in node_modules
     return sorted(repo for repo in set(found) if not walked_by_the_top_snapshot(repo))
 
 
@@ -4436,11 +4439,13 @@ def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
 
 
 def linked_git_configs(dot_git: Path) -> list[Path]:
-    """The configs a `.git` file leads to (its gitdir's and that one's commondir's): readable there unless in home."""
+    """The configs a `.git` file or link leads to (a linked worktree's or submodule's git dir, and the main one
+    through its commondir): maybe outside the workspace, but still readable there unless in home."""
     if (gitdir := git_dir_of(dot_git)) is None:
         return []
     common = read_pointer_file(gitdir / "commondir")
-    configs = [gitdir / "config", *([Path(os.path.normpath(gitdir / common.strip() / "config"))] if common else [])]
+    folders = [gitdir, *([gitdir / common.strip()] if common else [])]
+    configs = [Path(os.path.normpath(folder / "config")) for folder in folders]
     return [c for c in dict.fromkeys(configs) if c.is_file() and not c.is_symlink()]
 
 
@@ -4705,7 +4710,8 @@ def in_shared_network(argv: list[str]) -> list[str]:
 # scripts read-only, config empty. What does not exist yet (a commondir, a new repository) is checked after every
 # command and put back (git_control_snapshot), as is what background tasks change: all there is without bwrap.
 
-GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir"}
+# A rebase's `strategy` and a cherry-pick's `opts` name a merge program (`git merge-<strategy>`) --continue runs.
+GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strategy", "strategy_opts", "opts"}
 GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
 MAX_GIT_DEPTH = 40                 # submodules nest; deeper than this is no repository git would use
 MAX_CONTROL_BYTES = 1_000_000      # configs and hooks are small
@@ -4739,23 +4745,31 @@ def git_identity_environment() -> dict[str, str]:
 
 
 def git_pins(read_only: bool = False) -> list[str]:
-    """bwrap args pinning .git and what git runs code from; read_only for background tasks (the user may run git)."""
-    git = BASE_DIR / ".git"                         # a `.git` file is pinned with the others (scan_workspace)
-    pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)] if git.is_dir() and not git.is_symlink() else []
-    for path in [git / "hooks", *git_code_paths()]:
-        path = Path(os.path.realpath(path))          # hooks may be a link into the work tree
-        if path.is_relative_to(BASE_DIR) and path.exists() and path not in (BASE_DIR, git):
-            pins += ["--ro-bind", str(path), str(path)]
-    return pins
+    """bwrap args pinning .git and what git runs code from; all read-only for background tasks (no check after)."""
+    git = BASE_DIR / ".git"
+    pins = []
+    if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
+        pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
+    return pins + [arg for path in git_guarded_paths() if path.exists() for arg in ("--ro-bind", str(path), str(path))]
+
+
+def git_guarded_paths() -> list[Path]:
+    """Real paths in the workspace git takes code from beside .git: read-only in the sandbox, the file tools ask."""
+    paths = [Path(os.path.realpath(path)) for path in [BASE_DIR / ".git" / "hooks", *git_code_paths()]]
+    return [p for p in dict.fromkeys(paths) if p.is_relative_to(BASE_DIR) and p not in (BASE_DIR, BASE_DIR / ".git")]
 
 
 def git_code_paths() -> list[Path]:
-    """Paths outside .git/hooks that git takes code from: what its config names, and linked hooks' scripts."""
+    """Paths outside .git/hooks git takes code from: what its config names, each link on linked hooks' way."""
     named = paths_git_config_names()
     targets = []
     for folder in [BASE_DIR / ".git" / "hooks", *named]:
         with contextlib.suppress(OSError):
-            targets += [Path(os.path.realpath(entry.path)) for entry in os.scandir(folder) if entry.is_symlink()]
+            for path in [entry.path for entry in os.scandir(folder) if entry.is_symlink()]:
+                while os.path.islink(path) and len(targets) < 1000:
+                    path = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+                    targets.append(Path(path))
+                targets.append(Path(os.path.realpath(path)))
     return named + targets
 
 
@@ -4768,15 +4782,17 @@ def paths_git_config_names() -> list[Path]:
         return list(_config_names["found"])
     listed = run_git(["config", "--show-origin", "--null", "--get-regexp",
                       r"^(core\.hookspath|include\.path|includeif\..*\.path)$"])
+    top = run_git(["rev-parse", "--show-toplevel"])        # git names paths from there, not from where KeSi is
+    top = Path(os.fsdecode(top.stdout.rstrip(b"\n"))) if top and top.returncode == 0 else BASE_DIR
     found, origins = [], []
     items = listed.stdout.split(b"\0") if listed else []
     for origin, entry in zip(items[0::2], items[1::2]):
         key_name, _, value = os.fsdecode(entry).partition("\n")
         origin = os.fsdecode(origin)
-        origins += [BASE_DIR / origin.removeprefix("file:")] if origin.startswith("file:") else []
+        origins += [top / origin.removeprefix("file:")] if origin.startswith("file:") else []
         if value:
             # A relative hooksPath is taken from the top of the work tree, an include from its file's folder.
-            base = BASE_DIR if key_name == "core.hookspath" else origins[-1].parent if origins else BASE_DIR
+            base = top if key_name == "core.hookspath" else origins[-1].parent if origins else top
             found.append(Path(os.path.normpath(base / os.path.expanduser(value))))
     # Files git named that were not in the key (an include) join it as they are now.
     named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]
@@ -4948,18 +4964,34 @@ def restore_git_control(before: GitSnapshot | None, between: bool = False) -> li
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
     if after is None or was_folder and after.entries.get(".git") != before.entries[".git"] and not between:
         return disarmed if between else [".git (it is no longer a folder; check it before you use git here)"]
-    # A repository removed as a whole (rm -rf vendor/x) runs nothing any more: it stays removed.
-    gone = [repo for repo in before.repos if repo not in after.entries] + ([".git"] if between else [])
+    # A repository removed as a whole (rm -rf vendor/x) runs nothing any more: it stays removed. A folder moved
+    # whole (mv .git/modules/a .git/modules/b) is checked where it is now, against what it was.
+    moves = moved_folders(before.entries, after.entries)
+    gone = [repo for repo in before.repos if repo not in after.entries] + list(moves.values())
+    gone += [".git"] if between else []
+    was = {new + path[len(old):]: state for new, old in moves.items() for path, state in before.entries.items()
+           if path.startswith(old + "/")} | before.entries
     changed = sorted(path for path in before.entries.keys() | after.entries.keys()
-                     if before.entries.get(path) != after.entries.get(path)
+                     if was.get(path) != after.entries.get(path)
                      and not any(path == repo or path.startswith(repo + "/") for repo in gone))
     base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
-        for path in changed:
-            put_back(base_fd, path, before.entries.get(path))
+        done = [path for path in changed if put_back(base_fd, path, was.get(path))]
     finally:
         os.close(base_fd)
-    return disarmed + changed
+    return disarmed + done + [f"{old} (found at {new}: checked there, not moved back)" for new, old in moves.items()]
+
+
+def moved_folders(before: dict, after: dict) -> dict[str, str]:
+    """New folder -> old one, for each folder a command renamed with control files that stayed the same."""
+    moves = {}
+    for path, new in itertools.product(before.keys() - after.keys(), after.keys() - before.keys()):
+        old_parts, new_parts = path.split("/"), new.split("/")
+        differ = [i for i, (a, b) in enumerate(zip(old_parts, new_parts[:-1])) if a != b]   # a folder, not a file
+        if before[path] == after[new] and len(old_parts) == len(new_parts) and len(differ) == 1 \
+                and old_parts[-1] == new_parts[-1]:
+            moves["/".join(new_parts[:differ[0] + 1])] = "/".join(old_parts[:differ[0] + 1])
+    return moves
 
 
 def put_back_notice(restored: list[str], why: str) -> str:
@@ -4979,8 +5011,6 @@ def disarm_new_repositories(before: GitSnapshot | None) -> list[str]:
     known = set(before.repos) | ({".git"} & before.entries.keys()) if before else set()
     top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
     found = top + nested_repositories()
-    if top and (before is None or before.index != index_stamp()):
-        found += registered_repositories()
     removed = []
     for repo in dict.fromkeys(found):
         if repo not in known and (repo == ".git" or not walked_by_the_top_snapshot(repo)):
@@ -4996,30 +5026,49 @@ def index_stamp() -> tuple | None:
 
 
 def registered_repositories() -> list[str]:
-    """The git dirs in the workspace of the submodules the index registers: `git status` at the top looks in each."""
-    listed = run_git(["ls-files", "--stage", "-z"], timeout=30)
-    found = []
-    for entry in (listed.stdout if listed else b"").split(b"\0"):
-        mode, _, rest = entry.partition(b" ")
-        if mode == b"160000":
-            dot_git = BASE_DIR / os.fsdecode(rest.split(b"\t", 1)[-1]) / ".git"
-            folder = git_dir_of(dot_git)
-            if folder is not None and folder.is_relative_to(BASE_DIR) and folder != BASE_DIR:
-                found.append(folder.relative_to(BASE_DIR).as_posix())
-    return found
+    """The git dirs (in the workspace, even in node_modules) of the submodules the index registers (mode 160000):
+    `git status` at the top looks into each, with its config. The index is read again only when it changed."""
+    if _gitlinks.get("key") != (key := (BASE_DIR, index_stamp())):
+        listed = run_git(["ls-files", "--stage", "-z"], timeout=30)
+        entries = (listed.stdout if listed else b"").split(b"\0")
+        _gitlinks.update(key=key, paths=[os.fsdecode(e.split(b"\t", 1)[-1]) for e in entries if e[:7] == b"160000 "])
+    folders = [git_dir_of(BASE_DIR / path / ".git") for path in _gitlinks["paths"]]
+    return [f.relative_to(BASE_DIR).as_posix() for f in folders if f and f.is_relative_to(BASE_DIR) and f != BASE_DIR]
+
+
+_gitlinks: dict = {}          # the submodule paths in the index, and the workspace and index they were read from
 
 
 def git_dir_of(dot_git: Path) -> Path | None:
-    """The folder a `.git` folder, link or `gitdir:` file stands for."""
+    """The folder a `.git` folder, link or `gitdir:` file stands for; the `.git` itself (to be removed if new)
+    when the way goes through /proc, which git reads as its own process and KeSi as its own."""
     try:
-        if dot_git.is_file() and not dot_git.is_symlink():
-            pointer = read_pointer_file(dot_git)
-            if pointer is None or not pointer.startswith("gitdir:"):
-                return None
-            return Path(os.path.realpath(dot_git.parent / pointer[len("gitdir:"):].strip()))
-        return Path(os.path.realpath(dot_git)) if dot_git.is_dir() else None
+        target = pointed_git_dir(dot_git) if dot_git.is_file() else dot_git if dot_git.is_dir() else None
+        if leads_through_proc(str(dot_git)) or target is not None and leads_through_proc(str(target)):
+            return dot_git
+        return None if target is None else Path(os.path.realpath(target))
     except (OSError, ValueError):
         return None
+
+
+def pointed_git_dir(dot_git: Path) -> Path | None:
+    """Where a `.git` file, or a link to one, points, read as git reads it: "gitdir: " and all the rest but the
+    line ends at its end, relative to the folder of the `.git`."""
+    pointer = (read_pointer_file(dot_git, follow_links=True) or "").split("\0")[0]
+    return dot_git.parent / pointer[8:].rstrip("\r\n") if pointer.startswith("gitdir: ") else None
+
+
+def leads_through_proc(path: str, hops: int = 40) -> bool:
+    """Whether an absolute path goes through /proc, following each link on the way as the kernel does."""
+    parts, here = path.split("/"), "/"
+    while parts and hops:
+        here = os.path.normpath(os.path.join(here, parts.pop(0)))     # here has no link in it: .. is textual
+        if here == "/proc" or here.startswith("/proc/"):
+            return True
+        if os.path.islink(here):
+            hops, target = hops - 1, os.readlink(here)
+            parts[:0], here = target.split("/"), "/" if target.startswith("/") else os.path.dirname(here)
+    return not hops
 
 
 def disarm_repository(repo: str) -> list[str]:
@@ -5027,6 +5076,9 @@ def disarm_repository(repo: str) -> list[str]:
     fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
         for name in repo.split("/"):
+            if name == ".git" and not stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                remove_at(fd, name)          # git_dir_of could not tell where git would take it
+                return [f"{repo} (it points through /proc, where each process finds something else)"]
             fd, above = os.open(name, FOLDER_FLAGS, dir_fd=fd), fd
             os.close(above)
         return disarm_git_dir(fd, repo)
@@ -5111,20 +5163,22 @@ def remove_at(folder_fd: int, name: str) -> None:
             os.unlink(name, dir_fd=folder_fd)
 
 
-def put_back(base_fd: int, path: str, was: tuple | None) -> None:
-    """Make one path what it was (None: absent), never through a link."""
+def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
+    """Make one path what it was (None: absent), never through a link; a hooks folder moved aside made again."""
     *folders, name = path.split("/")
     fds = [base_fd]
     try:
         for folder in folders:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder, dir_fd=fds[-1]) if was is not None and folder == "hooks" else None
             fds.append(os.open(folder, FOLDER_FLAGS, dir_fd=fds[-1]))
         if is_todo_file(path):
             keep = set(was[1].split(b"\n")) if was is not None and was[0] == "todo" else set()
             strip_exec_lines(fds[-1], name, keep)
-            return
+            return True
         with contextlib.suppress(OSError):
             if was is not None and was[0] == "folder" and stat.S_ISDIR(os.lstat(name, dir_fd=fds[-1]).st_mode):
-                return            # still a folder: what is in it is put back on its own
+                return True       # still a folder: what is in it is put back on its own
         remove_at(fds[-1], name)
         kind = was[0] if was else None
         if kind == "folder":
@@ -5133,8 +5187,9 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> None:
             os.symlink(os.fsdecode(was[1]), name, dir_fd=fds[-1])
         elif kind == "file" and was[3] <= MAX_CONTROL_BYTES:   # one too big to keep stays gone: nothing runs
             write_atomically(fds[-1], name, was[1], mode=was[2])
+        return True
     except OSError:
-        pass                      # its folder is gone: nothing left to run from there
+        return False              # a link on the way, or its folder cannot be made
     finally:
         for fd in fds[1:]:
             os.close(fd)

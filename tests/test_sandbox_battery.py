@@ -997,3 +997,142 @@ def test_what_a_background_task_plants_is_put_back_when_kesi_stops_it_at_exit(bo
     kesi.stop_background_tasks()                   # as at KeSi's exit
     assert "KeSi put back src/.git/config: core.fsmonitor, which background task 1" in notices.getvalue()
     assert not pwned(box), used_later(box)
+
+
+# Red team rt22b: the sequencer's other state, and `.git` pointers read as git reads them.
+
+def diverged(root: Path) -> None:
+    """Branch side (commits b, c) off a.txt's commit; tag base (commit d) beside it; side checked out."""
+    make_repo(root)
+    git(root, "checkout", "-qb", "side")
+    for name in ("b", "c", "d"):
+        if name == "d":
+            git(root, "checkout", "-q", "-")
+        (root / name).write_text(name + "\n")
+        assert git(root, "add", name).returncode == 0 and git(root, "commit", "-qm", name).returncode == 0
+    git(root, "tag", "base")
+    git(root, "checkout", "-q", "side")
+
+
+EVIL_STRATEGY = ("export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@x GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@x; "
+                 "mkdir -p git-merge-x && printf '#!/bin/sh\\ntouch PWNED\\n' > evil.sh && chmod +x evil.sh && ")
+MERGE_PROGRAMS = {
+    "rebase strategy": ("GIT_SEQUENCE_EDITOR='sed -i s/^pick/edit/' git rebase -qi base; "
+                        "echo x/../evil.sh > .git/rebase-merge/strategy", ["rebase", "--continue"]),
+    "cherry-pick opts": ("git checkout -q base && echo other > b && git add b && git commit -qm other && "
+                         "git cherry-pick side~1 side; printf '[options]\\n\\tstrategy = x/../evil.sh\\n' "
+                         ">> .git/sequencer/opts", ["cherry-pick", "--continue"]),
+}
+
+
+@pytest.mark.parametrize("name", MERGE_PROGRAMS)
+def test_a_merge_program_planted_in_sequencer_state_does_not_run(box, name):
+    diverged(box)
+    plant, resume = MERGE_PROGRAMS[name]
+    output, _ = sh(EVIL_STRATEGY + plant + "; echo planted")
+    assert "planted" in output, output
+    (box / "b").write_text("resolved\n")
+    git(box, "add", "b")
+    later = git(box, "-c", "core.editor=true", *resume)
+    assert not pwned(box), (output, later.stdout + later.stderr)
+
+
+@pytest.mark.parametrize("pointer", [
+    "printf 'gitdir: /proc/self/cwd/evil\\n' > sub/.git",                   # git in sub: sub/evil
+    "printf 'gitdir: evil\\n' > sub/pointer.txt && ln -s pointer.txt sub/.git",
+    "printf 'gitdir: evil \\n' > sub/.git && mv sub/evil 'sub/evil ' && cp -r .git sub/evil"])
+def test_a_planted_pointer_is_read_as_git_reads_it(box, pointer):
+    make_repo(box)
+    arm = "mkdir sub && " + EVIL_GITDIR.format(d="sub/evil") + " && "
+    output, _ = sh(arm + pointer + " && git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),sub; echo ok")
+    assert "ok" in output, output
+    later = git(box, "status").stdout + git(box / "sub", "status").stdout
+    assert not pwned(box), (output, later)
+
+
+def test_a_moved_submodule_git_dir_is_checked_where_it_is_and_kept(with_submodule):
+    root = with_submodule
+    config = (root / ".git" / "modules" / "sub" / "config").read_text()
+    output, _ = sh("mv .git/modules/sub .git/modules/sub2 && echo 'touch PWNED' > .git/modules/sub2/hooks/pre-commit"
+                   " && chmod +x .git/modules/sub2/hooks/pre-commit; echo moved")
+    assert "moved" in output and "found at .git/modules/sub2" in output, output
+    assert (root / ".git" / "modules" / "sub2" / "config").read_text() == config, output
+    assert not (root / ".git" / "modules" / "sub2" / "hooks" / "pre-commit").exists(), output
+
+
+def test_a_hooks_folder_moved_aside_is_made_again(box):
+    make_repo(box)
+    lib = nested_repository(box)
+    hook = lib / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho user-hook\n")
+    output, _ = sh("mv vendor/lib/.git/hooks vendor/lib/.git/hooks.old; echo moved")
+    assert "moved" in output and "vendor/lib/.git/hooks/pre-commit" in output, output
+    assert hook.read_text() == "#!/bin/sh\necho user-hook\n", output
+
+
+def test_a_submodule_registered_in_a_dependency_folder_is_guarded(box):
+    make_repo(box)
+    sh("git update-index --add --cacheinfo 160000,1111111111111111111111111111111111111111,node_modules/x")
+    output, _ = sh("mkdir -p node_modules/x && cd node_modules/x && git init -q && "
+                   "git config core.fsmonitor 'touch ../../PWNED; false'; echo planted")
+    later = git(box, "status").stdout
+    assert "planted" in output and not pwned(box), (output, later)
+
+
+def test_an_embedded_submodule_in_a_dependency_folder_keeps_its_control_files(box):
+    make_repo(box)
+    (box / "node_modules" / "foo").mkdir(parents=True)
+    make_repo(box / "node_modules" / "foo")
+    assert git(box, "add", "node_modules/foo").returncode == 0          # an embedded repository: a gitlink
+    output, _ = sh("cp -r node_modules/foo/.git node_modules/.evil && rm -f node_modules/.evil/config && "
+                   + FSMONITOR.format("node_modules/.evil/config")
+                   + " && echo ../../.evil > node_modules/foo/.git/commondir; echo planted")
+    later = git(box, "status").stdout
+    assert "planted" in output and not pwned(box), (output, later)
+
+
+def test_paths_git_config_names_are_taken_from_the_top_of_the_work_tree(box):
+    """KeSi started in a sub-folder of the repository, as in a husky monorepo (front/.husky)."""
+    make_repo(box)
+    (box / "front" / ".husky").mkdir(parents=True)
+    (box / "front" / "gitconfig").write_text("[user]\n\tname = team\n")
+    git(box, "config", "core.hooksPath", "front/.husky")
+    git(box, "config", "include.path", "../front/gitconfig")
+    checklib.use_base_dir(box / "front")
+    output, _ = sh("printf '#!/bin/sh\\ntouch PWNED\\n' > .husky/pre-commit; chmod +x .husky/pre-commit; "
+                   + FSMONITOR.format("gitconfig") + "; echo planted")
+    checklib.use_base_dir(box)
+    later = git_everywhere(box)
+    assert "planted" in output and not pwned(box), (output, later)
+
+
+def test_a_nested_git_dir_reached_through_a_link_reads_as_empty(box):
+    make_repo(box)
+    lib = nested_repository(box)
+    git(lib, "config", "kesi.canary", "linkcanary-6d2a")              # not a credential format: no output mask
+    (lib / ".git").rename(box / "vendor" / "lib.gitdir")
+    (lib / ".git").symlink_to("../lib.gitdir")
+    output, _ = sh("cat vendor/lib/.git/config | rev; echo end")
+    assert "linkcanary-6d2a"[::-1] not in output and "end" in output, output
+
+
+def test_a_submodule_config_stays_masked_when_its_head_is_moved(with_submodule):
+    root = with_submodule
+    git(root / "sub", "config", "kesi.canary", "subcanary-8e1f")
+    assert git(root, "submodule", "--quiet", "deinit", "-f", "sub").returncode == 0    # no sub/.git points at it now
+    sh("mv .git/modules/sub/HEAD .git/modules/sub/HEAD.bak")
+    output, _ = sh("cat .git/modules/sub/config | rev; mv .git/modules/sub/HEAD.bak .git/modules/sub/HEAD; echo end")
+    assert "subcanary-8e1f"[::-1] not in output and "end" in output, output
+
+
+def test_every_link_on_a_hook_s_way_is_guarded(box):
+    make_repo(box)
+    (box / "scripts").mkdir()
+    (box / "scripts" / "impl.sh").write_text("#!/bin/sh\nexit 0\n")
+    (box / "scripts" / "impl.sh").chmod(0o755)
+    (box / "scripts" / "pre-commit").symlink_to("impl.sh")
+    (box / ".git" / "hooks" / "pre-commit").symlink_to("../../scripts/pre-commit")
+    output, _ = sh("printf '#!/bin/sh\\ntouch PWNED\\n' > scripts/evil.sh; chmod +x scripts/evil.sh; "
+                   "ln -sfn evil.sh scripts/pre-commit; echo planted")
+    later = git_everywhere(box)
+    assert "planted" in output and not pwned(box), (output, later)
