@@ -4643,6 +4643,7 @@ def hidden_folders() -> list[str]:
     sockets = [os.environ.get("XDG_RUNTIME_DIR", ""), os.path.dirname(os.environ.get("SSH_AUTH_SOCK", ""))]
     sockets = [d for d in sockets if d.startswith("/") and not Path(d).is_relative_to(BASE_DIR)]
     own = [os.path.realpath(records_root()), os.path.realpath(user_config_folder())]    # where a link leads
+    own += [os.path.dirname(os.path.realpath(file)) for file in (user_env_file(), user_settings_file())]
     hidden = [str(HOME_DIR), "/home", "/root", *sockets, *own]
     return [d for d in dict.fromkeys(hidden) if os.path.isdir(d)]
 
@@ -5322,7 +5323,7 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
 # 169.254.169.254, 198.18.0.0/15, ...). is_global follows them; NOT_GLOBAL is what older Pythons miss.
 NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
     "192.0.0.0/24", "192.88.99.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16"))
-CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96"))   # IPv4-compatible, NAT64
+CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96", "::ffff:0:0:0/96"))  # and SIIT
 
 
 def is_off_limits(address: str) -> bool:
@@ -6036,11 +6037,9 @@ _approvals: dict[tuple[str, bool], str] = {}    # (command, background) -> who d
 
 def note_approval(command, decision: str, background: bool = False) -> None:
     """Remember who allowed a command until run_command logs it; a refusal is logged now, as nothing will run."""
-    if not isinstance(command, str):
-        return
-    if decision.startswith("allowed"):
+    if isinstance(command, str) and decision.startswith("allowed"):
         _approvals[(command, background)] = decision
-    else:
+    elif isinstance(command, str):
         write_audit_entry({"command": command, "decision": decision, "background": background})
 
 
@@ -6429,6 +6428,10 @@ def own_folders_clash() -> str | None:
             return (f"KeSi's own folder {visible(real)} (settings or records) overlaps this workspace, where "
                     "commands and the model can write, so they could plant what KeSi trusts. Start KeSi in a "
                     f"project folder, or set {variable} to a folder outside it.")
+    for file in (user_env_file(), user_settings_file()):
+        if not HOME_DIR.is_relative_to(BASE_DIR) and (real := Path(os.path.realpath(file))).is_relative_to(BASE_DIR):
+            return (f"KeSi's {file.name} is a link into this workspace ({visible(real)}), where commands and the "
+                    "model can write. Start KeSi in another folder, or make it a file of its own.")
     return None
 
 
@@ -6525,7 +6528,8 @@ def save_session(history: list[dict]) -> None:
     if not history:
         return
     lines: list = []
-    SESSION_FILE = SESSION_FILE or new_session_file()
+    if SESSION_FILE is None:     # named by the time to the microsecond: after /reset a new one may start that second
+        SESSION_FILE = session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.getpid()}.jsonl"
     if not SESSION_FILE.exists():
         SAVED, LAST_SAVED = 0, ""
         lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(first_prompt(history), 70),
@@ -6542,11 +6546,6 @@ def save_session(history: list[dict]) -> None:
         ui(f"  (could not save the session: {visible(exc)})")
         return
     SAVED, LAST_SAVED = len(history), as_line(history[-1])
-
-
-def new_session_file() -> Path:
-    """Its name is the session id; microseconds, as after /reset a second session may start within the same second."""
-    return session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.getpid()}.jsonl"
 
 
 def as_line(message: dict) -> str:
