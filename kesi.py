@@ -5825,9 +5825,7 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
         ui(f"  {planted.strip()}")
 
 
-# Without bwrap's pid namespace, a task's setsid or double-forked children leave its process group and would
-# outlive it. On Linux KeSi becomes their subreaper: they are adopted by KeSi, not init, so it can end them.
-ADOPTING = False
+ADOPTING = False     # KeSi is the subreaper (Linux, no bwrap): a task's setsid or double-forked children are its to end
 
 
 def adopt_orphans() -> None:
@@ -5974,11 +5972,9 @@ _approvals: dict[tuple[str, bool], str] = {}    # (command, background) -> who d
 
 def note_approval(command, decision: str, background: bool = False) -> None:
     """Remember who allowed a command until run_command logs it; a refusal is logged now, as nothing will run."""
-    if not isinstance(command, str):
-        return
-    if decision.startswith("allowed"):
+    if isinstance(command, str) and decision.startswith("allowed"):
         _approvals[(command, background)] = decision
-    else:
+    elif isinstance(command, str):
         write_audit_entry({"command": command, "decision": decision, "background": background})
 
 
@@ -6060,8 +6056,7 @@ MODELS = {   # model -> (cache minimum, context window, max output, thinks unask
     "claude-3-5-sonnet": (1024, 200_000, 8192, False), "claude-3-5-haiku": (2048, 200_000, 8192, False),
     "claude-3-opus": (1024, 200_000, 4096, False), "claude-3-haiku": (2048, 200_000, 4096, False),
 }
-# Unknown models get the smallest minimum: a mark under it costs nothing, a missed cache the whole prefix.
-DEFAULT_CACHE_MINIMUM = 512
+DEFAULT_CACHE_MINIMUM = 512     # for unknown models: a mark too short costs nothing, a missed cache the whole prefix
 LONG_PAUSE = 5 * 60             # a pause this long (seconds) outlives a 5-minute entry
 PAUSE_MEMORY = 60 * 60          # after a long pause, use 1-hour entries for this long
 
@@ -6534,8 +6529,7 @@ def resume_session(path: Path, history: list[dict]) -> bool:
     history[:] = loaded
     CACHE_CLOCK.restore(clock)
     SESSION_FILE, SAVED, LAST_SAVED = path, len(loaded), as_line(loaded[-1]) if loaded else ""
-    # The first request's estimate starts from here: no json.dumps of a 50 MB journal.
-    mark_request_size(MAIN_AGENT, history, request_tokens(chars, MAIN_AGENT))
+    mark_request_size(MAIN_AGENT, history, request_tokens(chars, MAIN_AGENT))    # no json.dumps of a 50 MB journal
     seal_dangling_tool_use(history)   # appended to the file with the next save
     READ_VERSIONS.clear()     # files may have changed since; read them again
     TODOS.clear()
