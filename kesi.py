@@ -5682,11 +5682,10 @@ def network_line() -> str:
 # Behind start_background_task() and audit_command(): background tasks and the audit log.
 
 # --- background tasks ----------------------------------------------------------
-# A dev server or a watcher must outlive the call that starts it. run_in_background runs it after the same permission
-# check, in the same sandbox (.git read-only: the user may run git meanwhile), and returns an id at once; the model
-# reads it with background_output and ends it with background_stop. Every task ends with KeSi: at exit or a crash
-# (atexit), on SIGHUP and SIGTERM (main makes them an exit), in bwrap even after a SIGKILL (--die-with-parent, and
-# lifeline_fd before bwrap arms it).
+# A dev server or a watcher must outlive its call: run_in_background runs it after the same permission check, in the
+# same sandbox (.git read-only: the user may run git meanwhile), and returns an id; background_output reads it and
+# background_stop ends it. All end with KeSi: at exit or a crash (atexit), on SIGHUP and SIGTERM (main makes them an
+# exit), in bwrap even after a SIGKILL (--die-with-parent, and lifeline_fd before bwrap arms it).
 
 MAX_BACKGROUND_TASKS = 8               # running at once
 MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task
@@ -6072,8 +6071,8 @@ def cache_minimum(model: str) -> int:
 
 
 class CacheClock:
-    """Per agent: 5-minute entries while requests come fast; for an hour after a pause that outlived them, 1-hour ones
-    (0.75x more to write, far less than the whole prefix again). Saved with the session."""
+    """Per agent: 5-minute entries while requests come fast; 1-hour ones (0.75x more to write, far less than the
+    whole prefix again) for an hour after a pause that outlived them. Saved with the session."""
 
     def __init__(self):
         self.last_use, self.long_pause_at = {}, {}     # label -> time.time()
@@ -6164,7 +6163,6 @@ def text_of(content) -> str:
 
 # The API is stateless: the whole journal is re-sent (and paid for) on every request. Old tool output is the
 # cheapest thing to drop (the model can run the tool again); only when that is not enough is it summarised.
-
 CLEAR_RESULTS_AT = 0.5       # share of the context window that triggers clearing
 COMPACT_AT = 0.8             # share that triggers automatic compaction
 KEEP_RECENT_RESULTS = 4      # the newest tool results always stay whole
