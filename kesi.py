@@ -6434,14 +6434,13 @@ def save_session(history: list[dict]) -> None:
     if not history:
         return
     lines: list = []
+    now = datetime.datetime.now().isoformat(timespec="seconds")
     SESSION_FILE = SESSION_FILE or new_session_file()
     if not SESSION_FILE.exists():
         SAVED, LAST_SAVED = 0, ""
-        lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(first_prompt(history), 70),
-                      "saved": datetime.datetime.now().isoformat(timespec="seconds")})
+        lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(first_prompt(history), 70), "saved": now})
     if SAVED and (SAVED > len(history) or as_line(history[SAVED - 1]) != LAST_SAVED):
-        lines.append({RESTART: "the conversation was compacted or rolled back",
-                      "at": datetime.datetime.now().isoformat(timespec="seconds")})
+        lines.append({RESTART: "the conversation was compacted or rolled back", "at": now})
         SAVED = 0
     lines += history[SAVED:]
     lines.append({CLOCK: CACHE_CLOCK.saved()})
