@@ -5739,14 +5739,10 @@ def network_line() -> str:
 # Behind start_background_task() and audit_command(): background tasks and the audit log.
 
 # --- background tasks ----------------------------------------------------------
-# A dev server or a watcher must outlive the call that starts it, which
-# run_command never allows. run_in_background starts the command after the
-# same permission check, in the same sandbox (but with .git read-only: it may
-# run while the user runs git), and returns at once with an id. The model
-# reads what it printed since the last look with background_output and ends
-# it with background_stop. Every task is stopped when KeSi exits: at a normal
-# exit and after a crash (atexit), on SIGHUP and SIGTERM (main turns them into
-# an exit), and in bwrap even after a SIGKILL of KeSi (--die-with-parent, and lifeline_fd before bwrap arms it).
+# A dev server or a watcher must outlive its call: run_in_background runs it after the same permission check, in the
+# same sandbox (.git read-only: the user may run git meanwhile), and returns an id; background_output reads it and
+# background_stop ends it. All end with KeSi: at exit or a crash (atexit), on SIGHUP and SIGTERM (main makes them an
+# exit), in bwrap even after a SIGKILL (--die-with-parent, and lifeline_fd before bwrap arms it).
 
 MAX_BACKGROUND_TASKS = 8               # running at once
 MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task
@@ -5770,7 +5766,7 @@ class RecentOutput:
         return self.total
 
     def since(self, offset: int) -> tuple[bytes, int]:
-        """What came after the first `offset` bytes, and how many of those are no longer kept."""
+        """What came after the first `offset` bytes, and how many of those are lost."""
         with self.lock:
             first_kept = self.total - len(self.data)
             return bytes(self.data[max(offset - first_kept, 0):]), max(first_kept - offset, 0)
@@ -5868,9 +5864,7 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
     """TERM the running tasks' process groups (all, or tasks'), one grace period for all, then KILL the rest."""
     tasks = BACKGROUND_TASKS.values() if tasks is None else tasks
     running = [task.proc for task in tasks if task.proc.poll() is None]
-    for proc in running:
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, signal.SIGTERM)
+    send_signal([proc.pid for proc in running], signal.SIGTERM, os.killpg)
     deadline = time.monotonic() + KILL_GRACE_SECONDS
     while time.monotonic() < deadline and any(proc.poll() is None or group_alive(proc.pid) for proc in running):
         time.sleep(GRACE_STEP_SECONDS)
@@ -5887,9 +5881,7 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
         ui(f"  {planted.strip()}")
 
 
-# Without bwrap's pid namespace, a task's setsid or double-forked children leave its process group and would
-# outlive it. On Linux KeSi becomes their subreaper: they are adopted by KeSi, not init, so it can end them.
-ADOPTING = False
+ADOPTING = False     # KeSi is the subreaper (Linux, no bwrap): a task's setsid or double-forked children are its to end
 
 
 def adopt_orphans() -> None:
@@ -5899,20 +5891,24 @@ def adopt_orphans() -> None:
 
 
 def stop_orphans(spare: set[int] = frozenset()) -> None:
-    """KILL and reap what KeSi adopted, round by round (a killed one's children are adopted next), whichever
-    command or task left it: a process that left its task cannot be told apart, and may not run on.
-    Spared: running tasks, and `spare`, children KeSi had before a command started (its own)."""
+    """KILL and reap what KeSi adopted, round by round (a killed one's children come next): whose it was cannot be
+    told. Spared: running tasks, and `spare`, KeSi's own children from before a command started."""
     known = spare | {task.proc.pid for task in BACKGROUND_TASKS.values() if task.proc.returncode is None}
     for _ in range(1000):
         orphans = [pid for pid in child_pids(os.getpid()) if pid not in known]
-        for pid in orphans:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        send_signal(orphans, signal.SIGKILL)
         for pid in orphans:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
         if not orphans:
             return
+
+
+def send_signal(pids, signum: int, kill=os.kill) -> None:
+    """To each pid (or process group, with os.killpg); one already gone is no error."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            kill(pid, signum)
 
 
 def child_pids(pid: int) -> list[int]:
@@ -5933,8 +5929,8 @@ def stop_tasks_beyond_permission(revoked: bool = False) -> None:
 
 
 def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
-    """Read-only commands run in every mode; one the person allowed once, until /revoke or a read-only mode
-    (readOnly, plan); the rest only while a rule, a session grant or the mode still allows them without asking."""
+    """Read-only commands always; one the person allowed, until /revoke or a read-only mode; the rest while a rule,
+    a session grant or the mode still allows them without asking."""
     verdict, _ = classify_command(task.command)
     if verdict == "allow" or PERMISSION_MODE in READ_ONLY_MODES:
         return verdict == "allow"
@@ -5943,11 +5939,10 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 
 
 # --- tasks paused while KeSi looks, and checked between commands ---------------------------
-# A running task could rename a folder between KeSi's look and the next command's bwrap mounts (the mask lands
-# on a path bwrap makes anew), or plant a hook between commands, in what the next check takes as "before". So
-# while KeSi prepares a command (until its bwrap has mounted all) and while it checks one, every process in the
-# tasks' sandboxes is stopped (SIGSTOP cannot be caught), and what tasks changed in git since the last check is
-# put back at the next one. Without bwrap nothing is paused.
+# A running task could rename a folder between KeSi's look and a command's bwrap mounts (the mask would land on a
+# path bwrap makes anew), or plant a git hook the next check takes as "before". So while KeSi prepares a command
+# (until bwrap has mounted all) and checks one, the tasks' sandboxes are SIGSTOPped (uncatchable), and what tasks
+# changed in git since the last check is put back at the next. Without bwrap nothing is paused.
 
 @contextlib.contextmanager
 def background_tasks_paused():
@@ -5958,16 +5953,12 @@ def background_tasks_paused():
         calm, deadline = 0, time.monotonic() + 10
         while roots and calm < 2 and time.monotonic() < deadline:    # twice in a row: none forked or woke one
             moving = [pid for pid, (_, state) in sandbox_processes(roots).items() if state not in "TtZX"]
-            for pid in moving:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGSTOP)
+            send_signal(moving, signal.SIGSTOP)
             calm = 0 if moving else calm + 1
             time.sleep(0.001 if moving else 0)
         yield roots
     finally:
-        for pid in sandbox_processes(roots):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGCONT)
+        send_signal(sandbox_processes(roots), signal.SIGCONT)
 
 
 def sandbox_processes(roots: list[int]) -> dict[int, tuple[str, str]]:
@@ -6096,12 +6087,10 @@ def flush_audit_at_exit() -> None:
 
 
 def read_audit_entries(limit: int) -> tuple[list[dict], int]:
-    """The last entries of the audit log (and those not written yet), oldest first, and how many lines KeSi
-    did not write."""
-    try:
+    """The last `limit` entries (unwritten ones too), oldest first, and how many lines KeSi did not sign."""
+    lines, forged = [], []
+    with contextlib.suppress(OSError):
         lines, forged = read_records(records_folder() / AUDIT_LOG, MAX_AUDIT_READ_BYTES)
-    except OSError:
-        lines, forged = [], []
     entries = [entry for entry in map(json.loads, lines) if isinstance(entry, dict)] + _unwritten_audit
     return entries[-limit:], len(forged)
 
@@ -6112,15 +6101,14 @@ def read_audit_entries(limit: int) -> tuple[list[dict], int]:
 # Behind add_cache_breakpoints() and manage_context(): caching on a clock that learns pauses, clearing, compaction.
 
 # --- prompt caching -----------------------------------------------------------
-# The API caches a request's prefix (tools, system, messages) up to a block marked cache_control, if that
-# prefix reaches the model's minimum (a shorter mark caches nothing). An entry lives 5 minutes (written at 1.25x
-# the input price) or 1 hour (2x), refreshed by each read (0.1x). At most 4 marks, no 1-hour one after a 5-minute.
-# What each model allows, from the docs: the shortest prefix it caches (Opus 5 and the 5.5 models 512, from the
-# "what's new" pages; https://platform.claude.com/docs/en/build-with-claude/prompt-caching), its context window,
-# largest max_tokens and whether it thinks unasked (then max_tokens holds the thinking too), from each model's page
-# and https://platform.claude.com/docs/en/about-claude/models/overview. Not in the docs: Fable/Mythos 5.1 and 5.2's
-# cache minimum (None: the default), whether Sonnet 5 thinks unasked (taken as not). The Models API wins (model_limits).
-MODELS = {   # model -> (cache minimum, context window, max output, thinks by default)
+# The API caches a request's prefix (tools, system, messages) up to a block marked cache_control, if it reaches the
+# model's minimum (a shorter mark caches nothing). An entry lives 5 minutes (written at 1.25x the input price) or
+# 1 hour (2x), refreshed by each read (0.1x); at most 4 marks, no 1-hour one after a 5-minute one.
+# Per model: cache minimum (https://platform.claude.com/docs/en/build-with-claude/prompt-caching; 512 for Opus 5 and
+# the 5.5 models, from "what's new"), context window, largest max_tokens, whether it thinks unasked (max_tokens then
+# holds the thinking), from https://platform.claude.com/docs/en/about-claude/models/overview and each model's page.
+# Undocumented: Fable/Mythos 5.1 and 5.2's minimum (None: the default), whether Sonnet 5 thinks unasked (taken as not).
+MODELS = {   # model -> (cache minimum, context window, max output, thinks unasked); model_limits: the Models API wins
     **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2", "claude-fable-5-1", "claude-mythos-5-1"),
                     (None, 1_000_000, 128_000, True)),
     **dict.fromkeys(("claude-fable-5", "claude-mythos-5", "claude-opus-5-5", "claude-opus-5", "claude-sonnet-5-5",
@@ -6135,8 +6123,7 @@ MODELS = {   # model -> (cache minimum, context window, max output, thinks by de
     "claude-3-5-sonnet": (1024, 200_000, 8192, False), "claude-3-5-haiku": (2048, 200_000, 8192, False),
     "claude-3-opus": (1024, 200_000, 4096, False), "claude-3-haiku": (2048, 200_000, 4096, False),
 }
-# Unknown models get the smallest minimum: a mark under it costs nothing, a missed cache the whole prefix.
-DEFAULT_CACHE_MINIMUM = 512
+DEFAULT_CACHE_MINIMUM = 512     # for unknown models: a mark too short costs nothing, a missed cache the whole prefix
 LONG_PAUSE = 5 * 60             # a pause this long (seconds) outlives a 5-minute entry
 PAUSE_MEMORY = 60 * 60          # after a long pause, use 1-hour entries for this long
 
@@ -6152,8 +6139,8 @@ def cache_minimum(model: str) -> int:
 
 
 class CacheClock:
-    """A request's cache lifetime: 5 minutes while requests come seconds apart; for an hour after a pause that outlived
-    them, 1 hour (0.75x more to write, far less than the whole prefix again). Per agent; saved with the session."""
+    """Per agent: 5-minute entries while requests come fast; 1-hour ones (0.75x more to write, far less than the
+    whole prefix again) for an hour after a pause that outlived them. Saved with the session."""
 
     def __init__(self):
         self.last_use, self.long_pause_at = {}, {}     # label -> time.time()
@@ -6180,8 +6167,8 @@ CACHE_CONTROL = {"5m": {"type": "ephemeral"}, "1h": {"type": "ephemeral", "ttl":
 
 
 def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
-    """Mark the end of the stable system text, the newest message (the next request reads it) and the previous
-    request's newest (this one reads it); each only if estimate_tokens (an undercount) reaches the minimum."""
+    """Mark the stable system text, the newest message (the next request reads it) and the previous request's newest
+    (this one reads it); each only if estimate_tokens (an undercount) reaches the minimum."""
     control, system = CACHE_CONTROL[CACHE_CLOCK.ttl_for_request(agent.label)], request["system"]
     minimum = cache_minimum(request["model"])
     if fixed_prefix_tokens(request["tools"], system) >= minimum and len(system) >= 2:
@@ -6220,7 +6207,6 @@ def with_cache_breakpoints(history: list[dict], control: dict | None = None,
 
 
 def as_blocks(content) -> list:
-    """Message content as a list of blocks (a plain string is one text block)."""
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
@@ -6245,7 +6231,6 @@ def text_of(content) -> str:
 
 # The API is stateless: the whole journal is re-sent (and paid for) on every request. Old tool output is the
 # cheapest thing to drop (the model can run the tool again); only when that is not enough is it summarised.
-
 CLEAR_RESULTS_AT = 0.5       # share of the context window that triggers clearing
 COMPACT_AT = 0.8             # share that triggers automatic compaction
 KEEP_RECENT_RESULTS = 4      # the newest tool results always stay whole
@@ -6366,7 +6351,7 @@ def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | 
     """(summary, "") or (None, what went wrong). The instruction goes last, so the conversation is read from the cache;
     a tool call instead is asked again with tool_choice none (still cached), then without tools if that is refused."""
     instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
-    messages = list(past)      # the instruction goes last, in the journal's last user message or a new one
+    messages = list(past)
     if past[-1]["role"] == "user":
         messages[-1] = {"role": "user",
                         "content": [*as_blocks(past[-1]["content"]), {"type": "text", "text": instruction}]}
@@ -6403,10 +6388,9 @@ def is_user_prompt(message: dict) -> bool:
 # Behind save_session() and resume_session(): the journal as signed JSONL outside the workspace, as other records.
 
 # --- KeSi's records: sessions, prompt history, the audit log -------------------
-# They hold what the person typed and what commands printed, so they live outside the workspace, per project,
-# under $XDG_STATE_HOME/kesi (~/.local/state/kesi), a folder the sandbox hides: no command can read or plant
-# them, whether they exist yet or not. Every line carries an HMAC under a key only there (records.key, 0600),
-# so a line KeSi did not write is refused. One writer and one reader, with one rule for where a line ends.
+# They hold what the person typed and what commands printed, so they live outside the workspace, per project, under
+# $XDG_STATE_HOME/kesi (~/.local/state/kesi), which the sandbox hides: no command can read or plant them. Every line
+# carries an HMAC under a key kept there (records.key, 0600), so a line KeSi did not write is refused.
 RECORD_BREAKS = re.compile("[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")     # str.splitlines ends lines there too
 
 
@@ -6417,9 +6401,8 @@ def records_root() -> Path:
 
 
 def own_folders_clash() -> str | None:
-    """Resolve KeSi's own folders once (no link can move them later), and refuse them where they overlap the
-    workspace, which commands and the model write: a planted key, record, rule or env line would be trusted.
-    In the home folder or above, the sandbox is useless anyway, and KeSi says so."""
+    """Resolve KeSi's own folders once (no link can move them later); refuse them where they overlap the workspace,
+    where a planted key, record, rule or env line would be trusted (not if it holds home: KeSi warns of that)."""
     for variable, folder in (("XDG_CONFIG_HOME", user_config_folder()), ("XDG_STATE_HOME", records_root())):
         home, real = Path(os.path.realpath(folder.parent)), Path(os.path.realpath(folder))
         os.environ[variable] = str(home)
@@ -6442,8 +6425,7 @@ def records_folder(*names: str) -> Path:
 
 
 def record_key() -> bytes:
-    """The user's key for KeSi's records, made once: linked into place whole, so two KeSis agree on it.
-    Only a regular file of the user's, mode 0600, is trusted: another user could plant one in a shared folder."""
+    """Made once, linked into place whole so two KeSis agree; trusted only as the user's own 0600 regular file."""
     path = records_root() / "records.key"
     if not os.path.lexists(path):
         os.makedirs(path.parent, 0o700, exist_ok=True)
@@ -6479,17 +6461,15 @@ def append_records(path: Path, entries: list) -> None:
     """All lines or none: a half-written one (a full disk) would glue the next entry to it. Raises OSError."""
     data = memoryview(record_lines(path, entries))
     os.makedirs(path.parent, 0o700, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        size = os.fstat(fd).st_size
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    with open(os.open(path, flags, 0o600), "ab", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
         try:
             while data:
-                data = data[os.write(fd, data):]
+                data = data[f.write(data):]
         except OSError:
-            os.ftruncate(fd, size)
+            f.truncate(size)
             raise
-    finally:
-        os.close(fd)
 
 
 def read_records(path: Path, last_bytes: int | None = None) -> tuple[list[str], list[int]]:
@@ -6509,10 +6489,8 @@ def read_records(path: Path, last_bytes: int | None = None) -> tuple[list[str], 
     return signed, forged
 
 
-SESSION_FILE: Path | None = None
-# An append-only log. SAVED: how many messages of the journal it holds; LAST_SAVED: the newest as written, to notice
-# a journal replaced (compaction, a rolled-back refusal) rather than extended.
-SAVED, LAST_SAVED = 0, ""
+SESSION_FILE: Path | None = None    # append-only
+SAVED, LAST_SAVED = 0, ""           # messages it holds, and the newest as written: a replaced journal is noticed
 RESTART = "kesi_restart"     # a marker line: the journal starts again from the lines after it
 CLOCK = "kesi_cache_clock"   # a line with the cache clock as it was at that save (see CacheClock)
 
@@ -6528,15 +6506,13 @@ def save_session(history: list[dict]) -> None:
     if not history:
         return
     lines: list = []
-    if SESSION_FILE is None:     # named by the time to the microsecond: after /reset a new one may start that second
-        SESSION_FILE = session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.getpid()}.jsonl"
+    now = datetime.datetime.now().isoformat(timespec="seconds")
+    SESSION_FILE = SESSION_FILE or new_session_file()
     if not SESSION_FILE.exists():
         SAVED, LAST_SAVED = 0, ""
-        lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(first_prompt(history), 70),
-                      "saved": datetime.datetime.now().isoformat(timespec="seconds")})
+        lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(first_prompt(history), 70), "saved": now})
     if SAVED and (SAVED > len(history) or as_line(history[SAVED - 1]) != LAST_SAVED):
-        lines.append({RESTART: "the conversation was compacted or rolled back",
-                      "at": datetime.datetime.now().isoformat(timespec="seconds")})
+        lines.append({RESTART: "the conversation was compacted or rolled back", "at": now})
         SAVED = 0
     lines += history[SAVED:]
     lines.append({CLOCK: CACHE_CLOCK.saved()})
@@ -6546,6 +6522,11 @@ def save_session(history: list[dict]) -> None:
         ui(f"  (could not save the session: {visible(exc)})")
         return
     SAVED, LAST_SAVED = len(history), as_line(history[-1])
+
+
+def new_session_file() -> Path:
+    """Its name is the session id; microseconds, as after /reset a second session may start within the same second."""
+    return session_dir() / f"{datetime.datetime.now():%Y%m%d-%H%M%S-%f}-{os.getpid()}.jsonl"
 
 
 def as_line(message: dict) -> str:
@@ -6558,19 +6539,14 @@ def first_prompt(history: list[dict]) -> str:
 
 
 def list_sessions() -> list[Path]:
-    try:
+    with contextlib.suppress(OSError):
         return sorted(session_dir().glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
-    except OSError:
-        return []
+    return []
 
 
-def read_session(path: Path) -> list[dict]:
-    """The messages after the last restart marker. Raises ValueError with a readable reason."""
-    return read_session_sized(path)[0]
-
-
-def read_session_sized(path: Path) -> tuple[list[dict], int, dict | None]:
-    """read_session, the journal's size for json_chars from its lines (never less: escape_growth), the saved clock."""
+def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
+    """The messages after the last restart marker, their json_chars from the lines (never less: escape_growth) and
+    the saved clock. Raises ValueError with a readable reason."""
     history, chars, clock = [], 1, None
     try:
         lines, forged = read_records(path)
@@ -6607,7 +6583,7 @@ def escape_growth(text: str) -> int:
 
 def load_session(path: Path) -> list[dict]:
     """A saved journal, made one the API accepts: a crash mid-tool leaves tool_use unanswered."""
-    history = read_session(path)
+    history = read_session(path)[0]
     seal_dangling_tool_use(history)
     return history
 
@@ -6615,15 +6591,14 @@ def load_session(path: Path) -> list[dict]:
 def resume_session(path: Path, history: list[dict]) -> bool:
     global SESSION_FILE, SAVED, LAST_SAVED
     try:
-        loaded, chars, clock = read_session_sized(path)
+        loaded, chars, clock = read_session(path)
     except ValueError as exc:
         ui(f"  Could not resume: {visible(exc)}")
         return False
     history[:] = loaded
     CACHE_CLOCK.restore(clock)
     SESSION_FILE, SAVED, LAST_SAVED = path, len(loaded), as_line(loaded[-1]) if loaded else ""
-    # The first request's estimate starts from here: no json.dumps of a 50 MB journal.
-    mark_request_size(MAIN_AGENT, history, request_tokens(chars, MAIN_AGENT))
+    mark_request_size(MAIN_AGENT, history, request_tokens(chars, MAIN_AGENT))    # no json.dumps of a 50 MB journal
     seal_dangling_tool_use(history)   # appended to the file with the next save
     READ_VERSIONS.clear()     # files may have changed since; read them again
     TODOS.clear()
