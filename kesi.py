@@ -1414,11 +1414,11 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     ending, running = "interrupted", WaitingNote(True, "running", indent="      ")
     try:
         ending = wait_for_command(proc, limit)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit) as exc:     # Ctrl-C, or SIGTERM/SIGHUP ending KeSi meanwhile
         running.clear()
         say_stopping("      ")
-        audit_command(command, decision, started, time.time() - started, None, "(interrupted by the person)",
-                      escalation)
+        ended = "interrupted by the person" if isinstance(exc, KeyboardInterrupt) else "KeSi was ended while it ran"
+        audit_command(command, decision, started, time.time() - started, None, f"({ended})", escalation)
         raise
     finally:
         running.clear()
@@ -4642,7 +4642,8 @@ def hidden_folders() -> list[str]:
     and XDG_CONFIG_HOME put them), and other programs' socket folders outside /run and /tmp."""
     sockets = [os.environ.get("XDG_RUNTIME_DIR", ""), os.path.dirname(os.environ.get("SSH_AUTH_SOCK", ""))]
     sockets = [d for d in sockets if d.startswith("/") and not Path(d).is_relative_to(BASE_DIR)]
-    own = [os.path.realpath(records_root()), os.path.realpath(user_config_folder())]    # where a link leads
+    own = [records_root(), records_root() / "projects", records_folder(), session_dir(), user_config_folder()]
+    own = [os.path.realpath(folder) for folder in own]         # where a link (of the user's setup) leads
     own += [os.path.dirname(os.path.realpath(file)) for file in (user_env_file(), user_settings_file())]
     hidden = [str(HOME_DIR), "/home", "/root", *sockets, *own]
     return [d for d in dict.fromkeys(hidden) if os.path.isdir(d)]
@@ -5218,6 +5219,7 @@ PROXY_PORT = 3128                     # as written in HTTP_PROXY; the forwarder 
 PROXY_SOCKET_INSIDE = "/run/kesi/proxy.sock"
 MAX_REQUEST_HEAD = 65536
 PROXY_CONNECT_TIMEOUT = 10
+PROXY_LINGER_SECONDS = 60             # a server this long silent after the command finished sending is let go
 MAX_PROXY_CONNECTIONS = 64            # open at once per session: uv downloads 50 at a time
 HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")
 HOST_ENTRY = re.compile(r"(\*|(?:\*\.)?[a-z0-9_.-]+|\[[0-9a-f:.]+\])(?::(\d{1,5}))?")
@@ -5428,16 +5430,18 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
                 where = f"{request.host}:{request.port}"
                 return send_proxy_error(client, 502, f"KeSi's proxy could not connect to {where}.")
             with upstream:
-                client.settimeout(None)          # a tunnel may be idle as long as it likes
-                upstream.settimeout(None)
+                client.settimeout(None)          # a tunnel may be idle as long as it likes,
+                upstream.settimeout(PROXY_LINGER_SECONDS)    # but a server that takes nothing is let go
                 if request.upstream_head is None:
                     client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 else:
                     upstream.sendall(request.upstream_head)
                 upstream.sendall(got[1])
-                back = threading.Thread(target=relay_back, args=(upstream, client), daemon=True)
+                sent = threading.Event()
+                back = threading.Thread(target=relay_back, args=(upstream, client, sent), daemon=True)
                 back.start()
                 relay(client, upstream)          # until each side has finished sending
+                sent.set()
                 back.join()
 
 
@@ -5473,19 +5477,27 @@ def relay(source, target) -> None:
         target.shutdown(socket.SHUT_WR)      # pass the end on: the other side may still answer
 
 
-def relay_back(upstream, client) -> None:
-    """relay() from the server, until it ends or the command's end is gone both ways (a half-closed one may
-    still want its answer): then the server side is closed too, so a silent or stuck server keeps no slot."""
+def relay_back(upstream, client, sent: threading.Event) -> None:
+    """relay() from the server, until it ends, the command's end is gone both ways, or the server has been silent
+    PROXY_LINGER_SECONDS since the command finished sending (its end in the sandbox may look only half-closed):
+    then the server side is closed too, so no silent or stuck server keeps a slot."""
     watch = select.poll()
     watch.register(upstream, select.POLLIN)
     watch.register(client, 0)                        # POLLHUP and POLLERR are always reported
+    heard, done_sending = time.monotonic(), False
     with contextlib.suppress(OSError):
-        while client.fileno() not in dict(watch.poll()):
-            if not (data := upstream.recv(65536)):
+        while True:
+            ready = dict(watch.poll(1000))
+            if sent.is_set() and not done_sending:
+                heard, done_sending = time.monotonic(), True
+            if client.fileno() in ready or done_sending and time.monotonic() - heard > PROXY_LINGER_SECONDS:
+                upstream.shutdown(socket.SHUT_RDWR)  # ends relay() too, even inside a blocked sendall
                 break
-            client.sendall(data)
-        else:
-            upstream.shutdown(socket.SHUT_RDWR)      # ends relay() too, even inside a blocked sendall
+            if ready:
+                if not (data := upstream.recv(65536)):
+                    break
+                client.sendall(data)
+                heard = time.monotonic()
     with contextlib.suppress(OSError):
         client.shutdown(socket.SHUT_WR)
 

@@ -122,7 +122,7 @@ def test_no_background_process_outlives_kesi(box, mock_client, ending):
     marker = f"3{uuid.uuid4().int % 10**6}.5"         # sleep's argument is the marker
     script = [reply(tool_call("run_command", {"command": f"sleep {marker}", "run_in_background": True}))]
     if ending != "exit":     # keep KeSi busy in a foreground command while the signal comes
-        script.append(reply(tool_call("run_command", {"command": "sleep 60"})))
+        script.append(reply(tool_call("run_command", {"command": "touch fg-started; sleep 60"})))
     mock, _ = mock_client([*script, reply("done")])
     proc = subprocess.Popen([sys.executable, KESI, "--permission-mode", "bypassPermissions", "-p", "go"],
                             cwd=box, env=child_env(mock, KESI_COMMAND_TIMEOUT="90"), stdin=subprocess.DEVNULL,
@@ -133,6 +133,10 @@ def test_no_background_process_outlives_kesi(box, mock_client, ending):
                 break
             time.sleep(0.1)
         assert marker_alive(marker) or ending == "exit", proc.communicate(timeout=30)
+        for _ in range(600 if ending != "exit" else 0):
+            if (box / "fg-started").exists() or proc.poll() is not None:
+                break
+            time.sleep(0.1)
         if ending != "exit":
             proc.send_signal(getattr(signal, ending))
         out, err = proc.communicate(timeout=60)
@@ -145,6 +149,9 @@ def test_no_background_process_outlives_kesi(box, mock_client, ending):
             break
         time.sleep(0.1)
     assert not marker_alive(marker), (ending, err)
+    if ending in ("SIGTERM", "SIGHUP"):          # the command it ended is in the audit log (rt25d 4-5)
+        log = kesi.records_folder() / kesi.AUDIT_LOG
+        assert "(KeSi was ended while it ran)" in "".join(kesi.read_records(log)[0]), err
 
 
 # KeSi is SIGKILLed right after starting the task, and the task's bwrap runs only once KeSi is gone (as it may,

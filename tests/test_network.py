@@ -321,22 +321,30 @@ def test_the_proxy_holds_at_most_its_cap_of_connections(ws):
         proxy.server_close()
 
 
-def test_a_tunnel_frees_its_slot_once_the_commands_end_of_it_is_gone(ws, config):
+@pytest.mark.parametrize("end", ["closed", "half-closed and kept"])
+def test_a_tunnel_frees_its_slot_once_the_commands_end_of_it_is_gone(ws, config, monkeypatch, end):
     """A task opened as many tunnels as the cap allows to a server that never closes, then ended: each slot was
     held for the rest of the session, so no later command had a network (rt25b 29). Once KeSi's end of a tunnel
-    is closed both ways, the server side is closed too and the slot is free."""
+    is closed both ways, the server side is closed too and the slot is free; a task that keeps its end only
+    half-closed (rt25d 2-3: the forwarder keeps it so) gets PROXY_LINGER_SECONDS of the server's silence."""
+    monkeypatch.setattr(kesi, "PROXY_LINGER_SECONDS", 1)
     silent, kept = socket.create_server(("127.0.0.1", 0)), []
     port = silent.getsockname()[1]
     threading.Thread(target=lambda: [kept.append(silent.accept()) for _ in iter(int, 1)], daemon=True).start()
     config({"network": {"allow": [f"{TEST_HOST}:{port}"], "resolve": {TEST_HOST: "127.0.0.1"}}})
-    proxy = kesi.start_network_proxy("bubblewrap")
+    proxy, held = kesi.start_network_proxy("bubblewrap"), []
     try:
         for _ in range(kesi.MAX_PROXY_CONNECTIONS):
-            with socket.socket(socket.AF_UNIX) as tunnel:
-                tunnel.connect(proxy.server_address)
-                tunnel.settimeout(20)
-                tunnel.sendall(f"CONNECT {TEST_HOST}:{port} HTTP/1.1\r\n\r\n".encode())
-                assert tunnel.recv(100).startswith(b"HTTP/1.1 200"), "the tunnel did not open"
+            tunnel = socket.socket(socket.AF_UNIX)
+            tunnel.connect(proxy.server_address)
+            tunnel.settimeout(20)
+            tunnel.sendall(f"CONNECT {TEST_HOST}:{port} HTTP/1.1\r\n\r\n".encode())
+            assert tunnel.recv(100).startswith(b"HTTP/1.1 200"), "the tunnel did not open"
+            if end == "closed":
+                tunnel.close()
+            else:
+                tunnel.shutdown(socket.SHUT_WR)
+                held.append(tunnel)
         deadline = time.monotonic() + 60
         while True:
             with socket.socket(socket.AF_UNIX) as again:
@@ -353,6 +361,8 @@ def test_a_tunnel_frees_its_slot_once_the_commands_end_of_it_is_gone(ws, config)
             time.sleep(0.1)
         assert answer.startswith("HTTP/1.1 403"), answer
     finally:
+        for tunnel in held:
+            tunnel.close()
         proxy.shutdown()
         proxy.server_close()
         silent.close()

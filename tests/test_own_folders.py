@@ -98,7 +98,7 @@ def test_a_records_key_kesi_did_not_make_is_refused(ws, notices, monkeypatch, tm
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None or not os.access("/opt", os.W_OK), reason="needs bwrap, /opt")
-@pytest.mark.parametrize("linked", [None, "folder", "file"])      # links to elsewhere: rt25c 1, 16
+@pytest.mark.parametrize("linked", [None, "folder", "file", "records"])      # links to elsewhere: rt25c 1, 16, rt25d 1
 def test_kesi_config_outside_home_is_hidden_from_commands(ws, monkeypatch, linked):
     """An XDG_CONFIG_HOME outside the home folder (here under /opt, which the sandbox shows read-only) still
     hides KeSi's own env file and settings from sandboxed commands (rt25b 27: `rev` printed the key whole), also
@@ -111,13 +111,21 @@ def test_kesi_config_outside_home_is_hidden_from_commands(ws, monkeypatch, linke
         (outside / "config").mkdir(exist_ok=True)
         if linked == "folder":
             (outside / "config" / "kesi").symlink_to(folder)      # as dotfile managers leave it
+        elif linked == "records":       # the records' projects folder a link to elsewhere, a session in it
+            (outside / "state" / "kesi").mkdir(parents=True)
+            (outside / "state" / "kesi" / "projects").symlink_to(folder)
+            monkeypatch.setenv("XDG_STATE_HOME", str(outside / "state"))
+            kesi.save_session([{"role": "user", "content": "my password is hunter2"}])
+            (outside / "real" / "env").unlink()
         elif linked == "file":
             (outside / "config" / "kesi").mkdir()
             (outside / "config" / "kesi" / "env").symlink_to(folder / "env")
         monkeypatch.setenv("XDG_CONFIG_HOME", str(outside / "config"))
         kesi.PERMISSION_MODE = "bypassPermissions"
         with checklib.sandbox_forced("bubblewrap"):
-            text, _ = kesi.run_command(f"ls {outside}/*; rev {outside}/config/kesi/env {outside}/real/env; echo end")
+            text, _ = kesi.run_command(f"ls {outside}/*; rev {outside}/config/kesi/env {outside}/real/env; "
+                                       f"grep -r hunter2 {outside}/real; echo end")
         assert "end" in text and "hidden-from-commands"[::-1] not in text and "No such file" in text, text
+        assert "hunter2" not in text, text
     finally:
         shutil.rmtree(outside, ignore_errors=True)
