@@ -3960,14 +3960,11 @@ def save_project_rule(text: str) -> bool:
 # ============================================================================
 # PART III. The sandbox
 # ============================================================================
-# Behind command_start() and sandbox_environment(): bubblewrap or seatbelt, the seccomp
-# filter, the git guard, the allowlist proxy, and credential masking in output.
-
-# The jail guards only the file tools; a shell command can read anything the user can. So commands run in
-# the OS sandbox (sandbox-exec on macOS, bubblewrap on Linux) with one policy: home unreadable but for the
-# workspace and toolchains; writes only to the workspace, a temp dir and /dev (caches in .kesi/cache); secrets
-# (.env, .env.*, .git/config) unreadable at any depth; the network only through KeSi's allowlist proxy.
-# node_modules and .venv stay usable (tests need them): the file tools hide them to save context.
+# Behind command_start() and sandbox_environment(): bubblewrap or seatbelt, the seccomp filter, the git guard,
+# the allowlist proxy, and credential masking in output. The jail guards only the file tools, so commands run in
+# the OS sandbox with one policy: home unreadable but for the workspace and toolchains; writes only to the
+# workspace, a temp dir and /dev (caches in .kesi/cache); secrets (.env, .env.*, .git/config) unreadable at any
+# depth; the network only through KeSi's allowlist proxy. node_modules and .venv stay usable (tests need them).
 
 SHELL_PATH = "/bin/sh"
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
@@ -4152,12 +4149,10 @@ def shell_argv(command: str, background: bool = False, escalation: str | None = 
 def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[str, list[tuple[str, str]]]:
     """The macOS profile and its -D parameters: a path in the text could change the policy with a quote.
     (allow default): (deny default) kills even /bin/echo. Later rules win, so the secret rule comes last."""
-    tools = toolchain_dirs()
+    tools, secrets = toolchain_dirs(), toolchain_secrets()
     params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)), ("RECORDS_DIR", str(records_root())),
-              ("CONFIG_DIR", str(user_config_folder())),
-              ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
+              ("CONFIG_DIR", str(user_config_folder())), ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
     params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
-    secrets = toolchain_secrets()
     params += [(f"TOOLCHAIN_SECRET_{i}", path) for i, path in enumerate(secrets)]
     readable = " ".join(f'(subpath (param "TOOLCHAIN_{i}"))' for i in range(len(tools)))
     hidden = [f'(deny file-read* (literal (param "TOOLCHAIN_SECRET_{i}")))' for i in range(len(secrets))]
@@ -4288,8 +4283,7 @@ class WorkspaceIndex:
             stack += [(f"{rel}/{name}" if rel else name, child) for name, child in children.items()]
 
     def forget(self, rel: str) -> None:
-        """A folder that could not be listed (gone, unreadable, renamed away meanwhile) leaves its parent's
-        record too, and the parent is listed again at the next look: kept there, it would never be listed."""
+        """A folder that cannot be listed leaves its parent's record too, so the parent is listed again next look."""
         self.drop(rel)
         parent, _, name = rel.rpartition("/")
         if name in self.folders.get(parent, (0, 0, {}))[2]:
@@ -4448,9 +4442,8 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
                filter_fd: int | None = None) -> list[str]:
     """Linux: a read-only root, a private /tmp, home hidden, workspace writable, the network only through
     the allowlist proxy (all of it when escalated), the setuid filter read from filter_fd (see setid_filter)."""
-    # A user namespace (when possible) matters as root: without one, the command may open /proc/<bwrap pid>/root
-    # and /cwd, bwrap's own view of the real file system, no secret hidden. The pid namespace: nothing outside
-    # can be signalled or read in /proc, and when sh ends, the kernel kills whatever is left (setsid cannot escape).
+    # A user namespace matters as root: else /proc/<bwrap pid>/root and /cwd show the real file system, unmasked.
+    # The pid namespace: nothing outside can be signalled or read in /proc, and all left dies with sh (setsid too).
     argv = [trusted_program("bwrap"), "--die-with-parent", "--unshare-user-try",
             *([] if full_network else ["--unshare-net"]), "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -4473,9 +4466,8 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     for secret in secrets:
         kind = "empty" if secret.name == "config" and ".git" in secret.parts else "dir" if secret.is_dir() else "file"
         argv += ["--ro-bind", denied[kind], str(secret)]
-    # The empty home folders read-only once all is mounted: a write to ~ fails loudly instead of vanishing
-    # with the sandbox (a `pip install --user` gone by the next command). Not one the workspace is in, nor one
-    # a later tmpfs covers (~ = /home/ann, then /home): no mount point any more, bwrap would refuse to start.
+    # Empty home folders read-only, last: a write to ~ fails loudly, not vanishes (`pip install --user`). Not one
+    # holding the workspace, nor one a later tmpfs covers (~ = /home/ann, then /home): bwrap would refuse to start.
     hidden = hidden_folders()
     argv += [arg for i, folder in enumerate(hidden) if not Path(folder).is_relative_to(BASE_DIR)
              and not any(Path(folder).is_relative_to(later) for later in hidden[i + 1:])
@@ -4550,8 +4542,7 @@ def give(action: int) -> bytes:
 
 
 def refuse_setid_mode(call: ModeCall) -> list[bytes]:
-    """For this call only: EPERM when its mode has a setuid or setgid bit. args[] start at offset 16, 8 bytes
-    each; a mode or flags fit in the low 32 bits, which come first on these little-endian machines."""
+    """For this call only: EPERM when its mode has a setid bit. args[i] is at 16 + 8i, its low 32 bits first."""
     check = [load(16 + 8 * call.mode_arg), jump_if_any_bit(SETID_BITS, skip_if_none=1), give(EPERM), give(ALLOW)]
     if call.flags_arg is not None:
         check = [load(16 + 8 * call.flags_arg), jump_if_any_bit(CREATING, skip_if_none=len(check) - 1), *check]
@@ -4585,8 +4576,7 @@ def setid_filter_fd() -> int | None:
 
 @contextlib.contextmanager
 def command_start(command: str, background: bool = False, escalation: str | None = None):
-    """(argv, descriptors to pass: the shared network's, the lifeline, the filter's) for one command; the
-    filter's descriptor is closed once the with-block (starting the command) is done."""
+    """(argv, descriptors to pass: shared network, lifeline, filter) for one command; the filter's closes after."""
     bubblewrap = escalation != "unsandboxed" and sandbox_kind() == "bubblewrap"
     fd = setid_filter_fd() if bubblewrap else None
     try:
@@ -4608,10 +4598,9 @@ def lifeline_fd() -> int:             # the read end, passed into every bwrap, w
     return _lifeline[0]
 
 
-# The pid namespace ends with its first process, killing the rest at once. So that background jobs still get
-# the grace period (TERM, then KILL, as unsandboxed), that first process is this wrapper: it runs the command,
-# TERMs what is left ("kill -1": all but itself and init), and waits: at most $2 steps of $3 seconds. Its watcher
-# of the lifeline ($4: dash redirects only 0-9) KILLs all at the pipe's end (KeSi gone), not at a line written in.
+# The pid namespace dies with its first process, so that is this wrapper, giving background jobs their grace
+# period: it runs the command, TERMs the rest ("kill -1": all but itself and init), waits $2 steps of $3 seconds.
+# Its lifeline watcher ($4: dash redirects only 0-9) KILLs all when the pipe ends (KeSi gone), not at a line.
 GRACE_WRAPPER = ('life="/proc/self/fd/$4"; [ -p "$life" ] && { while read -r _; do :; done <"$life"; '
                  'kill -KILL -1; } >/dev/null 2>&1 & "$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
                  'while [ "$i" -lt "$2" ] && kill -0 -1 2>/dev/null; do sleep "$3"; i=$((i + 1)); done; '
@@ -4633,8 +4622,7 @@ def shared_folders() -> list[str]:
 
 
 def hidden_folders() -> list[str]:
-    """What bwrap covers with an empty tmpfs: the home folders, KeSi's records and config (wherever XDG_STATE_HOME
-    and XDG_CONFIG_HOME put them), and other programs' socket folders outside /run and /tmp."""
+    """What bwrap covers with an empty tmpfs: homes, KeSi's records and config, other programs' socket folders."""
     sockets = [os.environ.get("XDG_RUNTIME_DIR", ""), os.path.dirname(os.environ.get("SSH_AUTH_SOCK", ""))]
     sockets = [d for d in sockets if d.startswith("/") and not Path(d).is_relative_to(BASE_DIR)]
     hidden = [str(HOME_DIR), "/home", "/root", *sockets, str(records_root()), str(user_config_folder())]
@@ -5179,29 +5167,25 @@ class NetworkPolicy:
 def network_policy() -> NetworkPolicy:
     """The allowlist in force, read fresh for every connection."""
     user = read_json_file(user_settings_file())
-    projects = user.get("projects") if isinstance(user.get("projects"), dict) else {}
-    here = projects.get(str(BASE_DIR)) if isinstance(projects.get(str(BASE_DIR)), dict) else {}
-    mine = [network_section(user), network_section(here)]
-    project = network_section(read_json_file(project_settings_file()))
+    here = setting(setting(user, "projects", dict), str(BASE_DIR), dict)
+    mine = [setting(user, "network", dict), setting(here, "network", dict)]
+    project = setting(read_json_file(project_settings_file()), "network", dict)
     defaults = () if any(section.get("defaults") is False for section in mine) else DEFAULT_NETWORK_HOSTS
-    resolve = {}
-    for section in mine:
-        for name, address in (section.get("resolve") if isinstance(section.get("resolve"), dict) else {}).items():
-            if isinstance(name, str) and ip_literal(str(address)) and normal_host(name):
-                resolve[normal_host(name)] = ip_literal(str(address))
+    resolve = {normal_host(name): ip_literal(str(address))
+               for section in mine for name, address in setting(section, "resolve", dict).items()
+               if isinstance(name, str) and ip_literal(str(address)) and normal_host(name)}
     return NetworkPolicy(allow=(*defaults, *entries(mine, "allow")),
                          deny=entries([*mine, project], "deny"), resolve=resolve)
 
 
-def network_section(settings: dict) -> dict:
-    section = settings.get("network")
-    return section if isinstance(section, dict) else {}
+def setting(settings: dict, key: str, kind: type):
+    """settings[key] if it has the type wanted (the files are edited by hand), else an empty one."""
+    value = settings.get(key)
+    return value if isinstance(value, kind) else kind()
 
 
 def entries(sections: list[dict], kind: str) -> tuple:
-    return tuple(entry for section in sections
-                 for entry in (section.get(kind) if isinstance(section.get(kind), list) else [])
-                 if isinstance(entry, str))
+    return tuple(entry for section in sections for entry in setting(section, kind, list) if isinstance(entry, str))
 
 
 def ip_literal(text: str) -> str | None:
@@ -5323,8 +5307,7 @@ def parse_proxy_request(head: bytes) -> tuple[ProxyRequest | None, str]:
     if not all(HEADER_LINE.fullmatch(line) for line in headers):
         return None, "a header line is malformed (folded, a bare CR or LF, or a space before the colon)"
     names = [line.split(b":", 1)[0].lower() for line in headers]
-    if b"transfer-encoding" in names and b"content-length" in names or \
-            names.count(b"content-length") > 1 or names.count(b"transfer-encoding") > 1:
+    if names.count(b"content-length") + names.count(b"transfer-encoding") > 1:
         return None, "the request gives its length in more than one way"
     method, target = start.group(1).decode(), start.group(2).decode("ascii", "replace")
     if method == "CONNECT":
@@ -5542,19 +5525,16 @@ def forwarder_python() -> str | None:
     return None
 
 
-# Runs inside the sandbox as its pid 1 (bwrap --as-pid-1): argv is port,
-# socket, then the command. It listens before the command starts. As init it
-# is spared by the grace wrapper's "kill -1", so background jobs keep the
-# network during their grace period, and it reaps orphans; it ends when the
-# command does, passing on its exit code, and the namespace ends with it.
+# Runs inside the sandbox as its pid 1 (bwrap --as-pid-1): argv is port, socket, then the command, started once it
+# listens. As init it is spared by the grace wrapper's "kill -1" (background jobs keep the network for their grace
+# period) and reaps orphans; it ends with the command, passing on its exit code, and the namespace ends with it.
 PROXY_FORWARDER = """
 import contextlib, ctypes, os, signal, socket, sys, threading
 # Die with bwrap, as --die-with-parent means: without asking again here, this pid 1 once outlived a SIGKILLed KeSi.
 ctypes.CDLL(None).prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG
 written, path, command = sys.argv[1], sys.argv[2], sys.argv[3:]
-# A port the kernel picks, free by definition: in the session's shared network
-# a fixed one could be taken by a server a command left running, which would
-# then see (and answer) every later command's requests.
+# A port the kernel picks, free by definition: in the session's shared network a fixed one could be taken by a
+# server a command left running, which would then see (and answer) every later command's requests.
 listener = socket.create_server(("127.0.0.1", 0))
 port = str(listener.getsockname()[1])
 def relay(source, target):
@@ -5639,15 +5619,13 @@ SANDBOX_LINES = {
     "useless": ("Command sandbox: on, but the working directory is the home folder or above it, so "
                 "the read/write boundary protects nothing. Be especially careful. The network limit "
                 "below still holds and the hidden names above are still unreadable."),
-    "on": ("Command sandbox: on. Shell commands cannot read the user's files outside the working "
-           "directory and can write only to it, a temp folder and /dev; their network is limited "
-           "as the next line says. System paths and toolchains stay readable. This is deliberate, "
-           "not a broken environment."),
+    "on": ("Command sandbox: on. Shell commands cannot read the user's files outside the working directory and can "
+           "write only to it, a temp folder and /dev; their network is limited as the next line says. System paths and "
+           "toolchains stay readable. This is deliberate, not a broken environment."),
 }
-SANDBOX_HINT = ("When a command fails with 'Operation not permitted', 'Permission denied', 'Read-only "
-                "file system', 'Could not resolve host' or a 403 from KeSi's network allowlist, the "
-                "sandbox probably blocked it: say so "
-                "when you report, instead of concluding that something is missing or the network is down.")
+SANDBOX_HINT = ("When a command fails with 'Operation not permitted', 'Permission denied', 'Read-only file system', "
+                "'Could not resolve host' or a 403 from KeSi's network allowlist, the sandbox probably blocked it: say "
+                "so when you report, instead of concluding that something is missing or the network is down.")
 # What the sandbox lets everyday work do, said next to what it blocks.
 SANDBOX_ALLOWS = ("Inside the sandbox the home folder is read-only; package caches (uv, pip, npm, yarn, "
                   "cargo, go, XDG_CACHE_HOME) point at .kesi/cache in the project, so installs from local "
@@ -6867,7 +6845,7 @@ def show_network_policy() -> None:
     for name, address in policy.resolve.items():
         ui(f"    {visible(name)} -> {address} (your resolve setting)")
     ui(f"    to add one: \"network\": {{\"allow\": [\"example.org\"]}} in {visible(user_settings_file())}")
-    ignored = network_section(read_json_file(project_settings_file())).get("allow")
+    ignored = setting(read_json_file(project_settings_file()), "network", dict).get("allow")
     if ignored:
         ui("    (the \"allow\" hosts in .kesi/settings.json are ignored: a project file may only deny; "
            f"add them to {user_settings_file()} if you trust them)")
