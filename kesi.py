@@ -4104,14 +4104,12 @@ def toolchain_secrets() -> list[str]:
 
 
 # --- toolchain caches ---------------------------------------------------------
-# Caches live in home, read-only inside, and a writable ~/.cache/uv would be a way out (a planted wheel the
-# user's own `uv run` installs later). So commands get their own in .kesi/cache: writable anyway, on .venv's
-# file system (uv hard-links), ignored by git and the file tools. The price: no reuse of the user's cache.
-CACHE_FOLDER = "cache"               # .kesi/cache
-CACHE_VARIABLES = {                  # variable -> folder in .kesi/cache ("": the folder itself)
-    "XDG_CACHE_HOME": "", "UV_CACHE_DIR": "uv", "PIP_CACHE_DIR": "pip", "npm_config_cache": "npm",
-    "YARN_CACHE_FOLDER": "yarn", "CARGO_HOME": "cargo", "GOCACHE": "go-build", "GOMODCACHE": "go-mod",
-}
+# Home is read-only inside, and a writable ~/.cache/uv would be a way out (a planted wheel the user's own `uv run`
+# installs later). So commands get caches of their own in .kesi/cache: writable anyway, on .venv's file system (uv
+# hard-links), ignored by git and the file tools. The price: no reuse of the user's cache.
+CACHE_FOLDER = "cache"               # .kesi/cache; CACHE_VARIABLES name folders in it ("": the folder itself)
+CACHE_VARIABLES = {"XDG_CACHE_HOME": "", "UV_CACHE_DIR": "uv", "PIP_CACHE_DIR": "pip", "npm_config_cache": "npm",
+                   "YARN_CACHE_FOLDER": "yarn", "CARGO_HOME": "cargo", "GOCACHE": "go-build", "GOMODCACHE": "go-mod"}
 
 
 def with_command_caches(env: dict[str, str]) -> dict[str, str]:
@@ -4196,9 +4194,8 @@ def denied_sources() -> dict[str, str]:
 
 # --- the workspace index: what the sandbox and the git guard look for --------------
 # Masks, pins and the git guard need every `.env`-like name, `.git` entry and git-dir config at any depth. Walking
-# 60,000 folders per command cost a second, so one walk builds an index and inotify (by inode: it sees writes
-# through bwrap's mounts) says which folders to list again; a new one is watched before it is listed. Without
-# inotify (macOS, no watches left, an overflowed queue) each refresh walks all.
+# 60,000 folders per command cost a second, so one walk builds an index and inotify (by inode: it sees writes through
+# bwrap's mounts) says which folders to list again. Without it (macOS, no watches left, overflow) each look walks all.
 IN_CHANGES = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000   # moves, create, delete; IN_ONLYDIR
 IN_Q_OVERFLOW = 0x4000
 _index_lock = threading.Lock()
@@ -4494,9 +4491,8 @@ def anchored_folders(pinned: list[str]) -> list[str]:
 
 
 # --- no setuid or setgid files: a seccomp filter ------------------------------
-# As root, a command is the real root without capabilities, and a file's owner may still set S_ISUID: `chmod 4755
-# ./sh` would leave a root shell for any local user. So bwrap gets a seccomp filter (classic BPF; bwrap sets
-# no_new_privs) failing every call that gives the setuid or setgid bit. File capabilities need CAP_SETFCAP (dropped).
+# As root without capabilities, an owner may still set S_ISUID (`chmod 4755 ./sh`: a root shell for any local user),
+# so a seccomp filter (BPF; bwrap sets no_new_privs) fails calls giving a setid bit; file caps need CAP_SETFCAP (gone).
 SETID_BITS = 0o6000                     # S_ISUID | S_ISGID
 CREATING = os.O_CREAT | 0o20000000      # open uses its mode only with O_CREAT or __O_TMPFILE
 X32_BIT = 0x40000000                    # x86_64's x32 calls: refused, as other architectures
@@ -4630,9 +4626,8 @@ def hidden_folders() -> list[str]:
 
 
 # --- one loopback network for the session's commands ------------------------------
-# In its own network namespace no command could reach a server a background task started. So once one starts,
-# later commands join one namespace made for the session: still no route out, one loopback (and abstract Unix
-# sockets) they share. KeSi holds it by a descriptor, which nsenter enters by: no reused pid can redirect it.
+# Once a background task starts, later commands join one network namespace made for the session, to reach its server:
+# no route out, one shared loopback. KeSi holds it by a descriptor for nsenter: no reused pid can redirect it.
 _shared_network: list[int] = []      # descriptors: the network (and its user namespace)
 
 
@@ -5128,13 +5123,11 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> None:
 
 
 # --- network allowlist proxy ---------------------------------------------------
-# A sandboxed command has no network of its own, only an HTTP proxy KeSi runs in a thread that connects only to
-# allowed hosts (registries, git hosts, what the user adds); https goes through CONNECT (it sees only the host).
-# bwrap: a Unix socket mounted in, reached from 127.0.0.1 through PROXY_FORWARDER, which listens before the command
-# starts on a port the kernel picks (none can hold it first); macOS: the one local port the profile allows. Only
-# the user's settings may add hosts (the project's, writable by commands, may only deny). It connects to the very
-# address it checked (no DNS rebinding), never to a local or private one unless the user mapped the name.
-
+# A sandboxed command has no network of its own, only an HTTP proxy KeSi runs in a thread that connects only to allowed
+# hosts (registries, git hosts, what the user adds); https goes through CONNECT. bwrap: a Unix socket mounted in,
+# reached from 127.0.0.1 through PROXY_FORWARDER; macOS: the one local port the profile allows. Only the user's settings
+# may add hosts (the project's, writable by commands, may only deny). It connects to the very address it checked (no DNS
+# rebinding), never to a local or private one unless the user mapped the name.
 DEFAULT_NETWORK_HOSTS = (
     "pypi.org", "files.pythonhosted.org",                                  # pip, uv
     "registry.npmjs.org", "registry.yarnpkg.com",                          # npm, yarn, pnpm
@@ -5245,9 +5238,8 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
     return remote, None
 
 
-# Never reached through a name: this machine (any interface, public ones too, asked of the kernel at each
-# connection) and what the IANA special-purpose registries mark not globally reachable (private networks,
-# 169.254.169.254, 198.18.0.0/15, ...). is_global follows them; NOT_GLOBAL is what older Pythons miss.
+# Never reached through a name: this machine (any interface, asked of the kernel at each connection) and what IANA
+# marks not globally reachable (169.254.169.254, ...). is_global follows it; NOT_GLOBAL is what older Pythons miss.
 NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
     "192.0.0.0/24", "192.88.99.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16"))
 CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96"))   # IPv4-compatible, NAT64
@@ -5400,8 +5392,7 @@ def relay(source, target) -> None:
 
 
 def relay_back(upstream, client) -> None:
-    """relay() from the server, until it ends or the command's end is gone both ways (a half-closed one may
-    still want its answer): then the server side is closed too, so a silent or stuck server keeps no slot."""
+    """relay() from the server until it ends or the client is gone both ways, then close it: no stuck slot."""
     watch = select.poll()
     watch.register(upstream, select.POLLIN)
     watch.register(client, 0)                        # POLLHUP and POLLERR are always reported
@@ -5478,12 +5469,9 @@ def start_network_proxy(kind: str | None):
 
 def proxy_port(escalation: str | None = None) -> int | None:
     """Where commands reach the proxy; None without sandbox, with an escalation, or with no forwarder."""
-    kind = sandbox_kind()
-    if escalation or kind is None or network_proxy() is None:
+    if escalation or not network_available() or network_proxy() is None:
         return None
-    if kind == "seatbelt":
-        return network_proxy().server_address[1]
-    return PROXY_PORT if forwarder_python() else None
+    return network_proxy().server_address[1] if sandbox_kind() == "seatbelt" else PROXY_PORT
 
 
 def command_environment(escalation: str | None = None) -> dict[str, str]:
