@@ -4147,10 +4147,12 @@ def shell_argv(command: str, background: bool = False, escalation: str | None = 
 def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[str, list[tuple[str, str]]]:
     """The macOS profile and its -D parameters: a path in the text could change the policy with a quote.
     (allow default): (deny default) kills even /bin/echo. Later rules win, so the secret rule comes last."""
-    tools, secrets = toolchain_dirs(), toolchain_secrets()
+    tools = toolchain_dirs()
     params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)), ("RECORDS_DIR", str(records_root())),
-              ("CONFIG_DIR", str(user_config_folder())), ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
+              ("CONFIG_DIR", str(user_config_folder())),
+              ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
     params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
+    secrets = toolchain_secrets()
     params += [(f"TOOLCHAIN_SECRET_{i}", path) for i, path in enumerate(secrets)]
     readable = " ".join(f'(subpath (param "TOOLCHAIN_{i}"))' for i in range(len(tools)))
     hidden = [f'(deny file-read* (literal (param "TOOLCHAIN_SECRET_{i}")))' for i in range(len(secrets))]
