@@ -4459,8 +4459,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     pins = git_pins(read_only=background)
     for pointer in git_pointers:
         pins += ["--ro-bind", str(pointer), str(pointer)]
-    # A background task runs while later commands are set up: if it could rename a folder holding a
-    # secret between KeSi's look and bwrap's mounts, the next command would mask an empty path.
+    # A background task could rename a secret's folder between KeSi's look and bwrap's mounts: those are anchored too.
     argv += anchored_folders(pins[2::3] + ([str(secret) for secret in secrets] if background else [])) + pins
     for secret in secrets:
         kind = "empty" if secret.name == "config" and ".git" in secret.parts else "dir" if secret.is_dir() else "file"
@@ -5215,8 +5214,7 @@ def network_refusal(host: str | None, port: int, policy: NetworkPolicy) -> str |
     """Why a connection to host:port is not allowed, or None."""
     if host is None:
         return "that is not a valid host name"
-    denied = next((e for e in policy.deny if entry_matches(e, host, port, True)), None)
-    if denied:
+    if denied := next((e for e in policy.deny if entry_matches(e, host, port, True)), None):
         return f"a deny entry ({denied}) covers it"
     if not any(entry_matches(e, host, port, False) for e in policy.allow):
         return "it is not on the network allowlist"
@@ -5233,8 +5231,7 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
         return [], f"its name could not be resolved ({exc})"
-    addresses = list(dict.fromkeys(info[4][0] for info in found))
-    remote = [a for a in addresses if not is_off_limits(a)]
+    remote = [a for a in dict.fromkeys(info[4][0] for info in found) if not is_off_limits(a)]
     if not remote:
         return [], "it resolves only to this machine or to addresses not reachable on the internet"
     return remote, None
@@ -5534,11 +5531,8 @@ def relay(source, target):
     with contextlib.suppress(OSError):
         target.shutdown(socket.SHUT_WR)
 def serve(client):
-    with client, socket.socket(socket.AF_UNIX) as proxy:
-        try:
-            proxy.connect(path)
-        except OSError:
-            return
+    with client, socket.socket(socket.AF_UNIX) as proxy, contextlib.suppress(OSError):
+        proxy.connect(path)
         back = threading.Thread(target=relay, args=(proxy, client), daemon=True)
         back.start()
         relay(client, proxy)
