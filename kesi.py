@@ -5290,11 +5290,10 @@ def read_request_head(sock) -> tuple[bytes, bytes] | None:
 
 def parse_proxy_request(head: bytes) -> tuple[ProxyRequest | None, str]:
     """A CONNECT host:port, or an http:// request rewritten for the origin; refused if read two ways (folded lines)."""
-    lines = head.split(b"\r\n")
-    start = re.fullmatch(rb"([A-Z]+) (\S+) HTTP/1\.[01]", lines[0])
+    request_line, *headers = head.split(b"\r\n")
+    start = re.fullmatch(rb"([A-Z]+) (\S+) HTTP/1\.[01]", request_line)
     if not start:
         return None, "the request line is not HTTP/1.x"
-    headers = lines[1:]
     if not all(HEADER_LINE.fullmatch(line) for line in headers):
         return None, "a header line is malformed (folded, a bare CR or LF, or a space before the colon)"
     names = [line.split(b":", 1)[0].lower() for line in headers]
@@ -5440,15 +5439,9 @@ class LocalProxyServer(QuietServer, socketserver.ThreadingTCPServer):
     pass
 
 
-_network_proxy: dict = {}      # sandbox kind -> the running server, or None if it could not start
-
-
 def network_proxy(kind: str | None = None):
     """The allowlist proxy for this sandbox kind, started on first need; it ends with KeSi (a daemon thread)."""
-    kind = kind or sandbox_kind()
-    if kind not in _network_proxy:
-        _network_proxy[kind] = start_network_proxy(kind)
-    return _network_proxy[kind]
+    return session_proxy(kind or sandbox_kind())
 
 
 def start_network_proxy(kind: str | None):
@@ -5464,6 +5457,9 @@ def start_network_proxy(kind: str | None):
         return None
     threading.Thread(target=server.serve_forever, name="network proxy", daemon=True).start()
     return server
+
+
+session_proxy = functools.cache(start_network_proxy)     # one per sandbox kind; None if it could not start
 
 
 def proxy_port(escalation: str | None = None) -> int | None:
