@@ -3960,11 +3960,10 @@ def save_project_rule(text: str) -> bool:
 # ============================================================================
 # PART III. The sandbox
 # ============================================================================
-# Behind command_start() and sandbox_environment(): bubblewrap or seatbelt, the seccomp filter, the git guard,
-# the allowlist proxy, and credential masking in output. The jail guards only the file tools, so commands run in
-# the OS sandbox with one policy: home unreadable but for the workspace and toolchains; writes only to the
-# workspace, a temp dir and /dev (caches in .kesi/cache); secrets (.env, .env.*, .git/config) unreadable at any
-# depth; the network only through KeSi's allowlist proxy. node_modules and .venv stay usable (tests need them).
+# Behind command_start() and sandbox_environment(): bubblewrap or seatbelt, the seccomp filter, the git guard, the
+# allowlist proxy, output masking. The file tools' jail cannot stop a shell, so commands run in the OS sandbox: home
+# unreadable but for the workspace and toolchains; writes only to the workspace, a temp dir and /dev; .env, .env.* and
+# .git/config unreadable at any depth; network only through the allowlist proxy. node_modules and .venv stay usable.
 
 SHELL_PATH = "/bin/sh"
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
@@ -4104,9 +4103,8 @@ def toolchain_secrets() -> list[str]:
 
 
 # --- toolchain caches ---------------------------------------------------------
-# Home is read-only inside, and a writable ~/.cache/uv would be a way out (a planted wheel the user's own `uv run`
-# installs later). So commands get caches of their own in .kesi/cache: writable anyway, on .venv's file system (uv
-# hard-links), ignored by git and the file tools. The price: no reuse of the user's cache.
+# Home is read-only inside, and a writable ~/.cache/uv would be a way out (a wheel planted for the user's own `uv run`),
+# so commands get caches in .kesi/cache: writable anyway, on .venv's file system (uv hard-links), git-ignored.
 CACHE_FOLDER = "cache"               # .kesi/cache; CACHE_VARIABLES name folders in it ("": the folder itself)
 CACHE_VARIABLES = {"XDG_CACHE_HOME": "", "UV_CACHE_DIR": "uv", "PIP_CACHE_DIR": "pip", "npm_config_cache": "npm",
                    "YARN_CACHE_FOLDER": "yarn", "CARGO_HOME": "cargo", "GOCACHE": "go-build", "GOMODCACHE": "go-mod"}
@@ -4500,20 +4498,13 @@ X32_BIT = 0x40000000                    # x86_64's x32 calls: refused, as other 
 OPENAT2 = 437                           # same number on both; its mode is in a struct BPF cannot read
 
 
-@dataclass(frozen=True)
-class ModeCall:
-    number: int
-    mode_arg: int                       # which argument is the mode
-    flags_arg: int | None = None        # open: the mode counts only when creating
-
-
-# The kernel's audit number for each architecture, and its calls that set a mode (aarch64 has only *at forms).
+# The kernel's audit number for each architecture, and its calls that set a mode (aarch64 has only *at forms):
+# name: (number, which argument is the mode[, which is open's flags: the mode counts only when creating]).
 SECCOMP_ARCHES = {
-    "x86_64": (0xC000003E, [ModeCall(2, 2, 1), ModeCall(85, 1), ModeCall(90, 1), ModeCall(91, 1),
-                            ModeCall(133, 1), ModeCall(257, 3, 2), ModeCall(259, 2), ModeCall(268, 2),
-                            ModeCall(452, 2)]),       # open creat chmod fchmod mknod openat mknodat fchmodat fchmodat2
-    "aarch64": (0xC00000B7, [ModeCall(33, 2), ModeCall(52, 1), ModeCall(53, 2), ModeCall(56, 3, 2),
-                             ModeCall(452, 2)]),      # mknodat fchmod fchmodat openat fchmodat2
+    "x86_64": (0xC000003E, {"open": (2, 2, 1), "creat": (85, 1), "chmod": (90, 1), "fchmod": (91, 1), "mknod": (133, 1),
+                            "openat": (257, 3, 2), "mknodat": (259, 2), "fchmodat": (268, 2), "fchmodat2": (452, 2)}),
+    "aarch64": (0xC00000B7, {"mknodat": (33, 2), "fchmod": (52, 1), "fchmodat": (53, 2), "openat": (56, 3, 2),
+                             "fchmodat2": (452, 2)}),
 }
 ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS   # SECCOMP_RET_*
 
@@ -4538,12 +4529,12 @@ def give(action: int) -> bytes:
     return bpf(0x06, action)                      # BPF_RET | BPF_K
 
 
-def refuse_setid_mode(call: ModeCall) -> list[bytes]:
+def refuse_setid_mode(number: int, mode_arg: int, flags_arg: int | None = None) -> list[bytes]:
     """For this call only: EPERM when its mode has a setid bit. args[i] is at 16 + 8i, its low 32 bits first."""
-    check = [load(16 + 8 * call.mode_arg), jump_if_any_bit(SETID_BITS, skip_if_none=1), give(EPERM), give(ALLOW)]
-    if call.flags_arg is not None:
-        check = [load(16 + 8 * call.flags_arg), jump_if_any_bit(CREATING, skip_if_none=len(check) - 1), *check]
-    return [jump_if_equal(call.number, skip_if_not=len(check)), *check]
+    check = [load(16 + 8 * mode_arg), jump_if_any_bit(SETID_BITS, skip_if_none=1), give(EPERM), give(ALLOW)]
+    if flags_arg is not None:
+        check = [load(16 + 8 * flags_arg), jump_if_any_bit(CREATING, skip_if_none=len(check) - 1), *check]
+    return [jump_if_equal(number, skip_if_not=len(check)), *check]
 
 
 def setid_filter(machine: str) -> bytes | None:
@@ -4554,8 +4545,8 @@ def setid_filter(machine: str) -> bytes | None:
     # seccomp_data.arch: another architecture's calls (i386 through int 0x80) get EPERM.
     program = [load(4), bpf(0x15, arch, 1, 0), give(EPERM)]     # BPF_JEQ: equal skips the EPERM
     program += [load(0), jump_if_any_bit(X32_BIT, skip_if_none=1), give(EPERM)]   # seccomp_data.nr
-    for call in calls:
-        program += refuse_setid_mode(call)
+    for call in calls.values():
+        program += refuse_setid_mode(*call)
     # openat2 returns ENOSYS: libc falls back to openat, which the filter reads.
     program += [jump_if_equal(OPENAT2, skip_if_not=1), give(ENOSYS), give(ALLOW)]
     return b"".join(program)
