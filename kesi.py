@@ -4586,9 +4586,8 @@ def lifeline_fd() -> int:             # the read end, passed into every bwrap, w
     return _lifeline[0]
 
 
-# The pid namespace dies with its first process, so that is this wrapper, giving background jobs their grace
-# period: it runs the command, TERMs the rest ("kill -1": all but itself and init), waits $2 steps of $3 seconds.
-# Its lifeline watcher ($4: dash redirects only 0-9) KILLs all when the pipe ends (KeSi gone), not at a line.
+# The pid namespace dies with its first process, so that is this wrapper: it runs the command, TERMs the rest
+# ("kill -1": all but itself and init), waits $2 steps of $3 s (the grace), and KILLs all once the lifeline ($4) ends.
 GRACE_WRAPPER = ('life="/proc/self/fd/$4"; [ -p "$life" ] && { while read -r _; do :; done <"$life"; '
                  'kill -KILL -1; } >/dev/null 2>&1 & "$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
                  'while [ "$i" -lt "$2" ] && kill -0 -1 2>/dev/null; do sleep "$3"; i=$((i + 1)); done; '
@@ -5115,11 +5114,10 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> None:
 
 
 # --- network allowlist proxy ---------------------------------------------------
-# A sandboxed command has no network of its own, only an HTTP proxy KeSi runs in a thread that connects only to allowed
-# hosts (registries, git hosts, what the user adds); https goes through CONNECT. bwrap: a Unix socket mounted in,
-# reached from 127.0.0.1 through PROXY_FORWARDER; macOS: the one local port the profile allows. Only the user's settings
-# may add hosts (the project's, writable by commands, may only deny). It connects to the very address it checked (no DNS
-# rebinding), never to a local or private one unless the user mapped the name.
+# A sandboxed command's only network is an HTTP proxy (a KeSi thread) reaching only allowed hosts, https by CONNECT:
+# through a mounted Unix socket and PROXY_FORWARDER on 127.0.0.1 (bwrap), or the one port the profile allows (macOS).
+# Only the user's settings add hosts (the project's, writable by commands, may only deny). It connects to the very
+# address it checked (no DNS rebinding), never to a local or private one unless the user mapped the name.
 DEFAULT_NETWORK_HOSTS = (
     "pypi.org", "files.pythonhosted.org",                                  # pip, uv
     "registry.npmjs.org", "registry.yarnpkg.com",                          # npm, yarn, pnpm
@@ -5499,9 +5497,8 @@ def forwarder_python() -> str | None:
     return None
 
 
-# Runs inside the sandbox as its pid 1 (bwrap --as-pid-1): argv is port, socket, then the command, started once it
-# listens. As init it is spared by the grace wrapper's "kill -1" (background jobs keep the network for their grace
-# period) and reaps orphans; it ends with the command, passing on its exit code, and the namespace ends with it.
+# Runs inside the sandbox as pid 1 (bwrap --as-pid-1), argv: port, socket, command (started once it listens). As init it
+# outlives the grace wrapper's "kill -1" (background jobs keep the network), reaps orphans, and passes on the exit code.
 PROXY_FORWARDER = """
 import contextlib, ctypes, os, signal, socket, sys, threading
 # Die with bwrap, as --die-with-parent means: without asking again here, this pid 1 once outlived a SIGKILLed KeSi.
