@@ -4437,8 +4437,7 @@ def linked_git_configs(dot_git: Path) -> list[Path]:
 
 def bwrap_argv(command: str, background: bool = False, full_network: bool = False,
                filter_fd: int | None = None) -> list[str]:
-    """Linux: a read-only root, a private /tmp, home hidden, workspace writable, the network only through
-    the allowlist proxy (all of it when escalated), the setuid filter read from filter_fd (see setid_filter)."""
+    """Linux: read-only root, private /tmp, home hidden, workspace writable, network via the proxy, setid filter."""
     # A user namespace matters as root: else /proc/<bwrap pid>/root and /cwd show the real file system, unmasked.
     # The pid namespace: nothing outside can be signalled or read in /proc, and all left dies with sh (setsid too).
     argv = [trusted_program("bwrap"), "--die-with-parent", "--unshare-user-try",
@@ -4663,11 +4662,9 @@ def in_shared_network(argv: list[str]) -> list[str]:
     """A bwrap argv made to join the session's network, once there is one."""
     if not _shared_network:
         return argv
-    if len(_shared_network) == 1:
-        enter = [f"--net=/proc/self/fd/{_shared_network[0]}"]
-    else:
-        user, net = _shared_network
-        enter = [f"--user=/proc/self/fd/{user}", f"--net=/proc/self/fd/{net}", "--preserve-credentials"]
+    *user, net = _shared_network          # a user namespace too when KeSi is not root
+    enter = [*(f"--user=/proc/self/fd/{fd}" for fd in user), f"--net=/proc/self/fd/{net}"]
+    enter += ["--preserve-credentials"] if user else []
     return [trusted_program("nsenter"), *enter, "--", *[arg for arg in argv if arg != "--unshare-net"]]
 
 
