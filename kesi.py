@@ -5197,7 +5197,6 @@ def entry_matches(entry: str, host: str, port: int, for_deny: bool) -> bool:
 
 
 def network_refusal(host: str | None, port: int, policy: NetworkPolicy) -> str | None:
-    """Why a connection to host:port is not allowed, or None."""
     if host is None:
         return "that is not a valid host name"
     if denied := next((e for e in policy.deny if entry_matches(e, host, port, True)), None):
@@ -5524,9 +5523,8 @@ def accept():
 child = os.fork()
 if child == 0:
     listener.close()
-    for name, value in os.environ.items():     # HTTP_PROXY and the rest name the port KeSi wrote
-        os.environ[name] = value.replace("127.0.0.1:" + written, "127.0.0.1:" + port)
-    os.execvp(command[0], command)
+    env = {name: value.replace("127.0.0.1:" + written, "127.0.0.1:" + port) for name, value in os.environ.items()}
+    os.execvpe(command[0], command, env)        # HTTP_PROXY and the rest named the port KeSi wrote
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 threading.Thread(target=accept, daemon=True).start()
 while True:
