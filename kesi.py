@@ -4035,6 +4035,8 @@ SENSITIVE_ENV_SUFFIXES = ("_PWD", "_PASS", "_PW")       # MYSQL_PWD; PWD itself 
 SENSITIVE_ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "AUTH", "BEARER",
                        "_OTP", "USERNAME", "SESSION", "COOKIE", "PRIVATE", "DSN", "SIGNATURE")
 URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]*@")   # https://user:pass@host
+# A credential inside a value: ?access_token=..., -Dpassword=..., _pwd=1, ?sig=.
+SECRET_IN_VALUE = re.compile(r"\w*(token|passw(or)?d|pwd|secret|key|auth|sig|signature)=", re.I)
 
 
 def sandbox_environment() -> dict[str, str]:
@@ -4046,10 +4048,6 @@ def sandbox_environment() -> dict[str, str]:
         env["PYENV_DIR"] = str(BASE_DIR)
     env.update(git_identity_environment())
     return without_own_venv(env)
-
-
-# A credential inside a value: ?access_token=..., -Dpassword=..., _pwd=1, ?sig=.
-SECRET_IN_VALUE = re.compile(r"\w*(token|passw(or)?d|pwd|secret|key|auth|sig|signature)=", re.I)
 
 
 def is_harmless_variable(name: str, value: str) -> bool:
@@ -4199,6 +4197,7 @@ def denied_sources() -> dict[str, str]:
 IN_CHANGES = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000   # moves, create, delete; IN_ONLYDIR
 IN_Q_OVERFLOW = 0x4000
 _index_lock = threading.Lock()
+_index: list = []                    # the one WorkspaceIndex, for BASE_DIR
 
 
 class WorkspaceIndex:
@@ -4354,9 +4353,6 @@ def libc():
 def inotify_start() -> int | None:
     fd = inotify_call("inotify_init1", os.O_NONBLOCK | os.O_CLOEXEC) if sys.platform.startswith("linux") else -1
     return fd if fd >= 0 else None
-
-
-_index: list[WorkspaceIndex] = []
 
 
 def workspace_index() -> WorkspaceIndex:
@@ -5135,6 +5131,11 @@ HOST_ENTRY = re.compile(r"(\*|(?:\*\.)?[a-z0-9_.-]+|\[[0-9a-f:.]+\])(?::(\d{1,5}
 HEADER_LINE = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*")    # no folding, no bare CR/LF
 HOP_BY_HOP = {b"host", b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization"}
 NETWORK_BLOCKED: list[str] = []      # host:port the proxy refused, newest last
+# Never reached through a name: this machine (any interface, asked of the kernel at each connection) and what IANA
+# marks not globally reachable (169.254.169.254, ...). is_global follows it; NOT_GLOBAL is what older Pythons miss.
+NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
+    "192.0.0.0/24", "192.88.99.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16"))
+CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96"))   # IPv4-compatible, NAT64
 
 
 @dataclass(frozen=True)
@@ -5220,13 +5221,6 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
     if not remote:
         return [], "it resolves only to this machine or to addresses not reachable on the internet"
     return remote, None
-
-
-# Never reached through a name: this machine (any interface, asked of the kernel at each connection) and what IANA
-# marks not globally reachable (169.254.169.254, ...). is_global follows it; NOT_GLOBAL is what older Pythons miss.
-NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
-    "192.0.0.0/24", "192.88.99.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16"))
-CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96"))   # IPv4-compatible, NAT64
 
 
 def is_off_limits(address: str) -> bool:
