@@ -4197,7 +4197,7 @@ def denied_sources() -> dict[str, str]:
 IN_CHANGES = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000   # moves, create, delete; IN_ONLYDIR
 IN_Q_OVERFLOW = 0x4000
 _index_lock = threading.Lock()
-_index: list = []                    # the one WorkspaceIndex, for BASE_DIR
+_index: list[WorkspaceIndex] = []    # the one index, of BASE_DIR
 
 
 class WorkspaceIndex:
