@@ -4549,8 +4549,7 @@ def setid_filter(machine: str) -> bytes | None:
 
 def setid_filter_fd() -> int | None:
     """A fresh descriptor holding the filter for one bwrap (it reads from the offset, so never shared)."""
-    program = setid_filter(platform.machine())
-    if program is None:
+    if (program := setid_filter(platform.machine())) is None:
         return None
     fd = os.memfd_create("kesi-setid-filter", os.MFD_CLOEXEC)
     os.pwrite(fd, program, 0)                     # the offset stays at 0, where bwrap reads from
@@ -4619,10 +4618,8 @@ _shared_network: list[int] = []      # descriptors: the network (and its user na
 
 def start_shared_network() -> bool:
     """Make the session's network (once). False where it cannot be entered."""
-    if _shared_network:
-        return True
-    if sandbox_kind() != "bubblewrap" or trusted_program("nsenter") is None:
-        return False
+    if _shared_network or sandbox_kind() != "bubblewrap" or trusted_program("nsenter") is None:
+        return bool(_shared_network)          # made already, or impossible here
     read_end, write_end = os.pipe()
     try:
         holder = subprocess.Popen([trusted_program("bwrap"), "--ro-bind", "/", "/", "--unshare-net",
@@ -5307,8 +5304,7 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
         client = self.request
         client.settimeout(PROXY_CONNECT_TIMEOUT * 3)       # for the request head only
         with contextlib.suppress(OSError):
-            got = read_request_head(client)
-            if got is None:
+            if (got := read_request_head(client)) is None:
                 return send_proxy_error(client, 400, "KeSi's proxy got no complete HTTP request.")
             request, problem = parse_proxy_request(got[0])
             if request is None:
@@ -5318,8 +5314,7 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
             targets, reason = checked_addresses(request.host, request.port, policy) if reason is None else ([], reason)
             if reason:
                 return refuse_host(client, request, reason)
-            upstream = connect_first(targets, request.port)
-            if upstream is None:
+            if (upstream := connect_first(targets, request.port)) is None:
                 where = f"{request.host}:{request.port}"
                 return send_proxy_error(client, 502, f"KeSi's proxy could not connect to {where}.")
             with upstream:
