@@ -5128,11 +5128,6 @@ HOST_ENTRY = re.compile(r"(\*|(?:\*\.)?[a-z0-9_.-]+|\[[0-9a-f:.]+\])(?::(\d{1,5}
 HEADER_LINE = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*")    # no folding, no bare CR/LF
 HOP_BY_HOP = {b"host", b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization"}
 NETWORK_BLOCKED: list[str] = []      # host:port the proxy refused, newest last
-# Never reached through a name: this machine (any interface, asked of the kernel at each connection) and what IANA
-# marks not globally reachable (169.254.169.254, ...). is_global follows it; NOT_GLOBAL is what older Pythons miss.
-NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
-    "192.0.0.0/24", "192.88.99.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16"))
-CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96"))   # IPv4-compatible, NAT64
 
 
 @dataclass(frozen=True)
@@ -5218,6 +5213,14 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
     if not remote:
         return [], "it resolves only to this machine or to addresses not reachable on the internet"
     return remote, None
+
+
+# Never reached through a name: this machine (any interface, public ones too, asked of the kernel at each
+# connection) and what the IANA special-purpose registries mark not globally reachable (private networks,
+# 169.254.169.254, 198.18.0.0/15, ...). is_global follows them; NOT_GLOBAL is what older Pythons miss.
+NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
+    "192.0.0.0/24", "192.88.99.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16"))
+CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96"))   # IPv4-compatible, NAT64
 
 
 def is_off_limits(address: str) -> bool:
