@@ -4272,8 +4272,7 @@ class WorkspaceIndex:
         stack = [(top, inode)]
         while stack:
             rel, inode = stack.pop()
-            children = self.list_folder(rel, inode)
-            if children is None:
+            if (children := self.list_folder(rel, inode)) is None:
                 self.forget(rel)
                 continue
             stack += [(f"{rel}/{name}" if rel else name, child) for name, child in children.items()]
@@ -4331,8 +4330,7 @@ class WorkspaceIndex:
         while stack:
             rel = stack.pop()
             self.marked.pop(rel, None)
-            record = self.folders.pop(rel, None)
-            if record is None:
+            if (record := self.folders.pop(rel, None)) is None:
                 continue
             if self.inotify is not None and self.watched.get(record[1]) == rel:   # else it moved, watched there
                 del self.watched[record[1]]
@@ -4621,12 +4619,11 @@ def start_shared_network() -> bool:
     if _shared_network or sandbox_kind() != "bubblewrap" or trusted_program("nsenter") is None:
         return bool(_shared_network)          # made already, or impossible here
     read_end, write_end = os.pipe()
+    holder_argv = [trusted_program("bwrap"), "--ro-bind", "/", "/", "--unshare-net", "--unshare-user-try",
+                   "--die-with-parent", "--info-fd", str(write_end), "--", trusted_program("cat") or "/bin/cat"]
     try:
-        holder = subprocess.Popen([trusted_program("bwrap"), "--ro-bind", "/", "/", "--unshare-net",
-                                   "--unshare-user-try", "--die-with-parent", "--info-fd", str(write_end),
-                                   "--", trusted_program("cat") or "/bin/cat"],
-                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  pass_fds=(write_end,), start_new_session=True)
+        holder = subprocess.Popen(holder_argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, pass_fds=(write_end,), start_new_session=True)
     except OSError:
         os.close(read_end)
         return False
@@ -5564,8 +5561,7 @@ def sandbox_allowances() -> str:
     who = git_identity_environment().get("GIT_AUTHOR_EMAIL")         # what a commit inside will say
     shared = "sharing one loopback network" if sandbox_kind() == "bubblewrap" else "no server can listen"
     return (f"allows: writes to the workspace, /tmp and caches in .kesi/cache (home read-only), "
-            f"git commit as {visible(who) if who else '(no user.email set)'}, "
-            f"background tasks ({shared})")
+            f"git commit as {visible(who) if who else '(no user.email set)'}, background tasks ({shared})")
 
 
 SANDBOX_LINES = {
