@@ -5364,7 +5364,8 @@ def relay(source, target) -> None:
 
 
 def relay_back(upstream, client) -> None:
-    """relay() from the server until it ends or the client is gone both ways, then close it: no stuck slot."""
+    """relay() from the server, until it ends or the command's end is gone both ways (a half-closed one may
+    still want its answer): then the server side is closed too, so a silent or stuck server keeps no slot."""
     watch = select.poll()
     watch.register(upstream, select.POLLIN)
     watch.register(client, 0)                        # POLLHUP and POLLERR are always reported
