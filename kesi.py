@@ -3961,14 +3961,10 @@ def save_project_rule(text: str) -> bool:
 # ============================================================================
 # PART III. The sandbox
 # ============================================================================
-# Behind command_start() and sandbox_environment(): bubblewrap or seatbelt, the seccomp
-# filter, the git guard, the allowlist proxy, and credential masking in output.
-
-# The jail guards only the file tools; a shell command can read anything the user can. So commands run in
-# the OS sandbox (sandbox-exec on macOS, bubblewrap on Linux) with one policy: home unreadable but for the
-# workspace and toolchains; writes only to the workspace, a temp dir and /dev (caches in .kesi/cache); secrets
-# (.env, .env.*, .git/config) unreadable at any depth; the network only through KeSi's allowlist proxy.
-# node_modules and .venv stay usable (tests need them): the file tools hide them to save context.
+# Behind command_start() and sandbox_environment(): bubblewrap or seatbelt, the seccomp filter, the git guard, the
+# allowlist proxy, output masking. The file tools' jail cannot stop a shell, so commands run in the OS sandbox: home
+# unreadable but for the workspace and toolchains; writes only to the workspace, a temp dir and /dev; .env, .env.* and
+# .git/config unreadable at any depth; network only through the allowlist proxy. node_modules and .venv stay usable.
 
 SHELL_PATH = "/bin/sh"
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
@@ -4040,6 +4036,8 @@ SENSITIVE_ENV_SUFFIXES = ("_PWD", "_PASS", "_PW")       # MYSQL_PWD; PWD itself 
 SENSITIVE_ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "AUTH", "BEARER",
                        "_OTP", "USERNAME", "SESSION", "COOKIE", "PRIVATE", "DSN", "SIGNATURE")
 URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]*@")   # https://user:pass@host
+# A credential inside a value: ?access_token=..., -Dpassword=..., _pwd=1, ?sig=.
+SECRET_IN_VALUE = re.compile(r"\w*(token|passw(or)?d|pwd|secret|key|auth|sig|signature)=", re.I)
 
 
 def sandbox_environment() -> dict[str, str]:
@@ -4051,10 +4049,6 @@ def sandbox_environment() -> dict[str, str]:
         env["PYENV_DIR"] = str(BASE_DIR)
     env.update(git_identity_environment())
     return without_own_venv(env)
-
-
-# A credential inside a value: ?access_token=..., -Dpassword=..., _pwd=1, ?sig=.
-SECRET_IN_VALUE = re.compile(r"\w*(token|passw(or)?d|pwd|secret|key|auth|sig|signature)=", re.I)
 
 
 def is_harmless_variable(name: str, value: str) -> bool:
@@ -4108,14 +4102,11 @@ def toolchain_secrets() -> list[str]:
 
 
 # --- toolchain caches ---------------------------------------------------------
-# Caches live in home, read-only inside, and a writable ~/.cache/uv would be a way out (a planted wheel the
-# user's own `uv run` installs later). So commands get their own in .kesi/cache: writable anyway, on .venv's
-# file system (uv hard-links), ignored by git and the file tools. The price: no reuse of the user's cache.
-CACHE_FOLDER = "cache"               # .kesi/cache
-CACHE_VARIABLES = {                  # variable -> folder in .kesi/cache ("": the folder itself)
-    "XDG_CACHE_HOME": "", "UV_CACHE_DIR": "uv", "PIP_CACHE_DIR": "pip", "npm_config_cache": "npm",
-    "YARN_CACHE_FOLDER": "yarn", "CARGO_HOME": "cargo", "GOCACHE": "go-build", "GOMODCACHE": "go-mod",
-}
+# Home is read-only inside, and a writable ~/.cache/uv would be a way out (a wheel planted for the user's own `uv run`),
+# so commands get caches in .kesi/cache: writable anyway, on .venv's file system (uv hard-links), git-ignored.
+CACHE_FOLDER = "cache"               # .kesi/cache; CACHE_VARIABLES name folders in it ("": the folder itself)
+CACHE_VARIABLES = {"XDG_CACHE_HOME": "", "UV_CACHE_DIR": "uv", "PIP_CACHE_DIR": "pip", "npm_config_cache": "npm",
+                   "YARN_CACHE_FOLDER": "yarn", "CARGO_HOME": "cargo", "GOCACHE": "go-build", "GOMODCACHE": "go-mod"}
 
 
 def with_command_caches(env: dict[str, str]) -> dict[str, str]:
@@ -4202,12 +4193,12 @@ def denied_sources() -> dict[str, str]:
 
 # --- the workspace index: what the sandbox and the git guard look for --------------
 # Masks, pins and the git guard need every `.env`-like name, `.git` entry and git-dir config at any depth. Walking
-# 60,000 folders per command cost a second, so one walk builds an index and inotify (by inode: it sees writes
-# through bwrap's mounts) says which folders to list again; a new one is watched before it is listed. Without
-# inotify (macOS, no watches left, an overflowed queue) each refresh walks all.
+# 60,000 folders per command cost a second, so one walk builds an index and inotify (by inode: it sees writes through
+# bwrap's mounts) says which folders to list again. Without it (macOS, no watches left, overflow) each look walks all.
 IN_CHANGES = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000   # moves, create, delete; IN_ONLYDIR
 IN_Q_OVERFLOW = 0x4000
 _index_lock = threading.Lock()
+_index: list[WorkspaceIndex] = []    # the one index, of BASE_DIR
 
 
 class WorkspaceIndex:
@@ -4282,15 +4273,13 @@ class WorkspaceIndex:
         stack = [(top, inode)]
         while stack:
             rel, inode = stack.pop()
-            children = self.list_folder(rel, inode)
-            if children is None:
+            if (children := self.list_folder(rel, inode)) is None:
                 self.forget(rel)
                 continue
             stack += [(f"{rel}/{name}" if rel else name, child) for name, child in children.items()]
 
     def forget(self, rel: str) -> None:
-        """A folder that could not be listed (gone, unreadable, renamed away meanwhile) leaves its parent's
-        record too, and the parent is listed again at the next look: kept there, it would never be listed."""
+        """A folder that cannot be listed leaves its parent's record too, so the parent is listed again next look."""
         self.drop(rel)
         parent, _, name = rel.rpartition("/")
         if name in self.folders.get(parent, (0, 0, {}))[2]:
@@ -4342,8 +4331,7 @@ class WorkspaceIndex:
         while stack:
             rel = stack.pop()
             self.marked.pop(rel, None)
-            record = self.folders.pop(rel, None)
-            if record is None:
+            if (record := self.folders.pop(rel, None)) is None:
                 continue
             if self.inotify is not None and self.watched.get(record[1]) == rel:   # else it moved, watched there
                 del self.watched[record[1]]
@@ -4364,9 +4352,6 @@ def libc():
 def inotify_start() -> int | None:
     fd = inotify_call("inotify_init1", os.O_NONBLOCK | os.O_CLOEXEC) if sys.platform.startswith("linux") else -1
     return fd if fd >= 0 else None
-
-
-_index: list[WorkspaceIndex] = []
 
 
 def workspace_index() -> WorkspaceIndex:
@@ -4451,11 +4436,9 @@ def linked_git_configs(dot_git: Path) -> list[Path]:
 
 def bwrap_argv(command: str, background: bool = False, full_network: bool = False,
                filter_fd: int | None = None) -> list[str]:
-    """Linux: a read-only root, a private /tmp, home hidden, workspace writable, the network only through
-    the allowlist proxy (all of it when escalated), the setuid filter read from filter_fd (see setid_filter)."""
-    # A user namespace (when possible) matters as root: without one, the command may open /proc/<bwrap pid>/root
-    # and /cwd, bwrap's own view of the real file system, no secret hidden. The pid namespace: nothing outside
-    # can be signalled or read in /proc, and when sh ends, the kernel kills whatever is left (setsid cannot escape).
+    """Linux: read-only root, private /tmp, home hidden, workspace writable, network via the proxy, setid filter."""
+    # A user namespace matters as root: else /proc/<bwrap pid>/root and /cwd show the real file system, unmasked.
+    # The pid namespace: nothing outside can be signalled or read in /proc, and all left dies with sh (setsid too).
     argv = [trusted_program("bwrap"), "--die-with-parent", "--unshare-user-try",
             *([] if full_network else ["--unshare-net"]), "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -4472,15 +4455,13 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     pins = git_pins(read_only=background)
     for pointer in git_pointers:
         pins += ["--ro-bind", str(pointer), str(pointer)]
-    # A background task runs while later commands are set up: if it could rename a folder holding a
-    # secret between KeSi's look and bwrap's mounts, the next command would mask an empty path.
+    # A background task could rename a secret's folder between KeSi's look and bwrap's mounts: those are anchored too.
     argv += anchored_folders(pins[2::3] + ([str(secret) for secret in secrets] if background else [])) + pins
     for secret in secrets:
         kind = "empty" if secret.name == "config" and ".git" in secret.parts else "dir" if secret.is_dir() else "file"
         argv += ["--ro-bind", denied[kind], str(secret)]
-    # The empty home folders read-only once all is mounted: a write to ~ fails loudly instead of vanishing
-    # with the sandbox (a `pip install --user` gone by the next command). Not one the workspace is in, nor one
-    # a later tmpfs covers (~ = /home/ann, then /home): no mount point any more, bwrap would refuse to start.
+    # Empty home folders read-only, last: a write to ~ fails loudly, not vanishes (`pip install --user`). Not one
+    # holding the workspace, nor one a later tmpfs covers (~ = /home/ann, then /home): bwrap would refuse to start.
     hidden = hidden_folders()
     argv += [arg for i, folder in enumerate(hidden) if not Path(folder).is_relative_to(BASE_DIR)
              and not any(Path(folder).is_relative_to(later) for later in hidden[i + 1:])
@@ -4507,29 +4488,21 @@ def anchored_folders(pinned: list[str]) -> list[str]:
 
 
 # --- no setuid or setgid files: a seccomp filter ------------------------------
-# As root, a command is the real root without capabilities, and a file's owner may still set S_ISUID: `chmod 4755
-# ./sh` would leave a root shell for any local user. So bwrap gets a seccomp filter (classic BPF; bwrap sets
-# no_new_privs) failing every call that gives the setuid or setgid bit. File capabilities need CAP_SETFCAP (dropped).
+# As root without capabilities, an owner may still set S_ISUID (`chmod 4755 ./sh`: a root shell for any local user),
+# so a seccomp filter (BPF; bwrap sets no_new_privs) fails calls giving a setid bit; file caps need CAP_SETFCAP (gone).
 SETID_BITS = 0o6000                     # S_ISUID | S_ISGID
 CREATING = os.O_CREAT | 0o20000000      # open uses its mode only with O_CREAT or __O_TMPFILE
 X32_BIT = 0x40000000                    # x86_64's x32 calls: refused, as other architectures
 OPENAT2 = 437                           # same number on both; its mode is in a struct BPF cannot read
 
 
-@dataclass(frozen=True)
-class ModeCall:
-    number: int
-    mode_arg: int                       # which argument is the mode
-    flags_arg: int | None = None        # open: the mode counts only when creating
-
-
-# The kernel's audit number for each architecture, and its calls that set a mode (aarch64 has only *at forms).
+# The kernel's audit number for each architecture, and its calls that set a mode (aarch64 has only *at forms):
+# name: (number, which argument is the mode[, which is open's flags: the mode counts only when creating]).
 SECCOMP_ARCHES = {
-    "x86_64": (0xC000003E, [ModeCall(2, 2, 1), ModeCall(85, 1), ModeCall(90, 1), ModeCall(91, 1),
-                            ModeCall(133, 1), ModeCall(257, 3, 2), ModeCall(259, 2), ModeCall(268, 2),
-                            ModeCall(452, 2)]),       # open creat chmod fchmod mknod openat mknodat fchmodat fchmodat2
-    "aarch64": (0xC00000B7, [ModeCall(33, 2), ModeCall(52, 1), ModeCall(53, 2), ModeCall(56, 3, 2),
-                             ModeCall(452, 2)]),      # mknodat fchmod fchmodat openat fchmodat2
+    "x86_64": (0xC000003E, {"open": (2, 2, 1), "creat": (85, 1), "chmod": (90, 1), "fchmod": (91, 1), "mknod": (133, 1),
+                            "openat": (257, 3, 2), "mknodat": (259, 2), "fchmodat": (268, 2), "fchmodat2": (452, 2)}),
+    "aarch64": (0xC00000B7, {"mknodat": (33, 2), "fchmod": (52, 1), "fchmodat": (53, 2), "openat": (56, 3, 2),
+                             "fchmodat2": (452, 2)}),
 }
 ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS   # SECCOMP_RET_*
 
@@ -4554,13 +4527,12 @@ def give(action: int) -> bytes:
     return bpf(0x06, action)                      # BPF_RET | BPF_K
 
 
-def refuse_setid_mode(call: ModeCall) -> list[bytes]:
-    """For this call only: EPERM when its mode has a setuid or setgid bit. args[] start at offset 16, 8 bytes
-    each; a mode or flags fit in the low 32 bits, which come first on these little-endian machines."""
-    check = [load(16 + 8 * call.mode_arg), jump_if_any_bit(SETID_BITS, skip_if_none=1), give(EPERM), give(ALLOW)]
-    if call.flags_arg is not None:
-        check = [load(16 + 8 * call.flags_arg), jump_if_any_bit(CREATING, skip_if_none=len(check) - 1), *check]
-    return [jump_if_equal(call.number, skip_if_not=len(check)), *check]
+def refuse_setid_mode(number: int, mode_arg: int, flags_arg: int | None = None) -> list[bytes]:
+    """For this call only: EPERM when its mode has a setid bit. args[i] is at 16 + 8i, its low 32 bits first."""
+    check = [load(16 + 8 * mode_arg), jump_if_any_bit(SETID_BITS, skip_if_none=1), give(EPERM), give(ALLOW)]
+    if flags_arg is not None:
+        check = [load(16 + 8 * flags_arg), jump_if_any_bit(CREATING, skip_if_none=len(check) - 1), *check]
+    return [jump_if_equal(number, skip_if_not=len(check)), *check]
 
 
 def setid_filter(machine: str) -> bytes | None:
@@ -4571,8 +4543,8 @@ def setid_filter(machine: str) -> bytes | None:
     # seccomp_data.arch: another architecture's calls (i386 through int 0x80) get EPERM.
     program = [load(4), bpf(0x15, arch, 1, 0), give(EPERM)]     # BPF_JEQ: equal skips the EPERM
     program += [load(0), jump_if_any_bit(X32_BIT, skip_if_none=1), give(EPERM)]   # seccomp_data.nr
-    for call in calls:
-        program += refuse_setid_mode(call)
+    for call in calls.values():
+        program += refuse_setid_mode(*call)
     # openat2 returns ENOSYS: libc falls back to openat, which the filter reads.
     program += [jump_if_equal(OPENAT2, skip_if_not=1), give(ENOSYS), give(ALLOW)]
     return b"".join(program)
@@ -4580,8 +4552,7 @@ def setid_filter(machine: str) -> bytes | None:
 
 def setid_filter_fd() -> int | None:
     """A fresh descriptor holding the filter for one bwrap (it reads from the offset, so never shared)."""
-    program = setid_filter(platform.machine())
-    if program is None:
+    if (program := setid_filter(platform.machine())) is None:
         return None
     fd = os.memfd_create("kesi-setid-filter", os.MFD_CLOEXEC)
     os.pwrite(fd, program, 0)                     # the offset stays at 0, where bwrap reads from
@@ -4590,8 +4561,7 @@ def setid_filter_fd() -> int | None:
 
 @contextlib.contextmanager
 def command_start(command: str, background: bool = False, escalation: str | None = None):
-    """(argv, descriptors to pass: the shared network's, the lifeline, the filter's) for one command; the
-    filter's descriptor is closed once the with-block (starting the command) is done."""
+    """(argv, descriptors to pass: shared network, lifeline, filter) for one command; the filter's closes after."""
     bubblewrap = escalation != "unsandboxed" and sandbox_kind() == "bubblewrap"
     fd = setid_filter_fd() if bubblewrap else None
     try:
@@ -4613,10 +4583,8 @@ def lifeline_fd() -> int:             # the read end, passed into every bwrap, w
     return _lifeline[0]
 
 
-# The pid namespace ends with its first process, killing the rest at once. So that background jobs still get
-# the grace period (TERM, then KILL, as unsandboxed), that first process is this wrapper: it runs the command,
-# TERMs what is left ("kill -1": all but itself and init), and waits: at most $2 steps of $3 seconds. Its watcher
-# of the lifeline ($4: dash redirects only 0-9) KILLs all at the pipe's end (KeSi gone), not at a line written in.
+# The pid namespace dies with its first process, so that is this wrapper: it runs the command, TERMs the rest
+# ("kill -1": all but itself and init), waits $2 steps of $3 s (the grace), and KILLs all once the lifeline ($4) ends.
 GRACE_WRAPPER = ('life="/proc/self/fd/$4"; [ -p "$life" ] && { while read -r _; do :; done <"$life"; '
                  'kill -KILL -1; } >/dev/null 2>&1 & "$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
                  'while [ "$i" -lt "$2" ] && kill -0 -1 2>/dev/null; do sleep "$3"; i=$((i + 1)); done; '
@@ -4638,8 +4606,7 @@ def shared_folders() -> list[str]:
 
 
 def hidden_folders() -> list[str]:
-    """What bwrap covers with an empty tmpfs: the home folders, KeSi's records and config (wherever XDG_STATE_HOME
-    and XDG_CONFIG_HOME put them), and other programs' socket folders outside /run and /tmp."""
+    """What bwrap covers with an empty tmpfs: homes, KeSi's records and config, other programs' socket folders."""
     sockets = [os.environ.get("XDG_RUNTIME_DIR", ""), os.path.dirname(os.environ.get("SSH_AUTH_SOCK", ""))]
     sockets = [d for d in sockets if d.startswith("/") and not Path(d).is_relative_to(BASE_DIR)]
     own = [records_root(), records_root() / "projects", records_folder(), session_dir(), user_config_folder()]
@@ -4650,25 +4617,21 @@ def hidden_folders() -> list[str]:
 
 
 # --- one loopback network for the session's commands ------------------------------
-# In its own network namespace no command could reach a server a background task started. So once one starts,
-# later commands join one namespace made for the session: still no route out, one loopback (and abstract Unix
-# sockets) they share. KeSi holds it by a descriptor, which nsenter enters by: no reused pid can redirect it.
+# Once a background task starts, later commands join one network namespace made for the session, to reach its server:
+# no route out, one shared loopback. KeSi holds it by a descriptor for nsenter: no reused pid can redirect it.
 _shared_network: list[int] = []      # descriptors: the network (and its user namespace)
 
 
 def start_shared_network() -> bool:
     """Make the session's network (once). False where it cannot be entered."""
-    if _shared_network:
-        return True
-    if sandbox_kind() != "bubblewrap" or trusted_program("nsenter") is None:
-        return False
+    if _shared_network or sandbox_kind() != "bubblewrap" or trusted_program("nsenter") is None:
+        return bool(_shared_network)          # made already, or impossible here
     read_end, write_end = os.pipe()
+    holder_argv = [trusted_program("bwrap"), "--ro-bind", "/", "/", "--unshare-net", "--unshare-user-try",
+                   "--die-with-parent", "--info-fd", str(write_end), "--", trusted_program("cat") or "/bin/cat"]
     try:
-        holder = subprocess.Popen([trusted_program("bwrap"), "--ro-bind", "/", "/", "--unshare-net",
-                                   "--unshare-user-try", "--die-with-parent", "--info-fd", str(write_end),
-                                   "--", trusted_program("cat") or "/bin/cat"],
-                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  pass_fds=(write_end,), start_new_session=True)
+        holder = subprocess.Popen(holder_argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, pass_fds=(write_end,), start_new_session=True)
     except OSError:
         os.close(read_end)
         return False
@@ -4697,11 +4660,9 @@ def in_shared_network(argv: list[str]) -> list[str]:
     """A bwrap argv made to join the session's network, once there is one."""
     if not _shared_network:
         return argv
-    if len(_shared_network) == 1:
-        enter = [f"--net=/proc/self/fd/{_shared_network[0]}"]
-    else:
-        user, net = _shared_network
-        enter = [f"--user=/proc/self/fd/{user}", f"--net=/proc/self/fd/{net}", "--preserve-credentials"]
+    *user, net = _shared_network          # a user namespace too when KeSi is not root
+    enter = [*(f"--user=/proc/self/fd/{fd}" for fd in user), f"--net=/proc/self/fd/{net}"]
+    enter += ["--preserve-credentials"] if user else []
     return [trusted_program("nsenter"), *enter, "--", *[arg for arg in argv if arg != "--unshare-net"]]
 
 
@@ -5198,13 +5159,10 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
 
 
 # --- network allowlist proxy ---------------------------------------------------
-# A sandboxed command has no network of its own, only an HTTP proxy KeSi runs in a thread that connects only to
-# allowed hosts (registries, git hosts, what the user adds); https goes through CONNECT (it sees only the host).
-# bwrap: a Unix socket mounted in, reached from 127.0.0.1 through PROXY_FORWARDER, which listens before the command
-# starts on a port the kernel picks (none can hold it first); macOS: the one local port the profile allows. Only
-# the user's settings may add hosts (the project's, writable by commands, may only deny). It connects to the very
+# A sandboxed command's only network is an HTTP proxy (a KeSi thread) reaching only allowed hosts, https by CONNECT:
+# through a mounted Unix socket and PROXY_FORWARDER on 127.0.0.1 (bwrap), or the one port the profile allows (macOS).
+# Only the user's settings add hosts (the project's, writable by commands, may only deny). It connects to the very
 # address it checked (no DNS rebinding), never to a local or private one unless the user mapped the name.
-
 DEFAULT_NETWORK_HOSTS = (
     "pypi.org", "files.pythonhosted.org",                                  # pip, uv
     "registry.npmjs.org", "registry.yarnpkg.com",                          # npm, yarn, pnpm
@@ -5238,29 +5196,25 @@ class NetworkPolicy:
 def network_policy() -> NetworkPolicy:
     """The allowlist in force, read fresh for every connection."""
     user = read_json_file(user_settings_file())
-    projects = user.get("projects") if isinstance(user.get("projects"), dict) else {}
-    here = projects.get(str(BASE_DIR)) if isinstance(projects.get(str(BASE_DIR)), dict) else {}
-    mine = [network_section(user), network_section(here)]
-    project = network_section(read_json_file(project_settings_file()))
+    here = setting(setting(user, "projects", dict), str(BASE_DIR), dict)
+    mine = [setting(user, "network", dict), setting(here, "network", dict)]
+    project = setting(read_json_file(project_settings_file()), "network", dict)
     defaults = () if any(section.get("defaults") is False for section in mine) else DEFAULT_NETWORK_HOSTS
-    resolve = {}
-    for section in mine:
-        for name, address in (section.get("resolve") if isinstance(section.get("resolve"), dict) else {}).items():
-            if isinstance(name, str) and ip_literal(str(address)) and normal_host(name):
-                resolve[normal_host(name)] = ip_literal(str(address))
+    resolve = {normal_host(name): ip_literal(str(address))
+               for section in mine for name, address in setting(section, "resolve", dict).items()
+               if isinstance(name, str) and ip_literal(str(address)) and normal_host(name)}
     return NetworkPolicy(allow=(*defaults, *entries(mine, "allow")),
                          deny=entries([*mine, project], "deny"), resolve=resolve)
 
 
-def network_section(settings: dict) -> dict:
-    section = settings.get("network")
-    return section if isinstance(section, dict) else {}
+def setting(settings: dict, key: str, kind: type):
+    """settings[key] if it has the type wanted (the files are edited by hand), else an empty one."""
+    value = settings.get(key)
+    return value if isinstance(value, kind) else kind()
 
 
 def entries(sections: list[dict], kind: str) -> tuple:
-    return tuple(entry for section in sections
-                 for entry in (section.get(kind) if isinstance(section.get(kind), list) else [])
-                 if isinstance(entry, str))
+    return tuple(entry for section in sections for entry in setting(section, kind, list) if isinstance(entry, str))
 
 
 def ip_literal(text: str) -> str | None:
@@ -5292,11 +5246,9 @@ def entry_matches(entry: str, host: str, port: int, for_deny: bool) -> bool:
 
 
 def network_refusal(host: str | None, port: int, policy: NetworkPolicy) -> str | None:
-    """Why a connection to host:port is not allowed, or None."""
     if host is None:
         return "that is not a valid host name"
-    denied = next((e for e in policy.deny if entry_matches(e, host, port, True)), None)
-    if denied:
+    if denied := next((e for e in policy.deny if entry_matches(e, host, port, True)), None):
         return f"a deny entry ({denied}) covers it"
     if not any(entry_matches(e, host, port, False) for e in policy.allow):
         return "it is not on the network allowlist"
@@ -5313,8 +5265,7 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
         return [], f"its name could not be resolved ({exc})"
-    addresses = list(dict.fromkeys(info[4][0] for info in found))
-    remote = [a for a in addresses if not is_off_limits(a)]
+    remote = [a for a in dict.fromkeys(info[4][0] for info in found) if not is_off_limits(a)]
     if not remote:
         return [], "it resolves only to this machine or to addresses not reachable on the internet"
     return remote, None
@@ -5374,16 +5325,14 @@ def read_request_head(sock) -> tuple[bytes, bytes] | None:
 
 def parse_proxy_request(head: bytes) -> tuple[ProxyRequest | None, str]:
     """A CONNECT host:port, or an http:// request rewritten for the origin; refused if read two ways (folded lines)."""
-    lines = head.split(b"\r\n")
-    start = re.fullmatch(rb"([A-Z]+) (\S+) HTTP/1\.[01]", lines[0])
+    request_line, *headers = head.split(b"\r\n")
+    start = re.fullmatch(rb"([A-Z]+) (\S+) HTTP/1\.[01]", request_line)
     if not start:
         return None, "the request line is not HTTP/1.x"
-    headers = lines[1:]
     if not all(HEADER_LINE.fullmatch(line) for line in headers):
         return None, "a header line is malformed (folded, a bare CR or LF, or a space before the colon)"
     names = [line.split(b":", 1)[0].lower() for line in headers]
-    if b"transfer-encoding" in names and b"content-length" in names or \
-            names.count(b"content-length") > 1 or names.count(b"transfer-encoding") > 1:
+    if names.count(b"content-length") + names.count(b"transfer-encoding") > 1:
         return None, "the request gives its length in more than one way"
     method, target = start.group(1).decode(), start.group(2).decode("ascii", "replace")
     if method == "CONNECT":
@@ -5414,8 +5363,7 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
         client = self.request
         client.settimeout(PROXY_CONNECT_TIMEOUT * 3)       # for the request head only
         with contextlib.suppress(OSError):
-            got = read_request_head(client)
-            if got is None:
+            if (got := read_request_head(client)) is None:
                 return send_proxy_error(client, 400, "KeSi's proxy got no complete HTTP request.")
             request, problem = parse_proxy_request(got[0])
             if request is None:
@@ -5425,8 +5373,7 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
             targets, reason = checked_addresses(request.host, request.port, policy) if reason is None else ([], reason)
             if reason:
                 return refuse_host(client, request, reason)
-            upstream = connect_first(targets, request.port)
-            if upstream is None:
+            if (upstream := connect_first(targets, request.port)) is None:
                 where = f"{request.host}:{request.port}"
                 return send_proxy_error(client, 502, f"KeSi's proxy could not connect to {where}.")
             with upstream:
@@ -5536,15 +5483,9 @@ class LocalProxyServer(QuietServer, socketserver.ThreadingTCPServer):
     pass
 
 
-_network_proxy: dict = {}      # sandbox kind -> the running server, or None if it could not start
-
-
 def network_proxy(kind: str | None = None):
     """The allowlist proxy for this sandbox kind, started on first need; it ends with KeSi (a daemon thread)."""
-    kind = kind or sandbox_kind()
-    if kind not in _network_proxy:
-        _network_proxy[kind] = start_network_proxy(kind)
-    return _network_proxy[kind]
+    return session_proxy(kind or sandbox_kind())
 
 
 def start_network_proxy(kind: str | None):
@@ -5562,14 +5503,14 @@ def start_network_proxy(kind: str | None):
     return server
 
 
+session_proxy = functools.cache(start_network_proxy)     # one per sandbox kind; None if it could not start
+
+
 def proxy_port(escalation: str | None = None) -> int | None:
     """Where commands reach the proxy; None without sandbox, with an escalation, or with no forwarder."""
-    kind = sandbox_kind()
-    if escalation or kind is None or network_proxy() is None:
+    if escalation or not network_available() or network_proxy() is None:
         return None
-    if kind == "seatbelt":
-        return network_proxy().server_address[1]
-    return PROXY_PORT if forwarder_python() else None
+    return network_proxy().server_address[1] if sandbox_kind() == "seatbelt" else PROXY_PORT
 
 
 def command_environment(escalation: str | None = None) -> dict[str, str]:
@@ -5611,19 +5552,15 @@ def forwarder_python() -> str | None:
     return None
 
 
-# Runs inside the sandbox as its pid 1 (bwrap --as-pid-1): argv is port,
-# socket, then the command. It listens before the command starts. As init it
-# is spared by the grace wrapper's "kill -1", so background jobs keep the
-# network during their grace period, and it reaps orphans; it ends when the
-# command does, passing on its exit code, and the namespace ends with it.
+# Runs inside the sandbox as pid 1 (bwrap --as-pid-1), argv: port, socket, command (started once it listens). As init it
+# outlives the grace wrapper's "kill -1" (background jobs keep the network), reaps orphans, and passes on the exit code.
 PROXY_FORWARDER = """
 import contextlib, ctypes, os, signal, socket, sys, threading
 # Die with bwrap, as --die-with-parent means: without asking again here, this pid 1 once outlived a SIGKILLed KeSi.
 ctypes.CDLL(None).prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG
 written, path, command = sys.argv[1], sys.argv[2], sys.argv[3:]
-# A port the kernel picks, free by definition: in the session's shared network
-# a fixed one could be taken by a server a command left running, which would
-# then see (and answer) every later command's requests.
+# A port the kernel picks, free by definition: in the session's shared network a fixed one could be taken by a
+# server a command left running, which would then see (and answer) every later command's requests.
 listener = socket.create_server(("127.0.0.1", 0))
 port = str(listener.getsockname()[1])
 def relay(source, target):
@@ -5633,11 +5570,8 @@ def relay(source, target):
     with contextlib.suppress(OSError):
         target.shutdown(socket.SHUT_WR)
 def serve(client):
-    with client, socket.socket(socket.AF_UNIX) as proxy:
-        try:
-            proxy.connect(path)
-        except OSError:
-            return
+    with client, socket.socket(socket.AF_UNIX) as proxy, contextlib.suppress(OSError):
+        proxy.connect(path)
         back = threading.Thread(target=relay, args=(proxy, client), daemon=True)
         back.start()
         relay(client, proxy)
@@ -5648,9 +5582,8 @@ def accept():
 child = os.fork()
 if child == 0:
     listener.close()
-    for name, value in os.environ.items():     # HTTP_PROXY and the rest name the port KeSi wrote
-        os.environ[name] = value.replace("127.0.0.1:" + written, "127.0.0.1:" + port)
-    os.execvp(command[0], command)
+    env = {name: value.replace("127.0.0.1:" + written, "127.0.0.1:" + port) for name, value in os.environ.items()}
+    os.execvpe(command[0], command, env)        # HTTP_PROXY and the rest named the port KeSi wrote
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 threading.Thread(target=accept, daemon=True).start()
 while True:
@@ -5698,8 +5631,7 @@ def sandbox_allowances() -> str:
     who = git_identity_environment().get("GIT_AUTHOR_EMAIL")         # what a commit inside will say
     shared = "sharing one loopback network" if sandbox_kind() == "bubblewrap" else "no server can listen"
     return (f"allows: writes to the workspace, /tmp and caches in .kesi/cache (home read-only), "
-            f"git commit as {visible(who) if who else '(no user.email set)'}, "
-            f"background tasks ({shared})")
+            f"git commit as {visible(who) if who else '(no user.email set)'}, background tasks ({shared})")
 
 
 SANDBOX_LINES = {
@@ -5708,15 +5640,13 @@ SANDBOX_LINES = {
     "useless": ("Command sandbox: on, but the working directory is the home folder or above it, so "
                 "the read/write boundary protects nothing. Be especially careful. The network limit "
                 "below still holds and the hidden names above are still unreadable."),
-    "on": ("Command sandbox: on. Shell commands cannot read the user's files outside the working "
-           "directory and can write only to it, a temp folder and /dev; their network is limited "
-           "as the next line says. System paths and toolchains stay readable. This is deliberate, "
-           "not a broken environment."),
+    "on": ("Command sandbox: on. Shell commands cannot read the user's files outside the working directory and can "
+           "write only to it, a temp folder and /dev; their network is limited as the next line says. System paths and "
+           "toolchains stay readable. This is deliberate, not a broken environment."),
 }
-SANDBOX_HINT = ("When a command fails with 'Operation not permitted', 'Permission denied', 'Read-only "
-                "file system', 'Could not resolve host' or a 403 from KeSi's network allowlist, the "
-                "sandbox probably blocked it: say so "
-                "when you report, instead of concluding that something is missing or the network is down.")
+SANDBOX_HINT = ("When a command fails with 'Operation not permitted', 'Permission denied', 'Read-only file system', "
+                "'Could not resolve host' or a 403 from KeSi's network allowlist, the sandbox probably blocked it: say "
+                "so when you report, instead of concluding that something is missing or the network is down.")
 # What the sandbox lets everyday work do, said next to what it blocks.
 SANDBOX_ALLOWS = ("Inside the sandbox the home folder is read-only; package caches (uv, pip, npm, yarn, "
                   "cargo, go, XDG_CACHE_HOME) point at .kesi/cache in the project, so installs from local "
@@ -6920,7 +6850,7 @@ def show_network_policy() -> None:
     for name, address in policy.resolve.items():
         ui(f"    {visible(name)} -> {address} (your resolve setting)")
     ui(f"    to add one: \"network\": {{\"allow\": [\"example.org\"]}} in {visible(user_settings_file())}")
-    ignored = network_section(read_json_file(project_settings_file())).get("allow")
+    ignored = setting(read_json_file(project_settings_file()), "network", dict).get("allow")
     if ignored:
         ui("    (the \"allow\" hosts in .kesi/settings.json are ignored: a project file may only deny; "
            f"add them to {user_settings_file()} if you trust them)")
