@@ -2976,6 +2976,7 @@ def main(argv=None) -> int:
         return refuse_to_start(clash)
     try:
         settings = read_settings(os.environ, user_env_file(), BASE_DIR / ".env")
+        own_folder_targets()                 # where the key was read from stays hidden, wherever links lead later
         apply_settings(settings)
         load_git_identity()
         MODEL = args.model or MODEL
@@ -4605,14 +4606,24 @@ def shared_folders() -> list[str]:
     return sorted(found)
 
 
+_own_targets: dict[str, None] = {}        # every folder KeSi's own files have led to this session
+
+
+def own_folder_targets() -> list[str]:
+    """Where KeSi's own folders and files lead (through the user's links) now and before: re-pointing one later
+    brings none into view."""
+    own = [records_root(), records_root() / "projects", records_folder(), session_dir(), user_config_folder()]
+    own = [os.path.realpath(folder) for folder in own]
+    own += [os.path.dirname(os.path.realpath(file)) for file in (user_env_file(), user_settings_file())]
+    _own_targets.update(dict.fromkeys(own))
+    return list(_own_targets)
+
+
 def hidden_folders() -> list[str]:
     """What bwrap covers with an empty tmpfs: homes, KeSi's records and config, other programs' socket folders."""
     sockets = [os.environ.get("XDG_RUNTIME_DIR", ""), os.path.dirname(os.environ.get("SSH_AUTH_SOCK", ""))]
     sockets = [d for d in sockets if d.startswith("/") and not Path(d).is_relative_to(BASE_DIR)]
-    own = [records_root(), records_root() / "projects", records_folder(), session_dir(), user_config_folder()]
-    own = [os.path.realpath(folder) for folder in own]         # where a link (of the user's setup) leads
-    own += [os.path.dirname(os.path.realpath(file)) for file in (user_env_file(), user_settings_file())]
-    hidden = [str(HOME_DIR), "/home", "/root", *sockets, *own]
+    hidden = [str(HOME_DIR), "/home", "/root", *sockets, *own_folder_targets()]
     return [d for d in dict.fromkeys(hidden) if os.path.isdir(d)]
 
 

@@ -92,6 +92,7 @@ def fresh_state() -> None:
     kesi.MAIN_AGENT.size_mark = kesi.SUB_AGENT.size_mark = None
     kesi.PERMISSION_MODE = "default"
     kesi.SESSION_FILE = None
+    kesi._own_targets.clear()                     # where the previous check's config and records led
     kesi.MAIN_AGENT.echo = True
     kesi.UI = sys.stdout
     kesi.stop_background_tasks()

@@ -98,7 +98,7 @@ def test_a_records_key_kesi_did_not_make_is_refused(ws, notices, monkeypatch, tm
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None or not os.access("/opt", os.W_OK), reason="needs bwrap, /opt")
-@pytest.mark.parametrize("linked", [None, "folder", "file", "records"])      # links to elsewhere: rt25c 1, 16, rt25d 1
+@pytest.mark.parametrize("linked", [None, "folder", "file", "records", "re-pointed"])  # rt25c 1, 16, rt25d 1, 25
 def test_kesi_config_outside_home_is_hidden_from_commands(ws, monkeypatch, linked):
     """An XDG_CONFIG_HOME outside the home folder (here under /opt, which the sandbox shows read-only) still
     hides KeSi's own env file and settings from sandboxed commands (rt25b 27: `rev` printed the key whole), also
@@ -117,9 +117,15 @@ def test_kesi_config_outside_home_is_hidden_from_commands(ws, monkeypatch, linke
             monkeypatch.setenv("XDG_STATE_HOME", str(outside / "state"))
             kesi.save_session([{"role": "user", "content": "my password is hunter2"}])
             (outside / "real" / "env").unlink()
-        elif linked == "file":
+        elif linked in ("file", "re-pointed"):
             (outside / "config" / "kesi").mkdir()
             (outside / "config" / "kesi" / "env").symlink_to(folder / "env")
+        if linked == "re-pointed":            # KeSi read its key here at start; the user re-points the link later
+            monkeypatch.setenv("XDG_CONFIG_HOME", str(outside / "config"))
+            kesi.own_folder_targets()
+            (outside / "other").mkdir()
+            (outside / "config" / "kesi" / "env").unlink()
+            (outside / "config" / "kesi" / "env").symlink_to(outside / "other" / "env")
         monkeypatch.setenv("XDG_CONFIG_HOME", str(outside / "config"))
         kesi.PERMISSION_MODE = "bypassPermissions"
         with checklib.sandbox_forced("bubblewrap"):
