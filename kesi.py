@@ -4432,7 +4432,14 @@ def linked_git_configs(dot_git: Path) -> list[Path]:
     common = read_pointer_file(gitdir / "commondir")
     folders = [gitdir, *([gitdir / common.strip()] if common else [])]
     configs = [Path(os.path.normpath(folder / "config")) for folder in folders]
-    return [c for c in dict.fromkeys(configs) if c.is_file() and not c.is_symlink()]
+    return [c for c in dict.fromkeys(configs) if is_regular_file(c)]
+
+
+def is_regular_file(path: Path) -> bool:
+    """Not through a link at its end; False on any error (a planted name too long) instead of raising."""
+    with contextlib.suppress(OSError, ValueError):
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    return False
 
 
 def bwrap_argv(command: str, background: bool = False, full_network: bool = False,

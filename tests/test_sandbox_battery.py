@@ -1136,3 +1136,11 @@ def test_every_link_on_a_hook_s_way_is_guarded(box):
                    "ln -sfn evil.sh scripts/pre-commit; echo planted")
     later = git_everywhere(box)
     assert "planted" in output and not pwned(box), (output, later)
+
+
+def test_a_pointer_too_long_for_a_path_breaks_no_later_command(box):
+    """`gitdir: aaa...` (5,000 a's) made every later command fail with "File name too long" (rt25d 37)."""
+    make_repo(box)
+    sh("mkdir n3 && printf 'gitdir: %05000d\\n' 0 | tr 0 a > n3/.git; echo planted")
+    output, failed = sh("echo next")
+    assert not failed and output.startswith("next"), output
