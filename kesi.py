@@ -5982,6 +5982,7 @@ def check_after_tasks() -> str:
 # credentials masked). The journal is compacted, this log is not: it answers "what ran here, and who let it?" (/log).
 AUDIT_LOG = "audit.jsonl"             # among KeSi's records (see records_folder)
 AUDIT_OUTPUT_CHARS = 2000             # head and tail of a command's output kept in the log
+AUDIT_COMMAND_CHARS = 100_000         # and of a command itself: /log reads the last 4 MB
 MAX_AUDIT_READ_BYTES = 4_000_000
 _approvals: dict[tuple[str, bool], str] = {}    # (command, background) -> who decided, until it runs
 
@@ -6016,9 +6017,10 @@ def audit_command(command: str, decision: str, started: float, seconds: float | 
                        "output": clip_for_audit(output), **more})
 
 
-def clip_for_audit(text: str) -> str:
-    half = AUDIT_OUTPUT_CHARS // 2
-    return text if len(text) <= AUDIT_OUTPUT_CHARS else f"{text[:half]}\n(... clipped ...)\n{text[-half:]}"
+def clip_for_audit(text: str, most: int = AUDIT_OUTPUT_CHARS) -> str:
+    half = most // 2
+    clipped = f"\n(... {len(text) - 2 * half:,} characters clipped ...)\n"
+    return text if len(text) <= most else text[:half] + clipped + text[-half:]
 
 
 _unwritten_audit: list[dict] = []      # entries a full disk refused: written with the next one that fits
@@ -6026,6 +6028,8 @@ _unwritten_audit: list[dict] = []      # entries a full disk refused: written wi
 
 def write_audit_entry(entry: dict) -> None:
     """Append one line to the audit log; a failure is said, never raised, and the entry is kept to retry."""
+    if isinstance(entry.get("command"), str):       # a command of megabytes would push every other out of /log
+        entry = {**entry, "command": clip_for_audit(entry["command"], AUDIT_COMMAND_CHARS)}
     _unwritten_audit.append({"at": datetime.datetime.now().isoformat(timespec="seconds"), **entry})
     try:
         append_records(records_folder() / AUDIT_LOG, _unwritten_audit)
@@ -6366,16 +6370,24 @@ def own_folders_clash() -> str | None:
     for variable, folder in (("XDG_CONFIG_HOME", user_config_folder()), ("XDG_STATE_HOME", records_root())):
         home, real = Path(os.path.realpath(folder.parent)), Path(os.path.realpath(folder))
         os.environ[variable] = str(home)
-        if not HOME_DIR.is_relative_to(BASE_DIR) and any(a.is_relative_to(b) for a, b in (
+        if not HOME_DIR.is_relative_to(BASE_DIR) and any(lies_in(a, b) for a, b in (
                 (home, BASE_DIR), (real, BASE_DIR), (BASE_DIR, real))):
             return (f"KeSi's own folder {visible(real)} (settings or records) overlaps this workspace, where "
                     "commands and the model can write, so they could plant what KeSi trusts. Start KeSi in a "
                     f"project folder, or set {variable} to a folder outside it.")
     for file in (user_env_file(), user_settings_file()):
-        if not HOME_DIR.is_relative_to(BASE_DIR) and (real := Path(os.path.realpath(file))).is_relative_to(BASE_DIR):
+        if not HOME_DIR.is_relative_to(BASE_DIR) and lies_in(real := Path(os.path.realpath(file)), BASE_DIR):
             return (f"KeSi's {file.name} is a link into this workspace ({visible(real)}), where commands and the "
                     "model can write. Start KeSi in another folder, or make it a file of its own.")
     return None
+
+
+def lies_in(inner: Path, outer: Path) -> bool:
+    """inner is outer or below it, also under another name for it (a bind mount): folders compared by inode."""
+    with contextlib.suppress(OSError):
+        folder = os.stat(outer)
+        return any(os.path.samestat(os.stat(up), folder) for up in (inner, *inner.parents) if up.exists())
+    return inner.is_relative_to(outer)
 
 
 def records_folder(*names: str) -> Path:

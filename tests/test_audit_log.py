@@ -84,7 +84,7 @@ def test_output_is_clipped_and_masked_in_the_log(ws, notices):
     with sandbox_forced(None):
         kesi.run_command("python3 -c \"print('x' * 50000); print('token ghp_' + 'a' * 36)\"")
     (entry,) = audit(ws)
-    assert len(entry["output"]) < kesi.AUDIT_OUTPUT_CHARS + 100 and "(... clipped ...)" in entry["output"]
+    assert len(entry["output"]) < kesi.AUDIT_OUTPUT_CHARS + 100 and "characters clipped ...)" in entry["output"]
     assert "[masked: github token]" in entry["output"] and "ghp_aaaa" not in entry["output"]
     assert entry["decision"].startswith("not checked")     # called directly, not through the loop
 
@@ -338,3 +338,17 @@ def test_what_a_full_disk_still_refuses_at_exit_is_shown(tmp_path):
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "(not in the audit log: " in done.stdout and "echo HIDDEN-ACTION ppp" in done.stdout, done.stdout
+
+
+def test_a_command_of_megabytes_pushes_no_other_entry_out_of_the_log(ws, notices, monkeypatch):
+    """A 4 MB command was logged whole, past the 4 MB /log reads, so /log said "No commands logged" and hid the
+    command before it (rt25e 1, 22). A command is kept as head and tail (here both limits scaled down)."""
+    monkeypatch.setattr(kesi, "MAX_AUDIT_READ_BYTES", 40_000)
+    monkeypatch.setattr(kesi, "AUDIT_COMMAND_CHARS", 10_000)
+    kesi.PERMISSION_MODE = "bypassPermissions"
+    with sandbox_forced(None):
+        kesi.run_command("echo before")
+        kesi.run_command("echo " + "A" * 60_000 + " TAIL")
+        kesi.handle_slash("/log", None, [])
+    shown = notices.getvalue()
+    assert "echo before" in shown and "characters clipped" in shown and "TAIL" in shown, shown[-2000:]

@@ -135,3 +135,16 @@ def test_kesi_config_outside_home_is_hidden_from_commands(ws, monkeypatch, linke
         assert "hunter2" not in text, text
     finally:
         shutil.rmtree(outside, ignore_errors=True)
+
+
+def test_a_bind_mount_of_the_workspace_is_the_workspace(ws, monkeypatch, tmp_path_factory):
+    """XDG_STATE_HOME under a bind mount of the workspace put the records inside it under another name (rt25e 6-8):
+    folders are compared by inode, not by name."""
+    alias = tmp_path_factory.mktemp("alias")
+    if subprocess.run(["mount", "--bind", str(ws), str(alias)], capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here")
+    try:
+        monkeypatch.setenv("XDG_STATE_HOME", str(alias / "state"))
+        assert "overlaps this workspace" in (kesi.own_folders_clash() or "")
+    finally:
+        subprocess.run(["umount", str(alias)], capture_output=True)
