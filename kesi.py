@@ -2033,8 +2033,7 @@ def read_memory_file(name: str) -> tuple[str | None, bool]:
 
 def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
     """Stable text first, the changing environment last: a cached prefix survives as long as possible."""
-    texts = [rules, project_memory(), environment_block()]
-    return [{"type": "text", "text": text} for text in texts if text]
+    return [{"type": "text", "text": text} for text in (rules, project_memory(), environment_block()) if text]
 
 
 # --- cost meter -------------------------------------------------------------
@@ -3828,8 +3827,7 @@ def as_short_option(word: str, program: str) -> str:
         letters = {letter for option, letter in OPTION_LETTERS.get(program, {}).items() if option.startswith(name)}
         return "-" + letters.pop() if len(letters) == 1 else word
     if re.fullmatch(r"-[A-Za-z]+", word):
-        same = SAME_LETTERS.get(program, {})
-        return "-" + "".join(same.get(letter, letter) for letter in word[1:])
+        return "-" + "".join(SAME_LETTERS.get(program, {}).get(letter, letter) for letter in word[1:])
     return word
 
 
