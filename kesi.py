@@ -2579,8 +2579,7 @@ def summarize_result(name: str, output: str, is_error: bool) -> str | None:
     if name == "read_file" and not is_error:
         count = sum(1 for line in lines if re.match(r" *\d+\t", line))
         return f"read {count} line{'s' * (count != 1)}" + (" (partial view)" if "[PARTIAL view" in output else "")
-    more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
-    return shorten(lines[0], 160) + more
+    return shorten(lines[0], 160) + (f" (+{len(lines) - 1} lines)" if len(lines) > 1 else "")
 
 
 @dataclass
