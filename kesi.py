@@ -1253,8 +1253,7 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
         return shown, False
     if code == 1 or code == 0:
         return f"No matches for {pattern}.", False
-    detail = stderr.strip()[:MAX_ERROR_CHARS] or "rg gave no error message"
-    return f"Search failed: {detail}", True
+    return f"Search failed: {stderr.strip()[:MAX_ERROR_CHARS] or 'rg gave no error message'}", True
 
 
 def rg_start(start_fd: int, folder: bool) -> dict:
