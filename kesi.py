@@ -1253,8 +1253,7 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
         return shown, False
     if code == 1 or code == 0:
         return f"No matches for {pattern}.", False
-    detail = stderr.strip()[:MAX_ERROR_CHARS] or "rg gave no error message"
-    return f"Search failed: {detail}", True
+    return f"Search failed: {stderr.strip()[:MAX_ERROR_CHARS] or 'rg gave no error message'}", True
 
 
 def rg_start(start_fd: int, folder: bool) -> dict:
@@ -2033,8 +2032,7 @@ def read_memory_file(name: str) -> tuple[str | None, bool]:
 
 def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
     """Stable text first, the changing environment last: a cached prefix survives as long as possible."""
-    texts = [rules, project_memory(), environment_block()]
-    return [{"type": "text", "text": text} for text in texts if text]
+    return [{"type": "text", "text": text} for text in (rules, project_memory(), environment_block()) if text]
 
 
 # --- cost meter -------------------------------------------------------------
@@ -2580,8 +2578,7 @@ def summarize_result(name: str, output: str, is_error: bool) -> str | None:
     if name == "read_file" and not is_error:
         count = sum(1 for line in lines if re.match(r" *\d+\t", line))
         return f"read {count} line{'s' * (count != 1)}" + (" (partial view)" if "[PARTIAL view" in output else "")
-    more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
-    return shorten(lines[0], 160) + more
+    return shorten(lines[0], 160) + (f" (+{len(lines) - 1} lines)" if len(lines) > 1 else "")
 
 
 @dataclass
@@ -3829,8 +3826,7 @@ def as_short_option(word: str, program: str) -> str:
         letters = {letter for option, letter in OPTION_LETTERS.get(program, {}).items() if option.startswith(name)}
         return "-" + letters.pop() if len(letters) == 1 else word
     if re.fullmatch(r"-[A-Za-z]+", word):
-        same = SAME_LETTERS.get(program, {})
-        return "-" + "".join(same.get(letter, letter) for letter in word[1:])
+        return "-" + "".join(SAME_LETTERS.get(program, {}).get(letter, letter) for letter in word[1:])
     return word
 
 
