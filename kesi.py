@@ -5811,6 +5811,7 @@ def log_task_end(task: BackgroundTask, how: str) -> None:
     if task.logged:
         return
     task.logged = True
+    task.reader.join(timeout=5)        # a task that just ended may still have output in the pipe
     data, _ = task.output.since(0)
     audit_command(task.command, how, task.started, time.time() - task.started, task.proc.returncode,
                   mask_credentials(data.decode("utf-8", errors="replace")), background_task=task.id)
