@@ -284,6 +284,19 @@ def test_no_wildcard_covers_a_number_the_resolver_reads_as_an_address(tmp_path, 
     assert [kesi.normal_host(s) for s in spellings] == ["1.2.3.4"] * 3 + ["127.0.0.1"] * 2 + ["1.2.3.4"]
 
 
+def proxy_answer(proxy, request: bytes) -> str:
+    """The proxy's whole answer to one request; a 503 may close the connection before the request is read."""
+    with socket.socket(socket.AF_UNIX) as client:
+        client.connect(proxy.server_address)
+        client.settimeout(20)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            client.sendall(request)
+        try:
+            return client.makefile("rb").read().decode()
+        except ConnectionResetError:
+            return "HTTP/1.1 503 (reset)"
+
+
 def test_the_proxy_holds_at_most_its_cap_of_connections(ws):
     """4,000 idle connections once made 2,000 threads in KeSi: now one past the cap gets a 503 that
     says why, at once and without a thread, and a freed slot is usable again."""
@@ -306,15 +319,7 @@ def test_the_proxy_holds_at_most_its_cap_of_connections(ws):
         assert threading.active_count() - threads <= kesi.MAX_PROXY_CONNECTIONS
         held.pop().close()
         for _ in range(200):                      # the slot is released once its thread has ended
-            with socket.socket(socket.AF_UNIX) as again:
-                again.connect(proxy.server_address)
-                again.settimeout(20)
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):   # a 503 may close first
-                    again.sendall(b"GET http://blocked.kesi/ HTTP/1.1\r\n\r\n")
-                try:
-                    answer = again.makefile("rb").read().decode()
-                except ConnectionResetError:        # the 503 was sent before our request was read
-                    answer = "HTTP/1.1 503 (reset)"
+            answer = proxy_answer(proxy, b"GET http://blocked.kesi/ HTTP/1.1\r\n\r\n")
             if not answer.startswith("HTTP/1.1 503"):
                 break
             time.sleep(0.05)
@@ -352,15 +357,7 @@ def test_a_tunnel_frees_its_slot_once_the_commands_end_of_it_is_gone(ws, config,
                 held.append(tunnel)
         deadline = time.monotonic() + 60
         while True:
-            with socket.socket(socket.AF_UNIX) as again:
-                again.connect(proxy.server_address)
-                again.settimeout(20)
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):   # a 503 may close first
-                    again.sendall(b"GET http://blocked.kesi/ HTTP/1.1\r\n\r\n")
-                try:
-                    answer = again.makefile("rb").read().decode()
-                except ConnectionResetError:        # the 503 was sent before our request was read
-                    answer = "HTTP/1.1 503 (reset)"
+            answer = proxy_answer(proxy, b"GET http://blocked.kesi/ HTTP/1.1\r\n\r\n")
             if not answer.startswith("HTTP/1.1 503") or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
