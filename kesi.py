@@ -73,15 +73,12 @@ except ImportError:  # pragma: no cover
 
 
 class BackgroundImport:
-    """A module imported in a background thread, waited for at first use: `import anthropic` is about 90% of
-    KeSi's start-up time, so the REPL shows its prompt while the SDK loads."""
+    """A module imported in a background thread, waited for at first use: the REPL prompts while the SDK loads."""
 
     def __init__(self, name: str):
         # typing is imported above, not here: @dataclass looks it up in sys.modules and could find it half-imported.
-        self.name = name
-        # Not a daemon: an exit during the import (--version, a bad setting) waits for it, because a daemon
-        # thread stopped in the middle of loading a C extension can abort the whole process at exit.
-        self.thread = threading.Thread(target=self.load, name=f"import {name}", daemon=False)
+        # Not a daemon: a daemon thread stopped at exit while it loads a C extension can abort the process.
+        self.name, self.thread = name, threading.Thread(target=self.load, name=f"import {name}", daemon=False)
         self.thread.start()
 
     def load(self) -> None:
@@ -103,11 +100,9 @@ anthropic = BackgroundImport("anthropic")
 
 # ==== I.1 Settings ==========================================================
 
-# Settings come from places KeSi trusts differently (README: safety model). The shell's environment and the
-# user's own file (user_env_file) may set everything. The project's .env is written by whoever wrote the
-# repository, so KeSi takes only ANTHROPIC_API_KEY from it: an endpoint there would receive the user's key,
-# KESI_SANDBOX=off would switch the sandbox off, and its other lines never reach KeSi's environment or a command.
-# read_settings() checks them all once, at start-up; apply_settings() turns them into the globals below.
+# The shell's environment and the user's own file (user_env_file) may set everything (README: safety model). A
+# project's .env comes with the repository: KeSi takes only ANTHROPIC_API_KEY from it (an endpoint set there would
+# get the user's key, KESI_SANDBOX=off would drop the sandbox). read_settings() checks; apply_settings() sets globals.
 
 PROJECT_ENV_NAMES = {"ANTHROPIC_API_KEY"}        # all a project's .env may set for KeSi
 SANDBOX_CHOICES = {"auto": "auto", "on": "auto", "off": "off", "0": "off", "no": "off", "false": "off"}
@@ -182,8 +177,7 @@ def read_settings(environ=None, user_file: Path | None = None, project_env: Path
     user = read_env_file(user_file) if user_file else {}
     project = read_env_file(project_env) if project_env else {}
     mine = {**user, **environ}
-    # The project's key only when the user has no credential of their own:
-    # added beside a token, it would travel to the user's endpoint too.
+    # The project's key only when the user has none of their own: beside a token it would travel to their endpoint.
     theirs = {} if mine.get("ANTHROPIC_AUTH_TOKEN") else {k: v for k, v in project.items() if k in PROJECT_ENV_NAMES}
     values = {**theirs, **mine}
     get = lambda name: values.get(name, "").strip()
@@ -196,8 +190,7 @@ def read_settings(environ=None, user_file: Path | None = None, project_env: Path
     if get("KESI_PRICES"):
         found["prices"] = price_override(get("KESI_PRICES"))
     found["pass_env"] = pass_env_names(get("KESI_PASS_ENV"))
-    # Both set (common behind a gateway): the token wins, as in Claude Code. It is what the user set
-    # up for ANTHROPIC_BASE_URL; a console key there would travel to the gateway.
+    # Both set (common behind a gateway): the token wins, as in Claude Code; a console key would travel to the gateway.
     key, token = values.get("ANTHROPIC_API_KEY") or None, values.get("ANTHROPIC_AUTH_TOKEN") or None
     found.update(api_key=None if token else key, auth_token=token, unused_key=bool(key and token),
                  base_url=values.get("ANTHROPIC_BASE_URL") or None)
@@ -402,9 +395,9 @@ def jail_parts(path) -> list[str]:
     return [part for part in text.split("/") if part not in ("", ".")]
 
 
-def locate(path, make_folders: bool = False, follow_links: bool = True) -> JailEntry:
-    """Walk path from the jail with descriptors; raise PathRefused unless every step, symlink targets
-    included, stays inside and has no ignored name. The last name may be missing (info is None)."""
+def locate(path, make_folders: bool = False, follow_links: bool = True, must_exist: bool = False) -> JailEntry:
+    """Walk path from the jail by descriptors; PathRefused unless every step (links followed) stays inside and
+    has no ignored name. The last name may be missing (info is None) unless must_exist."""
     pending = list(reversed(jail_parts(path)))
     folders = [os.open(BASE_DIR, FOLDER_FLAGS)]   # folders[i] is BASE_DIR/names[:i]
     names, hops = [], 0
@@ -422,9 +415,9 @@ def locate(path, make_folders: bool = False, follow_links: bool = True) -> JailE
             try:
                 info = os.stat(name, dir_fd=folders[-1], follow_symlinks=False)
             except FileNotFoundError:
-                if not pending:
+                if not pending and not must_exist:
                     return JailEntry(folders.pop(), name, BASE_DIR.joinpath(*names, name), None)
-                if not make_folders:
+                if not (pending and make_folders):
                     raise PathRefused(missing=True) from None
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(name, dir_fd=folders[-1])
@@ -467,8 +460,8 @@ def locate(path, make_folders: bool = False, follow_links: bool = True) -> JailE
 def safe_path(path) -> Path | None:
     """Where an existing path in the jail leads, for naming things (tools open through locate)."""
     try:
-        with locate(path) as entry:
-            return entry.path if entry.info is not None else None
+        with locate(path, must_exist=True) as entry:
+            return entry.path
     except PathRefused:
         return None
 
@@ -519,8 +512,7 @@ def open_folder(entry: JailEntry) -> int:
 # --- KeSi's own folder, .kesi/, where the sandbox's caches live ------------------
 
 def kesi_folder(*names: str) -> int:
-    """A descriptor (the caller closes it) of .kesi/ or a folder in it, made as needed. A command can plant links
-    here (.kesi/cache -> ~/.bashrc.d): each part is opened with O_NOFOLLOW, so a link is an error, never followed."""
+    """A descriptor (the caller closes it) of .kesi/ or a folder in it, made as needed; a planted link is an error."""
     fd = os.open(BASE_DIR, FOLDER_FLAGS)
     try:
         for depth, name in enumerate((".kesi", *names)):
@@ -580,9 +572,7 @@ def check_readable(file_path, verb: str = "read"):
     if not isinstance(file_path, str) or not file_path.strip():
         return None, "Error: file_path must be a non-empty string."
     try:
-        with locate(file_path) as entry:
-            if entry.info is None:
-                raise PathRefused(missing=True)
+        with locate(file_path, must_exist=True) as entry:
             if not stat.S_ISREG(entry.info.st_mode):
                 hint = " Use list_files for directories." if stat.S_ISDIR(entry.info.st_mode) else ""
                 return None, f"Error: {file_path} is not a regular text file.{hint}"
@@ -753,24 +743,20 @@ def list_files(path="."):
     if not isinstance(path, str) or not path.strip():
         path = "."
     try:
-        with locate(path) as entry:
-            if entry.info is None:
-                raise PathRefused()
+        with locate(path, must_exist=True) as entry:
             if not stat.S_ISDIR(entry.info.st_mode):
                 return f"Error: {path} is not a directory (use read_file for files).", True
             folder_fd = open_folder(entry)
+            try:
+                entries = sorted(os.scandir(folder_fd), key=lambda e: e.name)
+            finally:
+                os.close(folder_fd)
     except PathRefused as refused:
         if refused.off_limits:
             return f"Error: {path} is off-limits to tools.", True
         return f"Error: directory {path} was not found or is outside the working directory.", True
     except OSError as exc:
         return f"Error: could not list {path}: {exc.strerror or exc}", True
-    try:
-        entries = sorted(os.scandir(folder_fd), key=lambda e: e.name)
-    except OSError as exc:
-        return f"Error: could not list {path}: {exc.strerror or exc}", True
-    finally:
-        os.close(folder_fd)
     folder = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
     names = [shown for e in entries if (shown := visible_entry(e, e.name, folder + e.name)) is not None]
     if not names:
@@ -785,9 +771,7 @@ def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
     if not entry.is_symlink():
         return shown + "/" if entry.is_dir(follow_symlinks=False) else shown
     try:                                    # a link may lead outside, or to .env, or nowhere
-        with locate(where) as target:
-            if target.info is None:
-                return None
+        with locate(where, must_exist=True) as target:
             return shown + "/" if stat.S_ISDIR(target.info.st_mode) else shown
     except PathRefused:
         return None
@@ -1218,9 +1202,7 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
     if glob is not None and bad_glob:
         return "Error: glob must be a relative file pattern such as *.py.", True
     try:
-        with locate(path) as entry:
-            if entry.info is None:
-                raise PathRefused()
+        with locate(path, must_exist=True) as entry:
             folder = stat.S_ISDIR(entry.info.st_mode)
             if not (folder or stat.S_ISREG(entry.info.st_mode)):
                 return f"Error: {path} is neither a file nor a directory.", True
@@ -1323,8 +1305,7 @@ SANDBOX_SYMPTOMS = ("Operation not permitted", "Permission denied", "Read-only f
 
 
 class HeadAndTail:
-    """A command's output as the model sees it, filled by drain_output like a bytearray: the first and last `keep`
-    bytes and a count of all. Memory stays bounded, and the last line (a test summary) is never lost."""
+    """Output in bounded memory, filled like a bytearray: the first and last `keep` bytes (a test summary), a count."""
 
     def __init__(self, keep: int):
         self.keep, self.head, self.tail, self.total = keep, bytearray(), bytearray(), 0
@@ -1763,8 +1744,7 @@ def show_diff(diff: str, limit: int | None = None) -> bool:
 
 
 def prompt_input(question: str) -> str:
-    """Ask where notices go (stderr with -p; on stdout, input() prints it so readline knows the prompt). The answer
-    is kept out of the arrow-up history, which is for prompts, not "y"."""
+    """Ask where notices go (on stdout through input(), for readline); the answer stays out of the prompt history."""
     if UI is sys.stdout:
         answer = input(question)
     else:
@@ -2259,8 +2239,7 @@ class StreamEndedEarly(Exception):
 
 
 def open_stream(client, request: dict):
-    """client.messages.stream(**request) with the body from request_body (the SDK would copy and encode the whole
-    journal every time); retries, typed errors, SSE and the message snapshot stay the SDK's."""
+    """client.messages.stream(**request), the body from request_body: the SDK would encode the whole journal again."""
     events = anthropic.Stream[anthropic.types.RawMessageStreamEvent]
     post = functools.partial(client.post, "/v1/messages", content=request_body(request), stream=True,
                              cast_to=anthropic.types.Message, stream_cls=events)
@@ -2690,15 +2669,12 @@ NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your enviro
 
 
 def make_client(settings: Settings):
-    """Key, token and endpoint are passed from the checked settings, so a
-    project's .env cannot redirect them. The SDK retries 429/5xx with backoff,
-    honouring retry-after up to MAX_RETRY_WAIT; the waiting note counts down."""
+    """The SDK client from the checked settings (a project's .env cannot redirect it); retry waits capped."""
     listen_for_retries()
     streaming = anthropic._streaming            # through BackgroundImport: after the import has finished
 
     class NamedEvents(streaming.SSEDecoder):
-        """The SDK skips SSE events without an `event:` line, which some compatible
-        servers leave out: such an event is named by its data's `type`."""
+        """Some compatible servers leave out SSE's `event:` line, which the SDK needs: name it by the data's `type`."""
 
         def decode(self, line: str):
             sse = super().decode(line)
@@ -2722,8 +2698,7 @@ def make_client(settings: Settings):
 
 
 class LazyClient:
-    """The SDK client, made when first used: the REPL takes the first prompt
-    while the SDK is still being imported (see BackgroundImport)."""
+    """The SDK client, made when first used: the REPL takes the first prompt while the SDK is still imported."""
 
     def __init__(self, settings: Settings):
         self.settings, self.client = settings, None
