@@ -287,9 +287,8 @@ def paint(text: str, style: str) -> str:
     return f"\033[{STYLES[style]}m{text}\033[0m" if use_colour() else text
 
 
-# Characters a terminal obeys instead of showing: C0 but \n and \t, DEL, C1 (U+009B is a one-character CSI),
-# bidi overrides (text reads in another order than it runs) and invisible ones (zero-width, soft hyphen, tags,
-# variation selectors, fillers) that hide what a command or path really runs ("bu\u00adild" reads "build").
+# Characters a terminal obeys instead of showing: C0 but \n and \t, DEL, C1 (U+009B is a one-character CSI), bidi
+# overrides and invisible ones (zero-width, soft hyphen, tags, fillers) that hide what runs ("bu\u00adild": "build").
 TERMINAL_CONTROLS = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2"
     "\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f"
@@ -334,8 +333,7 @@ def trusted_program(name: str) -> str | None:
             folders.append(real)
     return shutil.which(name, path=os.pathsep.join(folders) or os.defpath)
 
-# Names that file tools never show or touch, at any depth: noise (caches, dependencies) or secrets (.env,
-# .git), and anything starting with ".env." (.env.local).
+# Names file tools never show or touch, at any depth: noise (caches), secrets (.env, .git), and any ".env.*".
 IGNORE = {".git", "node_modules", "__pycache__", ".venv", "venv", ".env", ".DS_Store", ".pytest_cache", ".kesi"}
 IGNORE_FOLDED = {name.casefold() for name in IGNORE}
 
@@ -535,12 +533,9 @@ def kesi_folder(*names: str) -> int:
 
 def write_kesi_gitignore(kesi_fd: int) -> None:
     """A .gitignore of its own, so the caches stay out of git status; O_EXCL leaves one there (or a link) alone."""
-    try:
-        fd = os.open(".gitignore", NEW_FILE_FLAGS, 0o644, dir_fd=kesi_fd)
-    except FileExistsError:
-        return
-    with os.fdopen(fd, "w") as f:
-        f.write("# written by KeSi: its caches stay out of git\n*\n")
+    with contextlib.suppress(FileExistsError):
+        with os.fdopen(os.open(".gitignore", NEW_FILE_FLAGS, 0o644, dir_fd=kesi_fd), "w") as f:
+            f.write("# written by KeSi: its caches stay out of git\n*\n")
 
 
 # ==== I.3 The file tools ====================================================
@@ -609,8 +604,7 @@ READ_FILE_SPEC = spec(
     f"Returns up to {MAX_READ_LINES} lines; use offset and limit for more. A view marked PARTIAL is not a "
     "full read for write_file. Binary files and hidden names are refused. Read before you edit.",
     {"file_path": string("Relative path."),
-     "offset": integer("First line, 1-based."), "limit": integer("Number of lines.")},
-    ["file_path"])
+     "offset": integer("First line, 1-based."), "limit": integer("Number of lines.")}, ["file_path"])
 
 
 def read_file(file_path, offset=None, limit=None):
@@ -702,7 +696,7 @@ def read_lines(f, start: int, count: int) -> LinesRead:
         hasher.update(piece)
         if b"\0" in piece:
             seen.binary = True
-            return seen
+            break
         decoded = decoder.decode(piece, final=not piece)
         if len(text) <= MAX_LINE_CHARS:
             text += decoded
@@ -712,31 +706,29 @@ def read_lines(f, start: int, count: int) -> LinesRead:
         if line_ended and text and line_no >= start:
             chars += seen.add(line_no, text, dropped)
         if not piece:
-            seen.digest = hasher.digest()
-            return seen
+            break
         if line_ended:
             line_no, text, dropped = line_no + 1, "", False
             if len(seen.lines) >= count:
-                if not f.read(1):              # the limit met the end of the file: a whole read
-                    seen.digest = hasher.digest()
-                    return seen
-                seen.stop = f"limit of {count} lines reached"
-                return seen
+                if f.read(1):                  # else the limit met the end of the file: a whole read
+                    seen.stop = f"limit of {count} lines reached"
+                break
             if chars >= MAX_READ_CHARS:
                 seen.stop = f"output cap of {MAX_READ_CHARS} characters reached"
-                return seen
+                break
         if scanned >= MAX_SCAN_BYTES:
             seen.stop = (f"stopped after scanning {MAX_SCAN_BYTES:,} bytes; to reach "
                          "far into a huge file, grep for a pattern or run tail")
-            return seen
+            break
+    seen.digest = hasher.digest()              # it counts only when the read is complete
+    return seen
 
 
 LIST_FILES_SPEC = spec(
     "list_files",
     "List one directory, one level deep; folder names end with /. Hidden names are left "
     f"out; at most {MAX_LIST_FILES} entries.",
-    {"path": string("Relative directory; omit for the working directory.")},
-    [])
+    {"path": string("Relative directory; omit for the working directory.")}, [])
 
 
 def list_files(path="."):
@@ -845,8 +837,7 @@ GLOB_SPEC = spec(
     "glob",
     "Find files by path pattern: *.py (top level), **/*.py (any depth), src/**/test_*.ts. "
     f"Relative paths sorted by name, folders end with /, at most {MAX_LIST_FILES}.",
-    {"pattern": string("Glob pattern, relative.")},
-    ["pattern"])
+    {"pattern": string("Glob pattern, relative.")}, ["pattern"])
 
 
 def glob_files(pattern):
@@ -997,8 +988,7 @@ NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLO
 
 
 def write_atomically(folder_fd: int, name: str, data: bytes, mode: int | None = None, still_valid=lambda: True) -> bool:
-    """Replace name in folder_fd with data, never half-written: the temp file (O_EXCL) lies beside it, as a
-    rename cannot cross file systems. False, writing nothing, if still_valid() says the target changed."""
+    """Replace name with data via a temp file beside it (a rename stays on one disk); False if not still_valid()."""
     temp = f".{name}.{os.urandom(4).hex()}.tmp"
     fd = os.open(temp, NEW_FILE_FLAGS, 0o600, dir_fd=folder_fd)
     try:
@@ -1056,8 +1046,7 @@ WRITE_FILE_SPEC = spec(
     "write_file",
     "Create a UTF-8 text file (missing folders too) or replace a whole file. Overwriting "
     "needs a full read_file first and is refused if the file changed since.",
-    {"file_path": string("Relative path."), "content": string("The complete text.")},
-    ["file_path", "content"])
+    {"file_path": string("Relative path."), "content": string("The complete text.")}, ["file_path", "content"])
 
 
 def write_file(file_path, content):
@@ -1189,8 +1178,7 @@ GREP_SPEC = spec(
     "Search file contents with ripgrep (Rust regex, no look-around). Returns path:line:text, "
     f"at most {MAX_SEARCH_LINES} lines; hidden names are skipped.",
     {"pattern": string("Text or regular expression."), "path": string("Relative file or folder; omit for everything."),
-     "glob": string("Only files matching this glob, e.g. *.py."), "ignore_case": boolean("Ignore case.")},
-    ["pattern"])
+     "glob": string("Only files matching this glob, e.g. *.py."), "ignore_case": boolean("Ignore case.")}, ["pattern"])
 
 
 def grep(pattern, path=".", glob=None, ignore_case=False):
@@ -1369,7 +1357,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     env = command_environment(escalation)
     blocked_before = len(NETWORK_BLOCKED)
     adopt_orphans()
-    own_children = set(child_pids(os.getpid()))
+    own_children = set(child_pids(os.getpid())) if ADOPTING else set()   # only a subreaper adopts: no /proc scan
     with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
         planted = undo_background_changes()
         git_before = git_control_snapshot()    # before the command starts: it cannot win a race
@@ -1451,8 +1439,7 @@ def describe_command_result(data: "HeadAndTail", code: int, ending: str, overflo
     return text, failed
 
 
-# --- child processes: stopped as a whole group, read without blocking ---------
-# rg here and run_command later both run children this way.
+# --- child processes (rg's, run_command's): stopped as a whole group, read without blocking ---------
 
 KILL_GRACE_SECONDS = 3             # TERM first, then this long before KILL
 GRACE_STEP_SECONDS = 0.05          # how often the grace wait looks again
@@ -1616,8 +1603,7 @@ TASK_SPEC = spec(
     "Hand a research question to a sub-agent with a fresh context and read-only tools (list_files, glob, grep, "
     "read_file); only its conclusion comes back. For broad questions about a big codebase; do simple lookups yourself.",
     {"prompt": string("The question, with all the context it needs."),
-     "description": string("A few words shown to the user.")},
-    ["prompt"])
+     "description": string("A few words shown to the user.")}, ["prompt"])
 
 
 def task(prompt, description=""):
@@ -1745,11 +1731,9 @@ def show_diff(diff: str, limit: int | None = None) -> bool:
 
 def prompt_input(question: str) -> str:
     """Ask where notices go (on stdout through input(), for readline); the answer stays out of the prompt history."""
-    if UI is sys.stdout:
-        answer = input(question)
-    else:
+    if UI is not sys.stdout:
         ui(question, end="")
-        answer = input()
+    answer = input(question if UI is sys.stdout else "")
     if readline is not None and readline.get_current_history_length() > 0:
         readline.remove_history_item(readline.get_current_history_length() - 1)
     return answer
@@ -1937,8 +1921,7 @@ def environment_block() -> str:
 
 
 def project_memory() -> str | None:
-    """The standing instructions: the user's own AGENTS.md, then AGENTS.md and CLAUDE.md from the git root down
-    to the workspace, each followed by what it imports (@path, inside the workspace); never one text twice."""
+    """The user's own AGENTS.md, then AGENTS.md and CLAUDE.md from the git root down, each with its @imports, once."""
     sections, seen = [], set()
     user_file = user_settings_file().parent / "AGENTS.md"
     for path in [user_file] + [folder / name for folder in folders_above() for name in MEMORY_FILES]:
@@ -2251,8 +2234,7 @@ _SENT: tuple[list, list] = ([], [])      # the messages of the last request body
 
 
 def request_body(request: dict) -> bytes:
-    """The JSON of a streamed request. A message already sent (the same object: journal messages are replaced,
-    never changed in place) is not encoded again, so a request costs O(new messages), not O(journal)."""
+    """A streamed request's JSON; a message sent before (the same object) is not encoded again: O(new messages)."""
     global _SENT
     (sent, texts), messages = _SENT, request["messages"]
     same, most = 0, min(len(sent), len(messages))
@@ -2397,8 +2379,7 @@ def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=
 
 
 def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer:
-    """Ask, run the tools, report back; until the model answers in text. The journal is valid at every
-    exit (end_turn): each tool_use is answered in the next message, and a failed request appends nothing."""
+    """Ask, run tools, report back, until the model answers in text; the journal is valid at each exit (end_turn)."""
     agent = agent or MAIN_AGENT
     failures, turn, limit, raised = 0, 0, MAX_TURNS, None
     while True:
@@ -2588,8 +2569,7 @@ def judge_call(name: str, tool_input, agent: Agent) -> Verdict:
 
 
 def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict], bool]:
-    """Exactly one result per tool_use, all for one user message. Ctrl-C (at a prompt or in a tool) ends the
-    batch: the rest get "skipped" results, and interrupted=True ends the turn."""
+    """One result per tool_use, all in one user message; Ctrl-C ends the batch (the rest: "skipped") and the turn."""
     agent = agent or MAIN_AGENT
     results, interrupted = [], False
     for block in blocks:
