@@ -732,8 +732,7 @@ LIST_FILES_SPEC = spec(
 
 
 def list_files(path="."):
-    if not isinstance(path, str) or not path.strip():
-        path = "."
+    path = path if isinstance(path, str) and path.strip() else "."
     try:
         with locate(path, must_exist=True) as entry:
             if not stat.S_ISDIR(entry.info.st_mode):
@@ -1184,8 +1183,7 @@ GREP_SPEC = spec(
 def grep(pattern, path=".", glob=None, ignore_case=False):
     if not isinstance(pattern, str) or not pattern:
         return "Error: pattern must be a non-empty string (text or a regular expression).", True
-    if not isinstance(path, str) or not path.strip():
-        path = "."
+    path = path if isinstance(path, str) and path.strip() else "."
     bad_glob = not isinstance(glob, str) or not glob.strip() or is_outside_pattern(glob.lstrip("!"))
     if glob is not None and bad_glob:
         return "Error: glob must be a relative file pattern such as *.py.", True
@@ -1390,8 +1388,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
         raise
     finally:
         running.clear()
-        # Always, even after a normal exit: no background job outlives the call.
-        stop_process_group(proc, 0 if ending == "processes" else KILL_GRACE_SECONDS)
+        stop_process_group(proc, 0 if ending == "processes" else KILL_GRACE_SECONDS)   # always: no job outlives it
         proc.wait()
         if ADOPTING:
             stop_orphans(own_children)     # what left the group (setsid, a double fork) was adopted by KeSi
@@ -1645,8 +1642,8 @@ TOOL_FUNCS = {"read_file": read_file, "list_files": list_files, "glob": glob_fil
 READ_ONLY_TOOLS = {"read_file", "list_files", "glob", "grep", "todo_write", "task",   # never ask
                    "background_output", "background_stop"}
 FILE_TOOLS = {"edit_file", "write_file"}   # ask, once per file
-# todo_write and task change nothing on disk (a sub-agent's calls are checked one by one); the background_
-# tools only read or end a task whose command was checked when it started. run_command is classified below.
+# todo_write and task change nothing on disk (a sub-agent's calls are checked one by one); the background_ tools
+# only read or end a task checked when it started.
 
 PERMISSION_MODES = {
     "default": "ask before edits and before commands that are not read-only",
@@ -2121,9 +2118,8 @@ class Meter:
 
 METER = Meter()
 
-# --max-budget-usd is never passed. A request's cost is known only after it, so it is bounded first: the estimated
-# prompt at the dearest input price (a 1-hour write) plus max_tokens, cut to what the rest of the budget pays for.
-# Below BUDGET_FLOOR tokens KeSi stops: a shorter reply is likely cut off mid tool call (runs nothing), yet paid for.
+# --max-budget-usd is never passed: a request is bounded before it is sent (its prompt at the dearest input price, a
+# 1-hour write, plus max_tokens). Below BUDGET_FLOOR tokens KeSi stops: a shorter reply, likely cut off, is paid for.
 MAX_BUDGET_USD: float | None = None
 BUDGET_FLOOR = 512
 
@@ -2197,8 +2193,7 @@ def describe_api_error(exc: BaseException) -> str:
         return "Error: timed out waiting for the model."
     if isinstance(exc, anthropic.APIConnectionError):
         return f"Error: could not reach the API: {exc}"
-    if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 200:
-        # An `error` event inside a stream that had opened fine (e.g. overloaded_error); not retried.
+    if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 200:   # an `error` event in an open stream
         return f"Error: the API broke off its answer midway: {api_error_message(exc)}. Try again shortly."
     if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 402:
         return f"Error: a billing problem (402): {api_error_message(exc)}. Check the plan and credits in the Console."
