@@ -290,10 +290,10 @@ def paint(text: str, style: str) -> str:
 # Characters a terminal obeys instead of showing: C0 but \n and \t, DEL, C1 (U+009B is a one-character CSI), bidi
 # overrides and invisible ones (zero-width, soft hyphen, tags, fillers) that hide what runs ("bu\u00adild": "build").
 TERMINAL_CONTROLS = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2"
-    "\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f"
-    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
-    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]")
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160"
+    "\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f\ufeff"
+    "\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff]")
 
 
 def visible(text) -> str:
@@ -585,9 +585,8 @@ def check_readable(file_path, verb: str = "read"):
 # Each tool's spec (what the model sees) stands right above its function (what runs); the tool table (I.5) lists both.
 
 def spec(name: str, description: str, properties: dict, required: list[str]) -> dict:
-    return {"name": name, "description": description, "strict": True,
-            "input_schema": {"type": "object", "properties": properties,
-                             "required": required, "additionalProperties": False}}
+    return {"name": name, "description": description, "strict": True, "input_schema": {
+        "type": "object", "properties": properties, "required": required, "additionalProperties": False}}
 
 
 def typed(kind: str):
@@ -600,9 +599,9 @@ string, integer, boolean = typed("string"), typed("integer"), typed("boolean")
 
 READ_FILE_SPEC = spec(
     "read_file",
-    "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not part of the file. "
-    f"Returns up to {MAX_READ_LINES} lines; use offset and limit for more. A view marked PARTIAL is not a "
-    "full read for write_file. Binary files and hidden names are refused. Read before you edit.",
+    "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not part of the file. Returns "
+    f"up to {MAX_READ_LINES} lines; use offset and limit for more. A view marked PARTIAL is not a full read for "
+    "write_file. Binary files and hidden names are refused. Read before you edit.",
     {"file_path": string("Relative path."),
      "offset": integer("First line, 1-based."), "limit": integer("Number of lines.")}, ["file_path"])
 
@@ -726,8 +725,8 @@ def read_lines(f, start: int, count: int) -> LinesRead:
 
 LIST_FILES_SPEC = spec(
     "list_files",
-    "List one directory, one level deep; folder names end with /. Hidden names are left "
-    f"out; at most {MAX_LIST_FILES} entries.",
+    f"List one directory, one level deep; folder names end with /. Hidden names are left out; at most "
+    f"{MAX_LIST_FILES} entries.",
     {"path": string("Relative directory; omit for the working directory.")}, [])
 
 
@@ -1043,8 +1042,8 @@ class Write:
 
 WRITE_FILE_SPEC = spec(
     "write_file",
-    "Create a UTF-8 text file (missing folders too) or replace a whole file. Overwriting "
-    "needs a full read_file first and is refused if the file changed since.",
+    "Create a UTF-8 text file (missing folders too) or replace a whole file. Overwriting needs a full read_file "
+    "first and is refused if the file changed since.",
     {"file_path": string("Relative path."), "content": string("The complete text.")}, ["file_path", "content"])
 
 
@@ -1361,9 +1360,8 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
         git_before = git_control_snapshot()    # before the command starts: it cannot win a race
         try:
             with command_start(command, escalation=escalation) as (argv, fds):
-                proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.PIPE, pass_fds=fds, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+                proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, pass_fds=fds, start_new_session=True)
         except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
             return f"Error: could not start the command: {exc}", True    # logged by audit_never_started
         wait_until_sandboxed(proc, paused)
@@ -1543,9 +1541,8 @@ def todo_problem(todos) -> str | None:
     if not isinstance(todos, list) or not todos:
         return "Error: todos must be a non-empty list of {content, status} items."
     for item in todos:
-        if (not isinstance(item, dict) or not isinstance(item.get("content"), str)
-                or not item["content"].strip() or not isinstance(item.get("status"), str)
-                or item["status"] not in TODO_STATES):
+        if (not isinstance(item, dict) or not isinstance(item.get("content"), str) or not item["content"].strip()
+                or not isinstance(item.get("status"), str) or item["status"] not in TODO_STATES):
             return ("Error: each todo needs a non-empty content string and a status of "
                     "pending, in_progress or completed.")
     if sum(t["status"] == "in_progress" for t in todos) > 1:
@@ -2404,8 +2401,7 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
             if message is not None:
                 METER.record(message.usage, partial=True, label=agent.label)
             return end_turn(history, agent, "(this turn was interrupted; the unfinished part was not kept)",
-                            kept_blocks(message.content[:finished]) if message is not None else [],
-                            interrupted=True)
+                            kept_blocks(message.content[:finished]) if message is not None else [], interrupted=True)
         METER.record(message.usage, label=agent.label)
         note_request_size(agent, message.usage)
         if message.stop_reason in TRUNCATED:
@@ -2482,9 +2478,8 @@ def end_after_stream_failure(history, failure: StreamFailure, agent: Agent) -> A
     message = describe_api_error(failure.cause)
     if not isinstance(failure.cause, anthropic.AnthropicError):   # e.g. a connection reset
         kept_note = "Its complete text was kept" if kept else "Nothing of it was kept"
-        what = (str(failure.cause) if isinstance(failure.cause, StreamEndedEarly)
-                else f"the connection broke while the answer was arriving ({type(failure.cause).__name__}: "
-                     f"{failure.cause})")
+        what = (str(failure.cause) if isinstance(failure.cause, StreamEndedEarly) else
+                f"the connection broke while the answer was arriving ({type(failure.cause).__name__}: {failure.cause})")
         message = f"Error: {what}. {kept_note}, no tool was run; ask again to continue."
     return end_turn(history, agent, message, kept + [{"type": "text", "text": message}], record=False)
 
@@ -2811,9 +2806,8 @@ def say_goodbye() -> int:
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="kesi.py", description="KeSi, a small terminal coding agent.")
     add = parser.add_argument
-    add("-p", "--print", metavar="PROMPT", dest="prompt",
-        help="run one task headless and print only the final answer; piped input is added to the prompt "
-             "('-': the prompt is stdin)")
+    add("-p", "--print", metavar="PROMPT", dest="prompt", help="run one task headless and print only the final "
+        "answer; piped input is added to the prompt ('-': the prompt is stdin)")
     add("first_prompt", nargs="*", metavar="PROMPT", help="start the REPL with this as the first message")
     add("--permission-mode", "--permissionMode", choices=list(PERMISSION_MODES), default="default",
         help="default: ask (refuse when nobody can answer); auto: commands run in the sandbox unasked; "
@@ -2822,9 +2816,8 @@ def parse_args(argv):
         help="continue the most recent session of this project")
     add("-r", "--resume", dest="resume_id", metavar="ID", help="continue the session with this id")
     add("--model", help="model id (default: KESI_MODEL, ANTHROPIC_MODEL or claude-haiku-4-5)")
-    add("--escalate", choices=list(ESCALATION_LEVELS),
-        help="with -p only: every command this run may run gets the full network (network) or no sandbox "
-             "(unsandboxed); without it -p never escalates")
+    add("--escalate", choices=list(ESCALATION_LEVELS), help="with -p only: every command this run may run gets "
+        "the full network (network) or no sandbox (unsandboxed); without it -p never escalates")
     add("--output-format", choices=("text", "json", "stream-json"), default="text",
         help="with -p: the answer as text; one JSON result; or one JSON line per message, then the result")
     add("--max-turns", type=at_least_one, metavar="N",
@@ -3021,8 +3014,7 @@ def result_record(answer: Answer, since: int) -> dict:
                       "cache_creation_input_tokens": totals["cache_write"],
                       "cache_read_input_tokens": totals["cache_read"]},
             "total_cost_usd": None if METER.unpriced_models(since) else round(METER.cost(since), 6),
-            "max_budget_usd": MAX_BUDGET_USD,
-            "session_id": SESSION_FILE.stem if SESSION_FILE is not None else None}
+            "max_budget_usd": MAX_BUDGET_USD, "session_id": SESSION_FILE.stem if SESSION_FILE is not None else None}
 
 
 def exit_now(code: int) -> None:
