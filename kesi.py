@@ -298,8 +298,7 @@ TERMINAL_CONTROLS = re.compile(
 
 def visible(text) -> str:
     """Text from the model, a file or a command, its controls shown as escapes (\\x1b, \\u202e), never obeyed."""
-    text = utf8_safe(str(text)).replace("\r\n", "\n")
-    return TERMINAL_CONTROLS.sub(control_escape, text)
+    return TERMINAL_CONTROLS.sub(control_escape, utf8_safe(str(text)).replace("\r\n", "\n"))
 
 
 def one_line(text) -> str:
@@ -308,8 +307,7 @@ def one_line(text) -> str:
 
 
 def control_escape(match) -> str:
-    code = ord(match.group())
-    if code == 13:
+    if (code := ord(match.group())) == 13:
         return "\\r"
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
@@ -401,8 +399,7 @@ def locate(path, make_folders: bool = False, follow_links: bool = True, must_exi
     names, hops = [], 0
     try:
         while pending:
-            name = pending.pop()
-            if name == "..":
+            if (name := pending.pop()) == "..":
                 if not names:
                     raise PathRefused()
                 names.pop()
@@ -457,11 +454,9 @@ def locate(path, make_folders: bool = False, follow_links: bool = True, must_exi
 
 def safe_path(path) -> Path | None:
     """Where an existing path in the jail leads, for naming things (tools open through locate)."""
-    try:
-        with locate(path, must_exist=True) as entry:
-            return entry.path
-    except PathRefused:
-        return None
+    with contextlib.suppress(PathRefused), locate(path, must_exist=True) as entry:
+        return entry.path
+    return None
 
 
 def is_outside_pattern(text: str) -> bool:
@@ -475,11 +470,10 @@ def safe_write_path(path) -> Path | None:
     """The path a write would name, existing or not: the key of READ_VERSIONS and write grants."""
     if not isinstance(path, str) or not path.strip() or is_outside_pattern(path):
         return None
-    try:
+    with contextlib.suppress(OSError, RuntimeError, TypeError, ValueError):
         target = (BASE_DIR / path).resolve(strict=False)
-    except (OSError, RuntimeError, TypeError, ValueError):
-        return None
-    return target if target != BASE_DIR and target.is_relative_to(BASE_DIR) else None
+        return target if target != BASE_DIR and target.is_relative_to(BASE_DIR) else None
+    return None
 
 
 def relative(target: Path) -> str:
@@ -563,22 +557,22 @@ def is_whole_number(value) -> bool:
 
 
 def check_readable(file_path, verb: str = "read"):
-    """Front door of read_file, edit_file and the memory files: ((open file, path), None) or (None, error)."""
+    """Front door of read_file, edit_file and the memory files: (open file, path, None) or (None, None, error)."""
     if not isinstance(file_path, str) or not file_path.strip():
-        return None, "Error: file_path must be a non-empty string."
+        return None, None, "Error: file_path must be a non-empty string."
     try:
         with locate(file_path, must_exist=True) as entry:
             if not stat.S_ISREG(entry.info.st_mode):
                 hint = " Use list_files for directories." if stat.S_ISDIR(entry.info.st_mode) else ""
-                return None, f"Error: {file_path} is not a regular text file.{hint}"
-            return (open_regular_file(entry), entry.path), None
+                return None, None, f"Error: {file_path} is not a regular text file.{hint}"
+            return open_regular_file(entry), entry.path, None
     except PathRefused as refused:
         if refused.off_limits:
-            return None, f"Error: {file_path} is off-limits to tools and cannot be {verb}."
-        return None, (f"Error: {file_path} was not found, or it is outside the working directory. "
-                      "Use a path relative to the working directory; list_files or glob show what exists.")
+            return None, None, f"Error: {file_path} is off-limits to tools and cannot be {verb}."
+        return None, None, (f"Error: {file_path} was not found, or it is outside the working directory. "
+                            "Use a path relative to the working directory; list_files or glob show what exists.")
     except OSError as exc:        # swapped for a link or a FIFO since the walk
-        return None, f"Error: could not read {file_path}: {exc.strerror or exc}"
+        return None, None, f"Error: could not read {file_path}: {exc.strerror or exc}"
 
 
 # --- how a tool is described to the model -------------------------------------
@@ -609,13 +603,11 @@ READ_FILE_SPEC = spec(
 def read_file(file_path, offset=None, limit=None):
     # Any read attempt, even a failed one, forgets the old version: only the bytes seen last may be overwritten.
     READ_VERSIONS.pop(safe_write_path(file_path), None)
-    opened, error = check_readable(file_path)
+    f, target, error = check_readable(file_path)
     if error:
         return error, True
-    f, target = opened
     with f:
-        start = 1 if offset is None else offset
-        count = MAX_READ_LINES if limit is None else limit
+        start, count = 1 if offset is None else offset, MAX_READ_LINES if limit is None else limit
         if not is_whole_number(start) or start < 1:
             return "Error: offset must be a line number of 1 or more.", True
         if not is_whole_number(count) or count < 1:
@@ -685,8 +677,7 @@ class LinesRead:
 
 def read_lines(f, start: int, count: int) -> LinesRead:
     """Lines start..start+count-1 in bounded memory and time: a huge line comes in pieces, only its start kept."""
-    seen = LinesRead(start)
-    hasher = hashlib.sha256()
+    seen, hasher = LinesRead(start), hashlib.sha256()
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     line_no, scanned, chars, text, dropped = 1, 0, 0, "", False
     while True:
@@ -760,11 +751,9 @@ def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
         return None
     if not entry.is_symlink():
         return shown + "/" if entry.is_dir(follow_symlinks=False) else shown
-    try:                                    # a link may lead outside, or to .env, or nowhere
-        with locate(where, must_exist=True) as target:
-            return shown + "/" if stat.S_ISDIR(target.info.st_mode) else shown
-    except PathRefused:
-        return None
+    with contextlib.suppress(PathRefused), locate(where, must_exist=True) as target:   # outside, .env, or nowhere
+        return shown + "/" if stat.S_ISDIR(target.info.st_mode) else shown
+    return None
 
 
 def capped_listing(items: list[str], cap: int) -> str:
@@ -806,8 +795,7 @@ def walk_tree(top_fd: int, max_depth: int | None = None, prefix: str = ""):
     try:
         while stack:
             folder_fd, prefix, depth, entries = stack[-1]
-            entry = next(entries, None)
-            if entry is None:
+            if (entry := next(entries, None)) is None:
                 os.close(stack.pop()[0])
                 continue
             if is_ignored_name(entry.name):
@@ -825,10 +813,9 @@ def walk_tree(top_fd: int, max_depth: int | None = None, prefix: str = ""):
 
 
 def folder_entries(folder_fd: int) -> list[os.DirEntry]:
-    try:
+    with contextlib.suppress(OSError):
         return list(os.scandir(folder_fd))
-    except OSError:
-        return []
+    return []
 
 
 GLOB_SPEC = spec(
@@ -872,8 +859,7 @@ def glob_files(pattern):
 
 def find_unique(content: str, old: str) -> tuple[int, str | None]:
     """Position of the only occurrence of old; overlaps count ('aa' is twice in 'aaa', str.count says once)."""
-    first = content.find(old)
-    if first < 0:
+    if (first := content.find(old)) < 0:
         hint = ""
         if "\n" in old and "\r\n" in content and "\r\n" not in old:
             hint = " The file uses CRLF line endings: write \\r\\n in old_string."
@@ -917,10 +903,9 @@ def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edi
         return None, "Error: old_string must not be empty (use write_file to create a file)."
     if old_string == new_string:
         return None, "Error: old_string and new_string are identical; there is nothing to change."
-    opened, error = check_readable(file_path, verb="edited")
+    f, target, error = check_readable(file_path, verb="edited")
     if error:
         return None, error
-    f, target = opened
     try:
         with f:
             data = f.read(MAX_EDIT_BYTES + 1)
@@ -968,8 +953,7 @@ def apply_edit(edit: Edit):
         new_data = edit.updated.encode("utf-8")
     except UnicodeEncodeError:
         return "Error: new_string contains characters that cannot be written as UTF-8.", True
-    error = replace_existing_file(edit.target, new_data, file_digest(edit.data))
-    if error:
+    if error := replace_existing_file(edit.target, new_data, file_digest(edit.data)):
         return error, True
     READ_VERSIONS.pop(edit.target, None)
     before = edit.content[:edit.first]            # LF, CR and CRLF each end one line
@@ -1060,8 +1044,7 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
         data = content.encode("utf-8")
     except UnicodeEncodeError:
         return None, "Error: content contains characters that cannot be written as UTF-8."
-    target = safe_write_path(file_path)
-    if target is None:
+    if (target := safe_write_path(file_path)) is None:
         return None, write_refusal(file_path)
     try:
         with locate(file_path) as entry:
@@ -1089,8 +1072,7 @@ def plan_overwrite(file_path: str, entry: JailEntry, data: bytes) -> tuple[Write
     target = entry.path
     if not stat.S_ISREG(entry.info.st_mode):
         return None, f"Error: {file_path} exists and is not a regular file; it cannot be overwritten."
-    expected = READ_VERSIONS.get(target)
-    if expected is None:
+    if (expected := READ_VERSIONS.get(target)) is None:
         return None, (f"Error: {file_path} already exists. Read it in full with read_file before "
                       "overwriting it (or use edit_file for a small change).")
     try:
@@ -1119,9 +1101,7 @@ def apply_write(write: Write):
         return f"{file_path} already has exactly this content; nothing was written.", False
     error = replace_existing_file(write.target, write.data, write.expected)
     READ_VERSIONS.pop(write.target, None)
-    if error:
-        return error, True
-    return f"Overwrote {file_path} ({len(write.data)} bytes).", False
+    return (error, True) if error else (f"Overwrote {file_path} ({len(write.data)} bytes).", False)
 
 
 def create_file(file_path: str, entry: JailEntry, data: bytes):
@@ -1183,8 +1163,7 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
     if not isinstance(pattern, str) or not pattern:
         return "Error: pattern must be a non-empty string (text or a regular expression).", True
     path = path if isinstance(path, str) and path.strip() else "."
-    bad_glob = not isinstance(glob, str) or not glob.strip() or is_outside_pattern(glob.lstrip("!"))
-    if glob is not None and bad_glob:
+    if glob is not None and (not isinstance(glob, str) or not glob.strip() or is_outside_pattern(glob.lstrip("!"))):
         return "Error: glob must be a relative file pattern such as *.py.", True
     try:
         with locate(path, must_exist=True) as entry:
@@ -1255,10 +1234,9 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
 
     timer = threading.Timer(GREP_TIMEOUT, on_timeout)
     timer.start()
-    errors = bytearray()
+    lines, total, errors = [], 0, bytearray()
     reader = threading.Thread(target=drain_output, args=(proc.stderr, errors, MAX_ERROR_CHARS))
     reader.start()
-    lines, total = [], 0
     try:
         for raw in proc.stdout:
             if (match := match_line(raw, folder, shown_as)) is None:
@@ -1317,8 +1295,7 @@ def clip_output(data: bytes, total: int | None = None) -> str:
     if total <= MAX_OUTPUT_BYTES:
         return data.decode("utf-8", errors="replace")
     half = MAX_OUTPUT_BYTES // 2
-    head = data[:half].decode("utf-8", errors="replace")
-    tail = data[-half:].decode("utf-8", errors="replace")
+    head, tail = data[:half].decode("utf-8", errors="replace"), data[-half:].decode("utf-8", errors="replace")
     return f"{head}\n(... {total - MAX_OUTPUT_BYTES} bytes omitted ...)\n{tail}"
 
 
@@ -1347,12 +1324,10 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     limit = COMMAND_TIMEOUT if timeout is None else timeout
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
         return "Error: timeout must be a positive number of seconds.", True
-    limit = min(limit, COMMAND_TIMEOUT)
-    started = time.time()
+    limit, started = min(limit, COMMAND_TIMEOUT), time.time()
     make_cache_folder()
     escalation = escalation_for(command)
-    env = command_environment(escalation)
-    blocked_before = len(NETWORK_BLOCKED)
+    env, blocked_before = command_environment(escalation), len(NETWORK_BLOCKED)
     adopt_orphans()
     own_children = set(child_pids(os.getpid())) if ADOPTING else set()   # only a subreaper adopts: no /proc scan
     with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
@@ -1392,8 +1367,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
             stop_orphans(own_children)     # what left the group (setsid, a double fork) was adopted by KeSi
         reader.join(timeout=5)   # a process that left the group may hold the pipe
     text, failed = describe_command_result(captured, proc.returncode, ending, overflow.is_set(), limit)
-    blocked = list(dict.fromkeys(NETWORK_BLOCKED[blocked_before:]))
-    if blocked:
+    if blocked := list(dict.fromkeys(NETWORK_BLOCKED[blocked_before:])):
         text += (f"\n(the network allowlist blocked {', '.join(blocked[:5])}: only the user can allow "
                  "more hosts, in their settings or at the permission prompt)")
     guarded = check_git_control(git_before)
@@ -1502,8 +1476,7 @@ BACKGROUND_OUTPUT_SPEC = spec("background_output", "A background task's new outp
 
 
 def background_output(id):
-    task = find_task(id)
-    if task is None:
+    if (task := find_task(id)) is None:
         return no_such_task(id)
     if task.proc.poll() is not None:
         task.reader.join(timeout=5)    # the rest of what it printed
@@ -1514,8 +1487,7 @@ BACKGROUND_STOP_SPEC = spec("background_stop", "Stop a background task.", {"id":
 
 
 def background_stop(id):
-    task = find_task(id)
-    if task is None:
+    if (task := find_task(id)) is None:
         return no_such_task(id)
     if task.proc.poll() is None:
         stop_process_group(task.proc, KILL_GRACE_SECONDS)
@@ -1566,8 +1538,7 @@ TODO_WRITE_SPEC = spec(
 
 
 def todo_write(todos):
-    problem = todo_problem(todos)
-    if problem:
+    if problem := todo_problem(todos):
         return problem, True
     set_todos(todos)
     ui("  Plan:\n" + "\n".join("    " + visible(line) for line in render_todos().splitlines()))
@@ -1757,8 +1728,7 @@ def check_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str 
 
 def check_write_permission(name: str, file_path, plan=None) -> tuple[bool, str | None]:
     key = write_key(file_path, name)
-    denied = key and matching_rule("deny", "Edit", key)
-    if denied:
+    if denied := key and matching_rule("deny", "Edit", key):
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids changing {key}.")
     if mode := READ_ONLY_MODES.get(PERMISSION_MODE):
@@ -1800,8 +1770,7 @@ def check_command_permission(command, background: bool = False, escalate=None) -
         note_approval(command, f"refused by a safety rule: {reason}", background)
         return refuse(f"safety rule: {reason}", HARD_DENY_TEXT.format(reason))
     key = command_key(command)
-    denied = key and matching_rule("deny", "Bash", key)
-    if denied:
+    if denied := key and matching_rule("deny", "Bash", key):
         note_approval(command, f"refused by deny rule {denied.text} ({denied.source})", background)
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids this command.")
@@ -1896,18 +1865,13 @@ MAX_MEMORY_CHARS = 20_000
 
 def environment_block() -> str:
     """Rebuilt for every request: facts the model cannot know by itself."""
-    lines = [
-        "## Environment",
-        "",
-        f"- Today's date: {datetime.date.today().isoformat()}",
-        f"- Working directory: {BASE_DIR}",
-        f"- Operating system: {platform.system()} {platform.release()}",
-        "- File tools reach only inside the working directory; give paths relative to it.",
-        f"- Hidden from file tools at any depth: {', '.join(sorted(IGNORE))}, and names starting with .env. "
-        "Listings and searches leave them out too.",
-        f"- Permission mode: {PERMISSION_MODE} ({PERMISSION_MODES[PERMISSION_MODE]}).",
-        f"- {SANDBOX_LINES[sandbox_state()]}",
-    ]
+    lines = ["## Environment", "", f"- Today's date: {datetime.date.today().isoformat()}",
+             f"- Working directory: {BASE_DIR}", f"- Operating system: {platform.system()} {platform.release()}",
+             "- File tools reach only inside the working directory; give paths relative to it.",
+             f"- Hidden from file tools at any depth: {', '.join(sorted(IGNORE))}, and names starting with .env. "
+             "Listings and searches leave them out too.",
+             f"- Permission mode: {PERMISSION_MODE} ({PERMISSION_MODES[PERMISSION_MODE]}).",
+             f"- {SANDBOX_LINES[sandbox_state()]}"]
     if sandbox_enabled():   # on Linux without bwrap these would be false
         lines += [f"- {network_line()}", f"- {SANDBOX_HINT}", f"- {SANDBOX_ALLOWS}"]
     lines.append(f"- {BACKGROUND_LINES[sandbox_kind()]}")
@@ -1957,27 +1921,24 @@ def folders_above() -> list[Path]:
 
 def read_outside_file(path: Path, follow: bool) -> str | None:
     """An instruction file outside the workspace; a repository's never through a link (it could name a secret)."""
-    try:
-        with open(os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow else 0)), "rb") as f:
-            data = f.read(MAX_MEMORY_CHARS * 4) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
+    with contextlib.suppress(OSError), open(os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow else 0)), "rb") as f:
+        data = f.read(MAX_MEMORY_CHARS * 4) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
         return data.decode("utf-8", errors="replace")[:MAX_MEMORY_CHARS].strip()
-    except OSError:
-        return None
+    return None
 
 
 _MEMORY_SEEN: dict[tuple, tuple] = {}   # (workspace, name) -> (stat key, text): re-read only when the file changes
 
 
 def read_memory_file(name: str) -> tuple[str | None, bool]:
-    opened, error = check_readable(name)
+    f, _, error = check_readable(name)
     if error:
         return None, True
     try:
-        with opened[0] as f:
+        with f:
             info = os.fstat(f.fileno())
             key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-            seen = _MEMORY_SEEN.get((BASE_DIR, name))
-            if seen and seen[0] == key:
+            if (seen := _MEMORY_SEEN.get((BASE_DIR, name))) and seen[0] == key:
                 return seen[1], False
             text = f.read(MAX_MEMORY_CHARS * 4).decode("utf-8", errors="replace")
     except OSError:
@@ -2126,8 +2087,7 @@ def budget_room(history: list[dict], agent, wanted: int) -> tuple[int, str | Non
     if MAX_BUDGET_USD is None:
         return wanted, None
     tokens = estimate_tokens(history, agent)
-    prices = price_for(MODEL, tokens)
-    if prices is None:
+    if (prices := price_for(MODEL, tokens)) is None:
         return 0, f"Error: no price is known for {MODEL}, so --max-budget-usd cannot be kept; set KESI_PRICES."
     prompt = tokens * max(prices[k] for k in PRICE_KEYS if k != "output") / 1e6
     left = MAX_BUDGET_USD - (spent := METER.cost()) - prompt
@@ -2240,8 +2200,7 @@ def request_body(request: dict) -> bytes:
 def stream_turn(client, request: dict, echo: bool):
     """One streamed request, its text printed as it arrives: (message, finished, interrupted). Only blocks whose
     content_block_stop came are complete (a half tool_use *looks* whole), only one with message_stop is finished."""
-    stream, started, finished, printer, stopped = None, False, 0, None, False
-    waiting = WaitingNote(echo)
+    stream, started, finished, printer, stopped, waiting = None, False, 0, None, False, WaitingNote(echo)
     try:
         try:
             with open_stream(client, request) as stream:
@@ -2445,16 +2404,14 @@ def more_turns_wanted(agent: Agent, done: int) -> bool:
 
 
 def confirmed(question: str) -> bool:
-    try:
+    with contextlib.suppress(EOFError):
         return prompt_input(question).strip().lower() in ("y", "yes")
-    except EOFError:
-        return False
+    return False
 
 
 def higher_limit(agent: Agent, current: int) -> int | None:
     """Twice the max_tokens of a reply cut inside a tool call, up to the model's maximum; asked at the REPL."""
-    higher = min(2 * current, model_limits(MODEL)[1] or 2 * current)
-    if higher <= current:
+    if (higher := min(2 * current, model_limits(MODEL)[1] or 2 * current)) <= current:
         return None
     if not (agent.echo and can_ask()):
         ui(f"  (the reply was cut off inside a tool call; asking again with max_tokens {higher:,})")
@@ -2546,8 +2503,7 @@ PLANNED_TOOLS = {"edit_file": (lambda a: plan_edit(**a), apply_edit),
 
 def judge_call(name: str, tool_input, agent: Agent) -> Verdict:
     """Whether a call could run at all (if not, refused unasked with the tool's reason), then whether it may."""
-    problem = argument_problem(name, tool_input, agent)
-    if problem:
+    if problem := argument_problem(name, tool_input, agent):
         return Verdict("cannot", problem)
     plan = None
     if name in PLANNED_TOOLS:
@@ -2573,10 +2529,8 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
         verdict = Verdict("cannot", INTERRUPTED_PROMPT)
         try:
             verdict = judge_call(name, tool_input, agent)
-            if verdict.outcome == "allow":
-                output, is_error = execute(name, tool_input, verdict.plan)
-            else:
-                output, is_error = verdict.message, True
+            allowed = verdict.outcome == "allow"
+            output, is_error = execute(name, tool_input, verdict.plan) if allowed else (verdict.message, True)
         except KeyboardInterrupt:
             interrupted, is_error = True, True
             output = INTERRUPTED_TOOL if verdict.outcome == "allow" else INTERRUPTED_PROMPT
@@ -2594,8 +2548,7 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
 
 def argument_problem(name: str, tool_input, agent: Agent | None = None) -> str | None:
     """Why a call cannot be made at all (an unknown tool, arguments that do not fit), or None."""
-    func = TOOL_FUNCS.get(name)
-    allowed = agent.tool_names if agent else tuple(TOOL_FUNCS)
+    func, allowed = TOOL_FUNCS.get(name), agent.tool_names if agent else tuple(TOOL_FUNCS)
     if func is None or name not in allowed:
         return f"Error: there is no tool named {name}. Available tools: {', '.join(allowed)}."
     if not isinstance(tool_input, dict):
@@ -2647,8 +2600,7 @@ def make_client(settings: Settings):
         """Some compatible servers leave out SSE's `event:` line, which the SDK needs: name it by the data's `type`."""
 
         def decode(self, line: str):
-            sse = super().decode(line)
-            if sse is None or sse.event or not sse.data.startswith("{"):
+            if (sse := super().decode(line)) is None or sse.event or not sse.data.startswith("{"):
                 return sse
             try:
                 kind = json.loads(sse.data).get("type")
@@ -2748,8 +2700,7 @@ def approve_plan(client, history: list[dict]) -> None:
     with contextlib.suppress(EOFError):
         answer = prompt_input("  Approve the plan and carry it out? [a = in auto mode / e = acceptEdits / "
                               "d = default / N = keep planning] ")
-        mode = {"a": "auto", "e": "acceptEdits", "d": "default"}.get(answer.strip().lower())
-        if mode:
+        if mode := {"a": "auto", "e": "acceptEdits", "d": "default"}.get(answer.strip().lower()):
             handle_slash(f"/mode {mode}", client, history)
             run_turn(client, history, "The plan is approved: carry it out.")
 
@@ -2812,8 +2763,7 @@ def parse_args(argv):
     add("--permission-mode", "--permissionMode", choices=list(PERMISSION_MODES), default="default",
         help="default: ask (refuse when nobody can answer); auto: commands run in the sandbox unasked; "
              "acceptEdits; readOnly; plan; bypassPermissions")
-    add("-c", "--continue", dest="resume", action="store_true",
-        help="continue the most recent session of this project")
+    add("-c", "--continue", dest="resume", action="store_true", help="continue the most recent session of this project")
     add("-r", "--resume", dest="resume_id", metavar="ID", help="continue the session with this id")
     add("--model", help="model id (default: KESI_MODEL, ANTHROPIC_MODEL or claude-haiku-4-5)")
     add("--escalate", choices=list(ESCALATION_LEVELS), help="with -p only: every command this run may run gets "
@@ -2911,8 +2861,7 @@ def refuse_to_start(reason: str) -> int:
 def main(argv=None) -> int:
     global CLIENT, MODEL, PERMISSION_MODE, UI, SESSION_FILE
     args = parse_args(argv)
-    clash = own_folders_clash()
-    if clash:
+    if clash := own_folders_clash():
         return refuse_to_start(clash)
     try:
         settings = read_settings(os.environ, user_env_file(), BASE_DIR / ".env")
@@ -2960,8 +2909,7 @@ def main(argv=None) -> int:
         return repl(CLIENT, history, " ".join(args.first_prompt).strip())
     if args.first_prompt:
         return refuse_to_start("give the task either after -p or as the REPL's first message, not both.")
-    prompt = headless_prompt(args.prompt)
-    if not prompt:
+    if not (prompt := headless_prompt(args.prompt)):
         return refuse_to_start("the prompt is empty.")
     SESSION_FILE = SESSION_FILE or new_session_file()     # its id, for the json output before the first save
     if args.output_format == "stream-json":
@@ -2987,9 +2935,7 @@ def headless_prompt(argument: str) -> str:
     if sys.stdin is not None and (argument == "-" or not sys.stdin.isatty()):
         raw = getattr(sys.stdin, "buffer", None)        # bytes that are not UTF-8 (a binary log) become U+FFFD
         piped = raw.read().decode("utf-8", "replace") if raw is not None else sys.stdin.read()
-    if argument == "-":
-        return piped.strip()
-    return "\n\n".join(part for part in (argument.strip(), piped.strip()) if part)
+    return piped.strip() if argument == "-" else "\n\n".join(part for part in (argument.strip(), piped.strip()) if part)
 
 
 class StreamedJournal(list):
