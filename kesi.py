@@ -131,8 +131,7 @@ def read_env_file(path: Path) -> dict[str, str]:
         line = line.strip()
         if not line or line.startswith("#") or "=" not in line:
             continue
-        key, value = line.removeprefix("export ").split("=", 1)
-        key, value = key.strip(), value.strip()
+        key, value = (part.strip() for part in line.removeprefix("export ").split("=", 1))
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
         if key:
@@ -314,9 +313,8 @@ def control_escape(match) -> str:
 
 # ==== I.2 The path jail =====================================================
 
-# Every tool path must land inside BASE_DIR. Opening a path by name after checking it can be raced (a process
-# left running may swap a folder for a symlink), so locate() walks it from a descriptor of BASE_DIR, one
-# O_NOFOLLOW open at a time, following symlinks by hand and checking each step: what is checked is what opens.
+# Every tool path must land inside BASE_DIR. A path checked by name can be swapped before it opens (a folder for a
+# symlink), so locate() walks it from BASE_DIR by descriptors, one O_NOFOLLOW step at a time: what is checked opens.
 
 BASE_DIR = Path.cwd().resolve()
 HOME_DIR = Path.home().resolve()
@@ -543,8 +541,7 @@ MAX_SCAN_BYTES = 16_000_000    # never scan further than this into a file
 MAX_LIST_FILES = 200
 MAX_EDIT_BYTES = 10_000_000    # edit_file holds the file in memory
 
-# Digest of each file as the model last read it in full: write_file refuses to overwrite a file the model has
-# not seen, or that changed since. It lives only here: it costs no context and the model cannot forge it.
+# Digest of each file as last read in full, so write_file overwrites only that; kept here, the model cannot forge it.
 READ_VERSIONS: dict[Path, bytes] = {}
 
 
@@ -1126,8 +1123,7 @@ def create_file(file_path: str, entry: JailEntry, data: bytes):
     return f"Created {file_path} ({len(data)} bytes).", False
 
 
-# rg starts from a folder or file grep holds open (a folder's descriptor is its working directory, a file
-# comes in on stdin), so its starting point cannot be swapped; --no-follow keeps it off links below.
+# rg starts at a descriptor grep holds (its cwd, or stdin), so its start cannot be swapped; --no-follow: no links below.
 
 MAX_SEARCH_LINES = 100
 MAX_COUNTED_LINES = 10_000     # stop rg after this many matches; counting is enough
@@ -2378,8 +2374,7 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
             return end_turn(history, agent, notice, kept_blocks(message.content, text_only=True)
                             + [{"type": "text", "text": notice}], record=False)
         content = kept_blocks(message.content)
-        uses = [b for b in content if b["type"] == "tool_use"]
-        if not uses:               # decided by content, not stop_reason: every tool_use gets an answer
+        if not (uses := [b for b in content if b["type"] == "tool_use"]):   # by content, not stop_reason: all answered
             # pause_turn is resumed only after a server tool; KeSi has none, and a resume would be a prefill
             # (newer models refuse it) that could loop: a pause with nothing to run ends the turn.
             return end_turn(history, agent, kept=content or [{"type": "text", "text": "(no answer)"}], ok=True)
@@ -2644,8 +2639,7 @@ def print_startup() -> None:
 def run_turn(client, history: list[dict], prompt: str) -> Answer:
     """The agent loop, then the cost line and a saved session; Ctrl-C returns to the prompt with a valid journal."""
     before, started = len(METER.calls), time.monotonic()
-    prompt = utf8_safe(prompt)   # or every later request of the session would fail
-    history.append({"role": "user", "content": prompt})
+    history.append({"role": "user", "content": utf8_safe(prompt)})   # or every later request of the session fails
     try:
         answer = run_agent(client, history)
     except KeyboardInterrupt:
