@@ -2587,7 +2587,7 @@ NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your enviro
 
 
 def make_client(settings: Settings):
-    """The SDK client from the checked settings (a project's .env cannot redirect it); retry waits capped."""
+    """The SDK client from the checked settings (a project's .env cannot redirect it); retry waits <= MAX_RETRY_WAIT."""
     listen_for_retries()
     streaming = anthropic._streaming            # through BackgroundImport: after the import has finished
 
