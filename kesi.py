@@ -1870,8 +1870,7 @@ def environment_block() -> str:
              f"- {SANDBOX_LINES[sandbox_state()]}"]
     if sandbox_enabled():   # on Linux without bwrap these would be false
         lines += [f"- {network_line()}", f"- {SANDBOX_HINT}", f"- {SANDBOX_ALLOWS}"]
-    lines.append(f"- {BACKGROUND_LINES[sandbox_kind()]}")
-    return "\n".join(lines)
+    return "\n".join(lines + [f"- {BACKGROUND_LINES[sandbox_kind()]}"])
 
 
 def project_memory() -> str | None:
