@@ -6817,6 +6817,7 @@ HELP = """  /help                  this list
   /network               which hosts sandboxed commands may reach, and how to add one
   /revoke                forget what you allowed for this session only (escalations, unsaved rules)
   /mode NAME             switch permission mode: {modes}
+  /model [name]          the model and the known ones, or switch to another for this session
   /compact [focus]       summarise the conversation to free context
   /resume [N]            list saved sessions, or continue session N
   /tasks                 background tasks (all are stopped when KeSi exits)
@@ -6826,7 +6827,8 @@ HELP = """  /help                  this list
   A line ending in \\ continues on the next; a line of three double quotes
   starts and ends a multi-line prompt.
   !command runs a command (in the sandbox); its output goes with your next message.
-  @path in a prompt attaches that file. Tab completes /commands and @paths."""
+  @path in a prompt attaches that file. Tab completes /commands and @paths.
+  Your own /commands: NAME.md prompts in .kesi/commands/ or {user_commands}/."""
 MAX_RETRY_WAIT = 30     # seconds; a longer retry-after (a spend limit can ask for hours) is cut to this
 INIT_PROMPT = ("Read this project (its README, build and test files, layout) and write a first AGENTS.md at its root "
                "with write_file: how to build, test and run it, its layout and conventions, in short bullet points. "
@@ -6839,6 +6841,12 @@ def show_cost() -> None:
     ui(f"  {METER.token_text()}")
     if METER.calls:
         ui(f"  cache served {METER.cache_share():.0%} of input tokens")
+    models = sorted({call["model"] for call in METER.calls})
+    for model in models if len(models) > 1 else ():      # after a /model switch
+        part = Meter()
+        part.calls = [call for call in METER.calls if call["model"] == model]
+        ui(wrapped(f"    {visible(model)}: {len(part.calls)} request{'s' * (len(part.calls) > 1)}, {part.token_text()}, {part.cost_text()}",
+                   hang="      "))
     ui(wrapped(f"  total {METER.cost_text()} (an estimate at list prices; the Console has the real bill)"))
 
 
@@ -6947,7 +6955,7 @@ def is_slash_command(line: str) -> bool:
 
 
 # The /commands that only show something.
-SHOWING_COMMANDS = {"/help": lambda: ui(HELP.format(modes=", ".join(PERMISSION_MODES))), "/status": print_startup,
+SHOWING_COMMANDS = {"/help": lambda: show_help(), "/status": print_startup,
                     "/cost": show_cost, "/todo": lambda: ui("  " + visible(render_todos()).replace("\n", "\n  ")),
                     "/permissions": show_permissions, "/network": show_network_policy, "/tasks": show_tasks}
 
@@ -6994,7 +7002,9 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         show_or_resume(argument, history)
     elif name == "/log":
         show_log(argument)
-    else:
+    elif name == "/model":
+        switch_model(argument)
+    elif not run_custom_command(name[1:], argument, client, history):
         ui(f"  Unknown command {visible(name)}. /help lists them.")
     return True
 
@@ -7045,13 +7055,18 @@ MAX_HISTORY_BYTES, MAX_HISTORY_ENTRIES = 1_000_000, 1000
 def complete(word: str, state: int) -> str | None:
     """readline asks for match 0, 1, 2, ... of the word at the cursor, until None."""
     if state == 0:
-        COMPLETIONS[:] = completions(word, at_line_start=readline.get_begidx() == 0)
+        start = readline.get_begidx()
+        COMPLETIONS[:] = completions(word, start == 0, readline.get_line_buffer()[:start])
     return COMPLETIONS[state] if state < len(COMPLETIONS) else None
 
 
-def completions(word: str, at_line_start: bool) -> list[str]:
+def completions(word: str, at_line_start: bool, before: str = "") -> list[str]:
+    """before: the line up to the word; after '/model ' the word is a model's name."""
     if word.startswith("/") and at_line_start:
-        return [name + " " for name in SLASH_COMMANDS if name.startswith(word)]
+        names = [*SLASH_COMMANDS, *(f"/{name}" for name in custom_commands())]
+        return [name + " " for name in names if name.startswith(word)]
+    if before.strip() == "/model":
+        return [name + " " for name in MODELS if name.startswith(word)]
     return path_completions(word[1:]) if word.startswith("@") else []
 
 
@@ -7096,6 +7111,162 @@ def save_prompt_history() -> None:
         os.replace(draft, path)                     # whole or not at all
     except OSError as exc:
         ui(f"  (prompt history not saved: {exc})")
+
+
+# --- /model, and your own /commands -----------------------------------------------
+# /model changes the global MODEL between turns; prices, limits, the cache minimum, the context window and the
+# budget all read it at each request. Your own commands are Markdown prompts, as Claude Code's .claude/commands.
+
+def switch_model(name: str) -> None:
+    """/model: the current model and the known ones, or switch to one KeSi (or the Models API) knows."""
+    global MODEL
+    if not name:
+        ui(f"  model: {visible(MODEL)}")
+        ui(wrapped(f"  known: {', '.join(MODELS)}. /model NAME switches to one for this session.", hang="    "))
+    elif problem := model_refusal(name):
+        ui(paint(f"  {problem}", "error"))
+    else:
+        MODEL, prices = name, price_for(name)
+        price = f"${prices['input']:g} / ${prices['output']:g} per million input / output tokens" if prices else \
+            "no price known"
+        ui(wrapped(f"  model: {visible(name)} from the next request (context window {context_window():,} tokens, "
+                   f"{price})", hang="    "))
+
+
+def model_refusal(model: str) -> str | None:
+    """Why a model cannot take over this session (the checks made at start-up), or None."""
+    context, most, _ = model_limits(model)
+    if context is None:
+        return (f"Unknown model {visible(model)}: neither KeSi's table nor the Models API knows it (/model lists "
+                "the known ones; `kesi.py --model NAME` starts with any other).")
+    if MAX_TOKENS and most and MAX_TOKENS > most:
+        return f"KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(model)} can write ({most:,} tokens)."
+    if MAX_BUDGET_USD is not None and price_for(model) is None:
+        return f"--max-budget-usd needs a price for {visible(model)}, and none is known (KESI_PRICES sets one)."
+    return None
+
+
+COMMAND_FILE = re.compile(r"([A-Za-z0-9][\w-]{0,63})\.md", re.ASCII)   # a name safe to show, type and complete
+MAX_COMMAND_BYTES = 100_000
+
+
+def commands_folder(project: bool) -> int:
+    """A descriptor of .kesi/commands or the user's own folder. Raises OSError. In the project each step is opened
+    with O_NOFOLLOW: a repository's link would lead to Markdown files elsewhere on the disk."""
+    if not project:
+        return os.open(user_config_folder() / "commands", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = os.open(BASE_DIR, FOLDER_FLAGS)
+    for name in (".kesi", "commands"):
+        try:
+            sub = os.open(name, FOLDER_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = sub
+    return fd
+
+
+def custom_commands() -> dict[str, bool]:
+    """Name -> from the project (True) or yours (False), read fresh. Yours win over the project's, built-ins over both."""
+    found = {}
+    for project in (True, False):
+        with contextlib.suppress(OSError):
+            fd = commands_folder(project)
+            try:
+                names = os.listdir(fd)
+            finally:
+                os.close(fd)
+            found.update((match[1], project) for match in map(COMMAND_FILE.fullmatch, names) if match)
+    return {name: project for name, project in sorted(found.items()) if f"/{name}" not in SLASH_COMMANDS}
+
+
+def read_custom_command(name: str, project: bool) -> tuple[dict[str, str], str]:
+    """(front matter, prompt) of a command file. Raises ValueError with a one-line reason."""
+    where = visible(f"{'.kesi' if project else user_config_folder()}/commands/{name}.md")
+    try:
+        folder = commands_folder(project)
+        try:
+            fd = os.open(f"{name}.md", FILE_FLAGS if project else FILE_FLAGS & ~os.O_NOFOLLOW, dir_fd=folder)
+        finally:
+            os.close(folder)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode) or os.fstat(fd).st_size > MAX_COMMAND_BYTES:
+                raise ValueError(f"{where} is not a regular file of at most {MAX_COMMAND_BYTES:,} bytes")
+            return front_matter(f.read(MAX_COMMAND_BYTES).decode("utf-8"))
+    except OSError as exc:
+        raise ValueError(f"cannot read {where}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{where} is not UTF-8 text") from None
+
+
+def front_matter(text: str) -> tuple[dict[str, str], str]:
+    """Lines of `key: value` between two '---' lines (the simple part of YAML), and the text after them."""
+    lines = text.removeprefix("\ufeff").replace("\r\n", "\n").split("\n")
+    end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() == "---"), 0)
+    if lines[0].strip() != "---" or not end:
+        return {}, text.strip()
+    fields = {key.strip().lower(): value.strip().strip("'\"")
+              for key, colon, value in (line.partition(":") for line in lines[1:end]) if colon}
+    return fields, "\n".join(lines[end + 1:]).strip()
+
+
+def expand_arguments(text: str, arguments: str) -> str:
+    """$ARGUMENTS: all as typed; $1, $2...: the words as a shell splits them. Unplaced ones go after the text."""
+    if arguments and not re.search(r"\$(ARGUMENTS|[1-9])", text):
+        return f"{text}\n\nARGUMENTS: {arguments}"
+    try:
+        words = shlex.split(arguments)
+    except ValueError:      # an unclosed quote
+        words = arguments.split()
+    word = lambda n: words[n - 1] if n <= len(words) else ""
+    return re.sub(r"\$(ARGUMENTS|[1-9]\d*)", lambda m: arguments if m[1] == "ARGUMENTS" else word(int(m[1])), text)
+
+
+def command_rules(name: str, project: bool, allowed: str) -> list[Rule]:
+    """allowed-tools, read as --allowed-tools, for the command's turn; only from your own file: what a project's
+    file allows would be the repository's choice, not yours."""
+    if allowed and project:
+        ui(paint(f"  (/{name}: allowed-tools ignored: a project's command cannot allow anything; KeSi asks as "
+                 "usual)", "quiet"))
+    if not allowed or project:
+        return []
+    try:
+        return [Rule(rule.kind, rule.text, f"/{name} allowed-tools")
+                for rule in command_line_rules([allowed.strip("[]")], [])[0]]
+    except SettingError as exc:
+        ui(paint(f"  (/{name}: allowed-tools not used: {visible(exc).removeprefix('--allowed-tools: ')})", "error"))
+        return []
+
+
+def run_custom_command(name: str, arguments: str, client, history: list[dict]) -> bool:
+    """/name from a command file: its text, arguments filled in, is the prompt. False: no such command."""
+    project = custom_commands().get(name)
+    if project is None:
+        return False
+    try:
+        fields, text = read_custom_command(name, project)
+    except ValueError as exc:
+        ui(paint(f"  /{name}: {exc}", "error"))
+        return True
+    if not (prompt := expand_arguments(text, arguments).strip()):
+        ui(paint(f"  /{name}: the command file has no prompt", "error"))
+        return True
+    rules = command_rules(name, project, fields.get("allowed-tools", ""))
+    COMMAND_LINE_RULES.extend(rules)
+    try:
+        run_turn(client, history, attach_mentions(prompt))
+    finally:
+        COMMAND_LINE_RULES[:] = [rule for rule in COMMAND_LINE_RULES if rule not in rules]
+    return True
+
+
+def show_help() -> None:
+    ui(HELP.format(modes=", ".join(PERMISSION_MODES), user_commands=visible(user_config_folder() / "commands")))
+    for name, project in custom_commands().items():
+        try:
+            about = read_custom_command(name, project)[0].get("description", "")
+        except ValueError as exc:
+            about = str(exc)
+        ui(f"  /{name:<21} {one_line(shorten(about, 90))} ({'project' if project else 'yours'})")
 
 
 if __name__ == "__main__":
