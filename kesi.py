@@ -6845,8 +6845,8 @@ def show_cost() -> None:
     for model in models if len(models) > 1 else ():      # after a /model switch
         part = Meter()
         part.calls = [call for call in METER.calls if call["model"] == model]
-        ui(wrapped(f"    {visible(model)}: {len(part.calls)} request{'s' * (len(part.calls) > 1)}, {part.token_text()}, {part.cost_text()}",
-                   hang="      "))
+        text = f"{len(part.calls)} request{'s' * (len(part.calls) > 1)}, {part.token_text()}, {part.cost_text()}"
+        ui(wrapped(f"    {visible(model)}: {text}", hang="      "))
     ui(wrapped(f"  total {METER.cost_text()} (an estimate at list prices; the Console has the real bill)"))
 
 
@@ -7114,99 +7114,85 @@ def save_prompt_history() -> None:
 
 
 # --- /model, and your own /commands -----------------------------------------------
-# /model changes the global MODEL between turns; prices, limits, the cache minimum, the context window and the
-# budget all read it at each request. Your own commands are Markdown prompts, as Claude Code's .claude/commands.
+# /model changes the global MODEL between turns: prices, limits, the cache minimum, the context window and the budget
+# read it at each request. Your own commands are Markdown prompts, as in Claude Code's .claude/commands.
 
 def switch_model(name: str) -> None:
-    """/model: the current model and the known ones, or switch to one KeSi (or the Models API) knows."""
+    """/model: the current model and the known ones, or switch to one KeSi's table or the Models API knows (with the
+    checks start-up makes); the next request uses it."""
     global MODEL
+    context, most, _ = model_limits(name) if name else (None, None, False)
     if not name:
-        ui(f"  model: {visible(MODEL)}")
-        ui(wrapped(f"  known: {', '.join(MODELS)}. /model NAME switches to one for this session.", hang="    "))
-    elif problem := model_refusal(name):
-        ui(paint(f"  {problem}", "error"))
+        ui(wrapped(f"  model: {visible(MODEL)}\n  known: {', '.join(MODELS)}", hang="    "))
+    elif context is None:
+        ui(paint(f"  Unknown model {visible(name)}: neither KeSi's table nor the Models API knows it.", "error"))
+    elif MAX_TOKENS and most and MAX_TOKENS > most:
+        ui(paint(f"  KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(name)} can write ({most:,}).", "error"))
+    elif MAX_BUDGET_USD is not None and price_for(name) is None:
+        ui(paint(f"  --max-budget-usd needs a price for {visible(name)}; KESI_PRICES can set one.", "error"))
     else:
         MODEL, prices = name, price_for(name)
-        price = f"${prices['input']:g} / ${prices['output']:g} per million input / output tokens" if prices else \
-            "no price known"
-        ui(wrapped(f"  model: {visible(name)} from the next request (context window {context_window():,} tokens, "
-                   f"{price})", hang="    "))
-
-
-def model_refusal(model: str) -> str | None:
-    """Why a model cannot take over this session (the checks made at start-up), or None."""
-    context, most, _ = model_limits(model)
-    if context is None:
-        return (f"Unknown model {visible(model)}: neither KeSi's table nor the Models API knows it (/model lists "
-                "the known ones; `kesi.py --model NAME` starts with any other).")
-    if MAX_TOKENS and most and MAX_TOKENS > most:
-        return f"KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(model)} can write ({most:,} tokens)."
-    if MAX_BUDGET_USD is not None and price_for(model) is None:
-        return f"--max-budget-usd needs a price for {visible(model)}, and none is known (KESI_PRICES sets one)."
-    return None
+        price = f"${prices['input']:g} in, ${prices['output']:g} out per million tokens" if prices else "no price"
+        ui(wrapped(f"  model: {visible(name)} from the next request ({context_window():,} tokens of context, {price})"))
 
 
 COMMAND_FILE = re.compile(r"([A-Za-z0-9][\w-]{0,63})\.md", re.ASCII)   # a name safe to show, type and complete
+FRONT_MATTER = re.compile(r"\ufeff?---[ \t]*\r?\n(.*?)^---[ \t]*$", re.DOTALL | re.MULTILINE)
 MAX_COMMAND_BYTES = 100_000
 
 
-def commands_folder(project: bool) -> int:
-    """A descriptor of .kesi/commands or the user's own folder. Raises OSError. In the project each step is opened
-    with O_NOFOLLOW: a repository's link would lead to Markdown files elsewhere on the disk."""
-    if not project:
-        return os.open(user_config_folder() / "commands", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    fd = os.open(BASE_DIR, FOLDER_FLAGS)
-    for name in (".kesi", "commands"):
-        try:
-            sub = os.open(name, FOLDER_FLAGS, dir_fd=fd)
-        finally:
-            os.close(fd)
-        fd = sub
-    return fd
+@dataclass
+class CommandFile:
+    project: bool            # from .kesi/commands, else yours
+    fields: dict             # its front matter: description, allowed-tools
+    prompt: str = ""
+    problem: str = ""        # why it cannot be used
 
 
-def custom_commands() -> dict[str, bool]:
-    """Name -> from the project (True) or yours (False), read fresh. Yours win over the project's, built-ins over both."""
+def custom_commands() -> dict[str, CommandFile]:
+    """Read fresh; yours win over the project's of the same name, built-ins over both."""
     found = {}
     for project in (True, False):
         with contextlib.suppress(OSError):
-            fd = commands_folder(project)
+            folder = commands_folder(project)
             try:
-                names = os.listdir(fd)
+                for file in filter(None, map(COMMAND_FILE.fullmatch, os.listdir(folder))):
+                    found[file[1]] = read_command_file(folder, file[0], project)
             finally:
-                os.close(fd)
-            found.update((match[1], project) for match in map(COMMAND_FILE.fullmatch, names) if match)
-    return {name: project for name, project in sorted(found.items()) if f"/{name}" not in SLASH_COMMANDS}
+                os.close(folder)
+    return {name: found[name] for name in sorted(found) if f"/{name}" not in SLASH_COMMANDS}
 
 
-def read_custom_command(name: str, project: bool) -> tuple[dict[str, str], str]:
-    """(front matter, prompt) of a command file. Raises ValueError with a one-line reason."""
-    where = visible(f"{'.kesi' if project else user_config_folder()}/commands/{name}.md")
+def commands_folder(project: bool) -> int:
+    """A descriptor of your commands folder, or of .kesi/commands opened with O_NOFOLLOW (BASE_DIR is resolved):
+    a repository's link could lead to Markdown files elsewhere on the disk. Raises OSError."""
+    if not project:
+        return os.open(user_config_folder() / "commands", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    kesi_fd = os.open(BASE_DIR / ".kesi", FOLDER_FLAGS)
     try:
-        folder = commands_folder(project)
-        try:
-            fd = os.open(f"{name}.md", FILE_FLAGS if project else FILE_FLAGS & ~os.O_NOFOLLOW, dir_fd=folder)
-        finally:
-            os.close(folder)
+        return os.open("commands", FOLDER_FLAGS, dir_fd=kesi_fd)
+    finally:
+        os.close(kesi_fd)
+
+
+def read_command_file(folder: int, file: str, project: bool) -> CommandFile:
+    """Front matter: `key: value` lines between two '---' lines (the simple part of YAML), before the prompt."""
+    where = visible(f"{'.kesi' if project else user_config_folder()}/commands/{file}")
+    try:        # yours may be a link (to your dotfiles), the project's may not
+        fd = os.open(file, FILE_FLAGS if project else FILE_FLAGS & ~os.O_NOFOLLOW, dir_fd=folder)
         with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode) or os.fstat(fd).st_size > MAX_COMMAND_BYTES:
-                raise ValueError(f"{where} is not a regular file of at most {MAX_COMMAND_BYTES:,} bytes")
-            return front_matter(f.read(MAX_COMMAND_BYTES).decode("utf-8"))
+            data = f.read(MAX_COMMAND_BYTES + 1) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        text = data.decode("utf-8") if len(data) <= MAX_COMMAND_BYTES else ""
     except OSError as exc:
-        raise ValueError(f"cannot read {where}: {exc.strerror or exc}") from None
+        return CommandFile(project, {}, problem=f"cannot read {where}: {exc.strerror or exc}")
     except UnicodeDecodeError:
-        raise ValueError(f"{where} is not UTF-8 text") from None
-
-
-def front_matter(text: str) -> tuple[dict[str, str], str]:
-    """Lines of `key: value` between two '---' lines (the simple part of YAML), and the text after them."""
-    lines = text.removeprefix("\ufeff").replace("\r\n", "\n").split("\n")
-    end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() == "---"), 0)
-    if lines[0].strip() != "---" or not end:
-        return {}, text.strip()
-    fields = {key.strip().lower(): value.strip().strip("'\"")
-              for key, colon, value in (line.partition(":") for line in lines[1:end]) if colon}
-    return fields, "\n".join(lines[end + 1:]).strip()
+        return CommandFile(project, {}, problem=f"{where} is not UTF-8 text")
+    head = FRONT_MATTER.match(text)
+    fields = {key.strip().lower(): value.strip().strip("'\"") for key, colon, value
+              in (line.partition(":") for line in (head[1] if head else "").splitlines()) if colon}
+    prompt = text[head.end() if head else 0:].strip()
+    return CommandFile(project, fields, prompt, "" if prompt else
+                       f"{where} is not a regular file with a prompt of at most {MAX_COMMAND_BYTES:,} bytes")
 
 
 def expand_arguments(text: str, arguments: str) -> str:
@@ -7221,39 +7207,25 @@ def expand_arguments(text: str, arguments: str) -> str:
     return re.sub(r"\$(ARGUMENTS|[1-9]\d*)", lambda m: arguments if m[1] == "ARGUMENTS" else word(int(m[1])), text)
 
 
-def command_rules(name: str, project: bool, allowed: str) -> list[Rule]:
-    """allowed-tools, read as --allowed-tools, for the command's turn; only from your own file: what a project's
-    file allows would be the repository's choice, not yours."""
-    if allowed and project:
-        ui(paint(f"  (/{name}: allowed-tools ignored: a project's command cannot allow anything; KeSi asks as "
-                 "usual)", "quiet"))
-    if not allowed or project:
-        return []
-    try:
-        return [Rule(rule.kind, rule.text, f"/{name} allowed-tools")
-                for rule in command_line_rules([allowed.strip("[]")], [])[0]]
-    except SettingError as exc:
-        ui(paint(f"  (/{name}: allowed-tools not used: {visible(exc).removeprefix('--allowed-tools: ')})", "error"))
-        return []
-
-
 def run_custom_command(name: str, arguments: str, client, history: list[dict]) -> bool:
-    """/name from a command file: its text, arguments filled in, is the prompt. False: no such command."""
-    project = custom_commands().get(name)
-    if project is None:
+    """/name: the file's prompt, arguments filled in; its allowed-tools hold for the turn, only if the file is yours:
+    what a project's file allows would be the repository's choice. False: no such command."""
+    if (command := custom_commands().get(name)) is None:
         return False
+    allowed = command.fields.get("allowed-tools", "") if not command.problem else ""
+    if command.project and allowed:
+        ui(paint(f"  (/{name}: allowed-tools ignored: a project's command cannot allow anything)", "quiet"))
     try:
-        fields, text = read_custom_command(name, project)
-    except ValueError as exc:
-        ui(paint(f"  /{name}: {exc}", "error"))
+        rules = command_line_rules([allowed.strip("[]")] if allowed and not command.project else [], [])[0]
+    except SettingError as exc:
+        command.problem = str(exc).replace("--allowed-tools", "allowed-tools")
+    if command.problem:
+        ui(paint(f"  /{name}: {visible(command.problem)}", "error"))
         return True
-    if not (prompt := expand_arguments(text, arguments).strip()):
-        ui(paint(f"  /{name}: the command file has no prompt", "error"))
-        return True
-    rules = command_rules(name, project, fields.get("allowed-tools", ""))
+    rules = [Rule(rule.kind, rule.text, f"/{name} allowed-tools") for rule in rules]
     COMMAND_LINE_RULES.extend(rules)
     try:
-        run_turn(client, history, attach_mentions(prompt))
+        run_turn(client, history, attach_mentions(expand_arguments(command.prompt, arguments)))
     finally:
         COMMAND_LINE_RULES[:] = [rule for rule in COMMAND_LINE_RULES if rule not in rules]
     return True
@@ -7261,12 +7233,9 @@ def run_custom_command(name: str, arguments: str, client, history: list[dict]) -
 
 def show_help() -> None:
     ui(HELP.format(modes=", ".join(PERMISSION_MODES), user_commands=visible(user_config_folder() / "commands")))
-    for name, project in custom_commands().items():
-        try:
-            about = read_custom_command(name, project)[0].get("description", "")
-        except ValueError as exc:
-            about = str(exc)
-        ui(f"  /{name:<21} {one_line(shorten(about, 90))} ({'project' if project else 'yours'})")
+    for name, command in custom_commands().items():
+        about = command.problem or command.fields.get("description", "")
+        ui(f"  /{name:<21} {one_line(shorten(about, 90))} ({'project' if command.project else 'yours'})")
 
 
 if __name__ == "__main__":

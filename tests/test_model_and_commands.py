@@ -32,7 +32,8 @@ def test_model_switches_the_next_request_its_limits_and_prices_and_cost_splits_b
     # Its limits follow: Sonnet 5.5 thinks unasked (room for thinking) and has a 1M window.
     assert [r["body"]["max_tokens"] for r in mock.requests] == [8192, 32_000, 32_000]
     assert "model: claude-haiku-4-5" in out and "claude-opus-4-7" in out            # /model: current and known
-    assert "context window 1,000,000 tokens" in out and "of 1,000,000 tokens" in out  # /context too
+    assert "(1,000,000 tokens of context, $2 in, $10 out per million tokens)" in out
+    assert "of 1,000,000 tokens" in out                                               # /context too
     assert "Unknown model no-such-model" in out
     # Each request is priced at its own model's price, and /cost splits the session by model.
     calls = kesi.METER.calls
@@ -56,7 +57,7 @@ def test_model_takes_a_name_the_models_api_knows_unless_the_budget_needs_a_price
     with MockAPI(["one"], models=extra) as mock:
         code, out, _ = main_in_process([], "/model claude-house-1\nfirst\n/cost\n", mock)
     assert code == 0 and models_sent(mock) == ["claude-house-1"]
-    assert mock.requests[0]["body"]["max_tokens"] == 8192 and "context window 300,000 tokens" in out
+    assert mock.requests[0]["body"]["max_tokens"] == 8192 and "(300,000 tokens of context, no price)" in out
     assert "price unknown for claude-house-1" in out
 
 
@@ -65,7 +66,7 @@ def test_model_refuses_a_model_below_kesi_max_tokens(main_in_process):
         code, out, _ = main_in_process(["--model", "claude-sonnet-5-5"], "/model claude-haiku-4-5\nfirst\n", mock,
                                        KESI_MAX_TOKENS="100000")
     assert code == 0 and models_sent(mock) == ["claude-sonnet-5-5"]
-    assert "KESI_MAX_TOKENS=100000 is above the most claude-haiku-4-5 can write (64,000 tokens)" in out
+    assert "KESI_MAX_TOKENS=100000 is above the most claude-haiku-4-5 can write (64,000)" in out
 
 
 def test_a_session_switched_to_another_model_continues(main_in_process):
