@@ -6977,9 +6977,8 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     elif name == "/context":
         show_context(history)
     elif name == "/revoke":
-        GRANTED_COMMANDS.clear()
-        GRANTED_WRITES.clear()
-        GRANTED_ESCALATIONS.clear()
+        for granted in (GRANTED_COMMANDS, GRANTED_WRITES, GRANTED_ESCALATIONS):
+            granted.clear()
         ui("  (all session permissions revoked)")
         stop_tasks_beyond_permission(revoked=True)
     elif name == "/mode" and argument in PERMISSION_MODES:
@@ -7118,18 +7117,17 @@ def save_prompt_history() -> None:
 # read it at each request. Your own commands are Markdown prompts, as in Claude Code's .claude/commands.
 
 def switch_model(name: str) -> None:
-    """/model: the current model and the known ones, or switch to one KeSi's table or the Models API knows (with the
-    checks start-up makes); the next request uses it."""
+    """/model: the current model and the known ones, or switch to one that passes the checks start-up makes."""
     global MODEL
     context, most, _ = model_limits(name) if name else (None, None, False)
+    refusal = (f"Unknown model {visible(name)}: neither KeSi's table nor the Models API knows it." if context is None
+               else f"KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(name)} can write ({most:,})."
+               if MAX_TOKENS and most and MAX_TOKENS > most else f"--max-budget-usd needs a price for "
+               f"{visible(name)}; KESI_PRICES can set one." if MAX_BUDGET_USD and not price_for(name) else "")
     if not name:
         ui(wrapped(f"  model: {visible(MODEL)}\n  known: {', '.join(MODELS)}", hang="    "))
-    elif context is None:
-        ui(paint(f"  Unknown model {visible(name)}: neither KeSi's table nor the Models API knows it.", "error"))
-    elif MAX_TOKENS and most and MAX_TOKENS > most:
-        ui(paint(f"  KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(name)} can write ({most:,}).", "error"))
-    elif MAX_BUDGET_USD is not None and price_for(name) is None:
-        ui(paint(f"  --max-budget-usd needs a price for {visible(name)}; KESI_PRICES can set one.", "error"))
+    elif refusal:
+        ui(paint(f"  {refusal}", "error"))
     else:
         MODEL, prices = name, price_for(name)
         price = f"${prices['input']:g} in, ${prices['output']:g} out per million tokens" if prices else "no price"
@@ -7138,6 +7136,7 @@ def switch_model(name: str) -> None:
 
 COMMAND_FILE = re.compile(r"([A-Za-z0-9][\w-]{0,63})\.md", re.ASCII)   # a name safe to show, type and complete
 FRONT_MATTER = re.compile(r"\ufeff?---[ \t]*\r?\n(.*?)^---[ \t]*$", re.DOTALL | re.MULTILINE)
+FIELD = re.compile(r"^([\w-]+)[ \t]*:[ \t]*(.*?)\s*$", re.MULTILINE)     # key: value, the simple part of YAML
 MAX_COMMAND_BYTES = 100_000
 
 
@@ -7146,15 +7145,21 @@ class CommandFile:
     project: bool            # from .kesi/commands, else yours
     fields: dict             # its front matter: description, allowed-tools
     prompt: str = ""
+    rules: list = field(default_factory=list)     # what its allowed-tools allow for its turn
     problem: str = ""        # why it cannot be used
 
 
 def custom_commands() -> dict[str, CommandFile]:
-    """Read fresh; yours win over the project's of the same name, built-ins over both."""
+    """Read fresh; yours win over the project's of the same name, built-ins over both. .kesi/commands is opened
+    with O_NOFOLLOW (BASE_DIR is resolved): a repository's link could lead to Markdown files elsewhere on the disk."""
     found = {}
     for project in (True, False):
         with contextlib.suppress(OSError):
-            folder = commands_folder(project)
+            if project:
+                with JailEntry(os.open(BASE_DIR / ".kesi", FOLDER_FLAGS), "commands", BASE_DIR, None) as kesi:
+                    folder = kesi.open(FOLDER_FLAGS)
+            else:
+                folder = os.open(user_config_folder() / "commands", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
                 for file in filter(None, map(COMMAND_FILE.fullmatch, os.listdir(folder))):
                     found[file[1]] = read_command_file(folder, file[0], project)
@@ -7163,71 +7168,54 @@ def custom_commands() -> dict[str, CommandFile]:
     return {name: found[name] for name in sorted(found) if f"/{name}" not in SLASH_COMMANDS}
 
 
-def commands_folder(project: bool) -> int:
-    """A descriptor of your commands folder, or of .kesi/commands opened with O_NOFOLLOW (BASE_DIR is resolved):
-    a repository's link could lead to Markdown files elsewhere on the disk. Raises OSError."""
-    if not project:
-        return os.open(user_config_folder() / "commands", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    kesi_fd = os.open(BASE_DIR / ".kesi", FOLDER_FLAGS)
-    try:
-        return os.open("commands", FOLDER_FLAGS, dir_fd=kesi_fd)
-    finally:
-        os.close(kesi_fd)
-
-
 def read_command_file(folder: int, file: str, project: bool) -> CommandFile:
-    """Front matter: `key: value` lines between two '---' lines (the simple part of YAML), before the prompt."""
+    """Front matter between '---' lines, then the prompt. allowed-tools count only in yours: what a project's file
+    allows would be the repository's choice, not yours."""
     where = visible(f"{'.kesi' if project else user_config_folder()}/commands/{file}")
     try:        # yours may be a link (to your dotfiles), the project's may not
         fd = os.open(file, FILE_FLAGS if project else FILE_FLAGS & ~os.O_NOFOLLOW, dir_fd=folder)
         with os.fdopen(fd, "rb") as f:
             data = f.read(MAX_COMMAND_BYTES + 1) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
         text = data.decode("utf-8") if len(data) <= MAX_COMMAND_BYTES else ""
-    except OSError as exc:
-        return CommandFile(project, {}, problem=f"cannot read {where}: {exc.strerror or exc}")
-    except UnicodeDecodeError:
-        return CommandFile(project, {}, problem=f"{where} is not UTF-8 text")
+    except (OSError, UnicodeError) as exc:
+        why = "not UTF-8 text" if isinstance(exc, UnicodeError) else exc.strerror or exc
+        return CommandFile(project, {}, problem=f"cannot read {where}: {why}")
     head = FRONT_MATTER.match(text)
-    fields = {key.strip().lower(): value.strip().strip("'\"") for key, colon, value
-              in (line.partition(":") for line in (head[1] if head else "").splitlines()) if colon}
-    prompt = text[head.end() if head else 0:].strip()
-    return CommandFile(project, fields, prompt, "" if prompt else
-                       f"{where} is not a regular file with a prompt of at most {MAX_COMMAND_BYTES:,} bytes")
+    fields = {key.lower(): value.strip("'\"") for key, value in re.findall(FIELD, head[1] if head else "")}
+    prompt, allowed = text[head.end() if head else 0:].strip(), fields.get("allowed-tools", "").strip("[]")
+    try:
+        rules = command_line_rules([allowed] if allowed and not project else [], [])[0]
+    except SettingError as exc:
+        return CommandFile(project, fields, problem=f"{where}: {exc}".replace("--allowed-tools", "allowed-tools"))
+    return CommandFile(project, fields, prompt, [Rule(r.kind, r.text, f"/{file[:-3]}") for r in rules],
+                       "" if prompt else f"{where} is not a file with a prompt of at most {MAX_COMMAND_BYTES:,} bytes")
 
 
 def expand_arguments(text: str, arguments: str) -> str:
-    """$ARGUMENTS: all as typed; $1, $2...: the words as a shell splits them. Unplaced ones go after the text."""
-    if arguments and not re.search(r"\$(ARGUMENTS|[1-9])", text):
+    """$ARGUMENTS: all as typed; $1, $2...: the words as a shell splits them."""
+    if arguments and not re.search(r"\$(ARGUMENTS|[1-9])", text):      # as Claude Code, they go after the text
         return f"{text}\n\nARGUMENTS: {arguments}"
-    try:
+    words = arguments.split()
+    with contextlib.suppress(ValueError):      # else an unclosed quote: split at spaces
         words = shlex.split(arguments)
-    except ValueError:      # an unclosed quote
-        words = arguments.split()
-    word = lambda n: words[n - 1] if n <= len(words) else ""
-    return re.sub(r"\$(ARGUMENTS|[1-9]\d*)", lambda m: arguments if m[1] == "ARGUMENTS" else word(int(m[1])), text)
+    values = {"ARGUMENTS": arguments, **{str(number): word for number, word in enumerate(words, 1)}}
+    return re.sub(r"\$(ARGUMENTS|[1-9]\d*)", lambda m: values.get(m[1], ""), text)
 
 
 def run_custom_command(name: str, arguments: str, client, history: list[dict]) -> bool:
-    """/name: the file's prompt, arguments filled in; its allowed-tools hold for the turn, only if the file is yours:
-    what a project's file allows would be the repository's choice. False: no such command."""
+    """/name: the file's prompt, arguments filled in, its allowed-tools allowed for the turn. False: no such file."""
     if (command := custom_commands().get(name)) is None:
         return False
-    allowed = command.fields.get("allowed-tools", "") if not command.problem else ""
-    if command.project and allowed:
-        ui(paint(f"  (/{name}: allowed-tools ignored: a project's command cannot allow anything)", "quiet"))
-    try:
-        rules = command_line_rules([allowed.strip("[]")] if allowed and not command.project else [], [])[0]
-    except SettingError as exc:
-        command.problem = str(exc).replace("--allowed-tools", "allowed-tools")
     if command.problem:
-        ui(paint(f"  /{name}: {visible(command.problem)}", "error"))
+        ui(paint(f"  /{name}: {command.problem}", "error"))
         return True
-    rules = [Rule(rule.kind, rule.text, f"/{name} allowed-tools") for rule in rules]
-    COMMAND_LINE_RULES.extend(rules)
+    if command.project and command.fields.get("allowed-tools"):
+        ui(paint(f"  (/{name}: allowed-tools ignored: a project's command cannot allow anything)", "quiet"))
+    COMMAND_LINE_RULES.extend(command.rules)
     try:
         run_turn(client, history, attach_mentions(expand_arguments(command.prompt, arguments)))
     finally:
-        COMMAND_LINE_RULES[:] = [rule for rule in COMMAND_LINE_RULES if rule not in rules]
+        COMMAND_LINE_RULES[:] = [rule for rule in COMMAND_LINE_RULES if rule not in command.rules]
     return True
 
 
