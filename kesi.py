@@ -7059,8 +7059,7 @@ def complete(word: str, state: int) -> str | None:
     return COMPLETIONS[state] if state < len(COMPLETIONS) else None
 
 
-def completions(word: str, at_line_start: bool, before: str = "") -> list[str]:
-    """before: the line up to the word; after '/model ' the word is a model's name."""
+def completions(word: str, at_line_start: bool, before: str = "") -> list[str]:     # before: the line up to word
     if word.startswith("/") and at_line_start:
         names = [*SLASH_COMMANDS, *(f"/{name}" for name in custom_commands())]
         return [name + " " for name in names if name.startswith(word)]
@@ -7112,12 +7111,11 @@ def save_prompt_history() -> None:
         ui(f"  (prompt history not saved: {exc})")
 
 
-# --- /model, and your own /commands -----------------------------------------------
-# /model changes the global MODEL between turns: prices, limits, the cache minimum, the context window and the budget
-# read it at each request. Your own commands are Markdown prompts, as in Claude Code's .claude/commands.
+# --- /model, and your own /commands: Markdown prompts, as Claude Code's .claude/commands -------------------------
 
 def switch_model(name: str) -> None:
-    """/model: the current model and the known ones, or switch to one that passes the checks start-up makes."""
+    """/model: the current model and the known ones, or switch to one that passes the checks start-up makes. Prices,
+    limits, the cache minimum, the context window and the budget read MODEL at each request."""
     global MODEL
     context, most, _ = model_limits(name) if name else (None, None, False)
     refusal = (f"Unknown model {visible(name)}: neither KeSi's table nor the Models API knows it." if context is None
@@ -7138,15 +7136,9 @@ COMMAND_FILE = re.compile(r"([A-Za-z0-9][\w-]{0,63})\.md", re.ASCII)   # a name 
 FRONT_MATTER = re.compile(r"\ufeff?---[ \t]*\r?\n(.*?)^---[ \t]*$", re.DOTALL | re.MULTILINE)
 FIELD = re.compile(r"^([\w-]+)[ \t]*:[ \t]*(.*?)\s*$", re.MULTILINE)     # key: value, the simple part of YAML
 MAX_COMMAND_BYTES = 100_000
-
-
-@dataclass
-class CommandFile:
-    project: bool            # from .kesi/commands, else yours
-    fields: dict             # its front matter: description, allowed-tools
-    prompt: str = ""
-    rules: list = field(default_factory=list)     # what its allowed-tools allow for its turn
-    problem: str = ""        # why it cannot be used
+# A command file: from .kesi/commands (else yours), its front matter, prompt, allowed-tools rules, why it is unusable.
+CommandFile = typing.NamedTuple("CommandFile", [("project", bool), ("fields", dict), ("prompt", str),
+                                                ("rules", list), ("problem", str)])
 
 
 def custom_commands() -> dict[str, CommandFile]:
@@ -7173,20 +7165,19 @@ def read_command_file(folder: int, file: str, project: bool) -> CommandFile:
     allows would be the repository's choice, not yours."""
     where = visible(f"{'.kesi' if project else user_config_folder()}/commands/{file}")
     try:        # yours may be a link (to your dotfiles), the project's may not
-        fd = os.open(file, FILE_FLAGS if project else FILE_FLAGS & ~os.O_NOFOLLOW, dir_fd=folder)
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(MAX_COMMAND_BYTES + 1) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        with open(os.open(file, FILE_FLAGS if project else FILE_FLAGS & ~os.O_NOFOLLOW, dir_fd=folder), "rb") as f:
+            data = f.read(MAX_COMMAND_BYTES + 1) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
         text = data.decode("utf-8") if len(data) <= MAX_COMMAND_BYTES else ""
     except (OSError, UnicodeError) as exc:
         why = "not UTF-8 text" if isinstance(exc, UnicodeError) else exc.strerror or exc
-        return CommandFile(project, {}, problem=f"cannot read {where}: {why}")
+        return CommandFile(project, {}, "", [], f"cannot read {where}: {why}")
     head = FRONT_MATTER.match(text)
     fields = {key.lower(): value.strip("'\"") for key, value in re.findall(FIELD, head[1] if head else "")}
     prompt, allowed = text[head.end() if head else 0:].strip(), fields.get("allowed-tools", "").strip("[]")
     try:
         rules = command_line_rules([allowed] if allowed and not project else [], [])[0]
     except SettingError as exc:
-        return CommandFile(project, fields, problem=f"{where}: {exc}".replace("--allowed-tools", "allowed-tools"))
+        return CommandFile(project, fields, "", [], f"{where}: {exc}".replace("--allowed-tools", "allowed-tools"))
     return CommandFile(project, fields, prompt, [Rule(r.kind, r.text, f"/{file[:-3]}") for r in rules],
                        "" if prompt else f"{where} is not a file with a prompt of at most {MAX_COMMAND_BYTES:,} bytes")
 
