@@ -6843,10 +6843,9 @@ def show_cost() -> None:
         ui(f"  cache served {METER.cache_share():.0%} of input tokens")
     models = sorted({call["model"] for call in METER.calls})
     for model in models if len(models) > 1 else ():      # after a /model switch
-        part = Meter()
-        part.calls = [call for call in METER.calls if call["model"] == model]
-        text = f"{len(part.calls)} request{'s' * (len(part.calls) > 1)}, {part.token_text()}, {part.cost_text()}"
-        ui(wrapped(f"    {visible(model)}: {text}", hang="      "))
+        sub = Meter()
+        sub.calls = [call for call in METER.calls if call["model"] == model]
+        ui(wrapped(f"    {visible(model)}: requests {len(sub.calls)}, {sub.token_text()}, {sub.cost_text()}", "      "))
     ui(wrapped(f"  total {METER.cost_text()} (an estimate at list prices; the Console has the real bill)"))
 
 
@@ -7003,7 +7002,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         show_log(argument)
     elif name == "/model":
         switch_model(argument)
-    elif not run_custom_command(name[1:], argument, client, history):
+    elif not run_custom_command(name, argument, client, history):
         ui(f"  Unknown command {visible(name)}. /help lists them.")
     return True
 
@@ -7054,18 +7053,16 @@ MAX_HISTORY_BYTES, MAX_HISTORY_ENTRIES = 1_000_000, 1000
 def complete(word: str, state: int) -> str | None:
     """readline asks for match 0, 1, 2, ... of the word at the cursor, until None."""
     if state == 0:
-        start = readline.get_begidx()
-        COMPLETIONS[:] = completions(word, start == 0, readline.get_line_buffer()[:start])
+        COMPLETIONS[:] = completions(word, readline.get_line_buffer()[:readline.get_begidx()])
     return COMPLETIONS[state] if state < len(COMPLETIONS) else None
 
 
-def completions(word: str, at_line_start: bool, before: str = "") -> list[str]:     # before: the line up to word
-    if word.startswith("/") and at_line_start:
-        names = [*SLASH_COMMANDS, *(f"/{name}" for name in custom_commands())]
-        return [name + " " for name in names if name.startswith(word)]
-    if before.strip() == "/model":
-        return [name + " " for name in MODELS if name.startswith(word)]
-    return path_completions(word[1:]) if word.startswith("@") else []
+def completions(word: str, before: str) -> list[str]:
+    """before: the line up to the word; a /command starts the line, a model's name follows /model."""
+    if word.startswith("@"):
+        return path_completions(word[1:])
+    names = (MODELS if before.strip() == "/model" else ()) if before else [*SLASH_COMMANDS, *custom_commands()]
+    return [name + " " for name in names if name.startswith(word)]
 
 
 def path_completions(typed: str) -> list[str]:
@@ -7114,8 +7111,7 @@ def save_prompt_history() -> None:
 # --- /model, and your own /commands: Markdown prompts, as Claude Code's .claude/commands -------------------------
 
 def switch_model(name: str) -> None:
-    """/model: the current model and the known ones, or switch to one that passes the checks start-up makes. Prices,
-    limits, the cache minimum, the context window and the budget read MODEL at each request."""
+    """/model: the models, or switch to one that passes start-up's checks (prices, limits, budget read MODEL anew)."""
     global MODEL
     context, most, _ = model_limits(name) if name else (None, None, False)
     refusal = (f"Unknown model {visible(name)}: neither KeSi's table nor the Models API knows it." if context is None
@@ -7154,15 +7150,14 @@ def custom_commands() -> dict[str, CommandFile]:
                 folder = os.open(user_config_folder() / "commands", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
                 for file in filter(None, map(COMMAND_FILE.fullmatch, os.listdir(folder))):
-                    found[file[1]] = read_command_file(folder, file[0], project)
+                    found[f"/{file[1]}"] = read_command_file(folder, file[0], project)
             finally:
                 os.close(folder)
-    return {name: found[name] for name in sorted(found) if f"/{name}" not in SLASH_COMMANDS}
+    return {name: found[name] for name in sorted(found) if name not in SLASH_COMMANDS}
 
 
 def read_command_file(folder: int, file: str, project: bool) -> CommandFile:
-    """Front matter between '---' lines, then the prompt. allowed-tools count only in yours: what a project's file
-    allows would be the repository's choice, not yours."""
+    """Front matter, then the prompt; allowed-tools only count in yours (a project's are the repository's choice)."""
     where = visible(f"{'.kesi' if project else user_config_folder()}/commands/{file}")
     try:        # yours may be a link (to your dotfiles), the project's may not
         with open(os.open(file, FILE_FLAGS if project else FILE_FLAGS & ~os.O_NOFOLLOW, dir_fd=folder), "rb") as f:
@@ -7198,10 +7193,10 @@ def run_custom_command(name: str, arguments: str, client, history: list[dict]) -
     if (command := custom_commands().get(name)) is None:
         return False
     if command.problem:
-        ui(paint(f"  /{name}: {command.problem}", "error"))
+        ui(paint(f"  {name}: {command.problem}", "error"))
         return True
     if command.project and command.fields.get("allowed-tools"):
-        ui(paint(f"  (/{name}: allowed-tools ignored: a project's command cannot allow anything)", "quiet"))
+        ui(paint(f"  ({name}: allowed-tools ignored: a project's command cannot allow anything)", "quiet"))
     COMMAND_LINE_RULES.extend(command.rules)
     try:
         run_turn(client, history, attach_mentions(expand_arguments(command.prompt, arguments)))
@@ -7214,7 +7209,7 @@ def show_help() -> None:
     ui(HELP.format(modes=", ".join(PERMISSION_MODES), user_commands=visible(user_config_folder() / "commands")))
     for name, command in custom_commands().items():
         about = command.problem or command.fields.get("description", "")
-        ui(f"  /{name:<21} {one_line(shorten(about, 90))} ({'project' if command.project else 'yours'})")
+        ui(f"  {name:<22} {one_line(shorten(about, 90))} ({'project' if command.project else 'yours'})")
 
 
 if __name__ == "__main__":

@@ -43,8 +43,8 @@ def test_model_switches_the_next_request_its_limits_and_prices_and_cost_splits_b
         assert call["cost"] == sum(call[k] * prices[k] for k in ("input", "output", "cache_read")) / 1e6 + \
             call["cache_write"] * prices["cache_write"] / 1e6
     haiku, sonnet = calls[0]["cost"], calls[1]["cost"] + calls[2]["cost"]
-    assert f"claude-haiku-4-5: 1 request, input {calls[0]['input']:,}" in out and f"${haiku:.4f}" in out
-    assert "claude-sonnet-5-5: 2 requests" in out and f"${sonnet:.4f}" in out
+    assert f"claude-haiku-4-5: requests 1, input {calls[0]['input']:,}" in out and f"${haiku:.4f}" in out
+    assert "claude-sonnet-5-5: requests 2, input" in out and f"${sonnet:.4f}" in out
     assert f"total ${haiku + sonnet:.4f}" in out
 
 
