@@ -6998,10 +6998,8 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
             save_session(history)
     elif name == "/resume":
         show_or_resume(argument, history)
-    elif name == "/log":
-        show_log(argument)
-    elif name == "/model":
-        switch_model(argument)
+    elif name in ("/log", "/model"):
+        (show_log if name == "/log" else switch_model)(argument)
     elif not run_custom_command(name, argument, client, history):
         ui(f"  Unknown command {visible(name)}. /help lists them.")
     return True
@@ -7138,8 +7136,7 @@ CommandFile = typing.NamedTuple("CommandFile", [("project", bool), ("fields", di
 
 
 def custom_commands() -> dict[str, CommandFile]:
-    """Read fresh; yours win over the project's of the same name, built-ins over both. .kesi/commands is opened
-    with O_NOFOLLOW (BASE_DIR is resolved): a repository's link could lead to Markdown files elsewhere on the disk."""
+    """Read fresh: yours win over the project's, built-ins over both. No link in the repository's .kesi is followed."""
     found = {}
     for project in (True, False):
         with contextlib.suppress(OSError):
@@ -7163,9 +7160,8 @@ def read_command_file(folder: int, file: str, project: bool) -> CommandFile:
         with open(os.open(file, FILE_FLAGS if project else FILE_FLAGS & ~os.O_NOFOLLOW, dir_fd=folder), "rb") as f:
             data = f.read(MAX_COMMAND_BYTES + 1) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
         text = data.decode("utf-8") if len(data) <= MAX_COMMAND_BYTES else ""
-    except (OSError, UnicodeError) as exc:
-        why = "not UTF-8 text" if isinstance(exc, UnicodeError) else exc.strerror or exc
-        return CommandFile(project, {}, "", [], f"cannot read {where}: {why}")
+    except (OSError, UnicodeError) as exc:     # UnicodeDecodeError has no strerror
+        return CommandFile(project, {}, "", [], f"cannot read {where}: {getattr(exc, 'strerror', 0) or 'not UTF-8'}")
     head = FRONT_MATTER.match(text)
     fields = {key.lower(): value.strip("'\"") for key, value in re.findall(FIELD, head[1] if head else "")}
     prompt, allowed = text[head.end() if head else 0:].strip(), fields.get("allowed-tools", "").strip("[]")

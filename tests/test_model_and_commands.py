@@ -100,8 +100,8 @@ def test_a_command_file_becomes_the_prompt_with_its_arguments_and_help_lists_it(
     assert "/explain" in out and "(project)" in out and "/not ok" not in out
     assert not re.search(r"/cost +\(project\)", out)
     assert "0 requests" not in out and "2 requests this session" in out              # /cost was the built-in
-    assert "/bad: cannot read .kesi/commands/bad.md: not UTF-8 text" in out
-    assert out.count(".kesi/commands/bad.md: not UTF-8 text") == 2              # in /help and when used
+    assert "/bad: cannot read .kesi/commands/bad.md: not UTF-8" in out
+    assert out.count(".kesi/commands/bad.md: not UTF-8") == 2              # in /help and when used
     assert "Unknown command /nope" in out and len(mock.requests) == 2
 
 
