@@ -7107,19 +7107,19 @@ def save_prompt_history() -> None:
 
 
 # --- /model, and your own /commands: Markdown prompts, as Claude Code's .claude/commands -------------------------
-
 def switch_model(name: str) -> None:
     """/model: the models, or switch to one that passes start-up's checks (prices, limits, budget read MODEL anew)."""
     global MODEL
     context, most, _ = model_limits(name) if name else (None, None, False)
-    refusal = (f"Unknown model {visible(name)}: neither KeSi's table nor the Models API knows it." if context is None
-               else f"KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(name)} can write ({most:,})."
-               if MAX_TOKENS and most and MAX_TOKENS > most else f"--max-budget-usd needs a price for "
-               f"{visible(name)}; KESI_PRICES can set one." if MAX_BUDGET_USD and not price_for(name) else "")
+    why = ("neither KeSi's table nor the Models API knows it" if context is None
+           else f"KESI_MAX_TOKENS={MAX_TOKENS} is more than it can write ({most:,} tokens)"
+           if MAX_TOKENS and most and MAX_TOKENS > most
+           else "--max-budget-usd needs its price, and none is known (KESI_PRICES sets one)"
+           if MAX_BUDGET_USD and not price_for(name) else "")
     if not name:
         ui(wrapped(f"  model: {visible(MODEL)}\n  known: {', '.join(MODELS)}", hang="    "))
-    elif refusal:
-        ui(paint(f"  {refusal}", "error"))
+    elif why:
+        ui(paint(wrapped(f"  Not switched to {visible(name)}: {why}.", hang="    "), "error"))
     else:
         MODEL, prices = name, price_for(name)
         price = f"${prices['input']:g} in, ${prices['output']:g} out per million tokens" if prices else "no price"

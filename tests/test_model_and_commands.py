@@ -34,7 +34,7 @@ def test_model_switches_the_next_request_its_limits_and_prices_and_cost_splits_b
     assert "model: claude-haiku-4-5" in out and "claude-opus-4-7" in out            # /model: current and known
     assert "(1,000,000 tokens of context, $2 in, $10 out per million tokens)" in out
     assert "of 1,000,000 tokens" in out                                               # /context too
-    assert "Unknown model no-such-model" in out
+    assert "Not switched to no-such-model: neither KeSi's table nor the Models API knows it." in out
     # Each request is priced at its own model's price, and /cost splits the session by model.
     calls = kesi.METER.calls
     assert [c["model"] for c in calls] == models_sent(mock)
@@ -53,7 +53,7 @@ def test_model_takes_a_name_the_models_api_knows_unless_the_budget_needs_a_price
     with MockAPI(["one", "two"], models=extra) as mock:
         code, out, _ = main_in_process(["--max-budget-usd", "5"], "first\n/model claude-house-1\nsecond\n", mock)
     assert code == 0 and models_sent(mock) == ["claude-haiku-4-5"] * 2
-    assert "--max-budget-usd needs a price for claude-house-1" in out
+    assert "Not switched to claude-house-1: --max-budget-usd needs its price, and none is known" in out
     with MockAPI(["one"], models=extra) as mock:
         code, out, _ = main_in_process([], "/model claude-house-1\nfirst\n/cost\n", mock)
     assert code == 0 and models_sent(mock) == ["claude-house-1"]
@@ -66,7 +66,7 @@ def test_model_refuses_a_model_below_kesi_max_tokens(main_in_process):
         code, out, _ = main_in_process(["--model", "claude-sonnet-5-5"], "/model claude-haiku-4-5\nfirst\n", mock,
                                        KESI_MAX_TOKENS="100000")
     assert code == 0 and models_sent(mock) == ["claude-sonnet-5-5"]
-    assert "KESI_MAX_TOKENS=100000 is above the most claude-haiku-4-5 can write (64,000)" in out
+    assert "Not switched to claude-haiku-4-5: KESI_MAX_TOKENS=100000 is more than it can write (64,000 tokens)" in out
 
 
 def test_a_session_switched_to_another_model_continues(main_in_process):
