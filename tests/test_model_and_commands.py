@@ -136,3 +136,11 @@ def test_tab_completes_your_commands_and_model_names_on_a_terminal(ws, mock_clie
         leave(term)
     assert models_sent(mock) == ["claude-3-7-sonnet"]
     assert prompts_sent(mock) == ["Review notes.md, briefly."]
+
+
+def test_the_budget_prices_the_next_request_at_the_new_models_price(main_in_process):
+    # About 2,400 tokens of prompt: $0.005 at Haiku 4.5's dearest input price, $0.07 at Opus 4.1's.
+    with MockAPI(["one", "two"]) as mock:
+        code, out, _ = main_in_process(["--max-budget-usd", "0.05"], "first\n/model claude-opus-4-1\nsecond\n", mock)
+    assert code == 0 and models_sent(mock) == ["claude-haiku-4-5"]
+    assert "Error: stopped before the next request" in out and "of the $0.0500 budget" in out
