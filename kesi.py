@@ -6698,6 +6698,7 @@ HELP = """  /help                  this list
   /network               which hosts sandboxed commands may reach, and how to add one
   /revoke                forget what you allowed for this session only (escalations, unsaved rules)
   /mode NAME             switch permission mode: {modes}
+  /model [name]          the model and the known ones, or switch to another for this session
   /compact [focus]       summarise the conversation to free context
   /resume [N]            list saved sessions, or continue session N
   /tasks                 background tasks (all are stopped when KeSi exits)
@@ -6707,7 +6708,8 @@ HELP = """  /help                  this list
   A line ending in \\ continues on the next; a line of three double quotes
   starts and ends a multi-line prompt.
   !command runs a command (in the sandbox); its output goes with your next message.
-  @path in a prompt attaches that file. Tab completes /commands and @paths."""
+  @path in a prompt attaches that file. Tab completes /commands and @paths.
+  Your own /commands: NAME.md prompts in .kesi/commands/ or {user_commands}/."""
 MAX_RETRY_WAIT = 30     # seconds; a longer retry-after (a spend limit can ask for hours) is cut to this
 INIT_PROMPT = ("Read this project (its README, build and test files, layout) and write a first AGENTS.md at its root "
                "with write_file: how to build, test and run it, its layout and conventions, in short bullet points. "
@@ -6720,6 +6722,11 @@ def show_cost() -> None:
     ui(f"  {METER.token_text()}")
     if METER.calls:
         ui(f"  cache served {METER.cache_share():.0%} of input tokens")
+    models = sorted({call["model"] for call in METER.calls})
+    for model in models if len(models) > 1 else ():      # after a /model switch
+        sub = Meter()
+        sub.calls = [call for call in METER.calls if call["model"] == model]
+        ui(wrapped(f"    {visible(model)}: requests {len(sub.calls)}, {sub.token_text()}, {sub.cost_text()}", "      "))
     ui(wrapped(f"  total {METER.cost_text()} (an estimate at list prices; the Console has the real bill)"))
 
 
@@ -6828,7 +6835,7 @@ def is_slash_command(line: str) -> bool:
 
 
 # The /commands that only show something.
-SHOWING_COMMANDS = {"/help": lambda: ui(HELP.format(modes=", ".join(PERMISSION_MODES))), "/status": print_startup,
+SHOWING_COMMANDS = {"/help": lambda: show_help(), "/status": print_startup,
                     "/cost": show_cost, "/todo": lambda: ui("  " + visible(render_todos()).replace("\n", "\n  ")),
                     "/permissions": show_permissions, "/network": show_network_policy, "/tasks": show_tasks}
 
@@ -6850,9 +6857,8 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     elif name == "/context":
         show_context(history)
     elif name == "/revoke":
-        GRANTED_COMMANDS.clear()
-        GRANTED_WRITES.clear()
-        GRANTED_ESCALATIONS.clear()
+        for granted in (GRANTED_COMMANDS, GRANTED_WRITES, GRANTED_ESCALATIONS):
+            granted.clear()
         ui("  (all session permissions revoked)")
         stop_tasks_beyond_permission(revoked=True)
     elif name == "/mode" and argument in PERMISSION_MODES:
@@ -6873,9 +6879,9 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
             save_session(history)
     elif name == "/resume":
         show_or_resume(argument, history)
-    elif name == "/log":
-        show_log(argument)
-    else:
+    elif name in ("/log", "/model"):
+        (show_log if name == "/log" else switch_model)(argument)
+    elif not run_custom_command(name, argument, client, history):
         ui(f"  Unknown command {visible(name)}. /help lists them.")
     return True
 
@@ -6926,14 +6932,16 @@ MAX_HISTORY_BYTES, MAX_HISTORY_ENTRIES = 1_000_000, 1000
 def complete(word: str, state: int) -> str | None:
     """readline asks for match 0, 1, 2, ... of the word at the cursor, until None."""
     if state == 0:
-        COMPLETIONS[:] = completions(word, at_line_start=readline.get_begidx() == 0)
+        COMPLETIONS[:] = completions(word, readline.get_line_buffer()[:readline.get_begidx()])
     return COMPLETIONS[state] if state < len(COMPLETIONS) else None
 
 
-def completions(word: str, at_line_start: bool) -> list[str]:
-    if word.startswith("/") and at_line_start:
-        return [name + " " for name in SLASH_COMMANDS if name.startswith(word)]
-    return path_completions(word[1:]) if word.startswith("@") else []
+def completions(word: str, before: str) -> list[str]:
+    """before: the line up to the word; a /command starts the line, a model's name follows /model."""
+    if word.startswith("@"):
+        return path_completions(word[1:])
+    names = (MODELS if before.strip() == "/model" else ()) if before else [*SLASH_COMMANDS, *custom_commands()]
+    return [name + " " for name in names if name.startswith(word)]
 
 
 def path_completions(typed: str) -> list[str]:
@@ -6977,6 +6985,108 @@ def save_prompt_history() -> None:
         os.replace(draft, path)                     # whole or not at all
     except OSError as exc:
         ui(f"  (prompt history not saved: {exc})")
+
+
+# --- /model, and your own /commands: Markdown prompts, as Claude Code's .claude/commands -------------------------
+def switch_model(name: str) -> None:
+    """/model: the models, or switch to one that passes start-up's checks (prices, limits, budget read MODEL anew)."""
+    global MODEL
+    context, most, _ = model_limits(name) if name else (None, None, False)
+    why = ("neither KeSi's table nor the Models API knows it" if context is None
+           else f"KESI_MAX_TOKENS={MAX_TOKENS} is more than it can write ({most:,} tokens)"
+           if MAX_TOKENS and most and MAX_TOKENS > most
+           else "--max-budget-usd needs its price, and none is known (KESI_PRICES sets one)"
+           if MAX_BUDGET_USD and not price_for(name) else "")
+    if not name:
+        ui(wrapped(f"  model: {visible(MODEL)}\n  known: {', '.join(MODELS)}", hang="    "))
+    elif why:
+        ui(paint(wrapped(f"  Not switched to {visible(name)}: {why}.", hang="    "), "error"))
+    else:
+        MODEL, prices = name, price_for(name)
+        price = f"${prices['input']:g} in, ${prices['output']:g} out per million tokens" if prices else "no price"
+        ui(wrapped(f"  model: {visible(name)} from the next request ({context_window():,} tokens of context, {price})"))
+
+
+COMMAND_FILE = re.compile(r"([A-Za-z0-9][\w-]{0,63})\.md", re.ASCII)   # a name safe to show, type and complete
+FRONT_MATTER = re.compile(r"\ufeff?---[ \t]*\r?\n(.*?)^---[ \t]*$", re.DOTALL | re.MULTILINE)
+FIELD = re.compile(r"^([\w-]+)[ \t]*:[ \t]*(.*?)\s*$", re.MULTILINE)     # key: value, the simple part of YAML
+MAX_COMMAND_BYTES = 100_000
+# A command file: from .kesi/commands (else yours), its front matter, prompt, allowed-tools rules, why it is unusable.
+CommandFile = typing.NamedTuple("CommandFile", [("project", bool), ("fields", dict), ("prompt", str),
+                                                ("rules", list), ("problem", str)])
+
+
+def custom_commands() -> dict[str, CommandFile]:
+    """Read fresh: yours win over the project's, built-ins over both. No link in the repository's .kesi is followed."""
+    found = {}
+    for project in (True, False):
+        with contextlib.suppress(OSError):
+            if project:
+                with JailEntry(os.open(BASE_DIR / ".kesi", FOLDER_FLAGS), "commands", BASE_DIR, None) as kesi:
+                    folder = kesi.open(FOLDER_FLAGS)
+            else:
+                folder = os.open(user_config_folder() / "commands", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                for file in filter(None, map(COMMAND_FILE.fullmatch, os.listdir(folder))):
+                    found[f"/{file[1]}"] = read_command_file(folder, file[0], project)
+            finally:
+                os.close(folder)
+    return {name: found[name] for name in sorted(found) if name not in SLASH_COMMANDS}
+
+
+def read_command_file(folder: int, file: str, project: bool) -> CommandFile:
+    """Front matter, then the prompt; allowed-tools only count in yours (a project's are the repository's choice)."""
+    where = visible(f"{'.kesi' if project else user_config_folder()}/commands/{file}")
+    try:        # yours may be a link (to your dotfiles), the project's may not
+        with open(os.open(file, FILE_FLAGS if project else FILE_FLAGS & ~os.O_NOFOLLOW, dir_fd=folder), "rb") as f:
+            data = f.read(MAX_COMMAND_BYTES + 1) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
+        text = data.decode("utf-8") if len(data) <= MAX_COMMAND_BYTES else ""
+    except (OSError, UnicodeError) as exc:     # UnicodeDecodeError has no strerror
+        return CommandFile(project, {}, "", [], f"cannot read {where}: {getattr(exc, 'strerror', 0) or 'not UTF-8'}")
+    head = FRONT_MATTER.match(text)
+    fields = {key.lower(): value.strip("'\"") for key, value in re.findall(FIELD, head[1] if head else "")}
+    prompt, allowed = text[head.end() if head else 0:].strip(), fields.get("allowed-tools", "").strip("[]")
+    try:
+        rules = command_line_rules([allowed] if allowed and not project else [], [])[0]
+    except SettingError as exc:
+        return CommandFile(project, fields, "", [], f"{where}: {exc}".replace("--allowed-tools", "allowed-tools"))
+    return CommandFile(project, fields, prompt, [Rule(r.kind, r.text, f"/{file[:-3]}") for r in rules],
+                       "" if prompt else f"{where} is not a file with a prompt of at most {MAX_COMMAND_BYTES:,} bytes")
+
+
+def expand_arguments(text: str, arguments: str) -> str:
+    """$ARGUMENTS: all as typed; $1, $2...: the words as a shell splits them."""
+    if arguments and not re.search(r"\$(ARGUMENTS|[1-9])", text):      # as Claude Code, they go after the text
+        return f"{text}\n\nARGUMENTS: {arguments}"
+    words = arguments.split()
+    with contextlib.suppress(ValueError):      # else an unclosed quote: split at spaces
+        words = shlex.split(arguments)
+    values = {"ARGUMENTS": arguments, **{str(number): word for number, word in enumerate(words, 1)}}
+    return re.sub(r"\$(ARGUMENTS|[1-9]\d*)", lambda m: values.get(m[1], ""), text)
+
+
+def run_custom_command(name: str, arguments: str, client, history: list[dict]) -> bool:
+    """/name: the file's prompt, arguments filled in, its allowed-tools allowed for the turn. False: no such file."""
+    if (command := custom_commands().get(name)) is None:
+        return False
+    if command.problem:
+        ui(paint(f"  {name}: {command.problem}", "error"))
+        return True
+    if command.project and command.fields.get("allowed-tools"):
+        ui(paint(f"  ({name}: allowed-tools ignored: a project's command cannot allow anything)", "quiet"))
+    COMMAND_LINE_RULES.extend(command.rules)
+    try:
+        run_turn(client, history, attach_mentions(expand_arguments(command.prompt, arguments)))
+    finally:
+        COMMAND_LINE_RULES[:] = [rule for rule in COMMAND_LINE_RULES if rule not in command.rules]
+    return True
+
+
+def show_help() -> None:
+    ui(HELP.format(modes=", ".join(PERMISSION_MODES), user_commands=visible(user_config_folder() / "commands")))
+    for name, command in custom_commands().items():
+        about = command.problem or command.fields.get("description", "")
+        ui(f"  {name:<22} {one_line(shorten(about, 90))} ({'project' if command.project else 'yours'})")
 
 
 if __name__ == "__main__":
