@@ -5328,13 +5328,23 @@ def carried_addresses(ip) -> list:
 
 
 def is_this_machine(ip) -> bool:
-    """Only this machine's addresses can be bound; any error but 'not available' counts as local (ip_nonlocal_bind)."""
+    """An address this machine can bind (any error but 'not available' counts: ip_nonlocal_bind), or one the kernel
+    routes back to it (a `local` route, IPv6 "AnyIP", cannot be bound): then it would send from loopback or itself."""
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
     try:
-        with socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET) as probe:
+        with socket.socket(family) as probe:
             probe.bind((str(ip), 0))
         return True
     except OSError as exc:
-        return exc.errno not in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT)
+        if exc.errno not in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+            return True
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as route:      # connect() on UDP sends nothing: it routes
+            route.connect((str(ip), 9))
+            source = ipaddress.ip_address(route.getsockname()[0].partition("%")[0])
+    except (OSError, ValueError):
+        return False          # no route: nothing there to reach
+    return source.is_loopback or source == ip
 
 
 @dataclass(frozen=True)
