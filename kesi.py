@@ -1291,8 +1291,29 @@ def clip_output(data: bytes, total: int | None = None) -> str:
     if total <= MAX_OUTPUT_BYTES:
         return data.decode("utf-8", errors="replace")
     half = MAX_OUTPUT_BYTES // 2
-    head, tail = data[:half].decode("utf-8", errors="replace"), data[-half:].decode("utf-8", errors="replace")
-    return f"{head}\n(... {total - MAX_OUTPUT_BYTES} bytes omitted ...)\n{tail}"
+    head, tail = whole_words(data[:half], cut_after=True), whole_words(data[-half:], cut_before=True)
+    return (f"{head.decode('utf-8', errors='replace')}\n(... {total - len(head) - len(tail)} bytes omitted ...)\n"
+            f"{tail.decode('utf-8', errors='replace')}")
+
+
+SPACES = b" \t\n\r\x0b\x0c"
+PEM_BEGIN = re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY")
+PEM_END = re.compile(rb"-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----")
+WORD_CUT = 2048       # at most this much of a long unbroken run goes at a cut: a longer credential could show in parts
+
+
+def whole_words(data: bytes, cut_before: bool = False, cut_after: bool = False, most: int | None = WORD_CUT) -> bytes:
+    """data less what a cut before or after it went through: the word (no credential holds a space) or the private
+    key block it split. Masking after a cut then finds every credential whole, or none of it."""
+    if cut_before:
+        end, begin = PEM_END.search(data), PEM_BEGIN.search(data)
+        data = data[end.end():] if end and (not begin or begin.start() > end.start()) else data
+        data = data[min([i for i in map(data.find, SPACES) if i >= 0] + [most or len(data)]):]
+    if cut_after:
+        begins = list(PEM_BEGIN.finditer(data))
+        data = data[:begins[-1].start()] if begins and not PEM_END.search(data, begins[-1].start()) else data
+        data = data[:max([data.rfind(space) + 1 for space in SPACES] + [len(data) - (most or len(data))])]
+    return data
 
 
 RUN_COMMAND_SPEC = spec(
@@ -5190,13 +5211,23 @@ def carried_addresses(ip) -> list:
 
 
 def is_this_machine(ip) -> bool:
-    """Only this machine's addresses can be bound; any error but 'not available' counts as local (ip_nonlocal_bind)."""
+    """An address this machine can bind (any error but 'not available' counts: ip_nonlocal_bind), or one the kernel
+    routes back to it (a `local` route, IPv6 "AnyIP", cannot be bound): then it would send from loopback or itself."""
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
     try:
-        with socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET) as probe:
+        with socket.socket(family) as probe:
             probe.bind((str(ip), 0))
         return True
     except OSError as exc:
-        return exc.errno not in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT)
+        if exc.errno not in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+            return True
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as route:      # connect() on UDP sends nothing: it routes
+            route.connect((str(ip), 9))
+            source = ipaddress.ip_address(route.getsockname()[0].partition("%")[0])
+    except (OSError, ValueError):
+        return False          # no route: nothing there to reach
+    return source.is_loopback or source == ip
 
 
 @dataclass(frozen=True)
@@ -5679,12 +5710,17 @@ def no_such_task(task_id) -> tuple[str, bool]:
 
 
 def new_task_output(task: BackgroundTask) -> str:
-    """What the task printed since the model last looked, clipped and masked."""
+    """What the task printed since the model last looked, clipped and masked; a word it is still printing waits."""
     data, lost = task.output.since(task.shown)
-    task.shown = len(task.output)
-    text = mask_credentials(clip_output(data)) if data else "(no new output)"
+    done = task.proc.poll() is not None and not task.reader.is_alive()
+    ready = data if done else whole_words(data, cut_after=True, most=None)
+    task.shown, held = task.shown + lost + len(ready), len(data) - len(ready)
+    ready = whole_words(ready, cut_before=True) if lost else ready
+    text = mask_credentials(clip_output(ready)) if ready else "(no new output)"
     if lost:
         text = f"(... {lost} earlier bytes were not kept ...)\n" + text
+    if held:
+        text += f"\n({held} bytes of a line still being printed are held back until it ends)"
     return text if text.endswith("\n") else text + "\n"
 
 
@@ -5693,9 +5729,10 @@ def log_task_end(task: BackgroundTask, how: str) -> None:
         return
     task.logged = True
     task.reader.join(timeout=5)        # a task that just ended may still have output in the pipe
-    data, _ = task.output.since(0)
+    data, lost = task.output.since(0)
     audit_command(task.command, how, task.started, time.time() - task.started, task.proc.returncode,
-                  mask_credentials(data.decode("utf-8", errors="replace")), background_task=task.id)
+                  mask_credentials(whole_words(data, cut_before=bool(lost)).decode("utf-8", errors="replace")),
+                  background_task=task.id)
 
 
 def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> None:

@@ -11,6 +11,7 @@ import secrets
 import string
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -113,3 +114,61 @@ def test_masked_before_the_model_and_the_session_file(tmp_path):
 def test_a_key_cut_at_the_end_of_a_pem_block_still_masks_the_rest():
     text = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n(... 9000 bytes omitted ...)"
     assert kesi.mask_credentials(text) == "[masked: private key]"
+
+
+# A cut (the head and tail of long output, a task's output read in pieces or trimmed to its newest bytes) must
+# never split a credential into halves that each pass the mask.
+TOKEN = "ghp_" + "Zq7RtY2uVw9XkP3mN8bL4cD6fG1hJ5sA0eKi"
+
+
+def leaked(text: str) -> bool:
+    """Whether any 12 characters of TOKEN's body are in text."""
+    body = TOKEN[4:]
+    return any(body[i:i + 12] in text for i in range(len(body) - 11))
+
+
+@pytest.mark.parametrize("shift", range(-40, 41, 8))
+def test_a_token_across_the_cut_of_long_output_is_not_shown_in_halves(ws, shift):
+    (ws / "tok.txt").write_text(TOKEN)
+    half = kesi.MAX_OUTPUT_BYTES // 2
+    script = f"t=open('tok.txt').read(); print('A'*{half - 20 + shift}, t, 'B'*9000, t, 'C'*{half - 20 + shift})"
+    (ws / "emit.py").write_text(script)
+    with checklib.sandbox_forced(None):
+        output, _ = kesi.run_command(f"{sys.executable} emit.py")
+    assert "bytes omitted" in output and not leaked(output), output[3900:4100]
+
+
+def test_a_token_printed_across_two_looks_at_a_task_is_masked(ws):
+    (ws / "tok.txt").write_text(TOKEN)
+    (ws / "go").write_text("")
+    with checklib.sandbox_forced(None):
+        kesi.run_command("printf 'start '; head -c 12 tok.txt; while [ -e go ]; do sleep 0.05; done; "
+                         "tail -c +13 tok.txt; echo ' done'", run_in_background=True)
+        task = kesi.BACKGROUND_TASKS[1]
+        while len(task.output) < len("start ") + 12:
+            time.sleep(0.05)
+        first, _ = kesi.background_output(1)
+        (ws / "go").unlink()
+        while task.proc.poll() is None:
+            time.sleep(0.05)
+        second, _ = kesi.background_output(1)
+    assert "start" in first and "held back" in first, first
+    assert "[masked: github token]" in second and " done" in second, second
+    assert not leaked(first + second)
+
+
+def test_a_token_cut_by_the_trim_of_a_tasks_output_is_not_shown(ws, monkeypatch):
+    monkeypatch.setattr(kesi, "MAX_TASK_OUTPUT_BYTES", 1000)
+    (ws / "tok.txt").write_text(TOKEN)
+    (ws / "emit.py").write_text("import sys\nt=open('tok.txt').read()\n"
+                                "sys.stdout.write('x ' + 'A'*3000 + ' ' + t + 'B'*965 + ' end\\n')\n")
+    with checklib.sandbox_forced(None):
+        kesi.run_command(f"{sys.executable} emit.py", run_in_background=True)
+        task = kesi.BACKGROUND_TASKS[1]
+        while task.proc.poll() is None:
+            time.sleep(0.05)
+        seen, _ = kesi.background_output(1)
+        kesi.stop_background_tasks()
+    logged = (checklib.records_of(ws) / "audit.jsonl").read_text()
+    assert "earlier bytes were not kept" in seen and " end" in seen, seen
+    assert not leaked(seen) and not leaked(logged)
