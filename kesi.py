@@ -4208,6 +4208,7 @@ class WorkspaceIndex:
         self.marked: dict[str, dict[str, str]] = {}
         self.watched: dict[int, str] = {}
         self.stale: set[str] = set()          # folders to list again: one below could not be listed
+        self.git_folders: set[tuple[int, int]] = set()   # (device, inode) of each folder seen in a git dir: any name
         self.rebuild()
 
     def rebuild(self) -> None:
@@ -4290,18 +4291,21 @@ class WorkspaceIndex:
         except OSError:
             return None
         try:
-            here = os.fstat(fd).st_ino
+            info = os.fstat(fd)
+            here = info.st_ino
             if inode is not None and here != inode:
                 return None
             wd = self.watch(fd, rel)          # before listing: what comes later is news
-            in_git = ".git" in rel.split("/")
+            if ".git" in rel.split("/") or (info.st_dev, here) in self.git_folders:
+                self.git_folders.add((info.st_dev, here))
             children, marks = {}, {}
             with os.scandir(fd) as listing:
                 for entry in listing:
                     kind = "link" if entry.is_symlink() else "folder" if entry.is_dir(follow_symlinks=False) else "file"
                     if kind == "folder" and not (self.prune and is_ignored_name(entry.name)):
                         children[entry.name] = entry.inode()
-                    if is_env_name(entry.name) or entry.name == ".git" or in_git and entry.name in ("config", "HEAD"):
+                    if is_env_name(entry.name) or entry.name == ".git" or entry.name == "config" and \
+                            (info.st_dev, here) in self.git_folders:
                         marks[entry.name] = kind
         except OSError:
             return None
@@ -4366,8 +4370,8 @@ def workspace_index() -> WorkspaceIndex:
 
 def scan_workspace() -> tuple[list[Path], list[Path]]:
     """(secrets to mask, `.git` files to pin) at any depth; no link: bwrap would mount over its target instead."""
-    found, pointers = [], []
-    for rel, marks in workspace_index().marked.items():
+    found, pointers, index = [], [], workspace_index()
+    for rel, marks in index.marked.items():
         if any(is_env_name(part) for part in rel.split("/")):
             continue                          # inside a folder masked as a whole: no mount can go there
         here = BASE_DIR / rel
@@ -4375,9 +4379,11 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
             if kind != "link" and is_env_name(name):
                 found.append(here / name)
             elif kind != "folder" and name == ".git":       # a `.git` file, or a link to a git dir
-                found += linked_git_configs(here / name)
+                found += (configs := linked_git_configs(here / name))
+                with contextlib.suppress(OSError):        # known under any name it is given later
+                    index.git_folders.update((s.st_dev, s.st_ino) for s in (os.stat(c.parent) for c in configs))
                 pointers += [here / name] if kind == "file" else []
-            elif kind == "file" and name == "config":         # any in .git (a HEAD beside it can be moved away)
+            elif kind == "file" and name == "config":         # any in a git dir, whatever it is called now
                 found.append(here / name)
     return [path for path in found if not path.is_symlink()], pointers
 
@@ -4462,7 +4468,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     # A background task could rename a secret's folder between KeSi's look and bwrap's mounts: those are anchored too.
     argv += anchored_folders(pins[2::3] + ([str(secret) for secret in secrets] if background else [])) + pins
     for secret in secrets:
-        kind = "empty" if secret.name == "config" and ".git" in secret.parts else "dir" if secret.is_dir() else "file"
+        kind = "empty" if secret.name == "config" else "dir" if secret.is_dir() else "file"
         argv += ["--ro-bind", denied[kind], str(secret)]
     # Empty home folders read-only, last: a write to ~ fails loudly, not vanishes (`pip install --user`). Not one
     # holding the workspace, nor one a later tmpfs covers (~ = /home/ann, then /home): bwrap would refuse to start.
