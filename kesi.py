@@ -4756,44 +4756,64 @@ def git_code_paths() -> list[Path]:
     return named + targets
 
 
+# Config keys that name hooks or includes, or a program git runs (a relative path in it is in the work tree).
+GIT_NAMING_KEYS = (r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpass|gitproxy)|include\.path|"
+                   r"includeif\..*\.path|alias\..*|pager\..*|(diff|sequence|web)\.(external|editor|browser)|"
+                   r"gpg\.(.*\.)?program|credential\.(.*\.)?helper|filter\..*\.(clean|smudge|process)|merge\..*\.driver|"
+                   r"diff\..*\.(textconv|command)|(diff|merge)tool\..*\.(cmd|path)|remote\..*\.(uploadpack|receivepack))$")
+
+
 def paths_git_config_names() -> list[Path]:
-    """Hooks folders and includes git's config names, any scope, existing or not; asked again when a file changed."""
-    files = list(dict.fromkeys([*git_config_files(), *_config_names.get("files", [])]))
+    """What git's config names for each work tree: the top, and nested repositories and worktrees (outside dependency
+    folders), each reading its own config and the user's: a relative hooksPath or program is taken from its top."""
+    trees = [BASE_DIR] + [BASE_DIR / rel for rel, marks in workspace_index().marked.items() if ".git" in marks
+                          and rel and not any(is_ignored_name(part) for part in rel.split("/"))]
+    answers = {tree: config_names_of(tree) for tree in trees}
+    _config_names.clear(), _config_names.update(answers)
+    return [path for tree in trees for path in _config_names[tree]["found"]]
+
+
+def config_names_of(tree: Path) -> dict:
+    """One work tree's named paths, existing or not, with the files (and their content) read: git is asked again
+    only when one of them changed."""
+    cached = _config_names.get(tree, {})
+    files = list(dict.fromkeys([*git_config_files(tree), *cached.get("files", [])]))
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("GIT_") or k in ("HOME", "XDG_CONFIG_HOME"))
-    key = [BASE_DIR, env, *((path, read_pointer_file(path, True)) for path in files)]   # before git reads them
-    if _config_names.get("key") == key:
-        return list(_config_names["found"])
-    listed = run_git(["config", "--show-origin", "--null", "--get-regexp",
-                      r"^(core\.hookspath|include\.path|includeif\..*\.path)$"])
-    top = run_git(["rev-parse", "--show-toplevel"])        # git names paths from there, not from where KeSi is
-    top = Path(os.fsdecode(top.stdout.rstrip(b"\n"))) if top and top.returncode == 0 else BASE_DIR
+    key = [env, *((path, read_pointer_file(path, True)) for path in files)]   # before git reads them
+    if cached.get("key") == key:
+        return cached
+    listed = run_git(["-C", str(tree), "config", "--show-origin", "--null", "--get-regexp", GIT_NAMING_KEYS])
+    top = run_git(["-C", str(tree), "rev-parse", "--show-toplevel"]) if tree == BASE_DIR else None
+    top = Path(os.fsdecode(top.stdout.rstrip(b"\n"))) if top and top.returncode == 0 else tree   # git runs from there
     found, origins = [], []
     items = listed.stdout.split(b"\0") if listed else []
     for origin, entry in zip(items[0::2], items[1::2]):
         key_name, _, value = os.fsdecode(entry).partition("\n")
         origin = os.fsdecode(origin)
         origins += [top / origin.removeprefix("file:")] if origin.startswith("file:") else []
-        if value:
-            # A relative hooksPath is taken from the top of the work tree, an include from its file's folder.
-            base = top if key_name == "core.hookspath" else origins[-1].parent if origins else top
-            found.append(Path(os.path.normpath(base / os.path.expanduser(value))))
+        if key_name.startswith("include"):            # from its file's folder
+            found += [origins[-1].parent / os.path.expanduser(value)] if value and origins else []
+        elif key_name == "core.hookspath":
+            found += [top / os.path.expanduser(value)] if value else []
+        else:                                         # a shell command: the paths in it
+            found += [top / os.path.expanduser(word) for word in value.lstrip("!").split()
+                      if "/" in word and not word.startswith("-")]
+    found = [Path(os.path.normpath(path)) for path in found]
     # Files git named that were not in the key (an include) join it as they are now.
     named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]
-    key += [(path, read_pointer_file(path, True)) for path in named]
-    _config_names.update(files=files + named, found=found, key=key)
-    return list(found)
+    return dict(files=files + named, found=found, key=key + [(path, read_pointer_file(path, True)) for path in named])
 
 
-_config_names: dict = {}          # the last answer, and the files (with their content) it came from
+_config_names: dict[Path, dict] = {}          # per work tree: the last answer, and the files it came from
 
 
-def git_config_files() -> list[Path]:
+def git_config_files(tree: Path) -> list[Path]:
     """Where git reads config before includes: system, global, the repository's (HEAD: onbranch) and commondir's."""
     env, home = os.environ, Path(os.path.expanduser("~"))
     files = [Path(env.get("GIT_CONFIG_SYSTEM", "/etc/gitconfig")), Path("/usr/local/etc/gitconfig"),
              Path("/opt/homebrew/etc/gitconfig"), Path(env.get("GIT_CONFIG_GLOBAL", home / ".gitconfig")),
-             Path(env.get("XDG_CONFIG_HOME", home / ".config"), "git", "config"), BASE_DIR / ".git"]
-    folders = [BASE_DIR / ".git", git_dir_of(BASE_DIR / ".git")]
+             Path(env.get("XDG_CONFIG_HOME", home / ".config"), "git", "config"), tree / ".git"]
+    folders = [tree / ".git", git_dir_of(tree / ".git")]
     common = read_pointer_file(folders[-1] / "commondir") if folders[-1] else None
     folders += [folders[-1] / common.strip()] if common else []
     return files + [folder / name for folder in dict.fromkeys(filter(None, folders))

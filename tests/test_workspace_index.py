@@ -94,11 +94,11 @@ def test_git_config_is_read_at_most_once_per_command_and_again_after_a_change(bo
     real = kesi.run_git
     monkeypatch.setattr(kesi, "run_git", lambda args, **kw: (calls.append(args), real(args, **kw))[1])
     sh("true")
-    configs = [args for args in calls if args[0] == "config"]
+    configs = [args for args in calls if "config" in args[:3]]
     assert len(configs) <= 1
     calls.clear()
     sh("true")
-    assert not [args for args in calls if args[0] == "config"]     # nothing changed: nothing asked
+    assert not [args for args in calls if "config" in args[:3]]     # nothing changed: nothing asked
     # The user names a hooks folder in the included file, between commands: the next command sees it.
     (box / "extra.inc").write_text("[core]\n\thooksPath = tools/hooks\n")
     text, failed = kesi.run_command("mkdir -p tools/hooks && echo 'touch /tmp/owned' > tools/hooks/pre-commit")
