@@ -4759,8 +4759,9 @@ def git_code_paths() -> list[Path]:
 # Config keys that name hooks or includes, or a program git runs (a relative path in it is in the work tree).
 GIT_NAMING_KEYS = (r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpass|gitproxy)|include\.path|"
                    r"includeif\..*\.path|alias\..*|pager\..*|(diff|sequence|web)\.(external|editor|browser)|"
-                   r"gpg\.(.*\.)?program|credential\.(.*\.)?helper|filter\..*\.(clean|smudge|process)|merge\..*\.driver|"
-                   r"diff\..*\.(textconv|command)|(diff|merge)tool\..*\.(cmd|path)|remote\..*\.(uploadpack|receivepack))$")
+                   r"gpg\.(.*\.)?program|credential\.(.*\.)?helper|filter\..*\.(clean|smudge|process)|"
+                   r"merge\..*\.driver|diff\..*\.(textconv|command)|(diff|merge)tool\..*\.(cmd|path)|"
+                   r"remote\..*\.(uploadpack|receivepack))$")
 
 
 def paths_git_config_names() -> list[Path]:
@@ -4959,7 +4960,7 @@ def read_control_file(folder_fd: int, name: str) -> bytes:
 
 def restore_git_control(before: GitSnapshot | None, between: bool = False) -> list[str]:
     """Put back what a command changed among the control files (none of it is left to race this), new ones removed.
-    between: what background tasks changed since, but the top .git, read-only to them: a change there is the user's."""
+    between: what background tasks changed since, but the top .git (read-only to tasks no command ran beside)."""
     disarmed = disarm_new_repositories(before)
     if before is None:
         return disarmed             # no repository before: nothing of the user's to put back
@@ -5965,30 +5966,33 @@ def wait_until_sandboxed(proc, paused: list[int]) -> None:
         time.sleep(0.002)
 
 
-_git_baseline: list[tuple] = []     # (workspace, snapshot, ids of the tasks ended then): what the last check left
+# What the last check left: (workspace, snapshot, ids of the tasks ended then, ids of the tasks that ran beside a
+# command: it could hand them a descriptor of its writable .git, so their changes there are put back too).
+_git_baseline: list[tuple] = []
 
 
-def remember_git_state(snapshot: GitSnapshot | None) -> None:
+def remember_git_state(snapshot: GitSnapshot | None, after_command: bool = False) -> None:
     ended = {task.id for task in BACKGROUND_TASKS.values() if task.proc.poll() is not None}
-    _git_baseline[:] = [(BASE_DIR, snapshot, ended)]
+    armed = {*(_git_baseline[0][3] if _git_baseline else ()), *(BACKGROUND_TASKS if after_command else ())} - ended
+    _git_baseline[:] = [(BASE_DIR, snapshot, ended, armed)]
 
 
 def check_git_control(before: GitSnapshot | None) -> str:
     """After a command: put back what it changed (tasks paused: none plants while KeSi looks); a notice or ""."""
     with background_tasks_paused():
         restored = restore_git_control(before)
-        remember_git_state(before)
+        remember_git_state(before, after_command=True)
     return put_back_notice(restored, ": git's control files run code later, outside the sandbox, so commands may "
                                      "not change them; ask the user to do it")
 
 
 def undo_background_changes() -> str:
     """With tasks paused: put back what they changed in git since the last check; a notice naming them, or ""."""
-    base, snapshot, ended = _git_baseline[0] if _git_baseline else (None, None, set())
+    base, snapshot, ended, armed = _git_baseline[0] if _git_baseline else (None, None, set(), set())
     tasks = [task for task in BACKGROUND_TASKS.values() if task.id not in ended and base == BASE_DIR]
     if not tasks:
         return ""
-    restored = restore_git_control(snapshot, between=True)
+    restored = restore_git_control(snapshot, between=not armed & {task.id for task in tasks})
     remember_git_state(snapshot)
     named = ", ".join(f"{task.id} ({visible(shorten(task.command, 40))})" for task in tasks)
     return put_back_notice(restored, f", which background task {named} changed between commands: git's "

@@ -1179,8 +1179,8 @@ def fsmonitor_program(root: Path, monkeypatch, name: str = "tools/fsmon.sh") -> 
 
 
 OTHER_WORK_TREES = {     # (prepare, what a command plants, where the person runs git later)
-    "a linked worktree's relative hooksPath": (linked_worktree, "mkdir -p wt/.githooks && " + HOOK.format("wt/.githooks"),
-                                               "wt"),
+    "a linked worktree's relative hooksPath": (
+        linked_worktree, "mkdir -p wt/.githooks && " + HOOK.format("wt/.githooks"), "wt"),
     "the global hooksPath in a nested repository": (
         global_hooks_path, "mkdir -p vendor/lib/.githooks && " + HOOK.format("vendor/lib/.githooks"), "vendor/lib"),
     "a work-tree fsmonitor program": (fsmonitor_program, "echo 'touch PWNED' >> tools/fsmon.sh", ""),
