@@ -4291,21 +4291,19 @@ class WorkspaceIndex:
         except OSError:
             return None
         try:
-            info = os.fstat(fd)
-            here = info.st_ino
+            here = (info := os.fstat(fd)).st_ino
             if inode is not None and here != inode:
                 return None
             wd = self.watch(fd, rel)          # before listing: what comes later is news
-            if ".git" in rel.split("/") or (info.st_dev, here) in self.git_folders:
-                self.git_folders.add((info.st_dev, here))
+            in_git = ".git" in rel.split("/") or (info.st_dev, here) in self.git_folders
+            self.git_folders.update([(info.st_dev, here)] if in_git else [])
             children, marks = {}, {}
             with os.scandir(fd) as listing:
                 for entry in listing:
                     kind = "link" if entry.is_symlink() else "folder" if entry.is_dir(follow_symlinks=False) else "file"
                     if kind == "folder" and not (self.prune and is_ignored_name(entry.name)):
                         children[entry.name] = entry.inode()
-                    if is_env_name(entry.name) or entry.name == ".git" or entry.name == "config" and \
-                            (info.st_dev, here) in self.git_folders:
+                    if is_env_name(entry.name) or entry.name == ".git" or in_git and entry.name == "config":
                         marks[entry.name] = kind
         except OSError:
             return None
@@ -4769,14 +4767,12 @@ def paths_git_config_names() -> list[Path]:
     folders), each reading its own config and the user's: a relative hooksPath or program is taken from its top."""
     trees = [BASE_DIR] + [BASE_DIR / rel for rel, marks in workspace_index().marked.items() if ".git" in marks
                           and rel and not any(is_ignored_name(part) for part in rel.split("/"))]
-    answers = {tree: config_names_of(tree) for tree in trees}
-    _config_names.clear(), _config_names.update(answers)
-    return [path for tree in trees for path in _config_names[tree]["found"]]
+    _config_names.update(answers := {tree: config_names_of(tree) for tree in trees})
+    return [path for answer in answers.values() for path in answer["found"]]
 
 
 def config_names_of(tree: Path) -> dict:
-    """One work tree's named paths, existing or not, with the files (and their content) read: git is asked again
-    only when one of them changed."""
+    """One work tree's named paths (existing or not) and the files read, with their content: asked when one changed."""
     cached = _config_names.get(tree, {})
     files = list(dict.fromkeys([*git_config_files(tree), *cached.get("files", [])]))
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("GIT_") or k in ("HOME", "XDG_CONFIG_HOME"))
@@ -4792,14 +4788,11 @@ def config_names_of(tree: Path) -> dict:
         key_name, _, value = os.fsdecode(entry).partition("\n")
         origin = os.fsdecode(origin)
         origins += [top / origin.removeprefix("file:")] if origin.startswith("file:") else []
-        if key_name.startswith("include"):            # from its file's folder
-            found += [origins[-1].parent / os.path.expanduser(value)] if value and origins else []
-        elif key_name == "core.hookspath":
-            found += [top / os.path.expanduser(value)] if value else []
-        else:                                         # a shell command: the paths in it
-            found += [top / os.path.expanduser(word) for word in value.lstrip("!").split()
-                      if "/" in word and not word.startswith("-")]
-    found = [Path(os.path.normpath(path)) for path in found]
+        # A folder or file named; else a shell command (the paths in it). An include is read from its file's folder.
+        words = [value] if key_name.startswith("include") or key_name == "core.hookspath" else \
+            [word for word in value.lstrip("!").split() if "/" in word and not word.startswith("-")]
+        base = origins[-1].parent if key_name.startswith("include") and origins else top
+        found += [Path(os.path.normpath(base / os.path.expanduser(word))) for word in words if word]
     # Files git named that were not in the key (an include) join it as they are now.
     named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]
     return dict(files=files + named, found=found, key=key + [(path, read_pointer_file(path, True)) for path in named])
@@ -5966,15 +5959,13 @@ def wait_until_sandboxed(proc, paused: list[int]) -> None:
         time.sleep(0.002)
 
 
-# What the last check left: (workspace, snapshot, ids of the tasks ended then, ids of the tasks that ran beside a
-# command: it could hand them a descriptor of its writable .git, so their changes there are put back too).
-_git_baseline: list[tuple] = []
+_git_baseline: list[tuple] = []     # the last check's (workspace, snapshot, tasks ended, tasks beside a command)
 
 
 def remember_git_state(snapshot: GitSnapshot | None, after_command: bool = False) -> None:
     ended = {task.id for task in BACKGROUND_TASKS.values() if task.proc.poll() is not None}
-    armed = {*(_git_baseline[0][3] if _git_baseline else ()), *(BACKGROUND_TASKS if after_command else ())} - ended
-    _git_baseline[:] = [(BASE_DIR, snapshot, ended, armed)]
+    beside = {*(_git_baseline[0][3] if _git_baseline else ()), *(BACKGROUND_TASKS if after_command else ())} - ended
+    _git_baseline[:] = [(BASE_DIR, snapshot, ended, beside)]
 
 
 def check_git_control(before: GitSnapshot | None) -> str:
@@ -5988,11 +5979,12 @@ def check_git_control(before: GitSnapshot | None) -> str:
 
 def undo_background_changes() -> str:
     """With tasks paused: put back what they changed in git since the last check; a notice naming them, or ""."""
-    base, snapshot, ended, armed = _git_baseline[0] if _git_baseline else (None, None, set(), set())
+    base, snapshot, ended, beside = _git_baseline[0] if _git_baseline else (None, None, set(), set())
     tasks = [task for task in BACKGROUND_TASKS.values() if task.id not in ended and base == BASE_DIR]
     if not tasks:
         return ""
-    restored = restore_git_control(snapshot, between=not armed & {task.id for task in tasks})
+    # A task that ran beside a command may hold a descriptor of its writable .git (handed over a Unix socket).
+    restored = restore_git_control(snapshot, between=not beside & {task.id for task in tasks})
     remember_git_state(snapshot)
     named = ", ".join(f"{task.id} ({visible(shorten(task.command, 40))})" for task in tasks)
     return put_back_notice(restored, f", which background task {named} changed between commands: git's "
