@@ -1148,13 +1148,22 @@ def test_a_pointer_too_long_for_a_path_breaks_no_later_command(box):
 
 # Red team rt22c: a git dir under another name, work trees other than the top, programs config names.
 
-def test_a_nested_git_dir_renamed_keeps_its_config_masked(box):
+def stored_apart(lib: Path) -> str:
+    """The nested repository's git dir lives beside it, found only through its `.git` file."""
+    (lib / ".git").rename(lib.parent / "store")
+    (lib / ".git").write_text("gitdir: ../store\n")
+    return "vendor/store"
+
+
+@pytest.mark.parametrize("place", [lambda lib: "vendor/lib/.git", stored_apart], ids=["dot-git", "stored-apart"])
+def test_a_nested_git_dir_renamed_keeps_its_config_masked(box, place):
     """The mask went by the name `.git`: renamed (its HEAD moved first), the next command read the config."""
     make_repo(box)
     lib = nested_repository(box)
     git(lib, "config", "kesi.canary", "renamedcanary-3b7e")             # not a credential format: no output mask
-    sh("mv vendor/lib/.git/HEAD vendor/lib/.git/HEAD.bak; mv vendor/lib/.git vendor/lib/g")
-    output, _ = sh("cat vendor/lib/g/config | rev; mv vendor/lib/g vendor/lib/.git; echo end")
+    gitdir = place(lib)
+    sh(f"mv {gitdir}/HEAD {gitdir}/HEAD.bak; mv {gitdir} vendor/g")
+    output, _ = sh(f"cat vendor/g/config | rev; mv vendor/g {gitdir}; echo end")
     assert "renamedcanary-3b7e"[::-1] not in output and "end" in output, output
 
 
