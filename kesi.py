@@ -4208,7 +4208,8 @@ class WorkspaceIndex:
         self.marked: dict[str, dict[str, str]] = {}
         self.watched: dict[int, str] = {}
         self.stale: set[str] = set()          # folders to list again: one below could not be listed
-        self.git_folders: set[tuple[int, int]] = set()   # (device, inode) of each folder seen in a git dir: any name
+        self.git_folders: dict[int, int] = {}   # inode -> device of each folder seen in a git dir: known under any name
+        self.git_gone = False                   # one left the index (deleted, or moved: then found again)
         self.rebuild()
 
     def rebuild(self) -> None:
@@ -4230,6 +4231,9 @@ class WorkspaceIndex:
             if changed is None:
                 return self.rebuild()
             changed, retry = changed | retry, set()
+            if not changed and self.git_gone:     # only those still here: a deleted one's inode may be reused
+                present, self.git_gone = {record[0] for record in self.folders.values()}, False
+                self.git_folders = {ino: dev for ino, dev in self.git_folders.items() if ino in present}
             if not changed:
                 return
             for rel in sorted(changed):
@@ -4295,8 +4299,8 @@ class WorkspaceIndex:
             if inode is not None and here != inode:
                 return None
             wd = self.watch(fd, rel)          # before listing: what comes later is news
-            in_git = ".git" in rel.split("/") or (info.st_dev, here) in self.git_folders
-            self.git_folders.update([(info.st_dev, here)] if in_git else [])
+            in_git = ".git" in rel.split("/") or self.git_folders.get(here) == info.st_dev
+            self.git_folders.update({here: info.st_dev} if in_git else {})
             children, marks = {}, {}
             with os.scandir(fd) as listing:
                 for entry in listing:
@@ -4332,6 +4336,7 @@ class WorkspaceIndex:
             self.marked.pop(rel, None)
             if (record := self.folders.pop(rel, None)) is None:
                 continue
+            self.git_gone |= record[0] in self.git_folders
             if self.inotify is not None and self.watched.get(record[1]) == rel:   # else it moved, watched there
                 del self.watched[record[1]]
                 inotify_call("inotify_rm_watch", self.inotify, record[1])
@@ -4379,7 +4384,7 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
             elif kind != "folder" and name == ".git":       # a `.git` file, or a link to a git dir
                 found += (configs := linked_git_configs(here / name))
                 with contextlib.suppress(OSError):        # known under any name it is given later
-                    index.git_folders.update((s.st_dev, s.st_ino) for s in (os.stat(c.parent) for c in configs))
+                    index.git_folders.update((s.st_ino, s.st_dev) for s in (os.stat(c.parent) for c in configs))
                 pointers += [here / name] if kind == "file" else []
             elif kind == "file" and name == "config":         # any in a git dir, whatever it is called now
                 found.append(here / name)
@@ -4391,8 +4396,7 @@ def is_env_name(name: str) -> bool:
 
 
 def nested_repositories() -> list[str]:
-    """The git dirs of other repositories in the work tree (a clone in vendor/, a test fixture; not in dependency
-    folders unless registered), relative: git run there later takes hooks and config from them."""
+    """Other repositories' git dirs in the work tree (vendor/x, not in dependency folders unless registered)."""
     found = []
     for rel, marks in workspace_index().marked.items():
         if ".git" not in marks or any(is_ignored_name(part) for part in rel.split("/") if part):
@@ -4425,8 +4429,7 @@ def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
 
 
 def linked_git_configs(dot_git: Path) -> list[Path]:
-    """The configs a `.git` file or link leads to (a linked worktree's or submodule's git dir, and the main one
-    through its commondir): maybe outside the workspace, but still readable there unless in home."""
+    """The configs a `.git` file or link leads to (its git dir's, and its commondir's): maybe outside the workspace."""
     if (gitdir := git_dir_of(dot_git)) is None:
         return []
     common = read_pointer_file(gitdir / "commondir")
@@ -4789,8 +4792,9 @@ def config_names_of(tree: Path) -> dict:
         origin = os.fsdecode(origin)
         origins += [top / origin.removeprefix("file:")] if origin.startswith("file:") else []
         # A folder or file named; else a shell command (the paths in it). An include is read from its file's folder.
+        shell = not key_name.startswith("alias.") or value.startswith("!")     # other aliases are git's own words
         words = [value] if key_name.startswith("include") or key_name == "core.hookspath" else \
-            [word for word in value.lstrip("!").split() if "/" in word and not word.startswith("-")]
+            [word for word in value.lstrip("!").split() if shell and "/" in word and not word.startswith("-")]
         base = origins[-1].parent if key_name.startswith("include") and origins else top
         found += [Path(os.path.normpath(base / os.path.expanduser(word))) for word in words if word]
     # Files git named that were not in the key (an include) join it as they are now.
@@ -4832,8 +4836,7 @@ class GitSnapshot:
 
 
 def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | None:
-    """What git could run code from (control files in each git dir, what config names in the work tree), no link
-    followed; None if nothing. Given the snapshot before a command, the same paths and git dirs again."""
+    """What git could run code from, no link followed (None: nothing); given one before a command, the same paths."""
     learn = before is None
     snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), nested_repositories(), index_stamp()) if learn else \
         GitSnapshot(before.named, {}, before.gitdirs, before.repos, index_stamp())
@@ -5023,8 +5026,7 @@ def index_stamp() -> tuple | None:
 
 
 def registered_repositories() -> list[str]:
-    """The git dirs (in the workspace, even in node_modules) of the submodules the index registers (mode 160000):
-    `git status` at the top looks into each, with its config. The index is read again only when it changed."""
+    """The git dirs of the submodules git's index registers (even in node_modules: `git status` looks into each)."""
     if _gitlinks.get("key") != (key := (BASE_DIR, index_stamp())):
         listed = run_git(["ls-files", "--stage", "-z"], timeout=30)
         entries = (listed.stdout if listed else b"").split(b"\0")

@@ -5,6 +5,7 @@ when the kernel's event queue overflows and when there is no inotify at all.
 Each check reads the secret back from a real bubblewrap sandbox."""
 import contextlib
 import os
+import shutil
 import time
 
 import pytest
@@ -193,3 +194,20 @@ def test_a_background_task_cannot_rename_a_folder_while_the_next_command_is_set_
     output = sh("for i in $(seq 3000); do [ -d o ] && break; sleep 0.01; done; cat o/cfg/.env")
     monkeypatch.setattr(kesi, "git_pins", real)
     assert (box / "o").is_dir() and SECRET not in output, output
+
+
+def folder_inodes(top) -> set[int]:
+    return {os.stat(top).st_ino} | {os.stat(p).st_ino for p in top.rglob("*") if p.is_dir() and not p.is_symlink()}
+
+
+def test_git_dirs_are_known_under_a_new_name_and_forgotten_once_deleted(box):
+    """Known by inode, a renamed git dir's config stays masked; a deleted one's inodes are forgotten, since the
+    file system may give them to new folders, whose files named config must stay readable."""
+    git(box, "init", "-q", "vendor/lib")
+    sh("true")
+    inodes = folder_inodes(box / "vendor" / "lib" / ".git")
+    assert inodes <= kesi.workspace_index().git_folders.keys()
+    sh("mv vendor/lib/.git vendor/lib/g")
+    assert inodes <= kesi.workspace_index().git_folders.keys()
+    shutil.rmtree(box / "vendor" / "lib" / "g")       # by the person: inside, its masked config is a mount point
+    assert not inodes & kesi.workspace_index().git_folders.keys()
