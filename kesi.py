@@ -4768,7 +4768,8 @@ GIT_NAMING_KEYS = (r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpas
 def paths_git_config_names() -> list[Path]:
     """What git's config names for each work tree: the top, and nested repositories and worktrees (outside dependency
     folders), each reading its own config and the user's: a relative hooksPath or program is taken from its top."""
-    trees = [BASE_DIR] + [BASE_DIR / rel for rel, marks in workspace_index().marked.items() if ".git" in marks
+    index = _index[0] if _index and _index[0].base == BASE_DIR else workspace_index()    # file tools: no walk each
+    trees = [BASE_DIR] + [BASE_DIR / rel for rel, marks in index.marked.items() if ".git" in marks
                           and rel and not any(is_ignored_name(part) for part in rel.split("/"))]
     _config_names.update(answers := {tree: config_names_of(tree) for tree in trees})
     return [path for answer in answers.values() for path in answer["found"]]
@@ -4785,8 +4786,7 @@ def config_names_of(tree: Path) -> dict:
     listed = run_git(["-C", str(tree), "config", "--show-origin", "--null", "--get-regexp", GIT_NAMING_KEYS])
     top = run_git(["-C", str(tree), "rev-parse", "--show-toplevel"]) if tree == BASE_DIR else None
     top = Path(os.fsdecode(top.stdout.rstrip(b"\n"))) if top and top.returncode == 0 else tree   # git runs from there
-    found, origins = [], []
-    items = listed.stdout.split(b"\0") if listed else []
+    found, origins, items = [], [], listed.stdout.split(b"\0") if listed else []
     for origin, entry in zip(items[0::2], items[1::2]):
         key_name, _, value = os.fsdecode(entry).partition("\n")
         origin = os.fsdecode(origin)
@@ -4838,8 +4838,9 @@ class GitSnapshot:
 def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | None:
     """What git could run code from, no link followed (None: nothing); given one before a command, the same paths."""
     learn = before is None
-    snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), nested_repositories(), index_stamp()) if learn else \
-        GitSnapshot(before.named, {}, before.gitdirs, before.repos, index_stamp())
+    repos = nested_repositories() if learn else before.repos    # first: that look brings the index up to date
+    snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), repos, index_stamp()) if learn else \
+        GitSnapshot(before.named, {}, before.gitdirs, repos, index_stamp())
     try:
         base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     except OSError:

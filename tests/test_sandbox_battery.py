@@ -1198,6 +1198,9 @@ OTHER_WORK_TREES = {     # (prepare, what a command plants, where the person run
     "a nested repository's fsmonitor program": (
         lambda root, mp: fsmonitor_program(nested_repository(root), mp),
         "echo 'touch ../../PWNED' >> vendor/lib/tools/fsmon.sh", "vendor/lib"),
+    "a program named in a repository made since the last command": (
+        lambda root, mp: (sh("true"), fsmonitor_program(nested_repository(root), mp, "sh tools/later.sh")),
+        "echo 'touch ../../PWNED' > vendor/lib/tools/later.sh", "vendor/lib"),
 }
 
 
