@@ -4110,6 +4110,8 @@ class WorkspaceIndex:
         self.marked: dict[str, dict[str, str]] = {}
         self.watched: dict[int, str] = {}
         self.stale: set[str] = set()          # folders to list again: one below could not be listed
+        self.git_folders: dict[int, int] = {}   # inode -> device of each folder seen in a git dir: known under any name
+        self.git_gone = False                   # one left the index (deleted, or moved: then found again)
         self.rebuild()
 
     def rebuild(self) -> None:
@@ -4131,6 +4133,9 @@ class WorkspaceIndex:
             if changed is None:
                 return self.rebuild()
             changed, retry = changed | retry, set()
+            if not changed and self.git_gone:     # only those still here: a deleted one's inode may be reused
+                present, self.git_gone = {record[0] for record in self.folders.values()}, False
+                self.git_folders = {ino: dev for ino, dev in self.git_folders.items() if ino in present}
             if not changed:
                 return
             for rel in sorted(changed):
@@ -4192,18 +4197,19 @@ class WorkspaceIndex:
         except OSError:
             return None
         try:
-            here = os.fstat(fd).st_ino
+            here = (info := os.fstat(fd)).st_ino
             if inode is not None and here != inode:
                 return None
             wd = self.watch(fd, rel)          # before listing: what comes later is news
-            in_git = ".git" in rel.split("/")
+            in_git = ".git" in rel.split("/") or self.git_folders.get(here) == info.st_dev
+            self.git_folders.update({here: info.st_dev} if in_git else {})
             children, marks = {}, {}
             with os.scandir(fd) as listing:
                 for entry in listing:
                     kind = "link" if entry.is_symlink() else "folder" if entry.is_dir(follow_symlinks=False) else "file"
                     if kind == "folder" and not (self.prune and is_ignored_name(entry.name)):
                         children[entry.name] = entry.inode()
-                    if is_env_name(entry.name) or entry.name == ".git" or in_git and entry.name in ("config", "HEAD"):
+                    if is_env_name(entry.name) or entry.name == ".git" or in_git and entry.name == "config":
                         marks[entry.name] = kind
         except OSError:
             return None
@@ -4232,6 +4238,7 @@ class WorkspaceIndex:
             self.marked.pop(rel, None)
             if (record := self.folders.pop(rel, None)) is None:
                 continue
+            self.git_gone |= record[0] in self.git_folders
             if self.inotify is not None and self.watched.get(record[1]) == rel:   # else it moved, watched there
                 del self.watched[record[1]]
                 inotify_call("inotify_rm_watch", self.inotify, record[1])
@@ -4268,8 +4275,8 @@ def workspace_index() -> WorkspaceIndex:
 
 def scan_workspace() -> tuple[list[Path], list[Path]]:
     """(secrets to mask, `.git` files to pin) at any depth; no link: bwrap would mount over its target instead."""
-    found, pointers = [], []
-    for rel, marks in workspace_index().marked.items():
+    found, pointers, index = [], [], workspace_index()
+    for rel, marks in index.marked.items():
         if any(is_env_name(part) for part in rel.split("/")):
             continue                          # inside a folder masked as a whole: no mount can go there
         here = BASE_DIR / rel
@@ -4277,9 +4284,11 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
             if kind != "link" and is_env_name(name):
                 found.append(here / name)
             elif kind != "folder" and name == ".git":       # a `.git` file, or a link to a git dir
-                found += linked_git_configs(here / name)
+                found += (configs := linked_git_configs(here / name))
+                with contextlib.suppress(OSError):        # known under any name it is given later
+                    index.git_folders.update((s.st_ino, s.st_dev) for s in (os.stat(c.parent) for c in configs))
                 pointers += [here / name] if kind == "file" else []
-            elif kind == "file" and name == "config":         # any in .git (a HEAD beside it can be moved away)
+            elif kind == "file" and name == "config":         # any in a git dir, whatever it is called now
                 found.append(here / name)
     return [path for path in found if not path.is_symlink()], pointers
 
@@ -4289,8 +4298,7 @@ def is_env_name(name: str) -> bool:
 
 
 def nested_repositories() -> list[str]:
-    """The git dirs of other repositories in the work tree (a clone in vendor/, a test fixture; not in dependency
-    folders unless registered), relative: git run there later takes hooks and config from them."""
+    """Other repositories' git dirs in the work tree (vendor/x, not in dependency folders unless registered)."""
     found = []
     for rel, marks in workspace_index().marked.items():
         if ".git" not in marks or any(is_ignored_name(part) for part in rel.split("/") if part):
@@ -4323,8 +4331,7 @@ def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
 
 
 def linked_git_configs(dot_git: Path) -> list[Path]:
-    """The configs a `.git` file or link leads to (a linked worktree's or submodule's git dir, and the main one
-    through its commondir): maybe outside the workspace, but still readable there unless in home."""
+    """The configs a `.git` file or link leads to (its git dir's, and its commondir's): maybe outside the workspace."""
     if (gitdir := git_dir_of(dot_git)) is None:
         return []
     common = read_pointer_file(gitdir / "commondir")
@@ -4364,7 +4371,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     # A background task could rename a secret's folder between KeSi's look and bwrap's mounts: those are anchored too.
     argv += anchored_folders(pins[2::3] + ([str(secret) for secret in secrets] if background else [])) + pins
     for secret in secrets:
-        kind = "empty" if secret.name == "config" and ".git" in secret.parts else "dir" if secret.is_dir() else "file"
+        kind = "empty" if secret.name == "config" else "dir" if secret.is_dir() else "file"
         argv += ["--ro-bind", denied[kind], str(secret)]
     # Empty home folders read-only, last: a write to ~ fails loudly, not vanishes (`pip install --user`). Not one
     # holding the workspace, nor one a later tmpfs covers (~ = /home/ann, then /home): bwrap would refuse to start.
@@ -4652,44 +4659,61 @@ def git_code_paths() -> list[Path]:
     return named + targets
 
 
+# Config keys that name hooks or includes, or a program git runs (a relative path in it is in the work tree).
+GIT_NAMING_KEYS = (r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpass|gitproxy)|include\.path|"
+                   r"includeif\..*\.path|alias\..*|pager\..*|(diff|sequence|web)\.(external|editor|browser)|"
+                   r"gpg\.(.*\.)?program|credential\.(.*\.)?helper|filter\..*\.(clean|smudge|process)|"
+                   r"merge\..*\.driver|diff\..*\.(textconv|command)|(diff|merge)tool\..*\.(cmd|path)|"
+                   r"remote\..*\.(uploadpack|receivepack))$")
+
+
 def paths_git_config_names() -> list[Path]:
-    """Hooks folders and includes git's config names, any scope, existing or not; asked again when a file changed."""
-    files = list(dict.fromkeys([*git_config_files(), *_config_names.get("files", [])]))
+    """What git's config names for each work tree: the top, and nested repositories and worktrees (outside dependency
+    folders), each reading its own config and the user's: a relative hooksPath or program is taken from its top."""
+    index = _index[0] if _index and _index[0].base == BASE_DIR else workspace_index()    # file tools: no walk each
+    trees = [BASE_DIR] + [BASE_DIR / rel for rel, marks in index.marked.items() if ".git" in marks
+                          and rel and not any(is_ignored_name(part) for part in rel.split("/"))]
+    _config_names.update(answers := {tree: config_names_of(tree) for tree in trees})
+    return [path for answer in answers.values() for path in answer["found"]]
+
+
+def config_names_of(tree: Path) -> dict:
+    """One work tree's named paths (existing or not) and the files read, with their content: asked when one changed."""
+    cached = _config_names.get(tree, {})
+    files = list(dict.fromkeys([*git_config_files(tree), *cached.get("files", [])]))
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("GIT_") or k in ("HOME", "XDG_CONFIG_HOME"))
-    key = [BASE_DIR, env, *((path, read_pointer_file(path, True)) for path in files)]   # before git reads them
-    if _config_names.get("key") == key:
-        return list(_config_names["found"])
-    listed = run_git(["config", "--show-origin", "--null", "--get-regexp",
-                      r"^(core\.hookspath|include\.path|includeif\..*\.path)$"])
-    top = run_git(["rev-parse", "--show-toplevel"])        # git names paths from there, not from where KeSi is
-    top = Path(os.fsdecode(top.stdout.rstrip(b"\n"))) if top and top.returncode == 0 else BASE_DIR
-    found, origins = [], []
-    items = listed.stdout.split(b"\0") if listed else []
+    key = [env, *((path, read_pointer_file(path, True)) for path in files)]   # before git reads them
+    if cached.get("key") == key:
+        return cached
+    listed = run_git(["-C", str(tree), "config", "--show-origin", "--null", "--get-regexp", GIT_NAMING_KEYS])
+    top = run_git(["-C", str(tree), "rev-parse", "--show-toplevel"]) if tree == BASE_DIR else None
+    top = Path(os.fsdecode(top.stdout.rstrip(b"\n"))) if top and top.returncode == 0 else tree   # git runs from there
+    found, origins, items = [], [], listed.stdout.split(b"\0") if listed else []
     for origin, entry in zip(items[0::2], items[1::2]):
         key_name, _, value = os.fsdecode(entry).partition("\n")
         origin = os.fsdecode(origin)
         origins += [top / origin.removeprefix("file:")] if origin.startswith("file:") else []
-        if value:
-            # A relative hooksPath is taken from the top of the work tree, an include from its file's folder.
-            base = top if key_name == "core.hookspath" else origins[-1].parent if origins else top
-            found.append(Path(os.path.normpath(base / os.path.expanduser(value))))
+        # A folder or file named; else a shell command (the paths in it). An include is read from its file's folder.
+        shell = not key_name.startswith("alias.") or value.startswith("!")     # other aliases are git's own words
+        words = [value] if key_name.startswith("include") or key_name == "core.hookspath" else \
+            [word for word in value.lstrip("!").split() if shell and "/" in word and not word.startswith("-")]
+        base = origins[-1].parent if key_name.startswith("include") and origins else top
+        found += [Path(os.path.normpath(base / os.path.expanduser(word))) for word in words if word]
     # Files git named that were not in the key (an include) join it as they are now.
     named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]
-    key += [(path, read_pointer_file(path, True)) for path in named]
-    _config_names.update(files=files + named, found=found, key=key)
-    return list(found)
+    return dict(files=files + named, found=found, key=key + [(path, read_pointer_file(path, True)) for path in named])
 
 
-_config_names: dict = {}          # the last answer, and the files (with their content) it came from
+_config_names: dict[Path, dict] = {}          # per work tree: the last answer, and the files it came from
 
 
-def git_config_files() -> list[Path]:
+def git_config_files(tree: Path) -> list[Path]:
     """Where git reads config before includes: system, global, the repository's (HEAD: onbranch) and commondir's."""
     env, home = os.environ, Path(os.path.expanduser("~"))
     files = [Path(env.get("GIT_CONFIG_SYSTEM", "/etc/gitconfig")), Path("/usr/local/etc/gitconfig"),
              Path("/opt/homebrew/etc/gitconfig"), Path(env.get("GIT_CONFIG_GLOBAL", home / ".gitconfig")),
-             Path(env.get("XDG_CONFIG_HOME", home / ".config"), "git", "config"), BASE_DIR / ".git"]
-    folders = [BASE_DIR / ".git", git_dir_of(BASE_DIR / ".git")]
+             Path(env.get("XDG_CONFIG_HOME", home / ".config"), "git", "config"), tree / ".git"]
+    folders = [tree / ".git", git_dir_of(tree / ".git")]
     common = read_pointer_file(folders[-1] / "commondir") if folders[-1] else None
     folders += [folders[-1] / common.strip()] if common else []
     return files + [folder / name for folder in dict.fromkeys(filter(None, folders))
@@ -4714,11 +4738,11 @@ class GitSnapshot:
 
 
 def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | None:
-    """What git could run code from (control files in each git dir, what config names in the work tree), no link
-    followed; None if nothing. Given the snapshot before a command, the same paths and git dirs again."""
+    """What git could run code from, no link followed (None: nothing); given one before a command, the same paths."""
     learn = before is None
-    snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), nested_repositories(), index_stamp()) if learn else \
-        GitSnapshot(before.named, {}, before.gitdirs, before.repos, index_stamp())
+    repos = nested_repositories() if learn else before.repos    # first: that look brings the index up to date
+    snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), repos, index_stamp()) if learn else \
+        GitSnapshot(before.named, {}, before.gitdirs, repos, index_stamp())
     try:
         base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     except OSError:
@@ -4835,7 +4859,7 @@ def read_control_file(folder_fd: int, name: str) -> bytes:
 
 def restore_git_control(before: GitSnapshot | None, between: bool = False) -> list[str]:
     """Put back what a command changed among the control files (none of it is left to race this), new ones removed.
-    between: what background tasks changed since, but the top .git, read-only to them: a change there is the user's."""
+    between: what background tasks changed since, but the top .git (read-only to tasks no command ran beside)."""
     disarmed = disarm_new_repositories(before)
     if before is None:
         return disarmed             # no repository before: nothing of the user's to put back
@@ -4905,8 +4929,7 @@ def index_stamp() -> tuple | None:
 
 
 def registered_repositories() -> list[str]:
-    """The git dirs (in the workspace, even in node_modules) of the submodules the index registers (mode 160000):
-    `git status` at the top looks into each, with its config. The index is read again only when it changed."""
+    """The git dirs of the submodules git's index registers (even in node_modules: `git status` looks into each)."""
     if _gitlinks.get("key") != (key := (BASE_DIR, index_stamp())):
         listed = run_git(["ls-files", "--stage", "-z"], timeout=30)
         entries = (listed.stdout if listed else b"").split(b"\0")
@@ -5857,30 +5880,32 @@ def wait_until_sandboxed(proc, paused: list[int]) -> None:
         time.sleep(0.002)
 
 
-_git_baseline: list[tuple] = []     # (workspace, snapshot, ids of the tasks ended then): what the last check left
+_git_baseline: list[tuple] = []     # the last check's (workspace, snapshot, tasks ended, tasks beside a command)
 
 
-def remember_git_state(snapshot: GitSnapshot | None) -> None:
+def remember_git_state(snapshot: GitSnapshot | None, after_command: bool = False) -> None:
     ended = {task.id for task in BACKGROUND_TASKS.values() if task.proc.poll() is not None}
-    _git_baseline[:] = [(BASE_DIR, snapshot, ended)]
+    beside = {*(_git_baseline[0][3] if _git_baseline else ()), *(BACKGROUND_TASKS if after_command else ())} - ended
+    _git_baseline[:] = [(BASE_DIR, snapshot, ended, beside)]
 
 
 def check_git_control(before: GitSnapshot | None) -> str:
     """After a command: put back what it changed (tasks paused: none plants while KeSi looks); a notice or ""."""
     with background_tasks_paused():
         restored = restore_git_control(before)
-        remember_git_state(before)
+        remember_git_state(before, after_command=True)
     return put_back_notice(restored, ": git's control files run code later, outside the sandbox, so commands may "
                                      "not change them; ask the user to do it")
 
 
 def undo_background_changes() -> str:
     """With tasks paused: put back what they changed in git since the last check; a notice naming them, or ""."""
-    base, snapshot, ended = _git_baseline[0] if _git_baseline else (None, None, set())
+    base, snapshot, ended, beside = _git_baseline[0] if _git_baseline else (None, None, set(), set())
     tasks = [task for task in BACKGROUND_TASKS.values() if task.id not in ended and base == BASE_DIR]
     if not tasks:
         return ""
-    restored = restore_git_control(snapshot, between=True)
+    # A task that ran beside a command may hold a descriptor of its writable .git (handed over a Unix socket).
+    restored = restore_git_control(snapshot, between=not beside & {task.id for task in tasks})
     remember_git_state(snapshot)
     named = ", ".join(f"{task.id} ({visible(shorten(task.command, 40))})" for task in tasks)
     return put_back_notice(restored, f", which background task {named} changed between commands: git's "

@@ -469,22 +469,26 @@ def test_auto_mode_runs_commands_in_the_sandbox_without_asking(box, user, monkey
 @pytest.mark.parametrize("mode", ["auto", "acceptEdits"])
 def test_file_tools_ask_before_what_the_sandbox_keeps_read_only_for_git(box, user, monkeypatch, notices, mode):
     """Red team rt22b: edit_file wrote the core.hooksPath folder and an included config without a question."""
-    for args in (["init", "-q"], ["config", "core.hooksPath", "tools/hooks"], ["config", "include.path", "../git.inc"]):
+    for args in (["init", "-q"], ["config", "core.hooksPath", "tools/hooks"], ["config", "include.path", "../git.inc"],
+                 ["config", "core.fsmonitor", "tools/fsmon.sh"]):          # rt22c: a program config names
         subprocess.run(["git", *args], cwd=box, check=True, capture_output=True)
     (box / "tools" / "hooks").mkdir(parents=True)
     (box / "tools" / "hooks" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    (box / "tools" / "fsmon.sh").write_text("#!/bin/sh\n")
     (box / "git.inc").write_text("[alias]\n\tst = status\n")
     person = user()
     monkeypatch.setattr(kesi, "PERMISSION_MODE", mode)
-    for path in ("tools/hooks/pre-commit", "tools/hooks/pre-push", "git.inc"):
+    for path in ("tools/hooks/pre-commit", "tools/hooks/pre-push", "git.inc", "tools/fsmon.sh"):
         tool = "write_file" if path.endswith("push") else "edit_file"
         assert not kesi.check_permission(tool, {"file_path": path})[0], path
         output, _ = kesi.run_command(f"echo 'touch PWNED' >> {path}; echo tried", timeout=30)
         assert "tried" in output and not (box / "PWNED").exists(), output
     assert kesi.check_permission("edit_file", {"file_path": "tools/other.sh"}) == (True, None)
     assert person.asked == ["edit_file wants to change tools/hooks/pre-commit", "write_file wants to create "
-                            "tools/hooks/pre-push", "edit_file wants to change git.inc"]
-    assert "PWNED" not in (box / "git.inc").read_text() + (box / "tools" / "hooks" / "pre-commit").read_text()
+                            "tools/hooks/pre-push", "edit_file wants to change git.inc",
+                            "edit_file wants to change tools/fsmon.sh"]
+    assert "PWNED" not in (box / "git.inc").read_text() + (box / "tools" / "hooks" / "pre-commit").read_text() \
+        + (box / "tools" / "fsmon.sh").read_text()
 
 
 def test_auto_mode_without_a_sandbox_asks_and_says_so_at_start_up(ws, mock_client):

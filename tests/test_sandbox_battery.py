@@ -1144,3 +1144,122 @@ def test_a_pointer_too_long_for_a_path_breaks_no_later_command(box):
     sh("mkdir n3 && printf 'gitdir: %05000d\\n' 0 | tr 0 a > n3/.git; echo planted")
     output, failed = sh("echo next")
     assert not failed and output.startswith("next"), output
+
+
+# Red team rt22c: a git dir under another name, work trees other than the top, programs config names.
+
+def stored_apart(lib: Path) -> str:
+    """The nested repository's git dir lives beside it, found only through its `.git` file."""
+    (lib / ".git").rename(lib.parent / "store")
+    (lib / ".git").write_text("gitdir: ../store\n")
+    return "vendor/store"
+
+
+@pytest.mark.parametrize("place", [lambda lib: "vendor/lib/.git", stored_apart], ids=["dot-git", "stored-apart"])
+def test_a_nested_git_dir_renamed_keeps_its_config_masked(box, place):
+    """The mask went by the name `.git`: renamed (its HEAD moved first), the next command read the config."""
+    make_repo(box)
+    lib = nested_repository(box)
+    git(lib, "config", "kesi.canary", "renamedcanary-3b7e")             # not a credential format: no output mask
+    gitdir = place(lib)
+    sh(f"mv {gitdir}/HEAD {gitdir}/HEAD.bak; mv {gitdir} vendor/g")
+    output, _ = sh(f"cat vendor/g/config | rev; mv vendor/g {gitdir}; echo end")
+    assert "renamedcanary-3b7e"[::-1] not in output and "end" in output, output
+
+
+def global_hooks_path(root: Path, monkeypatch) -> None:
+    """The person's own ~/.gitconfig names a relative hooks folder: git takes it in every repository."""
+    config = root.parent / f"{root.name}.gitconfig"
+    config.write_text("[core]\n\thooksPath = .githooks\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    nested_repository(root)
+
+
+def linked_worktree(root: Path, monkeypatch) -> None:
+    git(root, "config", "core.hooksPath", ".githooks")
+    assert git(root, "worktree", "add", "-q", "wt").returncode == 0
+
+
+def fsmonitor_program(root: Path, monkeypatch, name: str = "tools/fsmon.sh") -> None:
+    (root / "tools").mkdir()
+    (root / "tools" / "fsmon.sh").write_text("#!/bin/sh\n")
+    (root / "tools" / "fsmon.sh").chmod(0o755)
+    git(root, "config", "core.fsmonitor", name)
+
+
+OTHER_WORK_TREES = {     # (prepare, what a command plants, where the person runs git later)
+    "a linked worktree's relative hooksPath": (
+        linked_worktree, "mkdir -p wt/.githooks && " + HOOK.format("wt/.githooks"), "wt"),
+    "the global hooksPath in a nested repository": (
+        global_hooks_path, "mkdir -p vendor/lib/.githooks && " + HOOK.format("vendor/lib/.githooks"), "vendor/lib"),
+    "a work-tree fsmonitor program": (fsmonitor_program, "echo 'touch PWNED' >> tools/fsmon.sh", ""),
+    "an fsmonitor program that does not exist yet": (
+        lambda root, mp: fsmonitor_program(root, mp, "sh tools/later.sh"), "echo 'touch PWNED' > tools/later.sh", ""),
+    "a nested repository's fsmonitor program": (
+        lambda root, mp: fsmonitor_program(nested_repository(root), mp),
+        "echo 'touch ../../PWNED' >> vendor/lib/tools/fsmon.sh", "vendor/lib"),
+    "a program named in a repository made since the last command": (
+        lambda root, mp: (sh("true"), fsmonitor_program(nested_repository(root), mp, "sh tools/later.sh")),
+        "echo 'touch ../../PWNED' > vendor/lib/tools/later.sh", "vendor/lib"),
+}
+
+
+@pytest.mark.parametrize("name", OTHER_WORK_TREES)
+def test_what_config_names_is_guarded_in_every_work_tree(box_or_bare, monkeypatch, name):
+    box = box_or_bare
+    make_repo(box)
+    prepare, plant, where = OTHER_WORK_TREES[name]
+    prepare(box, monkeypatch)
+    output, _ = sh(plant + "; echo planted")
+    later = git_everywhere(box / where)
+    assert "planted" in output and not pwned(box), (output, later)
+
+
+HAND_OVER = """import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect("\\0" + sys.argv[1])
+socket.send_fds(s, [b"x"], [os.open(".git", os.O_RDONLY | os.O_DIRECTORY)])
+s.recv(1)
+"""
+WRITE_LATER = """import os, pathlib, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.bind("\\0" + sys.argv[1])
+s.listen(1)
+pathlib.Path("listening").touch()
+c, _ = s.accept()
+_, (git_fd,), _, _ = socket.recv_fds(c, 1, 1)
+c.close()
+while not os.path.exists("go"):
+    time.sleep(0.05)
+hook = os.open("hooks/pre-commit", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755, dir_fd=git_fd)
+os.write(hook, b"#!/bin/sh\\ntouch PWNED\\n")
+os.close(hook)
+pathlib.Path("written").touch()
+time.sleep(60)
+"""
+
+
+def wait_for(path: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert path.exists(), path
+
+
+def test_a_git_descriptor_a_command_hands_a_background_task_plants_nothing(box):
+    """A foreground command sends an fd of its writable .git to a task, which writes a hook after the check."""
+    make_repo(box)
+    (box / "hand.py").write_text(HAND_OVER)
+    (box / "later.py").write_text(WRITE_LATER)
+    name = f"kesi-rt22c-{uuid.uuid4().hex}"
+    text, failed = kesi.run_command(f"python3 later.py {name}", run_in_background=True)
+    assert not failed, text
+    wait_for(box / "listening")
+    output, _ = sh(f"python3 hand.py {name}; echo handed")
+    assert "handed" in output, output
+    (box / "go").touch()
+    wait_for(box / "written")
+    assert (box / ".git" / "hooks" / "pre-commit").exists()          # the task's write went through
+    output, _ = sh("echo next")
+    later = git_everywhere(box)
+    assert "next" in output and not pwned(box), (output, later)
