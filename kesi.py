@@ -6865,9 +6865,8 @@ def show_network_policy() -> None:
 
 def reset_session(history: list[dict]) -> None:
     global SESSION_FILE
-    history.clear()
-    READ_VERSIONS.clear()
-    TODOS.clear()
+    for kept in (history, READ_VERSIONS, TODOS):
+        kept.clear()
     SESSION_FILE = None     # the old session stays on disk; /resume brings it back
 
 
