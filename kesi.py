@@ -4041,8 +4041,7 @@ def shell_argv(command: str, background: bool = False, escalation: str | None = 
 
 
 def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[str, list[tuple[str, str]]]:
-    """The macOS profile and its -D parameters: a path in the text could change the policy with a quote.
-    (allow default): (deny default) kills even /bin/echo. Later rules win, so the secret rule comes last."""
+    """The macOS profile and its -D parameters (a path in the text could change it with a quote); later rules win."""
     tools = toolchain_dirs()
     params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)),
               ("RECORDS_DIR", os.path.realpath(records_root())), ("CONFIG_DIR", os.path.realpath(user_config_folder())),
@@ -4056,7 +4055,7 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
     proxy_rule = [f'(allow network-outbound (remote ip "localhost:{proxy.server_address[1]}"))'] if proxy else []
     profile = "\n".join([
         "(version 1)",
-        "(allow default)",
+        "(allow default)",                  # (deny default) kills even /bin/echo
         '(deny file-read* (subpath (param "HOME_DIR")) (subpath "/Users") (subpath "/Volumes"))',
         f'(allow file-read* (subpath (param "BASE_DIR")) {readable})'.replace(" )", ")"),
         "(allow file-read-metadata)",
@@ -4408,7 +4407,6 @@ CREATING = os.O_CREAT | 0o20000000      # open uses its mode only with O_CREAT o
 X32_BIT = 0x40000000                    # x86_64's x32 calls: refused, as other architectures
 OPENAT2 = 437                           # same number on both; its mode is in a struct BPF cannot read
 
-
 # The kernel's audit number for each architecture, and its calls that set a mode (aarch64 has only *at forms):
 # name: (number, which argument is the mode[, which is open's flags: the mode counts only when creating]).
 SECCOMP_ARCHES = {
@@ -4424,20 +4422,16 @@ def bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)  # one struct sock_filter
 
 
-def load(offset: int) -> bytes:
-    return bpf(0x20, offset)                      # BPF_LD | BPF_W | BPF_ABS from struct seccomp_data
+load = functools.partial(bpf, 0x20)     # load(offset): BPF_LD | BPF_W | BPF_ABS from struct seccomp_data
+give = functools.partial(bpf, 0x06)     # give(action): BPF_RET | BPF_K
 
 
 def jump_if_equal(value: int, skip_if_not: int) -> bytes:
     return bpf(0x15, value, 0, skip_if_not)       # BPF_JMP | BPF_JEQ | BPF_K
 
 
-def jump_if_any_bit(bits: int, skip_if_none: int, skip_if_some: int = 0) -> bytes:
-    return bpf(0x45, bits, skip_if_some, skip_if_none)   # BPF_JMP | BPF_JSET | BPF_K
-
-
-def give(action: int) -> bytes:
-    return bpf(0x06, action)                      # BPF_RET | BPF_K
+def jump_if_any_bit(bits: int, skip_if_none: int) -> bytes:
+    return bpf(0x45, bits, 0, skip_if_none)       # BPF_JMP | BPF_JSET | BPF_K
 
 
 def refuse_setid_mode(number: int, mode_arg: int, flags_arg: int | None = None) -> list[bytes]:
@@ -4522,10 +4516,9 @@ _own_targets: dict[str, None] = {}        # every folder KeSi's own files have l
 
 
 def own_folder_targets() -> list[str]:
-    """Where KeSi's own folders and files lead (through the user's links) now and before: re-pointing one later
-    brings none into view."""
-    own = [records_root(), records_root() / "projects", records_folder(), session_dir(), user_config_folder()]
-    own = [os.path.realpath(folder) for folder in own]
+    """Where KeSi's own folders and files lead (through links) now and before: re-pointing one later shows none."""
+    own = [os.path.realpath(f) for f in (records_root(), records_root() / "projects", records_folder(), session_dir(),
+                                         user_config_folder())]
     own += [os.path.dirname(os.path.realpath(file)) for file in (user_env_file(), user_settings_file())]
     _own_targets.update(dict.fromkeys(own))
     return list(_own_targets)
@@ -5374,9 +5367,8 @@ def relay(source, target) -> None:
 
 
 def relay_back(upstream, client, sent: threading.Event) -> None:
-    """relay() from the server, until it ends, the command's end is gone both ways, or the server has been silent
-    PROXY_LINGER_SECONDS since the command finished sending (its end in the sandbox may look only half-closed):
-    then the server side is closed too, so no silent or stuck server keeps a slot."""
+    """relay() from the server until it ends, the command's end is gone, or the server is PROXY_LINGER_SECONDS silent
+    after the command finished sending (its end may look half-closed): then it is shut, so it keeps no slot."""
     watch = select.poll()
     watch.register(upstream, select.POLLIN)
     watch.register(client, 0)                        # POLLHUP and POLLERR are always reported
@@ -6005,13 +5997,12 @@ def read_audit_entries(limit: int) -> tuple[list[dict], int]:
 # Behind add_cache_breakpoints() and manage_context(): caching on a clock that learns pauses, clearing, compaction.
 
 # --- prompt caching -----------------------------------------------------------
-# The API caches a request's prefix (tools, system, messages) up to a block marked cache_control, if it reaches the
-# model's minimum (a shorter mark caches nothing). An entry lives 5 minutes (written at 1.25x the input price) or
-# 1 hour (2x), refreshed by each read (0.1x); at most 4 marks, no 1-hour one after a 5-minute one.
-# Per model: cache minimum (https://platform.claude.com/docs/en/build-with-claude/prompt-caching; 512 for Opus 5 and
-# the 5.5 models, from "what's new"), context window, largest max_tokens, whether it thinks unasked (max_tokens then
-# holds the thinking), from https://platform.claude.com/docs/en/about-claude/models/overview and each model's page.
-# Undocumented: Fable/Mythos 5.1 and 5.2's minimum (None: the default), whether Sonnet 5 thinks unasked (taken as not).
+# The API caches a request's prefix (tools, system, messages) up to a block marked cache_control if it reaches the
+# model's minimum. An entry lives 5 minutes (written at 1.25x the input price) or 1 hour (2x), refreshed by each read
+# (0.1x); at most 4 marks, no 1-hour one after a 5-minute one. MODELS is from https://platform.claude.com/docs/en/
+# (build-with-claude/prompt-caching; about-claude/models/overview and each model's page; "what's new": 512 for Opus 5
+# and the 5.5 models). A model thinking unasked spends max_tokens on it too. Undocumented: Fable/Mythos 5.1 and 5.2's
+# minimum (None: the default), whether Sonnet 5 thinks unasked (taken as not).
 MODELS = {   # model -> (cache minimum, context window, max output, thinks unasked); model_limits: the Models API wins
     **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2", "claude-fable-5-1", "claude-mythos-5-1"),
                     (None, 1_000_000, 128_000, True)),
@@ -6255,12 +6246,11 @@ def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | 
     """(summary, "") or (None, what went wrong). The instruction goes last, so the conversation is read from the cache;
     a tool call instead is asked again with tool_choice none (still cached), then without tools if that is refused."""
     instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
-    messages = list(past)
     if past[-1]["role"] == "user":
-        messages[-1] = {"role": "user",
-                        "content": [*as_blocks(past[-1]["content"]), {"type": "text", "text": instruction}]}
+        asked = [*as_blocks(past[-1]["content"]), {"type": "text", "text": instruction}]
+        messages = [*past[:-1], {"role": "user", "content": asked}]
     else:
-        messages.append({"role": "user", "content": instruction})
+        messages = [*past, {"role": "user", "content": instruction}]
     request = request_for(messages, MAIN_AGENT)
     for change in ({}, {"tool_choice": {"type": "none"}}, {"tools": None}):
         attempt = {k: v for k, v in {**request, **change}.items() if v is not None}
@@ -6529,8 +6519,7 @@ def last_prompt(history: list[dict]) -> str:
 # ============================================================================
 # PART VII. The terminal
 # ============================================================================
-# Behind ui(), say() and handle_slash(): wrapping, light Markdown, the waiting note, slash
-# commands, !commands, and readline with completion and prompt history.
+# Behind ui(), say() and handle_slash(): wrapping, light Markdown, the waiting note, /commands, !commands, readline.
 
 def terminal_width() -> int | None:
     """Columns to wrap at; None for a pipe or a file, which get text as it was written."""
@@ -6539,8 +6528,7 @@ def terminal_width() -> int | None:
 
 def display_width(text: str) -> int:
     """Columns text takes: CJK characters take two, combining marks none."""
-    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
-               for c in text)
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def wrapped(text: str, hang: str | None = None) -> str:
@@ -6595,8 +6583,7 @@ class WaitingNote:
                 self.stop.set()
             self.thread.join()
             ui("\r\033[K", end="")
-            self.shown = False
-            WaitingNote.current = None
+            self.shown, WaitingNote.current = False, None
 
 
 class RetryNotice(logging.Handler):
@@ -6635,17 +6622,14 @@ WORD = re.compile(rf"(\s*)([{WIDE_CHARS}][{CLOSING}]*|[^\s{WIDE_CHARS}]+)")   # 
 
 
 class AnswerPrinter:
-    """The model's text (made safe by visible()) on a terminal: prose wraps, with colour headings, **bold** and `code`
-    become styles; code blocks and tables print verbatim, a pipe gets the text as is. Every escape code is KeSi's."""
+    """The model's text (made safe by visible()): prose wrapped, Markdown marks styled, code and tables verbatim; a
+    pipe gets it as is. Every escape code is KeSi's."""
 
     def __init__(self, column: int):
         self.width, self.styled = terminal_width(), use_colour()
-        self.column = column       # where the cursor is, after "KeSi > "
-        self.pending = ""          # the current line's text not printed yet
-        self.kind = None           # the current line: None (not known yet), "prose" or "verbatim"
-        self.hang = 0              # where wrapped lines of this line start
-        self.line_start = True     # no word of this line printed yet
-        self.in_fence = False      # inside a ``` code block
+        self.column, self.pending = column, ""    # the cursor's column (after "KeSi > "); the line's unprinted text
+        self.kind, self.hang = None, 0            # the line: None (unknown yet), "prose" or "verbatim"; its wrap indent
+        self.line_start, self.in_fence = True, False      # no word of the line printed yet; inside a ``` code block
         self.bold = self.code = False
 
     def feed(self, text: str) -> None:
@@ -6655,8 +6639,7 @@ class AnswerPrinter:
         *lines, rest = (self.pending + text).split("\n")
         for line in lines:
             self.pending = line
-            self.print_words(whole_line=True)
-            self.end_styles()
+            self.finish()
             self.out("\n", 0)
             self.column, self.kind, self.line_start = 0, None, True
         self.pending = rest
@@ -6780,8 +6763,7 @@ INIT_PROMPT = ("Read this project (its README, build and test files, layout) and
 
 def show_cost() -> None:
     count = len(METER.calls)
-    ui(f"  {count} request{'s' * (count != 1)} this session")
-    ui(f"  {METER.token_text()}")
+    ui(f"  {count} request{'s' * (count != 1)} this session\n  {METER.token_text()}")
     if METER.calls:
         ui(f"  cache served {METER.cache_share():.0%} of input tokens")
     models = sorted({call["model"] for call in METER.calls})
@@ -6811,8 +6793,7 @@ def show_permissions() -> None:
     for rule in rules:
         valid = "" if parse_rule(rule.text) else "  (not understood: ignored)"
         ui(f"    {rule.kind:5} {visible(rule.text)}   from {rule.source}{valid}")
-    ignored = rules_in(read_json_file(project_settings_file()).get("permissions"), "", kinds=("allow",))
-    if ignored:
+    if ignored := rules_in(read_json_file(project_settings_file()).get("permissions"), "", kinds=("allow",)):
         ui(f"    ({len(ignored)} allow rule(s) in .kesi/settings.json ignored: a project file may only deny)")
 
 
@@ -6827,17 +6808,15 @@ def show_network_policy() -> None:
     for name, address in policy.resolve.items():
         ui(f"    {visible(name)} -> {address} (your resolve setting)")
     ui(f"    to add one: \"network\": {{\"allow\": [\"example.org\"]}} in {visible(user_settings_file())}")
-    ignored = setting(read_json_file(project_settings_file()), "network", dict).get("allow")
-    if ignored:
+    if setting(read_json_file(project_settings_file()), "network", dict).get("allow"):
         ui("    (the \"allow\" hosts in .kesi/settings.json are ignored: a project file may only deny; "
            f"add them to {user_settings_file()} if you trust them)")
 
 
 def reset_session(history: list[dict]) -> None:
     global SESSION_FILE
-    history.clear()
-    READ_VERSIONS.clear()
-    TODOS.clear()
+    for kept in (history, READ_VERSIONS, TODOS):
+        kept.clear()
     SESSION_FILE = None     # the old session stays on disk; /resume brings it back
 
 
@@ -6949,8 +6928,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
 
 
 def run_typed_command(command: str) -> str:
-    """`!command`: nobody is asked, but hard denials and deny rules refuse it and it runs in the sandbox. Returns a
-    note for the next prompt ("" if nothing ran), so the model sees what the person saw."""
+    """`!command`, unasked but sandboxed, under hard denials and deny rules: a note for the next prompt ("": none)."""
     if not command:
         ui("  (!command runs a command in the sandbox; its output goes with your next message)")
         return ""
