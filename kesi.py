@@ -3311,15 +3311,11 @@ def split_like_env(text: str) -> list[str]:
 
 def expand_home(word: str) -> str | None:
     """The path with ~, ~user, $HOME and ${HOME...} expanded; None for one that cannot be read without running it."""
-    user = re.match(r"~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)", word)
-    if user:
+    if user := re.match(r"~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)", word):
         name = user.group(1)
         home = os.path.expanduser(f"~{name}") if name else HOME_TEXT
-        if home.startswith("~"):
-            home = f"/home/{name}"        # an unknown user: still somebody's home folder
-        return home + word[user.end():]
-    var = re.match(r"\$(?:HOME\b|\{HOME\b[^}]*\})", word)   # $HOME, ${HOME}, ${HOME:?}, ${HOME:-x}
-    if var:
+        return (f"/home/{name}" if home.startswith("~") else home) + word[user.end():]   # an unknown user's too
+    if var := re.match(r"\$(?:HOME\b|\{HOME\b[^}]*\})", word):   # $HOME, ${HOME}, ${HOME:?}, ${HOME:-x}
         return HOME_TEXT + word[var.end():]
     return None if word.startswith("~") or any(c in word for c in "$`") else word
 
@@ -3336,11 +3332,8 @@ def is_root_target(target: str, cwd: Path | None = None) -> bool:
     path = expand_home(target)
     if path is None or cwd is None and not path.startswith("/"):
         return False              # not readable without running it: the expansion rule asks
-    parts = os.path.join(cwd or BASE_DIR, path).split("/")
-    for index, part in enumerate(parts):   # "~/*", "./.[!.]*": the folder they empty
-        if WHOLE_FOLDER_GLOB.fullmatch(part):
-            parts = parts[:index]
-            break
+    parts = os.path.join(cwd or BASE_DIR, path).split("/")    # "~/*", "./.[!.]*": the folder they empty
+    parts = list(itertools.takewhile(lambda part: not WHOLE_FOLDER_GLOB.fullmatch(part), parts))
     try:
         path = os.path.realpath("/".join(parts) or "/")   # .., //, symlinks
     except (OSError, ValueError):
@@ -3421,16 +3414,14 @@ def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> 
         # Each word may be the program a wrapper starts (timeout -s KILL 5 sudo, find -exec); env -S makes words.
         for words in ([] if text_only else [segment, tokens]):
             for start in range(len(words)):
-                name = names_one_of(words[start], BLOCKED_COMMANDS, is_program=start == 0)
-                if name:
+                if name := names_one_of(words[start], BLOCKED_COMMANDS, is_program=start == 0):
                     return f"{name} would run with superuser rights"
                 if is_root_removal(words[start:], cwd, is_program=start == 0):
                     return "it would delete the root folder, a system folder or a home folder"
         nested = [line for start in range(1 if text_only else len(tokens)) for line in handed_lines(tokens[start:])
                   if line != UNKNOWN_ALIAS]
         for line in nested + command_line_words(segment, text_only):
-            reason = hard_denial_reason(line, depth + 1, cwd)
-            if reason:
+            if reason := hard_denial_reason(line, depth + 1, cwd):
                 return reason
     return None
 
@@ -3490,17 +3481,12 @@ def handed_lines(words: list[str]) -> list[str]:
     rest, config = past_git_options(words[1:])
     lines = [value.removeprefix("!") for key, value in config.items()
              if not key.lower().startswith(IDENTITY_KEYS + ("alias.",))]
-    alias = git_alias(words)
-    if alias:
+    if alias := git_alias(words):
         lines.append(alias if alias == UNKNOWN_ALIAS else alias[1:] if alias.startswith("!") else "git " + alias)
     if not rest:
         return lines
-    after = GIT_COMMAND_ARGUMENTS.get(rest[0])
-    if after in rest[1:]:
-        tail = rest[rest.index(after, 1) + 1:]
-        while tail and tail[0].startswith("-"):    # foreach --recursive --quiet
-            tail = tail[1:]
-        lines.append(" ".join(tail))
+    if (after := GIT_COMMAND_ARGUMENTS.get(rest[0])) in rest[1:]:    # past its options: foreach --recursive --quiet
+        lines.append(" ".join(itertools.dropwhile(lambda word: word.startswith("-"), rest[rest.index(after, 1) + 1:])))
     return lines + option_values(rest[1:], GIT_COMMAND_OPTIONS.get(rest[0], ()))
 
 
@@ -3576,25 +3562,20 @@ def classify_command(command) -> tuple[str, str]:
     """('deny' | 'ask' | 'allow', reason), in that order of precedence."""
     if not isinstance(command, str) or not command.strip():
         return "ask", "the command is empty"
-    reason = hard_denial_reason(command)
-    if reason:
+    if reason := hard_denial_reason(command):
         return "deny", reason
-    hidden = control_characters(command)
-    if hidden:
+    if hidden := control_characters(command):
         return "ask", f"it contains control characters ({' '.join(visible(c) for c in hidden)}) that may hide what runs"
     if len(command) > MAX_CHECKED_CHARS:
         return "ask", f"it is longer than {MAX_CHECKED_CHARS:,} characters, too long to check"
-    expansions = shell_expansions(command)
-    if expansions:
+    if expansions := shell_expansions(command):
         return "ask", (f"it contains shell expansions or redirections ({' '.join(expansions)})"
                        ", so it may do more than it says")
-    segments = command_segments(command)
-    if segments is None:
+    if (segments := command_segments(command)) is None:
         return "ask", "the command could not be parsed (an unclosed quote?)"
     if not segments:
         return "ask", "it is not clear what this command does"
-    asks = part_questions(segments)
-    if not asks:
+    if not (asks := part_questions(segments)):
         return "allow", "read-only commands"
     return "ask", asks[0][1] if len(segments) == 1 else f"`{shlex.join(asks[0][0])}`: {asks[0][1]}"
 
@@ -3797,13 +3778,10 @@ def rule_words(tokens: list[str]) -> list[str]:
         words[1:2] = [GIT_SYNONYMS.get(words[1], words[1])] if len(words) > 1 else []
     key = " ".join(words[:2]) if words[:1] == ["git"] else words[0] if words else ""
     words = [as_short_option(word, key) for word in words]
-    merged = []
-    for word in words:            # rm -r -f is rm -rf: one sorted cluster of short options
-        if re.fullmatch(r"-[A-Za-z]+", word) and merged and re.fullmatch(r"-[A-Za-z]+", merged[-1]):
-            merged[-1] += word[1:]
-        else:
-            merged.append(word)
-    return [("-" + "".join(sorted(set(w[1:])))) if re.fullmatch(r"-[A-Za-z]{2,}", w) else w for w in merged]
+    merged = []                   # rm -r -f is rm -rf: one sorted cluster of short options
+    for short, group in itertools.groupby(words, lambda word: re.fullmatch(r"-[A-Za-z]+", word) is not None):
+        merged += ["-" + "".join(sorted({letter for word in group for letter in word[1:]}))] if short else list(group)
+    return merged
 
 
 def past_git_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
