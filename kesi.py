@@ -3093,8 +3093,7 @@ def exit_now(code: int) -> None:
 # Deliberately short: each entry is harmless with any arguments but UNSAFE_OPTIONS (cd: see part_question).
 SAFE_COMMANDS = [tuple(command.split()) for command in ("ls", "pwd", "cat", "head", "tail", "wc", "echo", "which",
                  "diff", "stat", "du", "date", "grep", "cd", "git status", "git log", "git diff", "git show")]
-# These change the system (date -s) or read names from a file the path check cannot see (date -f .env);
-# diff -r and grep -r read whole trees, following links a repository may ship.
+# They set the clock (date -s), read names from a file the path check cannot see (-f .env) or trees and links (-r).
 UNSAFE_OPTIONS = {"date": ("-s", "--set", "-f", "--file"),
                   "du": ("--files0-from", "-X", "--exclude-from"),
                   "wc": ("--files0-from",),
@@ -3427,8 +3426,8 @@ def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> 
 
 
 def simple_commands(segments: list[list[str]]) -> list[tuple[list[str], list[str], bool]]:
-    """Each part as written, what it runs past wrappers, and whether its words are only text ("grep sudo notes.md"),
-    which no word is when a part reads commands ("echo 'sudo id' | sh")."""
+    """(part, what it runs past wrappers, whether its words are mere text: grep sudo x, unless a part runs | sh)."""
+
     commands = [unwrap_command(segment) for segment in segments]
     feeds_a_shell = any(program_name(tokens[0]) in COMMAND_READERS for tokens in commands if tokens)
     return [(segment, tokens, bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell)
@@ -3455,8 +3454,7 @@ GIT_COMMAND_ARGUMENTS = {"submodule": "foreach", "bisect": "run"}   # the rest o
 IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names, never commands
 # git's own options before its subcommand that take a value as the next word (git -C path push).
 GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}
-# Long options that are a short one, for programs deny rules often name (rm --recursive is rm -r),
-# and short letters that are the same.
+# Long options and short letters that mean another short one, for programs deny rules often name: rm --recursive, -R.
 OPTION_LETTERS = {
     "rm": {"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i"},
     "cp": {"--recursive": "r", "--force": "f"}, "mv": {"--force": "f"},
@@ -3515,14 +3513,11 @@ def touches_forbidden(tokens: list[str], cwd: Path | None = None) -> bool:
     """Does a command argument name an ignored or out-of-jail path (read from cwd, the workspace by default)?"""
     cwd = cwd or BASE_DIR
     for token in tokens[1:]:
-        if token.startswith("--"):
-            if "=" not in token:
+        if token.startswith("-"):     # an attached value names a path too: --from-file=.env, -f.env
+            long = token.startswith("--")
+            if ("=" not in token) if long else len(token) <= 2:
                 continue
-            token = token.split("=", 1)[1]      # --from-file=.env names a path too
-        elif token.startswith("-"):
-            if len(token) <= 2:
-                continue
-            token = token[2:]                   # -f.env: a short option with its value attached
+            token = token.split("=", 1)[1] if long else token[2:]
         # split on ':' too: "git show HEAD:.env" prints a committed secret
         if any(is_ignored_name(part) for piece in token.split(":") for part in Path(piece).parts):
             return True
@@ -3893,12 +3888,10 @@ def path_matches(pattern: str, key: str, for_deny: bool) -> bool:
 
 def matching_rule(kind: str, tool: str, subject: str) -> Rule | None:
     """The first rule of this kind that covers a command (tool "Bash") or a file key ("Edit")."""
+    matches = command_matches if tool == "Bash" else path_matches
     for rule in permission_rules():
         parsed = parse_rule(rule.text)
-        if rule.kind != kind or not parsed or parsed[0] != tool:
-            continue
-        matches = command_matches if tool == "Bash" else path_matches
-        if matches(parsed[1], subject, kind == "deny"):
+        if rule.kind == kind and parsed and parsed[0] == tool and matches(parsed[1], subject, kind == "deny"):
             return rule
     return None
 
