@@ -3323,10 +3323,8 @@ def is_root_target(target: str, cwd: Path | None = None) -> bool:
     """Does this removal target mean /, a system or a home folder, however it is spelled?"""
     if target in ROOT_TARGETS:
         return True
-    if "{" in target:             # bash (macOS's /bin/sh) expands rm -rf {/,x} to rm -rf / x
-        alternatives = brace_alternatives(target)
-        if alternatives != [target]:
-            return any(is_root_target(alternative, cwd) for alternative in alternatives)
+    if "{" in target and (alternatives := brace_alternatives(target)) != [target]:   # bash: rm -rf {/,x} is rm -rf / x
+        return any(is_root_target(alternative, cwd) for alternative in alternatives)
     target = re.sub(r"\$(PWD\b|\{PWD\})", lambda _: str(cwd or BASE_DIR), target)   # rm -rf $PWD/..
     path = expand_home(target)
     if path is None or cwd is None and not path.startswith("/"):
@@ -3379,10 +3377,8 @@ def is_root_removal(tokens: list[str], cwd: Path | None = None, is_program: bool
 def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path | None:
     """The folder a cd moves to (None: cannot be known without running it)."""
     args = [t for t in tokens[1:] if not t.startswith("-") or t == "-"]
-    if not args:
-        return HOME_DIR
-    if args[0] == "-":
-        return previous
+    if not args or args[0] == "-":
+        return previous if args else HOME_DIR
     path = expand_home(args[0])
     if path is None or (cwd is None and not path.startswith("/")):
         return None
@@ -3399,10 +3395,8 @@ def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) ->
 
 def shell_readings(command: str) -> list[list[list[str]]]:
     """The simple commands sh may run, as bash reads $'...' and as dash does; lines before an unclosed quote run."""
-    readings = [command_segments(command, partial=True)]
-    if "$'" in command:
-        readings.append(command_segments(command, ansi_c=False, partial=True))
-    return readings
+    readings = (True, False) if "$'" in command else (True,)        # bash decodes $'...', dash does not
+    return [command_segments(command, ansi_c, partial=True) for ansi_c in readings]
 
 
 def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> str | None:
@@ -5712,8 +5706,7 @@ class BackgroundTask:
     logged: bool = False               # its end is in the audit log
 
     def state(self) -> str:
-        code = self.proc.poll()
-        if code is None:
+        if (code := self.proc.poll()) is None:
             return f"running for {time.time() - self.started:.0f} s"
         return f"exited with code {code}" if code >= 0 else f"stopped (signal {-code})"
 
@@ -5930,8 +5923,7 @@ def check_git_control(before: GitSnapshot | None) -> str:
 def undo_background_changes() -> str:
     """With tasks paused: put back what they changed in git since the last check; a notice naming them, or ""."""
     base, snapshot, ended = _git_baseline[0] if _git_baseline else (None, None, set())
-    tasks = [task for task in BACKGROUND_TASKS.values() if task.id not in ended and base == BASE_DIR]
-    if not tasks:
+    if not (tasks := [task for task in BACKGROUND_TASKS.values() if task.id not in ended and base == BASE_DIR]):
         return ""
     restored = restore_git_control(snapshot, between=True)
     remember_git_state(snapshot)
@@ -6502,15 +6494,15 @@ def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
             raise ValueError(f"{path.name} line {number} is not JSON: {exc.msg}") from exc
         if isinstance(message, dict) and RESTART in message:
             history, chars = [], 1
-            continue
-        if isinstance(message, dict) and CLOCK in message:
+        elif isinstance(message, dict) and CLOCK in message:
             clock = message[CLOCK]
-            continue
-        if (not isinstance(message, dict) or message.get("role") not in ("user", "assistant")
-                or not isinstance(message.get("content"), (str, list))):
+        elif (isinstance(message, dict) and message.get("role") in ("user", "assistant")
+              and isinstance(message.get("content"), (str, list))):
+            history.append(message)
+            chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line))
+        else:
             raise ValueError(f"{path.name} line {number} is not a message")
-        history.append(message)
-        chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line))
+
     return history, chars, clock
 
 
