@@ -3087,8 +3087,7 @@ def exit_now(code: int) -> None:
 # ============================================================================
 # PART II. Reading a command as the shell does
 # ============================================================================
-# Behind classify_command(), command_key() and matching_rule(): the lexer, hard denials,
-# rules that persist, and escalation (more than the sandbox gives, for one command).
+# Behind classify_command(), command_key() and matching_rule(): the lexer, hard denials, rules and escalation.
 
 # Deliberately short: each entry is harmless with any arguments but UNSAFE_OPTIONS (cd: see part_question).
 SAFE_COMMANDS = [tuple(command.split()) for command in ("ls", "pwd", "cat", "head", "tail", "wc", "echo", "which",
@@ -3131,8 +3130,7 @@ def decode_ansi_c(body: str) -> str:
                   one, body, flags=re.DOTALL)
 
 
-# Each quote's extent and the text it stands for: '...' as written, bash's $'...' decoded, and "...", where a
-# backslash quotes only \ " $ ` and a newline (\newline joins lines).
+# Each quote and its text: '...' as written, bash's $'...' decoded, "..." where \ quotes only \ " $ ` and newline.
 QUOTES = {"'": (re.compile(r"'([^']*)'"), str),
           "$'": (re.compile(r"\$'((?:[^'\\]|\\.)*)'", re.DOTALL), decode_ansi_c),
           '"': (re.compile(r'"((?:[^"\\]|\\.)*)"', re.DOTALL),
@@ -3626,9 +3624,8 @@ def write_key(file_path, tool: str = "edit_file") -> str | None:
     return relative(target) if target and target != BASE_DIR else None
 
 
-# Files other programs run later, outside the sandbox with the user's rights (direnv, editors, hook managers,
-# CI, other agents): a write to one asks in every mode but bypassPermissions. Matched at any depth and in any
-# case. Makefile or conftest.py are not listed: they run only when the person runs them.
+# Files other programs run later with the user's rights, outside the sandbox: a write to one asks in every mode but
+# bypassPermissions. Any depth, any case. Not Makefile or conftest.py: they run only when the person runs them.
 RUNS_LATER_NAMES = {
     # direnv, editors and IDEs
     ".envrc", ".vscode", ".idea", ".zed", ".fleet", ".theia", ".devcontainer", ".devcontainer.json",
@@ -3661,8 +3658,7 @@ def runs_later(key: str) -> bool:
 
 
 # --- escalation: more than the sandbox gives, for one exact command --------------
-# The model may ask (run_command's escalate); only the person's answer gives it, once or for the session,
-# or --escalate for a headless run.
+# The model may ask (run_command's escalate); only the person gives it: an answer, or --escalate for a -p run.
 ESCALATION_LEVELS = {"network": "with the full network (files still sandboxed)",
                      "unsandboxed": "without the sandbox, with your full user rights"}
 GRANTED_ESCALATIONS: dict[str, str] = {}   # exact command -> level, for this session
@@ -3690,10 +3686,9 @@ def escalation_for(command: str) -> str | None:
 
 
 # --- rules that persist: Bash(...) and Edit(...) ------------------------------------
-# Claude Code's syntax: Bash(npm test) is that exact command, Bash(npm test:*) any that starts with its words,
-# Edit(src/**) edits by glob. Allow rules match each part of a compound command (never a redirection or an
-# expansion); deny rules beat all but hard denials. A sandboxed command can write the workspace, so
-# .kesi/settings.json may only deny; allow rules live in the user's settings, where an "a" answer saves one.
+# Claude Code's syntax: Bash(npm test) is that command, Bash(npm test:*) any starting with its words, Edit(src/**)
+# a glob. Allow rules match each part of a compound command (never a redirection or expansion); deny rules beat all
+# but hard denials. Commands can write .kesi/settings.json, so it may only deny; allow rules live in user settings.
 def user_settings_file() -> Path:
     return user_config_folder() / "settings.json"
 
@@ -5660,10 +5655,9 @@ def network_line() -> str:
 # Behind start_background_task() and audit_command(): background tasks and the audit log.
 
 # --- background tasks ----------------------------------------------------------
-# A dev server or a watcher must outlive its call: run_in_background runs it after the same permission check, in the
-# same sandbox (.git read-only: the user may run git meanwhile), and returns an id; background_output reads it and
-# background_stop ends it. All end with KeSi: at exit or a crash (atexit), on SIGHUP and SIGTERM (main makes them an
-# exit), in bwrap even after a SIGKILL (--die-with-parent, and lifeline_fd before bwrap arms it).
+# A dev server or a watcher outlives its call: same permission check, same sandbox (.git read-only: the user may run
+# git meanwhile). All end with KeSi: at exit or a crash (atexit), on SIGHUP and SIGTERM (main makes them an exit), in
+# bwrap even after a SIGKILL (--die-with-parent, and lifeline_fd before bwrap arms it).
 
 MAX_BACKGROUND_TASKS = 8               # running at once
 MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task
@@ -5850,8 +5844,7 @@ def stop_tasks_beyond_permission(revoked: bool = False) -> None:
 
 
 def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
-    """Read-only commands always; one the person allowed, until /revoke or a read-only mode; the rest while a rule,
-    a session grant or the mode still allows them without asking."""
+    """Read-only commands always; the person's until /revoke or a read-only mode; others while still allowed unasked."""
     verdict, _ = classify_command(task.command)
     if verdict == "allow" or PERMISSION_MODE in READ_ONLY_MODES:
         return verdict == "allow"
@@ -5860,10 +5853,9 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 
 
 # --- tasks paused while KeSi looks, and checked between commands ---------------------------
-# A running task could rename a folder between KeSi's look and a command's bwrap mounts (the mask would land on a
-# path bwrap makes anew), or plant a git hook the next check takes as "before". So while KeSi prepares a command
-# (until bwrap has mounted all) and checks one, the tasks' sandboxes are SIGSTOPped (uncatchable), and what tasks
-# changed in git since the last check is put back at the next. Without bwrap nothing is paused.
+# A task could rename a folder between KeSi's look and bwrap's mounts (a mask would land on a path made anew), or
+# plant a git hook the next check takes as "before": while KeSi prepares a command (until bwrap has mounted all) and
+# checks one, the tasks' bwrap sandboxes are SIGSTOPped; what they change in git between checks is put back.
 
 @contextlib.contextmanager
 def background_tasks_paused():
@@ -6312,9 +6304,8 @@ def is_user_prompt(message: dict) -> bool:
 # Behind save_session() and resume_session(): the journal as signed JSONL outside the workspace, as other records.
 
 # --- KeSi's records: sessions, prompt history, the audit log -------------------
-# They hold what the person typed and what commands printed, so they live outside the workspace, per project, under
-# $XDG_STATE_HOME/kesi (~/.local/state/kesi), which the sandbox hides: no command can read or plant them. Every line
-# carries an HMAC under a key kept there (records.key, 0600), so a line KeSi did not write is refused.
+# What the person typed and commands printed, per project under $XDG_STATE_HOME/kesi (~/.local/state/kesi), hidden
+# from the sandbox: no command reads or plants them. Each line has an HMAC (key: records.key, 0600); others are refused.
 RECORD_BREAKS = re.compile("[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")     # str.splitlines ends lines there too
 
 
@@ -6432,8 +6423,7 @@ def session_dir() -> Path:
 
 
 def save_session(history: list[dict]) -> None:
-    """Append what is new in the journal, then the cache clock (a header line first). A journal replaced instead of
-    extended gets a restart marker and is written anew after it; the earlier transcript stays in the file."""
+    """Append what is new and the cache clock; a journal replaced, not extended, is written anew after a marker."""
     global SESSION_FILE, SAVED, LAST_SAVED
     if not history:
         return
@@ -6477,8 +6467,8 @@ def list_sessions() -> list[Path]:
 
 
 def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
-    """The messages after the last restart marker, their json_chars from the lines (never less: escape_growth) and
-    the saved clock. Raises ValueError with a readable reason."""
+    """The messages after the last restart, their json_chars (never less: escape_growth), the clock; or ValueError."""
+
     history, chars, clock = [], 1, None
     try:
         lines, forged = read_records(path)
