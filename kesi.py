@@ -3161,9 +3161,8 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
         c = command[i]
         if c in " \t":
             end_word()
-        elif c == "#" and not in_word:
-            while i < n and command[i] != "\n":
-                i += 1
+        elif c == "#" and not in_word:           # a comment, to its line's end
+            i = end if (end := command.find("\n", i)) >= 0 else n
             continue
         elif c == "\\":
             if command[i + 1:i + 2] == "\n":      # a line continuation joins the two lines
@@ -3186,8 +3185,7 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
             start = i
             while i + 1 < n and command[i + 1] in "<>&|":
                 i += 1
-            delimiter = HEREDOC_WORD.match(command, i + 1) if command[start:i + 1] == "<<" else None
-            if delimiter:                        # a here-document (<<< is a here-string)
+            if command[start:i + 1] == "<<" and (delimiter := HEREDOC_WORD.match(command, i + 1)):  # here-doc, not <<<
                 heredocs.append((delimiter, len(segments)))
             redirect_next = True
         elif c == "\n" and heredocs:             # the bodies start on the next line
@@ -3216,8 +3214,7 @@ def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[str, bool, 
     strip_tabs, literal = delimiter.group(0).startswith("-"), word != delimiter.group(1)
     lines = []
     while i < len(command):
-        end = command.find("\n", i)
-        end = len(command) if end < 0 else end
+        end = found if (found := command.find("\n", i)) >= 0 else len(command)
         line = command[i:end].lstrip("\t") if strip_tabs else command[i:end]
         i = end + 1
         if line == word:
@@ -3234,14 +3231,12 @@ HOME_TEXT = str(HOME_DIR)
 # The plain spellings of "/" and home; is_root_target reads the others (~user, ${HOME:?}, //, /usr/.., cd ~; rm .)
 ROOT_TARGETS = {"/", "/*", "/root", *(home + end for home in ("~", "$HOME", "${HOME}", HOME_TEXT)
                                      for end in ("", "/", "/*"))}
-# Run the rest of their line as a command (env also takes options, see unwrap_command).
-SIMPLE_WRAPPERS = {"command", "builtin", "exec", "nohup", "noglob", "time", "env"}
+SIMPLE_WRAPPERS = {"command", "builtin", "exec", "nohup", "noglob", "time", "env"}   # run the rest of their line
 # Wrapper options that take a value (env -u NAME, exec -a NAME, env -C DIR); env -S splits it into words that run.
 WRAPPER_SHORT_VALUES = set("uCSPa")
 WRAPPER_LONG_VALUES = {"--unset": "u", "--chdir": "C", "--split-string": "S", "--argv0": "a"}
 SHELL_COMMANDS = {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "busybox"}
-# Read their commands from their input or arguments: "echo 'sudo id' | sh".
-COMMAND_READERS = SHELL_COMMANDS | {"eval", "source", ".", "xargs", "parallel"}
+COMMAND_READERS = SHELL_COMMANDS | {"eval", "source", ".", "xargs", "parallel"}   # they run what they read: | sh
 # Their arguments are text, not commands: "grep sudo notes.md" runs no sudo.
 TEXT_PROGRAMS = {"echo", "printf", "grep", "egrep", "fgrep", "rg", "ag", "ack", "man", "info", "whatis",
                  "apropos", "which", "whereis", "type", "git", "cat", "head", "tail", "wc", "ls", "stat",
@@ -3444,8 +3439,8 @@ GIT_COMMAND_OPTIONS = {
 ATTACHED_ONLY = {"-O", "--open-files-in-pager"}       # git grep -O alone uses the default pager
 GIT_COMMAND_ARGUMENTS = {"submodule": "foreach", "bisect": "run"}   # the rest of the line is a command
 IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names, never commands
-# git's own options before its subcommand that take a value as the next word (git -C path push).
-GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}
+GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}   # git -C path push
+
 # Long options and short letters that mean another short one, for programs deny rules often name: rm --recursive, -R.
 OPTION_LETTERS = {
     "rm": {"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i"},
@@ -3644,8 +3639,7 @@ RUNS_LATER_NAMES = {
 }
 RUNS_LATER_PATHS = {(".github", "workflows"), (".github", "actions"), (".github", "copilot-instructions.md"),
                     (".gitea", "workflows"), (".forgejo", "workflows"), (".config", "mise"), ("mise", "config.toml")}
-# Python runs every .pth file in a virtualenv's site-packages at start-up, whatever the venv folder is called.
-RUNS_LATER_SUFFIXES = (".code-workspace", ".pth")
+RUNS_LATER_SUFFIXES = (".code-workspace", ".pth")      # Python runs a venv's .pth files at start-up, in any folder
 RUNS_LATER_REASON = "other tools run this file later, outside the sandbox (an editor, direnv, git hooks or CI)"
 
 
