@@ -3255,8 +3255,8 @@ def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | N
     name = program_name(word)
     if name in names:
         return name
-    literal = re.sub(r"\[[^]]*\]|[*?]", "", name)
-    if any(c in "*?[" for c in name) and (is_program or len(literal) >= 3):
+    if any(c in "*?[" for c in name) and (is_program or len(re.sub(r"\[[^]]*\]|[*?]", "", name)) >= 3):
+
         return next((known for known in sorted(names) if fnmatch.fnmatchcase(known, name)), None)
     return None
 
@@ -3329,14 +3329,12 @@ def is_root_target(target: str, cwd: Path | None = None) -> bool:
     except (OSError, ValueError):
         return True
     parent = os.path.dirname(path)    # /, a top-level folder (/usr), a home folder, or a folder above home
-    return (path == "/" or parent == "/" or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
-            or parent in ("/home", "/Users"))
+    return parent in ("/", "/home", "/Users") or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
 
 
 def brace_alternatives(word: str, limit: int = 64) -> list[str]:
     """The words {a,b} expands to, innermost first: a{x,y}/b is ax/b, ay/b."""
-    match = re.search(r"\{([^{}]*,[^{}]*)\}", word)
-    if not match:
+    if not (match := re.search(r"\{([^{}]*,[^{}]*)\}", word)):
         return [word]
     words = []
     for part in match.group(1).split(","):      # stop at limit: 25 groups would be 2**25 words
@@ -3478,13 +3476,10 @@ def handed_lines(words: list[str]) -> list[str]:
 def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
     """The values of these options in any spelling: -x cmd, -xcmd, -yx cmd, --exec cmd, --exec=cmd, --ex=cmd."""
     values = []
-    for index, word in enumerate(words):
-        if word == "--":
-            break
-        following = words[index + 1:index + 2]
-        name, has_value, value = word.partition("=")
+    for index, word in enumerate(itertools.takewhile(lambda word: word != "--", words)):
         for option in options:
             if option.startswith("--"):
+                name, has_value, value = word.partition("=")
                 if not (len(name) > 3 and option.startswith(name)):
                     continue
             elif re.match(rf"-[A-Za-z]*{option[1]}", word):
@@ -3492,7 +3487,7 @@ def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
                 has_value = bool(value)
             else:
                 continue
-            values += [value] if has_value else [] if option in ATTACHED_ONLY else following
+            values += [value] if has_value else [] if option in ATTACHED_ONLY else words[index + 1:index + 2]
     return values
 
 
@@ -3522,9 +3517,7 @@ def has_unsafe_option(tokens: list[str]) -> bool:
     """Is one of UNSAFE_OPTIONS given, in any spelling: --set=X, -s X, -sX, or in a cluster (-us)?"""
     if tokens[0] == "date" and any(not t.startswith(("-", "+")) for t in tokens[1:]):
         return True               # date MMDDhhmm sets the clock, as -s does
-    for token in tokens[1:]:
-        if token == "--":
-            return False
+    for token in itertools.takewhile(lambda token: token != "--", tokens[1:]):
         for option in UNSAFE_OPTIONS.get(tokens[0], ()):
             if option.startswith("--"):
                 given = token.split("=", 1)[0]
@@ -3675,8 +3668,8 @@ def set_headless_escalation(level: str | None) -> None:
 def escalation_for(command: str) -> str | None:
     """None (the sandbox as it is), "network" or "unsandboxed"; a once-only answer is used up here."""
     key = command_key(command)
-    once = ESCALATE_ONCE.pop(key, None) if key else None
-    return once or GRANTED_ESCALATIONS.get(key) or HEADLESS_ESCALATION
+    return (ESCALATE_ONCE.pop(key, None) if key else None) or GRANTED_ESCALATIONS.get(key) or HEADLESS_ESCALATION
+
 
 
 # --- rules that persist: Bash(...) and Edit(...) ------------------------------------
