@@ -3615,20 +3615,15 @@ def write_key(file_path, tool: str = "edit_file") -> str | None:
 # Files other programs run later with the user's rights, outside the sandbox: a write to one asks in every mode but
 # bypassPermissions. Any depth, any case. Not Makefile or conftest.py: they run only when the person runs them.
 RUNS_LATER_NAMES = {
-    # direnv, editors and IDEs
-    ".envrc", ".vscode", ".idea", ".zed", ".fleet", ".theia", ".devcontainer", ".devcontainer.json",
+    ".envrc", ".vscode", ".idea", ".zed", ".fleet", ".theia", ".devcontainer", ".devcontainer.json",  # direnv, editors
     ".exrc", ".nvimrc", ".nvim.lua", ".lvimrc", ".gitpod.yml", ".idx",
-    # git and its hook managers
-    ".git", ".husky", ".githooks", ".pre-commit-config.yaml", ".lefthook",
+    ".git", ".husky", ".githooks", ".pre-commit-config.yaml", ".lefthook",    # git and its hook managers
     *(f"{dot}lefthook{local}.{ext}" for dot in ("", ".") for local in ("", "-local") for ext in ("yml", "yaml")),
-    # CI
+    ".woodpecker", ".woodpecker.yml", ".drone.yml", "bitbucket-pipelines.yml",    # CI
     ".gitlab-ci.yml", ".gitlab", ".circleci", ".buildkite", ".travis.yml", "jenkinsfile", "azure-pipelines.yml",
-    ".woodpecker", ".woodpecker.yml", ".drone.yml", "bitbucket-pipelines.yml",
-    # tool managers that run hooks or tasks on cd
-    ".mise", *(f"{dot}mise{local}.toml" for dot in ("", ".") for local in ("", ".local")),
-    # other agents' settings and instructions (hooks, MCP servers are commands)
-    ".claude", ".cursor", ".gemini", ".mcp.json", ".codex", ".continue", ".aider.conf.yml",
-    "opencode.json", ".roo", ".kiro", ".amazonq", ".windsurfrules", ".clinerules",
+    ".mise", *(f"{dot}mise{local}.toml" for dot in ("", ".") for local in ("", ".local")),   # they run tasks on cd
+    ".claude", ".cursor", ".gemini", ".mcp.json", ".codex", ".continue", ".aider.conf.yml",   # other agents' hooks
+    "opencode.json", ".roo", ".kiro", ".amazonq", ".windsurfrules", ".clinerules",            # and MCP servers
 }
 RUNS_LATER_PATHS = {(".github", "workflows"), (".github", "actions"), (".github", "copilot-instructions.md"),
                     (".gitea", "workflows"), (".forgejo", "workflows"), (".config", "mise"), ("mise", "config.toml")}
