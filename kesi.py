@@ -3256,7 +3256,6 @@ def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | N
     if name in names:
         return name
     if any(c in "*?[" for c in name) and (is_program or len(re.sub(r"\[[^]]*\]|[*?]", "", name)) >= 3):
-
         return next((known for known in sorted(names) if fnmatch.fnmatchcase(known, name)), None)
     return None
 
@@ -3412,7 +3411,6 @@ def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> 
 
 def simple_commands(segments: list[list[str]]) -> list[tuple[list[str], list[str], bool]]:
     """(part, what it runs past wrappers, whether its words are mere text: grep sudo x, unless a part runs | sh)."""
-
     commands = [unwrap_command(segment) for segment in segments]
     feeds_a_shell = any(program_name(tokens[0]) in COMMAND_READERS for tokens in commands if tokens)
     return [(segment, tokens, bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell)
@@ -3438,7 +3436,6 @@ ATTACHED_ONLY = {"-O", "--open-files-in-pager"}       # git grep -O alone uses t
 GIT_COMMAND_ARGUMENTS = {"submodule": "foreach", "bisect": "run"}   # the rest of the line is a command
 IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names, never commands
 GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}   # git -C path push
-
 # Long options and short letters that mean another short one, for programs deny rules often name: rm --recursive, -R.
 OPTION_LETTERS = {
     "rm": {"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i"},
@@ -3664,7 +3661,6 @@ def escalation_for(command: str) -> str | None:
     """None (the sandbox as it is), "network" or "unsandboxed"; a once-only answer is used up here."""
     key = command_key(command)
     return (ESCALATE_ONCE.pop(key, None) if key else None) or GRANTED_ESCALATIONS.get(key) or HEADLESS_ESCALATION
-
 
 
 # --- rules that persist: Bash(...) and Edit(...) ------------------------------------
@@ -6450,7 +6446,6 @@ def list_sessions() -> list[Path]:
 
 def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
     """The messages after the last restart, their json_chars (never less: escape_growth), the clock; or ValueError."""
-
     history, chars, clock = [], 1, None
     try:
         lines, forged = read_records(path)
@@ -6474,7 +6469,6 @@ def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
             chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line))
         else:
             raise ValueError(f"{path.name} line {number} is not a message")
-
     return history, chars, clock
 
 
