@@ -3348,8 +3348,7 @@ def find_start_paths(tokens: list[str]) -> list[str]:
     words = tokens[1:]
     while words and words[0] in ("-H", "-L", "-P") or words[:1] == ["-D"] or words[:1] and words[0].startswith("-O"):
         words = words[2:] if words[0] == "-D" else words[1:]
-    end = next((i for i, word in enumerate(words) if word.startswith("-") or word in ("(", "!", ",")), len(words))
-    return words[:end]
+    return list(itertools.takewhile(lambda word: not word.startswith("-") and word not in ("(", "!", ","), words))
 
 
 def is_root_removal(tokens: list[str], cwd: Path | None = None, is_program: bool = True) -> bool:
@@ -5908,8 +5907,8 @@ def check_after_tasks() -> str:
 
 
 # --- the audit trail ---------------------------------------------------------------
-# Every command, who allowed or refused it, when it started, how long it ran, its exit code and its output (clipped,
-# credentials masked). The journal is compacted, this log is not: it answers "what ran here, and who let it?" (/log).
+# Every command, who allowed or refused it, when, how long, its exit code and output (clipped, masked): unlike the
+# journal, never compacted, so /log answers "what ran here, and who let it?"
 AUDIT_LOG = "audit.jsonl"             # among KeSi's records (see records_folder)
 AUDIT_OUTPUT_CHARS = 2000             # head and tail of a command's output kept in the log
 AUDIT_COMMAND_CHARS = 100_000         # and of a command itself: /log reads the last 4 MB
@@ -6348,7 +6347,7 @@ def record_lines(path: Path, entries: list) -> bytes:
     """Lines for a record file: line breaks of any reader's kind escaped, an HMAC of file name and line first."""
     key, lines = record_key(), []
     for entry in entries:
-        text = RECORD_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(entry, ensure_ascii=False, default=str))
+        text = RECORD_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", as_line(entry))
         data = text.encode("utf-8", errors="backslashreplace")
         lines.append(record_mac(key, path.name, data) + b" " + data + b"\n")
     return b"".join(lines)
