@@ -3098,9 +3098,8 @@ UNSAFE_OPTIONS = {"date": ("-s", "--set", "-f", "--file"),
                   "wc": ("--files0-from",),
                   "diff": ("--from-file", "--to-file", "-X", "--exclude-from", "-r", "--recursive"),
                   "grep": ("-f", "--file", "-r", "-R", "--recursive", "--dereference-recursive", "-d", "--directories")}
-# git options that write files or run other programs, even under "git log".
 GIT_SENSITIVE_OPTIONS = {"--output", "--ext-diff", "--textconv", "-c", "--exec-path",
-                         "--git-dir", "--work-tree", "--config-env"}
+                         "--git-dir", "--work-tree", "--config-env"}   # they write files or run programs, even in log
 SHELL_METACHARS = set("$`()<>*?[]{}~")
 MAX_CHECKED_CHARS = 10_000       # longer commands always ask, as in Claude Code
 
@@ -3237,10 +3236,9 @@ WRAPPER_SHORT_VALUES = set("uCSPa")
 WRAPPER_LONG_VALUES = {"--unset": "u", "--chdir": "C", "--split-string": "S", "--argv0": "a"}
 SHELL_COMMANDS = {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "busybox"}
 COMMAND_READERS = SHELL_COMMANDS | {"eval", "source", ".", "xargs", "parallel"}   # they run what they read: | sh
-# Their arguments are text, not commands: "grep sudo notes.md" runs no sudo.
 TEXT_PROGRAMS = {"echo", "printf", "grep", "egrep", "fgrep", "rg", "ag", "ack", "man", "info", "whatis",
                  "apropos", "which", "whereis", "type", "git", "cat", "head", "tail", "wc", "ls", "stat",
-                 "diff", "du", "date", "pwd", "test", "["}
+                 "diff", "du", "date", "pwd", "test", "["}     # their words are text: "grep sudo x" runs no sudo
 RESERVED_WORDS = {"!", "{", "}", "if", "then", "elif", "else", "fi", "do", "done", "while", "until"}
 MAX_NESTING = 5          # sh -c "sh -c '...'" deeper than this is refused unread
 WHOLE_FOLDER_GLOB = re.compile(r"[*?\[\]!.{},^]*[*?\[{][*?\[\]!.{},^]*")   # *, .*, .[!.]*, {*,.*}
@@ -3422,8 +3420,7 @@ def command_line_words(words: list[str], text_only: bool) -> list[str]:
             and command_segments(word, partial=True) not in ([[word]], [])]
 
 
-# git options whose value git hands to a shell as a command line, by subcommand.
-GIT_COMMAND_OPTIONS = {
+GIT_COMMAND_OPTIONS = {     # by subcommand, options whose value git hands to a shell as a command line
     "rebase": ("-x", "--exec"), "difftool": ("-x", "--extcmd"), "grep": ("-O", "--open-files-in-pager"),
     "clone": ("-u", "--upload-pack"), "fetch": ("--upload-pack",), "pull": ("--upload-pack",),
     "ls-remote": ("--upload-pack",), "push": ("--receive-pack", "--exec"),
@@ -3435,8 +3432,7 @@ ATTACHED_ONLY = {"-O", "--open-files-in-pager"}       # git grep -O alone uses t
 GIT_COMMAND_ARGUMENTS = {"submodule": "foreach", "bisect": "run"}   # the rest of the line is a command
 IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names, never commands
 GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}   # git -C path push
-# Long options and short letters that mean another short one, for programs deny rules often name: rm --recursive, -R.
-OPTION_LETTERS = {
+OPTION_LETTERS = {     # long options that are a short one, for programs deny rules often name: rm --recursive is -r
     "rm": {"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i"},
     "cp": {"--recursive": "r", "--force": "f"}, "mv": {"--force": "f"},
     "chmod": {"--recursive": "R"}, "chown": {"--recursive": "R"},
@@ -3444,7 +3440,7 @@ OPTION_LETTERS = {
     "git clean": {"--force": "f", "--dry-run": "n", "--quiet": "q", "--interactive": "i"},
     "git branch": {"--delete": "d", "--force": "f", "--move": "m"},
 }
-SAME_LETTERS = {"rm": {"R": "r"}, "cp": {"R": "r"}}
+SAME_LETTERS = {"rm": {"R": "r"}, "cp": {"R": "r"}}     # and short letters that are the same: rm -R is rm -r
 UNKNOWN_ALIAS = "an alias whose value a variable gives"
 GIT_SYNONYMS = {"send-pack": "push"}     # the plumbing git push runs: a rule on push covers it
 
@@ -5632,9 +5628,8 @@ def network_line() -> str:
 # Behind start_background_task() and audit_command(): background tasks and the audit log.
 
 # --- background tasks ----------------------------------------------------------
-# A dev server or a watcher outlives its call: same permission check, same sandbox (.git read-only: the user may run
-# git meanwhile). All end with KeSi: at exit or a crash (atexit), on SIGHUP and SIGTERM (main makes them an exit), in
-# bwrap even after a SIGKILL (--die-with-parent, and lifeline_fd before bwrap arms it).
+# A dev server or watcher outlives its call, checked and sandboxed as a command (.git read-only: the user runs git too).
+# All end with KeSi: at exit, a crash, SIGHUP or SIGTERM, and under bwrap even SIGKILL (--die-with-parent, lifeline_fd).
 
 MAX_BACKGROUND_TASKS = 8               # running at once
 MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task
