@@ -3094,8 +3094,7 @@ SAFE_COMMANDS = [tuple(command.split()) for command in ("ls", "pwd", "cat", "hea
                  "diff", "stat", "du", "date", "grep", "cd", "git status", "git log", "git diff", "git show")]
 # They set the clock (date -s), read names from a file the path check cannot see (-f .env) or trees and links (-r).
 UNSAFE_OPTIONS = {"date": ("-s", "--set", "-f", "--file"),
-                  "du": ("--files0-from", "-X", "--exclude-from"),
-                  "wc": ("--files0-from",),
+                  "du": ("--files0-from", "-X", "--exclude-from"), "wc": ("--files0-from",),
                   "diff": ("--from-file", "--to-file", "-X", "--exclude-from", "-r", "--recursive"),
                   "grep": ("-f", "--file", "-r", "-R", "--recursive", "--dereference-recursive", "-d", "--directories")}
 GIT_SENSITIVE_OPTIONS = {"--output", "--ext-diff", "--textconv", "-c", "--exec-path",
@@ -3105,8 +3104,7 @@ MAX_CHECKED_CHARS = 10_000       # longer commands always ask, as in Claude Code
 
 
 # --- reading a command the way /bin/sh will ----------------------------------
-# The classifier must split words exactly where sh does, or a word it reads as "cat" is another program to sh:
-# so its own lexer, not shlex (blanks are only space and tab, never \r). What it cannot read is asked about.
+# Its own lexer, not shlex: a word split otherwise than sh splits it (\r is no blank to sh) is another program to sh.
 SEPARATORS = set(";&|()`\n")    # end one simple command, start the next
 HEREDOC_WORD = re.compile(r"""-?[ \t]*((?:'[^']*'|"[^"]*"|\\.|[^ \t\n;&|()<>'"\\])+)""")
 COMMAND_SUBSTITUTION = re.compile(r"\$\([^)]*\)?|`[^`]*`?")     # they run in an unquoted body
@@ -3688,9 +3686,8 @@ def read_json_file(path: Path) -> dict:
 def rules_in(section, source: str, kinds=("allow", "deny")) -> list[Rule]:
     if not isinstance(section, dict):
         return []
-    return [Rule(kind, text, source) for kind in kinds
-            for text in (section.get(kind) if isinstance(section.get(kind), list) else [])
-            if isinstance(text, str)]
+    return [Rule(kind, text, source) for kind in kinds if isinstance(section.get(kind), list)
+            for text in section[kind] if isinstance(text, str)]
 
 
 def permission_rules() -> list[Rule]:
@@ -3698,8 +3695,7 @@ def permission_rules() -> list[Rule]:
     user = read_json_file(user_settings_file())
     projects = user.get("projects") if isinstance(user.get("projects"), dict) else {}
     project = read_json_file(project_settings_file()).get("permissions")
-    return (COMMAND_LINE_RULES
-            + rules_in(user.get("permissions"), "user settings")
+    return (COMMAND_LINE_RULES + rules_in(user.get("permissions"), "user settings")
             + rules_in(projects.get(str(BASE_DIR)), "user settings, this project")
             + rules_in(project, ".kesi/settings.json (deny only)", kinds=("deny",)))
 
@@ -5778,8 +5774,7 @@ def adopt_orphans() -> None:
 
 
 def stop_orphans(spare: set[int] = frozenset()) -> None:
-    """KILL and reap what KeSi adopted, round by round (a killed one's children come next): whose it was cannot be
-    told. Spared: running tasks, and `spare`, KeSi's own children from before a command started."""
+    """KILL and reap, round by round, all KeSi adopted (whose it was cannot be told) but running tasks and spare."""
     known = spare | {task.proc.pid for task in BACKGROUND_TASKS.values() if task.proc.returncode is None}
     for _ in range(1000):
         orphans = [pid for pid in child_pids(os.getpid()) if pid not in known]
