@@ -3657,9 +3657,8 @@ def escalation_for(command: str) -> str | None:
 
 
 # --- rules that persist: Bash(...) and Edit(...) ------------------------------------
-# Claude Code's syntax: Bash(npm test) is that command, Bash(npm test:*) any starting with its words, Edit(src/**)
-# a glob. Allow rules match each part of a compound command (never a redirection or expansion); deny rules beat all
-# but hard denials. Commands can write .kesi/settings.json, so it may only deny; allow rules live in user settings.
+# Claude Code's syntax: Bash(npm test) exactly, Bash(npm test:*) by its first words, Edit(src/**) by glob. Allow rules
+# match each plain part; deny rules beat all but hard denials; .kesi/settings.json (commands can write it) only denies.
 def user_settings_file() -> Path:
     return user_config_folder() / "settings.json"
 
@@ -5820,9 +5819,8 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 
 
 # --- tasks paused while KeSi looks, and checked between commands ---------------------------
-# A task could rename a folder between KeSi's look and bwrap's mounts (a mask would land on a path made anew), or
-# plant a git hook the next check takes as "before": while KeSi prepares a command (until bwrap has mounted all) and
-# checks one, the tasks' bwrap sandboxes are SIGSTOPped; what they change in git between checks is put back.
+# The tasks' bwrap sandboxes are SIGSTOPped from KeSi's look at a command until bwrap has mounted all, and while it
+# checks one: a task could move a folder under a mask or plant a git hook the check takes as "before" (put back later).
 
 @contextlib.contextmanager
 def background_tasks_paused():
