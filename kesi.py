@@ -5820,7 +5820,7 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 
 # --- tasks paused while KeSi looks, and checked between commands ---------------------------
 # The tasks' bwrap sandboxes are SIGSTOPped from KeSi's look at a command until bwrap has mounted all, and while it
-# checks one: a task could move a folder under a mask or plant a git hook the check takes as "before" (put back later).
+# checks one, so no task moves a folder under a mask or plants a hook meanwhile; git changes between checks are undone.
 
 @contextlib.contextmanager
 def background_tasks_paused():
