@@ -3208,8 +3208,7 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
 def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[str, bool, int]:
     """The body up to its delimiter line (or the end, as dash reads it), whether it is literal, where sh reads on."""
     word = re.sub(r"""['"\\]""", "", delimiter.group(1))
-    strip_tabs, literal = delimiter.group(0).startswith("-"), word != delimiter.group(1)
-    lines = []
+    strip_tabs, literal, lines = delimiter.group(0).startswith("-"), word != delimiter.group(1), []
     while i < len(command):
         end = found if (found := command.find("\n", i)) >= 0 else len(command)
         line = command[i:end].lstrip("\t") if strip_tabs else command[i:end]
@@ -3374,34 +3373,30 @@ def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) ->
     """Why this command must never run, or None; cwd (None: the workspace) follows each cd: "cd ~; rm -rf ."."""
     if depth > MAX_NESTING:
         return "it nests commands too deeply to be checked"
-    reasons = (segments_denial_reason(segments, depth, cwd or BASE_DIR) for segments in shell_readings(command))
-    return next((reason for reason in reasons if reason), None)
+    for segments in shell_readings(command):
+        folder, previous = cwd or BASE_DIR, None
+        for segment, tokens, text_only in simple_commands(segments):
+            if tokens and program_name(tokens[0]) in ("cd", "pushd"):
+                previous, folder = folder, after_cd(tokens, folder, previous)
+            # Each word may be the program a wrapper starts (timeout -s KILL 5 sudo, find -exec); env -S makes words.
+            for words in ([] if text_only else [segment, tokens]):
+                for start in range(len(words)):
+                    if name := names_one_of(words[start], BLOCKED_COMMANDS, is_program=start == 0):
+                        return f"{name} would run with superuser rights"
+                    if is_root_removal(words[start:], folder, is_program=start == 0):
+                        return "it would delete the root folder, a system folder or a home folder"
+            nested = [line for start in range(1 if text_only else len(tokens))
+                      for line in handed_lines(tokens[start:]) if line != UNKNOWN_ALIAS]
+            for line in nested + command_line_words(segment, text_only):
+                if reason := hard_denial_reason(line, depth + 1, folder):
+                    return reason
+    return None
 
 
 def shell_readings(command: str) -> list[list[list[str]]]:
     """The simple commands sh may run, as bash reads $'...' and as dash does; lines before an unclosed quote run."""
     readings = (True, False) if "$'" in command else (True,)        # bash decodes $'...', dash does not
     return [command_segments(command, ansi_c, partial=True) for ansi_c in readings]
-
-
-def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> str | None:
-    previous = None
-    for segment, tokens, text_only in simple_commands(segments):
-        if tokens and program_name(tokens[0]) in ("cd", "pushd"):
-            previous, cwd = cwd, after_cd(tokens, cwd, previous)
-        # Each word may be the program a wrapper starts (timeout -s KILL 5 sudo, find -exec); env -S makes words.
-        for words in ([] if text_only else [segment, tokens]):
-            for start in range(len(words)):
-                if name := names_one_of(words[start], BLOCKED_COMMANDS, is_program=start == 0):
-                    return f"{name} would run with superuser rights"
-                if is_root_removal(words[start:], cwd, is_program=start == 0):
-                    return "it would delete the root folder, a system folder or a home folder"
-        nested = [line for start in range(1 if text_only else len(tokens)) for line in handed_lines(tokens[start:])
-                  if line != UNKNOWN_ALIAS]
-        for line in nested + command_line_words(segment, text_only):
-            if reason := hard_denial_reason(line, depth + 1, cwd):
-                return reason
-    return None
 
 
 def simple_commands(segments: list[list[str]]) -> list[tuple[list[str], list[str], bool]]:
@@ -6401,8 +6396,7 @@ def save_session(history: list[dict]) -> None:
     if SAVED and (SAVED > len(history) or as_line(history[SAVED - 1]) != LAST_SAVED):
         lines.append({RESTART: "the conversation was compacted or rolled back", "at": now})
         SAVED = 0
-    lines += history[SAVED:]
-    lines.append({CLOCK: CACHE_CLOCK.saved()})
+    lines += [*history[SAVED:], {CLOCK: CACHE_CLOCK.saved()}]
     try:
         append_records(SESSION_FILE, lines)
     except OSError as exc:
