@@ -5875,7 +5875,8 @@ def check_git_control(before: GitSnapshot | None) -> str:
 def undo_background_changes() -> str:
     """With tasks paused: put back what they changed in git since the last check; a notice naming them, or ""."""
     base, snapshot, ended = _git_baseline[0] if _git_baseline else (None, None, set())
-    if not (tasks := [task for task in BACKGROUND_TASKS.values() if task.id not in ended and base == BASE_DIR]):
+    tasks = [task for task in BACKGROUND_TASKS.values() if task.id not in ended and base == BASE_DIR]
+    if not tasks:
         return ""
     restored = restore_git_control(snapshot, between=True)
     remember_git_state(snapshot)
