@@ -3427,9 +3427,8 @@ IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names,
 GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}   # git -C path push
 OPTION_LETTERS = {     # long options that are a short one, for programs deny rules often name: rm --recursive is -r
     "rm": {"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i"},
-    "cp": {"--recursive": "r", "--force": "f"}, "mv": {"--force": "f"},
-    "chmod": {"--recursive": "R"}, "chown": {"--recursive": "R"},
-    "git push": {"--force": "f", "--delete": "d"}, "git checkout": {"--force": "f"},
+    "cp": {"--recursive": "r", "--force": "f"}, "mv": {"--force": "f"}, "chmod": {"--recursive": "R"},
+    "chown": {"--recursive": "R"}, "git push": {"--force": "f", "--delete": "d"}, "git checkout": {"--force": "f"},
     "git clean": {"--force": "f", "--dry-run": "n", "--quiet": "q", "--interactive": "i"},
     "git branch": {"--delete": "d", "--force": "f", "--move": "m"},
 }
