@@ -3464,14 +3464,12 @@ def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
         for option in options:
             if option.startswith("--"):
                 name, has_value, value = word.partition("=")
-                if not (len(name) > 3 and option.startswith(name)):
-                    continue
-            elif re.match(rf"-[A-Za-z]*{option[1]}", word):
+                given = len(name) > 3 and option.startswith(name)
+            elif given := re.match(rf"-[A-Za-z]*{option[1]}", word):
                 value = word[word.index(option[1], 1) + 1:]
                 has_value = bool(value)
-            else:
-                continue
-            values += [value] if has_value else [] if option in ATTACHED_ONLY else words[index + 1:index + 2]
+            if given:
+                values += [value] if has_value else [] if option in ATTACHED_ONLY else words[index + 1:index + 2]
     return values
 
 
