@@ -3098,13 +3098,13 @@ UNSAFE_OPTIONS = {"date": ("-s", "--set", "-f", "--file"),
                   "diff": ("--from-file", "--to-file", "-X", "--exclude-from", "-r", "--recursive"),
                   "grep": ("-f", "--file", "-r", "-R", "--recursive", "--dereference-recursive", "-d", "--directories")}
 GIT_SENSITIVE_OPTIONS = {"--output", "--ext-diff", "--textconv", "-c", "--exec-path",
-                         "--git-dir", "--work-tree", "--config-env"}   # they write files or run programs, even in log
+                         "--git-dir", "--work-tree", "--config-env"}   # write files, run programs, even in git log
 SHELL_METACHARS = set("$`()<>*?[]{}~")
 MAX_CHECKED_CHARS = 10_000       # longer commands always ask, as in Claude Code
 
 
 # --- reading a command the way /bin/sh will ----------------------------------
-# Its own lexer, not shlex: a word split otherwise than sh splits it (\r is no blank to sh) is another program to sh.
+# Its own lexer, not shlex: words split where sh splits them (space and tab, never \r), or "cat" is another program.
 SEPARATORS = set(";&|()`\n")    # end one simple command, start the next
 HEREDOC_WORD = re.compile(r"""-?[ \t]*((?:'[^']*'|"[^"]*"|\\.|[^ \t\n;&|()<>'"\\])+)""")
 COMMAND_SUBSTITUTION = re.compile(r"\$\([^)]*\)?|`[^`]*`?")     # they run in an unquoted body
@@ -3300,7 +3300,7 @@ def expand_home(word: str) -> str | None:
     if user := re.match(r"~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)", word):
         name = user.group(1)
         home = os.path.expanduser(f"~{name}") if name else HOME_TEXT
-        return (f"/home/{name}" if home.startswith("~") else home) + word[user.end():]   # an unknown user's too
+        return (f"/home/{name}" if home.startswith("~") else home) + word[user.end():]   # unknown user: /home/NAME
     if var := re.match(r"\$(?:HOME\b|\{HOME\b[^}]*\})", word):   # $HOME, ${HOME}, ${HOME:?}, ${HOME:-x}
         return HOME_TEXT + word[var.end():]
     return None if word.startswith("~") or any(c in word for c in "$`") else word
