@@ -2989,29 +2989,24 @@ def exit_now(code: int) -> None:
 # ============================================================================
 # PART II. Reading a command as the shell does
 # ============================================================================
-# Behind classify_command(), command_key() and matching_rule(): the lexer, hard denials,
-# rules that persist, and escalation (more than the sandbox gives, for one command).
+# Behind classify_command(), command_key() and matching_rule(): the lexer, hard denials, rules and escalation.
 
 # Deliberately short: each entry is harmless with any arguments but UNSAFE_OPTIONS (cd: see part_question).
 SAFE_COMMANDS = [tuple(command.split()) for command in ("ls", "pwd", "cat", "head", "tail", "wc", "echo", "which",
                  "diff", "stat", "du", "date", "grep", "cd", "git status", "git log", "git diff", "git show")]
-# These change the system (date -s) or read names from a file the path check cannot see (date -f .env);
-# diff -r and grep -r read whole trees, following links a repository may ship.
+# They set the clock (date -s), read names from a file the path check cannot see (-f .env) or trees and links (-r).
 UNSAFE_OPTIONS = {"date": ("-s", "--set", "-f", "--file"),
-                  "du": ("--files0-from", "-X", "--exclude-from"),
-                  "wc": ("--files0-from",),
+                  "du": ("--files0-from", "-X", "--exclude-from"), "wc": ("--files0-from",),
                   "diff": ("--from-file", "--to-file", "-X", "--exclude-from", "-r", "--recursive"),
                   "grep": ("-f", "--file", "-r", "-R", "--recursive", "--dereference-recursive", "-d", "--directories")}
-# git options that write files or run other programs, even under "git log".
 GIT_SENSITIVE_OPTIONS = {"--output", "--ext-diff", "--textconv", "-c", "--exec-path",
-                         "--git-dir", "--work-tree", "--config-env"}
+                         "--git-dir", "--work-tree", "--config-env"}   # write files, run programs, even in git log
 SHELL_METACHARS = set("$`()<>*?[]{}~")
 MAX_CHECKED_CHARS = 10_000       # longer commands always ask, as in Claude Code
 
 
 # --- reading a command the way /bin/sh will ----------------------------------
-# The classifier must split words exactly where sh does, or a word it reads as "cat" is another program to sh:
-# so its own lexer, not shlex (blanks are only space and tab, never \r). What it cannot read is asked about.
+# Its own lexer, not shlex: words split where sh splits them (space and tab, never \r), or "cat" is another program.
 SEPARATORS = set(";&|()`\n")    # end one simple command, start the next
 HEREDOC_WORD = re.compile(r"""-?[ \t]*((?:'[^']*'|"[^"]*"|\\.|[^ \t\n;&|()<>'"\\])+)""")
 COMMAND_SUBSTITUTION = re.compile(r"\$\([^)]*\)?|`[^`]*`?")     # they run in an unquoted body
@@ -3034,8 +3029,7 @@ def decode_ansi_c(body: str) -> str:
                   one, body, flags=re.DOTALL)
 
 
-# Each quote's extent and the text it stands for: '...' as written, bash's $'...' decoded, and "...", where a
-# backslash quotes only \ " $ ` and a newline (\newline joins lines).
+# Each quote and its text: '...' as written, bash's $'...' decoded, "..." where \ quotes only \ " $ ` and newline.
 QUOTES = {"'": (re.compile(r"'([^']*)'"), str),
           "$'": (re.compile(r"\$'((?:[^'\\]|\\.)*)'", re.DOTALL), decode_ansi_c),
           '"': (re.compile(r'"((?:[^"\\]|\\.)*)"', re.DOTALL),
@@ -3066,9 +3060,8 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
         c = command[i]
         if c in " \t":
             end_word()
-        elif c == "#" and not in_word:
-            while i < n and command[i] != "\n":
-                i += 1
+        elif c == "#" and not in_word:           # a comment, to its line's end
+            i = end if (end := command.find("\n", i)) >= 0 else n
             continue
         elif c == "\\":
             if command[i + 1:i + 2] == "\n":      # a line continuation joins the two lines
@@ -3091,8 +3084,7 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
             start = i
             while i + 1 < n and command[i + 1] in "<>&|":
                 i += 1
-            delimiter = HEREDOC_WORD.match(command, i + 1) if command[start:i + 1] == "<<" else None
-            if delimiter:                        # a here-document (<<< is a here-string)
+            if command[start:i + 1] == "<<" and (delimiter := HEREDOC_WORD.match(command, i + 1)):  # here-doc, not <<<
                 heredocs.append((delimiter, len(segments)))
             redirect_next = True
         elif c == "\n" and heredocs:             # the bodies start on the next line
@@ -3118,11 +3110,9 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
 def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[str, bool, int]:
     """The body up to its delimiter line (or the end, as dash reads it), whether it is literal, where sh reads on."""
     word = re.sub(r"""['"\\]""", "", delimiter.group(1))
-    strip_tabs, literal = delimiter.group(0).startswith("-"), word != delimiter.group(1)
-    lines = []
+    strip_tabs, literal, lines = delimiter.group(0).startswith("-"), word != delimiter.group(1), []
     while i < len(command):
-        end = command.find("\n", i)
-        end = len(command) if end < 0 else end
+        end = found if (found := command.find("\n", i)) >= 0 else len(command)
         line = command[i:end].lstrip("\t") if strip_tabs else command[i:end]
         i = end + 1
         if line == word:
@@ -3139,18 +3129,15 @@ HOME_TEXT = str(HOME_DIR)
 # The plain spellings of "/" and home; is_root_target reads the others (~user, ${HOME:?}, //, /usr/.., cd ~; rm .)
 ROOT_TARGETS = {"/", "/*", "/root", *(home + end for home in ("~", "$HOME", "${HOME}", HOME_TEXT)
                                      for end in ("", "/", "/*"))}
-# Run the rest of their line as a command (env also takes options, see unwrap_command).
-SIMPLE_WRAPPERS = {"command", "builtin", "exec", "nohup", "noglob", "time", "env"}
+SIMPLE_WRAPPERS = {"command", "builtin", "exec", "nohup", "noglob", "time", "env"}   # run the rest of their line
 # Wrapper options that take a value (env -u NAME, exec -a NAME, env -C DIR); env -S splits it into words that run.
 WRAPPER_SHORT_VALUES = set("uCSPa")
 WRAPPER_LONG_VALUES = {"--unset": "u", "--chdir": "C", "--split-string": "S", "--argv0": "a"}
 SHELL_COMMANDS = {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "busybox"}
-# Read their commands from their input or arguments: "echo 'sudo id' | sh".
-COMMAND_READERS = SHELL_COMMANDS | {"eval", "source", ".", "xargs", "parallel"}
-# Their arguments are text, not commands: "grep sudo notes.md" runs no sudo.
+COMMAND_READERS = SHELL_COMMANDS | {"eval", "source", ".", "xargs", "parallel"}   # they run what they read: | sh
 TEXT_PROGRAMS = {"echo", "printf", "grep", "egrep", "fgrep", "rg", "ag", "ack", "man", "info", "whatis",
                  "apropos", "which", "whereis", "type", "git", "cat", "head", "tail", "wc", "ls", "stat",
-                 "diff", "du", "date", "pwd", "test", "["}
+                 "diff", "du", "date", "pwd", "test", "["}     # their words are text: "grep sudo x" runs no sudo
 RESERVED_WORDS = {"!", "{", "}", "if", "then", "elif", "else", "fi", "do", "done", "while", "until"}
 MAX_NESTING = 5          # sh -c "sh -c '...'" deeper than this is refused unread
 WHOLE_FOLDER_GLOB = re.compile(r"[*?\[\]!.{},^]*[*?\[{][*?\[\]!.{},^]*")   # *, .*, .[!.]*, {*,.*}
@@ -3165,8 +3152,7 @@ def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | N
     name = program_name(word)
     if name in names:
         return name
-    literal = re.sub(r"\[[^]]*\]|[*?]", "", name)
-    if any(c in "*?[" for c in name) and (is_program or len(literal) >= 3):
+    if any(c in "*?[" for c in name) and (is_program or len(re.sub(r"\[[^]]*\]|[*?]", "", name)) >= 3):
         return next((known for known in sorted(names) if fnmatch.fnmatchcase(known, name)), None)
     return None
 
@@ -3213,15 +3199,11 @@ def split_like_env(text: str) -> list[str]:
 
 def expand_home(word: str) -> str | None:
     """The path with ~, ~user, $HOME and ${HOME...} expanded; None for one that cannot be read without running it."""
-    user = re.match(r"~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)", word)
-    if user:
+    if user := re.match(r"~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)", word):
         name = user.group(1)
         home = os.path.expanduser(f"~{name}") if name else HOME_TEXT
-        if home.startswith("~"):
-            home = f"/home/{name}"        # an unknown user: still somebody's home folder
-        return home + word[user.end():]
-    var = re.match(r"\$(?:HOME\b|\{HOME\b[^}]*\})", word)   # $HOME, ${HOME}, ${HOME:?}, ${HOME:-x}
-    if var:
+        return (f"/home/{name}" if home.startswith("~") else home) + word[user.end():]   # unknown user: /home/NAME
+    if var := re.match(r"\$(?:HOME\b|\{HOME\b[^}]*\})", word):   # $HOME, ${HOME}, ${HOME:?}, ${HOME:-x}
         return HOME_TEXT + word[var.end():]
     return None if word.startswith("~") or any(c in word for c in "$`") else word
 
@@ -3230,32 +3212,25 @@ def is_root_target(target: str, cwd: Path | None = None) -> bool:
     """Does this removal target mean /, a system or a home folder, however it is spelled?"""
     if target in ROOT_TARGETS:
         return True
-    if "{" in target:             # bash (macOS's /bin/sh) expands rm -rf {/,x} to rm -rf / x
-        alternatives = brace_alternatives(target)
-        if alternatives != [target]:
-            return any(is_root_target(alternative, cwd) for alternative in alternatives)
+    if "{" in target and (alternatives := brace_alternatives(target)) != [target]:   # bash: rm -rf {/,x} is rm -rf / x
+        return any(is_root_target(alternative, cwd) for alternative in alternatives)
     target = re.sub(r"\$(PWD\b|\{PWD\})", lambda _: str(cwd or BASE_DIR), target)   # rm -rf $PWD/..
     path = expand_home(target)
     if path is None or cwd is None and not path.startswith("/"):
         return False              # not readable without running it: the expansion rule asks
-    parts = os.path.join(cwd or BASE_DIR, path).split("/")
-    for index, part in enumerate(parts):   # "~/*", "./.[!.]*": the folder they empty
-        if WHOLE_FOLDER_GLOB.fullmatch(part):
-            parts = parts[:index]
-            break
+    parts = os.path.join(cwd or BASE_DIR, path).split("/")    # "~/*", "./.[!.]*": the folder they empty
+    parts = list(itertools.takewhile(lambda part: not WHOLE_FOLDER_GLOB.fullmatch(part), parts))
     try:
         path = os.path.realpath("/".join(parts) or "/")   # .., //, symlinks
     except (OSError, ValueError):
         return True
     parent = os.path.dirname(path)    # /, a top-level folder (/usr), a home folder, or a folder above home
-    return (path == "/" or parent == "/" or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
-            or parent in ("/home", "/Users"))
+    return parent in ("/", "/home", "/Users") or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
 
 
 def brace_alternatives(word: str, limit: int = 64) -> list[str]:
     """The words {a,b} expands to, innermost first: a{x,y}/b is ax/b, ay/b."""
-    match = re.search(r"\{([^{}]*,[^{}]*)\}", word)
-    if not match:
+    if not (match := re.search(r"\{([^{}]*,[^{}]*)\}", word)):
         return [word]
     words = []
     for part in match.group(1).split(","):      # stop at limit: 25 groups would be 2**25 words
@@ -3270,8 +3245,7 @@ def find_start_paths(tokens: list[str]) -> list[str]:
     words = tokens[1:]
     while words and words[0] in ("-H", "-L", "-P") or words[:1] == ["-D"] or words[:1] and words[0].startswith("-O"):
         words = words[2:] if words[0] == "-D" else words[1:]
-    end = next((i for i, word in enumerate(words) if word.startswith("-") or word in ("(", "!", ",")), len(words))
-    return words[:end]
+    return list(itertools.takewhile(lambda word: not word.startswith("-") and word not in ("(", "!", ","), words))
 
 
 def is_root_removal(tokens: list[str], cwd: Path | None = None, is_program: bool = True) -> bool:
@@ -3289,10 +3263,8 @@ def is_root_removal(tokens: list[str], cwd: Path | None = None, is_program: bool
 def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path | None:
     """The folder a cd moves to (None: cannot be known without running it)."""
     args = [t for t in tokens[1:] if not t.startswith("-") or t == "-"]
-    if not args:
-        return HOME_DIR
-    if args[0] == "-":
-        return previous
+    if not args or args[0] == "-":
+        return previous if args else HOME_DIR
     path = expand_home(args[0])
     if path is None or (cwd is None and not path.startswith("/")):
         return None
@@ -3303,43 +3275,34 @@ def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) ->
     """Why this command must never run, or None; cwd (None: the workspace) follows each cd: "cd ~; rm -rf ."."""
     if depth > MAX_NESTING:
         return "it nests commands too deeply to be checked"
-    reasons = (segments_denial_reason(segments, depth, cwd or BASE_DIR) for segments in shell_readings(command))
-    return next((reason for reason in reasons if reason), None)
+    for segments in shell_readings(command):
+        folder, previous = cwd or BASE_DIR, None
+        for segment, tokens, text_only in simple_commands(segments):
+            if tokens and program_name(tokens[0]) in ("cd", "pushd"):
+                previous, folder = folder, after_cd(tokens, folder, previous)
+            # Each word may be the program a wrapper starts (timeout -s KILL 5 sudo, find -exec); env -S makes words.
+            for words in ([] if text_only else [segment, tokens]):
+                for start in range(len(words)):
+                    if name := names_one_of(words[start], BLOCKED_COMMANDS, is_program=start == 0):
+                        return f"{name} would run with superuser rights"
+                    if is_root_removal(words[start:], folder, is_program=start == 0):
+                        return "it would delete the root folder, a system folder or a home folder"
+            nested = [line for start in range(1 if text_only else len(tokens))
+                      for line in handed_lines(tokens[start:]) if line != UNKNOWN_ALIAS]
+            for line in nested + command_line_words(segment, text_only):
+                if reason := hard_denial_reason(line, depth + 1, folder):
+                    return reason
+    return None
 
 
 def shell_readings(command: str) -> list[list[list[str]]]:
     """The simple commands sh may run, as bash reads $'...' and as dash does; lines before an unclosed quote run."""
-    readings = [command_segments(command, partial=True)]
-    if "$'" in command:
-        readings.append(command_segments(command, ansi_c=False, partial=True))
-    return readings
-
-
-def segments_denial_reason(segments: list[list[str]], depth: int, cwd: Path) -> str | None:
-    previous = None
-    for segment, tokens, text_only in simple_commands(segments):
-        if tokens and program_name(tokens[0]) in ("cd", "pushd"):
-            previous, cwd = cwd, after_cd(tokens, cwd, previous)
-        # Each word may be the program a wrapper starts (timeout -s KILL 5 sudo, find -exec); env -S makes words.
-        for words in ([] if text_only else [segment, tokens]):
-            for start in range(len(words)):
-                name = names_one_of(words[start], BLOCKED_COMMANDS, is_program=start == 0)
-                if name:
-                    return f"{name} would run with superuser rights"
-                if is_root_removal(words[start:], cwd, is_program=start == 0):
-                    return "it would delete the root folder, a system folder or a home folder"
-        nested = [line for start in range(1 if text_only else len(tokens)) for line in handed_lines(tokens[start:])
-                  if line != UNKNOWN_ALIAS]
-        for line in nested + command_line_words(segment, text_only):
-            reason = hard_denial_reason(line, depth + 1, cwd)
-            if reason:
-                return reason
-    return None
+    readings = (True, False) if "$'" in command else (True,)        # bash decodes $'...', dash does not
+    return [command_segments(command, ansi_c, partial=True) for ansi_c in readings]
 
 
 def simple_commands(segments: list[list[str]]) -> list[tuple[list[str], list[str], bool]]:
-    """Each part as written, what it runs past wrappers, and whether its words are only text ("grep sudo notes.md"),
-    which no word is when a part reads commands ("echo 'sudo id' | sh")."""
+    """(part, what it runs past wrappers, whether its words are mere text: grep sudo x, unless a part runs | sh)."""
     commands = [unwrap_command(segment) for segment in segments]
     feeds_a_shell = any(program_name(tokens[0]) in COMMAND_READERS for tokens in commands if tokens)
     return [(segment, tokens, bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell)
@@ -3352,8 +3315,7 @@ def command_line_words(words: list[str], text_only: bool) -> list[str]:
             and command_segments(word, partial=True) not in ([[word]], [])]
 
 
-# git options whose value git hands to a shell as a command line, by subcommand.
-GIT_COMMAND_OPTIONS = {
+GIT_COMMAND_OPTIONS = {     # by subcommand, options whose value git hands to a shell as a command line
     "rebase": ("-x", "--exec"), "difftool": ("-x", "--extcmd"), "grep": ("-O", "--open-files-in-pager"),
     "clone": ("-u", "--upload-pack"), "fetch": ("--upload-pack",), "pull": ("--upload-pack",),
     "ls-remote": ("--upload-pack",), "push": ("--receive-pack", "--exec"),
@@ -3364,19 +3326,15 @@ GIT_COMMAND_OPTIONS = {
 ATTACHED_ONLY = {"-O", "--open-files-in-pager"}       # git grep -O alone uses the default pager
 GIT_COMMAND_ARGUMENTS = {"submodule": "foreach", "bisect": "run"}   # the rest of the line is a command
 IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names, never commands
-# git's own options before its subcommand that take a value as the next word (git -C path push).
-GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}
-# Long options that are a short one, for programs deny rules often name (rm --recursive is rm -r),
-# and short letters that are the same.
-OPTION_LETTERS = {
+GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}   # git -C path push
+OPTION_LETTERS = {     # long options that are a short one, for programs deny rules often name: rm --recursive is -r
     "rm": {"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i"},
-    "cp": {"--recursive": "r", "--force": "f"}, "mv": {"--force": "f"},
-    "chmod": {"--recursive": "R"}, "chown": {"--recursive": "R"},
-    "git push": {"--force": "f", "--delete": "d"}, "git checkout": {"--force": "f"},
+    "cp": {"--recursive": "r", "--force": "f"}, "mv": {"--force": "f"}, "chmod": {"--recursive": "R"},
+    "chown": {"--recursive": "R"}, "git push": {"--force": "f", "--delete": "d"}, "git checkout": {"--force": "f"},
     "git clean": {"--force": "f", "--dry-run": "n", "--quiet": "q", "--interactive": "i"},
     "git branch": {"--delete": "d", "--force": "f", "--move": "m"},
 }
-SAME_LETTERS = {"rm": {"R": "r"}, "cp": {"R": "r"}}
+SAME_LETTERS = {"rm": {"R": "r"}, "cp": {"R": "r"}}     # and short letters that are the same: rm -R is rm -r
 UNKNOWN_ALIAS = "an alias whose value a variable gives"
 GIT_SYNONYMS = {"send-pack": "push"}     # the plumbing git push runs: a rule on push covers it
 
@@ -3392,38 +3350,28 @@ def handed_lines(words: list[str]) -> list[str]:
     rest, config = past_git_options(words[1:])
     lines = [value.removeprefix("!") for key, value in config.items()
              if not key.lower().startswith(IDENTITY_KEYS + ("alias.",))]
-    alias = git_alias(words)
-    if alias:
+    if alias := git_alias(words):
         lines.append(alias if alias == UNKNOWN_ALIAS else alias[1:] if alias.startswith("!") else "git " + alias)
     if not rest:
         return lines
-    after = GIT_COMMAND_ARGUMENTS.get(rest[0])
-    if after in rest[1:]:
-        tail = rest[rest.index(after, 1) + 1:]
-        while tail and tail[0].startswith("-"):    # foreach --recursive --quiet
-            tail = tail[1:]
-        lines.append(" ".join(tail))
+    if (after := GIT_COMMAND_ARGUMENTS.get(rest[0])) in rest[1:]:    # past its options: foreach --recursive --quiet
+        lines.append(" ".join(itertools.dropwhile(lambda word: word.startswith("-"), rest[rest.index(after, 1) + 1:])))
     return lines + option_values(rest[1:], GIT_COMMAND_OPTIONS.get(rest[0], ()))
 
 
 def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
     """The values of these options in any spelling: -x cmd, -xcmd, -yx cmd, --exec cmd, --exec=cmd, --ex=cmd."""
     values = []
-    for index, word in enumerate(words):
-        if word == "--":
-            break
-        following = words[index + 1:index + 2]
-        name, has_value, value = word.partition("=")
+    for index, word in enumerate(itertools.takewhile(lambda word: word != "--", words)):
         for option in options:
             if option.startswith("--"):
-                if not (len(name) > 3 and option.startswith(name)):
-                    continue
-            elif re.match(rf"-[A-Za-z]*{option[1]}", word):
+                name, has_value, value = word.partition("=")
+                given = len(name) > 3 and option.startswith(name)
+            elif given := re.match(rf"-[A-Za-z]*{option[1]}", word):
                 value = word[word.index(option[1], 1) + 1:]
                 has_value = bool(value)
-            else:
-                continue
-            values += [value] if has_value else [] if option in ATTACHED_ONLY else following
+            if given:
+                values += [value] if has_value else [] if option in ATTACHED_ONLY else words[index + 1:index + 2]
     return values
 
 
@@ -3431,14 +3379,11 @@ def touches_forbidden(tokens: list[str], cwd: Path | None = None) -> bool:
     """Does a command argument name an ignored or out-of-jail path (read from cwd, the workspace by default)?"""
     cwd = cwd or BASE_DIR
     for token in tokens[1:]:
-        if token.startswith("--"):
-            if "=" not in token:
+        if token.startswith("-"):     # an attached value names a path too: --from-file=.env, -f.env
+            long = token.startswith("--")
+            if ("=" not in token) if long else len(token) <= 2:
                 continue
-            token = token.split("=", 1)[1]      # --from-file=.env names a path too
-        elif token.startswith("-"):
-            if len(token) <= 2:
-                continue
-            token = token[2:]                   # -f.env: a short option with its value attached
+            token = token.split("=", 1)[1] if long else token[2:]
         # split on ':' too: "git show HEAD:.env" prints a committed secret
         if any(is_ignored_name(part) for piece in token.split(":") for part in Path(piece).parts):
             return True
@@ -3456,9 +3401,7 @@ def has_unsafe_option(tokens: list[str]) -> bool:
     """Is one of UNSAFE_OPTIONS given, in any spelling: --set=X, -s X, -sX, or in a cluster (-us)?"""
     if tokens[0] == "date" and any(not t.startswith(("-", "+")) for t in tokens[1:]):
         return True               # date MMDDhhmm sets the clock, as -s does
-    for token in tokens[1:]:
-        if token == "--":
-            return False
+    for token in itertools.takewhile(lambda token: token != "--", tokens[1:]):
         for option in UNSAFE_OPTIONS.get(tokens[0], ()):
             if option.startswith("--"):
                 given = token.split("=", 1)[0]
@@ -3478,25 +3421,20 @@ def classify_command(command) -> tuple[str, str]:
     """('deny' | 'ask' | 'allow', reason), in that order of precedence."""
     if not isinstance(command, str) or not command.strip():
         return "ask", "the command is empty"
-    reason = hard_denial_reason(command)
-    if reason:
+    if reason := hard_denial_reason(command):
         return "deny", reason
-    hidden = control_characters(command)
-    if hidden:
+    if hidden := control_characters(command):
         return "ask", f"it contains control characters ({' '.join(visible(c) for c in hidden)}) that may hide what runs"
     if len(command) > MAX_CHECKED_CHARS:
         return "ask", f"it is longer than {MAX_CHECKED_CHARS:,} characters, too long to check"
-    expansions = shell_expansions(command)
-    if expansions:
+    if expansions := shell_expansions(command):
         return "ask", (f"it contains shell expansions or redirections ({' '.join(expansions)})"
                        ", so it may do more than it says")
-    segments = command_segments(command)
-    if segments is None:
+    if (segments := command_segments(command)) is None:
         return "ask", "the command could not be parsed (an unclosed quote?)"
     if not segments:
         return "ask", "it is not clear what this command does"
-    asks = part_questions(segments)
-    if not asks:
+    if not (asks := part_questions(segments)):
         return "allow", "read-only commands"
     return "ask", asks[0][1] if len(segments) == 1 else f"`{shlex.join(asks[0][0])}`: {asks[0][1]}"
 
@@ -3558,29 +3496,22 @@ def write_key(file_path, tool: str = "edit_file") -> str | None:
     return relative(target) if target and target != BASE_DIR else None
 
 
-# Files other programs run later, outside the sandbox with the user's rights (direnv, editors, hook managers,
-# CI, other agents): a write to one asks in every mode but bypassPermissions. Matched at any depth and in any
-# case. Makefile or conftest.py are not listed: they run only when the person runs them.
+# Files other programs run later with the user's rights, outside the sandbox: a write to one asks in every mode but
+# bypassPermissions. Any depth, any case. Not Makefile or conftest.py: they run only when the person runs them.
 RUNS_LATER_NAMES = {
-    # direnv, editors and IDEs
-    ".envrc", ".vscode", ".idea", ".zed", ".fleet", ".theia", ".devcontainer", ".devcontainer.json",
+    ".envrc", ".vscode", ".idea", ".zed", ".fleet", ".theia", ".devcontainer", ".devcontainer.json",  # direnv, editors
     ".exrc", ".nvimrc", ".nvim.lua", ".lvimrc", ".gitpod.yml", ".idx",
-    # git and its hook managers
-    ".git", ".husky", ".githooks", ".pre-commit-config.yaml", ".lefthook",
+    ".git", ".husky", ".githooks", ".pre-commit-config.yaml", ".lefthook",    # git and its hook managers
     *(f"{dot}lefthook{local}.{ext}" for dot in ("", ".") for local in ("", "-local") for ext in ("yml", "yaml")),
-    # CI
+    ".woodpecker", ".woodpecker.yml", ".drone.yml", "bitbucket-pipelines.yml",    # CI
     ".gitlab-ci.yml", ".gitlab", ".circleci", ".buildkite", ".travis.yml", "jenkinsfile", "azure-pipelines.yml",
-    ".woodpecker", ".woodpecker.yml", ".drone.yml", "bitbucket-pipelines.yml",
-    # tool managers that run hooks or tasks on cd
-    ".mise", *(f"{dot}mise{local}.toml" for dot in ("", ".") for local in ("", ".local")),
-    # other agents' settings and instructions (hooks, MCP servers are commands)
-    ".claude", ".cursor", ".gemini", ".mcp.json", ".codex", ".continue", ".aider.conf.yml",
-    "opencode.json", ".roo", ".kiro", ".amazonq", ".windsurfrules", ".clinerules",
+    ".mise", *(f"{dot}mise{local}.toml" for dot in ("", ".") for local in ("", ".local")),   # they run tasks on cd
+    ".claude", ".cursor", ".gemini", ".mcp.json", ".codex", ".continue", ".aider.conf.yml",   # other agents' hooks
+    "opencode.json", ".roo", ".kiro", ".amazonq", ".windsurfrules", ".clinerules",            # and MCP servers
 }
 RUNS_LATER_PATHS = {(".github", "workflows"), (".github", "actions"), (".github", "copilot-instructions.md"),
                     (".gitea", "workflows"), (".forgejo", "workflows"), (".config", "mise"), ("mise", "config.toml")}
-# Python runs every .pth file in a virtualenv's site-packages at start-up, whatever the venv folder is called.
-RUNS_LATER_SUFFIXES = (".code-workspace", ".pth")
+RUNS_LATER_SUFFIXES = (".code-workspace", ".pth")      # Python runs a venv's .pth files at start-up, in any folder
 RUNS_LATER_REASON = "other tools run this file later, outside the sandbox (an editor, direnv, git hooks or CI)"
 
 
@@ -3593,8 +3524,7 @@ def runs_later(key: str) -> bool:
 
 
 # --- escalation: more than the sandbox gives, for one exact command --------------
-# The model may ask (run_command's escalate); only the person's answer gives it, once or for the session,
-# or --escalate for a headless run.
+# The model may ask (run_command's escalate); only the person gives it: an answer, or --escalate for a -p run.
 ESCALATION_LEVELS = {"network": "with the full network (files still sandboxed)",
                      "unsandboxed": "without the sandbox, with your full user rights"}
 GRANTED_ESCALATIONS: dict[str, str] = {}   # exact command -> level, for this session
@@ -3617,15 +3547,12 @@ def set_headless_escalation(level: str | None) -> None:
 def escalation_for(command: str) -> str | None:
     """None (the sandbox as it is), "network" or "unsandboxed"; a once-only answer is used up here."""
     key = command_key(command)
-    once = ESCALATE_ONCE.pop(key, None) if key else None
-    return once or GRANTED_ESCALATIONS.get(key) or HEADLESS_ESCALATION
+    return (ESCALATE_ONCE.pop(key, None) if key else None) or GRANTED_ESCALATIONS.get(key) or HEADLESS_ESCALATION
 
 
 # --- rules that persist: Bash(...) and Edit(...) ------------------------------------
-# Claude Code's syntax: Bash(npm test) is that exact command, Bash(npm test:*) any that starts with its words,
-# Edit(src/**) edits by glob. Allow rules match each part of a compound command (never a redirection or an
-# expansion); deny rules beat all but hard denials. A sandboxed command can write the workspace, so
-# .kesi/settings.json may only deny; allow rules live in the user's settings, where an "a" answer saves one.
+# Claude Code's syntax: Bash(npm test) exactly, Bash(npm test:*) by its first words, Edit(src/**) by glob. Allow rules
+# match each plain part; deny rules beat all but hard denials; .kesi/settings.json (commands can write it) only denies.
 def user_settings_file() -> Path:
     return user_config_folder() / "settings.json"
 
@@ -3652,9 +3579,8 @@ def read_json_file(path: Path) -> dict:
 def rules_in(section, source: str, kinds=("allow", "deny")) -> list[Rule]:
     if not isinstance(section, dict):
         return []
-    return [Rule(kind, text, source) for kind in kinds
-            for text in (section.get(kind) if isinstance(section.get(kind), list) else [])
-            if isinstance(text, str)]
+    return [Rule(kind, text, source) for kind in kinds if isinstance(section.get(kind), list)
+            for text in section[kind] if isinstance(text, str)]
 
 
 def permission_rules() -> list[Rule]:
@@ -3662,8 +3588,7 @@ def permission_rules() -> list[Rule]:
     user = read_json_file(user_settings_file())
     projects = user.get("projects") if isinstance(user.get("projects"), dict) else {}
     project = read_json_file(project_settings_file()).get("permissions")
-    return (COMMAND_LINE_RULES
-            + rules_in(user.get("permissions"), "user settings")
+    return (COMMAND_LINE_RULES + rules_in(user.get("permissions"), "user settings")
             + rules_in(projects.get(str(BASE_DIR)), "user settings, this project")
             + rules_in(project, ".kesi/settings.json (deny only)", kinds=("deny",)))
 
@@ -3699,13 +3624,10 @@ def rule_words(tokens: list[str]) -> list[str]:
         words[1:2] = [GIT_SYNONYMS.get(words[1], words[1])] if len(words) > 1 else []
     key = " ".join(words[:2]) if words[:1] == ["git"] else words[0] if words else ""
     words = [as_short_option(word, key) for word in words]
-    merged = []
-    for word in words:            # rm -r -f is rm -rf: one sorted cluster of short options
-        if re.fullmatch(r"-[A-Za-z]+", word) and merged and re.fullmatch(r"-[A-Za-z]+", merged[-1]):
-            merged[-1] += word[1:]
-        else:
-            merged.append(word)
-    return [("-" + "".join(sorted(set(w[1:])))) if re.fullmatch(r"-[A-Za-z]{2,}", w) else w for w in merged]
+    merged = []                   # rm -r -f is rm -rf: one sorted cluster of short options
+    for short, group in itertools.groupby(words, lambda word: re.fullmatch(r"-[A-Za-z]+", word) is not None):
+        merged += ["-" + "".join(sorted({letter for word in group for letter in word[1:]}))] if short else list(group)
+    return merged
 
 
 def past_git_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -3817,12 +3739,10 @@ def path_matches(pattern: str, key: str, for_deny: bool) -> bool:
 
 def matching_rule(kind: str, tool: str, subject: str) -> Rule | None:
     """The first rule of this kind that covers a command (tool "Bash") or a file key ("Edit")."""
+    matches = command_matches if tool == "Bash" else path_matches
     for rule in permission_rules():
         parsed = parse_rule(rule.text)
-        if rule.kind != kind or not parsed or parsed[0] != tool:
-            continue
-        matches = command_matches if tool == "Bash" else path_matches
-        if matches(parsed[1], subject, kind == "deny"):
+        if rule.kind == kind and parsed and parsed[0] == tool and matches(parsed[1], subject, kind == "deny"):
             return rule
     return None
 
@@ -5622,10 +5542,8 @@ def network_line() -> str:
 # Behind start_background_task() and audit_command(): background tasks and the audit log.
 
 # --- background tasks ----------------------------------------------------------
-# A dev server or a watcher must outlive its call: run_in_background runs it after the same permission check, in the
-# same sandbox (.git read-only: the user may run git meanwhile), and returns an id; background_output reads it and
-# background_stop ends it. All end with KeSi: at exit or a crash (atexit), on SIGHUP and SIGTERM (main makes them an
-# exit), in bwrap even after a SIGKILL (--die-with-parent, and lifeline_fd before bwrap arms it).
+# A dev server or watcher outlives its call, checked and sandboxed as a command (.git read-only: the user runs git too).
+# All end with KeSi: at exit, a crash, SIGHUP or SIGTERM, and under bwrap even SIGKILL (--die-with-parent, lifeline_fd).
 
 MAX_BACKGROUND_TASKS = 8               # running at once
 MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task
@@ -5668,8 +5586,7 @@ class BackgroundTask:
     logged: bool = False               # its end is in the audit log
 
     def state(self) -> str:
-        code = self.proc.poll()
-        if code is None:
+        if (code := self.proc.poll()) is None:
             return f"running for {time.time() - self.started:.0f} s"
         return f"exited with code {code}" if code >= 0 else f"stopped (signal {-code})"
 
@@ -5781,8 +5698,7 @@ def adopt_orphans() -> None:
 
 
 def stop_orphans(spare: set[int] = frozenset()) -> None:
-    """KILL and reap what KeSi adopted, round by round (a killed one's children come next): whose it was cannot be
-    told. Spared: running tasks, and `spare`, KeSi's own children from before a command started."""
+    """KILL and reap, round by round, all KeSi adopted (whose it was cannot be told) but running tasks and spare."""
     known = spare | {task.proc.pid for task in BACKGROUND_TASKS.values() if task.proc.returncode is None}
     for _ in range(1000):
         orphans = [pid for pid in child_pids(os.getpid()) if pid not in known]
@@ -5819,8 +5735,7 @@ def stop_tasks_beyond_permission(revoked: bool = False) -> None:
 
 
 def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
-    """Read-only commands always; one the person allowed, until /revoke or a read-only mode; the rest while a rule,
-    a session grant or the mode still allows them without asking."""
+    """Read-only commands always; the person's until /revoke or a read-only mode; others while still allowed unasked."""
     verdict, _ = classify_command(task.command)
     if verdict == "allow" or PERMISSION_MODE in READ_ONLY_MODES:
         return verdict == "allow"
@@ -5829,10 +5744,8 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 
 
 # --- tasks paused while KeSi looks, and checked between commands ---------------------------
-# A running task could rename a folder between KeSi's look and a command's bwrap mounts (the mask would land on a
-# path bwrap makes anew), or plant a git hook the next check takes as "before". So while KeSi prepares a command
-# (until bwrap has mounted all) and checks one, the tasks' sandboxes are SIGSTOPped (uncatchable), and what tasks
-# changed in git since the last check is put back at the next. Without bwrap nothing is paused.
+# The tasks' bwrap sandboxes are SIGSTOPped from KeSi's look at a command until bwrap has mounted all, and while it
+# checks one, so no task moves a folder under a mask or plants a hook meanwhile; git changes between checks are undone.
 
 @contextlib.contextmanager
 def background_tasks_paused():
@@ -5910,8 +5823,8 @@ def check_after_tasks() -> str:
 
 
 # --- the audit trail ---------------------------------------------------------------
-# Every command, who allowed or refused it, when it started, how long it ran, its exit code and its output (clipped,
-# credentials masked). The journal is compacted, this log is not: it answers "what ran here, and who let it?" (/log).
+# Every command, who allowed or refused it, when, how long, its exit code and output (clipped, masked): unlike the
+# journal, never compacted, so /log answers "what ran here, and who let it?"
 AUDIT_LOG = "audit.jsonl"             # among KeSi's records (see records_folder)
 AUDIT_OUTPUT_CHARS = 2000             # head and tail of a command's output kept in the log
 AUDIT_COMMAND_CHARS = 100_000         # and of a command itself: /log reads the last 4 MB
@@ -6282,9 +6195,8 @@ def is_user_prompt(message: dict) -> bool:
 # Behind save_session() and resume_session(): the journal as signed JSONL outside the workspace, as other records.
 
 # --- KeSi's records: sessions, prompt history, the audit log -------------------
-# They hold what the person typed and what commands printed, so they live outside the workspace, per project, under
-# $XDG_STATE_HOME/kesi (~/.local/state/kesi), which the sandbox hides: no command can read or plant them. Every line
-# carries an HMAC under a key kept there (records.key, 0600), so a line KeSi did not write is refused.
+# What the person typed and commands printed, per project under $XDG_STATE_HOME/kesi (~/.local/state/kesi), hidden
+# from the sandbox: no command reads or plants them. Each line has an HMAC (key: records.key, 0600); others are refused.
 RECORD_BREAKS = re.compile("[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")     # str.splitlines ends lines there too
 
 
@@ -6349,7 +6261,7 @@ def record_lines(path: Path, entries: list) -> bytes:
     """Lines for a record file: line breaks of any reader's kind escaped, an HMAC of file name and line first."""
     key, lines = record_key(), []
     for entry in entries:
-        text = RECORD_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(entry, ensure_ascii=False, default=str))
+        text = RECORD_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", as_line(entry))
         data = text.encode("utf-8", errors="backslashreplace")
         lines.append(record_mac(key, path.name, data) + b" " + data + b"\n")
     return b"".join(lines)
@@ -6402,8 +6314,7 @@ def session_dir() -> Path:
 
 
 def save_session(history: list[dict]) -> None:
-    """Append what is new in the journal, then the cache clock (a header line first). A journal replaced instead of
-    extended gets a restart marker and is written anew after it; the earlier transcript stays in the file."""
+    """Append what is new and the cache clock; a journal replaced, not extended, is written anew after a marker."""
     global SESSION_FILE, SAVED, LAST_SAVED
     if not history:
         return
@@ -6416,8 +6327,7 @@ def save_session(history: list[dict]) -> None:
     if SAVED and (SAVED > len(history) or as_line(history[SAVED - 1]) != LAST_SAVED):
         lines.append({RESTART: "the conversation was compacted or rolled back", "at": now})
         SAVED = 0
-    lines += history[SAVED:]
-    lines.append({CLOCK: CACHE_CLOCK.saved()})
+    lines += [*history[SAVED:], {CLOCK: CACHE_CLOCK.saved()}]
     try:
         append_records(SESSION_FILE, lines)
     except OSError as exc:
@@ -6447,8 +6357,7 @@ def list_sessions() -> list[Path]:
 
 
 def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
-    """The messages after the last restart marker, their json_chars from the lines (never less: escape_growth) and
-    the saved clock. Raises ValueError with a readable reason."""
+    """The messages after the last restart, their json_chars (never less: escape_growth), the clock; or ValueError."""
     history, chars, clock = [], 1, None
     try:
         lines, forged = read_records(path)
@@ -6464,15 +6373,14 @@ def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
             raise ValueError(f"{path.name} line {number} is not JSON: {exc.msg}") from exc
         if isinstance(message, dict) and RESTART in message:
             history, chars = [], 1
-            continue
-        if isinstance(message, dict) and CLOCK in message:
+        elif isinstance(message, dict) and CLOCK in message:
             clock = message[CLOCK]
-            continue
-        if (not isinstance(message, dict) or message.get("role") not in ("user", "assistant")
-                or not isinstance(message.get("content"), (str, list))):
+        elif (isinstance(message, dict) and message.get("role") in ("user", "assistant")
+              and isinstance(message.get("content"), (str, list))):
+            history.append(message)
+            chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line))
+        else:
             raise ValueError(f"{path.name} line {number} is not a message")
-        history.append(message)
-        chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line))
     return history, chars, clock
 
 
