@@ -3756,13 +3756,13 @@ def kind_rule(tokens: list[str]) -> str:
 
 
 def save_project_rule(text: str) -> bool:
-    """Add an allow rule for this project to the user's settings (written by KeSi only, after an "a")."""
+    """Add an allow rule for this project to the user's settings (written by KeSi only, after an "a"); a file that
+    does not read as settings is left alone, not replaced (the person may be editing it)."""
     path = user_settings_file()
-    settings = read_json_file(path)
-    rules = settings.setdefault("projects", {}).setdefault(str(BASE_DIR), {}).setdefault("allow", [])
-    if text not in rules:
-        rules.append(text)
     try:
+        settings = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        rules = settings.setdefault("projects", {}).setdefault(str(BASE_DIR), {}).setdefault("allow", [])
+        rules += [] if text in rules else [text]
         path.parent.mkdir(parents=True, exist_ok=True)
         folder_fd = os.open(path.parent, FOLDER_FLAGS)
         try:
@@ -3770,8 +3770,9 @@ def save_project_rule(text: str) -> bool:
                              (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
         finally:
             os.close(folder_fd)
-    except OSError as exc:
-        ui(f"      (could not save the rule to {path}: {exc.strerror or exc}; this holds for this session)")
+    except (OSError, ValueError, AttributeError, TypeError) as exc:     # not JSON, or "projects" not as KeSi writes
+        why = exc.strerror if isinstance(exc, OSError) else "it is not settings as KeSi writes them"
+        ui(f"      (could not save the rule to {path}: {why or exc}; this holds for this session)")
         return False
     ui(f"      (saved {visible(text)} in {path}, for this project)")
     return True

@@ -3,6 +3,7 @@ are read from and why, "a" at the prompt saving one, and /permissions
 listing each with its source. Allow rules are exact by default; a compound
 command is allowed when rules or the read-only list allow every part, and
 never through a redirection or an expansion."""
+import builtins
 import io
 import json
 import os
@@ -155,3 +156,20 @@ def test_permissions_lists_each_rule_with_its_source(settings, monkeypatch):
     assert "allow Edit(src/**)   from user settings, this project" in text
     assert "deny  Edit(.ci/**)   from .kesi/settings.json (deny only)" in text
     assert "1 allow rule(s) in .kesi/settings.json ignored" in text
+
+
+@pytest.mark.parametrize("text", ['{"model": "claude-haiku-4-5", "projects": [] }', '{"model": "claude-haiku-4-5",',
+                                  '{"projects": {"%s": {"allow": "Bash(ls:*)"}}}'], ids=["projects a list",
+                                                                                         "half-edited", "allow a string"])
+def test_a_rule_is_not_saved_over_settings_kesi_cannot_read(settings, ws, monkeypatch, text):
+    """An "a" answer with a settings file KeSi does not understand: the rule holds for the session, the file stays."""
+    path = settings(user={})
+    path.write_text(text.replace("%s", str(ws)))
+    monkeypatch.setattr(builtins, "input", lambda prompt="": "a")
+    monkeypatch.setattr(kesi, "can_ask", lambda: True)
+    monkeypatch.setattr(kesi, "UI", io.StringIO())
+    assert allowed("make build")
+    assert path.read_text() == text.replace("%s", str(ws))
+    assert "could not save the rule" in kesi.UI.getvalue()
+    monkeypatch.setattr(builtins, "input", lambda prompt="": pytest.fail("asked again"))
+    assert allowed("make build")
