@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import codecs
+import collections
 import contextlib
 import datetime
 import difflib
@@ -1386,7 +1387,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     make_cache_folder()
     escalation = escalation_for(command)
     env = command_environment(escalation)
-    blocked_before = NETWORK_BLOCKED.count
+    blocked_before = NETWORK_BLOCKED[-1][0] if NETWORK_BLOCKED else 0
     adopt_orphans()
     own_children = set(child_pids(os.getpid()))
     with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
@@ -1431,8 +1432,9 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
                 text, failed = f"({ending})", True
                 if ending in ("exited", "timeout", "processes") and proc.returncode is not None:
                     text, failed = describe_command_result(captured, proc.returncode, ending, overflow.is_set(), limit)
-                if blocked := NETWORK_BLOCKED.since(blocked_before):
-                    text += (f"\n(the network allowlist blocked {', '.join(blocked)}: only the user can allow "
+                blocked = list(dict.fromkeys(where for n, where in list(NETWORK_BLOCKED) if n > blocked_before))
+                if blocked:
+                    text += (f"\n(the network allowlist blocked {', '.join(blocked[:5])}: only the user can allow "
                              "more hosts, in their settings or at the permission prompt)")
                 guarded = check_git_control(git_before)
                 text += planted + guarded
@@ -2913,8 +2915,7 @@ def ignore_exit_signals(signum: int = 0) -> int:
 def signals_held():
     """Ctrl-C and the exit signals wait until the with-block is done, then take effect (main thread: it has them)."""
     held, main = [], threading.current_thread() is threading.main_thread()
-    saved = {each: signal.signal(each, lambda signum, _: held.append(signum))
-             for each in (*EXIT_SIGNALS, signal.SIGINT) if main}
+    saved = {s: signal.signal(s, lambda signum, _: held.append(signum)) for s in (*EXIT_SIGNALS, signal.SIGINT) if main}
     try:
         yield
     finally:
@@ -5224,27 +5225,8 @@ HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")
 HOST_ENTRY = re.compile(r"(\*|(?:\*\.)?[a-z0-9_.-]+|\[[0-9a-f:.]+\])(?::(\d{1,5}))?")
 HEADER_LINE = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*")    # no folding, no bare CR/LF
 HOP_BY_HOP = {b"host", b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization"}
-
-
-class RefusedHosts:
-    """What the proxy refused: a count and the last few distinct host:ports, so a flood of refusals costs no memory."""
-    def __init__(self):
-        self.count, self.last, self.lock = 0, {}, threading.Lock()   # last: host:port (why) -> count at its refusal
-
-    def add(self, where: str) -> None:
-        with self.lock:
-            self.count += 1
-            self.last.pop(where, None)
-            self.last[where] = self.count
-            if len(self.last) > 5:
-                del self.last[next(iter(self.last))]
-
-    def since(self, count: int) -> list[str]:
-        with self.lock:
-            return [where for where, at in self.last.items() if at > count]
-
-
-NETWORK_BLOCKED = RefusedHosts()
+NETWORK_BLOCKED = collections.deque(maxlen=1000)    # (number, host:port) the proxy refused, the latest: a flood
+REFUSALS = itertools.count(1)                       # costs no memory
 
 
 @dataclass(frozen=True)
@@ -5455,7 +5437,7 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
 
 def refuse_host(client, request: ProxyRequest, reason: str) -> None:
     where = f"{request.host or '(invalid host)'}:{request.port}"
-    NETWORK_BLOCKED.add(f"{where} ({reason})")
+    NETWORK_BLOCKED.append((next(REFUSALS), f"{where} ({reason})"))
     send_proxy_error(client, 403, (
         f"KeSi's network allowlist blocked {where}: {reason}.\n"
         "Sandboxed commands reach only allowed hosts (package registries and git hosts by default). "
@@ -6067,21 +6049,16 @@ def clip_for_audit(text: str, most: int = AUDIT_OUTPUT_CHARS) -> str:
     return text if len(text) <= most else text[:half] + clipped + text[-half:]
 
 
-def clip_command(command: str) -> str:
-    """Head and tail of a command, its JSON (an upper bound of its bytes in the log) at most AUDIT_COMMAND_BYTES."""
-    most = AUDIT_COMMAND_BYTES
-    while len(json.dumps(clipped := clip_for_audit(command, most))) > AUDIT_COMMAND_BYTES + 100:    # +: the note
-        most //= 2
-    return clipped
-
-
 _unwritten_audit: list[dict] = []      # entries a full disk refused: written with the next one that fits
 
 
 def write_audit_entry(entry: dict) -> None:
     """Append one line to the audit log; a failure is said, never raised, and the entry is kept to retry."""
-    if isinstance(entry.get("command"), str):       # a command of megabytes would push every other out of /log
-        entry = {**entry, "command": clip_command(entry["command"])}
+    if isinstance(entry.get("command"), str):       # head and tail; its JSON (a bound of its logged bytes) in budget
+        most = AUDIT_COMMAND_BYTES
+        while len(json.dumps(command := clip_for_audit(entry["command"], most))) > AUDIT_COMMAND_BYTES + 100:
+            most //= 2
+        entry = {**entry, "command": command}
     _unwritten_audit.append({"at": datetime.datetime.now().isoformat(timespec="seconds"), **entry})
     try:
         append_records(records_folder() / AUDIT_LOG, _unwritten_audit)
@@ -6497,9 +6474,8 @@ def append_records(path: Path, entries: list) -> None:
 
 
 def read_records(path: Path, last: int | None = None) -> tuple[list[str], list[int]]:
-    """The JSON text of each line KeSi signed, and the numbers of those it did not (wrong or no HMAC); with `last`,
-    of the lines back from the end until `last` are signed (the cost grows with them, not with the file; numbers
-    count back). Lines end at \\n only (record_lines leaves no other). Raises OSError."""
+    """The JSON text of each line KeSi signed, and the numbers of others; with `last`, back from the end until `last`
+    are signed (the cost grows with them, not the file). Lines end at \\n only (as written). Raises OSError."""
     key, signed, forged = record_key(), [], []
     with open(path, "rb") as f:
         for number, line in enumerate(lines_from_end(f) if last else list(lines_from_end(f))[::-1], start=1):
@@ -6508,29 +6484,21 @@ def read_records(path: Path, last: int | None = None) -> tuple[list[str], list[i
             mac, _, data = line.partition(b" ")
             if hmac.compare_digest(mac, record_mac(key, path.name, data)):
                 signed.append(data.decode("utf-8"))
-            else:
+            elif line:               # an empty one hides nothing (the end of the file is one)
                 forged.append(number)
     return signed[::-1] if last else signed, forged
 
 
 def lines_from_end(f, chunk: int = 1 << 16):
-    """A file's lines, the last first, read backwards in chunks (its final line break ends a line, starts none)."""
-    end = f.seek(0, os.SEEK_END)
-    f.seek(max(end - 1, 0))
-    end -= f.read(1) == b"\n"
-    pieces: list[bytes] = []          # of the line read in part, the last first
+    """A file's lines, the last first, read backwards in chunks (doubled within a long line: linear in its length)."""
+    end, rest = f.seek(0, os.SEEK_END), b""
     while end > 0:
         start = max(end - chunk, 0)
         f.seek(start)
-        first, *lines = f.read(end - start).split(b"\n")
-        if lines:
-            lines[-1] += b"".join(reversed(pieces))
-            yield from reversed(lines)
-            pieces = []
-        pieces.append(first)
-        end = start
-    if pieces:
-        yield b"".join(reversed(pieces))
+        rest, *lines = (f.read(end - start) + rest).split(b"\n")
+        yield from reversed(lines)
+        end, chunk = start, chunk if lines else chunk * 2
+    yield rest
 
 
 SESSION_FILE: Path | None = None    # append-only
