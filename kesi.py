@@ -5225,8 +5225,7 @@ HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")
 HOST_ENTRY = re.compile(r"(\*|(?:\*\.)?[a-z0-9_.-]+|\[[0-9a-f:.]+\])(?::(\d{1,5}))?")
 HEADER_LINE = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*")    # no folding, no bare CR/LF
 HOP_BY_HOP = {b"host", b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization"}
-NETWORK_BLOCKED = collections.deque(maxlen=1000)    # (number, host:port) the proxy refused, the latest: a flood
-REFUSALS = itertools.count(1)                       # costs no memory
+NETWORK_BLOCKED, REFUSALS = collections.deque(maxlen=1000), itertools.count(1)   # (number, host:port): the latest
 
 
 @dataclass(frozen=True)
