@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import codecs
+import collections
 import contextlib
 import datetime
 import difflib
@@ -1344,7 +1345,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     limit, started = min(limit, COMMAND_TIMEOUT), time.time()
     make_cache_folder()
     escalation = escalation_for(command)
-    env, blocked_before = command_environment(escalation), len(NETWORK_BLOCKED)
+    env, blocked_before = command_environment(escalation), NETWORK_BLOCKED[-1][0] if NETWORK_BLOCKED else 0
     adopt_orphans()
     own_children = set(child_pids(os.getpid())) if ADOPTING else set()   # only a subreaper adopts: no /proc scan
     with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
@@ -1370,26 +1371,30 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     ending, running = "interrupted", WaitingNote(True, "running", indent="      ")
     try:
         ending = wait_for_command(proc, limit)
-    except (KeyboardInterrupt, SystemExit) as exc:     # Ctrl-C, or SIGTERM/SIGHUP ending KeSi meanwhile
+    except (KeyboardInterrupt, SystemExit) as exc:     # Ctrl-C, or a signal ending KeSi meanwhile
         running.clear()
         say_stopping("      ")
-        ended = "interrupted by the person" if isinstance(exc, KeyboardInterrupt) else "KeSi was ended while it ran"
-        audit_command(command, decision, started, time.time() - started, None, f"({ended})", escalation)
+        ending = "interrupted by the person" if isinstance(exc, KeyboardInterrupt) else "KeSi was ended while it ran"
         raise
     finally:
         running.clear()
-        stop_process_group(proc, 0 if ending == "processes" else KILL_GRACE_SECONDS)   # always: no job outlives it
-        proc.wait()
-        if ADOPTING:
-            stop_orphans(own_children)     # what left the group (setsid, a double fork) was adopted by KeSi
-        reader.join(timeout=5)   # a process that left the group may hold the pipe
-    text, failed = describe_command_result(captured, proc.returncode, ending, overflow.is_set(), limit)
-    if blocked := list(dict.fromkeys(NETWORK_BLOCKED[blocked_before:])):
-        text += (f"\n(the network allowlist blocked {', '.join(blocked[:5])}: only the user can allow "
-                 "more hosts, in their settings or at the permission prompt)")
-    guarded = check_git_control(git_before)
-    text += planted + guarded
-    audit_command(command, decision, started, time.time() - started, proc.returncode, text, escalation)
+        try:      # always, even after a normal exit: no background job outlives the call
+            stop_process_group(proc, 0 if ending == "processes" else KILL_GRACE_SECONDS)
+            proc.wait()
+            if ADOPTING:
+                stop_orphans(own_children)     # what left the group (setsid, a double fork) was adopted by KeSi
+            reader.join(timeout=5)   # a process that left the group may hold the pipe
+        finally:
+            with signals_held():     # on every path: the git check, its put-back and the log, never cut halfway
+                text, failed = f"({ending})", True
+                if ending in ("exited", "timeout", "processes") and proc.returncode is not None:
+                    text, failed = describe_command_result(captured, proc.returncode, ending, overflow.is_set(), limit)
+                if blocked := list(dict.fromkeys(where for n, where in list(NETWORK_BLOCKED) if n > blocked_before)):
+                    text += (f"\n(the network allowlist blocked {', '.join(blocked[:5])}: only the user can allow "
+                             "more hosts, in their settings or at the permission prompt)")
+                guarded = check_git_control(git_before)
+                text += planted + guarded
+                audit_command(command, decision, started, time.time() - started, proc.returncode, text, escalation)
     return text, failed or bool(guarded)
 
 
@@ -1444,7 +1449,7 @@ def stop_process_group(proc, grace: float) -> None:
             if not group_alive(proc.pid):
                 return
             time.sleep(GRACE_STEP_SECONDS)
-    except KeyboardInterrupt:         # a second Ctrl-C: no more patience, KILL now
+    except (KeyboardInterrupt, SystemExit):       # a second Ctrl-C, or KeSi ended: no more patience, KILL now
         kill_group(proc.pid)
         raise
     kill_group(proc.pid)
@@ -2798,11 +2803,34 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+EXIT_SIGNALS = [getattr(signal, name) for name in ("SIGHUP", "SIGTERM", "SIGQUIT") if hasattr(signal, name)]
+
+
 def exit_on_hangup_and_term() -> None:
-    """SIGHUP (the terminal closed) and SIGTERM exit, so the atexit handlers stop background tasks and save."""
-    for name in ("SIGHUP", "SIGTERM"):            # Windows has no SIGHUP
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), lambda signum, frame: sys.exit(128 + signum))
+    """SIGHUP (the terminal closed), SIGTERM and SIGQUIT exit, so the atexit handlers stop background tasks and save."""
+    for signum in EXIT_SIGNALS:
+        signal.signal(signum, lambda signum, frame: sys.exit(128 + ignore_exit_signals(signum)))
+
+
+def ignore_exit_signals(signum: int = 0) -> int:
+    """Once KeSi is exiting, a second signal or Ctrl-C must not cut the cleanup short (tasks would outlive it)."""
+    for each in (*EXIT_SIGNALS, signal.SIGINT):
+        signal.signal(each, lambda *_: None)    # caught, not SIG_IGN: a program started now gets the default back
+    return signum
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Ctrl-C and the exit signals wait until the with-block is done, then take effect (main thread: it has them)."""
+    held, main = [], threading.current_thread() is threading.main_thread()
+    saved = {s: signal.signal(s, lambda signum, _: held.append(signum)) for s in (*EXIT_SIGNALS, signal.SIGINT) if main}
+    try:
+        yield
+    finally:
+        for each, handler in saved.items():
+            signal.signal(each, handler)
+        for signum in held[:1]:
+            signal.raise_signal(signum)
 
 
 def at_least_one(text: str) -> int:
@@ -2979,6 +3007,7 @@ def result_record(answer: Answer, since: int) -> dict:
 
 def exit_now(code: int) -> None:
     """Exit after flushing and the exit handlers: the interpreter's teardown of the SDK outlasts a headless task."""
+    ignore_exit_signals()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):     # a closed pipe: nothing more can be said
@@ -5036,7 +5065,7 @@ HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")
 HOST_ENTRY = re.compile(r"(\*|(?:\*\.)?[a-z0-9_.-]+|\[[0-9a-f:.]+\])(?::(\d{1,5}))?")
 HEADER_LINE = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*")    # no folding, no bare CR/LF
 HOP_BY_HOP = {b"host", b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization"}
-NETWORK_BLOCKED: list[str] = []      # host:port the proxy refused, newest last
+NETWORK_BLOCKED, REFUSALS = collections.deque(maxlen=1000), itertools.count(1)   # (number, host:port): the latest
 
 
 @dataclass(frozen=True)
@@ -5257,7 +5286,7 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
 
 def refuse_host(client, request: ProxyRequest, reason: str) -> None:
     where = f"{request.host or '(invalid host)'}:{request.port}"
-    NETWORK_BLOCKED.append(f"{where} ({reason})")
+    NETWORK_BLOCKED.append((next(REFUSALS), f"{where} ({reason})"))
     send_proxy_error(client, 403, (
         f"KeSi's network allowlist blocked {where}: {reason}.\n"
         "Sandboxed commands reach only allowed hosts (package registries and git hosts by default). "
@@ -5674,8 +5703,9 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
     running = [task.proc for task in tasks if task.proc.poll() is None]
     send_signal([proc.pid for proc in running], signal.SIGTERM, os.killpg)
     deadline = time.monotonic() + KILL_GRACE_SECONDS
-    while time.monotonic() < deadline and any(proc.poll() is None or group_alive(proc.pid) for proc in running):
-        time.sleep(GRACE_STEP_SECONDS)
+    with contextlib.suppress(KeyboardInterrupt):      # a Ctrl-C: no more patience, KILL now
+        while time.monotonic() < deadline and any(proc.poll() is None or group_alive(proc.pid) for proc in running):
+            time.sleep(GRACE_STEP_SECONDS)
     for proc in running:
         kill_group(proc.pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -5828,8 +5858,7 @@ def check_after_tasks() -> str:
 # journal, never compacted, so /log answers "what ran here, and who let it?"
 AUDIT_LOG = "audit.jsonl"             # among KeSi's records (see records_folder)
 AUDIT_OUTPUT_CHARS = 2000             # head and tail of a command's output kept in the log
-AUDIT_COMMAND_CHARS = 100_000         # and of a command itself: /log reads the last 4 MB
-MAX_AUDIT_READ_BYTES = 4_000_000
+AUDIT_COMMAND_BYTES = 100_000         # and of a command itself, as logged (JSON writes a character in up to 6)
 _approvals: dict[tuple[str, bool], str] = {}    # (command, background) -> who decided, until it runs
 
 
@@ -5874,8 +5903,11 @@ _unwritten_audit: list[dict] = []      # entries a full disk refused: written wi
 
 def write_audit_entry(entry: dict) -> None:
     """Append one line to the audit log; a failure is said, never raised, and the entry is kept to retry."""
-    if isinstance(entry.get("command"), str):       # a command of megabytes would push every other out of /log
-        entry = {**entry, "command": clip_for_audit(entry["command"], AUDIT_COMMAND_CHARS)}
+    if isinstance(entry.get("command"), str):       # head and tail; its JSON (a bound of its logged bytes) in budget
+        most = AUDIT_COMMAND_BYTES
+        while len(json.dumps(command := clip_for_audit(entry["command"], most))) > AUDIT_COMMAND_BYTES + 100:
+            most //= 2
+        entry = {**entry, "command": command}
     _unwritten_audit.append({"at": datetime.datetime.now().isoformat(timespec="seconds"), **entry})
     try:
         append_records(records_folder() / AUDIT_LOG, _unwritten_audit)
@@ -5900,7 +5932,7 @@ def read_audit_entries(limit: int) -> tuple[list[dict], int]:
     """The last `limit` entries (unwritten ones too), oldest first, and how many lines KeSi did not sign."""
     lines, forged = [], []
     with contextlib.suppress(OSError):
-        lines, forged = read_records(records_folder() / AUDIT_LOG, MAX_AUDIT_READ_BYTES)
+        lines, forged = read_records(records_folder() / AUDIT_LOG, limit)
     entries = [entry for entry in map(json.loads, lines) if isinstance(entry, dict)] + _unwritten_audit
     return entries[-limit:], len(forged)
 
@@ -6287,21 +6319,32 @@ def append_records(path: Path, entries: list) -> None:
             raise
 
 
-def read_records(path: Path, last_bytes: int | None = None) -> tuple[list[str], list[int]]:
-    """The JSON text of each line KeSi signed, and the numbers of those it did not (wrong or no HMAC). Lines end
-    at \\n only (record_lines leaves no other); from the last bytes, the first part-line is dropped. Raises OSError."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        f.seek(max(size - (last_bytes or size), 0))
-        lines = f.read().split(b"\n")[1 if last_bytes and size > last_bytes else 0:]
+def read_records(path: Path, last: int | None = None) -> tuple[list[str], list[int]]:
+    """The JSON text of each line KeSi signed, and the numbers of others; with `last`, back from the end until `last`
+    are signed (the cost grows with them, not the file). Lines end at \\n only (as written). Raises OSError."""
     key, signed, forged = record_key(), [], []
-    for number, line in enumerate(lines[:-1] if lines[-1] == b"" else lines, start=1):
-        mac, _, data = line.partition(b" ")
-        if hmac.compare_digest(mac, record_mac(key, path.name, data)):
-            signed.append(data.decode("utf-8"))
-        else:
-            forged.append(number)
-    return signed, forged
+    with open(path, "rb") as f:
+        for number, line in enumerate(lines_from_end(f) if last else list(lines_from_end(f))[::-1], start=1):
+            if len(signed) == last:
+                break
+            mac, _, data = line.partition(b" ")
+            if hmac.compare_digest(mac, record_mac(key, path.name, data)):
+                signed.append(data.decode("utf-8"))
+            elif line:               # an empty one hides nothing (the end of the file is one)
+                forged.append(number)
+    return signed[::-1] if last else signed, forged
+
+
+def lines_from_end(f, chunk: int = 1 << 16):
+    """A file's lines, the last first, read backwards in chunks (doubled within a long line: linear in its length)."""
+    end, rest = f.seek(0, os.SEEK_END), b""
+    while end > 0:
+        start = max(end - chunk, 0)
+        f.seek(start)
+        rest, *lines = (f.read(end - start) + rest).split(b"\n")
+        yield from reversed(lines)
+        end, chunk = start, chunk if lines else chunk * 2
+    yield rest
 
 
 SESSION_FILE: Path | None = None    # append-only
@@ -6764,9 +6807,12 @@ def show_log(argument: str) -> None:
     if argument and not (argument.isdigit() and int(argument) > 0):
         ui("  /log N shows the last N commands; N is a whole number, 1 or more.")
         return
-    entries, forged = read_audit_entries(int(argument or 10))
+    entries, forged = read_audit_entries(int(argument or 10) + 1)     # one more: are older ones left out?
     if not entries:
         ui("  No commands logged in this project yet.")
+    if len(entries) > int(argument or 10):
+        entries = entries[1:]
+        ui(f"  (older entries are not shown: /log N shows more; the log is {visible(records_folder() / AUDIT_LOG)})")
     if forged:
         ui(paint(f"  ({forged} lines of the log were not written by KeSi (their signature is wrong): not shown; "
                  f"the log is {visible(records_folder() / AUDIT_LOG)})", "error"))
@@ -6875,7 +6921,7 @@ def setup_readline() -> None:
 SLASH_COMMANDS = [word.rstrip(",") for line in HELP.splitlines() for word in line.split()[:2] if word.startswith("/")]
 COMPLETIONS: list[str] = []            # the matches for the word being completed
 PROMPT_HISTORY = "prompt-history.jsonl"     # among KeSi's records
-MAX_HISTORY_BYTES, MAX_HISTORY_ENTRIES = 1_000_000, 1000
+MAX_HISTORY_ENTRIES = 1000
 
 
 def complete(word: str, state: int) -> str | None:
@@ -6920,7 +6966,7 @@ def path_completions(typed: str) -> list[str]:
 def load_prompt_history() -> None:
     """Up-arrow brings back what was typed here before: the lines KeSi signed (see read_records)."""
     with contextlib.suppress(OSError, ValueError):
-        for line in read_records(records_folder() / PROMPT_HISTORY, MAX_HISTORY_BYTES)[0]:
+        for line in read_records(records_folder() / PROMPT_HISTORY, MAX_HISTORY_ENTRIES)[0]:
             readline.add_history(str(json.loads(line)))
 
 

@@ -340,15 +340,21 @@ def test_what_a_full_disk_still_refuses_at_exit_is_shown(tmp_path):
     assert "(not in the audit log: " in done.stdout and "echo HIDDEN-ACTION ppp" in done.stdout, done.stdout
 
 
-def test_a_command_of_megabytes_pushes_no_other_entry_out_of_the_log(ws, notices, monkeypatch):
-    """A 4 MB command was logged whole, past the 4 MB /log reads, so /log said "No commands logged" and hid the
-    command before it (rt25e 1, 22). A command is kept as head and tail (here both limits scaled down)."""
-    monkeypatch.setattr(kesi, "MAX_AUDIT_READ_BYTES", 40_000)
-    monkeypatch.setattr(kesi, "AUDIT_COMMAND_CHARS", 10_000)
+def test_no_command_pushes_another_out_of_the_log(ws, notices):
+    """A 4 MB command (rt25e 1, 22), or eight of 100,000 characters JSON writes in 6 bytes each (rt25f 6), filled
+    the 4 MB /log read and hid the commands before them without a word. /log now reads back from the end until
+    it has N entries, a command is kept within AUDIT_COMMAND_BYTES as logged, and left-out entries are noted."""
     kesi.PERMISSION_MODE = "bypassPermissions"
     with sandbox_forced(None):
         kesi.run_command("echo before")
-        kesi.run_command("echo " + "A" * 60_000 + " TAIL")
-        kesi.handle_slash("/log", None, [])
+    for command in ["echo " + "A" * 4_000_000 + " TAIL", *["true " + "\x01" * 100_000] * 8]:
+        kesi.write_audit_entry({"command": command, "decision": "allowed by a rule"})
+    kesi.handle_slash("/log 100", None, [])
     shown = notices.getvalue()
     assert "echo before" in shown and "characters clipped" in shown and "TAIL" in shown, shown[-2000:]
+    assert "older entries" not in shown
+    lines = (kesi.records_folder() / kesi.AUDIT_LOG).read_bytes().splitlines()
+    assert len(lines) == 10 and max(map(len, lines)) < kesi.AUDIT_COMMAND_BYTES + 1000
+    notices.seek(notices.truncate(0))
+    kesi.handle_slash("/log 9", None, [])
+    assert "older entries are not shown" in notices.getvalue() and "echo before" not in notices.getvalue()

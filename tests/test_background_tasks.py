@@ -18,12 +18,14 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
 import time
 import uuid
 
 import pytest
 
 import kesi
+from checklib import sandbox_forced
 from mock_api import reply, tool_call
 from test_permissions import KESI, child_env
 from test_sandbox_battery import marker_alive
@@ -152,6 +154,105 @@ def test_no_background_process_outlives_kesi(box, mock_client, ending):
     if ending in ("SIGTERM", "SIGHUP"):          # the command it ended is in the audit log (rt25d 4-5)
         log = kesi.records_folder() / kesi.AUDIT_LOG
         assert "(KeSi was ended while it ran)" in "".join(kesi.read_records(log)[0]), err
+
+
+def logged(needle: str) -> bool:
+    with contextlib.suppress(OSError):
+        return needle in "".join(kesi.read_records(kesi.records_folder() / kesi.AUDIT_LOG)[0])
+    return False
+
+
+def until(condition, proc=None) -> None:
+    """Until condition() holds or proc has ended (at most a minute: slow on a loaded machine)."""
+    for _ in range(600):
+        if condition() or (proc and proc.poll() is not None):
+            return
+        time.sleep(0.1)
+
+
+def gone(marker: str) -> bool:
+    until(lambda: not marker_alive(marker))        # a killed process may take a moment to end
+    return not marker_alive(marker)
+
+
+@pytest.mark.parametrize("signals", [("SIGTERM", "SIGTERM"), ("SIGHUP", "SIGTERM"), ("SIGQUIT", "SIGQUIT")])
+def test_a_second_signal_does_not_cut_the_exit_short(ws, mock_client, signals):
+    """Without the sandbox a task that ignores TERM outlived KeSi, unlogged, when a second SIGTERM or SIGHUP came in
+    exit's grace period (rt25f 3); SIGQUIT was not handled at all (rt25f 8). Now each exits as SIGTERM does, and
+    a signal during the exit is ignored until the tasks are stopped and logged."""
+    marker = f"3{uuid.uuid4().int % 10**6}.5"
+    mock, _ = mock_client([reply(tool_call("run_command", {"command": f"trap '' TERM; sleep {marker}",
+                                                          "run_in_background": True})),
+                           reply(tool_call("run_command", {"command": "touch fg-started; sleep 60"})), reply("done")])
+    proc = subprocess.Popen([sys.executable, KESI, "--permission-mode", "bypassPermissions", "-p", "go"],
+                            cwd=ws, env=child_env(mock, KESI_SANDBOX="off", KESI_COMMAND_TIMEOUT="90"),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        until(lambda: (ws / "fg-started").exists(), proc)
+        proc.send_signal(getattr(signal, signals[0]))
+        until(lambda: logged("(KeSi was ended while it ran)"), proc)    # the exit's cleanup has begun
+        proc.send_signal(getattr(signal, signals[1]))
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + getattr(signal, signals[0]) and "Traceback" not in err, err
+    assert gone(marker) and logged('"decision": "stopped when KeSi exited"'), err
+
+
+@pytest.mark.parametrize("ending", ["SIGINT", "SIGTERM"])
+def test_a_signal_after_the_command_loses_neither_its_log_nor_the_git_check(ws, mock_client, ending):
+    """A Ctrl-C or SIGTERM while KeSi stopped what a command left, or checked git after it, lost the command's audit
+    entry and kept the hook it planted; on SIGTERM a job that ignores TERM outlived KeSi (rt25f 5)."""
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    marker = f"3{uuid.uuid4().int % 10**6}.5"
+    command = (f"echo x > .git/hooks/pre-commit; (trap '' TERM; sleep {marker}) & echo $$ > sh.pid")
+    mock, _ = mock_client([reply(tool_call("run_command", {"command": command})), reply("done")])
+    proc = subprocess.Popen([sys.executable, KESI, "--permission-mode", "bypassPermissions", "-p", "go"],
+                            cwd=ws, env=child_env(mock, KESI_SANDBOX="off"), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        until(lambda: (ws / "sh.pid").exists() and (ws / "sh.pid").read_text().strip(), proc)
+        until(lambda: not os.path.exists(f"/proc/{(ws / 'sh.pid').read_text().strip()}"), proc)   # reaped
+        proc.send_signal(getattr(signal, ending))        # KeSi waits out the job that ignores TERM
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert logged("sleep " + marker) and not (ws / ".git" / "hooks" / "pre-commit").exists(), err
+    assert gone(marker), err
+
+
+def test_ctrl_c_in_the_grace_of_mode_read_only_kills_at_once(ws, notices, monkeypatch):
+    """Without the sandbox a Ctrl-C while /mode readOnly waited for a task to end crashed KeSi (rt25f). The grace
+    is an hour; a watchdog ends the task if the Ctrl-C does not (its having to is the failure)."""
+    monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 3600)
+    kesi.PERMISSION_MODE = "bypassPermissions"
+    marker, watchdog_fired = f"3{uuid.uuid4().int % 10**6}.5", threading.Event()
+
+    def ctrl_c_once_told_to_stop():
+        for _ in range(600):
+            if (ws / "got-term").exists():
+                return os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)
+
+    def watchdog():
+        watchdog_fired.set()
+        kesi.kill_group(kesi.BACKGROUND_TASKS[1].proc.pid)
+
+    timers = [threading.Timer(0, ctrl_c_once_told_to_stop), threading.Timer(120, watchdog)]
+    with sandbox_forced(None):
+        kesi.run_command(f"trap 'touch got-term' TERM; while :; do sleep 0.1; done # {marker}", run_in_background=True)
+        for timer in timers:
+            timer.start()
+        try:
+            kesi.handle_slash("/mode readOnly", None, [])
+        except KeyboardInterrupt:
+            pytest.fail("the Ctrl-C escaped /mode readOnly")
+        finally:
+            for timer in timers:
+                timer.cancel()
+    assert not watchdog_fired.is_set() and gone(marker)
+    assert "stopped background task 1" in notices.getvalue()
+    assert logged('"decision": "stopped: the person took permission back"')
 
 
 # KeSi is SIGKILLed right after starting the task, and the task's bwrap runs only once KeSi is gone (as it may,

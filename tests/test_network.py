@@ -466,6 +466,28 @@ def test_other_hosts_get_a_403_that_says_why(sandboxed, allowed):
     assert failed and "CONNECT tunnel failed, response 403" in output, output
 
 
+FLOOD = r"""
+import os, socket, sys
+host, port = os.environ["HTTP_PROXY"].rsplit("/", 1)[-1].rsplit(":", 1)
+for i in range(int(sys.argv[1])):
+    with socket.create_connection((host, int(port))) as proxy:
+        proxy.sendall(f"GET http://h{i}.kesi/ HTTP/1.1\r\nHost: h{i}.kesi\r\n\r\n".encode())
+        while proxy.recv(65536):
+            pass
+print("sent", i + 1)
+"""
+
+
+def test_a_flood_of_refused_requests_costs_kesi_no_memory(sandboxed, config):
+    """Every refused host:port was kept for the session: a task's flood of them grew KeSi without bound (rt25f 9).
+    Only the latest are kept, which the note to the model names."""
+    config({"network": {"allow": ["allowed.kesi"]}})
+    (sandboxed / "flood.py").write_text(FLOOD)
+    output, _ = sh("python3 flood.py 1500")
+    assert "sent 1500" in output and "(the network allowlist blocked h" in output, output
+    assert len(kesi.NETWORK_BLOCKED) < 1500, len(kesi.NETWORK_BLOCKED)
+
+
 SQUATTER = r"""
 import socket, sys, time
 while True:                       # wait for the port, as an attacker would
