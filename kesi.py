@@ -1432,6 +1432,9 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     if blocked:
         text += (f"\n(the network allowlist blocked {', '.join(blocked[:5])}: only the user can allow "
                  "more hosts, in their settings or at the permission prompt)")
+    if failed and "Read-only file system" in text and ".git" in text and not runs_only_git(command):
+        text += ("\n(note: git dirs are read-only to commands that run more than git; run the git command on its "
+                 "own, e.g. `git add . && git commit -m msg`, without other programs, redirections or variables)")
     guarded = check_git_control(git_before)
     text += planted + guarded
     audit_command(command, decision, started, time.time() - started, proc.returncode, text, escalation)
@@ -4129,7 +4132,7 @@ def shell_argv(command: str, background: bool = False, escalation: str | None = 
     kind = None if escalation == "unsandboxed" else sandbox_kind()
     full_network = escalation == "network"
     if kind == "seatbelt":
-        profile, params = sandbox_spec(background, full_network)
+        profile, params = sandbox_spec(background or not runs_only_git(command), full_network)
         defines = [arg for name, value in params for arg in ("-D", f"{name}={value}")]
         return [SANDBOX_EXEC, *defines, "-p", profile, SHELL_PATH, "-c", command]
     if kind == "bubblewrap":
@@ -4138,7 +4141,7 @@ def shell_argv(command: str, background: bool = False, escalation: str | None = 
     return [SHELL_PATH, "-c", command]
 
 
-def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[str, list[tuple[str, str]]]:
+def sandbox_spec(git_read_only: bool = False, full_network: bool = False) -> tuple[str, list[tuple[str, str]]]:
     """The macOS profile and its -D parameters: a path in the text could change the policy with a quote.
     (allow default): (deny default) kills even /bin/echo. Later rules win, so the secret rule comes last."""
     tools = toolchain_dirs()
@@ -4148,6 +4151,8 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
     params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
     secrets = toolchain_secrets()
     params += [(f"TOOLCHAIN_SECRET_{i}", path) for i, path in enumerate(secrets)]
+    git_dirs = [".git", *nested_repositories()] if git_read_only else []
+    params += [(f"GIT_DIR_{i}", str(BASE_DIR / repo)) for i, repo in enumerate(git_dirs)]
     readable = " ".join(f'(subpath (param "TOOLCHAIN_{i}"))' for i in range(len(tools)))
     hidden = [f'(deny file-read* (literal (param "TOOLCHAIN_SECRET_{i}")))' for i in range(len(secrets))]
     proxy = None if full_network else network_proxy("seatbelt")
@@ -4167,8 +4172,8 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
         # Git's control files (see git_control_snapshot): .git cannot be moved aside, hooks/ and config written.
         '(deny file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
-        # A background task may run while the user runs git: it may not write .git at all.
-        *(['(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'] if background else []),
+        # Only git may write git dirs (see runs_only_git).
+        *[f'(deny file-write* (subpath (param "GIT_DIR_{i}")))' for i in range(len(git_dirs))],
         '(deny file-read* file-write* (subpath (param "RECORDS_DIR")))',     # KeSi's records (see records_root)
         '(deny file-read* file-write* (subpath (param "CONFIG_DIR")))',      # its env file and settings
         '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
@@ -4460,7 +4465,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
              for arg in ("--ro-bind", denied["dir" if os.path.isdir(path) else "file"], path)]
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
-    pins = git_pins(read_only=background)
+    pins = git_pins(read_only=background or not runs_only_git(command))
     for pointer in git_pointers:
         pins += ["--ro-bind", str(pointer), str(pointer)]
     # A background task could rename a secret's folder between KeSi's look and bwrap's mounts: those are anchored too.
@@ -4696,8 +4701,14 @@ GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strate
 GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
 MAX_GIT_DEPTH = 40                 # submodules nest; deeper than this is no repository git would use
 MAX_CONTROL_BYTES = 1_000_000      # configs and hooks are small
+MAX_TODO_BYTES = 64_000_000        # a to-do list larger than this is removed, not read
 # Inside the sandbox too, git runs no fsmonitor a planted config names (a `.git` file may point at any config).
 GIT_SAFE_CONFIG = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "false"}
+# KeSi's own git, outside, may read a config a command planted before the check puts it back: no hook, no transport
+# (a lazy fetch from a planted promisor remote ran `ext::sh payload`), whatever that config says.
+GIT_OWN_CONFIG = {**GIT_SAFE_CONFIG, "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_1": "core.hooksPath",
+                  "GIT_CONFIG_VALUE_1": "/dev/null", "GIT_NO_LAZY_FETCH": "1", "GIT_ALLOW_PROTOCOL": "none",
+                  "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
 
 
 # ~/.gitconfig is hidden inside (`git commit`: "unable to auto-detect email"): only name and email are passed in.
@@ -4725,13 +4736,46 @@ def git_identity_environment() -> dict[str, str]:
     return {**GIT_IDENTITY_ENV, **{name: os.environ[name] for name in GIT_IDENTITY if os.environ.get(name)}}
 
 
+# Only git writes git dirs: a command that runs anything else gets every known one read-only (a mount says no, where
+# a check after can only put back), as background tasks do. What a plain built-in git subcommand runs is git's own
+# code and the user's hooks: those parts get the git dirs writable and the check after (git_control_snapshot).
+GIT_ONLY_SUBCOMMANDS = frozenset("add am apply blame branch checkout cherry-pick clean clone commit config describe diff "
+                                 "fetch grep init log ls-files merge mv notes pull push rebase reflog remote reset "
+                                 "restore revert rev-parse rm shortlog show sparse-checkout stash status switch tag "
+                                 "worktree".split())
+# Options that run another program (rebase --exec, merge --strategy: git-merge-<name> from PATH, grep -O) or copy
+# files in as hooks (--template); short ones per subcommand.
+GIT_RUNNING_OPTIONS = ("--exec", "--strategy", "--upload-pack", "--receive-pack", "--template", "--open-files-in-pager")
+GIT_RUNNING_LETTERS = {"rebase": "xs", "merge": "s", "pull": "s", "cherry-pick": "s", "revert": "s", "clone": "u",
+                       "fetch": "u", "grep": "O"}
+
+
+def runs_only_git(command: str) -> bool:
+    """Is every part `git [-C dir] <built-in subcommand>` with no option that runs another program, no redirection,
+    no expansion, no variable set?"""
+    segments = None if control_characters(command) or set(shell_expansions(command)) & set("$`()<>") else \
+        command_segments(command)
+    for words in segments or [[]]:
+        while words[:1] == ["git"] and words[1:2] == ["-C"]:
+            words = ["git", *words[3:]]
+        if words[:1] != ["git"] or len(words) < 2 or words[1] not in GIT_ONLY_SUBCOMMANDS:
+            return False
+        for word in words[2:]:
+            long = word.split("=", 1)[0]
+            if word.startswith("--") and len(long) > 2 and any(o.startswith(long) for o in GIT_RUNNING_OPTIONS) or \
+                    re.fullmatch(r"-[^-].*", word) and set(word[1:]) & set(GIT_RUNNING_LETTERS.get(words[1], "")):
+                return False
+    return bool(segments)
+
+
 def git_pins(read_only: bool = False) -> list[str]:
-    """bwrap args pinning .git and what git runs code from; all read-only for background tasks (no check after)."""
-    git = BASE_DIR / ".git"
+    """bwrap args pinning .git and what git runs code from; read_only (see runs_only_git): every known git dir too."""
+    git, nested = BASE_DIR / ".git", nested_repositories() if read_only else []
     pins = []
     if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
         pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
-    return pins + [arg for path in git_guarded_paths() if path.exists() for arg in ("--ro-bind", str(path), str(path))]
+    paths = [BASE_DIR / repo for repo in nested] + git_guarded_paths()
+    return pins + [arg for path in paths if path.exists() for arg in ("--ro-bind", str(path), str(path))]
 
 
 def git_guarded_paths() -> list[Path]:
@@ -4907,8 +4951,8 @@ def control_entries(folder_fd: int, prefix: str, gitdirs: set[str], learn: bool,
                 yield from control_entries(child, path + "/", gitdirs, learn, in_hooks or name == "hooks", depth + 1)
             finally:
                 os.close(child)
-        elif is_todo_file(path):
-            if lines := exec_lines(read_control_file(folder_fd, name)):
+        elif is_todo_file(path):          # read whole, as git does: an exec line may follow 1 MB of comments
+            if lines := exec_lines(read_control_file(folder_fd, name, MAX_TODO_BYTES)):
                 yield path, ("todo", b"\n".join(sorted(lines)), 0)
         elif in_hooks or name in GIT_CONTROL_NAMES:
             yield path, file_state(folder_fd, name, info)
@@ -4930,22 +4974,25 @@ def is_todo_file(path: str) -> bool:
 
 
 def exec_lines(data: bytes) -> set[bytes]:
+    if len(data) > MAX_TODO_BYTES:
+        return {b"(too large to read: removed)"}
     return {line.strip() for line in data.splitlines() if line.split()[:1] in ([b"x"], [b"exec"])}
 
 
 def strip_exec_lines(folder_fd: int, name: str, keep: set[bytes]) -> None:
     """Take out of a to-do list every exec line that is not in keep."""
-    data = read_control_file(folder_fd, name)
+    if len(data := read_control_file(folder_fd, name, MAX_TODO_BYTES)) > MAX_TODO_BYTES:
+        return remove_at(folder_fd, name)
     lines = [line for line in data.splitlines(keepends=True) if line.strip() not in exec_lines(line) - keep]
     info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
     write_atomically(folder_fd, name, b"".join(lines), mode=stat.S_IMODE(info.st_mode))
 
 
-def read_control_file(folder_fd: int, name: str) -> bytes:
+def read_control_file(folder_fd: int, name: str, most: int = MAX_CONTROL_BYTES) -> bytes:
     with contextlib.suppress(OSError):
         fd = os.open(name, FILE_FLAGS, dir_fd=folder_fd)
         try:
-            return os.read(fd, MAX_CONTROL_BYTES + 1)
+            return os.read(fd, most + 1)
         finally:
             os.close(fd)
     return b"(not a regular file)"          # a link or a folder: never what was there
@@ -5018,7 +5065,7 @@ def disarm_new_repositories(before: GitSnapshot | None) -> list[str]:
 def index_stamp() -> tuple | None:
     with contextlib.suppress(OSError):
         info = os.stat(BASE_DIR / ".git" / "index", follow_symlinks=False)
-        return info.st_ino, info.st_size, info.st_mtime_ns
+        return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns    # ctime: `touch -d` cannot set it
     return None
 
 
@@ -5141,12 +5188,12 @@ def disarm_config(fd: int, shown: str) -> list[str]:
 
 
 def run_git(args: list[str], timeout: float = 10) -> subprocess.CompletedProcess | None:
-    """Every git KeSi runs itself, outside the sandbox: the trusted one, as the user's own git but without fsmonitor,
+    """Every git KeSi runs itself, outside the sandbox: the trusted one, as the user's own git but GIT_OWN_CONFIG,
     output captured, with a timeout; None when it could not run."""
     git = trusted_program("git")
     try:
         return subprocess.run([git, *args], cwd=BASE_DIR, capture_output=True, timeout=timeout,
-                              env={**os.environ, **GIT_SAFE_CONFIG}) if git else None
+                              env={**os.environ, **GIT_OWN_CONFIG}) if git else None
     except (OSError, subprocess.TimeoutExpired):
         return None
 
@@ -5854,7 +5901,7 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
     for task in BACKGROUND_TASKS.values():
         if task.proc in running or task.proc.poll() is not None:
             log_task_end(task, how if task.proc in running else "ended by itself")
-    if running and (planted := check_after_tasks()):
+    if planted := check_after_tasks():          # also what a task that ended by itself changed
         ui(f"  {planted.strip()}")
 
 
