@@ -4873,6 +4873,7 @@ class GitSnapshot:
     gitdirs: set[str] = field(default_factory=set)
     repos: list[str] = field(default_factory=list)   # other repositories' .git folders in the work tree
     index: tuple | None = None    # .git/index as it was: a change may register a planted repository
+    inodes: dict[str, int] = field(default_factory=dict)   # each git dir walked -> its inode: what a move keeps
 
 
 def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | None:
@@ -4880,7 +4881,7 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
     followed; None if nothing. Given the snapshot before a command, the same paths and git dirs again."""
     learn = before is None
     snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), nested_repositories(), index_stamp()) if learn else \
-        GitSnapshot(before.named, {}, before.gitdirs, before.repos, index_stamp())
+        GitSnapshot(before.named, {}, before.gitdirs, before.repos + moved_repositories(before), index_stamp())
     try:
         base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     except OSError:
@@ -4888,17 +4889,17 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
     try:
         for repo in [".git", *snapshot.repos]:    # from each .git down: the folders above are the user's to move
             snapshot.entries.update((path, state) for path, state in named_path_entries(
-                base_fd, repo, snapshot.gitdirs, learn, in_hooks=False) if path.startswith(repo))
+                base_fd, repo, snapshot, learn, in_hooks=False) if path.startswith(repo))
         if ".git" not in snapshot.entries and not snapshot.named and not snapshot.repos:
             return None
         for path in snapshot.named:
-            snapshot.entries.update(named_path_entries(base_fd, path, snapshot.gitdirs, learn))
+            snapshot.entries.update(named_path_entries(base_fd, path, snapshot, learn))
         return snapshot
     finally:
         os.close(base_fd)
 
 
-def named_path_entries(base_fd: int, path: str, gitdirs: set[str], learn: bool, in_hooks: bool = True):
+def named_path_entries(base_fd: int, path: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool = True):
     """(path, state) of each part of one path (no link followed) and of all below it (in_hooks=False: control files)."""
     *folders, last = path.split("/")
     fds = [base_fd]
@@ -4917,7 +4918,7 @@ def named_path_entries(base_fd: int, path: str, gitdirs: set[str], learn: bool, 
                 return
             yield here, ("folder", b"", 0)
             fds.append(os.open(name, FOLDER_FLAGS, dir_fd=fds[-1]))
-        yield from control_entries(fds[-1], path + "/", gitdirs, learn, in_hooks)
+        yield from control_entries(fds[-1], path + "/", snapshot, learn, in_hooks)
     except OSError:
         return
     finally:
@@ -4925,11 +4926,12 @@ def named_path_entries(base_fd: int, path: str, gitdirs: set[str], learn: bool, 
             os.close(fd)
 
 
-def control_entries(folder_fd: int, prefix: str, gitdirs: set[str], learn: bool, in_hooks: bool = False,
+def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool = False,
                     depth: int = 0):
     """(relative path, (kind, bytes, mode)) of the control files below one open folder."""
     try:
-        names = os.listdir(folder_fd)
+        names, gitdirs = os.listdir(folder_fd), snapshot.gitdirs
+        snapshot.inodes.update({prefix[:-1]: os.fstat(folder_fd).st_ino} if "HEAD" in names else {})
     except OSError:
         return
     if learn and "HEAD" in names:
@@ -4948,7 +4950,7 @@ def control_entries(folder_fd: int, prefix: str, gitdirs: set[str], learn: bool,
             if (child := open_at(folder_fd, name)) is None:
                 continue
             try:
-                yield from control_entries(child, path + "/", gitdirs, learn, in_hooks or name == "hooks", depth + 1)
+                yield from control_entries(child, path + "/", snapshot, learn, in_hooks or name == "hooks", depth + 1)
             finally:
                 os.close(child)
         elif is_todo_file(path):          # read whole, as git does: an exec line may follow 1 MB of comments
@@ -5001,16 +5003,16 @@ def read_control_file(folder_fd: int, name: str, most: int = MAX_CONTROL_BYTES) 
 def restore_git_control(before: GitSnapshot | None, between: bool = False) -> list[str]:
     """Put back what a command changed among the control files (none of it is left to race this), new ones removed.
     between: what background tasks changed since, but the top .git (read-only to tasks no command ran beside)."""
-    disarmed = disarm_new_repositories(before)
     if before is None:
-        return disarmed             # no repository before: nothing of the user's to put back
+        return disarm_new_repositories(before)       # no repository before: nothing of the user's to put back
     after = git_control_snapshot(before)
+    moves = moved_folders(before, after) if after else {}
+    disarmed = disarm_new_repositories(before, moved=moves)
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
     if after is None or was_folder and after.entries.get(".git") != before.entries[".git"] and not between:
         return disarmed if between else [".git (it is no longer a folder; check it before you use git here)"]
-    # A repository removed as a whole (rm -rf vendor/x) runs nothing any more: it stays removed. A folder moved
+    # A repository removed as a whole (rm -rf vendor/x) runs nothing any more: it stays removed. A git dir moved
     # whole (mv .git/modules/a .git/modules/b) is checked where it is now, against what it was.
-    moves = moved_folders(before.entries, after.entries)
     gone = [repo for repo in before.repos if repo not in after.entries] + list(moves.values())
     gone += [".git"] if between else []
     was = {new + path[len(old):]: state for new, old in moves.items() for path, state in before.entries.items()
@@ -5026,16 +5028,22 @@ def restore_git_control(before: GitSnapshot | None, between: bool = False) -> li
     return disarmed + done + [f"{old} (found at {new}: checked there, not moved back)" for new, old in moves.items()]
 
 
-def moved_folders(before: dict, after: dict) -> dict[str, str]:
-    """New folder -> old one, for each folder a command renamed with control files that stayed the same."""
-    moves = {}
-    for path, new in itertools.product(before.keys() - after.keys(), after.keys() - before.keys()):
-        old_parts, new_parts = path.split("/"), new.split("/")
-        differ = [i for i, (a, b) in enumerate(zip(old_parts, new_parts[:-1])) if a != b]   # a folder, not a file
-        if before[path] == after[new] and len(old_parts) == len(new_parts) and len(differ) == 1 \
-                and old_parts[-1] == new_parts[-1]:
-            moves["/".join(new_parts[:differ[0] + 1])] = "/".join(old_parts[:differ[0] + 1])
-    return moves
+def moved_folders(before: GitSnapshot, after: GitSnapshot) -> dict[str, str]:
+    """New git dir -> old one, for each a command renamed: the same folder (inode, never a copy), gone from its place."""
+    where = {inode: path for path, inode in after.inodes.items() if path not in before.inodes}
+    return {where[inode]: path for path, inode in before.inodes.items() if path not in after.inodes and inode in where}
+
+
+def moved_repositories(before: GitSnapshot) -> list[str]:
+    """Repositories in the work tree now that are one known before, moved (the same inode): checked, not disarmed."""
+    known = {inode for path, inode in before.inodes.items() if path in before.repos}
+    return [repo for repo in nested_repositories() if repo not in before.repos and inode_of(repo) in known]
+
+
+def inode_of(path: str) -> int | None:
+    with contextlib.suppress(OSError):
+        return os.stat(BASE_DIR / path, follow_symlinks=False).st_ino
+    return None
 
 
 def put_back_notice(restored: list[str], why: str) -> str:
@@ -5050,9 +5058,9 @@ FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|lo
                                r"branch\..+\.(remote|merge)|extensions\.[a-z]+|user\.(name|email)", re.DOTALL)
 
 
-def disarm_new_repositories(before: GitSnapshot | None) -> list[str]:
+def disarm_new_repositories(before: GitSnapshot | None, moved: dict[str, str] = {}) -> list[str]:
     """Take the planted parts out of repositories made since before (also one the index registers as a submodule)."""
-    known = set(before.repos) | ({".git"} & before.entries.keys()) if before else set()
+    known = set(before.repos) | ({".git"} & before.entries.keys()) | moved.keys() if before else set()
     top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
     found = top + nested_repositories()
     removed = []
@@ -5062,25 +5070,37 @@ def disarm_new_repositories(before: GitSnapshot | None) -> list[str]:
     return removed
 
 
-def index_stamp() -> tuple | None:
+def index_stamp(git_dir: Path | None = None) -> tuple | None:
     with contextlib.suppress(OSError):
-        info = os.stat(BASE_DIR / ".git" / "index", follow_symlinks=False)
+        info = os.stat((git_dir or BASE_DIR / ".git") / "index", follow_symlinks=False)
         return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns    # ctime: `touch -d` cannot set it
     return None
 
 
 def registered_repositories() -> list[str]:
-    """The git dirs (in the workspace, even in node_modules) of the submodules the index registers (mode 160000):
-    `git status` at the top looks into each, with its config. The index is read again only when it changed."""
-    if _gitlinks.get("key") != (key := (BASE_DIR, index_stamp())):
-        listed = run_git(["ls-files", "--stage", "-z"], timeout=30)
+    """The git dirs (in the workspace, even in node_modules) of the submodules the index registers (mode 160000), and
+    those their indexes register: `git status` at the top looks into each, with its config."""
+    found, trees = {}, [(BASE_DIR, BASE_DIR / ".git")]
+    while trees and len(found) < 10_000:
+        tree, git_dir = trees.pop()
+        for path in gitlinks(tree, git_dir):
+            folder = git_dir_of(tree / path / ".git")
+            if folder and folder.is_relative_to(BASE_DIR) and folder not in (BASE_DIR, BASE_DIR / ".git", *found):
+                found[folder] = None
+                trees.append((tree / path, folder))
+    return [folder.relative_to(BASE_DIR).as_posix() for folder in found]
+
+
+def gitlinks(tree: Path, git_dir: Path) -> list[str]:
+    """The submodule paths one index registers, read again only when it changed."""
+    if _gitlinks.get(tree, (None,))[0] != (key := index_stamp(git_dir)) or key is None:
+        listed = run_git(["-C", str(tree), "ls-files", "--stage", "-z"], timeout=30)
         entries = (listed.stdout if listed else b"").split(b"\0")
-        _gitlinks.update(key=key, paths=[os.fsdecode(e.split(b"\t", 1)[-1]) for e in entries if e[:7] == b"160000 "])
-    folders = [git_dir_of(BASE_DIR / path / ".git") for path in _gitlinks["paths"]]
-    return [f.relative_to(BASE_DIR).as_posix() for f in folders if f and f.is_relative_to(BASE_DIR) and f != BASE_DIR]
+        _gitlinks[tree] = key, [os.fsdecode(e.split(b"\t", 1)[-1]) for e in entries if e[:7] == b"160000 "]
+    return _gitlinks[tree][1]
 
 
-_gitlinks: dict = {}          # the submodule paths in the index, and the workspace and index they were read from
+_gitlinks: dict = {}          # per work tree: the index stamp and the submodule paths read from it
 
 
 def git_dir_of(dot_git: Path) -> Path | None:
