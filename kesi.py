@@ -4739,10 +4739,10 @@ def git_identity_environment() -> dict[str, str]:
 # Only git writes git dirs: a command that runs anything else gets every known one read-only (a mount says no, where
 # a check after can only put back), as background tasks do. What a plain built-in git subcommand runs is git's own
 # code and the user's hooks: those parts get the git dirs writable and the check after (git_control_snapshot).
-GIT_ONLY_SUBCOMMANDS = frozenset("add am apply blame branch checkout cherry-pick clean clone commit config describe diff "
-                                 "fetch grep init log ls-files merge mv notes pull push rebase reflog remote reset "
-                                 "restore revert rev-parse rm shortlog show sparse-checkout stash status switch tag "
-                                 "worktree".split())
+GIT_ONLY_SUBCOMMANDS = frozenset("add am apply blame branch checkout cherry-pick clean clone commit config describe "
+                                 "diff fetch grep init log ls-files merge mv notes pull push rebase reflog remote "
+                                 "reset restore revert rev-parse rm shortlog show sparse-checkout stash status switch "
+                                 "tag worktree".split())
 # Options that run another program (rebase --exec, merge --strategy: git-merge-<name> from PATH, grep -O) or copy
 # files in as hooks (--template); short ones per subcommand.
 GIT_RUNNING_OPTIONS = ("--exec", "--strategy", "--upload-pack", "--receive-pack", "--template", "--open-files-in-pager")
@@ -4775,7 +4775,7 @@ def git_pins(read_only: bool = False) -> list[str]:
     if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
         pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
     paths = [BASE_DIR / repo for repo in nested] + git_guarded_paths()
-    return pins + [arg for path in paths if path.exists() for arg in ("--ro-bind", str(path), str(path))]
+    return pins + [arg for path in paths if os.path.exists(path) for arg in ("--ro-bind", str(path), str(path))]
 
 
 def git_guarded_paths() -> list[Path]:
@@ -4879,9 +4879,9 @@ class GitSnapshot:
 def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | None:
     """What git could run code from (control files in each git dir, what config names in the work tree), no link
     followed; None if nothing. Given the snapshot before a command, the same paths and git dirs again."""
-    learn = before is None
+    learn, moved = before is None, moved_repositories(before) if before else []
     snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), nested_repositories(), index_stamp()) if learn else \
-        GitSnapshot(before.named, {}, before.gitdirs, before.repos + moved_repositories(before), index_stamp())
+        GitSnapshot(before.named, {}, before.gitdirs | {f"{r}/" for r in moved}, before.repos + moved, index_stamp())
     try:
         base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     except OSError:
@@ -5016,7 +5016,7 @@ def restore_git_control(before: GitSnapshot | None, between: bool = False) -> li
     gone = [repo for repo in before.repos if repo not in after.entries] + list(moves.values())
     gone += [".git"] if between else []
     was = {new + path[len(old):]: state for new, old in moves.items() for path, state in before.entries.items()
-           if path.startswith(old + "/")} | before.entries
+           if (path + "/").startswith(old + "/")} | before.entries
     changed = sorted(path for path in before.entries.keys() | after.entries.keys()
                      if was.get(path) != after.entries.get(path)
                      and not any(path == repo or path.startswith(repo + "/") for repo in gone))
@@ -5029,7 +5029,7 @@ def restore_git_control(before: GitSnapshot | None, between: bool = False) -> li
 
 
 def moved_folders(before: GitSnapshot, after: GitSnapshot) -> dict[str, str]:
-    """New git dir -> old one, for each a command renamed: the same folder (inode, never a copy), gone from its place."""
+    """New git dir -> old one, for each a command renamed: the same folder (inode: never a copy), gone from there."""
     where = {inode: path for path, inode in after.inodes.items() if path not in before.inodes}
     return {where[inode]: path for path, inode in before.inodes.items() if path not in after.inodes and inode in where}
 
