@@ -1310,7 +1310,8 @@ def test_a_command_running_more_than_git_cannot_write_any_known_git_dir(box):
         assert not (box / target).exists() and "put back" not in output, output
     output, failed = sh("echo c > c.txt && git add c.txt")
     assert failed and "run the git command on its own" in output, output
-    assert not pwned(box), git_everywhere(box) + git_everywhere(lib)
+    later = git_everywhere(box) + git_everywhere(lib)
+    assert not pwned(box), later
 
 
 def test_a_background_task_cannot_write_a_nested_git_dir(box):
@@ -1353,7 +1354,8 @@ def test_a_repository_registered_by_a_submodule_s_own_index_is_disarmed(box_or_b
        "git -C x add node_modules/evil && git -C x -c user.name=a -c user.email=a@b commit -q -m sub")
     output, _ = sh("git add x")
     assert "x/node_modules/evil/.git/config: core.fsmonitor" in output, output
-    assert not pwned(box), git_everywhere(box)
+    later = git_everywhere(box)
+    assert not pwned(box), later
 
 
 def test_an_index_rewritten_in_place_with_its_old_mtime_is_read_again(box_or_bare):
@@ -1368,7 +1370,8 @@ def test_an_index_rewritten_in_place_with_its_old_mtime_is_read_again(box_or_bar
                    "GIT_INDEX_FILE=idx git update-index --force-remove node_modules/evix; "
                    "GIT_INDEX_FILE=idx git update-index --add --cacheinfo 160000,$H,node_modules/evil; "
                    "M=$(stat -c %y .git/index); cat idx > .git/index; touch -d \"$M\" .git/index")
-    assert not pwned(box), (output, git_everywhere(box))
+    later = git_everywhere(box)
+    assert not pwned(box), (output, later)
 
 
 LAZY_FETCH = """cp -r .git evil; rm -f evil/config
@@ -1392,9 +1395,11 @@ def test_kesi_s_own_git_fetches_nothing_a_planted_config_names(box):
     assert listed is not None and not (box / "ESCAPED").exists(), listed
 
 
-def test_a_lazy_fetch_planted_by_a_command_does_not_run_in_kesi_s_check(box_or_bare):
+def test_a_lazy_fetch_planted_by_a_command_does_not_run_in_kesi_s_check(box_or_bare, monkeypatch):
     box = box_or_bare
     make_repo(box)
+    for name, value in GIT_ENV.items():
+        monkeypatch.setenv(name, value)
     (box / "lazy.sh").write_text(LAZY_FETCH)
     output, _ = sh("sh lazy.sh")
     assert not (box / "ESCAPED").exists(), output
@@ -1415,7 +1420,8 @@ def test_a_copied_git_dir_is_no_move_of_the_one_it_copies(box_or_bare):
                    "chmod +x vendor/a/.git/hooks/pre-commit && "
                    "git update-index --add --cacheinfo 160000,$(git -C vendor/a rev-parse HEAD),vendor/a")
     assert "found at" not in output, output
-    assert not pwned(box), git_everywhere(box) + git_everywhere(box / "vendor" / "a")
+    later = git_everywhere(box) + git_everywhere(box / "vendor" / "a")
+    assert not pwned(box), later
 
 
 def test_a_copied_submodule_git_dir_is_no_move_either(with_submodule, monkeypatch):
@@ -1427,7 +1433,8 @@ def test_a_copied_submodule_git_dir_is_no_move_either(with_submodule, monkeypatc
                    "\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch $PWD/PWNED; false\"\\n' > evil/config && "
                    "echo ../../../evil > $M/sub/commondir")
     assert not (root / ".git" / "modules" / "sub" / "commondir").exists(), output
-    assert not pwned(root), git_everywhere(root)
+    later = git_everywhere(root)
+    assert not pwned(root), later
 
 
 def test_a_nested_repository_moved_keeps_the_person_s_hooks_and_config(box_or_bare):
