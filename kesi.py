@@ -4693,8 +4693,8 @@ def in_shared_network(argv: list[str]) -> list[str]:
 # Git's control files run code later, outside the sandbox: a hook on the next `git commit`, core.fsmonitor (in
 # config, an include, or what a commondir or `.git` file points at) on the next `git status`. Mounts hold what
 # exists: .git pinned (a mount point cannot be renamed), `.git` files, hooks/, what config names and linked hooks'
-# scripts read-only, config empty. What does not exist yet (a commondir, a new repository) is checked after every
-# command and put back (git_control_snapshot), as is what background tasks change: all there is without bwrap.
+# scripts read-only, config empty, every git dir too unless the command runs only git (runs_only_git). The check after
+# (git_control_snapshot) is for git-only commands, new repositories and background tasks: all there is without bwrap.
 
 # A rebase's `strategy` and a cherry-pick's `opts` name a merge program (`git merge-<strategy>`) --continue runs.
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strategy", "strategy_opts", "opts"}
@@ -4704,8 +4704,7 @@ MAX_CONTROL_BYTES = 1_000_000      # configs and hooks are small
 MAX_TODO_BYTES = 64_000_000        # a to-do list larger than this is removed, not read
 # Inside the sandbox too, git runs no fsmonitor a planted config names (a `.git` file may point at any config).
 GIT_SAFE_CONFIG = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "false"}
-# KeSi's own git, outside, may read a config a command planted before the check puts it back: no hook, no transport
-# (a lazy fetch from a planted promisor remote ran `ext::sh payload`), whatever that config says.
+# KeSi's own git may read a config planted before the check: no hook, no transport (a lazy fetch ran `ext::sh x`).
 GIT_OWN_CONFIG = {**GIT_SAFE_CONFIG, "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_1": "core.hooksPath",
                   "GIT_CONFIG_VALUE_1": "/dev/null", "GIT_NO_LAZY_FETCH": "1", "GIT_ALLOW_PROTOCOL": "none",
                   "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
@@ -4758,13 +4757,11 @@ def runs_only_git(command: str) -> bool:
     for words in segments or [[]]:
         while words[:1] == ["git"] and words[1:2] == ["-C"]:
             words = ["git", *words[3:]]
-        if words[:1] != ["git"] or len(words) < 2 or words[1] not in GIT_ONLY_SUBCOMMANDS:
+        if words[:1] != ["git"] or len(words) < 2 or words[1] not in GIT_ONLY_SUBCOMMANDS or any(
+                re.fullmatch(r"--..+", word) and any(o.startswith(word.split("=")[0]) for o in GIT_RUNNING_OPTIONS)
+                or re.fullmatch(r"-[^-].*", word) and set(word[1:]) & set(GIT_RUNNING_LETTERS.get(words[1], ""))
+                for word in words[2:]):
             return False
-        for word in words[2:]:
-            long = word.split("=", 1)[0]
-            if word.startswith("--") and len(long) > 2 and any(o.startswith(long) for o in GIT_RUNNING_OPTIONS) or \
-                    re.fullmatch(r"-[^-].*", word) and set(word[1:]) & set(GIT_RUNNING_LETTERS.get(words[1], "")):
-                return False
     return bool(segments)
 
 
@@ -5036,14 +5033,10 @@ def moved_folders(before: GitSnapshot, after: GitSnapshot) -> dict[str, str]:
 
 def moved_repositories(before: GitSnapshot) -> list[str]:
     """Repositories in the work tree now that are one known before, moved (the same inode): checked, not disarmed."""
-    known = {inode for path, inode in before.inodes.items() if path in before.repos}
-    return [repo for repo in nested_repositories() if repo not in before.repos and inode_of(repo) in known]
-
-
-def inode_of(path: str) -> int | None:
+    known, new = {inode for path, inode in before.inodes.items() if path in before.repos}, nested_repositories()
     with contextlib.suppress(OSError):
-        return os.stat(BASE_DIR / path, follow_symlinks=False).st_ino
-    return None
+        return [repo for repo in new if repo not in before.repos and os.lstat(BASE_DIR / repo).st_ino in known]
+    return []
 
 
 def put_back_notice(restored: list[str], why: str) -> str:
@@ -5058,9 +5051,9 @@ FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|lo
                                r"branch\..+\.(remote|merge)|extensions\.[a-z]+|user\.(name|email)", re.DOTALL)
 
 
-def disarm_new_repositories(before: GitSnapshot | None, moved: dict[str, str] = {}) -> list[str]:
+def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     """Take the planted parts out of repositories made since before (also one the index registers as a submodule)."""
-    known = set(before.repos) | ({".git"} & before.entries.keys()) | moved.keys() if before else set()
+    known = set(before.repos) | ({".git"} & before.entries.keys()) | set(moved) if before else set()
     top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
     found = top + nested_repositories()
     removed = []
