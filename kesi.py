@@ -4750,8 +4750,7 @@ GIT_RUNNING_LETTERS = {"rebase": "xs", "merge": "s", "pull": "s", "cherry-pick":
 
 
 def runs_only_git(command: str) -> bool:
-    """Is every part `git [-C dir] <built-in subcommand>` with no option that runs another program, no redirection,
-    no expansion, no variable set?"""
+    """Is every part `git [-C dir] <built-in>`, no option running a program, no redirection, expansion or variable?"""
     segments = None if control_characters(command) or set(shell_expansions(command)) & set("$`()<>") else \
         command_segments(command)
     for words in segments or [[]]:
@@ -5744,7 +5743,8 @@ SANDBOX_HINT = ("When a command fails with 'Operation not permitted', 'Permissio
 # What the sandbox lets everyday work do, said next to what it blocks.
 SANDBOX_ALLOWS = ("Inside the sandbox the home folder is read-only; package caches (uv, pip, npm, yarn, "
                   "cargo, go, XDG_CACHE_HOME) point at .kesi/cache in the project, so installs from local "
-                  "files or caches and builds work; git commit works with the user's name and email.")
+                  "files or caches and builds work; git commit works with the user's name and email. Git dirs are "
+                  "writable only to a command that runs git alone: `git add . && git commit -m x`, not `make && git`.")
 BACKGROUND_LINES = {
     "bubblewrap": ("For a dev server or watcher, run_command with run_in_background keeps it running in "
                    "the same sandbox (.git read-only); later commands share its loopback network, so "
