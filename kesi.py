@@ -4396,8 +4396,7 @@ def is_env_name(name: str) -> bool:
 
 
 def nested_repositories() -> list[str]:
-    """The git dirs of other repositories in the work tree (a clone in vendor/, a test fixture; not in dependency
-    folders unless registered), relative: git run there later takes hooks and config from them."""
+    """Other repositories' git dirs in the work tree, relative: not in dependency folders unless registered."""
     found = []
     for rel, marks in workspace_index().marked.items():
         if ".git" not in marks or any(is_ignored_name(part) for part in rel.split("/") if part):
@@ -4754,6 +4753,8 @@ def runs_only_git(command: str) -> bool:
     segments = None if control_characters(command) or set(shell_expansions(command)) & set("$`()<>") else \
         command_segments(command)
     for words in segments or [[]]:
+        if words[:1] == ["cd"] and len(words) == 2:
+            continue                              # a builtin: runs nothing
         while words[:1] == ["git"] and words[1:2] == ["-C"]:
             words = ["git", *words[3:]]
         if words[:1] != ["git"] or len(words) < 2 or words[1] not in GIT_ONLY_SUBCOMMANDS or any(
@@ -5070,8 +5071,7 @@ def index_stamp(git_dir: Path | None = None) -> tuple | None:
 
 
 def registered_repositories() -> list[str]:
-    """The git dirs (in the workspace, even in node_modules) of the submodules the index registers (mode 160000), and
-    those their indexes register: `git status` at the top looks into each, with its config."""
+    """Git dirs in the workspace (node_modules too) of submodules indexes register, recursively: git status reads."""
     found, trees = {}, [(BASE_DIR, BASE_DIR / ".git")]
     while trees and len(found) < 10_000:
         tree, git_dir = trees.pop()

@@ -1290,6 +1290,7 @@ def test_a_git_descriptor_a_command_hands_a_background_task_plants_nothing(box):
 
 @pytest.mark.parametrize("command, git_only", [
     ("git add . && git commit -m x", True), ("git status", True), ("git checkout -b b", True),
+    ("cd vendor/lib && git commit -am x", True), ("cd vendor/lib && make", False),
     ("git -C vendor/lib log --oneline | cat", False), ("git -C vendor/lib log --oneline", True),
     ("make && git commit -m x", False), ("git rebase -x 'sh evil' HEAD~1", False), ("git rebase --exe=ls", False),
     ("GIT_DIR=x git status", False), ("git status > out", False), ("git -c core.pager=sh log", False),
