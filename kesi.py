@@ -4741,10 +4741,10 @@ GIT_ONLY_SUBCOMMANDS = frozenset("add am apply blame branch checkout cherry-pick
                                  "diff fetch grep init log ls-files merge mv notes pull push rebase reflog remote "
                                  "reset restore revert rev-parse rm shortlog show sparse-checkout stash status switch "
                                  "tag worktree".split())
-# Options that run another program (rebase --exec, merge --strategy: git-merge-<name> from PATH, grep -O) or copy
-# files in as hooks (--template); short ones per subcommand.
-GIT_RUNNING_OPTIONS = ("--exec", "--strategy", "--upload-pack", "--receive-pack", "--template", "--open-files-in-pager")
-GIT_RUNNING_LETTERS = {"rebase": "xs", "merge": "s", "pull": "s", "cherry-pick": "s", "revert": "s", "clone": "u",
+# Options that run a program (rebase -x, merge -s: git-merge-<name> from PATH) or give hooks (--template, clone -c).
+GIT_RUNNING_OPTIONS = ("--exec", "--strategy", "--upload-pack", "--receive-pack", "--template", "--open-files-in-pager",
+                       "--config")
+GIT_RUNNING_LETTERS = {"rebase": "xs", "merge": "s", "pull": "s", "cherry-pick": "s", "revert": "s", "clone": "uc",
                        "fetch": "u", "grep": "O"}
 
 

@@ -1296,7 +1296,7 @@ def test_a_git_descriptor_a_command_hands_a_background_task_plants_nothing(box):
     ("GIT_DIR=x git status", False), ("git status > out", False), ("git -c core.pager=sh log", False),
     ("git st", False), ("git bisect run sh", False), ("git submodule foreach sh", False),
     ("git merge -s evil b", False), ("git commit -s -m x", True), ("git grep -Osh x", False),
-    ("git init --template=t r", False), ("git log $(sh evil)", False), ("git status; sh", False)])
+    ("git init --template=t r", False), ("git clone -c core.hooksPath=h u d", False), ("git clone --conf=x u", False), ("git log $(sh evil)", False), ("git status; sh", False)])
 def test_only_plain_built_in_git_counts_as_git_only(command, git_only):
     assert kesi.runs_only_git(command) is git_only
 
