@@ -1392,6 +1392,8 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
                 if blocked := list(dict.fromkeys(where for n, where in list(NETWORK_BLOCKED) if n > blocked_before)):
                     text += (f"\n(the network allowlist blocked {', '.join(blocked[:5])}: only the user can allow "
                              "more hosts, in their settings or at the permission prompt)")
+                if failed and "Read-only file system" in text and ".git" in text and not runs_only_git(command):
+                    text += GIT_READ_ONLY_NOTE
                 guarded = check_git_control(git_before)
                 text += planted + guarded
                 audit_command(command, decision, started, time.time() - started, proc.returncode, text, escalation)
@@ -3981,7 +3983,7 @@ def shell_argv(command: str, background: bool = False, escalation: str | None = 
     kind = None if escalation == "unsandboxed" else sandbox_kind()
     full_network = escalation == "network"
     if kind == "seatbelt":
-        profile, params = sandbox_spec(background, full_network)
+        profile, params = sandbox_spec(background or not runs_only_git(command), full_network)
         defines = [arg for name, value in params for arg in ("-D", f"{name}={value}")]
         return [SANDBOX_EXEC, *defines, "-p", profile, SHELL_PATH, "-c", command]
     if kind == "bubblewrap":
@@ -3990,7 +3992,7 @@ def shell_argv(command: str, background: bool = False, escalation: str | None = 
     return [SHELL_PATH, "-c", command]
 
 
-def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[str, list[tuple[str, str]]]:
+def sandbox_spec(git_read_only: bool = False, full_network: bool = False) -> tuple[str, list[tuple[str, str]]]:
     """The macOS profile and its -D parameters (a path in the text could change it with a quote); later rules win."""
     tools = toolchain_dirs()
     params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)),
@@ -3999,6 +4001,8 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
     params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
     secrets = toolchain_secrets()
     params += [(f"TOOLCHAIN_SECRET_{i}", path) for i, path in enumerate(secrets)]
+    git_dirs = [".git", *nested_repositories()] if git_read_only else []
+    params += [(f"GIT_DIR_{i}", str(BASE_DIR / repo)) for i, repo in enumerate(git_dirs)]
     readable = " ".join(f'(subpath (param "TOOLCHAIN_{i}"))' for i in range(len(tools)))
     hidden = [f'(deny file-read* (literal (param "TOOLCHAIN_SECRET_{i}")))' for i in range(len(secrets))]
     proxy = None if full_network else network_proxy("seatbelt")
@@ -4018,8 +4022,8 @@ def sandbox_spec(background: bool = False, full_network: bool = False) -> tuple[
         # Git's control files (see git_control_snapshot): .git cannot be moved aside, hooks/ and config written.
         '(deny file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
-        # A background task may run while the user runs git: it may not write .git at all.
-        *(['(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'] if background else []),
+        # Only git may write git dirs (see runs_only_git).
+        *[f'(deny file-write* (subpath (param "GIT_DIR_{i}")))' for i in range(len(git_dirs))],
         '(deny file-read* file-write* (subpath (param "RECORDS_DIR")))',     # KeSi's records (see records_root)
         '(deny file-read* file-write* (subpath (param "CONFIG_DIR")))',      # its env file and settings
         '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
@@ -4314,7 +4318,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
              for arg in ("--ro-bind", denied["dir" if os.path.isdir(path) else "file"], path)]
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
-    pins = git_pins(read_only=background)
+    pins = git_pins(read_only=background or not runs_only_git(command))
     for pointer in git_pointers:
         pins += ["--ro-bind", str(pointer), str(pointer)]
     # A background task could rename a secret's folder between KeSi's look and bwrap's mounts: those are anchored too.
@@ -4536,16 +4540,21 @@ def in_shared_network(argv: list[str]) -> list[str]:
 # Git's control files run code later, outside the sandbox: a hook on the next `git commit`, core.fsmonitor (in
 # config, an include, or what a commondir or `.git` file points at) on the next `git status`. Mounts hold what
 # exists: .git pinned (a mount point cannot be renamed), `.git` files, hooks/, what config names and linked hooks'
-# scripts read-only, config empty. What does not exist yet (a commondir, a new repository) is checked after every
-# command and put back (git_control_snapshot), as is what background tasks change: all there is without bwrap.
+# scripts read-only, config empty, every git dir too unless the command runs only git (runs_only_git). The check after
+# (git_control_snapshot) is for git-only commands, new repositories and background tasks: all there is without bwrap.
 
 # A rebase's `strategy` and a cherry-pick's `opts` name a merge program (`git merge-<strategy>`) --continue runs.
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strategy", "strategy_opts", "opts"}
 GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
 MAX_GIT_DEPTH = 40                 # submodules nest; deeper than this is no repository git would use
 MAX_CONTROL_BYTES = 1_000_000      # configs and hooks are small
+MAX_TODO_BYTES = 64_000_000        # a to-do list larger than this is removed, not read
 # Inside the sandbox too, git runs no fsmonitor a planted config names (a `.git` file may point at any config).
 GIT_SAFE_CONFIG = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "false"}
+# KeSi's own git may read a config planted before the check: no hook, no transport (a lazy fetch ran `ext::sh x`).
+GIT_OWN_CONFIG = {**GIT_SAFE_CONFIG, "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_1": "core.hooksPath",
+                  "GIT_CONFIG_VALUE_1": "/dev/null", "GIT_NO_LAZY_FETCH": "1", "GIT_ALLOW_PROTOCOL": "none",
+                  "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
 
 
 # ~/.gitconfig is hidden inside (`git commit`: "unable to auto-detect email"): only name and email are passed in.
@@ -4573,13 +4582,52 @@ def git_identity_environment() -> dict[str, str]:
     return {**GIT_IDENTITY_ENV, **{name: os.environ[name] for name in GIT_IDENTITY if os.environ.get(name)}}
 
 
+# Only git writes git dirs: a command that runs anything else gets every known one read-only (a mount says no, where
+# a check after can only put back), as background tasks do. What a plain built-in git subcommand runs is git's own
+# code and the user's hooks: those parts get the git dirs writable and the check after (git_control_snapshot).
+GIT_ONLY_SUBCOMMANDS = frozenset("add am apply blame branch checkout cherry-pick clean clone commit config describe "
+                                 "diff fetch grep init log ls-files merge mv notes pull push rebase reflog remote "
+                                 "reset restore revert rev-parse rm shortlog show sparse-checkout stash status switch "
+                                 "tag worktree".split())
+# Options that run a program (rebase -x, merge -s: git-merge-<name> from PATH) or give hooks (--template, clone -c).
+GIT_RUNNING_OPTIONS = ("--exec", "--strategy", "--upload-pack", "--receive-pack", "--template", "--open-files-in-pager",
+                       "--config")
+GIT_RUNNING_LETTERS = {"rebase": "xs", "merge": "s", "pull": "s", "cherry-pick": "s", "revert": "s", "clone": "uc",
+                       "fetch": "u", "grep": "O"}
+
+
+HARMLESS_REDIRECTION = re.compile(r"(?<!\S)(?:[12]?>&[12]|&?[12]?>>?[ \t]*/dev/null)(?=[ \t;&|]|$)")
+GIT_READ_ONLY_NOTE = ("\n(note: git dirs are read-only to commands that run more than git; run the git command on its "
+                      "own, e.g. `git add . && git commit -m msg`, without other programs, redirections or variables)")
+
+
+def runs_only_git(command: str) -> bool:
+    """Is every part `git [-C dir] <built-in>`, no option running a program, no redirection (but 2>&1 and to
+    /dev/null), expansion or variable?"""
+    command = HARMLESS_REDIRECTION.sub(" ", command)
+    segments = None if control_characters(command) or set(shell_expansions(command)) & set("$`()<>") else \
+        command_segments(command)
+    for words in segments or [[]]:
+        if words[:1] == ["cd"] and len(words) == 2:
+            continue                              # a builtin: runs nothing
+        while words[:1] == ["git"] and words[1:2] == ["-C"]:
+            words = ["git", *words[3:]]
+        if words[:1] != ["git"] or len(words) < 2 or words[1] not in GIT_ONLY_SUBCOMMANDS or any(
+                re.fullmatch(r"--..+", word) and any(o.startswith(word.split("=")[0]) for o in GIT_RUNNING_OPTIONS)
+                or re.fullmatch(r"-[^-].*", word) and set(word[1:]) & set(GIT_RUNNING_LETTERS.get(words[1], ""))
+                for word in words[2:]):
+            return False
+    return bool(segments)
+
+
 def git_pins(read_only: bool = False) -> list[str]:
-    """bwrap args pinning .git and what git runs code from; all read-only for background tasks (no check after)."""
-    git = BASE_DIR / ".git"
+    """bwrap args pinning .git and what git runs code from; read_only (see runs_only_git): every known git dir too."""
+    git, nested = BASE_DIR / ".git", nested_repositories() if read_only else []
     pins = []
     if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
         pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
-    return pins + [arg for path in git_guarded_paths() if path.exists() for arg in ("--ro-bind", str(path), str(path))]
+    paths = [BASE_DIR / repo for repo in nested] + git_guarded_paths()
+    return pins + [arg for path in paths if os.path.exists(path) for arg in ("--ro-bind", str(path), str(path))]
 
 
 def git_guarded_paths() -> list[Path]:
@@ -4678,14 +4726,15 @@ class GitSnapshot:
     gitdirs: set[str] = field(default_factory=set)
     repos: list[str] = field(default_factory=list)   # other repositories' .git folders in the work tree
     index: tuple | None = None    # .git/index as it was: a change may register a planted repository
+    inodes: dict[str, int] = field(default_factory=dict)   # each git dir walked -> its inode: what a move keeps
 
 
 def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | None:
     """What git could run code from, no link followed (None: nothing); given one before a command, the same paths."""
-    learn = before is None
-    repos = nested_repositories() if learn else before.repos    # first: that look brings the index up to date
+    learn, moved = before is None, moved_repositories(before) if before else []
+    repos = nested_repositories() if learn else before.repos + moved    # first: that look brings the index up to date
     snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), repos, index_stamp()) if learn else \
-        GitSnapshot(before.named, {}, before.gitdirs, repos, index_stamp())
+        GitSnapshot(before.named, {}, before.gitdirs | {f"{r}/" for r in moved}, repos, index_stamp())
     try:
         base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     except OSError:
@@ -4693,17 +4742,17 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
     try:
         for repo in [".git", *snapshot.repos]:    # from each .git down: the folders above are the user's to move
             snapshot.entries.update((path, state) for path, state in named_path_entries(
-                base_fd, repo, snapshot.gitdirs, learn, in_hooks=False) if path.startswith(repo))
+                base_fd, repo, snapshot, learn, in_hooks=False) if path.startswith(repo))
         if ".git" not in snapshot.entries and not snapshot.named and not snapshot.repos:
             return None
         for path in snapshot.named:
-            snapshot.entries.update(named_path_entries(base_fd, path, snapshot.gitdirs, learn))
+            snapshot.entries.update(named_path_entries(base_fd, path, snapshot, learn))
         return snapshot
     finally:
         os.close(base_fd)
 
 
-def named_path_entries(base_fd: int, path: str, gitdirs: set[str], learn: bool, in_hooks: bool = True):
+def named_path_entries(base_fd: int, path: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool = True):
     """(path, state) of each part of one path (no link followed) and of all below it (in_hooks=False: control files)."""
     *folders, last = path.split("/")
     fds = [base_fd]
@@ -4722,7 +4771,7 @@ def named_path_entries(base_fd: int, path: str, gitdirs: set[str], learn: bool, 
                 return
             yield here, ("folder", b"", 0)
             fds.append(os.open(name, FOLDER_FLAGS, dir_fd=fds[-1]))
-        yield from control_entries(fds[-1], path + "/", gitdirs, learn, in_hooks)
+        yield from control_entries(fds[-1], path + "/", snapshot, learn, in_hooks)
     except OSError:
         return
     finally:
@@ -4730,11 +4779,12 @@ def named_path_entries(base_fd: int, path: str, gitdirs: set[str], learn: bool, 
             os.close(fd)
 
 
-def control_entries(folder_fd: int, prefix: str, gitdirs: set[str], learn: bool, in_hooks: bool = False,
+def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool = False,
                     depth: int = 0):
     """(relative path, (kind, bytes, mode)) of the control files below one open folder."""
     try:
-        names = os.listdir(folder_fd)
+        names, gitdirs = os.listdir(folder_fd), snapshot.gitdirs
+        snapshot.inodes.update({prefix[:-1]: os.fstat(folder_fd).st_ino} if "HEAD" in names else {})
     except OSError:
         return
     if learn and "HEAD" in names:
@@ -4753,11 +4803,11 @@ def control_entries(folder_fd: int, prefix: str, gitdirs: set[str], learn: bool,
             if (child := open_at(folder_fd, name)) is None:
                 continue
             try:
-                yield from control_entries(child, path + "/", gitdirs, learn, in_hooks or name == "hooks", depth + 1)
+                yield from control_entries(child, path + "/", snapshot, learn, in_hooks or name == "hooks", depth + 1)
             finally:
                 os.close(child)
-        elif is_todo_file(path):
-            if lines := exec_lines(read_control_file(folder_fd, name)):
+        elif is_todo_file(path):          # read whole, as git does: an exec line may follow 1 MB of comments
+            if lines := exec_lines(read_control_file(folder_fd, name, MAX_TODO_BYTES)):
                 yield path, ("todo", b"\n".join(sorted(lines)), 0)
         elif in_hooks or name in GIT_CONTROL_NAMES:
             yield path, file_state(folder_fd, name, info)
@@ -4779,22 +4829,25 @@ def is_todo_file(path: str) -> bool:
 
 
 def exec_lines(data: bytes) -> set[bytes]:
+    if len(data) > MAX_TODO_BYTES:
+        return {b"(too large to read: removed)"}
     return {line.strip() for line in data.splitlines() if line.split()[:1] in ([b"x"], [b"exec"])}
 
 
 def strip_exec_lines(folder_fd: int, name: str, keep: set[bytes]) -> None:
     """Take out of a to-do list every exec line that is not in keep."""
-    data = read_control_file(folder_fd, name)
+    if len(data := read_control_file(folder_fd, name, MAX_TODO_BYTES)) > MAX_TODO_BYTES:
+        return remove_at(folder_fd, name)
     lines = [line for line in data.splitlines(keepends=True) if line.strip() not in exec_lines(line) - keep]
     info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
     write_atomically(folder_fd, name, b"".join(lines), mode=stat.S_IMODE(info.st_mode))
 
 
-def read_control_file(folder_fd: int, name: str) -> bytes:
+def read_control_file(folder_fd: int, name: str, most: int = MAX_CONTROL_BYTES) -> bytes:
     with contextlib.suppress(OSError):
         fd = os.open(name, FILE_FLAGS, dir_fd=folder_fd)
         try:
-            return os.read(fd, MAX_CONTROL_BYTES + 1)
+            return os.read(fd, most + 1)
         finally:
             os.close(fd)
     return b"(not a regular file)"          # a link or a folder: never what was there
@@ -4803,20 +4856,20 @@ def read_control_file(folder_fd: int, name: str) -> bytes:
 def restore_git_control(before: GitSnapshot | None, between: bool = False) -> list[str]:
     """Put back what a command changed among the control files (none of it is left to race this), new ones removed.
     between: what background tasks changed since, but the top .git (read-only to tasks no command ran beside)."""
-    disarmed = disarm_new_repositories(before)
     if before is None:
-        return disarmed             # no repository before: nothing of the user's to put back
+        return disarm_new_repositories(before)       # no repository before: nothing of the user's to put back
     after = git_control_snapshot(before)
+    moves = moved_folders(before, after) if after else {}
+    disarmed = disarm_new_repositories(before, moved=moves)
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
     if after is None or was_folder and after.entries.get(".git") != before.entries[".git"] and not between:
         return disarmed if between else [".git (it is no longer a folder; check it before you use git here)"]
-    # A repository removed as a whole (rm -rf vendor/x) runs nothing any more: it stays removed. A folder moved
+    # A repository removed as a whole (rm -rf vendor/x) runs nothing any more: it stays removed. A git dir moved
     # whole (mv .git/modules/a .git/modules/b) is checked where it is now, against what it was.
-    moves = moved_folders(before.entries, after.entries)
     gone = [repo for repo in before.repos if repo not in after.entries] + list(moves.values())
     gone += [".git"] if between else []
     was = {new + path[len(old):]: state for new, old in moves.items() for path, state in before.entries.items()
-           if path.startswith(old + "/")} | before.entries
+           if (path + "/").startswith(old + "/")} | before.entries
     changed = sorted(path for path in before.entries.keys() | after.entries.keys()
                      if was.get(path) != after.entries.get(path)
                      and not any(path == repo or path.startswith(repo + "/") for repo in gone))
@@ -4828,16 +4881,18 @@ def restore_git_control(before: GitSnapshot | None, between: bool = False) -> li
     return disarmed + done + [f"{old} (found at {new}: checked there, not moved back)" for new, old in moves.items()]
 
 
-def moved_folders(before: dict, after: dict) -> dict[str, str]:
-    """New folder -> old one, for each folder a command renamed with control files that stayed the same."""
-    moves = {}
-    for path, new in itertools.product(before.keys() - after.keys(), after.keys() - before.keys()):
-        old_parts, new_parts = path.split("/"), new.split("/")
-        differ = [i for i, (a, b) in enumerate(zip(old_parts, new_parts[:-1])) if a != b]   # a folder, not a file
-        if before[path] == after[new] and len(old_parts) == len(new_parts) and len(differ) == 1 \
-                and old_parts[-1] == new_parts[-1]:
-            moves["/".join(new_parts[:differ[0] + 1])] = "/".join(old_parts[:differ[0] + 1])
-    return moves
+def moved_folders(before: GitSnapshot, after: GitSnapshot) -> dict[str, str]:
+    """New git dir -> old one, for each a command renamed: the same folder (inode: never a copy), gone from there."""
+    where = {inode: path for path, inode in after.inodes.items() if path not in before.inodes}
+    return {where[inode]: path for path, inode in before.inodes.items() if path not in after.inodes and inode in where}
+
+
+def moved_repositories(before: GitSnapshot) -> list[str]:
+    """Repositories in the work tree now that are one known before, moved (the same inode): checked, not disarmed."""
+    known, new = {inode for path, inode in before.inodes.items() if path in before.repos}, nested_repositories()
+    with contextlib.suppress(OSError):
+        return [repo for repo in new if repo not in before.repos and os.lstat(BASE_DIR / repo).st_ino in known]
+    return []
 
 
 def put_back_notice(restored: list[str], why: str) -> str:
@@ -4852,9 +4907,9 @@ FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|lo
                                r"branch\..+\.(remote|merge)|extensions\.[a-z]+|user\.(name|email)", re.DOTALL)
 
 
-def disarm_new_repositories(before: GitSnapshot | None) -> list[str]:
+def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     """Take the planted parts out of repositories made since before (also one the index registers as a submodule)."""
-    known = set(before.repos) | ({".git"} & before.entries.keys()) if before else set()
+    known = set(before.repos) | ({".git"} & before.entries.keys()) | set(moved) if before else set()
     top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
     found = top + nested_repositories()
     removed = []
@@ -4864,24 +4919,36 @@ def disarm_new_repositories(before: GitSnapshot | None) -> list[str]:
     return removed
 
 
-def index_stamp() -> tuple | None:
+def index_stamp(git_dir: Path | None = None) -> tuple | None:
     with contextlib.suppress(OSError):
-        info = os.stat(BASE_DIR / ".git" / "index", follow_symlinks=False)
-        return info.st_ino, info.st_size, info.st_mtime_ns
+        info = os.stat((git_dir or BASE_DIR / ".git") / "index", follow_symlinks=False)
+        return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns    # ctime: `touch -d` cannot set it
     return None
 
 
 def registered_repositories() -> list[str]:
-    """The git dirs of the submodules git's index registers (even in node_modules: `git status` looks into each)."""
-    if _gitlinks.get("key") != (key := (BASE_DIR, index_stamp())):
-        listed = run_git(["ls-files", "--stage", "-z"], timeout=30)
+    """Git dirs in the workspace (node_modules too) of submodules indexes register, recursively: git status reads."""
+    found, trees = {}, [(BASE_DIR, BASE_DIR / ".git")]
+    while trees and len(found) < 10_000:
+        tree, git_dir = trees.pop()
+        for path in gitlinks(tree, git_dir):
+            folder = git_dir_of(tree / path / ".git")
+            if folder and folder.is_relative_to(BASE_DIR) and folder not in (BASE_DIR, BASE_DIR / ".git", *found):
+                found[folder] = None
+                trees.append((tree / path, folder))
+    return [folder.relative_to(BASE_DIR).as_posix() for folder in found]
+
+
+def gitlinks(tree: Path, git_dir: Path) -> list[str]:
+    """The submodule paths one index registers, read again only when it changed."""
+    if _gitlinks.get(tree, (None,))[0] != (key := index_stamp(git_dir)) or key is None:
+        listed = run_git(["-C", str(tree), "ls-files", "--stage", "-z"], timeout=30)
         entries = (listed.stdout if listed else b"").split(b"\0")
-        _gitlinks.update(key=key, paths=[os.fsdecode(e.split(b"\t", 1)[-1]) for e in entries if e[:7] == b"160000 "])
-    folders = [git_dir_of(BASE_DIR / path / ".git") for path in _gitlinks["paths"]]
-    return [f.relative_to(BASE_DIR).as_posix() for f in folders if f and f.is_relative_to(BASE_DIR) and f != BASE_DIR]
+        _gitlinks[tree] = key, [os.fsdecode(e.split(b"\t", 1)[-1]) for e in entries if e[:7] == b"160000 "]
+    return _gitlinks[tree][1]
 
 
-_gitlinks: dict = {}          # the submodule paths in the index, and the workspace and index they were read from
+_gitlinks: dict = {}          # per work tree: the index stamp and the submodule paths read from it
 
 
 def git_dir_of(dot_git: Path) -> Path | None:
@@ -4989,12 +5056,12 @@ def disarm_config(fd: int, shown: str) -> list[str]:
 
 
 def run_git(args: list[str], timeout: float = 10) -> subprocess.CompletedProcess | None:
-    """Every git KeSi runs itself, outside the sandbox: the trusted one, as the user's own git but without fsmonitor,
+    """Every git KeSi runs itself, outside the sandbox: the trusted one, as the user's own git but GIT_OWN_CONFIG,
     output captured, with a timeout; None when it could not run."""
     git = trusted_program("git")
     try:
         return subprocess.run([git, *args], cwd=BASE_DIR, capture_output=True, timeout=timeout,
-                              env={**os.environ, **GIT_SAFE_CONFIG}) if git else None
+                              env={**os.environ, **GIT_OWN_CONFIG}) if git else None
     except (OSError, subprocess.TimeoutExpired):
         return None
 
@@ -5541,7 +5608,8 @@ SANDBOX_HINT = ("When a command fails with 'Operation not permitted', 'Permissio
 # What the sandbox lets everyday work do, said next to what it blocks.
 SANDBOX_ALLOWS = ("Inside the sandbox the home folder is read-only; package caches (uv, pip, npm, yarn, "
                   "cargo, go, XDG_CACHE_HOME) point at .kesi/cache in the project, so installs from local "
-                  "files or caches and builds work; git commit works with the user's name and email.")
+                  "files or caches and builds work; git commit works with the user's name and email. Git dirs are "
+                  "writable only to a command that runs git alone: `git add . && git commit -m x`, not `make && git`.")
 BACKGROUND_LINES = {
     "bubblewrap": ("For a dev server or watcher, run_command with run_in_background keeps it running in "
                    "the same sandbox (.git read-only); later commands share its loopback network, so "
@@ -5715,7 +5783,7 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
     for task in BACKGROUND_TASKS.values():
         if task.proc in running or task.proc.poll() is not None:
             log_task_end(task, how if task.proc in running else "ended by itself")
-    if running and (planted := check_after_tasks()):
+    if planted := check_after_tasks():          # also what a task that ended by itself changed
         ui(f"  {planted.strip()}")
 
 

@@ -39,6 +39,13 @@ def box_or_bare(request, box, monkeypatch):
     return box
 
 
+@pytest.fixture
+def bare(box, monkeypatch):
+    """The sandbox off: the check after a command is all there is, as for a git-only command inside."""
+    monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)
+    return box
+
+
 def nested_repository(root: Path) -> Path:
     (root / "vendor" / "lib").mkdir(parents=True)
     make_repo(root / "vendor" / "lib")
@@ -273,7 +280,8 @@ def test_planted_git_config_and_hooks_never_run_outside(box, plant):
     assert commit.returncode == 0, commit.stderr
 
 
-def test_changes_to_control_files_are_put_back_and_reported(box):
+def test_changes_to_control_files_are_put_back_and_reported(bare):
+    box = bare
     make_repo(box)
     config = (box / ".git" / "config").read_bytes()
     output, failed = sh("echo gd > .git/commondir; echo x > .git/config.worktree; echo ok")
@@ -292,11 +300,15 @@ def test_a_git_file_pointing_at_a_planted_config_runs_no_fsmonitor_inside(box):
     assert "done" in output and not (box / "PWNED-INSIDE").exists(), output
 
 
-def test_everyday_git_works_in_the_sandbox(box):
+def test_everyday_git_works_in_the_sandbox(box, monkeypatch):
+    """Git on its own writes .git; with another program in the same command it may not (issue 22): split it."""
     make_repo(box)
-    identity = " ".join(f"{k}={v}" for k, v in GIT_ENV.items())
-    output, failed = sh(f"echo b > b.txt && git add b.txt && {identity} git commit -qm second && "
-                        "git log --oneline && git diff HEAD~1 --stat && git status --short")
+    for name, value in GIT_ENV.items():
+        monkeypatch.setenv(name, value)
+    output, failed = sh("echo b > b.txt && git add b.txt")
+    assert failed and "Read-only file system" in output and "run the git command on its own" in output, output
+    output, failed = sh("git add b.txt && git commit -qm second && git log --oneline && git diff HEAD~1 --stat && "
+                        "git status --short")
     assert not failed and "second" in output and "b.txt" in output, output
     assert "second" in git(box, "log", "--oneline").stdout
 
@@ -514,7 +526,8 @@ REBASE_STATE = ("h=$(git rev-parse HEAD); mkdir -p .git/rebase-merge && cd .git/
 
 
 @pytest.mark.parametrize("todo", ["exec touch ../PWNED", "x touch ../PWNED", "  exec   touch ../PWNED"])
-def test_an_exec_line_planted_in_a_rebase_to_do_list_is_taken_out(box, todo):
+def test_an_exec_line_planted_in_a_rebase_to_do_list_is_taken_out(bare, todo):
+    box = bare
     make_repo(box)
     output, failed = sh(REBASE_STATE + f"printf 'pick 0000000 keep me\\n{todo}\\n' > git-rebase-todo; echo ok")
     assert "ok" in output and failed and "git-rebase-todo" in output, output
@@ -525,7 +538,8 @@ def test_an_exec_line_planted_in_a_rebase_to_do_list_is_taken_out(box, todo):
     assert not pwned(box)
 
 
-def test_a_modules_folder_made_to_look_like_a_repository_hides_nothing(box, tmp_path_factory):
+def test_a_modules_folder_made_to_look_like_a_repository_hides_nothing(bare, tmp_path_factory):
+    box = bare
     add_submodule(box, tmp_path_factory.mktemp("upstream"), "lfs")
     output, failed = sh("touch .git/modules/HEAD && " + EVIL_GITDIR.format(d="evilgd")
                         + " && echo \"$PWD/evilgd\" > .git/modules/lfs/commondir; echo planted")
@@ -605,7 +619,7 @@ def test_a_repository_a_command_creates_runs_nothing_planted(box_or_bare, name):
     box = box_or_bare
     make_repo(box)
     output, _ = sh(NEW_REPOSITORY_PLANTS[name] + "; echo planted")
-    assert "planted" in output and "KeSi put back" in output, output
+    assert "planted" in output and ("KeSi put back" in output or "Read-only file system" in output), output
     later = git_everywhere(box)
     for repo in ("inner", "fresh", "fresh/m"):
         if (box / repo / ".git").exists():
@@ -627,7 +641,8 @@ def test_a_fresh_clone_keeps_its_config(box):
     assert "user.email=me@x" in config, config
 
 
-def test_hooks_planted_where_there_was_no_hooks_folder_are_removed(box):
+def test_hooks_planted_where_there_was_no_hooks_folder_are_removed(bare):
+    box = bare
     make_repo(box)
     subprocess.run(["rm", "-rf", str(box / ".git" / "hooks")], check=True)
     output, failed = sh("mkdir -p .git/hooks && echo 'touch PWNED' > .git/hooks/pre-commit && "
@@ -714,7 +729,8 @@ def test_of_dot_local_only_the_program_folders_are_readable(box, tmp_path_factor
 
 # --- round 3: the second outside pass -------------------------------------------------
 
-def test_a_huge_planted_control_file_does_not_stop_the_put_back(box):
+def test_a_huge_planted_control_file_does_not_stop_the_put_back(bare):
+    box = bare
     make_repo(box)
     output, failed = sh("mkdir -p .git/zz && truncate -s 1T .git/zz/config && "
                         + EVIL_GITDIR.format(d="evilgd") + " && echo \"$PWD/evilgd\" > .git/commondir; echo planted")
@@ -725,7 +741,8 @@ def test_a_huge_planted_control_file_does_not_stop_the_put_back(box):
     assert sh("echo still-works")[0].startswith("still-works")
 
 
-def test_many_planted_files_are_reported_briefly(box):
+def test_many_planted_files_are_reported_briefly(bare):
+    box = bare
     make_repo(box)
     output, failed = sh("for i in $(seq 300); do "
                         "mkdir -p .git/m$i/hooks && echo x > .git/m$i/hooks/pre-commit; done; echo planted")
@@ -917,7 +934,8 @@ GIT_DIR_IN_DOT_GIT = ("mkdir -p src && echo hi > src/f && git init -q --bare {g}
     (".git/refs/ev", "echo 'gitdir: ../.git/refs/ev' > src/.git", False),
     (".git/logs/ev", "ln -s ../.git/logs/ev src/.git", False),
     (".git/modules/m/objects/ev", "echo 'gitdir: ../.git/modules/m/objects/ev' > src/.git", True)])
-def test_a_git_dir_planted_in_the_top_git_dir_runs_nothing(box, g, point, register):
+def test_a_git_dir_planted_in_the_top_git_dir_runs_nothing(bare, g, point, register):
+    box = bare
     make_repo(box)
     assert git(box, "init", "-q", "--bare", ".git/modules/m").returncode == 0    # a submodule's git dir, known
     register_it = "git update-index --add --cacheinfo 160000,$(git -C src rev-parse HEAD),src && " if register else ""
@@ -971,12 +989,14 @@ def test_what_a_background_task_plants_is_put_back_by_the_next_command(box_or_ba
     task = plant_in_the_background(box, name)
     task.proc.wait(timeout=30)
     output, _ = sh("echo next")
-    assert "next" in output and "which background task 1 (" in output, output
+    refused = kesi.sandbox_enabled() and b"Read-only file system" in task.output.since(0)[0]   # issue 22
+    assert "next" in output and ("which background task 1 (" in output or refused), output
     later = used_later(box)
     assert not pwned(box), (output, later)
 
 
-def test_what_a_background_task_plants_is_put_back_when_it_is_stopped(box):
+def test_what_a_background_task_plants_is_put_back_when_it_is_stopped(bare):
+    box = bare
     plant_in_the_background(box, "a hook in a nested repository", then="; sleep 60")
     output, failed = kesi.background_stop(1)
     assert not failed and "KeSi put back vendor/lib/.git/hooks/pre-commit, which background task 1" in output, output
@@ -1050,7 +1070,8 @@ def test_a_planted_pointer_is_read_as_git_reads_it(box, pointer):
     assert not pwned(box), (output, later)
 
 
-def test_a_moved_submodule_git_dir_is_checked_where_it_is_and_kept(with_submodule):
+def test_a_moved_submodule_git_dir_is_checked_where_it_is_and_kept(with_submodule, monkeypatch):
+    monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)     # inside, only git-only commands write a git dir
     root = with_submodule
     config = (root / ".git" / "modules" / "sub" / "config").read_text()
     output, _ = sh("mv .git/modules/sub .git/modules/sub2 && echo 'touch PWNED' > .git/modules/sub2/hooks/pre-commit"
@@ -1060,7 +1081,8 @@ def test_a_moved_submodule_git_dir_is_checked_where_it_is_and_kept(with_submodul
     assert not (root / ".git" / "modules" / "sub2" / "hooks" / "pre-commit").exists(), output
 
 
-def test_a_hooks_folder_moved_aside_is_made_again(box):
+def test_a_hooks_folder_moved_aside_is_made_again(bare):
+    box = bare
     make_repo(box)
     lib = nested_repository(box)
     hook = lib / ".git" / "hooks" / "pre-commit"
@@ -1258,8 +1280,178 @@ def test_a_git_descriptor_a_command_hands_a_background_task_plants_nothing(box):
     output, _ = sh(f"python3 hand.py {name}; echo handed")
     assert "handed" in output, output
     (box / "go").touch()
-    wait_for(box / "written")
-    assert (box / ".git" / "hooks" / "pre-commit").exists()          # the task's write went through
+    kesi.BACKGROUND_TASKS[1].proc.wait(timeout=30)       # issue 22: the .git it was handed is read-only: it failed
+    assert not (box / ".git" / "hooks" / "pre-commit").exists() and not (box / "written").exists()
     output, _ = sh("echo next")
     later = git_everywhere(box)
     assert "next" in output and not pwned(box), (output, later)
+
+
+# --- issue 22: only git writes git dirs (rt22c round 2) ------------------------------------------
+# A command that runs more than plain built-in git gets every known git dir read-only, as Codex's Linux sandbox
+# keeps .git; only git-only commands keep the writable git dirs and the check after, which the bare runs test.
+
+@pytest.mark.parametrize("command, git_only", [
+    ("git add . && git commit -m x", True), ("git status", True), ("git checkout -b b", True),
+    ("cd vendor/lib && git commit -am x", True), ("cd vendor/lib && make", False),
+    ("git -C vendor/lib log --oneline | cat", False), ("git -C vendor/lib log --oneline", True),
+    ("make && git commit -m x", False), ("git rebase -x 'sh evil' HEAD~1", False), ("git rebase --exe=ls", False),
+    ("GIT_DIR=x git status", False), ("git status > out", False), ("git -c core.pager=sh log", False),
+    ("git st", False), ("git bisect run sh", False), ("git submodule foreach sh", False),
+    ("git merge -s evil b", False), ("git commit -s -m x", True), ("git grep -Osh x", False),
+    ("git init --template=t r", False), ("git clone -c core.hooksPath=h u d", False), ("git clone --conf=x u", False),
+    ("git log $(sh evil)", False), ("git status; sh", False), ("git commit -m x 2>&1", True),
+    ("git push >/dev/null 2>&1", True), ("git status 2>/dev/null", True), ("git status 2>&1x", False),
+    ("git status 2>/dev/nullx", False), ("git status >/dev/null.txt", False), ("git log 2>&1 | sh", False)])
+def test_only_plain_built_in_git_counts_as_git_only(command, git_only):
+    assert kesi.runs_only_git(command) is git_only
+
+
+def test_a_command_running_more_than_git_cannot_write_any_known_git_dir(box):
+    make_repo(box)
+    lib = nested_repository(box)
+    store = stored_apart(lib)
+    for target in (".git/hooks/pre-commit", ".git/commondir", f"{store}/hooks/pre-commit", f"{store}/commondir"):
+        output, failed = sh(f"echo 'touch PWNED' > {target}; ls > /dev/null")
+        assert failed or "Read-only file system" in output, output
+        assert not (box / target).exists() and "put back" not in output, output
+    output, failed = sh("echo c > c.txt && git add c.txt")
+    assert failed and "run the git command on its own" in output, output
+    later = git_everywhere(box) + git_everywhere(lib)
+    assert not pwned(box), later
+
+
+def test_a_background_task_cannot_write_a_nested_git_dir(box):
+    """rt22c LEAK 2's plant: a hook in a nested repository, by a task."""
+    task = plant_in_the_background(box, "a hook in a nested repository")
+    task.proc.wait(timeout=30)
+    assert not (box / "vendor" / "lib" / ".git" / "hooks" / "pre-commit").exists()
+    assert b"Read-only file system" in task.output.since(0)[0]
+
+
+def test_a_background_task_that_ended_by_itself_is_checked_at_exit(box, notices):
+    """rt22c LEAK 2: stop_background_tasks checked only while a task still ran."""
+    plant_in_the_background(box, "a new repository").proc.wait(timeout=30)
+    kesi.stop_background_tasks()                   # as at KeSi's exit
+    assert "KeSi put back src/.git/config: core.fsmonitor, which background task 1" in notices.getvalue()
+    assert not pwned(box), used_later(box)
+
+
+def test_an_exec_line_after_a_megabyte_of_a_to_do_list_is_taken_out(box_or_bare):
+    """rt22c LEAK 3: only the first 1 MB of a to-do list was read."""
+    box = box_or_bare
+    make_repo(box)
+    (box / "b.txt").write_text("b\n")
+    git(box, "add", "b.txt"), git(box, "commit", "-qm", "second")
+    pad = "python3 -c \"open('.git/rebase-merge/git-rebase-todo', 'a').write(('# ' + 'p' * 98 + '\\n') * 11000 + " \
+          "'exec touch PWNED\\n')\""
+    sh(f"GIT_SEQUENCE_EDITOR='sed -i 1s/^pick/edit/' git rebase -i HEAD~1 >/dev/null 2>&1; {pad}")
+    later = subprocess.run(["git", "rebase", "--continue"], cwd=box, env={**os.environ, **GIT_ENV},
+                           capture_output=True, text=True, timeout=30)
+    assert not pwned(box), later
+
+
+def test_a_repository_registered_by_a_submodule_s_own_index_is_disarmed(box_or_bare):
+    """rt22c LEAK 5: a repository in node_modules registered by a submodule's index, not the top one."""
+    box = box_or_bare
+    make_repo(box)
+    sh("git init -q x && git init -q x/node_modules/evil && "
+       "git -C x/node_modules/evil -c user.name=a -c user.email=a@b commit -q --allow-empty -m i && "
+       "git -C x/node_modules/evil config core.fsmonitor 'touch ../../../PWNED; false' && "
+       "git -C x add node_modules/evil && git -C x -c user.name=a -c user.email=a@b commit -q -m sub")
+    output, _ = sh("git add x")
+    assert "x/node_modules/evil/.git/config: core.fsmonitor" in output, output
+    later = git_everywhere(box)
+    assert not pwned(box), later
+
+
+def test_an_index_rewritten_in_place_with_its_old_mtime_is_read_again(box_or_bare):
+    """rt22c LEAK 6: the submodule list was cached by the index's inode, size and mtime."""
+    box = box_or_bare
+    make_repo(box)
+    sh("mkdir -p node_modules && echo x > node_modules/evix && git add node_modules/evix")
+    output, _ = sh("git init -q node_modules/evil && git -C node_modules/evil -c user.name=a -c user.email=a@b "
+                   "commit -q --allow-empty -m i && "
+                   "git -C node_modules/evil config core.fsmonitor 'touch ../../PWNED; false'; "
+                   "H=$(git -C node_modules/evil rev-parse HEAD); cp .git/index idx; "
+                   "GIT_INDEX_FILE=idx git update-index --force-remove node_modules/evix; "
+                   "GIT_INDEX_FILE=idx git update-index --add --cacheinfo 160000,$H,node_modules/evil; "
+                   "M=$(stat -c %y .git/index); cat idx > .git/index; touch -d \"$M\" .git/index")
+    later = git_everywhere(box)
+    assert not pwned(box), (output, later)
+
+
+LAZY_FETCH = """cp -r .git evil; rm -f evil/config
+printf '[core]\\n\\trepositoryformatversion = 1\\n[extensions]\\n\\tpartialClone = origin\\n' > evil/config
+printf '[remote "origin"]\\n\\turl = "ext::sh payload.sh"\\n\\tpromisor = true\\n' >> evil/config
+printf '[protocol "ext"]\\n\\tallow = always\\n' >> evil/config
+echo 'touch "$PWD/ESCAPED"' > payload.sh
+echo ../evil > .git/commondir
+mkdir -p d && echo x > d/f && echo y > top && git add d top && git commit -q -m d
+git sparse-checkout init --cone --sparse-index && git sparse-checkout set d2 --skip-checks
+T=$(git rev-parse HEAD:d); rm -f evil/objects/$(echo $T|cut -c1-2)/$(echo $T|cut -c3-)
+"""
+
+
+def test_kesi_s_own_git_fetches_nothing_a_planted_config_names(box):
+    """rt22c LEAK 7: KeSi's `git ls-files` lazy-fetched through a planted ext:: promisor remote, outside."""
+    make_repo(box)
+    subprocess.run(["sh", "-c", LAZY_FETCH], cwd=box, env={**os.environ, **GIT_ENV}, capture_output=True)
+    assert (box / ".git" / "commondir").exists() and not (box / "ESCAPED").exists()
+    listed = kesi.run_git(["ls-files", "--stage", "-z"])
+    assert listed is not None and not (box / "ESCAPED").exists(), listed
+
+
+def test_a_lazy_fetch_planted_by_a_command_does_not_run_in_kesi_s_check(box_or_bare, monkeypatch):
+    box = box_or_bare
+    make_repo(box)
+    for name, value in GIT_ENV.items():
+        monkeypatch.setenv(name, value)
+    (box / "lazy.sh").write_text(LAZY_FETCH)
+    output, _ = sh("sh lazy.sh")
+    assert not (box / "ESCAPED").exists(), output
+
+
+def test_a_copied_git_dir_is_no_move_of_the_one_it_copies(box_or_bare):
+    """rt22c LEAK 1: a file removed here and the same one made there read as a move, and the old place was skipped."""
+    box = box_or_bare
+    make_repo(box)
+    sh("git init -q vendor/a && git -C vendor/a -c user.name=a -c user.email=a@b commit -q --allow-empty -m i && "
+       "git init -q vendor/b && mkdir vendor/a/.git/zz && echo x > vendor/a/.git/zz/opts && "
+       "cp -r vendor/a/.git vendor/evil")
+    output, _ = sh("cp -p vendor/a/.git/zz/opts o && rm vendor/a/.git/zz/opts && mkdir -p vendor/b/.git/zz && "
+                   "cp -p o vendor/b/.git/zz/opts && printf '[core]\\n\\trepositoryformatversion = 0\\n\\t"
+                   "fsmonitor = \"touch $PWD/PWNED; false\"\\n' > vendor/evil/config && "
+                   "echo ../../evil > vendor/a/.git/commondir && "
+                   "printf '#!/bin/sh\\ntouch PWNED\\n' > vendor/a/.git/hooks/pre-commit && "
+                   "chmod +x vendor/a/.git/hooks/pre-commit && "
+                   "git update-index --add --cacheinfo 160000,$(git -C vendor/a rev-parse HEAD),vendor/a")
+    assert "found at" not in output, output
+    later = git_everywhere(box) + git_everywhere(box / "vendor" / "a")
+    assert not pwned(box), later
+
+
+def test_a_copied_submodule_git_dir_is_no_move_either(with_submodule, monkeypatch):
+    """rt22c LEAK 1, the user's own submodule: its hooks sample moved to a copy, its commondir planted."""
+    monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)
+    root = with_submodule
+    output, _ = sh("M=.git/modules; mkdir -p $M/t/hooks && cp -p $M/sub/hooks/pre-commit.sample $M/t/hooks/ && "
+                   "rm $M/sub/hooks/pre-commit.sample && cp -r $M/sub evil && rm -f evil/config && printf '[core]\\n"
+                   "\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch $PWD/PWNED; false\"\\n' > evil/config && "
+                   "echo ../../../evil > $M/sub/commondir")
+    assert not (root / ".git" / "modules" / "sub" / "commondir").exists(), output
+    later = git_everywhere(root)
+    assert not pwned(root), later
+
+
+def test_a_nested_repository_moved_keeps_the_person_s_hooks_and_config(box_or_bare):
+    """rt22c LEAK 8: renaming a folder above a nested repository made it look new, and KeSi stripped it."""
+    box = box_or_bare
+    make_repo(box)
+    lib = nested_repository(box)
+    (lib / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\necho mine\n")
+    git(lib, "config", "alias.st", "status")
+    output, _ = sh("mv vendor old-vendor; mv vendor/lib vendor/b; echo moved")
+    lib = next(p for p in (box / "vendor" / "lib", box / "vendor" / "b", box / "old-vendor" / "lib") if p.exists())
+    assert (lib / ".git" / "hooks" / "pre-commit").read_text() == "#!/bin/sh\necho mine\n", output
+    assert git(lib, "config", "alias.st").stdout == "status\n", output

@@ -153,19 +153,21 @@ def user_gitconfig(box, tmp_path_factory, monkeypatch):
 
 
 def test_git_commit_inside_the_sandbox_carries_the_users_identity(user_gitconfig, box):
-    output, failed = sh("echo fix > a.txt && git commit -qam 'fix a' && git log -1 --format='%an <%ae> / %cn <%ce>'"
-                        " && git config --get alias.kesi-alias; git config --get credential.helper; echo end")
+    (box / "a.txt").write_text("fix\n")
+    output, failed = sh("git commit -qam 'fix a' && git log -1 --format='%an <%ae> / %cn <%ce>'")   # git alone
     assert not failed and "Ada Lovelace <ada@example.com> / Ada Lovelace <ada@example.com>" in output, output
     # Only the two values came in: the rest of the user's config stayed outside.
-    assert output.split("/ Ada Lovelace <ada@example.com>\n", 1)[1].startswith("end"), output
+    output, _ = sh("git config --get alias.kesi-alias; git config --get credential.helper; echo end")
+    assert output.startswith("end"), output
     assert git(box, "log", "-1", "--format=%s %ae").stdout.strip() == "fix a ada@example.com"
 
 
 def test_a_commit_inside_cannot_plant_hooks_or_hookspath(user_gitconfig, box):
     config = (box / ".git" / "config").read_bytes()
-    output, _ = sh("echo 'touch PWNED' > .git/hooks/pre-commit; git config core.hooksPath evil; "
-                   "git config --global core.hooksPath evil; echo b > a.txt && git commit -qam second && echo committed")
-    assert "committed" in output, output
+    sh("echo 'touch PWNED' > .git/hooks/pre-commit; git config core.hooksPath evil; "
+       "git config --global core.hooksPath evil; echo b > a.txt")
+    output, failed = sh("git config core.hooksPath evil; git commit -qam second")     # git alone: .git writable
+    assert not failed, output
     assert not (box / ".git" / "hooks" / "pre-commit").exists()
     assert (box / ".git" / "config").read_bytes() == config and "hooksPath" not in user_gitconfig.read_text()
     assert git(box, "commit", "--allow-empty", "-qm", "outside").returncode == 0 and not (box / "PWNED").exists()
@@ -207,17 +209,18 @@ def test_the_prompt_does_not_promise_sandbox_caches_when_there_is_no_sandbox(ws)
 def test_the_macos_profile_has_the_same_policy_as_text(ws):
     """Checked as text (no Mac here): caches land in the workspace, which the
     profile lets commands write; home is not writable; a background task may
-    not write .git at all."""
+    not write .git at all, nor may a foreground command that runs more than git."""
     with sandbox_forced("seatbelt"):
         env = kesi.command_environment()
         foreground, params = kesi.sandbox_spec()
-        background, _ = kesi.sandbox_spec(background=True)
+        background, git_params = kesi.sandbox_spec(git_read_only=True)
         argv = kesi.shell_argv("npm run dev", background=True)
     assert env["UV_CACHE_DIR"] == str(ws / ".kesi" / "cache" / "uv")
     writable = '(allow file-write* (subpath (param "BASE_DIR")) (subpath (param "TMP_DIR"))'
     assert "(deny file-write*)" in foreground and writable in foreground and "HOME_DIR" not in writable
-    git_rule = '(deny file-write* (subpath (string-append (param "BASE_DIR") "/.git")))'
+    git_rule = '(deny file-write* (subpath (param "GIT_DIR_0")))'
     assert git_rule not in foreground and git_rule in background.splitlines()
+    assert ("GIT_DIR_0", str(ws / ".git")) in git_params
     records = '(deny file-read* file-write* (subpath (param "RECORDS_DIR")))'
     assert records in foreground.splitlines() and records in background.splitlines()
     assert ("RECORDS_DIR", str(kesi.records_root())) in params

@@ -200,9 +200,9 @@ def check_profile_text(checks, root):
                  secret_rule.startswith("(deny file-read* file-write* (regex") and 'regex-quote (param "BASE_DIR")'
                  in secret_rule and r'"/(.*/)?(\\.env(\\.[^/]*)?|\\.git/config)(/|$)"' in secret_rule, secret_rule)
     with sandbox_forced("seatbelt"):
-        argv = kesi.shell_argv("echo hi")
+        argv = kesi.shell_argv("git status")          # git alone: .git stays writable, as in sandbox_spec()
     checks.check("shell_argv wraps the command in sandbox-exec -D ... -p profile /bin/sh -c",
-                 argv[0] == kesi.SANDBOX_EXEC and argv[-3:] == [kesi.SHELL_PATH, "-c", "echo hi"]
+                 argv[0] == kesi.SANDBOX_EXEC and argv[-3:] == [kesi.SHELL_PATH, "-c", "git status"]
                  and argv[argv.index("-p") + 1] == profile and f"BASE_DIR={root}" in argv, argv)
 
 
