@@ -17,7 +17,7 @@ later part can serve an earlier one). A reader who stops after Part I has seen t
   IV.  Long-running work: background tasks and the audit log.
   V.   Staying affordable: prompt caching and its clock, clearing old results, compaction.
   VI.  Sessions: signed records outside the workspace, save and resume.
-  VII. The terminal: wrapping, light Markdown, the waiting note, slash commands, readline.
+  VII. The terminal: wrapping, light Markdown, the waiting note, slash commands (/model, your own), readline.
 
 Run it:   uv run kesi.py            (needs ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, env or .env)
 Headless: uv run kesi.py -p "explain what this project does"
