@@ -515,19 +515,14 @@ def kesi_folder(*names: str) -> int:
                 raise OSError(f"{where} is a symlink or not a folder; KeSi does not write through it") from exc
             os.close(fd)
             fd = sub
-            if name == ".kesi":
-                write_kesi_gitignore(fd)
+            if name == ".kesi":   # a .gitignore of its own: caches stay out of git status; O_EXCL leaves one alone
+                with contextlib.suppress(FileExistsError), \
+                        os.fdopen(os.open(".gitignore", NEW_FILE_FLAGS, 0o644, dir_fd=fd), "w") as f:
+                    f.write("# written by KeSi: its caches stay out of git\n*\n")
         return fd
     except BaseException:
         os.close(fd)
         raise
-
-
-def write_kesi_gitignore(kesi_fd: int) -> None:
-    """A .gitignore of its own, so the caches stay out of git status; O_EXCL leaves one there (or a link) alone."""
-    with contextlib.suppress(FileExistsError):
-        with os.fdopen(os.open(".gitignore", NEW_FILE_FLAGS, 0o644, dir_fd=kesi_fd), "w") as f:
-            f.write("# written by KeSi: its caches stay out of git\n*\n")
 
 
 # ==== I.3 The file tools ====================================================
@@ -547,10 +542,6 @@ READ_VERSIONS: dict[Path, bytes] = {}
 
 def file_digest(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
-
-
-def is_whole_number(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_readable(file_path, verb: str = "read"):
@@ -605,9 +596,9 @@ def read_file(file_path, offset=None, limit=None):
         return error, True
     with f:
         start, count = 1 if offset is None else offset, MAX_READ_LINES if limit is None else limit
-        if not is_whole_number(start) or start < 1:
+        if type(start) is not int or start < 1:      # not bool: JSON's true is no line number
             return "Error: offset must be a line number of 1 or more.", True
-        if not is_whole_number(count) or count < 1:
+        if type(count) is not int or count < 1:
             return "Error: limit must be a positive number of lines.", True
         try:
             view = read_lines(f, start, count)
@@ -656,20 +647,17 @@ class LinesRead:
         shown = [f"{n:>6}\t{text}" for n, text in self.lines]
         if self.crlf:
             shown.append("(this file uses CRLF line endings: write \\r\\n in edit_file strings)")
-        if not self.complete:
-            shown.append(self.partial_note())
-        return "\n".join(shown)
-
-    def partial_note(self) -> str:
         last = self.lines[-1][0]
         if self.stop:
-            return (f"[PARTIAL view: lines {self.start}-{last}; {self.stop}. Call read_file with offset={last + 1} "
-                    "to continue. A partial read does not allow write_file to overwrite the file.]")
-        if self.cut:
-            return (f"[PARTIAL view: the file ends at line {last}, but some long lines were cut. Change "
-                    "it with edit_file: write_file may only overwrite a file that was read whole.]")
-        return (f"[PARTIAL view: lines {self.start}-{last}, the end of the file. Read it from line 1 "
-                "before write_file may overwrite it.]")
+            shown.append(f"[PARTIAL view: lines {self.start}-{last}; {self.stop}. Call read_file with offset="
+                         f"{last + 1} to continue. A partial read does not allow write_file to overwrite the file.]")
+        elif self.cut:
+            shown.append(f"[PARTIAL view: the file ends at line {last}, but some long lines were cut. Change "
+                         "it with edit_file: write_file may only overwrite a file that was read whole.]")
+        elif not self.complete:
+            shown.append(f"[PARTIAL view: lines {self.start}-{last}, the end of the file. Read it from line 1 "
+                         "before write_file may overwrite it.]")
+        return "\n".join(shown)
 
 
 def read_lines(f, start: int, count: int) -> LinesRead:
@@ -1223,12 +1211,7 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, **rg_start(start_fd, folder))
     fired = threading.Event()
-
-    def on_timeout():
-        fired.set()
-        stop_process_group(proc, 0)
-
-    timer = threading.Timer(GREP_TIMEOUT, on_timeout)
+    timer = threading.Timer(GREP_TIMEOUT, lambda: (fired.set(), stop_process_group(proc, 0)))
     timer.start()
     lines, total, errors = [], 0, bytearray()
     reader = threading.Thread(target=drain_output, args=(proc.stderr, errors, MAX_ERROR_CHARS))
@@ -1359,11 +1342,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
         wait_until_sandboxed(proc, paused)
     decision = approval_of(command, False)
     captured, overflow = HeadAndTail(MAX_OUTPUT_BYTES // 2), threading.Event()
-
-    def on_full():
-        overflow.set()
-        stop_process_group(proc, KILL_GRACE_SECONDS)
-
+    on_full = lambda: (overflow.set(), stop_process_group(proc, KILL_GRACE_SECONDS))
     reader = threading.Thread(target=drain_output, daemon=True,
                               args=(proc.stdout, captured, MAX_CAPTURE_BYTES, on_full))
     reader.start()
@@ -2259,11 +2238,10 @@ def stream_turn(client, request: dict, echo: bool):
 
 
 def snapshot_of(stream):
-    try:
-        snapshot = stream.current_message_snapshot
-    except Exception:
-        return None
-    return snapshot if isinstance(getattr(snapshot, "content", None), list) else None
+    with contextlib.suppress(Exception):
+        if isinstance(getattr(snapshot := stream.current_message_snapshot, "content", None), list):
+            return snapshot
+    return None
 
 
 def say_stopping(indent: str) -> None:
@@ -2818,11 +2796,6 @@ def positive_dollars(text: str) -> float:
     raise argparse.ArgumentTypeError(f"must be an amount of US dollars above 0, such as 0.50, got {text!r}")
 
 
-def flag_words(values: list[str]) -> list[str]:
-    """'Bash(npm test), edit_file' -> ['Bash(npm test)', 'edit_file']: commas and spaces outside parentheses."""
-    return [word for value in values for word in re.findall(r"[^\s,(]+(?:\([^)]*\))?", value)]
-
-
 CLAUDE_CODE_TOOLS = {"Bash": "run_command", "Read": "read_file", "Edit": "edit_file", "MultiEdit": "edit_file",
                      "Write": "write_file", "Glob": "glob", "Grep": "grep", "LS": "list_files", "Task": "task",
                      "TodoWrite": "todo_write", "BashOutput": "background_output", "KillShell": "background_stop"}
@@ -2832,7 +2805,8 @@ def command_line_rules(allowed: list[str], disallowed: list[str]) -> tuple[list[
     """The rules and the removed tools the two flags ask for. Raises SettingError for a word that is neither."""
     rules, removed = [], set()
     for kind, flag, values in (("allow", "--allowed-tools", allowed), ("deny", "--disallowed-tools", disallowed)):
-        for word in flag_words(values):
+        # 'Bash(npm test), edit_file' -> 'Bash(npm test)', 'edit_file': commas and spaces outside parentheses
+        for word in (w for value in values for w in re.findall(r"[^\s,(]+(?:\([^)]*\))?", value)):
             word = CLAUDE_CODE_TOOLS.get(word, word)
             if parse_rule(word):
                 rules.append(Rule(kind, word, flag))
