@@ -186,9 +186,10 @@ def read_settings(environ=None, user_file: Path | None = None, project_env: Path
         raise SettingError("KESI_MODEL is set but empty: give a model id such as claude-haiku-4-5, or unset it.")
     found["model"] = get("KESI_MODEL") or get("ANTHROPIC_MODEL") or Settings.model     # the second: Claude Code's
     found["sandbox"] = sandbox_choice(get("KESI_SANDBOX"), get("KESI_NO_SANDBOX"))
-    if get("KESI_PRICES"):
-        found["prices"] = price_override(get("KESI_PRICES"))
-    found["pass_env"] = pass_env_names(get("KESI_PASS_ENV"))
+    found["prices"] = price_override(get("KESI_PRICES")) if get("KESI_PRICES") else None
+    found["pass_env"] = frozenset(name.strip() for name in get("KESI_PASS_ENV").split(",") if name.strip())
+    if any(not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) for name in found["pass_env"]):
+        raise SettingError(f"KESI_PASS_ENV must be variable names separated by commas, got {get('KESI_PASS_ENV')!r}.")
     # Both set (common behind a gateway): the token wins, as in Claude Code; a console key would travel to the gateway.
     key, token = values.get("ANTHROPIC_API_KEY") or None, values.get("ANTHROPIC_AUTH_TOKEN") or None
     found.update(api_key=None if token else key, auth_token=token, unused_key=bool(key and token),
@@ -212,13 +213,6 @@ def sandbox_choice(setting: str, no_sandbox: str) -> str:
     if setting and setting.lower() not in SANDBOX_CHOICES:
         raise SettingError(f"KESI_SANDBOX must be auto or off (also on, 0, no, false), got {setting!r}.")
     return "off" if no_sandbox == "1" else SANDBOX_CHOICES[setting.lower() or "auto"]
-
-
-def pass_env_names(raw: str) -> frozenset:
-    names = frozenset(name.strip() for name in raw.split(",") if name.strip())
-    if any(not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) for name in names):
-        raise SettingError(f"KESI_PASS_ENV must be variable names separated by commas, got {raw!r}.")
-    return names
 
 
 USAGE_KEYS = ("input", "output", "cache_write", "cache_read")   # the token kinds a price names
@@ -1975,13 +1969,10 @@ def price_for(model: str, prompt_tokens: int = 0) -> dict[str, float] | None:
     """Per-million prices for a model and a request of prompt_tokens (None: unknown); KESI_PRICES wins."""
     if PRICE_OVERRIDE is not None:
         return dict(PRICE_OVERRIDE)
-    row = PRICES.get(model_key(model))
-    if row is None:
+    if (row := PRICES.get(key := model_key(model))) is None:
         return None
-    threshold, factor = LONG_PROMPT_PRICES.get(model_key(model), (None, 1))
-    if threshold is not None and prompt_tokens > threshold:
-        row = tuple(price * factor for price in row)
-    return dict(zip(PRICE_KEYS, row))
+    threshold, factor = LONG_PROMPT_PRICES.get(key, (float("inf"), 1))
+    return {k: price * factor if prompt_tokens > threshold else price for k, price in zip(PRICE_KEYS, row)}
 
 
 def request_cost(call: dict) -> float | None:
@@ -2326,9 +2317,8 @@ def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=
 def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer:
     """Ask, run tools, report back, until the model answers in text; the journal is valid at each exit (end_turn)."""
     agent = agent or MAIN_AGENT
-    failures, turn, limit, raised = 0, 0, MAX_TURNS, None
-    while True:
-        turn += 1
+    failures, limit, raised = 0, MAX_TURNS, None
+    for turn in itertools.count(1):
         if turn > limit:
             if not more_turns_wanted(agent, limit):
                 return end_turn(history, agent, f"Error: stopped after {limit} model round trips without a "
@@ -2459,13 +2449,6 @@ def tool_result(tool_use_id: str, output: str, is_error: bool) -> dict:
             "content": output or "(empty result)", "is_error": is_error}
 
 
-def describe_call(name: str, tool_input) -> str:
-    """The one line a person sees for a tool call, control characters escaped."""
-    args = (", ".join(f"{k}={shorten(repr(v), 80)}" for k, v in tool_input.items())
-            if isinstance(tool_input, dict) else repr(tool_input))
-    return visible(shorten(f"{name}({args})", 200))
-
-
 def summarize_result(name: str, output: str, is_error: bool) -> str | None:
     """The one line a person wants to see under a tool call (None: nothing)."""
     lines = output.splitlines() or [""]
@@ -2518,7 +2501,9 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
             results.append(tool_result(block["id"], SKIPPED_TOOL, True))
             continue
         name, tool_input = block["name"], block["input"]
-        ui(paint(f"{agent.indent}[tool] {visible(describe_call(name, tool_input))}", "tool"))
+        args = (", ".join(f"{k}={shorten(repr(v), 80)}" for k, v in tool_input.items())   # the call in one line
+                if isinstance(tool_input, dict) else repr(tool_input))
+        ui(paint(f"{agent.indent}[tool] {visible(shorten(f'{name}({args})', 200))}", "tool"))
         verdict = Verdict("cannot", INTERRUPTED_PROMPT)
         try:
             verdict = judge_call(name, tool_input, agent)
