@@ -353,7 +353,7 @@ class PathRefused(Exception):
 
 
 @dataclass
-class JailEntry:
+class JailEntry(contextlib.AbstractContextManager):   # `with locate(...) as entry` closes its folder
     """Something in the jail, held by a descriptor of its folder so later opens cannot be redirected."""
     folder_fd: int
     name: str                          # its name in that folder; "." for the jail itself
@@ -362,9 +362,6 @@ class JailEntry:
 
     def open(self, flags: int = FILE_FLAGS) -> int:
         return os.open(self.name, flags, 0o666, dir_fd=self.folder_fd)
-
-    def __enter__(self):
-        return self
 
     def __exit__(self, *exc):
         os.close(self.folder_fd)
@@ -635,9 +632,8 @@ class LinesRead:
 
     def render(self, file_path: str) -> str:
         if not self.lines:
-            if self.complete:
-                return f"(the file {file_path} is empty)"
-            return f"(no lines at offset {self.start}: {self.stop or 'the file is shorter'})"
+            return (f"(the file {file_path} is empty)" if self.complete
+                    else f"(no lines at offset {self.start}: {self.stop or 'the file is shorter'})")
         shown = [f"{n:>6}\t{text}" for n, text in self.lines]
         if self.crlf:
             shown.append("(this file uses CRLF line endings: write \\r\\n in edit_file strings)")
@@ -719,9 +715,7 @@ def list_files(path="."):
         return f"Error: could not list {path}: {exc.strerror or exc}", True
     folder = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
     names = [shown for e in entries if (shown := visible_entry(e, e.name, folder + e.name)) is not None]
-    if not names:
-        return "(this directory has no entries that can be listed)", False
-    return capped_listing(names, MAX_LIST_FILES), False
+    return capped_listing(names, MAX_LIST_FILES) or "(this directory has no entries that can be listed)", False
 
 
 def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
@@ -831,9 +825,7 @@ def glob_files(pattern):
         shown = visible_entry(entry, rel, rel) if matcher.match(rel) else None
         if shown is not None and (shown.endswith("/") or not dirs_only):
             hits.append(shown)
-    if not hits:
-        return f"No accessible files match {pattern}.", False
-    return capped_listing(sorted(hits), MAX_LIST_FILES), False
+    return capped_listing(sorted(hits), MAX_LIST_FILES) or f"No accessible files match {pattern}.", False
 
 
 def find_unique(content: str, old: str) -> tuple[int, str | None]:
@@ -937,10 +929,9 @@ def apply_edit(edit: Edit):
     READ_VERSIONS.pop(edit.target, None)
     before = edit.content[:edit.first]            # LF, CR and CRLF each end one line
     line = before.count("\n") + before.count("\r") - before.count("\r\n") + 1
-    where = f"starting at line {line}"
     if edit.count > 1:
-        return f"Replaced {edit.count} occurrences in {edit.file_path} (first {where}).", False
-    return f"Edited {edit.file_path} ({where}).", False
+        return f"Replaced {edit.count} occurrences in {edit.file_path} (first starting at line {line}).", False
+    return f"Edited {edit.file_path} (starting at line {line}).", False
 
 
 CHANGED_SINCE_READ = ("Error: the file changed after you read it. Read it again with "
@@ -977,10 +968,9 @@ def replace_existing_file(target: Path, data: bytes, expected_digest: bytes) -> 
     """Overwrite a read file atomically, keeping its mode; target is resolved, so any link met means a swap."""
     try:
         with locate(target, follow_links=False) as entry:
-            if entry.info is None or not stat.S_ISREG(entry.info.st_mode):
-                return CHANGED_SINCE_READ
             unchanged = lambda: file_digest(read_entry(entry)) == expected_digest
-            if not write_atomically(entry.folder_fd, entry.name, data, stat.S_IMODE(entry.info.st_mode), unchanged):
+            if entry.info is None or not stat.S_ISREG(entry.info.st_mode) or not write_atomically(
+                    entry.folder_fd, entry.name, data, stat.S_IMODE(entry.info.st_mode), unchanged):
                 return CHANGED_SINCE_READ
     except PathRefused:
         return CHANGED_SINCE_READ
@@ -2580,11 +2570,10 @@ def make_client(settings: Settings):
         def decode(self, line: str):
             if (sse := super().decode(line)) is None or sse.event or not sse.data.startswith("{"):
                 return sse
-            try:
+            with contextlib.suppress(ValueError):
                 kind = json.loads(sse.data).get("type")
-            except ValueError:
-                return sse
-            return streaming.ServerSentEvent(event=kind if isinstance(kind, str) else None, data=sse.data)
+                return streaming.ServerSentEvent(event=kind if isinstance(kind, str) else None, data=sse.data)
+            return sse
 
     class Client(anthropic.Anthropic):
         def _make_sse_decoder(self, options=None):
