@@ -120,13 +120,10 @@ def user_env_file() -> Path:
 
 def read_env_file(path: Path) -> dict[str, str]:
     """KEY=VALUE lines, not put into os.environ; only a regular file (a repository's .env could be a FIFO)."""
-    values = {}
-    try:
-        if not path.is_file() or path.stat().st_size > 1_000_000:
-            return values
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return values
+    values, lines = {}, []
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if path.is_file() and path.stat().st_size <= 1_000_000:
+            lines = path.read_text(encoding="utf-8").splitlines()
     for line in lines:
         line = line.strip()
         if not line or line.startswith("#") or "=" not in line:
@@ -215,7 +212,9 @@ def sandbox_choice(setting: str, no_sandbox: str) -> str:
     return "off" if no_sandbox == "1" else SANDBOX_CHOICES[setting.lower() or "auto"]
 
 
-USAGE_KEYS = ("input", "output", "cache_write", "cache_read")   # the token kinds a price names
+USAGE_FIELDS = {"input": "input_tokens", "output": "output_tokens", "cache_write": "cache_creation_input_tokens",
+                "cache_read": "cache_read_input_tokens"}    # the token kinds a price names -> the API's usage names
+USAGE_KEYS = tuple(USAGE_FIELDS)
 
 
 def price_override(raw: str) -> dict[str, float]:
@@ -411,10 +410,9 @@ def locate(path, make_folders: bool = False, follow_links: bool = True, must_exi
                 if not follow_links or hops > MAX_LINK_HOPS:
                     raise PathRefused()
                 link = os.readlink(name, dir_fd=folders[-1])
-                if link.startswith("/"):          # absolute: start again from the jail
-                    while names:
-                        names.pop()
-                        os.close(folders.pop())
+                while link.startswith("/") and names:    # absolute: start again from the jail
+                    names.pop()
+                    os.close(folders.pop())
                 pending.extend(reversed(jail_parts(link)))
                 continue
             if not pending:
@@ -1989,10 +1987,8 @@ class Meter:
     def record(self, usage, *, partial: bool = False, label: str = "main", model: str | None = None):
         if usage is None:
             return
-        call = {"input": usage_field(usage, "input_tokens"), "output": usage_field(usage, "output_tokens"),
-                "cache_write": usage_field(usage, "cache_creation_input_tokens"),
-                "cache_read": usage_field(usage, "cache_read_input_tokens"), "partial": partial, "label": label,
-                "model": model or MODEL}
+        call = {k: usage_field(usage, name) for k, name in USAGE_FIELDS.items()}
+        call.update(partial=partial, label=label, model=model or MODEL)
         one_hour = usage_field(usage_field(usage, "cache_creation"), "ephemeral_1h_input_tokens")
         call["cache_write_1h"] = min(one_hour, call["cache_write"])
         call["cost"] = request_cost(call)
@@ -2918,9 +2914,7 @@ def result_record(answer: Answer, since: int) -> dict:
     totals = METER.totals(since)
     return {"type": "result", "subtype": answer.subtype, "is_error": not answer.ok,
             "result": answer.text, "num_turns": sum(c["label"] == "main" for c in METER.calls[since:]),
-            "usage": {"input_tokens": totals["input"], "output_tokens": totals["output"],
-                      "cache_creation_input_tokens": totals["cache_write"],
-                      "cache_read_input_tokens": totals["cache_read"]},
+            "usage": {name: totals[k] for k, name in USAGE_FIELDS.items()},
             "total_cost_usd": None if METER.unpriced_models(since) else round(METER.cost(since), 6),
             "max_budget_usd": MAX_BUDGET_USD, "session_id": SESSION_FILE.stem if SESSION_FILE is not None else None}
 
