@@ -829,9 +829,8 @@ def glob_files(pattern):
 def find_unique(content: str, old: str) -> tuple[int, str | None]:
     """Position of the only occurrence of old; overlaps count ('aa' is twice in 'aaa', str.count says once)."""
     if (first := content.find(old)) < 0:
-        hint = ""
-        if "\n" in old and "\r\n" in content and "\r\n" not in old:
-            hint = " The file uses CRLF line endings: write \\r\\n in old_string."
+        crlf = "\n" in old and "\r\n" in content and "\r\n" not in old
+        hint = " The file uses CRLF line endings: write \\r\\n in old_string." if crlf else ""
         return -1, ("Error: old_string was not found in the file. It must match the file exactly, including "
                     "spaces, indentation and line breaks (and without read_file's line-number prefix). "
                     f"Read the file again to check.{hint}")
@@ -2279,9 +2278,8 @@ class Answer(str):
 
 
 def request_for(history: list[dict], agent: Agent, max_tokens: int | None = None) -> dict:
-    request = {"model": MODEL, "max_tokens": max_tokens or output_ceiling(MODEL), "system": system_prompt(agent.rules),
-               "tools": agent.tools()}
-    return add_cache_breakpoints(request, history, agent)
+    return add_cache_breakpoints({"model": MODEL, "max_tokens": max_tokens or output_ceiling(MODEL),
+                                  "system": system_prompt(agent.rules), "tools": agent.tools()}, history, agent)
 
 
 def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=(), *,
@@ -2467,11 +2465,9 @@ def judge_call(name: str, tool_input, agent: Agent) -> Verdict:
     """Whether a call could run at all (if not, refused unasked with the tool's reason), then whether it may."""
     if problem := argument_problem(name, tool_input, agent):
         return Verdict("cannot", problem)
-    plan = None
-    if name in PLANNED_TOOLS:
-        plan, error = PLANNED_TOOLS[name][0](tool_input)
-        if error:
-            return Verdict("cannot", error)
+    plan, error = PLANNED_TOOLS[name][0](tool_input) if name in PLANNED_TOOLS else (None, None)
+    if error:
+        return Verdict("cannot", error)
     allowed, refusal = check_permission(name, tool_input, plan)
     return Verdict("allow", plan=plan) if allowed else Verdict("deny", refusal)
 
