@@ -121,13 +121,10 @@ def user_env_file() -> Path:
 
 def read_env_file(path: Path) -> dict[str, str]:
     """KEY=VALUE lines, not put into os.environ; only a regular file (a repository's .env could be a FIFO)."""
-    values = {}
-    try:
-        if not path.is_file() or path.stat().st_size > 1_000_000:
-            return values
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return values
+    values, lines = {}, []
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if path.is_file() and path.stat().st_size <= 1_000_000:
+            lines = path.read_text(encoding="utf-8").splitlines()
     for line in lines:
         line = line.strip()
         if not line or line.startswith("#") or "=" not in line:
@@ -187,9 +184,10 @@ def read_settings(environ=None, user_file: Path | None = None, project_env: Path
         raise SettingError("KESI_MODEL is set but empty: give a model id such as claude-haiku-4-5, or unset it.")
     found["model"] = get("KESI_MODEL") or get("ANTHROPIC_MODEL") or Settings.model     # the second: Claude Code's
     found["sandbox"] = sandbox_choice(get("KESI_SANDBOX"), get("KESI_NO_SANDBOX"))
-    if get("KESI_PRICES"):
-        found["prices"] = price_override(get("KESI_PRICES"))
-    found["pass_env"] = pass_env_names(get("KESI_PASS_ENV"))
+    found["prices"] = price_override(get("KESI_PRICES")) if get("KESI_PRICES") else None
+    found["pass_env"] = frozenset(name.strip() for name in get("KESI_PASS_ENV").split(",") if name.strip())
+    if any(not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) for name in found["pass_env"]):
+        raise SettingError(f"KESI_PASS_ENV must be variable names separated by commas, got {get('KESI_PASS_ENV')!r}.")
     # Both set (common behind a gateway): the token wins, as in Claude Code; a console key would travel to the gateway.
     key, token = values.get("ANTHROPIC_API_KEY") or None, values.get("ANTHROPIC_AUTH_TOKEN") or None
     found.update(api_key=None if token else key, auth_token=token, unused_key=bool(key and token),
@@ -215,14 +213,9 @@ def sandbox_choice(setting: str, no_sandbox: str) -> str:
     return "off" if no_sandbox == "1" else SANDBOX_CHOICES[setting.lower() or "auto"]
 
 
-def pass_env_names(raw: str) -> frozenset:
-    names = frozenset(name.strip() for name in raw.split(",") if name.strip())
-    if any(not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) for name in names):
-        raise SettingError(f"KESI_PASS_ENV must be variable names separated by commas, got {raw!r}.")
-    return names
-
-
-USAGE_KEYS = ("input", "output", "cache_write", "cache_read")   # the token kinds a price names
+USAGE_FIELDS = {"input": "input_tokens", "output": "output_tokens", "cache_write": "cache_creation_input_tokens",
+                "cache_read": "cache_read_input_tokens"}    # the token kinds a price names -> the API's usage names
+USAGE_KEYS = tuple(USAGE_FIELDS)
 
 
 def price_override(raw: str) -> dict[str, float]:
@@ -360,7 +353,7 @@ class PathRefused(Exception):
 
 
 @dataclass
-class JailEntry:
+class JailEntry(contextlib.AbstractContextManager):   # `with locate(...) as entry` closes its folder
     """Something in the jail, held by a descriptor of its folder so later opens cannot be redirected."""
     folder_fd: int
     name: str                          # its name in that folder; "." for the jail itself
@@ -369,9 +362,6 @@ class JailEntry:
 
     def open(self, flags: int = FILE_FLAGS) -> int:
         return os.open(self.name, flags, 0o666, dir_fd=self.folder_fd)
-
-    def __enter__(self):
-        return self
 
     def __exit__(self, *exc):
         os.close(self.folder_fd)
@@ -421,10 +411,9 @@ def locate(path, make_folders: bool = False, follow_links: bool = True, must_exi
                 if not follow_links or hops > MAX_LINK_HOPS:
                     raise PathRefused()
                 link = os.readlink(name, dir_fd=folders[-1])
-                if link.startswith("/"):          # absolute: start again from the jail
-                    while names:
-                        names.pop()
-                        os.close(folders.pop())
+                while link.startswith("/") and names:    # absolute: start again from the jail
+                    names.pop()
+                    os.close(folders.pop())
                 pending.extend(reversed(jail_parts(link)))
                 continue
             if not pending:
@@ -516,19 +505,14 @@ def kesi_folder(*names: str) -> int:
                 raise OSError(f"{where} is a symlink or not a folder; KeSi does not write through it") from exc
             os.close(fd)
             fd = sub
-            if name == ".kesi":
-                write_kesi_gitignore(fd)
+            if name == ".kesi":   # a .gitignore of its own: caches stay out of git status; O_EXCL leaves one alone
+                with contextlib.suppress(FileExistsError), \
+                        os.fdopen(os.open(".gitignore", NEW_FILE_FLAGS, 0o644, dir_fd=fd), "w") as f:
+                    f.write("# written by KeSi: its caches stay out of git\n*\n")
         return fd
     except BaseException:
         os.close(fd)
         raise
-
-
-def write_kesi_gitignore(kesi_fd: int) -> None:
-    """A .gitignore of its own, so the caches stay out of git status; O_EXCL leaves one there (or a link) alone."""
-    with contextlib.suppress(FileExistsError):
-        with os.fdopen(os.open(".gitignore", NEW_FILE_FLAGS, 0o644, dir_fd=kesi_fd), "w") as f:
-            f.write("# written by KeSi: its caches stay out of git\n*\n")
 
 
 # ==== I.3 The file tools ====================================================
@@ -548,10 +532,6 @@ READ_VERSIONS: dict[Path, bytes] = {}
 
 def file_digest(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
-
-
-def is_whole_number(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_readable(file_path, verb: str = "read"):
@@ -606,9 +586,9 @@ def read_file(file_path, offset=None, limit=None):
         return error, True
     with f:
         start, count = 1 if offset is None else offset, MAX_READ_LINES if limit is None else limit
-        if not is_whole_number(start) or start < 1:
+        if type(start) is not int or start < 1:      # not bool: JSON's true is no line number
             return "Error: offset must be a line number of 1 or more.", True
-        if not is_whole_number(count) or count < 1:
+        if type(count) is not int or count < 1:
             return "Error: limit must be a positive number of lines.", True
         try:
             view = read_lines(f, start, count)
@@ -651,26 +631,22 @@ class LinesRead:
 
     def render(self, file_path: str) -> str:
         if not self.lines:
-            if self.complete:
-                return f"(the file {file_path} is empty)"
-            return f"(no lines at offset {self.start}: {self.stop or 'the file is shorter'})"
+            return (f"(the file {file_path} is empty)" if self.complete
+                    else f"(no lines at offset {self.start}: {self.stop or 'the file is shorter'})")
         shown = [f"{n:>6}\t{text}" for n, text in self.lines]
         if self.crlf:
             shown.append("(this file uses CRLF line endings: write \\r\\n in edit_file strings)")
-        if not self.complete:
-            shown.append(self.partial_note())
-        return "\n".join(shown)
-
-    def partial_note(self) -> str:
         last = self.lines[-1][0]
         if self.stop:
-            return (f"[PARTIAL view: lines {self.start}-{last}; {self.stop}. Call read_file with offset={last + 1} "
-                    "to continue. A partial read does not allow write_file to overwrite the file.]")
-        if self.cut:
-            return (f"[PARTIAL view: the file ends at line {last}, but some long lines were cut. Change "
-                    "it with edit_file: write_file may only overwrite a file that was read whole.]")
-        return (f"[PARTIAL view: lines {self.start}-{last}, the end of the file. Read it from line 1 "
-                "before write_file may overwrite it.]")
+            shown.append(f"[PARTIAL view: lines {self.start}-{last}; {self.stop}. Call read_file with offset="
+                         f"{last + 1} to continue. A partial read does not allow write_file to overwrite the file.]")
+        elif self.cut:
+            shown.append(f"[PARTIAL view: the file ends at line {last}, but some long lines were cut. Change "
+                         "it with edit_file: write_file may only overwrite a file that was read whole.]")
+        elif not self.complete:
+            shown.append(f"[PARTIAL view: lines {self.start}-{last}, the end of the file. Read it from line 1 "
+                         "before write_file may overwrite it.]")
+        return "\n".join(shown)
 
 
 def read_lines(f, start: int, count: int) -> LinesRead:
@@ -738,9 +714,7 @@ def list_files(path="."):
         return f"Error: could not list {path}: {exc.strerror or exc}", True
     folder = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
     names = [shown for e in entries if (shown := visible_entry(e, e.name, folder + e.name)) is not None]
-    if not names:
-        return "(this directory has no entries that can be listed)", False
-    return capped_listing(names, MAX_LIST_FILES), False
+    return capped_listing(names, MAX_LIST_FILES) or "(this directory has no entries that can be listed)", False
 
 
 def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
@@ -850,17 +824,14 @@ def glob_files(pattern):
         shown = visible_entry(entry, rel, rel) if matcher.match(rel) else None
         if shown is not None and (shown.endswith("/") or not dirs_only):
             hits.append(shown)
-    if not hits:
-        return f"No accessible files match {pattern}.", False
-    return capped_listing(sorted(hits), MAX_LIST_FILES), False
+    return capped_listing(sorted(hits), MAX_LIST_FILES) or f"No accessible files match {pattern}.", False
 
 
 def find_unique(content: str, old: str) -> tuple[int, str | None]:
     """Position of the only occurrence of old; overlaps count ('aa' is twice in 'aaa', str.count says once)."""
     if (first := content.find(old)) < 0:
-        hint = ""
-        if "\n" in old and "\r\n" in content and "\r\n" not in old:
-            hint = " The file uses CRLF line endings: write \\r\\n in old_string."
+        crlf = "\n" in old and "\r\n" in content and "\r\n" not in old
+        hint = " The file uses CRLF line endings: write \\r\\n in old_string." if crlf else ""
         return -1, ("Error: old_string was not found in the file. It must match the file exactly, including "
                     "spaces, indentation and line breaks (and without read_file's line-number prefix). "
                     f"Read the file again to check.{hint}")
@@ -956,10 +927,9 @@ def apply_edit(edit: Edit):
     READ_VERSIONS.pop(edit.target, None)
     before = edit.content[:edit.first]            # LF, CR and CRLF each end one line
     line = before.count("\n") + before.count("\r") - before.count("\r\n") + 1
-    where = f"starting at line {line}"
     if edit.count > 1:
-        return f"Replaced {edit.count} occurrences in {edit.file_path} (first {where}).", False
-    return f"Edited {edit.file_path} ({where}).", False
+        return f"Replaced {edit.count} occurrences in {edit.file_path} (first starting at line {line}).", False
+    return f"Edited {edit.file_path} (starting at line {line}).", False
 
 
 CHANGED_SINCE_READ = ("Error: the file changed after you read it. Read it again with "
@@ -996,10 +966,9 @@ def replace_existing_file(target: Path, data: bytes, expected_digest: bytes) -> 
     """Overwrite a read file atomically, keeping its mode; target is resolved, so any link met means a swap."""
     try:
         with locate(target, follow_links=False) as entry:
-            if entry.info is None or not stat.S_ISREG(entry.info.st_mode):
-                return CHANGED_SINCE_READ
             unchanged = lambda: file_digest(read_entry(entry)) == expected_digest
-            if not write_atomically(entry.folder_fd, entry.name, data, stat.S_IMODE(entry.info.st_mode), unchanged):
+            if entry.info is None or not stat.S_ISREG(entry.info.st_mode) or not write_atomically(
+                    entry.folder_fd, entry.name, data, stat.S_IMODE(entry.info.st_mode), unchanged):
                 return CHANGED_SINCE_READ
     except PathRefused:
         return CHANGED_SINCE_READ
@@ -1224,12 +1193,7 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, **rg_start(start_fd, folder))
     fired = threading.Event()
-
-    def on_timeout():
-        fired.set()
-        stop_process_group(proc, 0)
-
-    timer = threading.Timer(GREP_TIMEOUT, on_timeout)
+    timer = threading.Timer(GREP_TIMEOUT, lambda: (fired.set(), stop_process_group(proc, 0)))
     timer.start()
     lines, total, errors = [], 0, bytearray()
     reader = threading.Thread(target=drain_output, args=(proc.stderr, errors, MAX_ERROR_CHARS))
@@ -1360,11 +1324,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
         wait_until_sandboxed(proc, paused)
     decision = approval_of(command, False)
     captured, overflow = HeadAndTail(MAX_OUTPUT_BYTES // 2), threading.Event()
-
-    def on_full():
-        overflow.set()
-        stop_process_group(proc, KILL_GRACE_SECONDS)
-
+    on_full = lambda: (overflow.set(), stop_process_group(proc, KILL_GRACE_SECONDS))
     reader = threading.Thread(target=drain_output, daemon=True,
                               args=(proc.stdout, captured, MAX_CAPTURE_BYTES, on_full))
     reader.start()
@@ -2003,13 +1963,10 @@ def price_for(model: str, prompt_tokens: int = 0) -> dict[str, float] | None:
     """Per-million prices for a model and a request of prompt_tokens (None: unknown); KESI_PRICES wins."""
     if PRICE_OVERRIDE is not None:
         return dict(PRICE_OVERRIDE)
-    row = PRICES.get(model_key(model))
-    if row is None:
+    if (row := PRICES.get(key := model_key(model))) is None:
         return None
-    threshold, factor = LONG_PROMPT_PRICES.get(model_key(model), (None, 1))
-    if threshold is not None and prompt_tokens > threshold:
-        row = tuple(price * factor for price in row)
-    return dict(zip(PRICE_KEYS, row))
+    threshold, factor = LONG_PROMPT_PRICES.get(key, (float("inf"), 1))
+    return {k: price * factor if prompt_tokens > threshold else price for k, price in zip(PRICE_KEYS, row)}
 
 
 def request_cost(call: dict) -> float | None:
@@ -2036,10 +1993,8 @@ class Meter:
     def record(self, usage, *, partial: bool = False, label: str = "main", model: str | None = None):
         if usage is None:
             return
-        call = {"input": usage_field(usage, "input_tokens"), "output": usage_field(usage, "output_tokens"),
-                "cache_write": usage_field(usage, "cache_creation_input_tokens"),
-                "cache_read": usage_field(usage, "cache_read_input_tokens"), "partial": partial, "label": label,
-                "model": model or MODEL}
+        call = {k: usage_field(usage, name) for k, name in USAGE_FIELDS.items()}
+        call.update(partial=partial, label=label, model=model or MODEL)
         one_hour = usage_field(usage_field(usage, "cache_creation"), "ephemeral_1h_input_tokens")
         call["cache_write_1h"] = min(one_hour, call["cache_write"])
         call["cost"] = request_cost(call)
@@ -2266,11 +2221,10 @@ def stream_turn(client, request: dict, echo: bool):
 
 
 def snapshot_of(stream):
-    try:
-        snapshot = stream.current_message_snapshot
-    except Exception:
-        return None
-    return snapshot if isinstance(getattr(snapshot, "content", None), list) else None
+    with contextlib.suppress(Exception):
+        if isinstance(getattr(snapshot := stream.current_message_snapshot, "content", None), list):
+            return snapshot
+    return None
 
 
 def say_stopping(indent: str) -> None:
@@ -2331,9 +2285,8 @@ class Answer(str):
 
 
 def request_for(history: list[dict], agent: Agent, max_tokens: int | None = None) -> dict:
-    request = {"model": MODEL, "max_tokens": max_tokens or output_ceiling(MODEL), "system": system_prompt(agent.rules),
-               "tools": agent.tools()}
-    return add_cache_breakpoints(request, history, agent)
+    return add_cache_breakpoints({"model": MODEL, "max_tokens": max_tokens or output_ceiling(MODEL),
+                                  "system": system_prompt(agent.rules), "tools": agent.tools()}, history, agent)
 
 
 def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=(), *,
@@ -2355,9 +2308,8 @@ def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=
 def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer:
     """Ask, run tools, report back, until the model answers in text; the journal is valid at each exit (end_turn)."""
     agent = agent or MAIN_AGENT
-    failures, turn, limit, raised = 0, 0, MAX_TURNS, None
-    while True:
-        turn += 1
+    failures, limit, raised = 0, MAX_TURNS, None
+    for turn in itertools.count(1):
         if turn > limit:
             if not more_turns_wanted(agent, limit):
                 return end_turn(history, agent, f"Error: stopped after {limit} model round trips without a "
@@ -2488,13 +2440,6 @@ def tool_result(tool_use_id: str, output: str, is_error: bool) -> dict:
             "content": output or "(empty result)", "is_error": is_error}
 
 
-def describe_call(name: str, tool_input) -> str:
-    """The one line a person sees for a tool call, control characters escaped."""
-    args = (", ".join(f"{k}={shorten(repr(v), 80)}" for k, v in tool_input.items())
-            if isinstance(tool_input, dict) else repr(tool_input))
-    return visible(shorten(f"{name}({args})", 200))
-
-
 def summarize_result(name: str, output: str, is_error: bool) -> str | None:
     """The one line a person wants to see under a tool call (None: nothing)."""
     lines = output.splitlines() or [""]
@@ -2527,11 +2472,9 @@ def judge_call(name: str, tool_input, agent: Agent) -> Verdict:
     """Whether a call could run at all (if not, refused unasked with the tool's reason), then whether it may."""
     if problem := argument_problem(name, tool_input, agent):
         return Verdict("cannot", problem)
-    plan = None
-    if name in PLANNED_TOOLS:
-        plan, error = PLANNED_TOOLS[name][0](tool_input)
-        if error:
-            return Verdict("cannot", error)
+    plan, error = PLANNED_TOOLS[name][0](tool_input) if name in PLANNED_TOOLS else (None, None)
+    if error:
+        return Verdict("cannot", error)
     allowed, refusal = check_permission(name, tool_input, plan)
     return Verdict("allow", plan=plan) if allowed else Verdict("deny", refusal)
 
@@ -2547,7 +2490,9 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
             results.append(tool_result(block["id"], SKIPPED_TOOL, True))
             continue
         name, tool_input = block["name"], block["input"]
-        ui(paint(f"{agent.indent}[tool] {visible(describe_call(name, tool_input))}", "tool"))
+        args = (", ".join(f"{k}={shorten(repr(v), 80)}" for k, v in tool_input.items())   # the call in one line
+                if isinstance(tool_input, dict) else repr(tool_input))
+        ui(paint(f"{agent.indent}[tool] {visible(shorten(f'{name}({args})', 200))}", "tool"))
         verdict = Verdict("cannot", INTERRUPTED_PROMPT)
         try:
             verdict = judge_call(name, tool_input, agent)
@@ -2624,11 +2569,10 @@ def make_client(settings: Settings):
         def decode(self, line: str):
             if (sse := super().decode(line)) is None or sse.event or not sse.data.startswith("{"):
                 return sse
-            try:
+            with contextlib.suppress(ValueError):
                 kind = json.loads(sse.data).get("type")
-            except ValueError:
-                return sse
-            return streaming.ServerSentEvent(event=kind if isinstance(kind, str) else None, data=sse.data)
+                return streaming.ServerSentEvent(event=kind if isinstance(kind, str) else None, data=sse.data)
+            return sse
 
     class Client(anthropic.Anthropic):
         def _make_sse_decoder(self, options=None):
@@ -2848,11 +2792,6 @@ def positive_dollars(text: str) -> float:
     raise argparse.ArgumentTypeError(f"must be an amount of US dollars above 0, such as 0.50, got {text!r}")
 
 
-def flag_words(values: list[str]) -> list[str]:
-    """'Bash(npm test), edit_file' -> ['Bash(npm test)', 'edit_file']: commas and spaces outside parentheses."""
-    return [word for value in values for word in re.findall(r"[^\s,(]+(?:\([^)]*\))?", value)]
-
-
 CLAUDE_CODE_TOOLS = {"Bash": "run_command", "Read": "read_file", "Edit": "edit_file", "MultiEdit": "edit_file",
                      "Write": "write_file", "Glob": "glob", "Grep": "grep", "LS": "list_files", "Task": "task",
                      "TodoWrite": "todo_write", "BashOutput": "background_output", "KillShell": "background_stop"}
@@ -2862,7 +2801,8 @@ def command_line_rules(allowed: list[str], disallowed: list[str]) -> tuple[list[
     """The rules and the removed tools the two flags ask for. Raises SettingError for a word that is neither."""
     rules, removed = [], set()
     for kind, flag, values in (("allow", "--allowed-tools", allowed), ("deny", "--disallowed-tools", disallowed)):
-        for word in flag_words(values):
+        # 'Bash(npm test), edit_file' -> 'Bash(npm test)', 'edit_file': commas and spaces outside parentheses
+        for word in (w for value in values for w in re.findall(r"[^\s,(]+(?:\([^)]*\))?", value)):
             word = CLAUDE_CODE_TOOLS.get(word, word)
             if parse_rule(word):
                 rules.append(Rule(kind, word, flag))
@@ -3000,9 +2940,7 @@ def result_record(answer: Answer, since: int) -> dict:
     totals = METER.totals(since)
     return {"type": "result", "subtype": answer.subtype, "is_error": not answer.ok,
             "result": answer.text, "num_turns": sum(c["label"] == "main" for c in METER.calls[since:]),
-            "usage": {"input_tokens": totals["input"], "output_tokens": totals["output"],
-                      "cache_creation_input_tokens": totals["cache_write"],
-                      "cache_read_input_tokens": totals["cache_read"]},
+            "usage": {name: totals[k] for k, name in USAGE_FIELDS.items()},
             "total_cost_usd": None if METER.unpriced_models(since) else round(METER.cost(since), 6),
             "max_budget_usd": MAX_BUDGET_USD, "session_id": SESSION_FILE.stem if SESSION_FILE is not None else None}
 
