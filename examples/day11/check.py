@@ -12,6 +12,7 @@ shell ignores the file tools' fence; with it, the fence holds.
 Run: uv run examples/day11/check.py
 """
 import os
+import re
 import shutil
 import signal
 import sys
@@ -129,6 +130,13 @@ def process_checks(tag: str) -> None:
         checks.check(f"[{tag}] the model may ask for a shorter timeout", err and "within 1 s" in out, out)
 
 
+def omitted(out: str) -> int:
+    """The bytes the report says it left out: the cap's, plus a word cut at the tail's start (it might be half a
+    credential, so it goes too)."""
+    found = re.search(r"\(\.\.\. (\d+) bytes omitted", out)
+    return int(found[1]) if found else -1
+
+
 def output_checks() -> None:
     with workspace():
         out, err = kesi.run_command("yes kesi")
@@ -138,7 +146,7 @@ def output_checks() -> None:
         # (keeping only head and tail in memory), so that an ordinary long
         # output such as `seq 1 400000` ends with its last line.
         checks.check(f"15. endless output is stopped after {kesi.MAX_CAPTURE_BYTES:,} bytes, memory bounded",
-                     err and f"{dropped} bytes omitted" in out and "did not finish within" not in out and
+                     err and omitted(out) - dropped in range(10) and "did not finish within" not in out and
                      out.endswith(f"(output exceeded {kesi.MAX_CAPTURE_BYTES} bytes; the command was stopped)"
                                   "(killed by signal 15)(exit code -15)"), out[-160:])
         checks.check("16. the head and the tail both survive the cut",
