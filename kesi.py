@@ -5792,13 +5792,22 @@ def background_tasks_paused():
     try:
         calm, deadline = 0, time.monotonic() + 10
         while roots and calm < 2 and time.monotonic() < deadline:    # twice in a row: none forked or woke one
-            moving = [pid for pid, (_, state) in sandbox_processes(roots).items() if state not in "TtZX"]
+            moving = [pid for pid, (_, state) in sandbox_processes(roots).items() if not is_still(pid, state)]
             send_signal(moving, signal.SIGSTOP)
             calm = 0 if moving else calm + 1
             time.sleep(0.001 if moving else 0)
         yield roots
     finally:
         send_signal(sandbox_processes(roots), signal.SIGCONT)
+
+
+def is_still(pid: int, state: str) -> bool:
+    """Stopped or gone; or a shell in vfork, which runs nothing until its (stopped) child execs and never stops."""
+    if state in "TtZX":
+        return True
+    with contextlib.suppress(OSError):
+        return state == "D" and Path(f"/proc/{pid}/wchan").read_text() in ("kernel_clone", "_do_fork", "do_fork")
+    return False
 
 
 def sandbox_processes(roots: list[int]) -> dict[int, tuple[str, str]]:

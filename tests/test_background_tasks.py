@@ -505,3 +505,28 @@ def test_with_the_sandbox_off_a_foreground_command_leaves_no_process_behind(tmp_
             with contextlib.suppress(OSError):
                 if f"{run}.".encode() in entry.read_bytes():
                     os.kill(int(entry.parent.name), signal.SIGKILL)
+
+
+def test_a_shell_stopped_in_vfork_counts_as_paused():
+    """dash starts each program with vfork: stopped then, it waits in the kernel for its stopped child and never
+    shows the stopped state itself. Taken for running, it made every pause wait out its 10 s deadline."""
+    if shutil.which("dash") is None:
+        pytest.skip("needs dash")
+    loop = subprocess.Popen(["dash", "-c", "while :; do /bin/true; done"], start_new_session=True)
+    try:
+        for _ in range(5000):
+            os.killpg(loop.pid, signal.SIGSTOP)
+            state = Path(f"/proc/{loop.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state == "D" and Path(f"/proc/{loop.pid}/wchan").read_text() in ("kernel_clone", "_do_fork"):
+                break
+            os.killpg(loop.pid, signal.SIGCONT)
+        else:
+            pytest.skip("dash was never caught in vfork")
+        children = Path(f"/proc/{loop.pid}/task/{loop.pid}/children").read_text().split()
+        time.sleep(0.05)          # the child's stop lands
+        assert all(kesi.is_still(int(child), open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()[0])
+                   for child in children)
+        assert kesi.is_still(loop.pid, state) and not kesi.is_still(loop.pid, "R")
+    finally:
+        os.killpg(loop.pid, signal.SIGKILL)
+        loop.wait()
