@@ -25,6 +25,10 @@ os.environ["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9"
 # Nor do they read the user's own KeSi settings (~/.config/kesi/env and
 # ~/.config/kesi/settings.json): a fresh, empty config folder per run.
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="kesi-test-config-")
+# Every child Python (kesi.py, helper scripts) shares one bytecode cache: under PYTHONDONTWRITEBYTECODE
+# each would compile the anthropic SDK anew, seconds a process (checklib.with_bytecode_cache).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.update(checklib.with_bytecode_cache({}))
 
 
 @pytest.fixture
