@@ -46,12 +46,13 @@ def ws(tmp_path):
 @pytest.fixture
 def box(ws, monkeypatch):
     """A workspace whose commands run in real bubblewrap (skipped without it).
-    A short grace period: these tests stop many commands. ws's teardown stops
-    the background tasks and forgets the session's network."""
+    A short grace period: these tests stop many commands, and the tasks they leave running are
+    stopped here, still with it. ws's teardown forgets the tasks and the session's network."""
     if kesi.sandbox_kind() != "bubblewrap":
         pytest.skip("no usable bubblewrap here")
     monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
-    return ws
+    yield ws
+    kesi.stop_background_tasks()
 
 
 @pytest.fixture
