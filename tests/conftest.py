@@ -25,6 +25,10 @@ os.environ["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9"
 # Nor do they read the user's own KeSi settings (~/.config/kesi/env and
 # ~/.config/kesi/settings.json): a fresh, empty config folder per run.
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="kesi-test-config-")
+# Every child Python (kesi.py, helper scripts) shares one bytecode cache: under PYTHONDONTWRITEBYTECODE
+# each would compile the anthropic SDK anew, seconds a process (checklib.with_bytecode_cache).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.update(checklib.with_bytecode_cache({}))
 
 
 @pytest.fixture
@@ -42,12 +46,13 @@ def ws(tmp_path):
 @pytest.fixture
 def box(ws, monkeypatch):
     """A workspace whose commands run in real bubblewrap (skipped without it).
-    A short grace period: these tests stop many commands. ws's teardown stops
-    the background tasks and forgets the session's network."""
+    A short grace period: these tests stop many commands, and the tasks they leave running are
+    stopped here, still with it. ws's teardown forgets the tasks and the session's network."""
     if kesi.sandbox_kind() != "bubblewrap":
         pytest.skip("no usable bubblewrap here")
     monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
-    return ws
+    yield ws
+    kesi.stop_background_tasks()
 
 
 @pytest.fixture

@@ -20,8 +20,22 @@ def free_port() -> int:
 
 
 def profile(*args, cwd):
-    return subprocess.run([sys.executable, str(ROOT / "examples/day15/profile.py"), *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return profiles([*args], cwd=cwd)[0]
+
+
+def profiles(*runs, cwd) -> list[subprocess.CompletedProcess]:
+    """examples/day15/profile.py once per argument list, side by side (each starts a Python and the SDK)."""
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "examples/day15/profile.py"), *args], cwd=cwd,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+             for args in runs]
+    try:
+        answers = [proc.communicate(timeout=60) for proc in procs]
+        return [subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+                for proc, (out, err) in zip(procs, answers)]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill(), proc.wait()
 
 
 def test_day12_mock_serves_the_mode_named_in_MOCK_MODE():
@@ -55,9 +69,8 @@ def test_day15_profile_prints_the_seatbelt_profile_on_any_platform(tmp_path):
 @pytest.mark.skipif(kesi.probe_sandbox() != "bubblewrap", reason="no usable bubblewrap here")
 def test_day15_profile_shows_and_tries_the_real_bwrap_sandbox(tmp_path):
     (tmp_path / ".env").write_text("API_TOKEN=sk-profile-canary\n")
-    shown = profile(cwd=tmp_path)
+    shown, tried = profiles([], ["--try", "echo x > $HOME/kesi-profile-probe; cat .env"], cwd=tmp_path)
     assert shown.returncode == 0 and "--unshare-net" in shown.stdout and "--cap-drop ALL" in shown.stdout
-    tried = profile("--try", "echo x > $HOME/kesi-profile-probe; cat .env", cwd=tmp_path)
     assert tried.returncode == 1 and "sk-profile-canary" not in tried.stdout + tried.stderr
     assert "Permission denied" in tried.stderr
     assert not (Path.home() / "kesi-profile-probe").exists()      # home is a throwaway tmpfs inside

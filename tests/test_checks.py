@@ -1,5 +1,7 @@
 """Every chapter check script must pass, run as its own process."""
+import concurrent.futures
 import os
+import queue
 import select
 import signal
 import subprocess
@@ -74,14 +76,33 @@ class ForkServer:
 
 
 @pytest.fixture(scope="module")
-def fork_server():
-    server = ForkServer()
-    yield server
-    server.stop()
+def check_runs(tmp_path_factory):
+    """Every check script, started at once and run two at a time (a fork server each: most checks wait on
+    timeouts and processes, not on a core); each test waits for its own script's result."""
+    folders = {script: tmp_path_factory.mktemp(script.parent.name) for script in CHECKS}
+    servers = queue.SimpleQueue()
+
+    def run(script):
+        server = servers.get()
+        try:
+            return server.run(script, folders[script])
+        finally:
+            servers.put(server)
+
+    started = []
+    try:
+        for _ in range(2):
+            started.append(ForkServer())
+            servers.put(started[-1])
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(started)) as pool:
+            yield {script: pool.submit(run, script) for script in CHECKS}
+    finally:
+        for server in started:
+            server.stop()
 
 
 @pytest.mark.parametrize("script", CHECKS, ids=[p.parent.name for p in CHECKS])
-def test_check_script(script, fork_server, tmp_path):
-    code, stdout, stderr = fork_server.run(script, tmp_path)
+def test_check_script(script, check_runs):
+    code, stdout, stderr = check_runs[script].result()
     assert code == 0, stdout[-4000:] + stderr[-4000:]
     assert " passed, 0 failed" in stdout

@@ -224,14 +224,6 @@ def test_a_deny_rule_holds_against_other_spellings_even_in_bypass_mode(ws, bypas
     assert not allowed and "deny rule" in refusal, (rule, command)
 
 
-@pytest.mark.parametrize("command", ["echo git push", "grep -rn 'git push' docs", "git pull", "rm -r build",
-                                     "git -c alias.push=status status", "git -c alias.st=status st",
-                                     "git reset --soft", "rm --verbose -r build", "git pu?l"])
-def test_a_deny_rule_does_not_catch_commands_that_do_not_run_it(bypass_with_user_rules, command):
-    bypass_with_user_rules(deny=["Bash(git push:*)", "Bash(rm -rf:*)"])
-    assert kesi.check_permission("run_command", {"command": command}) == (True, None), command
-
-
 RUN_LATER_FILES = [".gitea/workflows/ci.yml", ".forgejo/workflows/x.yaml", ".woodpecker.yml", ".drone.yml",
                    "bitbucket-pipelines.yml", ".gitpod.yml", "proj.code-workspace", ".theia/tasks.json",
                    ".fleet/run.json", "lefthook.yaml", ".lefthook.yaml", ".config/mise/config.toml",
@@ -305,27 +297,40 @@ def test_an_interactive_rebase_asks_but_is_not_denied():
 
 
 DENY_RULES_ROUND_4 = ["Bash(git push:*)", "Bash(git reset --hard:*)", "Bash(curl:*)", "Bash(rm -rf:*)"]
+ROUND_1_RULES = {"deny": ["Bash(git push:*)", "Bash(rm -rf:*)"]}
+ROUND_4_RULES = {"allow": ["Bash(git:*)"], "deny": DENY_RULES_ROUND_4}
+ROUND_4_DENY_ONLY = {"deny": DENY_RULES_ROUND_4}
 
 
-@pytest.mark.parametrize("command", [
-    "git reset HEAD --hard", "git reset -q --hard", "git reset HEAD~1 --har", "rm build -rf", "rm -r build -f",
-    "git submodule foreach git push", "git submodule foreach 'git push --force'", "git rebase -x 'git push' HEAD",
-    "git rebase --exec='git push' HEAD", "git bisect run git push", "git difftool -y -x 'curl evil'",
-    "git difftool --extcmd='curl evil'", "git grep -O'curl x' a", "git grep --open-files-in-pager='curl x' a",
-    "git clone --upload-pack='curl x' path", "git fetch --upload-pack 'curl evil' origin",
-    "git -c diff.external='curl evil' diff", "git -c alias.x='!curl evil' x", "git -c alias.x='!rm -rf x' x",
-    "git -c core.pager='curl evil' log", "git send-pack origin main", "alias p='git push'\np",
-    "git push\necho \"", "echo $'\\'\ngit push\necho '", "git --config-env=core.pager=VAR log",
+def rule_cases(rules: dict, denied: bool, commands: list) -> list:
+    return [pytest.param(rules, denied, command, id=command) for command in commands]
+
+
+@pytest.mark.parametrize("rules,denied,command", [
+    # round 1: commands that do not run what a rule names
+    *rule_cases(ROUND_1_RULES, False, [
+        "echo git push", "grep -rn 'git push' docs", "git pull", "rm -r build", "git -c alias.push=status status",
+        "git -c alias.st=status st", "git reset --soft", "rm --verbose -r build", "git pu?l"]),
+    # round 4: a broad allow rule does not outweigh them
+    *rule_cases(ROUND_4_RULES, True, [
+        "git reset HEAD --hard", "git reset -q --hard", "git reset HEAD~1 --har", "rm build -rf", "rm -r build -f",
+        "git submodule foreach git push", "git submodule foreach 'git push --force'", "git rebase -x 'git push' HEAD",
+        "git rebase --exec='git push' HEAD", "git bisect run git push", "git difftool -y -x 'curl evil'",
+        "git difftool --extcmd='curl evil'", "git grep -O'curl x' a", "git grep --open-files-in-pager='curl x' a",
+        "git clone --upload-pack='curl x' path", "git fetch --upload-pack 'curl evil' origin",
+        "git -c diff.external='curl evil' diff", "git -c alias.x='!curl evil' x", "git -c alias.x='!rm -rf x' x",
+        "git -c core.pager='curl evil' log", "git send-pack origin main", "alias p='git push'\np",
+        "git push\necho \"", "echo $'\\'\ngit push\necho '", "git --config-env=core.pager=VAR log"]),
+    *rule_cases(ROUND_4_DENY_ONLY, False, [
+        "git reset --soft HEAD", "git reset HEAD -q", "git grep curl", "git rebase -i main",
+        "git submodule foreach git status", "git -c user.name=curl commit -m x", "rm -r build",
+        "git log --grep='git push'", "git push-notes"]),
 ])
-def test_round_4_deny_rules_hold(bypass_with_user_rules, command):
-    bypass_with_user_rules(allow=["Bash(git:*)"], deny=DENY_RULES_ROUND_4)
+def test_deny_rules_in_bypass_mode_catch_what_runs_them_and_nothing_else(bypass_with_user_rules, rules, denied,
+                                                                        command):
+    bypass_with_user_rules(**rules)
     allowed, refusal = kesi.check_permission("run_command", {"command": command})
-    assert not allowed and "deny rule" in refusal, command
-
-
-@pytest.mark.parametrize("command", ["git reset --soft HEAD", "git reset HEAD -q", "git grep curl", "git rebase -i main",
-                                     "git submodule foreach git status", "git -c user.name=curl commit -m x",
-                                     "rm -r build", "git log --grep='git push'", "git push-notes"])
-def test_round_4_deny_rules_do_not_catch_other_commands(bypass_with_user_rules, command):
-    bypass_with_user_rules(deny=DENY_RULES_ROUND_4)
-    assert kesi.check_permission("run_command", {"command": command}) == (True, None), command
+    if denied:
+        assert not allowed and "deny rule" in refusal, command
+    else:
+        assert (allowed, refusal) == (True, None), command

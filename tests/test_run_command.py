@@ -348,20 +348,30 @@ def test_a_users_own_venv_is_kept(ws, tmp_path_factory, monkeypatch):
     assert env["PWD"] == str(ws)
 
 
-def peak_rss_of_a_kesi_child(command: str, cwd) -> int:
-    """Peak resident memory (KB) of a fresh Python that imports kesi and runs one command."""
-    script = ("import resource, kesi\n"
-              f"output, _ = kesi.run_command({command!r}, timeout=60)\n"
-              "assert output.rstrip().endswith(')'), output[-200:]\n"
-              "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
-    proc = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(Path(kesi.__file__).parent)})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return int(proc.stdout.split()[-1])
+def peak_rss_of_kesi_children(commands, cwd) -> list[int]:
+    """Peak resident memory (KB) of fresh Pythons, side by side, that each import kesi and run one command."""
+    procs = []
+    for command in commands:
+        script = ("import resource, kesi\n"
+                  f"output, _ = kesi.run_command({command!r}, timeout=60)\n"
+                  "assert output.rstrip().endswith(')'), output[-200:]\n"
+                  "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+        procs.append(subprocess.Popen([sys.executable, "-c", script], cwd=cwd, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True,
+                                      env={**os.environ, "PYTHONPATH": str(Path(kesi.__file__).parent)}))
+    try:
+        answers = [proc.communicate(timeout=120) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill(), proc.wait()
+    for proc, (out, err) in zip(procs, answers):
+        assert proc.returncode == 0, err[-2000:]
+    return [int(out.split()[-1]) for out, _ in answers]
 
 
 def test_memory_stays_bounded_however_much_a_command_prints(tmp_path):
     """50 MB of output (under the 64 MB stop) costs KeSi no more memory than 1 MB does."""
-    small = peak_rss_of_a_kesi_child("head -c 1000000 /dev/zero | tr '\\0' x", tmp_path)
-    large = peak_rss_of_a_kesi_child("head -c 50000000 /dev/zero | tr '\\0' x", tmp_path)
+    small, large = peak_rss_of_kesi_children(["head -c 1000000 /dev/zero | tr '\\0' x",
+                                              "head -c 50000000 /dev/zero | tr '\\0' x"], tmp_path)
     assert large - small < 20_000, (small, large)          # KB: far less than the 49 MB more it read

@@ -82,7 +82,9 @@ def test_headless_waits_for_the_sdk_and_answers(tmp_path, gated_sdk):
 
 def test_a_long_headless_answer_arrives_whole_through_a_pipe(tmp_path):
     """The process ends without the interpreter's teardown: only after stdout is flushed."""
-    answer = "".join(f"line {i:05d} of a long answer\n" for i in range(20_000))      # about 560 kB
+    # About 570 kB, nine pipe buffers, in 2,000 lines of one word each: the mock streams a word a delta,
+    # and 100,000 deltas took the SDK seconds while proving nothing more.
+    answer = "".join(f"line-{i:04d}:{'long-answer-' * 23}\n" for i in range(2_000))
     with MockAPI([answer]) as mock:
         proc = subprocess.run([sys.executable, str(KESI), "-p", "write a lot"], cwd=tmp_path,
                               env=env_for(mock), capture_output=True, text=True, timeout=120,

@@ -101,17 +101,25 @@ def test_no_escape_from_model_or_tool_text_reaches_the_terminal(tmp_path):
     assert len(mock.requests) == 5
 
 
+def side_by_side(argv, cwd, env, last_text) -> tuple[subprocess.CompletedProcess, Terminal]:
+    """The same headless run through a pipe and on a terminal at once (each is a Python starting up);
+    the terminal's run has ended once it showed last_text."""
+    piped = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        with Terminal(argv, cwd, env) as term:
+            term.expect(last_text)
+        out, err = piped.communicate(timeout=120)
+    finally:
+        piped.kill()
+    return subprocess.CompletedProcess(argv, piped.returncode, out, err), term
+
+
 def test_headless_answer_is_sanitised_on_a_terminal_and_exact_in_a_pipe(tmp_path):
     answer = f"answer {OSC52} end"
     with MockAPI([reply(answer), reply(answer)]) as mock:
         env = checklib.kesi_subprocess_env(mock, TERM="dumb", KESI_SANDBOX="off")
-        term = Terminal([sys.executable, KESI, "-p", "hi"], tmp_path, env)
-        try:
-            term.expect("end")
-        finally:
-            term.close()
-        piped = subprocess.run([sys.executable, KESI, "-p", "hi"], cwd=tmp_path, env=env, capture_output=True,
-                               text=True, timeout=120, stdin=subprocess.DEVNULL)
+        piped, term = side_by_side([sys.executable, KESI, "-p", "hi"], tmp_path, env, "end")
     assert term.proc.returncode == 0 and piped.returncode == 0, (term.raw, piped.stderr)
     assert_no_raw_controls(term.raw)
     assert r"answer \x1b]52;c;UFdORUQ=\x07 end" in term.raw.decode()
@@ -145,14 +153,7 @@ def test_headless_json_is_ascii_on_a_terminal_and_utf8_in_a_pipe(tmp_path):
     with MockAPI([reply(answer), reply(answer)]) as mock:
         env = checklib.kesi_subprocess_env(mock, TERM="dumb", KESI_SANDBOX="off")
         argv = [sys.executable, KESI, "-p", "hi", "--output-format", "json"]
-        term = Terminal(argv, tmp_path, env)
-        try:
-            term.expect("session_id")
-            term.proc.wait(timeout=60)
-        finally:
-            term.close()
-        piped = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-                               stdin=subprocess.DEVNULL)
+        piped, term = side_by_side(argv, tmp_path, env, "session_id")
     assert_no_raw_controls(term.raw)
     assert "\\u202eevil" in term.raw.decode() and "\\u53f0" in term.raw.decode()
     assert json.loads(piped.stdout)["result"] == answer               # a pipe gets the exact text

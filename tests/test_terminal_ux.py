@@ -120,16 +120,14 @@ def test_a_prompt_argument_starts_the_repl_with_it_and_context_shows_the_window(
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def refused_write(kesi_pty, ws, mock, **env):
-    with kesi_pty(ws, mock, **env) as term:
-        term.expect("you > ")
-        term.type("write it\n")
-        term.expect("Allow? [")
-        term.type("n\n")
-        term.expect("KeSi > not written")
-        term.expect("you > ")
-        leave(term)
-    return term.seen
+def refuse_the_write(term):
+    """At the first prompt, ask for write_script()'s write and refuse it."""
+    term.expect("you > ")
+    term.type("write it\n")
+    term.expect("Allow? [")
+    term.type("n\n")
+    term.expect("KeSi > not written")
+    term.expect("you > ")
 
 
 def write_script():
@@ -141,12 +139,7 @@ def test_tool_lines_diffs_refusals_and_markdown_are_coloured_on_a_terminal(ws, m
     mock, _ = mock_client(write_script() + [f"# Steps\nRun **the tests** with `pytest -q {ERASE}` first.\n"
                                             f"```\ndef f(**kwargs):  # {OSC52}\n```\ndone"])
     with kesi_pty(ws, mock, TERM="xterm") as term:
-        term.expect("you > ")
-        term.type("write it\n")
-        term.expect("Allow? [")
-        term.type("n\n")
-        term.expect("KeSi > not written")
-        term.expect("you > ")
+        refuse_the_write(term)
         term.type("how?\n")
         term.expect("done")
         term.expect("you > ")
@@ -165,7 +158,10 @@ def test_tool_lines_diffs_refusals_and_markdown_are_coloured_on_a_terminal(ws, m
 
 def test_no_color_turns_colour_off(ws, mock_client, kesi_pty):
     mock, _ = mock_client(write_script())
-    seen = refused_write(kesi_pty, ws, mock, TERM="xterm", NO_COLOR="1")
+    with kesi_pty(ws, mock, TERM="xterm", NO_COLOR="1") as term:
+        refuse_the_write(term)
+        leave(term)
+    seen = term.seen
     assert "[tool] write_file(" in seen and "+hello" in seen and "[blocked] refused" in seen
     assert SGR.findall(seen) == []
 
