@@ -5,6 +5,8 @@ pty for Tab completion.
 """
 import re
 
+import pytest
+
 import kesi
 from mock_api import MockAPI, reply, tool_call
 from test_repl import main_in_process  # noqa: F401  (a fixture)
@@ -40,8 +42,8 @@ def test_model_switches_the_next_request_its_limits_and_prices_and_cost_splits_b
     assert [c["model"] for c in calls] == models_sent(mock)
     for call in calls:
         prices = kesi.price_for(call["model"])
-        assert call["cost"] == sum(call[k] * prices[k] for k in ("input", "output", "cache_read")) / 1e6 + \
-            call["cache_write"] * prices["cache_write"] / 1e6
+        assert call["cost"] == pytest.approx(sum(call[k] * prices[k] for k in ("input", "output", "cache_read")) / 1e6
+                                             + call["cache_write"] * prices["cache_write"] / 1e6)
     haiku, sonnet = calls[0]["cost"], calls[1]["cost"] + calls[2]["cost"]
     assert f"claude-haiku-4-5: requests 1, input {calls[0]['input']:,}" in out and f"${haiku:.4f}" in out
     assert "claude-sonnet-5-5: requests 2, input" in out and f"${sonnet:.4f}" in out

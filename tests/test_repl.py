@@ -58,7 +58,8 @@ def main_in_process(ws, monkeypatch, capsys):
         for name, value in {**(mock.env() if mock else {}), **env}.items():
             monkeypatch.setenv(name, value)
         monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        for name in ("MODEL", "CLIENT", "PERMISSION_MODE", "SESSION_FILE"):
+        for name in ("MODEL", "CLIENT", "PERMISSION_MODE", "SESSION_FILE", "MAX_TURNS", "MAX_BUDGET_USD",
+                     "COMMAND_LINE_RULES", "MAX_TOKENS", "PRICE_OVERRIDE", "CONTEXT_WINDOW"):
             monkeypatch.setattr(kesi, name, getattr(kesi, name))
         monkeypatch.setattr(kesi, "UI", sys.stdout)
         monkeypatch.setattr(kesi.MAIN_AGENT, "echo", True)
