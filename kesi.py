@@ -1309,7 +1309,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     limit, started = min(limit, COMMAND_TIMEOUT), time.time()
     make_cache_folder()
     escalation = escalation_for(command)
-    env, blocked_before = command_environment(escalation), NETWORK_BLOCKED[-1][0] if NETWORK_BLOCKED else 0
+    env, blocked_before = command_environment(escalation, command), NETWORK_BLOCKED[-1][0] if NETWORK_BLOCKED else 0
     adopt_orphans()
     own_children = set(child_pids(os.getpid())) if ADOPTING else set()   # only a subreaper adopts: no /proc scan
     with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
@@ -4297,7 +4297,7 @@ def anchored_folders(pinned: list[str]) -> list[str]:
 SETID_BITS = 0o6000                     # S_ISUID | S_ISGID
 CREATING = os.O_CREAT | 0o20000000      # open uses its mode only with O_CREAT or __O_TMPFILE
 X32_BIT = 0x40000000                    # x86_64's x32 calls: refused, as other architectures
-OPENAT2 = 437                           # same number on both; its mode is in a struct BPF cannot read
+OPENAT2, IO_URING_SETUP = 437, 425      # same numbers on both; their modes are in memory BPF cannot read
 
 # The kernel's audit number for each architecture, and its calls that set a mode (aarch64 has only *at forms):
 # name: (number, which argument is the mode[, which is open's flags: the mode counts only when creating]).
@@ -4344,8 +4344,10 @@ def setid_filter(machine: str) -> bytes | None:
     program += [load(0), jump_if_any_bit(X32_BIT, skip_if_none=1), give(EPERM)]   # seccomp_data.nr
     for call in calls.values():
         program += refuse_setid_mode(*call)
-    # openat2 returns ENOSYS: libc falls back to openat, which the filter reads.
-    program += [jump_if_equal(OPENAT2, skip_if_not=1), give(ENOSYS), give(ALLOW)]
+    # openat2 and io_uring (its OPENAT) return ENOSYS: libc and runtimes fall back to openat, which the filter reads.
+    for number in (OPENAT2, IO_URING_SETUP):
+        program += [jump_if_equal(number, skip_if_not=1), give(ENOSYS)]
+    program += [give(ALLOW)]
     return b"".join(program)
 
 
@@ -4527,29 +4529,27 @@ GIT_ONLY_SUBCOMMANDS = frozenset("add am apply blame branch checkout cherry-pick
                                  "diff fetch grep init log ls-files merge mv notes pull push rebase reflog remote "
                                  "reset restore revert rev-parse rm shortlog show sparse-checkout stash status switch "
                                  "tag worktree".split())
-# Options that run a program (rebase -x, merge -s: git-merge-<name> from PATH) or give hooks (--template, clone -c).
+# Options that run a program (rebase -x, merge -s: git-merge-<name> from PATH), give hooks (--template, clone -c) or
+# write a file anywhere (log --output).
 GIT_RUNNING_OPTIONS = ("--exec", "--strategy", "--upload-pack", "--receive-pack", "--template", "--open-files-in-pager",
-                       "--config")
+                       "--config", "--output")
 GIT_RUNNING_LETTERS = {"rebase": "xs", "merge": "s", "pull": "s", "cherry-pick": "s", "revert": "s", "clone": "uc",
                        "fetch": "u", "grep": "O"}
 
 
 HARMLESS_REDIRECTION = re.compile(r"(?<!\S)(?:[12]?>&[12]|&?[12]?>>?[ \t]*/dev/null)(?=[ \t;&|]|$)")
 GIT_READ_ONLY_NOTE = ("\n(note: git dirs are read-only to commands that run more than git; run the git command on its "
-                      "own, e.g. `git add . && git commit -m msg`, without other programs, redirections or variables)")
+                      "own at the workspace's top, e.g. `git add . && git commit -m msg`, without cd, -C, other "
+                      "programs, globs, redirections or variables)")
 
 
 def runs_only_git(command: str) -> bool:
-    """Is every part `git [-C dir] <built-in>`, no option running a program, no redirection (but 2>&1 and to
-    /dev/null), expansion or variable?"""
+    """Is every part `git <built-in>` at the top of the workspace (another repository's hooks could be anyone's), no
+    option running a program or writing a file, no redirection (but 2>&1 and to /dev/null), glob or expansion?"""
     command = HARMLESS_REDIRECTION.sub(" ", command)
-    segments = None if control_characters(command) or set(shell_expansions(command)) & set("$`()<>") else \
-        command_segments(command)
+    expands = set(shell_expansions(command)) & set("$`()<>*?[") or re.search(r"(^|\s)~|\{[^{}]*(,|\.\.)", command)
+    segments = None if control_characters(command) or expands else command_segments(command)
     for words in segments or [[]]:
-        if words[:1] == ["cd"] and len(words) == 2:
-            continue                              # a builtin: runs nothing
-        while words[:1] == ["git"] and words[1:2] == ["-C"]:
-            words = ["git", *words[3:]]
         if words[:1] != ["git"] or len(words) < 2 or words[1] not in GIT_ONLY_SUBCOMMANDS or any(
                 re.fullmatch(r"--..+", word) and any(o.startswith(word.split("=")[0]) for o in GIT_RUNNING_OPTIONS)
                 or re.fullmatch(r"-[^-].*", word) and set(word[1:]) & set(GIT_RUNNING_LETTERS.get(words[1], ""))
@@ -5409,10 +5409,14 @@ def proxy_port(escalation: str | None = None) -> int | None:
     return network_proxy().server_address[1] if sandbox_kind() == "seatbelt" else PROXY_PORT
 
 
-def command_environment(escalation: str | None = None) -> dict[str, str]:
-    """sandbox_environment, plus caches and proxy variables; never, unsandboxed, a cache commands can write."""
+def command_environment(escalation: str | None = None, command: str = "") -> dict[str, str]:
+    """sandbox_environment, plus caches and proxy variables; never, unsandboxed, a cache commands can write. Git alone
+    with writable git dirs finds no program on PATH in the workspace (ssh, gpg, an editor, git-remote-x: .venv/bin)."""
     env, port = sandbox_environment(), proxy_port(escalation)
     env = env if escalation == "unsandboxed" else with_command_caches(env)
+    if runs_only_git(command):
+        env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                      if os.path.isabs(p) and not lies_in(Path(p), BASE_DIR))
     if port:               # what curl, pip, uv, npm, cargo and git read to find a proxy (either case)
         url = f"http://127.0.0.1:{port}"
         env.update({name: url for base in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY") for name in (base, base.lower())})

@@ -7,6 +7,7 @@ Every attempt is counted; the battery reports how many leaked and must
 report 0. Markers are unique per run, and "is it still alive" is answered
 from /proc by that marker, never by a process name.
 """
+import errno
 import glob
 import io
 import os
@@ -851,6 +852,15 @@ def test_no_setuid_or_setgid_file_can_be_made(box, plant):
     assert failed, output
 
 
+def test_io_uring_is_refused_its_open_carries_a_mode_the_filter_cannot_read(box):
+    """rt22d: an io_uring OPENAT with mode 04755 made an (empty) setuid file; with io_uring_setup refused (ENOSYS, as
+    openat2), a program falls back to the calls the filter reads."""
+    output, _ = sh(PY.format("import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+                             "print(\"result\", libc.syscall(425, 8, ctypes.create_string_buffer(120)), "
+                             "ctypes.get_errno())"))
+    assert f"result -1 {errno.ENOSYS}" in output, output
+
+
 def test_a_background_task_cannot_make_a_setuid_file_either(box):
     kesi.run_command("cp /bin/true f && chmod 4755 f", run_in_background=True)
     (task,) = kesi.BACKGROUND_TASKS.values()
@@ -1293,8 +1303,11 @@ def test_a_git_descriptor_a_command_hands_a_background_task_plants_nothing(box):
 
 @pytest.mark.parametrize("command, git_only", [
     ("git add . && git commit -m x", True), ("git status", True), ("git checkout -b b", True),
-    ("cd vendor/lib && git commit -am x", True), ("cd vendor/lib && make", False),
-    ("git -C vendor/lib log --oneline | cat", False), ("git -C vendor/lib log --oneline", True),
+    ("cd vendor/lib && git commit -am x", False), ("cd vendor/lib && make", False),     # another repository's hooks
+    ("git -C vendor/lib log --oneline | cat", False), ("git -C node_modules/x commit -m x", False),
+    ("git rebase --ex* HEAD~1", False), ("git add *.py", False), ("git add '*.py'", True),      # rt22d: a glob
+    ("git log -1 --format=x --output=.git/info/exclude", False), ("git log -1 --outp=o", False),
+    ("git reset --hard HEAD~1", True), ("git add ~/x", False), ("git add {a,b}", False), ("git rebase @{u}", True),
     ("make && git commit -m x", False), ("git rebase -x 'sh evil' HEAD~1", False), ("git rebase --exe=ls", False),
     ("GIT_DIR=x git status", False), ("git status > out", False), ("git -c core.pager=sh log", False),
     ("git st", False), ("git bisect run sh", False), ("git submodule foreach sh", False),
@@ -1305,6 +1318,21 @@ def test_a_git_descriptor_a_command_hands_a_background_task_plants_nothing(box):
     ("git status 2>/dev/nullx", False), ("git status >/dev/null.txt", False), ("git log 2>&1 | sh", False)])
 def test_only_plain_built_in_git_counts_as_git_only(command, git_only):
     assert kesi.runs_only_git(command) is git_only
+
+
+def test_git_alone_runs_no_program_from_the_workspace_s_path(box, monkeypatch):
+    """rt22d: `git fetch x::y` runs git-remote-x from PATH (so would ssh, gpg or an editor), and an activated
+    .venv/bin lies in the workspace, where commands write: git alone, with its git dirs writable, does not look there."""
+    make_repo(box)
+    folder = box / ".venv" / "bin"
+    folder.mkdir(parents=True)
+    (folder / "git-remote-rtx").write_text(f"#!/bin/sh\ntouch {box}/HELPER-RAN\n")
+    (folder / "git-remote-rtx").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    output, failed = sh("git fetch rtx::whatever")
+    assert failed and not (box / "HELPER-RAN").exists(), output
+    sh("git-remote-rtx")          # any other command keeps the project's PATH (and sees the git dirs read-only)
+    assert (box / "HELPER-RAN").exists()
 
 
 def test_a_command_running_more_than_git_cannot_write_any_known_git_dir(box):
