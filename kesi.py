@@ -4752,9 +4752,11 @@ def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: b
 
 
 def file_state(folder_fd: int, name: str, info: os.stat_result) -> tuple:
-    """("file", bytes, mode, size); one too big to be a control file (a sparse 1 TB config) is not read."""
-    data = read_control_file(folder_fd, name) if info.st_size <= MAX_CONTROL_BYTES else b""
-    return "file", data, stat.S_IMODE(info.st_mode), info.st_size
+    """("file", bytes, mode, size); one too big to be a control file (a sparse 1 TB config) is not read: its inode
+    and change time stand for it (a same-size rewrite, its mtime set back, is a change), and put_back removes it."""
+    big = f"{info.st_ino}:{info.st_ctime_ns}".encode()
+    return "file", read_control_file(folder_fd, name) if info.st_size <= MAX_CONTROL_BYTES else big, \
+        stat.S_IMODE(info.st_mode), info.st_size
 
 
 # A rebase or cherry-pick in progress keeps its to-do list in .git; an "exec" line there runs on the user's

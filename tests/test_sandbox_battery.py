@@ -852,6 +852,19 @@ def test_no_setuid_or_setgid_file_can_be_made(box, plant):
     assert failed, output
 
 
+def test_a_hook_too_big_to_keep_rewritten_at_its_size_is_removed(bare):
+    """rt22d: a control file over 1 MB was compared by size and mode only; a same-size rewrite survived."""
+    lib = nested_repository(bare)
+    hook = lib / ".git" / "hooks" / "pre-commit"
+    hook.write_bytes(b"#!/bin/sh\necho mine\n#" + b"x" * 1_200_000 + b"\n")
+    hook.chmod(0o755)
+    sh("true")                                   # the check's baseline knows the hook
+    output, _ = sh(f"{sys.executable} -c \"f = open('{hook}', 'r+b'); f.write(b'#!/bin/sh\\ntouch PWNED #')\"; "
+                   f"touch -r {lib}/a.txt {hook}")
+    assert not hook.exists() or hook.read_bytes().startswith(b"#!/bin/sh\necho mine"), output
+    assert "vendor/lib/.git/hooks/pre-commit" in output, output
+
+
 def test_io_uring_is_refused_its_open_carries_a_mode_the_filter_cannot_read(box):
     """rt22d: an io_uring OPENAT with mode 04755 made an (empty) setuid file; with io_uring_setup refused (ENOSYS, as
     openat2), a program falls back to the calls the filter reads."""
