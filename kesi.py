@@ -4203,10 +4203,10 @@ def nested_repositories() -> list[str]:
 
 
 def walked_by_the_top_snapshot(repo: str) -> bool:
-    """The top git dir and its modules' and worktrees' (in its snapshot); one elsewhere in .git is guarded alone."""
+    """The top git dir and its modules' and worktrees' (in its snapshot, to its depth); others are guarded alone."""
     parts = repo.split("/")
     inside = parts[:2] in ([".git", "modules"], [".git", "worktrees"])
-    return repo == ".git" or inside and not GIT_DATA_FOLDERS & {*parts}
+    return repo == ".git" or inside and not GIT_DATA_FOLDERS & {*parts} and len(parts) < MAX_GIT_DEPTH - 2
 
 
 def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
@@ -4944,6 +4944,8 @@ def disarm_repository(repo: str) -> list[str]:
 
 def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
     removed, names = [], set(os.listdir(fd))
+    if depth and "HEAD" not in names:      # modules/a of a submodule named a/b: a folder of git dirs, any deep
+        return [item for name in names for item in disarm_git_dir_at(fd, name, f"{shown}/{name}", depth + 1)]
     for name in names & {"hooks", "commondir", "config.worktree"}:
         hooks = open_at(fd, name) if name == "hooks" else None
         if hooks is None:                 # a link (or a file) in the hooks folder's place
@@ -4960,12 +4962,20 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
     for inner in ("modules", "worktrees") if depth < MAX_GIT_DEPTH else ():
         inner_fd = open_at(fd, inner)
         for name in os.listdir(inner_fd) if inner_fd is not None else []:
-            if (sub := open_at(inner_fd, name)) is not None:
-                with contextlib.suppress(OSError):
-                    removed += disarm_git_dir(sub, f"{shown}/{inner}/{name}", depth + 1)
-                os.close(sub)
+            removed += disarm_git_dir_at(inner_fd, name, f"{shown}/{inner}/{name}", depth + 1)
         os.close(inner_fd) if inner_fd is not None else None
     return removed
+
+
+def disarm_git_dir_at(folder_fd: int, name: str, shown: str, depth: int) -> list[str]:
+    if depth > MAX_GIT_DEPTH or (sub := open_at(folder_fd, name)) is None:
+        return []
+    try:
+        return disarm_git_dir(sub, shown, depth)
+    except OSError:
+        return []
+    finally:
+        os.close(sub)
 
 
 def open_at(folder_fd: int, name: str) -> int | None:

@@ -865,6 +865,33 @@ def test_a_hook_too_big_to_keep_rewritten_at_its_size_is_removed(bare):
     assert "vendor/lib/.git/hooks/pre-commit" in output, output
 
 
+FSMONITOR_PLANT = "printf '#!/bin/sh\\ntouch {box}/PWNED\\n' > fsm.sh && chmod +x fsm.sh && "
+
+
+def test_a_new_repository_s_submodule_named_with_a_slash_is_disarmed(box):
+    """rt22d: in a repository a command makes, a submodule named a/b keeps its git dir in .git/modules/a/b."""
+    output, _ = sh(FSMONITOR_PLANT.format(box=box) + "git init -q vendor/y && cd vendor/y && "
+                   "mkdir -p .git/modules/a && git init -q --separate-git-dir=.git/modules/a/b node_modules/sm && "
+                   f"git -C node_modules/sm config core.fsmonitor {box}/fsm.sh")
+    config = box / "vendor" / "y" / ".git" / "modules" / "a" / "b" / "config"
+    assert config.exists() and "fsmonitor" not in config.read_text(), output
+    git(box / "vendor" / "y" / "node_modules" / "sm", "status")
+    assert not pwned(box)
+
+
+def test_a_submodule_git_dir_deeper_than_the_walk_is_disarmed(bare):
+    """rt22d: a git dir 45 folders down .git/modules, registered by the index, escaped the check."""
+    make_repo(bare)
+    deep = ".git/modules/" + "a/" * 45 + "x"
+    output, _ = sh(FSMONITOR_PLANT.format(box=bare) + f"mkdir -p {deep} && "
+                   f"git init -q --separate-git-dir={deep} sub && "
+                   f"git -C sub config core.fsmonitor {bare}/fsm.sh && git -C sub -c user.name=a -c user.email=a@b "
+                   "commit -q --allow-empty -m s && git add sub")
+    assert "fsmonitor" not in (bare / deep / "config").read_text(), output
+    git(bare, "status")
+    assert not pwned(bare)
+
+
 def test_io_uring_is_refused_its_open_carries_a_mode_the_filter_cannot_read(box):
     """rt22d: an io_uring OPENAT with mode 04755 made an (empty) setuid file; with io_uring_setup refused (ENOSYS, as
     openat2), a program falls back to the calls the filter reads."""
@@ -1335,7 +1362,7 @@ def test_only_plain_built_in_git_counts_as_git_only(command, git_only):
 
 def test_git_alone_runs_no_program_from_the_workspace_s_path(box, monkeypatch):
     """rt22d: `git fetch x::y` runs git-remote-x from PATH (so would ssh, gpg or an editor), and an activated
-    .venv/bin lies in the workspace, where commands write: git alone, with its git dirs writable, does not look there."""
+    .venv/bin lies in the workspace, where commands write: git alone, its git dirs writable, does not look there."""
     make_repo(box)
     folder = box / ".venv" / "bin"
     folder.mkdir(parents=True)
