@@ -4525,7 +4525,7 @@ def git_identity_environment() -> dict[str, str]:
 # Only git writes git dirs: a command that runs anything else gets every known one read-only (a mount says no, where
 # a check after can only put back), as background tasks do. What a plain built-in git subcommand runs is git's own
 # code and the user's hooks: those parts get the git dirs writable and the check after (git_control_snapshot).
-GIT_ONLY_SUBCOMMANDS = frozenset("add am apply blame branch checkout cherry-pick clean clone commit config describe "
+GIT_ONLY_SUBCOMMANDS = frozenset("add am apply blame branch checkout cherry-pick clean clone commit describe "
                                  "diff fetch grep init log ls-files merge mv notes pull push rebase reflog remote "
                                  "reset restore revert rev-parse rm shortlog show sparse-checkout stash status switch "
                                  "tag worktree".split())

@@ -1355,7 +1355,8 @@ def test_a_git_descriptor_a_command_hands_a_background_task_plants_nothing(box):
     ("git init --template=t r", False), ("git clone -c core.hooksPath=h u d", False), ("git clone --conf=x u", False),
     ("git log $(sh evil)", False), ("git status; sh", False), ("git commit -m x 2>&1", True),
     ("git push >/dev/null 2>&1", True), ("git status 2>/dev/null", True), ("git status 2>&1x", False),
-    ("git status 2>/dev/nullx", False), ("git status >/dev/null.txt", False), ("git log 2>&1 | sh", False)])
+    ("git status 2>/dev/nullx", False), ("git status >/dev/null.txt", False), ("git log 2>&1 | sh", False),
+    ("git config diff.external 'sh evil.sh' && git diff", False)])      # rt22e: config never counts as git-only
 def test_only_plain_built_in_git_counts_as_git_only(command, git_only):
     assert kesi.runs_only_git(command) is git_only
 
