@@ -17,7 +17,8 @@ later part can serve an earlier one). A reader who stops after Part I has seen t
   IV.  Long-running work: background tasks and the audit log.
   V.   Staying affordable: prompt caching and its clock, clearing old results, compaction.
   VI.  Sessions: signed records outside the workspace, save and resume.
-  VII. The terminal: wrapping, light Markdown, the waiting note, slash commands (/model, your own), readline.
+  VII. The terminal: wrapping, light Markdown, the waiting note, slash commands, readline.
+  VIII. What Claude Code users reach for next: /model, your own /commands.
 
 Run it:   uv run kesi.py            (needs ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, env or .env)
 Headless: uv run kesi.py -p "explain what this project does"
@@ -7012,6 +7013,11 @@ def save_prompt_history() -> None:
     except OSError as exc:
         ui(f"  (prompt history not saved: {exc})")
 
+
+# ============================================================================
+# PART VIII. What Claude Code users reach for next
+# ============================================================================
+# Each a section behind one name Part VII or Part I calls: /model, your own /commands, images, checkpoints.
 
 # --- /model, and your own /commands: Markdown prompts, as Claude Code's .claude/commands -------------------------
 def switch_model(name: str) -> None:
