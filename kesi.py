@@ -18,7 +18,7 @@ later part can serve an earlier one). A reader who stops after Part I has seen t
   V.   Staying affordable: prompt caching and its clock, clearing old results, compaction.
   VI.  Sessions: signed records outside the workspace, save and resume.
   VII. The terminal: wrapping, light Markdown, the waiting note, slash commands, readline.
-  VIII. What Claude Code users reach for next: /model, your own /commands.
+  VIII. What Claude Code users reach for next: /model, your own /commands, checkpoints and /rewind.
 
 Run it:   uv run kesi.py            (needs ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, env or .env)
 Headless: uv run kesi.py -p "explain what this project does"
@@ -2538,6 +2538,7 @@ def call_tool(block: dict, agent: Agent | None = None) -> tuple[str, bool]:
 def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
     """Run a checked call (or apply its plan); an exception becomes a result."""
     try:
+        keep_checkpoint(plan)             # a file tool's target as it was, for /rewind (Part VIII)
         output, is_error = PLANNED_TOOLS[name][1](plan) if plan is not None else TOOL_FUNCS[name](**tool_input)
     except KeyboardInterrupt:
         raise                       # not a tool failure: the user wants control back
@@ -2612,6 +2613,7 @@ def run_turn(client, history: list[dict], prompt: str) -> Answer:
     """The agent loop, then the cost line and a saved session; Ctrl-C returns to the prompt with a valid journal."""
     before, started = len(METER.calls), time.monotonic()
     history.append({"role": "user", "content": utf8_safe(prompt)})   # or every later request of the session fails
+    start_checkpoint_turn(history)        # /rewind can go back to just before this prompt (Part VIII)
     try:
         answer = run_agent(client, history)
     except KeyboardInterrupt:
@@ -6730,6 +6732,7 @@ HELP = """  /help                  this list
   /model [name]          the model and the known ones, or switch to another for this session
   /compact [focus]       summarise the conversation to free context
   /resume [N]            list saved sessions, or continue session N
+  /rewind [N]            put files, conversation or both back as they were just before turn N
   /tasks                 background tasks (all are stopped when KeSi exits)
   /log [N]               the last N commands from the audit log (default 10)
   /reset, /clear         start over: empty history, plan and file versions
@@ -6907,6 +6910,8 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
             save_session(history)
     elif name == "/resume":
         show_or_resume(argument, history)
+    elif name == "/rewind":
+        rewind(argument, history)
     elif name in ("/log", "/model"):
         (show_log if name == "/log" else switch_model)(argument)
     elif not run_custom_command(name, argument, client, history):
@@ -7120,6 +7125,172 @@ def show_help() -> None:
         about = command.problem or command.fields.get("description", "")
         ui(f"  {name:<22} {one_line(shorten(about, 90))} ({'project' if command.project else 'yours'})")
 
+
+
+# --- checkpoints and /rewind: each file a file tool changes, kept as it was before the turn ---------------------
+# Beside the session record and signed as it is, out of the workspace: no project or command plants a checkpoint.
+# What commands change is not kept. Restores go through write_file's jail and race-free writes, after a yes.
+MAX_KEPT_BYTES = 2_000_000      # a bigger file is not kept, and /rewind says so
+CHECKPOINTS = {"file": None, "turn": 0, "kept": set()}    # the record in use, its newest turn, files kept in it
+
+
+def checkpoint_record() -> Path | None:
+    return SESSION_FILE.with_suffix(".checkpoints") if SESSION_FILE else None
+
+
+def start_checkpoint_turn(history: list[dict]) -> None:
+    """A turn begins at history[-1]: numbered on from the session's record (after -c too), where and when it began."""
+    global SESSION_FILE
+    SESSION_FILE = SESSION_FILE or new_session_file()
+    if CHECKPOINTS["file"] != (path := checkpoint_record()):
+        CHECKPOINTS.update(file=path, turn=max((e["turn"] for e in read_checkpoints(path)[0]), default=0))
+    CHECKPOINTS.update(turn=CHECKPOINTS["turn"] + 1, kept=set())
+    add_checkpoint({"turn": CHECKPOINTS["turn"], "at": datetime.datetime.now().isoformat(timespec="seconds"),
+                    "prompt": shorten(text_of(history[-1]["content"]).strip(), 60), "index": len(history) - 1,
+                    "before": journal_mark(history, len(history) - 1)})
+
+
+def journal_mark(history: list[dict], index: int) -> str:
+    """What the journal held just before index: the conversation is cut there only while that is unchanged."""
+    return hashlib.sha256(as_line(history[index - 1]).encode()).hexdigest()[:32] if index else ""
+
+
+def add_checkpoint(entry: dict) -> bool:
+    try:
+        append_records(CHECKPOINTS["file"], [entry])
+        return True
+    except OSError as exc:
+        ui(paint(f"      (no checkpoint kept: {visible(exc.strerror or exc)}; /rewind cannot restore this)", "error"))
+        return False
+
+
+def keep_checkpoint(plan) -> None:
+    """Before a file tool writes plan.target: keep the file (or that it is missing), once a turn, if not too big."""
+    if plan is None or CHECKPOINTS["file"] is None or (name := relative(plan.target)) in CHECKPOINTS["kept"]:
+        return
+    entry = {"turn": CHECKPOINTS["turn"], "path": name, "data": None}
+    try:
+        with locate(plan.target, follow_links=False) as found:
+            if found.info is not None and found.info.st_size > MAX_KEPT_BYTES:
+                entry["not_kept"] = f"over {MAX_KEPT_BYTES // 1_000_000} MB"
+            elif found.info is not None:
+                entry["data"] = codecs.encode(read_entry(found), "base64").decode("ascii")
+    except PathRefused as refusal:       # missing folders: a new file
+        entry.update({} if refusal.missing else {"not_kept": "it could not be read"})
+    except OSError as exc:
+        entry["not_kept"] = f"it could not be read: {exc.strerror or exc}"
+    if add_checkpoint(entry):
+        CHECKPOINTS["kept"].add(name)
+
+
+def read_checkpoints(path: Path | None) -> tuple[list[dict], str]:
+    """The record's entries, or none and why: one line KeSi did not sign (planted, edited) and none is trusted."""
+    try:
+        lines, forged = read_records(path) if path else ([], [])
+        entries = [json.loads(line) for line in lines]
+    except FileNotFoundError:
+        return [], ""
+    except (OSError, ValueError) as exc:
+        return [], f"the checkpoints cannot be read ({exc})"
+    if forged:
+        return [], f"line {forged[0]} of {path.name} was not written by KeSi (its signature is wrong or missing)"
+    return entries, ""
+
+
+def rewind(argument: str, history: list[dict]) -> None:
+    """/rewind [N]: the session's turns; then files, conversation or both as they were just before the turn picked."""
+    entries, problem = read_checkpoints(checkpoint_record())
+    if turns := {e["turn"]: e for e in entries if "at" in e} if not problem else {}:
+        ui("  Turns of this session, and the files write_file and edit_file changed in each:")
+    for number, turn in turns.items():
+        files = [e["path"] + (" (new)" * (e["data"] is None and "not_kept" not in e)) for e in entries
+                 if e.get("path") and e["turn"] == number]
+        gone = "" if in_journal(turn, history) else "  [no longer in the conversation]"
+        ui(f"  {number:>3}. {turn['at'][11:16]}  \"{one_line(turn['prompt'])}\"  {visible(', '.join(files)) or '-'}{gone}")
+    if not turns:
+        ui(paint(f"  /rewind restores nothing: {visible(problem)}.", "error") if problem else "  No turns yet.")
+        return
+    ui(wrapped("  Files changed by commands (run_command, !command) are not kept: /rewind cannot restore them."))
+    try:
+        pick = argument or prompt_input("  Rewind to just before turn (a number; Enter: none): ").strip()
+        if (turn := turns.get(int(pick) if pick.isdigit() else 0)) is None:
+            ui(f"  (nothing restored{'' if not pick else ': pick a turn from the list'})")
+            return
+        how = prompt_input("  Restore f = files, c = conversation, b = both? (Enter: none) ").strip().lower()
+    except (EOFError, KeyboardInterrupt):
+        how = ""
+    if how not in ("f", "c", "b") or how != "f" and not in_journal(turn, history):
+        ui("  (nothing restored" + ("" if how not in ("c", "b") else ": the conversation no longer holds that turn "
+                                    "(compacted or rewound since); its files can still be restored") + ")")
+        return
+    ui(f"  Just before turn {turn['turn']}:")
+    todo = files_to_restore(entries, turn["turn"]) if how != "c" else []
+    if how != "f":
+        ui(f"    conversation: back to {turn['index']} messages (from {len(history)})")
+    ran = [e for e in read_audit_entries(500)[0] if "started" in e and e.get("at", "") >= turn["at"]]
+    for entry in ran[-5:]:
+        ui(f"    not covered: what this command changed stays: $ {one_line(shorten(str(entry.get('command')), 100))}")
+    if not (todo or how != "f"):
+        ui("    (no file to restore)")
+    elif confirmed("  Go ahead? [y/N] "):
+        restore(todo, turn, history, how)
+    else:
+        ui("  (nothing restored)")
+
+
+def in_journal(turn: dict, history: list[dict]) -> bool:
+    return turn["index"] <= len(history) and journal_mark(history, turn["index"]) == turn["before"]
+
+
+def files_to_restore(entries: list[dict], number: int) -> list[tuple[str, bytes | None, bytes | None]]:
+    """Each file a file tool changed since turn `number` began: as it was then, and now; each shown."""
+    first, todo = {}, []
+    for entry in entries:
+        if entry.get("path") and entry["turn"] >= number:
+            first.setdefault(entry["path"], entry)
+    for name, entry in first.items():
+        try:
+            with locate(name, follow_links=False) as found:     # not through a link: as write_file sees it
+                now = None if found.info is None else read_entry(found)
+        except (PathRefused, OSError) as exc:
+            now = None if isinstance(exc, PathRefused) and exc.missing else exc
+        was = None if entry["data"] is None else codecs.decode(entry["data"].encode("ascii"), "base64")
+        why = (f"not kept ({entry['not_kept']})" if "not_kept" in entry else "not a regular file in the workspace "
+               "now (a link in its path?)" if isinstance(now, Exception) else "" if was != now else "unchanged")
+        if not why:
+            todo.append((name, was, now))
+        ui(f"    {visible(name)}: " + (f"left as it is: {why}" if why else "removed (it did not exist)"
+                                     if was is None else f"put back ({len(was):,} bytes)"))
+    return todo
+
+
+def restore(todo: list, turn: dict, history: list[dict], how: str) -> None:
+    """Only what was shown: a file changed since, or a link swapped into its path, is left alone."""
+    global SAVED, LAST_SAVED
+    for name, was, now in todo:
+        try:
+            if was is None:
+                with locate(name, follow_links=False) as entry:
+                    if entry.info is None or file_digest(read_entry(entry)) != file_digest(now):
+                        raise PathRefused()
+                    os.unlink(entry.name, dir_fd=entry.folder_fd)
+            elif error := (replace_existing_file(BASE_DIR / name, was, file_digest(now)) if now is not None else
+                           apply_write(Write(name, BASE_DIR / name, was, "", None))[1]):
+                raise PathRefused()
+            ui(f"  restored {visible(name)}")
+        except (PathRefused, OSError):
+            ui(paint(f"  NOT restored {visible(name)}: it changed, or a link came into its path, since it was "
+                     "shown (the workspace jail refuses links)", "error"))
+    READ_VERSIONS.clear()     # the model reads files again before it overwrites them
+    if how != "f":
+        del history[turn["index"]:]
+        TODOS.clear()
+        restore_todos(history)
+        with contextlib.suppress(OSError):      # the saved journal starts again; save_session says if it fails
+            append_records(SESSION_FILE, [{RESTART: "rewound by /rewind", "at": turn["at"]}])
+            SAVED, LAST_SAVED = 0, ""
+        save_session(history)
+        ui(f"  conversation rewound to just before turn {turn['turn']} ({len(history)} messages)")
 
 if __name__ == "__main__":
     exit_on_hangup_and_term()
