@@ -2613,8 +2613,8 @@ def run_turn(client, history: list[dict], prompt: str) -> Answer:
     """The agent loop, then the cost line and a saved session; Ctrl-C returns to the prompt with a valid journal."""
     before, started = len(METER.calls), time.monotonic()
     history.append({"role": "user", "content": utf8_safe(prompt)})   # or every later request of the session fails
-    start_checkpoint_turn(history)        # /rewind can go back to just before this prompt (Part VIII)
     try:
+        start_checkpoint_turn(history)    # /rewind can go back to just before this prompt (Part VIII)
         answer = run_agent(client, history)
     except KeyboardInterrupt:
         answer = end_turn(history, MAIN_AGENT, "(interrupted; you can ask the next thing)",
@@ -6394,7 +6394,7 @@ def session_dir() -> Path:
 def save_session(history: list[dict]) -> None:
     """Append what is new and the cache clock; a journal replaced, not extended, is written anew after a marker."""
     global SESSION_FILE, SAVED, LAST_SAVED
-    if not history:
+    if not history and not SAVED:        # a journal rewound to nothing is saved (as a restart), a new one is not
         return
     lines: list = []
     now = datetime.datetime.now().isoformat(timespec="seconds")
@@ -6411,7 +6411,7 @@ def save_session(history: list[dict]) -> None:
     except OSError as exc:
         ui(f"  (could not save the session: {visible(exc)})")
         return
-    SAVED, LAST_SAVED = len(history), as_line(history[-1])
+    SAVED, LAST_SAVED = len(history), as_line(history[-1]) if history else ""
 
 
 def new_session_file() -> Path:
@@ -6908,10 +6908,8 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         if compact_history(client, history, argument or None):
             ui(f"  (compacted {before} messages into {len(history)})")
             save_session(history)
-    elif name == "/resume":
-        show_or_resume(argument, history)
-    elif name == "/rewind":
-        rewind(argument, history)
+    elif name in ("/resume", "/rewind"):
+        (show_or_resume if name == "/resume" else rewind)(argument, history)
     elif name in ("/log", "/model"):
         (show_log if name == "/log" else switch_model)(argument)
     elif not run_custom_command(name, argument, client, history):
@@ -7127,170 +7125,131 @@ def show_help() -> None:
 
 
 
-# --- checkpoints and /rewind: each file a file tool changes, kept as it was before the turn ---------------------
-# Beside the session record and signed as it is, out of the workspace: no project or command plants a checkpoint.
-# What commands change is not kept. Restores go through write_file's jail and race-free writes, after a yes.
+# --- checkpoints and /rewind: files a file tool changes, kept signed beside the session record (not in reach of a
+# project or command, so none plants one) as they were before the turn. What commands change is not kept.
 MAX_KEPT_BYTES = 2_000_000      # a bigger file is not kept, and /rewind says so
-CHECKPOINTS = {"file": None, "turn": 0, "kept": set()}    # the record in use, its newest turn, files kept in it
-
-
-def checkpoint_record() -> Path | None:
-    return SESSION_FILE.with_suffix(".checkpoints") if SESSION_FILE else None
+CHECKPOINTS = {"turn": "", "kept": set()}      # the turn in progress (when it began), and the files kept in it
 
 
 def start_checkpoint_turn(history: list[dict]) -> None:
-    """A turn begins at history[-1]: numbered on from the session's record (after -c too), where and when it began."""
+    """A turn begins at history[-1]: its first words, and where in the journal (checked before a cut there)."""
     global SESSION_FILE
     SESSION_FILE = SESSION_FILE or new_session_file()
-    if CHECKPOINTS["file"] != (path := checkpoint_record()):
-        CHECKPOINTS.update(file=path, turn=max((e["turn"] for e in read_checkpoints(path)[0]), default=0))
-    CHECKPOINTS.update(turn=CHECKPOINTS["turn"] + 1, kept=set())
-    add_checkpoint({"turn": CHECKPOINTS["turn"], "at": datetime.datetime.now().isoformat(timespec="seconds"),
-                    "prompt": shorten(text_of(history[-1]["content"]).strip(), 60), "index": len(history) - 1,
-                    "before": journal_mark(history, len(history) - 1)})
+    CHECKPOINTS.update(turn=datetime.datetime.now().isoformat(timespec="microseconds"), kept=set())
+    add_checkpoint({"index": len(history) - 1, "before": journal_mark(history, len(history) - 1),
+                    "prompt": shorten(text_of(history[-1]["content"]).strip(), 60)})
 
 
 def journal_mark(history: list[dict], index: int) -> str:
     """What the journal held just before index: the conversation is cut there only while that is unchanged."""
-    return hashlib.sha256(as_line(history[index - 1]).encode()).hexdigest()[:32] if index else ""
-
-
-def add_checkpoint(entry: dict) -> bool:
-    try:
-        append_records(CHECKPOINTS["file"], [entry])
-        return True
-    except OSError as exc:
-        ui(paint(f"      (no checkpoint kept: {visible(exc.strerror or exc)}; /rewind cannot restore this)", "error"))
-        return False
+    return hashlib.sha256(as_line(history[index - 1]).encode()).hexdigest()[:32] if 0 < index <= len(history) else ""
 
 
 def keep_checkpoint(plan) -> None:
     """Before a file tool writes plan.target: keep the file (or that it is missing), once a turn, if not too big."""
-    if plan is None or CHECKPOINTS["file"] is None or (name := relative(plan.target)) in CHECKPOINTS["kept"]:
+    if plan is None or SESSION_FILE is None or (name := relative(plan.target)) in CHECKPOINTS["kept"]:
         return
-    entry = {"turn": CHECKPOINTS["turn"], "path": name, "data": None}
+    CHECKPOINTS["kept"].add(name)
+    with contextlib.suppress(PathRefused, OSError):     # not a regular file in the jail: the write is refused too
+        if (data := file_now(name)) is not None and len(data) > MAX_KEPT_BYTES:
+            add_checkpoint({"path": name, "data": None, "not_kept": f"over {MAX_KEPT_BYTES // 1_000_000} MB"})
+        else:
+            add_checkpoint({"path": name, "data": None if data is None else codecs.encode(data, "base64").decode()})
+
+
+def add_checkpoint(entry: dict) -> None:
     try:
-        with locate(plan.target, follow_links=False) as found:
-            if found.info is not None and found.info.st_size > MAX_KEPT_BYTES:
-                entry["not_kept"] = f"over {MAX_KEPT_BYTES // 1_000_000} MB"
-            elif found.info is not None:
-                entry["data"] = codecs.encode(read_entry(found), "base64").decode("ascii")
-    except PathRefused as refusal:       # missing folders: a new file
-        entry.update({} if refusal.missing else {"not_kept": "it could not be read"})
+        append_records(SESSION_FILE.with_suffix(".checkpoints"), [{"turn": CHECKPOINTS["turn"], **entry}])
     except OSError as exc:
-        entry["not_kept"] = f"it could not be read: {exc.strerror or exc}"
-    if add_checkpoint(entry):
-        CHECKPOINTS["kept"].add(name)
+        ui(paint(f"      (no checkpoint kept: {visible(exc.strerror or exc)}; /rewind cannot restore this)", "error"))
 
 
-def read_checkpoints(path: Path | None) -> tuple[list[dict], str]:
-    """The record's entries, or none and why: one line KeSi did not sign (planted, edited) and none is trusted."""
+def file_now(name: str) -> bytes | None:
+    """A file as write_file sees it (no link followed): its bytes, None if missing; else PathRefused or OSError."""
     try:
-        lines, forged = read_records(path) if path else ([], [])
-        entries = [json.loads(line) for line in lines]
-    except FileNotFoundError:
-        return [], ""
-    except (OSError, ValueError) as exc:
-        return [], f"the checkpoints cannot be read ({exc})"
-    if forged:
-        return [], f"line {forged[0]} of {path.name} was not written by KeSi (its signature is wrong or missing)"
-    return entries, ""
+        with locate(name, follow_links=False) as found:
+            return None if found.info is None else read_entry(found)
+    except PathRefused as refusal:
+        if refusal.missing:
+            return None
+        raise
 
 
 def rewind(argument: str, history: list[dict]) -> None:
     """/rewind [N]: the session's turns; then files, conversation or both as they were just before the turn picked."""
-    entries, problem = read_checkpoints(checkpoint_record())
-    if turns := {e["turn"]: e for e in entries if "at" in e} if not problem else {}:
-        ui("  Turns of this session, and the files write_file and edit_file changed in each:")
-    for number, turn in turns.items():
-        files = [e["path"] + (" (new)" * (e["data"] is None and "not_kept" not in e)) for e in entries
-                 if e.get("path") and e["turn"] == number]
-        gone = "" if in_journal(turn, history) else "  [no longer in the conversation]"
-        ui(f"  {number:>3}. {turn['at'][11:16]}  \"{one_line(turn['prompt'])}\"  {visible(', '.join(files)) or '-'}{gone}")
-    if not turns:
+    path, entries, problem = SESSION_FILE and SESSION_FILE.with_suffix(".checkpoints"), [], ""
+    try:        # one line KeSi did not sign (planted, edited), and none is trusted
+        lines, forged = read_records(path) if path and path.exists() else ([], [])
+        entries = [json.loads(line) for line in lines] if not forged else []
+        problem = forged and f"line {forged[0]} of {path.name} was not written by KeSi (a wrong or missing signature)"
+    except (OSError, ValueError) as exc:
+        problem = f"the checkpoints cannot be read ({exc})"
+    if problem or not (turns := dict(enumerate((e for e in entries if "path" not in e), start=1))):
         ui(paint(f"  /rewind restores nothing: {visible(problem)}.", "error") if problem else "  No turns yet.")
         return
-    ui(wrapped("  Files changed by commands (run_command, !command) are not kept: /rewind cannot restore them."))
+    for number, turn in turns.items():
+        files = [e["path"] for e in entries if e["turn"] == turn["turn"] and "path" in e]
+        ui(f"  {number:>3}. {turn['turn'][11:16]}  \"{one_line(turn['prompt'])}\"  {visible(', '.join(files)) or '-'}")
+    ui(wrapped("  (after each turn: the files write_file and edit_file changed in it; files changed by commands, "
+               "run_command or !command, are not kept: /rewind cannot restore them)"))
     try:
         pick = argument or prompt_input("  Rewind to just before turn (a number; Enter: none): ").strip()
-        if (turn := turns.get(int(pick) if pick.isdigit() else 0)) is None:
-            ui(f"  (nothing restored{'' if not pick else ': pick a turn from the list'})")
-            return
-        how = prompt_input("  Restore f = files, c = conversation, b = both? (Enter: none) ").strip().lower()
+        turn = turns.get(int(pick) if pick.isdigit() else 0)
+        how = turn and prompt_input("  Restore f = files, c = conversation, b = both? (Enter: none) ").strip().lower()
     except (EOFError, KeyboardInterrupt):
         how = ""
-    if how not in ("f", "c", "b") or how != "f" and not in_journal(turn, history):
-        ui("  (nothing restored" + ("" if how not in ("c", "b") else ": the conversation no longer holds that turn "
-                                    "(compacted or rewound since); its files can still be restored") + ")")
+    gone = how in ("c", "b") and journal_mark(history, turn["index"]) != turn["before"]
+    if gone or how not in ("f", "c", "b"):
+        ui("  (nothing restored" + "; the conversation no longer holds that turn: f restores its files" * gone + ")")
         return
-    ui(f"  Just before turn {turn['turn']}:")
-    todo = files_to_restore(entries, turn["turn"]) if how != "c" else []
-    if how != "f":
+    todo = files_to_restore(entries[entries.index(turn):]) if how in ("f", "b") else []
+    if how in ("c", "b"):
         ui(f"    conversation: back to {turn['index']} messages (from {len(history)})")
-    ran = [e for e in read_audit_entries(500)[0] if "started" in e and e.get("at", "") >= turn["at"]]
-    for entry in ran[-5:]:
-        ui(f"    not covered: what this command changed stays: $ {one_line(shorten(str(entry.get('command')), 100))}")
-    if not (todo or how != "f"):
-        ui("    (no file to restore)")
-    elif confirmed("  Go ahead? [y/N] "):
-        restore(todo, turn, history, how)
-    else:
+    for entry in [e for e in read_audit_entries(500)[0] if "started" in e and e["at"] >= turn["turn"][:19]][-5:]:
+        ui(f"    not covered: what this command changed stays: $ {one_line(shorten(str(entry.get('command')), 90))}")
+    if not (todo or how in ("c", "b")) or not confirmed(f"  Restore this, as it was just before turn {pick}? [y/N] "):
         ui("  (nothing restored)")
+        return
+    for name, was, now in todo:
+        ui(f"  restored {visible(name)}" if restore_file(name, was, now) else paint(
+            f"  NOT restored {visible(name)}: it changed, or a link came into its path, since it was shown", "error"))
+    READ_VERSIONS.clear()     # the model reads files again before it overwrites them
+    if how in ("c", "b"):
+        del history[turn["index"]:]
+        TODOS.clear()
+        restore_todos(history)
+        save_session(history)
+        ui(f"  conversation rewound to just before turn {pick} ({len(history)} messages)")
 
 
-def in_journal(turn: dict, history: list[dict]) -> bool:
-    return turn["index"] <= len(history) and journal_mark(history, turn["index"]) == turn["before"]
-
-
-def files_to_restore(entries: list[dict], number: int) -> list[tuple[str, bytes | None, bytes | None]]:
-    """Each file a file tool changed since turn `number` began: as it was then, and now; each shown."""
-    first, todo = {}, []
-    for entry in entries:
-        if entry.get("path") and entry["turn"] >= number:
-            first.setdefault(entry["path"], entry)
-    for name, entry in first.items():
+def files_to_restore(entries: list[dict]) -> list[tuple[str, bytes | None, bytes | None]]:
+    """Each file kept in entries (a turn on): as it was before its first change, and now; each shown."""
+    first, todo = {e["path"]: e for e in reversed(entries) if "path" in e}, []
+    for name, entry in sorted(first.items()):
         try:
-            with locate(name, follow_links=False) as found:     # not through a link: as write_file sees it
-                now = None if found.info is None else read_entry(found)
-        except (PathRefused, OSError) as exc:
-            now = None if isinstance(exc, PathRefused) and exc.missing else exc
+            now, why = file_now(name), ""
+        except (PathRefused, OSError):
+            now, why = None, "not a regular file in the workspace now (a link in its path?)"
         was = None if entry["data"] is None else codecs.decode(entry["data"].encode("ascii"), "base64")
-        why = (f"not kept ({entry['not_kept']})" if "not_kept" in entry else "not a regular file in the workspace "
-               "now (a link in its path?)" if isinstance(now, Exception) else "" if was != now else "unchanged")
-        if not why:
-            todo.append((name, was, now))
+        why = f"not kept ({entry['not_kept']})" if "not_kept" in entry else why or ("unchanged" if was == now else "")
+        todo += [] if why else [(name, was, now)]
         ui(f"    {visible(name)}: " + (f"left as it is: {why}" if why else "removed (it did not exist)"
                                      if was is None else f"put back ({len(was):,} bytes)"))
     return todo
 
 
-def restore(todo: list, turn: dict, history: list[dict], how: str) -> None:
-    """Only what was shown: a file changed since, or a link swapped into its path, is left alone."""
-    global SAVED, LAST_SAVED
-    for name, was, now in todo:
-        try:
-            if was is None:
-                with locate(name, follow_links=False) as entry:
-                    if entry.info is None or file_digest(read_entry(entry)) != file_digest(now):
-                        raise PathRefused()
-                    os.unlink(entry.name, dir_fd=entry.folder_fd)
-            elif error := (replace_existing_file(BASE_DIR / name, was, file_digest(now)) if now is not None else
-                           apply_write(Write(name, BASE_DIR / name, was, "", None))[1]):
-                raise PathRefused()
-            ui(f"  restored {visible(name)}")
-        except (PathRefused, OSError):
-            ui(paint(f"  NOT restored {visible(name)}: it changed, or a link came into its path, since it was "
-                     "shown (the workspace jail refuses links)", "error"))
-    READ_VERSIONS.clear()     # the model reads files again before it overwrites them
-    if how != "f":
-        del history[turn["index"]:]
-        TODOS.clear()
-        restore_todos(history)
-        with contextlib.suppress(OSError):      # the saved journal starts again; save_session says if it fails
-            append_records(SESSION_FILE, [{RESTART: "rewound by /rewind", "at": turn["at"]}])
-            SAVED, LAST_SAVED = 0, ""
-        save_session(history)
-        ui(f"  conversation rewound to just before turn {turn['turn']} ({len(history)} messages)")
+def restore_file(name: str, was: bytes | None, now: bytes | None) -> bool:
+    """Through write_file's jail and race-free writes, and only if the file is still as shown: no link followed."""
+    with contextlib.suppress(PathRefused, OSError):
+        if was is not None:
+            return not (replace_existing_file(BASE_DIR / name, was, file_digest(now)) if now is not None
+                        else apply_write(Write(name, BASE_DIR / name, was, "", None))[1])
+        with locate(name, follow_links=False) as entry:
+            if entry.info is not None and file_digest(read_entry(entry)) == file_digest(now):
+                os.unlink(entry.name, dir_fd=entry.folder_fd)
+                return True
+    return False
+
 
 if __name__ == "__main__":
     exit_on_hangup_and_term()

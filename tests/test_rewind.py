@@ -36,7 +36,7 @@ def rewind(term, turn, how, go="y"):
     term.type(f"{turn}\n")
     term.expect("b = both? (Enter: none) ")
     term.type(f"{how}\n")
-    shown = term.expect("Go ahead? [y/N] ")
+    shown = term.expect(f"Restore this, as it was just before turn {turn}? [y/N] ")
     if go:
         term.type(go + "\n")
         term.expect("you > ")
@@ -57,9 +57,9 @@ def test_rewind_restores_files_and_after_resume_the_conversation(ws, kesi_pty):
         two_turns(term)
         assert (ws / "keep.txt").read_text() == "turn two\n" and (ws / "new.txt").exists()
         shown = rewind(term, 1, "f")
-        assert '1. ' in shown and '"first change"  keep.txt, new.txt (new)' in shown
+        assert '1. ' in shown and '"first change"  keep.txt, new.txt' in shown
         assert '"second change"  keep.txt, new.txt' in shown
-        assert "Files changed by commands (run_command, !command) are not kept" in shown
+        assert "files changed by commands, run_command or !command, are not kept: /rewind cannot restore" in shown
         assert "keep.txt: put back (9 bytes)" in shown and "new.txt: removed (it did not exist)" in shown
         assert term.leave() == 0
     assert (ws / "keep.txt").read_text() == "original\n" and not (ws / "new.txt").exists()
@@ -67,7 +67,7 @@ def test_rewind_restores_files_and_after_resume_the_conversation(ws, kesi_pty):
     with MockAPI(["fresh start"]) as mock, kesi_pty(ws, mock, "-c", TERM="dumb") as term:
         term.expect("Resumed")
         shown = rewind(term, 1, "c")
-        assert "conversation: back to 0 messages (from 8)" in shown and "keep.txt" not in shown.split("Just before")[1]
+        assert "conversation: back to 0 messages (from 8)" in shown and "keep.txt" not in shown.split("both?")[1]
         assert "conversation rewound to just before turn 1 (0 messages)" in term.seen
         term.type("hello again\n")
         term.expect("fresh start")
@@ -108,7 +108,7 @@ def test_a_file_a_command_changed_is_not_covered_and_rewind_says_so(ws, kesi_pty
         term.expect("done")
         term.expect("you > ")
         shown = rewind(term, 1, "f")
-        assert '"make two files"  tool.txt (new)' in shown
+        assert '"make two files"  tool.txt' in shown
         assert "not covered: what this command changed stays: $ echo by a command > cmd.txt" in shown
         assert term.leave() == 0
     assert not (ws / "tool.txt").exists() and (ws / "cmd.txt").read_text() == "by a command\n"
