@@ -66,18 +66,18 @@ def test_rewind_restores_files_and_after_resume_the_conversation(ws, kesi_pty):
     # files only: the conversation is whole, and -c brings it back with its checkpoints
     with MockAPI(["fresh start"]) as mock, kesi_pty(ws, mock, "-c", TERM="dumb") as term:
         term.expect("Resumed")
-        shown = rewind(term, 1, "c")
-        assert "conversation: back to 0 messages (from 8)" in shown and "keep.txt" not in shown.split("both?")[1]
-        assert "conversation rewound to just before turn 1 (0 messages)" in term.seen
+        shown = rewind(term, 2, "c")
+        assert "conversation: back to 4 messages (from 8)" in shown and "keep.txt" not in shown.split("both?")[1]
+        assert "conversation rewound to just before turn 2 (4 messages)" in term.seen
         term.type("hello again\n")
         term.expect("fresh start")
         term.expect("you > ")
         assert term.leave() == 0
-    assert [r["body"]["messages"] for r in mock.requests] == [[{"role": "user", "content": "hello again"}]]
+    assert prompts_of(mock.requests[0]) == ["first change", "hello again"] and len(mock.requests) == 1
     assert (ws / "keep.txt").read_text() == "original\n"      # conversation only: files untouched
     with MockAPI([]) as mock, kesi_pty(ws, mock, "-c", TERM="dumb") as term:    # the cut journal was saved
         term.expect("Resumed")
-        assert "2 messages. Last prompt: hello again" in term.expect("you > ")
+        assert "6 messages. Last prompt: hello again" in term.expect("you > ")
         assert term.leave() == 0
 
 
@@ -97,6 +97,20 @@ def test_rewind_both_cuts_the_journal_where_the_turn_began_and_the_api_accepts_i
     assert [r["status"] for r in mock.requests] == [200] * 5
     assert prompts_of(mock.requests[-1]) == ["first change", "third"]
     assert mock.requests[-1]["body"]["messages"][:4] == mock.requests[2]["body"]["messages"][:4]
+    # back to nothing: saved as such, so -c does not bring the old conversation back
+    with MockAPI([]) as mock, kesi_pty(ws, mock, "-c", TERM="dumb") as term:
+        term.expect("Resumed")
+        rewind(term, 1, "b")
+        assert term.leave() == 0
+    assert (ws / "keep.txt").read_text() == "original\n" and not (ws / "new.txt").exists()
+    with MockAPI([]) as mock, kesi_pty(ws, mock, "-c", TERM="dumb") as term:
+        assert "0 messages" in term.expect("you > ")
+        term.type("/rewind 2\n")          # turn 2 began after messages that are gone now
+        term.expect("b = both? (Enter: none) ")
+        term.type("c\n")
+        assert "(nothing restored; the conversation no longer holds that turn: f restores its files)" in term.expect(
+            "you > ")
+        assert term.leave() == 0
 
 
 def test_a_file_a_command_changed_is_not_covered_and_rewind_says_so(ws, kesi_pty):
