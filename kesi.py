@@ -5809,7 +5809,7 @@ def background_tasks_paused():
     try:
         calm, deadline = 0, time.monotonic() + 10
         while roots and calm < 2 and time.monotonic() < deadline:    # twice in a row: none forked or woke one
-            moving = [pid for pid, (_, state) in sandbox_processes(roots).items() if not is_still(pid, state)]
+            moving = [thread for pid in sandbox_processes(roots) for thread in moving_threads(pid)]
             send_signal(moving, signal.SIGSTOP)
             calm = 0 if moving else calm + 1
             time.sleep(0.001 if moving else 0)
@@ -5818,13 +5818,22 @@ def background_tasks_paused():
         send_signal(sandbox_processes(roots), signal.SIGCONT)
 
 
-def is_still(pid: int, state: str) -> bool:
-    """Stopped or gone; or a shell in vfork, which runs nothing until its (stopped) child execs and never stops."""
-    if state in "TtZX":
-        return True
+def moving_threads(pid: int) -> list[int]:
+    """The threads of pid that may run, each to be stopped by its own id: a signal to the process is taken by a thread
+    waiting in vfork (which runs nothing until its stopped child execs, and never shows stopped) as others run on."""
     with contextlib.suppress(OSError):
-        return state == "D" and Path(f"/proc/{pid}/wchan").read_text() in ("kernel_clone", "_do_fork", "do_fork")
-    return False
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task") if not thread_is_still(f"/proc/{pid}/task/{tid}")]
+    return []                       # gone
+
+
+VFORK_WAITS = ("kernel_clone", "_do_fork", "do_fork")       # the kernel function a vfork parent waits in
+
+
+def thread_is_still(path: str) -> bool:
+    with contextlib.suppress(OSError, IndexError):
+        state = Path(path, "stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state in "TtZX" or state == "D" and Path(path, "wchan").read_text() in VFORK_WAITS
+    return True
 
 
 def sandbox_processes(roots: list[int]) -> dict[int, tuple[str, str]]:

@@ -11,6 +11,7 @@ import errno
 import glob
 import io
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -1067,6 +1068,60 @@ def test_what_a_background_task_plants_is_put_back_when_kesi_stops_it_at_exit(bo
     kesi.stop_background_tasks()                   # as at KeSi's exit
     assert "KeSi put back src/.git/config: core.fsmonitor, which background task 1" in notices.getvalue()
     assert not pwned(box), used_later(box)
+
+
+# rt22f: a thread beside a vfork. The process's main thread waits in vfork (never shows stopped), a second
+# thread keeps planting a repository: taken for paused, it planted after the put-back and became the baseline.
+VFORK_PLANTER = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static void put(const char *path, const char *text, int mode) {
+    FILE *f = fopen("t.tmp", "w");
+    if (f) { fputs(text, f); fclose(f); chmod("t.tmp", mode); rename("t.tmp", path); }
+}
+static void *plant(void *unused) {
+    for (;;) {
+        mkdir("vendor", 0755); mkdir("vendor/y", 0755); mkdir("vendor/y/.git", 0755);
+        mkdir("vendor/y/.git/objects", 0755); mkdir("vendor/y/.git/refs", 0755); mkdir("vendor/y/.git/hooks", 0755);
+        put("vendor/y/.git/HEAD", "ref: refs/heads/main\n", 0644);
+        put("vendor/y/.git/config", "[core]\n\tfsmonitor = touch ../../PWNED; false\n", 0644);
+        put("vendor/y/.git/hooks/pre-commit", "#!/bin/sh\ntouch ../../PWNED\n", 0755);
+        usleep(500);
+    }
+}
+int main(void) {
+    pthread_t thread;
+    pthread_create(&thread, 0, plant, 0);
+    sleep(1);
+    if (vfork() == 0) for (;;) pause();
+    return 0;
+}
+"""
+
+
+def test_a_thread_beside_a_vfork_is_paused_too(box):
+    if shutil.which("cc") is None:
+        pytest.skip("needs a C compiler")
+    make_repo(box)
+    (box / "planter.c").write_text(VFORK_PLANTER)
+    assert subprocess.run(["cc", "-O2", "-pthread", "-o", box / "planter", box / "planter.c"]).returncode == 0
+    text, failed = kesi.run_command("./planter", run_in_background=True)
+    assert not failed, text
+    task, deadline = kesi.BACKGROUND_TASKS[1], time.monotonic() + 30
+    planter = []
+    while not planter and time.monotonic() < deadline:      # the planter, once its main thread waits in vfork
+        time.sleep(0.1)
+        planter = [pid for pid in kesi.sandbox_processes([task.proc.pid]) if os.path.exists(f"/proc/{pid}/task")
+                   and len(os.listdir(f"/proc/{pid}/task")) == 2
+                   and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "D"]
+    assert planter and kesi.moving_threads(planter[0])     # its second thread runs: not paused
+    outputs = [sh(command)[0] for command in ("true", "echo next")]
+    assert all("KeSi put back vendor/y/.git/" in output for output in outputs), outputs   # never the baseline
+    kesi.stop_background_tasks()                        # as at KeSi's exit
+    later = git_everywhere(box / "vendor" / "y") if (box / "vendor" / "y" / ".git").is_dir() else ""
+    assert not pwned(box), later
 
 
 # Red team rt22b: the sequencer's other state, and `.git` pointers read as git reads them.
