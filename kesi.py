@@ -26,45 +26,11 @@ Headless: uv run kesi.py -p "explain what this project does"
 
 from __future__ import annotations
 
-import argparse
-import atexit
-import codecs
-import collections
-import contextlib
-import datetime
-import difflib
-import errno
-import fnmatch
-import functools
-import glob
-import hashlib
-import hmac
-import importlib
-import inspect
-import ipaddress
-import itertools
-import json
-import logging
-import os
-import platform
-import re
-import select
-import shlex
-import shutil
-import signal
-import socket
-import socketserver
-import stat
-import struct
-import subprocess
-import sys
-import tempfile
-import textwrap
-import threading
-import time
+import argparse, atexit, codecs, collections, contextlib, datetime, difflib, errno, fnmatch, functools, glob
+import hashlib, hmac, importlib, inspect, ipaddress, itertools, json, logging, os, platform, re, select, shlex
+import shutil, signal, socket, socketserver, stat, struct, subprocess, sys, tempfile, textwrap, threading, time
+import unicodedata, urllib.parse
 import typing  # noqa: F401  (before the SDK's background import: see BackgroundImport)
-import unicodedata
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
@@ -102,9 +68,8 @@ anthropic = BackgroundImport("anthropic")
 
 # ==== I.1 Settings ==========================================================
 
-# The shell's environment and the user's own file (user_env_file) may set everything (README: safety model). A
-# project's .env comes with the repository: KeSi takes only ANTHROPIC_API_KEY from it (an endpoint set there would
-# get the user's key, KESI_SANDBOX=off would drop the sandbox). read_settings() checks; apply_settings() sets globals.
+# The shell's environment and the user's own file set everything; a project's .env, which comes with the repository,
+# only ANTHROPIC_API_KEY: an endpoint set there would get the user's key, KESI_SANDBOX=off would drop the sandbox.
 
 PROJECT_ENV_NAMES = {"ANTHROPIC_API_KEY"}        # all a project's .env may set for KeSi
 SANDBOX_CHOICES = {"auto": "auto", "on": "auto", "off": "off", "0": "off", "no": "off", "false": "off"}
@@ -382,8 +347,7 @@ def jail_parts(path) -> list[str]:
 
 
 def locate(path, make_folders: bool = False, follow_links: bool = True, must_exist: bool = False) -> JailEntry:
-    """Walk path from the jail by descriptors; PathRefused unless every step (links followed) stays inside and
-    has no ignored name. The last name may be missing (info is None) unless must_exist."""
+    """Walk path from the jail by descriptors; PathRefused if a step leaves it or is ignored. Missing end: info None."""
     pending = list(reversed(jail_parts(path)))
     folders = [os.open(BASE_DIR, FOLDER_FLAGS)]   # folders[i] is BASE_DIR/names[:i]
     names, hops = [], 0
@@ -484,10 +448,6 @@ def open_regular_fd(entry: JailEntry) -> int:
 
 def open_regular_file(entry: JailEntry):
     return os.fdopen(open_regular_fd(entry), "rb")
-
-
-def open_folder(entry: JailEntry) -> int:
-    return entry.open(FOLDER_FLAGS)
 
 
 # --- KeSi's own folder, .kesi/, where the sandbox's caches live ------------------
@@ -702,7 +662,7 @@ def list_files(path="."):
         with locate(path, must_exist=True) as entry:
             if not stat.S_ISDIR(entry.info.st_mode):
                 return f"Error: {path} is not a directory (use read_file for files).", True
-            folder_fd = open_folder(entry)
+            folder_fd = entry.open(FOLDER_FLAGS)
             try:
                 entries = sorted(os.scandir(folder_fd), key=lambda e: e.name)
             finally:
@@ -818,7 +778,7 @@ def glob_files(pattern):
     hits = []
     try:
         with locate(prefix or ".", follow_links=False) as top:
-            top_fd = open_folder(top)
+            top_fd = top.open(FOLDER_FLAGS)
     except (PathRefused, OSError):
         top_fd = None                          # the folder went away since literal_folder
     for rel, entry in walk_tree(top_fd, max_depth, prefix) if top_fd is not None else ():
@@ -1137,7 +1097,7 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
             folder = stat.S_ISDIR(entry.info.st_mode)
             if not (folder or stat.S_ISREG(entry.info.st_mode)):
                 return f"Error: {path} is neither a file nor a directory.", True
-            start_fd = open_folder(entry) if folder else open_regular_fd(entry)
+            start_fd = entry.open(FOLDER_FLAGS) if folder else open_regular_fd(entry)
     except PathRefused as refused:
         if refused.off_limits:
             return f"Error: {path} is off-limits to tools and cannot be searched.", True
@@ -1269,8 +1229,7 @@ WORD_CUT = 2048       # at most this much of a long unbroken run goes at a cut: 
 
 
 def whole_words(data: bytes, cut_before: bool = False, cut_after: bool = False, most: int | None = WORD_CUT) -> bytes:
-    """data less what a cut before or after it went through: the word (no credential holds a space) or the private
-    key block it split. Masking after a cut then finds every credential whole, or none of it."""
+    """data less the word or private key block a cut split: masking then finds every credential whole, or none."""
     if cut_before:
         end, begin = PEM_END.search(data), PEM_BEGIN.search(data)
         data = data[end.end():] if end and (not begin or begin.start() > end.start()) else data
@@ -1442,8 +1401,7 @@ def group_alive(pgid: int) -> bool:
 
 
 def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
-    """Read a pipe until EOF in its own thread (a full pipe blocks the child), keeping at most cap bytes.
-    read1 returns what is there now: output before a background job holds the pipe open is not lost."""
+    """Read a pipe to EOF in a thread (a full pipe blocks the child), keeping cap bytes; read1: what is there now."""
     with contextlib.suppress(OSError, ValueError):   # the pipe broke or was closed: the output ends there
         try:
             while chunk := pipe.read1(65536):
@@ -1938,9 +1896,8 @@ def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
 
 
 # --- cost meter -------------------------------------------------------------
-# USD per million tokens: input, output, cache write (5 minutes), cache write (1 hour), cache read. The list
-# prices (platform.claude.com pricing page, checked 2026-12-02); KESI_PRICES overrides them. A model that is
-# not here (another vendor's behind ANTHROPIC_BASE_URL) gets no price.
+# USD per million tokens: input, output, cache write 5 min and 1 h, cache read (list prices, checked 2026-12-02);
+# KESI_PRICES overrides them. A model not here (another vendor's behind ANTHROPIC_BASE_URL) has no price.
 PRICES = {
     **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2"), (8, 40, 10, 16, 0.20)),
     **dict.fromkeys(("claude-fable-5-1", "claude-mythos-5-1"), (10, 50, 12.5, 20, 0.25)),
@@ -2005,8 +1962,7 @@ class Meter:
         return {k: sum(c[k] for c in self.calls[since:]) for k in USAGE_KEYS}
 
     def sums(self, since: int = 0) -> tuple[float, frozenset]:
-        """(dollars of the priced calls, unpriced models) from call `since`. The session's is summed on from the
-        last call seen while the list only grew: O(new calls), though asked before each request under a budget."""
+        """(dollars, unpriced models) from call `since`; the session's goes on from the last sum: O(new calls)."""
         count, last, total, unpriced = self.summed
         if since or not (0 < count <= len(self.calls) and self.calls[count - 1] is last):
             count, total, unpriced = since, 0.0, frozenset()
@@ -2177,8 +2133,7 @@ def request_body(request: dict) -> bytes:
 
 
 def stream_turn(client, request: dict, echo: bool):
-    """One streamed request, its text printed as it arrives: (message, finished, interrupted). Only blocks whose
-    content_block_stop came are complete (a half tool_use *looks* whole), only one with message_stop is finished."""
+    """A streamed request, printed as it comes: (message, complete blocks, interrupted); a half tool_use looks whole."""
     stream, started, finished, printer, stopped, waiting = None, False, 0, None, False, WaitingNote(echo)
     try:
         try:
@@ -2292,8 +2247,7 @@ def request_for(history: list[dict], agent: Agent, max_tokens: int | None = None
 
 def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=(), *,
              ok: bool = False, interrupted: bool = False, record: bool = True, subtype: str = "") -> Answer:
-    """The one way out of the agent loop. kept: complete blocks of a reply not yet in the journal (an unanswered
-    tool call gets a result). notice: said instead of the model's text, journalled unless record is False."""
+    """The one way out of the agent loop; kept: a reply's complete blocks; notice: said instead of the model's text."""
     if kept:
         history.append({"role": "assistant", "content": list(kept)})
     seal_dangling_tool_use(history)
@@ -2355,8 +2309,7 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
                             + [{"type": "text", "text": notice}], record=False)
         content = kept_blocks(message.content)
         if not (uses := [b for b in content if b["type"] == "tool_use"]):   # by content, not stop_reason: all answered
-            # pause_turn is resumed only after a server tool; KeSi has none, and a resume would be a prefill
-            # (newer models refuse it) that could loop: a pause with nothing to run ends the turn.
+            # pause_turn: KeSi has no server tools, and resuming would be a prefill (refused, could loop): it ends.
             return end_turn(history, agent, kept=content or [{"type": "text", "text": "(no answer)"}], ok=True)
         history.append({"role": "assistant", "content": content})
         results, interrupted = run_tools(uses, agent)
@@ -6979,7 +6932,7 @@ def path_completions(typed: str) -> list[str]:
         with locate(folder or ".") as entry:
             if entry.info is None or not stat.S_ISDIR(entry.info.st_mode):
                 return []
-            folder_fd = open_folder(entry)
+            folder_fd = entry.open(FOLDER_FLAGS)
     except (PathRefused, OSError):
         return []
     where = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
