@@ -1827,7 +1827,7 @@ def project_memory() -> str | None:
     for path in [user_file] + [folder / name for folder in folders_above() for name in MEMORY_FILES]:
         add_memory(str(path), read_outside_file(path, follow=path == user_file), path.parent, sections, seen)
     for name in MEMORY_FILES:
-        add_memory(name, read_memory_file(name)[0], BASE_DIR, sections, seen)
+        add_memory(name, read_memory_file(name), BASE_DIR, sections, seen)
     return "\n\n".join(sections) or None
 
 
@@ -1843,7 +1843,7 @@ def add_memory(shown: str, text: str | None, folder: Path, sections: list[str], 
     imports = []
     for match in MEMORY_IMPORT.finditer(text):
         target = os.path.relpath(os.path.normpath(folder / match.group(1)), BASE_DIR)
-        imported = read_memory_file(target)[0] if depth < MAX_IMPORT_DEPTH and not target.startswith("..") else None
+        imported = read_memory_file(target) if depth < MAX_IMPORT_DEPTH and not target.startswith("..") else None
         if imported is not None:
             imports.append((target, imported))
             text = text.replace(match.group(0), "")
@@ -1864,30 +1864,29 @@ def folders_above() -> list[Path]:
 def read_outside_file(path: Path, follow: bool) -> str | None:
     """An instruction file outside the workspace; a repository's never through a link (it could name a secret)."""
     with contextlib.suppress(OSError), open(os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow else 0)), "rb") as f:
-        data = f.read(MAX_MEMORY_CHARS * 4) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
-        return data.decode("utf-8", errors="replace")[:MAX_MEMORY_CHARS].strip()
+        return memory_text(f) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else ""
     return None
+
+
+def memory_text(f) -> str:
+    return f.read(MAX_MEMORY_CHARS * 4).decode("utf-8", errors="replace")[:MAX_MEMORY_CHARS].strip()
 
 
 _MEMORY_SEEN: dict[tuple, tuple] = {}   # (workspace, name) -> (stat key, text): re-read only when the file changes
 
 
-def read_memory_file(name: str) -> tuple[str | None, bool]:
+def read_memory_file(name: str) -> str | None:
+    """An instruction file in the workspace, through the jail like read_file; None if it cannot be read."""
     f, _, error = check_readable(name)
     if error:
-        return None, True
-    try:
-        with f:
-            info = os.fstat(f.fileno())
-            key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-            if (seen := _MEMORY_SEEN.get((BASE_DIR, name))) and seen[0] == key:
-                return seen[1], False
-            text = f.read(MAX_MEMORY_CHARS * 4).decode("utf-8", errors="replace")
-    except OSError:
-        return None, True
-    text = text[:MAX_MEMORY_CHARS].strip()
-    _MEMORY_SEEN[(BASE_DIR, name)] = (key, text)
-    return text, False
+        return None
+    with contextlib.suppress(OSError), f:
+        info = os.fstat(f.fileno())
+        key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if (seen := _MEMORY_SEEN.get((BASE_DIR, name))) is None or seen[0] != key:
+            seen = _MEMORY_SEEN[(BASE_DIR, name)] = (key, memory_text(f))
+        return seen[1]
+    return None
 
 
 def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
