@@ -198,12 +198,11 @@ def price_override(raw: str) -> dict[str, float]:
 def apply_settings(settings: Settings) -> None:
     """The one place settings become the globals the rest of the file reads."""
     global MODEL, MAX_TOKENS, MAX_TURNS, CONTEXT_WINDOW, COMMAND_TIMEOUT, MAX_RETRIES
-    global SANDBOX_SETTING, SANDBOX_DISABLED, PRICE_OVERRIDE, PASS_ENV, BELL_AFTER
+    global SANDBOX_DISABLED, PRICE_OVERRIDE, PASS_ENV, BELL_AFTER
     MODEL, MAX_TOKENS, MAX_TURNS = settings.model, settings.max_tokens, settings.max_turns
     CONTEXT_WINDOW, COMMAND_TIMEOUT = settings.context_window, settings.command_timeout
     MAX_RETRIES, PRICE_OVERRIDE, PASS_ENV = settings.max_retries, settings.prices, settings.pass_env
-    SANDBOX_SETTING, BELL_AFTER = settings.sandbox, settings.bell_after
-    SANDBOX_DISABLED = settings.sandbox == "off"   # the series' name: KESI_NO_SANDBOX=1 or KESI_SANDBOX=off
+    SANDBOX_DISABLED, BELL_AFTER = settings.sandbox == "off", settings.bell_after   # the series' name for "off"
 
 
 apply_settings(Settings())             # the defaults, until main() applies what read_settings found
