@@ -1400,7 +1400,7 @@ def group_alive(pgid: int) -> bool:
 
 
 def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
-    """Read a pipe to EOF in a thread (a full pipe blocks the child), keeping cap bytes; read1: what is there now."""
+    """Drain a pipe in a thread (a full one blocks the child), keeping cap bytes; read1: a held pipe loses nothing."""
     with contextlib.suppress(OSError, ValueError):   # the pipe broke or was closed: the output ends there
         try:
             while chunk := pipe.read1(65536):
