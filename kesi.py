@@ -26,45 +26,11 @@ Headless: uv run kesi.py -p "explain what this project does"
 
 from __future__ import annotations
 
-import argparse
-import atexit
-import codecs
-import collections
-import contextlib
-import datetime
-import difflib
-import errno
-import fnmatch
-import functools
-import glob
-import hashlib
-import hmac
-import importlib
-import inspect
-import ipaddress
-import itertools
-import json
-import logging
-import os
-import platform
-import re
-import select
-import shlex
-import shutil
-import signal
-import socket
-import socketserver
-import stat
-import struct
-import subprocess
-import sys
-import tempfile
-import textwrap
-import threading
-import time
+import argparse, atexit, codecs, collections, contextlib, datetime, difflib, errno, fnmatch, functools, glob
+import hashlib, hmac, importlib, inspect, ipaddress, itertools, json, logging, os, platform, re, select, shlex
+import shutil, signal, socket, socketserver, stat, struct, subprocess, sys, tempfile, textwrap, threading, time
+import unicodedata, urllib.parse
 import typing  # noqa: F401  (before the SDK's background import: see BackgroundImport)
-import unicodedata
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
@@ -102,9 +68,8 @@ anthropic = BackgroundImport("anthropic")
 
 # ==== I.1 Settings ==========================================================
 
-# The shell's environment and the user's own file (user_env_file) may set everything (README: safety model). A
-# project's .env comes with the repository: KeSi takes only ANTHROPIC_API_KEY from it (an endpoint set there would
-# get the user's key, KESI_SANDBOX=off would drop the sandbox). read_settings() checks; apply_settings() sets globals.
+# The shell's environment and the user's own file set everything; a project's .env, which comes with the repository,
+# only ANTHROPIC_API_KEY: an endpoint set there would get the user's key, KESI_SANDBOX=off would drop the sandbox.
 
 PROJECT_ENV_NAMES = {"ANTHROPIC_API_KEY"}        # all a project's .env may set for KeSi
 SANDBOX_CHOICES = {"auto": "auto", "on": "auto", "off": "off", "0": "off", "no": "off", "false": "off"}
@@ -233,12 +198,11 @@ def price_override(raw: str) -> dict[str, float]:
 def apply_settings(settings: Settings) -> None:
     """The one place settings become the globals the rest of the file reads."""
     global MODEL, MAX_TOKENS, MAX_TURNS, CONTEXT_WINDOW, COMMAND_TIMEOUT, MAX_RETRIES
-    global SANDBOX_SETTING, SANDBOX_DISABLED, PRICE_OVERRIDE, PASS_ENV, BELL_AFTER
+    global SANDBOX_DISABLED, PRICE_OVERRIDE, PASS_ENV, BELL_AFTER
     MODEL, MAX_TOKENS, MAX_TURNS = settings.model, settings.max_tokens, settings.max_turns
     CONTEXT_WINDOW, COMMAND_TIMEOUT = settings.context_window, settings.command_timeout
     MAX_RETRIES, PRICE_OVERRIDE, PASS_ENV = settings.max_retries, settings.prices, settings.pass_env
-    SANDBOX_SETTING, BELL_AFTER = settings.sandbox, settings.bell_after
-    SANDBOX_DISABLED = settings.sandbox == "off"   # the series' name: KESI_NO_SANDBOX=1 or KESI_SANDBOX=off
+    SANDBOX_DISABLED, BELL_AFTER = settings.sandbox == "off", settings.bell_after   # the series' name for "off"
 
 
 apply_settings(Settings())             # the defaults, until main() applies what read_settings found
@@ -382,8 +346,7 @@ def jail_parts(path) -> list[str]:
 
 
 def locate(path, make_folders: bool = False, follow_links: bool = True, must_exist: bool = False) -> JailEntry:
-    """Walk path from the jail by descriptors; PathRefused unless every step (links followed) stays inside and
-    has no ignored name. The last name may be missing (info is None) unless must_exist."""
+    """Walk path from the jail by descriptors; PathRefused if a step leaves it or is ignored. Missing end: info None."""
     pending = list(reversed(jail_parts(path)))
     folders = [os.open(BASE_DIR, FOLDER_FLAGS)]   # folders[i] is BASE_DIR/names[:i]
     names, hops = [], 0
@@ -484,10 +447,6 @@ def open_regular_fd(entry: JailEntry) -> int:
 
 def open_regular_file(entry: JailEntry):
     return os.fdopen(open_regular_fd(entry), "rb")
-
-
-def open_folder(entry: JailEntry) -> int:
-    return entry.open(FOLDER_FLAGS)
 
 
 # --- KeSi's own folder, .kesi/, where the sandbox's caches live ------------------
@@ -702,7 +661,7 @@ def list_files(path="."):
         with locate(path, must_exist=True) as entry:
             if not stat.S_ISDIR(entry.info.st_mode):
                 return f"Error: {path} is not a directory (use read_file for files).", True
-            folder_fd = open_folder(entry)
+            folder_fd = entry.open(FOLDER_FLAGS)
             try:
                 entries = sorted(os.scandir(folder_fd), key=lambda e: e.name)
             finally:
@@ -818,7 +777,7 @@ def glob_files(pattern):
     hits = []
     try:
         with locate(prefix or ".", follow_links=False) as top:
-            top_fd = open_folder(top)
+            top_fd = top.open(FOLDER_FLAGS)
     except (PathRefused, OSError):
         top_fd = None                          # the folder went away since literal_folder
     for rel, entry in walk_tree(top_fd, max_depth, prefix) if top_fd is not None else ():
@@ -1137,7 +1096,7 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
             folder = stat.S_ISDIR(entry.info.st_mode)
             if not (folder or stat.S_ISREG(entry.info.st_mode)):
                 return f"Error: {path} is neither a file nor a directory.", True
-            start_fd = open_folder(entry) if folder else open_regular_fd(entry)
+            start_fd = entry.open(FOLDER_FLAGS) if folder else open_regular_fd(entry)
     except PathRefused as refused:
         if refused.off_limits:
             return f"Error: {path} is off-limits to tools and cannot be searched.", True
@@ -1269,8 +1228,7 @@ WORD_CUT = 2048       # at most this much of a long unbroken run goes at a cut: 
 
 
 def whole_words(data: bytes, cut_before: bool = False, cut_after: bool = False, most: int | None = WORD_CUT) -> bytes:
-    """data less what a cut before or after it went through: the word (no credential holds a space) or the private
-    key block it split. Masking after a cut then finds every credential whole, or none of it."""
+    """data less the word or private key block a cut split: masking then finds every credential whole, or none."""
     if cut_before:
         end, begin = PEM_END.search(data), PEM_BEGIN.search(data)
         data = data[end.end():] if end and (not begin or begin.start() > end.start()) else data
@@ -1442,8 +1400,7 @@ def group_alive(pgid: int) -> bool:
 
 
 def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
-    """Read a pipe until EOF in its own thread (a full pipe blocks the child), keeping at most cap bytes.
-    read1 returns what is there now: output before a background job holds the pipe open is not lost."""
+    """Drain a pipe in a thread (a full one blocks the child), keeping cap bytes; read1: a held pipe loses nothing."""
     with contextlib.suppress(OSError, ValueError):   # the pipe broke or was closed: the output ends there
         try:
             while chunk := pipe.read1(65536):
@@ -1869,7 +1826,7 @@ def project_memory() -> str | None:
     for path in [user_file] + [folder / name for folder in folders_above() for name in MEMORY_FILES]:
         add_memory(str(path), read_outside_file(path, follow=path == user_file), path.parent, sections, seen)
     for name in MEMORY_FILES:
-        add_memory(name, read_memory_file(name)[0], BASE_DIR, sections, seen)
+        add_memory(name, read_memory_file(name), BASE_DIR, sections, seen)
     return "\n\n".join(sections) or None
 
 
@@ -1885,7 +1842,7 @@ def add_memory(shown: str, text: str | None, folder: Path, sections: list[str], 
     imports = []
     for match in MEMORY_IMPORT.finditer(text):
         target = os.path.relpath(os.path.normpath(folder / match.group(1)), BASE_DIR)
-        imported = read_memory_file(target)[0] if depth < MAX_IMPORT_DEPTH and not target.startswith("..") else None
+        imported = read_memory_file(target) if depth < MAX_IMPORT_DEPTH and not target.startswith("..") else None
         if imported is not None:
             imports.append((target, imported))
             text = text.replace(match.group(0), "")
@@ -1906,30 +1863,29 @@ def folders_above() -> list[Path]:
 def read_outside_file(path: Path, follow: bool) -> str | None:
     """An instruction file outside the workspace; a repository's never through a link (it could name a secret)."""
     with contextlib.suppress(OSError), open(os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow else 0)), "rb") as f:
-        data = f.read(MAX_MEMORY_CHARS * 4) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
-        return data.decode("utf-8", errors="replace")[:MAX_MEMORY_CHARS].strip()
+        return memory_text(f) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else ""
     return None
+
+
+def memory_text(f) -> str:
+    return f.read(MAX_MEMORY_CHARS * 4).decode("utf-8", errors="replace")[:MAX_MEMORY_CHARS].strip()
 
 
 _MEMORY_SEEN: dict[tuple, tuple] = {}   # (workspace, name) -> (stat key, text): re-read only when the file changes
 
 
-def read_memory_file(name: str) -> tuple[str | None, bool]:
+def read_memory_file(name: str) -> str | None:
+    """An instruction file in the workspace, through the jail like read_file; None if it cannot be read."""
     f, _, error = check_readable(name)
     if error:
-        return None, True
-    try:
-        with f:
-            info = os.fstat(f.fileno())
-            key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-            if (seen := _MEMORY_SEEN.get((BASE_DIR, name))) and seen[0] == key:
-                return seen[1], False
-            text = f.read(MAX_MEMORY_CHARS * 4).decode("utf-8", errors="replace")
-    except OSError:
-        return None, True
-    text = text[:MAX_MEMORY_CHARS].strip()
-    _MEMORY_SEEN[(BASE_DIR, name)] = (key, text)
-    return text, False
+        return None
+    with contextlib.suppress(OSError), f:
+        info = os.fstat(f.fileno())
+        key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if (seen := _MEMORY_SEEN.get((BASE_DIR, name))) is None or seen[0] != key:
+            seen = _MEMORY_SEEN[(BASE_DIR, name)] = (key, memory_text(f))
+        return seen[1]
+    return None
 
 
 def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
@@ -1938,9 +1894,8 @@ def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
 
 
 # --- cost meter -------------------------------------------------------------
-# USD per million tokens: input, output, cache write (5 minutes), cache write (1 hour), cache read. The list
-# prices (platform.claude.com pricing page, checked 2026-12-02); KESI_PRICES overrides them. A model that is
-# not here (another vendor's behind ANTHROPIC_BASE_URL) gets no price.
+# USD per million tokens: input, output, cache write 5 min and 1 h, cache read (list prices, checked 2026-12-02);
+# KESI_PRICES overrides them. A model not here (another vendor's behind ANTHROPIC_BASE_URL) has no price.
 PRICES = {
     **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2"), (8, 40, 10, 16, 0.20)),
     **dict.fromkeys(("claude-fable-5-1", "claude-mythos-5-1"), (10, 50, 12.5, 20, 0.25)),
@@ -2005,8 +1960,7 @@ class Meter:
         return {k: sum(c[k] for c in self.calls[since:]) for k in USAGE_KEYS}
 
     def sums(self, since: int = 0) -> tuple[float, frozenset]:
-        """(dollars of the priced calls, unpriced models) from call `since`. The session's is summed on from the
-        last call seen while the list only grew: O(new calls), though asked before each request under a budget."""
+        """(dollars, unpriced models) from call `since`; the session's goes on from the last sum: O(new calls)."""
         count, last, total, unpriced = self.summed
         if since or not (0 < count <= len(self.calls) and self.calls[count - 1] is last):
             count, total, unpriced = since, 0.0, frozenset()
@@ -2177,8 +2131,7 @@ def request_body(request: dict) -> bytes:
 
 
 def stream_turn(client, request: dict, echo: bool):
-    """One streamed request, its text printed as it arrives: (message, finished, interrupted). Only blocks whose
-    content_block_stop came are complete (a half tool_use *looks* whole), only one with message_stop is finished."""
+    """A streamed request, printed as it comes: (message, complete blocks, interrupted); a half tool_use looks whole."""
     stream, started, finished, printer, stopped, waiting = None, False, 0, None, False, WaitingNote(echo)
     try:
         try:
@@ -2292,8 +2245,7 @@ def request_for(history: list[dict], agent: Agent, max_tokens: int | None = None
 
 def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=(), *,
              ok: bool = False, interrupted: bool = False, record: bool = True, subtype: str = "") -> Answer:
-    """The one way out of the agent loop. kept: complete blocks of a reply not yet in the journal (an unanswered
-    tool call gets a result). notice: said instead of the model's text, journalled unless record is False."""
+    """The one way out of the agent loop; kept: a reply's complete blocks; notice: said instead of the model's text."""
     if kept:
         history.append({"role": "assistant", "content": list(kept)})
     seal_dangling_tool_use(history)
@@ -2355,8 +2307,7 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
                             + [{"type": "text", "text": notice}], record=False)
         content = kept_blocks(message.content)
         if not (uses := [b for b in content if b["type"] == "tool_use"]):   # by content, not stop_reason: all answered
-            # pause_turn is resumed only after a server tool; KeSi has none, and a resume would be a prefill
-            # (newer models refuse it) that could loop: a pause with nothing to run ends the turn.
+            # pause_turn: KeSi has no server tools, and resuming would be a prefill (refused, could loop): it ends.
             return end_turn(history, agent, kept=content or [{"type": "text", "text": "(no answer)"}], ok=True)
         history.append({"role": "assistant", "content": content})
         results, interrupted = run_tools(uses, agent)
@@ -6988,7 +6939,7 @@ def path_completions(typed: str) -> list[str]:
         with locate(folder or ".") as entry:
             if entry.info is None or not stat.S_ISDIR(entry.info.st_mode):
                 return []
-            folder_fd = open_folder(entry)
+            folder_fd = entry.open(FOLDER_FLAGS)
     except (PathRefused, OSError):
         return []
     where = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
