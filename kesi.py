@@ -18,7 +18,7 @@ later part can serve an earlier one). A reader who stops after Part I has seen t
   V.   Staying affordable: prompt caching and its clock, clearing old results, compaction.
   VI.  Sessions: signed records outside the workspace, save and resume.
   VII. The terminal: wrapping, light Markdown, the waiting note, slash commands, readline.
-  VIII. What Claude Code users reach for next: /model, your own /commands.
+  VIII. What Claude Code users reach for next: /model, your own /commands, images.
 
 Run it:   uv run kesi.py            (needs ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, env or .env)
 Headless: uv run kesi.py -p "explain what this project does"
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import base64
 import codecs
 import collections
 import contextlib
@@ -582,6 +583,8 @@ READ_FILE_SPEC = spec(
 def read_file(file_path, offset=None, limit=None):
     # Any read attempt, even a failed one, forgets the old version: only the bytes seen last may be overwritten.
     READ_VERSIONS.pop(safe_write_path(file_path), None)
+    if is_image_name(file_path):
+        return read_image(file_path)
     f, target, error = check_readable(file_path)
     if error:
         return error, True
@@ -2443,14 +2446,14 @@ def tool_result(tool_use_id: str, output: str, is_error: bool) -> dict:
 
 def summarize_result(name: str, output: str, is_error: bool) -> str | None:
     """The one line a person wants to see under a tool call (None: nothing)."""
-    lines = output.splitlines() or [""]
+    lines = text_of(output).splitlines() or [""]     # an image: its text line
     if name == "todo_write" and not is_error:
         return None                          # the plan itself was just printed
     if name == "run_command" and any("(exit code" in line for line in lines):
         status = max(i for i, line in enumerate(lines) if "(exit code" in line)
         last_output = [line for line in lines[:status] if line.strip()][-1:]
         return shorten("  ".join(last_output + [lines[status]]), 160)
-    if name == "read_file" and not is_error:
+    if name == "read_file" and not is_error and isinstance(output, str):
         count = sum(1 for line in lines if re.match(r" *\d+\t", line))
         return f"read {count} line{'s' * (count != 1)}" + (" (partial view)" if "[PARTIAL view" in output else "")
     return shorten(lines[0], 160) + (f" (+{len(lines) - 1} lines)" if len(lines) > 1 else "")
@@ -2543,7 +2546,7 @@ def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
         raise                       # not a tool failure: the user wants control back
     except Exception as exc:
         output, is_error = f"Error: {name} failed: {type(exc).__name__}: {exc}", True
-    return utf8_safe(str(output)), bool(is_error)   # e.g. a file name that is not UTF-8
+    return output if isinstance(output, list) else utf8_safe(str(output)), bool(is_error)   # list: an image
 
 
 MAIN_AGENT = Agent("main", tuple(TOOL_FUNCS))
@@ -2611,7 +2614,7 @@ def print_startup() -> None:
 def run_turn(client, history: list[dict], prompt: str) -> Answer:
     """The agent loop, then the cost line and a saved session; Ctrl-C returns to the prompt with a valid journal."""
     before, started = len(METER.calls), time.monotonic()
-    history.append({"role": "user", "content": utf8_safe(prompt)})   # or every later request of the session fails
+    history.append({"role": "user", "content": join_prompt(prompt)})   # utf8_safe: else every later request fails
     try:
         answer = run_agent(client, history)
     except KeyboardInterrupt:
@@ -2655,7 +2658,7 @@ def repl(client, history: list[dict], first: str = "") -> int:
         if line.startswith("!"):
             shell_notes.append(run_typed_command(line[1:].strip()))
             continue
-        answer = run_turn(client, history, "\n\n".join([n for n in shell_notes if n] + [attach_mentions(line)]))
+        answer = run_turn(client, history, join_prompt(*[n for n in shell_notes if n], attach_mentions(line)))
         shell_notes.clear()
         if PERMISSION_MODE == "plan" and answer.ok:
             approve_plan(client, history)
@@ -2674,17 +2677,17 @@ def approve_plan(client, history: list[dict]) -> None:
 MENTION = re.compile(r"(?<!\S)@(\S+)")
 
 
-def attach_mentions(prompt: str) -> str:
-    """`@path` attaches that file through read_file: the jail holds and the model may edit it without a re-read."""
+def attach_mentions(prompt: str, typed: str | None = None) -> str | list[dict]:
+    """`@path` (in typed, else prompt) attaches that file through read_file: the jail holds, no re-read to edit."""
     attached = []
-    for path in dict.fromkeys(m.rstrip(".,;:!?)") for m in MENTION.findall(prompt)):
+    for path in dict.fromkeys(m.rstrip(".,;:!?)") for m in MENTION.findall(prompt if typed is None else typed)):
         output, is_error = read_file(path)
         if is_error:
             ui(paint(f"  (@{visible(path)} not attached: {visible(output.removeprefix('Error: '))})", "error"))
             continue
         ui(paint(f"  (attached {visible(path)})", "quiet"))
-        attached.append(f"Contents of {path} (attached by the user):\n{output}")
-    return "\n\n".join([prompt] + attached)
+        attached.append(output if isinstance(output, list) else f"Contents of {path} (attached by the user):\n{output}")
+    return join_prompt(prompt, *attached)
 
 
 def read_prompt() -> str:
@@ -2902,7 +2905,7 @@ def main(argv=None) -> int:
         print_json({"type": "system", "subtype": "init", "model": MODEL, "tools": list(MAIN_AGENT.tool_names),
                     "permission_mode": PERMISSION_MODE, "cwd": str(BASE_DIR), "session_id": SESSION_FILE.stem})
     before = len(METER.calls)
-    answer = run_turn(CLIENT, history, prompt)
+    answer = run_turn(CLIENT, history, attach_mentions(prompt, args.prompt))   # mentions typed, not piped
     if args.output_format != "text":
         print_json(result_record(answer, before))
         return 0 if answer.ok else 1
@@ -6143,7 +6146,7 @@ def request_tokens(journal_chars: int, agent: Agent) -> int:
 
 def json_chars(messages: list[dict]) -> int:
     # ensure_ascii: a CJK character becomes a 6-character escape, near its real cost of one to two tokens.
-    return len(json.dumps(messages, default=str, separators=(",", ":")))
+    return len(json.dumps(messages, default=str, separators=(",", ":"))) - image_overcount(messages)
 
 
 def mark_request_size(agent: Agent, history: list[dict], tokens: int) -> None:
@@ -6171,7 +6174,7 @@ def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, in
     cleared = freed = 0
     for i, block in old:
         content = block.get("content")
-        if isinstance(content, str) and len(content) >= MIN_CLEARABLE_CHARS:
+        if not isinstance(content, str) or len(content) >= MIN_CLEARABLE_CHARS:    # a list: an image's blocks
             freed += json_chars(content) - json_chars(CLEARED_RESULT)
             cleared += 1        # a new message, not one changed in place: request_body keeps a sent one's JSON
             history[i] = {**history[i], "content": [{**b, "content": CLEARED_RESULT} if b is block else b
@@ -6251,7 +6254,8 @@ def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | 
 
 def is_user_prompt(message: dict) -> bool:
     content = message["content"]
-    return message["role"] == "user" and (isinstance(content, str) or all(block_type(b) == "text" for b in content))
+    return message["role"] == "user" and (isinstance(content, str) or all(block_type(b) in ("text", "image")
+                                                                           for b in content))
 
 
 # ============================================================================
@@ -6454,7 +6458,7 @@ def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
         elif (isinstance(message, dict) and message.get("role") in ("user", "assistant")
               and isinstance(message.get("content"), (str, list))):
             history.append(message)
-            chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line))
+            chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line)) - image_overcount(message)
         else:
             raise ValueError(f"{path.name} line {number} is not a message")
     return history, chars, clock
@@ -7018,6 +7022,91 @@ def save_prompt_history() -> None:
 # PART VIII. What Claude Code users reach for next
 # ============================================================================
 # Each a section behind one name Part VII or Part I calls: /model, your own /commands, images, checkpoints.
+
+# --- images: read_file and @path show PNG, JPEG, GIF and WebP files to the model ----------------------------------
+# The API's limits (platform.claude.com/docs/en/build-with-claude/vision): these four types, at most 8000x8000 px,
+# 5 MB of base64 (3.75 MB of file). An image costs about width*height/750 tokens, at most about 1,600 (larger ones
+# are scaled down), never the length of its base64: a screenshot estimated as text would set off compaction.
+IMAGE_FORMATS = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".gif": "gif", ".webp": "webp"}
+MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGE_TOKENS = 5 * 1024 * 1024 // 4 * 3, 8000, 1600
+
+
+def is_image_name(path) -> bool:
+    return isinstance(path, str) and os.path.splitext(path)[1].lower() in IMAGE_FORMATS
+
+
+def image_size(data: bytes) -> tuple[str, int, int] | None:
+    """(format, width, height) from the header (PNG's IHDR, GIF's screen, WebP's first chunk, JPEG's SOFn), or None."""
+    little = functools.partial(int.from_bytes, byteorder="little")
+    with contextlib.suppress(struct.error, IndexError):
+        if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":
+            return "png", *struct.unpack(">II", data[16:24])
+        if data[:6] in (b"GIF87a", b"GIF89a"):
+            return "gif", *struct.unpack("<HH", data[6:10])
+        if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and data[12:16] == b"VP8 " and data[23:26] == b"\x9d\x01\x2a":
+            return "webp", *(n & 0x3FFF for n in struct.unpack("<HH", data[26:30]))     # lossy
+        if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and data[12:16] == b"VP8L" and data[20] == 0x2F:
+            return "webp", (little(data[21:25]) & 0x3FFF) + 1, (little(data[21:25]) >> 14 & 0x3FFF) + 1
+        if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and data[12:16] == b"VP8X" and len(data) >= 30:
+            return "webp", little(data[24:27]) + 1, little(data[27:30]) + 1
+        at = 2 if data[:3] == b"\xff\xd8\xff" else len(data)
+        while data[at] == 0xFF:                 # JPEG: segment by segment to the frame header
+            if 0xC0 <= (marker := data[at + 1]) <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                return "jpeg", *reversed(struct.unpack(">HH", data[at + 5:at + 9]))
+            at += 1 if marker == 0xFF else 2 + struct.unpack(">H", data[at + 2:at + 4])[0]
+    return None
+
+
+def read_image(file_path: str):
+    """read_file for an image: a text line and the image block, or an error naming the limit and what to do."""
+    f, _, error = check_readable(file_path)
+    if error:
+        return error, True
+    try:
+        with f:
+            size, data = os.fstat(f.fileno()).st_size, f.read(MAX_IMAGE_BYTES + 1)
+    except OSError as exc:
+        return f"Error: could not read {file_path}: {exc.strerror or exc}", True
+    wanted, found = IMAGE_FORMATS[os.path.splitext(file_path)[1].lower()], image_size(data)
+    if found is None or found[0] != wanted or 0 in found:
+        what = f"a {found[0].upper()} image" if found and found[0] != wanted else "not a valid image of that kind"
+        return (f"Error: {file_path} is named as a {wanted.upper()} image, but its bytes are {what}. Only real PNG, "
+                "JPEG, GIF and WebP files can be shown; rename it after its true format, or read it as text."), True
+    kind, width, height = found
+    if len(data) > MAX_IMAGE_BYTES:
+        return (f"Error: {file_path} has {size:,} bytes; an image may have at most {MAX_IMAGE_BYTES:,} (the API "
+                "takes 5 MB of base64). Save a smaller copy (scaled down, or as JPEG) and read that."), True
+    if max(width, height) > MAX_IMAGE_SIDE:
+        return (f"Error: {file_path} is {width}x{height} pixels; the API refuses images over {MAX_IMAGE_SIDE}x"
+                f"{MAX_IMAGE_SIDE}. Save a copy scaled down (1568 pixels on the long side is plenty) and read that."), True
+    source = {"type": "base64", "media_type": f"image/{kind}", "data": base64.b64encode(data).decode()}
+    return [{"type": "text", "text": f"{file_path} (image {width}x{height} {kind}, {-(-size // 1024):,} KB)"},
+            {"type": "image", "source": source}], False
+
+
+def join_prompt(*parts) -> str | list[dict]:
+    """Prompt parts (text, or read_image's blocks) as one user message's content: a string while all are text."""
+    if all(isinstance(part, str) for part in parts):
+        return "\n\n".join(parts)
+    blocks = [b for part in parts for b in as_blocks(utf8_safe(part) if isinstance(part, str) else part)]
+    for i in range(len(blocks) - 1, 0, -1):     # neighbouring text blocks as one, as a string prompt would be
+        if blocks[i]["type"] == blocks[i - 1]["type"] == "text":
+            blocks[i - 1:i + 1] = [{"type": "text", "text": blocks[i - 1]["text"] + "\n\n" + blocks[i]["text"]}]
+    return blocks
+
+
+def image_overcount(value) -> int:
+    """JSON characters of the images in messages or blocks beyond four a token of their cost: json_chars' correction."""
+    if isinstance(value, list):
+        return sum(map(image_overcount, value))
+    if not isinstance(value, dict) or value.get("type") != "image":
+        return image_overcount(value.get("content")) if isinstance(value, dict) else 0
+    data = str(value.get("source", {}).get("data", ""))
+    with contextlib.suppress(TypeError, ValueError):     # the header is in the first 64 KB (a JPEG's after EXIF)
+        _, width, height = image_size(base64.b64decode(data[:87_384]))
+        return len(data) - 4 * min(width * height // 750 + 1, MAX_IMAGE_TOKENS)
+    return len(data) - 4 * MAX_IMAGE_TOKENS
+
 
 # --- /model, and your own /commands: Markdown prompts, as Claude Code's .claude/commands -------------------------
 def switch_model(name: str) -> None:
