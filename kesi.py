@@ -575,7 +575,8 @@ READ_FILE_SPEC = spec(
     "read_file",
     "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not part of the file. Returns "
     f"up to {MAX_READ_LINES} lines; use offset and limit for more. A view marked PARTIAL is not a full read for "
-    "write_file. Binary files and hidden names are refused. Read before you edit.",
+    "write_file. PNG, JPEG, GIF and WebP files come back as images; other binary files and hidden names are "
+    "refused. Read before you edit.",
     {"file_path": string("Relative path."),
      "offset": integer("First line, 1-based."), "limit": integer("Number of lines.")}, ["file_path"])
 
@@ -583,8 +584,8 @@ READ_FILE_SPEC = spec(
 def read_file(file_path, offset=None, limit=None):
     # Any read attempt, even a failed one, forgets the old version: only the bytes seen last may be overwritten.
     READ_VERSIONS.pop(safe_write_path(file_path), None)
-    if is_image_name(file_path):
-        return read_image(file_path)
+    if (image := read_image(file_path)) is not None:     # a .png, .jpg, .jpeg, .gif or .webp name
+        return image
     f, target, error = check_readable(file_path)
     if error:
         return error, True
@@ -2611,7 +2612,7 @@ def print_startup() -> None:
     ui(f"  model:     {MODEL}   permissions: {PERMISSION_MODE}")
 
 
-def run_turn(client, history: list[dict], prompt: str) -> Answer:
+def run_turn(client, history: list[dict], prompt: str | list[dict]) -> Answer:
     """The agent loop, then the cost line and a saved session; Ctrl-C returns to the prompt with a valid journal."""
     before, started = len(METER.calls), time.monotonic()
     history.append({"role": "user", "content": join_prompt(prompt)})   # utf8_safe: else every later request fails
@@ -6253,9 +6254,7 @@ def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | 
 
 
 def is_user_prompt(message: dict) -> bool:
-    content = message["content"]
-    return message["role"] == "user" and (isinstance(content, str) or all(block_type(b) in ("text", "image")
-                                                                           for b in content))
+    return message["role"] == "user" and all(block_type(b) in ("text", "image") for b in as_blocks(message["content"]))
 
 
 # ============================================================================
@@ -7024,15 +7023,9 @@ def save_prompt_history() -> None:
 # Each a section behind one name Part VII or Part I calls: /model, your own /commands, images, checkpoints.
 
 # --- images: read_file and @path show PNG, JPEG, GIF and WebP files to the model ----------------------------------
-# The API's limits (platform.claude.com/docs/en/build-with-claude/vision): these four types, at most 8000x8000 px,
-# 5 MB of base64 (3.75 MB of file). An image costs about width*height/750 tokens, at most about 1,600 (larger ones
-# are scaled down), never the length of its base64: a screenshot estimated as text would set off compaction.
+# From platform.claude.com/docs/en/build-with-claude/vision: 8000x8000 px and 5 MB of base64 at most; w*h/750 tokens.
 IMAGE_FORMATS = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".gif": "gif", ".webp": "webp"}
-MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGE_TOKENS = 5 * 1024 * 1024 // 4 * 3, 8000, 1600
-
-
-def is_image_name(path) -> bool:
-    return isinstance(path, str) and os.path.splitext(path)[1].lower() in IMAGE_FORMATS
+MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGE_TOKENS = 5 * 1024 * 1024 // 4 * 3, 8000, 1600   # larger: scaled down
 
 
 def image_size(data: bytes) -> tuple[str, int, int] | None:
@@ -7043,22 +7036,22 @@ def image_size(data: bytes) -> tuple[str, int, int] | None:
             return "png", *struct.unpack(">II", data[16:24])
         if data[:6] in (b"GIF87a", b"GIF89a"):
             return "gif", *struct.unpack("<HH", data[6:10])
-        if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and data[12:16] == b"VP8 " and data[23:26] == b"\x9d\x01\x2a":
-            return "webp", *(n & 0x3FFF for n in struct.unpack("<HH", data[26:30]))     # lossy
-        if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and data[12:16] == b"VP8L" and data[20] == 0x2F:
-            return "webp", (little(data[21:25]) & 0x3FFF) + 1, (little(data[21:25]) >> 14 & 0x3FFF) + 1
-        if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and data[12:16] == b"VP8X" and len(data) >= 30:
-            return "webp", little(data[24:27]) + 1, little(data[27:30]) + 1
+        if data[:4] == b"RIFF" and data[8:12] == b"WEBP":   # its first chunk: lossy VP8, lossless VP8L or extended VP8X
+            bits = little(data[21:25])
+            return {b"VP8 ": ("webp", little(data[26:28]) & 0x3FFF, little(data[28:30]) & 0x3FFF),
+                    b"VP8L": ("webp", (bits & 0x3FFF) + 1, (bits >> 14 & 0x3FFF) + 1),
+                    b"VP8X": ("webp", little(data[24:27]) + 1, little(data[27:30]) + 1)}.get(data[12:16])
         at = 2 if data[:3] == b"\xff\xd8\xff" else len(data)
         while data[at] == 0xFF:                 # JPEG: segment by segment to the frame header
             if 0xC0 <= (marker := data[at + 1]) <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
                 return "jpeg", *reversed(struct.unpack(">HH", data[at + 5:at + 9]))
             at += 1 if marker == 0xFF else 2 + struct.unpack(">H", data[at + 2:at + 4])[0]
-    return None
 
 
-def read_image(file_path: str):
-    """read_file for an image: a text line and the image block, or an error naming the limit and what to do."""
+def read_image(file_path):
+    """read_file for an image's name (else None): a text line and the image block, or an error saying what to do."""
+    if (wanted := IMAGE_FORMATS.get(os.path.splitext(str(file_path))[1].lower())) is None:
+        return None
     f, _, error = check_readable(file_path)
     if error:
         return error, True
@@ -7067,18 +7060,17 @@ def read_image(file_path: str):
             size, data = os.fstat(f.fileno()).st_size, f.read(MAX_IMAGE_BYTES + 1)
     except OSError as exc:
         return f"Error: could not read {file_path}: {exc.strerror or exc}", True
-    wanted, found = IMAGE_FORMATS[os.path.splitext(file_path)[1].lower()], image_size(data)
-    if found is None or found[0] != wanted or 0 in found:
-        what = f"a {found[0].upper()} image" if found and found[0] != wanted else "not a valid image of that kind"
+    kind, width, height = image_size(data) or ("", 0, 0)
+    if kind != wanted or not width * height:
+        what = f"a {kind.upper()} image" if kind and kind != wanted else "not a valid image of that kind"
         return (f"Error: {file_path} is named as a {wanted.upper()} image, but its bytes are {what}. Only real PNG, "
                 "JPEG, GIF and WebP files can be shown; rename it after its true format, or read it as text."), True
-    kind, width, height = found
     if len(data) > MAX_IMAGE_BYTES:
         return (f"Error: {file_path} has {size:,} bytes; an image may have at most {MAX_IMAGE_BYTES:,} (the API "
                 "takes 5 MB of base64). Save a smaller copy (scaled down, or as JPEG) and read that."), True
     if max(width, height) > MAX_IMAGE_SIDE:
         return (f"Error: {file_path} is {width}x{height} pixels; the API refuses images over {MAX_IMAGE_SIDE}x"
-                f"{MAX_IMAGE_SIDE}. Save a copy scaled down (1568 pixels on the long side is plenty) and read that."), True
+                f"{MAX_IMAGE_SIDE}. Save a copy scaled down (1568 pixels on the long side is plenty), read that."), True
     source = {"type": "base64", "media_type": f"image/{kind}", "data": base64.b64encode(data).decode()}
     return [{"type": "text", "text": f"{file_path} (image {width}x{height} {kind}, {-(-size // 1024):,} KB)"},
             {"type": "image", "source": source}], False
@@ -7087,12 +7079,8 @@ def read_image(file_path: str):
 def join_prompt(*parts) -> str | list[dict]:
     """Prompt parts (text, or read_image's blocks) as one user message's content: a string while all are text."""
     if all(isinstance(part, str) for part in parts):
-        return "\n\n".join(parts)
-    blocks = [b for part in parts for b in as_blocks(utf8_safe(part) if isinstance(part, str) else part)]
-    for i in range(len(blocks) - 1, 0, -1):     # neighbouring text blocks as one, as a string prompt would be
-        if blocks[i]["type"] == blocks[i - 1]["type"] == "text":
-            blocks[i - 1:i + 1] = [{"type": "text", "text": blocks[i - 1]["text"] + "\n\n" + blocks[i]["text"]}]
-    return blocks
+        return utf8_safe("\n\n".join(parts))
+    return [block for part in parts for block in as_blocks(utf8_safe(part) if isinstance(part, str) else part)]
 
 
 def image_overcount(value) -> int:
@@ -7101,11 +7089,9 @@ def image_overcount(value) -> int:
         return sum(map(image_overcount, value))
     if not isinstance(value, dict) or value.get("type") != "image":
         return image_overcount(value.get("content")) if isinstance(value, dict) else 0
-    data = str(value.get("source", {}).get("data", ""))
-    with contextlib.suppress(TypeError, ValueError):     # the header is in the first 64 KB (a JPEG's after EXIF)
-        _, width, height = image_size(base64.b64decode(data[:87_384]))
-        return len(data) - 4 * min(width * height // 750 + 1, MAX_IMAGE_TOKENS)
-    return len(data) - 4 * MAX_IMAGE_TOKENS
+    data = value["source"]["data"]      # read_image's valid base64; a header is in its first 64 KB (JPEG's: mostly)
+    _, width, height = image_size(base64.b64decode(data[:87_384])) or ("", MAX_IMAGE_SIDE, MAX_IMAGE_SIDE)
+    return len(data) - 4 * min(width * height // 750 + 1, MAX_IMAGE_TOKENS)
 
 
 # --- /model, and your own /commands: Markdown prompts, as Claude Code's .claude/commands -------------------------

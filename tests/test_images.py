@@ -131,6 +131,27 @@ def test_an_image_is_counted_by_its_pixels_not_its_base64(ws):
     assert kesi.image_overcount([{"type": "image", "source": {"data": "!!"}}]) == 2 - 4 * kesi.MAX_IMAGE_TOKENS
 
 
+def test_a_big_image_is_metered_and_estimated_as_an_image_so_nothing_is_cleared_or_compacted(ws, mock_client):
+    (ws / "big.png").write_bytes(png(width=400, height=300, padding=1_000_000))     # 1.3 MB of base64
+    mock, client = mock_client([reply("Looking.", tool_call("read_file", {"file_path": "big.png"})), "A plot."])
+    history = [{"role": "user", "content": "what is in big.png?"}]
+    assert kesi.run_agent(client, history) == "A plot." and mock.requests[-1]["status"] == 200
+    assert mock.requests[-1]["usage"]["input_tokens"] < 5000             # the mock charges the image ~1,600
+    assert kesi.estimate_tokens(history, kesi.MAIN_AGENT) < 10_000       # not 330,000 for the base64
+    assert "context:" not in kesi.UI.getvalue()                          # no clearing, no compaction
+
+
+def test_a_conversation_with_images_is_compacted(ws, mock_client):
+    (ws / "a.png").write_bytes(png())
+    mock, client = mock_client(["A red dot.", "SUMMARY: the user showed a red dot."])
+    history = []
+    kesi.run_turn(client, history, kesi.attach_mentions("what is @a.png?"))
+    assert images_in(history[0]["content"]) and kesi.is_user_prompt(history[0])
+    assert kesi.compact_history(client, history)
+    assert [r["status"] for r in mock.requests] == [200, 200] and "SUMMARY" in history[0]["content"]
+    assert images_in(mock.requests[1]["body"]["messages"][0]["content"])     # the summary saw the image
+
+
 def test_old_image_results_are_cleared_like_other_long_results(ws, monkeypatch):
     (ws / "a.png").write_bytes(png())
     blocks, _ = kesi.read_file("a.png")
@@ -159,7 +180,8 @@ def test_at_image_in_a_headless_prompt_sends_it_and_the_session_resumes_with_it(
     assert done.returncode == 0 and done.stdout == "A red picture.\n", done.stderr
     assert "(attached shot.png)" in done.stderr and "iVBOR" not in done.stderr
     prompt = mock.requests[0]["body"]["messages"][0]["content"]
-    assert prompt[0] == {"type": "text", "text": "what is in @shot.png?\n\nshot.png (image 3x2 png, 1 KB)"}
+    assert prompt[:2] == [{"type": "text", "text": "what is in @shot.png?"},
+                          {"type": "text", "text": "shot.png (image 3x2 png, 1 KB)"}]
     assert images_in(prompt)[0]["source"]["data"] == base64.b64encode(png()).decode()
     with MockAPI(["It was red."]) as mock:
         done = run(ws, "-c", "-p", "and its colour?", mock=mock)
@@ -182,7 +204,8 @@ def test_at_image_in_the_repl_on_a_terminal_sends_an_image_block(ws, mock_client
         assert term.leave() == 0, term.seen[-2000:]
     assert "UklGR" not in term.seen
     content = mock.requests[0]["body"]["messages"][-1]["content"]
-    assert content[0]["text"] == "explain @diagram.webp please\n\ndiagram.webp (image 9x8 webp, 1 KB)"
+    assert [b.get("text") for b in content[:2]] == ["explain @diagram.webp please",
+                                                    "diagram.webp (image 9x8 webp, 1 KB)"]
     assert images_in(content)[0]["source"]["media_type"] == "image/webp"
 
 
