@@ -136,6 +136,7 @@ def test_a_big_image_is_metered_and_estimated_as_an_image_so_nothing_is_cleared_
     mock, client = mock_client([reply("Looking.", tool_call("read_file", {"file_path": "big.png"})), "A plot."])
     history = [{"role": "user", "content": "what is in big.png?"}]
     assert kesi.run_agent(client, history) == "A plot." and mock.requests[-1]["status"] == 200
+    assert images_in(mock.requests[-1]["body"]["messages"][-1]["content"])
     assert mock.requests[-1]["usage"]["input_tokens"] < 5000             # the mock charges the image ~1,600
     assert kesi.estimate_tokens(history, kesi.MAIN_AGENT) < 10_000       # not 330,000 for the base64
     assert "context:" not in kesi.UI.getvalue()                          # no clearing, no compaction
@@ -214,7 +215,7 @@ def test_a_refused_image_prompt_is_removed_whole(ws, mock_client):
     mock, client = mock_client([reply("", stop_reason="refusal"), "ok"])
     history = []
     kesi.run_turn(client, history, kesi.attach_mentions("see @a.gif"))
-    assert history == []
+    assert images_in(mock.requests[0]["body"]["messages"][0]["content"]) and history == []
     assert kesi.run_turn(client, history, "hi") == "ok" and mock.requests[-1]["status"] == 200
 
 
