@@ -7064,7 +7064,7 @@ def read_image(file_path):
     if kind != wanted or not width * height:
         what = f"a {kind.upper()} image" if kind and kind != wanted else "not a valid image of that kind"
         return (f"Error: {file_path} is named as a {wanted.upper()} image, but its bytes are {what}. Only real PNG, "
-                "JPEG, GIF and WebP files can be shown; rename it after its true format, or read it as text."), True
+                "JPEG, GIF and WebP images are shown, no other binary file: rename it after its real format."), True
     if len(data) > MAX_IMAGE_BYTES:
         return (f"Error: {file_path} has {size:,} bytes; an image may have at most {MAX_IMAGE_BYTES:,} (the API "
                 "takes 5 MB of base64). Save a smaller copy (scaled down, or as JPEG) and read that."), True
