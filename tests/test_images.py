@@ -169,21 +169,21 @@ def test_old_image_results_are_cleared_like_other_long_results(ws, monkeypatch):
 
 # --- @path in a prompt ------------------------------------------------------------------------------
 
-def run(cwd, *args, mock):
+def run(cwd, *args, mock, stdin=""):
     return subprocess.run([sys.executable, KESI, *args], cwd=cwd, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env=checklib.kesi_subprocess_env(mock, KESI_SANDBOX="off"))
+                          input=stdin, env=checklib.kesi_subprocess_env(mock, KESI_SANDBOX="off"))
 
 
 def test_at_image_in_a_headless_prompt_sends_it_and_the_session_resumes_with_it(ws):
     (ws / "shot.png").write_bytes(png())
     with MockAPI(["A red picture."]) as mock:
-        done = run(ws, "-p", "what is in @shot.png?", mock=mock)
+        done = run(ws, "-p", "what is in @shot.png?", mock=mock, stdin="@property\n@shot.png")   # piped: not mentions
     assert done.returncode == 0 and done.stdout == "A red picture.\n", done.stderr
-    assert "(attached shot.png)" in done.stderr and "iVBOR" not in done.stderr
+    assert "(attached shot.png)" in done.stderr and "iVBOR" not in done.stderr and "@property" not in done.stderr
     prompt = mock.requests[0]["body"]["messages"][0]["content"]
-    assert prompt[:2] == [{"type": "text", "text": "what is in @shot.png?"},
+    assert prompt[:2] == [{"type": "text", "text": "what is in @shot.png?\n\n@property\n@shot.png"},
                           {"type": "text", "text": "shot.png (image 3x2 png, 1 KB)"}]
-    assert images_in(prompt)[0]["source"]["data"] == base64.b64encode(png()).decode()
+    assert [i["source"]["data"] for i in images_in(prompt)] == [base64.b64encode(png()).decode()]
     with MockAPI(["It was red."]) as mock:
         done = run(ws, "-c", "-p", "and its colour?", mock=mock)
     assert done.returncode == 0 and done.stdout == "It was red.\n", done.stderr
