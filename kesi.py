@@ -18,7 +18,7 @@ later part can serve an earlier one). A reader who stops after Part I has seen t
   V.   Staying affordable: prompt caching and its clock, clearing old results, compaction.
   VI.  Sessions: signed records outside the workspace, save and resume.
   VII. The terminal: wrapping, light Markdown, the waiting note, slash commands, readline.
-  VIII. What Claude Code users reach for next: /model, your own /commands.
+  VIII. What Claude Code users reach for next: /model, your own /commands, images.
 
 Run it:   uv run kesi.py            (needs ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, env or .env)
 Headless: uv run kesi.py -p "explain what this project does"
@@ -26,7 +26,7 @@ Headless: uv run kesi.py -p "explain what this project does"
 
 from __future__ import annotations
 
-import argparse, atexit, codecs, collections, contextlib, datetime, difflib, errno, fnmatch, functools, glob
+import argparse, atexit, base64, codecs, collections, contextlib, datetime, difflib, errno, fnmatch, functools, glob
 import hashlib, hmac, importlib, inspect, ipaddress, itertools, json, logging, os, platform, re, select, shlex
 import shutil, signal, socket, socketserver, stat, struct, subprocess, sys, tempfile, textwrap, threading, time
 import unicodedata, urllib.parse
@@ -533,7 +533,8 @@ READ_FILE_SPEC = spec(
     "read_file",
     "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not part of the file. Returns "
     f"up to {MAX_READ_LINES} lines; use offset and limit for more. A view marked PARTIAL is not a full read for "
-    "write_file. Binary files and hidden names are refused. Read before you edit.",
+    "write_file. PNG, JPEG, GIF and WebP files come back as images; other binary files and hidden names are "
+    "refused. Read before you edit.",
     {"file_path": string("Relative path."),
      "offset": integer("First line, 1-based."), "limit": integer("Number of lines.")}, ["file_path"])
 
@@ -541,6 +542,8 @@ READ_FILE_SPEC = spec(
 def read_file(file_path, offset=None, limit=None):
     # Any read attempt, even a failed one, forgets the old version: only the bytes seen last may be overwritten.
     READ_VERSIONS.pop(safe_write_path(file_path), None)
+    if (image := read_image(file_path)) is not None:     # a .png, .jpg, .jpeg, .gif or .webp name
+        return image
     f, target, error = check_readable(file_path)
     if error:
         return error, True
@@ -2394,14 +2397,14 @@ def tool_result(tool_use_id: str, output: str, is_error: bool) -> dict:
 
 def summarize_result(name: str, output: str, is_error: bool) -> str | None:
     """The one line a person wants to see under a tool call (None: nothing)."""
-    lines = output.splitlines() or [""]
+    lines = text_of(output).splitlines() or [""]     # an image: its text line
     if name == "todo_write" and not is_error:
         return None                          # the plan itself was just printed
     if name == "run_command" and any("(exit code" in line for line in lines):
         status = max(i for i, line in enumerate(lines) if "(exit code" in line)
         last_output = [line for line in lines[:status] if line.strip()][-1:]
         return shorten("  ".join(last_output + [lines[status]]), 160)
-    if name == "read_file" and not is_error:
+    if name == "read_file" and not is_error and isinstance(output, str):
         count = sum(1 for line in lines if re.match(r" *\d+\t", line))
         return f"read {count} line{'s' * (count != 1)}" + (" (partial view)" if "[PARTIAL view" in output else "")
     return shorten(lines[0], 160) + (f" (+{len(lines) - 1} lines)" if len(lines) > 1 else "")
@@ -2494,7 +2497,7 @@ def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
         raise                       # not a tool failure: the user wants control back
     except Exception as exc:
         output, is_error = f"Error: {name} failed: {type(exc).__name__}: {exc}", True
-    return utf8_safe(str(output)), bool(is_error)   # e.g. a file name that is not UTF-8
+    return output if isinstance(output, list) else utf8_safe(str(output)), bool(is_error)   # list: an image
 
 
 MAIN_AGENT = Agent("main", tuple(TOOL_FUNCS))
@@ -2559,10 +2562,10 @@ def print_startup() -> None:
     ui(f"  model:     {MODEL}   permissions: {PERMISSION_MODE}")
 
 
-def run_turn(client, history: list[dict], prompt: str) -> Answer:
+def run_turn(client, history: list[dict], prompt: str | list[dict]) -> Answer:
     """The agent loop, then the cost line and a saved session; Ctrl-C returns to the prompt with a valid journal."""
     before, started = len(METER.calls), time.monotonic()
-    history.append({"role": "user", "content": utf8_safe(prompt)})   # or every later request of the session fails
+    history.append({"role": "user", "content": join_prompt(prompt)})   # utf8_safe: else every later request fails
     try:
         answer = run_agent(client, history)
     except KeyboardInterrupt:
@@ -2606,7 +2609,7 @@ def repl(client, history: list[dict], first: str = "") -> int:
         if line.startswith("!"):
             shell_notes.append(run_typed_command(line[1:].strip()))
             continue
-        answer = run_turn(client, history, "\n\n".join([n for n in shell_notes if n] + [attach_mentions(line)]))
+        answer = run_turn(client, history, join_prompt(*[n for n in shell_notes if n], attach_mentions(line)))
         shell_notes.clear()
         if PERMISSION_MODE == "plan" and answer.ok:
             approve_plan(client, history)
@@ -2625,17 +2628,17 @@ def approve_plan(client, history: list[dict]) -> None:
 MENTION = re.compile(r"(?<!\S)@(\S+)")
 
 
-def attach_mentions(prompt: str) -> str:
-    """`@path` attaches that file through read_file: the jail holds and the model may edit it without a re-read."""
+def attach_mentions(prompt: str, typed: str | None = None) -> str | list[dict]:
+    """`@path` (in typed, else prompt) attaches that file through read_file: the jail holds, no re-read to edit."""
     attached = []
-    for path in dict.fromkeys(m.rstrip(".,;:!?)") for m in MENTION.findall(prompt)):
+    for path in dict.fromkeys(m.rstrip(".,;:!?)") for m in MENTION.findall(prompt if typed is None else typed)):
         output, is_error = read_file(path)
         if is_error:
             ui(paint(f"  (@{visible(path)} not attached: {visible(output.removeprefix('Error: '))})", "error"))
             continue
         ui(paint(f"  (attached {visible(path)})", "quiet"))
-        attached.append(f"Contents of {path} (attached by the user):\n{output}")
-    return "\n\n".join([prompt] + attached)
+        attached.append(output if isinstance(output, list) else f"Contents of {path} (attached by the user):\n{output}")
+    return join_prompt(prompt, *attached)
 
 
 def read_prompt() -> str:
@@ -2853,7 +2856,7 @@ def main(argv=None) -> int:
         print_json({"type": "system", "subtype": "init", "model": MODEL, "tools": list(MAIN_AGENT.tool_names),
                     "permission_mode": PERMISSION_MODE, "cwd": str(BASE_DIR), "session_id": SESSION_FILE.stem})
     before = len(METER.calls)
-    answer = run_turn(CLIENT, history, prompt)
+    answer = run_turn(CLIENT, history, attach_mentions(prompt, args.prompt))   # mentions typed, not piped
     if args.output_format != "text":
         print_json(result_record(answer, before))
         return 0 if answer.ok else 1
@@ -6103,7 +6106,7 @@ def request_tokens(journal_chars: int, agent: Agent) -> int:
 
 def json_chars(messages: list[dict]) -> int:
     # ensure_ascii: a CJK character becomes a 6-character escape, near its real cost of one to two tokens.
-    return len(json.dumps(messages, default=str, separators=(",", ":")))
+    return len(json.dumps(messages, default=str, separators=(",", ":"))) - image_overcount(messages)
 
 
 def mark_request_size(agent: Agent, history: list[dict], tokens: int) -> None:
@@ -6131,7 +6134,7 @@ def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, in
     cleared = freed = 0
     for i, block in old:
         content = block.get("content")
-        if isinstance(content, str) and len(content) >= MIN_CLEARABLE_CHARS:
+        if not isinstance(content, str) or len(content) >= MIN_CLEARABLE_CHARS:    # a list: an image's blocks
             freed += json_chars(content) - json_chars(CLEARED_RESULT)
             cleared += 1        # a new message, not one changed in place: request_body keeps a sent one's JSON
             history[i] = {**history[i], "content": [{**b, "content": CLEARED_RESULT} if b is block else b
@@ -6210,8 +6213,7 @@ def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | 
 
 
 def is_user_prompt(message: dict) -> bool:
-    content = message["content"]
-    return message["role"] == "user" and (isinstance(content, str) or all(block_type(b) == "text" for b in content))
+    return message["role"] == "user" and all(block_type(b) in ("text", "image") for b in as_blocks(message["content"]))
 
 
 # ============================================================================
@@ -6414,7 +6416,7 @@ def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
         elif (isinstance(message, dict) and message.get("role") in ("user", "assistant")
               and isinstance(message.get("content"), (str, list))):
             history.append(message)
-            chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line))
+            chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line)) - image_overcount(message)
         else:
             raise ValueError(f"{path.name} line {number} is not a message")
     return history, chars, clock
@@ -6978,6 +6980,78 @@ def save_prompt_history() -> None:
 # PART VIII. What Claude Code users reach for next
 # ============================================================================
 # Each a section behind one name Part VII or Part I calls: /model, your own /commands, images, checkpoints.
+
+# --- images: read_file and @path show PNG, JPEG, GIF and WebP files to the model ----------------------------------
+# From platform.claude.com/docs/en/build-with-claude/vision: 8000x8000 px and 5 MB of base64 at most; w*h/750 tokens.
+IMAGE_FORMATS = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".gif": "gif", ".webp": "webp"}
+MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGE_TOKENS = 5 * 1024 * 1024 // 4 * 3, 8000, 1600   # larger: scaled down
+
+
+def image_size(data: bytes) -> tuple[str, int, int] | None:
+    """(format, width, height) from the header (PNG's IHDR, GIF's screen, WebP's first chunk, JPEG's SOFn), or None."""
+    little = functools.partial(int.from_bytes, byteorder="little")
+    with contextlib.suppress(struct.error, IndexError):
+        if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":
+            return "png", *struct.unpack(">II", data[16:24])
+        if data[:6] in (b"GIF87a", b"GIF89a"):
+            return "gif", *struct.unpack("<HH", data[6:10])
+        if data[:4] == b"RIFF" and data[8:12] == b"WEBP":   # its first chunk: lossy VP8, lossless VP8L or extended VP8X
+            bits = little(data[21:25])
+            return {b"VP8 ": ("webp", little(data[26:28]) & 0x3FFF, little(data[28:30]) & 0x3FFF),
+                    b"VP8L": ("webp", (bits & 0x3FFF) + 1, (bits >> 14 & 0x3FFF) + 1),
+                    b"VP8X": ("webp", little(data[24:27]) + 1, little(data[27:30]) + 1)}.get(data[12:16])
+        at = 2 if data[:3] == b"\xff\xd8\xff" else len(data)
+        while data[at] == 0xFF:                 # JPEG: segment by segment to the frame header
+            if 0xC0 <= (marker := data[at + 1]) <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                return "jpeg", *reversed(struct.unpack(">HH", data[at + 5:at + 9]))
+            at += 1 if marker == 0xFF else 2 + struct.unpack(">H", data[at + 2:at + 4])[0]
+
+
+def read_image(file_path):
+    """read_file for an image's name (else None): a text line and the image block, or an error saying what to do."""
+    if (wanted := IMAGE_FORMATS.get(os.path.splitext(str(file_path))[1].lower())) is None:
+        return None
+    f, _, error = check_readable(file_path)
+    if error:
+        return error, True
+    try:
+        with f:
+            size, data = os.fstat(f.fileno()).st_size, f.read(MAX_IMAGE_BYTES + 1)
+    except OSError as exc:
+        return f"Error: could not read {file_path}: {exc.strerror or exc}", True
+    kind, width, height = image_size(data) or ("", 0, 0)
+    if kind != wanted or not width * height:
+        what = f"a {kind.upper()} image" if kind and kind != wanted else "not a valid image of that kind"
+        return (f"Error: {file_path} is named as a {wanted.upper()} image, but its bytes are {what}. Only real PNG, "
+                "JPEG, GIF and WebP images are shown, no other binary file: rename it after its real format."), True
+    if len(data) > MAX_IMAGE_BYTES:
+        return (f"Error: {file_path} has {size:,} bytes; an image may have at most {MAX_IMAGE_BYTES:,} (the API "
+                "takes 5 MB of base64). Save a smaller copy (scaled down, or as JPEG) and read that."), True
+    if max(width, height) > MAX_IMAGE_SIDE:
+        return (f"Error: {file_path} is {width}x{height} pixels; the API refuses images over {MAX_IMAGE_SIDE}x"
+                f"{MAX_IMAGE_SIDE}. Save a copy scaled down (1568 pixels on the long side is plenty), read that."), True
+    source = {"type": "base64", "media_type": f"image/{kind}", "data": base64.b64encode(data).decode()}
+    return [{"type": "text", "text": f"{file_path} (image {width}x{height} {kind}, {-(-size // 1024):,} KB)"},
+            {"type": "image", "source": source}], False
+
+
+def join_prompt(*parts) -> str | list[dict]:
+    """Prompt parts (text, or read_image's blocks) as one user message's content: a string while all are text."""
+    if all(isinstance(part, str) for part in parts):
+        return utf8_safe("\n\n".join(parts))
+    return [block for part in parts for block in as_blocks(utf8_safe(part) if isinstance(part, str) else part)]
+
+
+def image_overcount(value) -> int:
+    """JSON characters of the images in messages or blocks beyond four a token of their cost: json_chars' correction."""
+    if isinstance(value, list):
+        return sum(map(image_overcount, value))
+    if not isinstance(value, dict) or value.get("type") != "image":
+        return image_overcount(value.get("content")) if isinstance(value, dict) else 0
+    data = value["source"]["data"]      # read_image's valid base64; a header is in its first 64 KB (JPEG's: mostly)
+    _, width, height = image_size(base64.b64decode(data[:87_384])) or ("", MAX_IMAGE_SIDE, MAX_IMAGE_SIDE)
+    return len(data) - 4 * min(width * height // 750 + 1, MAX_IMAGE_TOKENS)
+
 
 # --- /model, and your own /commands: Markdown prompts, as Claude Code's .claude/commands -------------------------
 def switch_model(name: str) -> None:
