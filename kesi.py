@@ -4441,6 +4441,7 @@ def in_shared_network(argv: list[str]) -> list[str]:
 # A rebase's `strategy` and a cherry-pick's `opts` name a merge program (`git merge-<strategy>`) --continue runs.
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strategy", "strategy_opts", "opts"}
 GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
+GIT_REMOTE_FOLDERS = {"branches", "remotes"}    # old-style remotes, every file a control file: a URL git pushes to
 MAX_GIT_DEPTH = 40                 # submodules nest; deeper than this is no repository git would use
 MAX_CONTROL_BYTES = 1_000_000      # configs and hooks are small
 MAX_TODO_BYTES = 64_000_000        # a to-do list larger than this is removed, not read
@@ -4492,6 +4493,8 @@ GIT_RUNNING_LETTERS = {"rebase": "xs", "merge": "s", "pull": "s", "cherry-pick":
                        "fetch": "u", "grep": "O"}
 
 
+# A path into a git dir (clone into .git/branches names a remote), or a replace ref (it hides a file from git diff).
+GIT_DIR_OPERAND = re.compile(r"(^|/)\.git(/|$)|refs/replace|:replace/")
 HARMLESS_REDIRECTION = re.compile(r"(?<!\S)(?:[12]?>&[12]|&?[12]?>>?[ \t]*/dev/null)(?=[ \t;&|]|$)")
 GIT_READ_ONLY_NOTE = ("\n(note: git dirs are read-only to commands that run more than git; run the git command on its "
                       "own at the workspace's top, e.g. `git add . && git commit -m msg`, without cd, -C, other "
@@ -4506,7 +4509,8 @@ def runs_only_git(command: str) -> bool:
     segments = None if control_characters(command) or expands else command_segments(command)
     for words in segments or [[]]:
         if words[:1] != ["git"] or len(words) < 2 or words[1] not in GIT_ONLY_SUBCOMMANDS or any(
-                re.fullmatch(r"--..+", word) and any(o.startswith(word.split("=")[0]) for o in GIT_RUNNING_OPTIONS)
+                GIT_DIR_OPERAND.search(word)
+                or re.fullmatch(r"--..+", word) and any(o.startswith(word.split("=")[0]) for o in GIT_RUNNING_OPTIONS)
                 or re.fullmatch(r"-[^-].*", word) and set(word[1:]) & set(GIT_RUNNING_LETTERS.get(words[1], ""))
                 for word in words[2:]):
             return False
@@ -4696,7 +4700,8 @@ def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: b
             if (child := open_at(folder_fd, name)) is None:
                 continue
             try:
-                yield from control_entries(child, path + "/", snapshot, learn, in_hooks or name == "hooks", depth + 1)
+                code = in_hooks or name == "hooks" or name in GIT_REMOTE_FOLDERS and prefix in gitdirs
+                yield from control_entries(child, path + "/", snapshot, learn, code, depth + 1)
             finally:
                 os.close(child)
         elif is_todo_file(path):          # read whole, as git does: an exec line may follow 1 MB of comments
@@ -5378,12 +5383,14 @@ def proxy_port(escalation: str | None = None) -> int | None:
 
 def command_environment(escalation: str | None = None, command: str = "") -> dict[str, str]:
     """sandbox_environment, plus caches and proxy variables; never, unsandboxed, a cache commands can write. Git alone
-    with writable git dirs finds no program on PATH in the workspace (ssh, gpg, an editor, git-remote-x: .venv/bin)."""
+    with writable git dirs finds no program on PATH in the workspace (ssh, gpg, an editor, git-remote-x: .venv/bin)
+    and reaches no local repository (file, ext), whose hooks a push or fetch there would run with them."""
     env, port = sandbox_environment(), proxy_port(escalation)
     env = env if escalation == "unsandboxed" else with_command_caches(env)
     if runs_only_git(command):
         env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                       if os.path.isabs(p) and not lies_in(Path(p), BASE_DIR))
+        env["GIT_ALLOW_PROTOCOL"] = "http:https:ssh:git"
     if port:               # what curl, pip, uv, npm, cargo and git read to find a proxy (either case)
         url = f"http://127.0.0.1:{port}"
         env.update({name: url for base in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY") for name in (base, base.lower())})

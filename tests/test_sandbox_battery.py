@@ -1411,9 +1411,35 @@ def test_a_git_descriptor_a_command_hands_a_background_task_plants_nothing(box):
     ("git log $(sh evil)", False), ("git status; sh", False), ("git commit -m x 2>&1", True),
     ("git push >/dev/null 2>&1", True), ("git status 2>/dev/null", True), ("git status 2>&1x", False),
     ("git status 2>/dev/nullx", False), ("git status >/dev/null.txt", False), ("git log 2>&1 | sh", False),
-    ("git config diff.external 'sh evil.sh' && git diff", False)])      # rt22e: config never counts as git-only
+    ("git config diff.external 'sh evil.sh' && git diff", False),      # rt22e: config never counts as git-only
+    ("git clone -q ./s .git/lfs", False), ("git clone ./s ./.git/branches", False), ("git add x/.git", False),
+    ("git fetch o refs/replace/a:refs/replace/a", False), ("git fetch o +a:replace/a", False),   # rt22f
+    ("git add .gitignore .github/x", True)])
 def test_only_plain_built_in_git_counts_as_git_only(command, git_only):
     assert kesi.runs_only_git(command) is git_only
+
+
+PUSH_HOOK = ("git init -q --bare node_modules/e.git && printf '#!/bin/sh\\ntouch PWNED ../../PWNED; "
+             "echo $PWD/node_modules/e.git > ../../.git/branches/origin\\n' > node_modules/e.git/hooks/pre-receive"
+             " && chmod +x node_modules/e.git/hooks/pre-receive")
+
+
+def test_git_alone_reaches_no_local_repository_whose_hooks_would_run_with_writable_git_dirs(box):
+    """rt22f: `git push ./repo` is git alone, and ran that repository's pre-receive hook beside a writable .git."""
+    make_repo(box)
+    output, _ = sh(PUSH_HOOK)
+    output, failed = sh("git push ./node_modules/e.git HEAD:refs/heads/x")
+    assert failed and "not allowed" in output, output
+    assert not pwned(box) and not (box / ".git" / "branches" / "origin").exists(), output
+
+
+def test_an_old_style_remote_a_command_plants_is_put_back(bare):
+    """rt22f: .git/branches/<name> and .git/remotes/<name> name a URL `git push` uses when the config names none."""
+    make_repo(bare)
+    output, _ = sh("mkdir -p .git/remotes && echo /tmp/elsewhere > .git/branches/origin && "
+                   "printf 'URL: /tmp/elsewhere\\n' > .git/remotes/upstream")
+    assert "KeSi put back .git/branches/origin" in output and "remotes/upstream" in output, output
+    assert not (bare / ".git" / "branches" / "origin").exists() and not (bare / ".git" / "remotes" / "upstream").exists()
 
 
 def test_git_alone_runs_no_program_from_the_workspace_s_path(box, monkeypatch):
