@@ -5975,12 +5975,10 @@ def read_audit_entries(limit: int) -> tuple[list[dict], int]:
 # Behind add_cache_breakpoints() and manage_context(): caching on a clock that learns pauses, clearing, compaction.
 
 # --- prompt caching -----------------------------------------------------------
-# The API caches a request's prefix (tools, system, messages) up to a block marked cache_control if it reaches the
-# model's minimum. An entry lives 5 minutes (written at 1.25x the input price) or 1 hour (2x), refreshed by each read
-# (0.1x); at most 4 marks, no 1-hour one after a 5-minute one. MODELS is from https://platform.claude.com/docs/en/
-# (build-with-claude/prompt-caching; about-claude/models/overview and each model's page; "what's new": 512 for Opus 5
-# and the 5.5 models). A model thinking unasked spends max_tokens on it too. Undocumented: Fable/Mythos 5.1 and 5.2's
-# minimum (None: the default), whether Sonnet 5 thinks unasked (taken as not).
+# The API caches a request's prefix up to a block marked cache_control if it reaches the model's minimum, 5 minutes
+# (written at 1.25x the input price) or 1 hour (2x), refreshed by each read (0.1x); at most 4 marks, no 1h after a 5m.
+# MODELS: platform.claude.com/docs/en/ (prompt-caching, models overview and pages, what's new); a model thinking
+# unasked spends max_tokens on it. Undocumented (so None or False): Fable/Mythos 5.1/5.2's minimum, Sonnet 5 thinking.
 MODELS = {   # model -> (cache minimum, context window, max output, thinks unasked); model_limits: the Models API wins
     **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2", "claude-fable-5-1", "claude-mythos-5-1"),
                     (None, 1_000_000, 128_000, True)),
@@ -6012,8 +6010,7 @@ def cache_minimum(model: str) -> int:
 
 
 class CacheClock:
-    """Per agent: 5-minute entries while requests come fast; 1-hour ones (0.75x more to write, far less than the
-    whole prefix again) for an hour after a pause that outlived them. Saved with the session."""
+    """Per agent: 5-minute entries while requests come fast, 1-hour ones (dearer) for an hour after a long pause."""
 
     def __init__(self):
         self.last_use, self.long_pause_at = {}, {}     # label -> time.time()
@@ -6040,8 +6037,7 @@ CACHE_CONTROL = {"5m": {"type": "ephemeral"}, "1h": {"type": "ephemeral", "ttl":
 
 
 def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
-    """Mark the stable system text, the newest message (the next request reads it) and the previous request's newest
-    (this one reads it); each only if estimate_tokens (an undercount) reaches the minimum."""
+    """Mark the stable system text, the newest message and the previous request's newest, each if long enough."""
     control, system = CACHE_CONTROL[CACHE_CLOCK.ttl_for_request(agent.label)], request["system"]
     minimum = cache_minimum(request["model"])
     if fixed_prefix_tokens(request["tools"], system) >= minimum and len(system) >= 2:
@@ -6159,8 +6155,7 @@ def note_request_size(agent: Agent, usage) -> None:
 
 
 def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, int, int]:
-    """Stub out large tool results in history[start:] but the newest: (cleared, JSON characters freed, where the
-    next call may start: what lies before is done for good, as a small result never grows)."""
+    """Stub out large tool results in history[start:] but the newest: (cleared, JSON chars freed, next start)."""
     found = [(i, block) for i in range(start, len(history)) if history[i]["role"] == "user"
              and isinstance(history[i]["content"], list)
              for block in history[i]["content"] if block_type(block) == "tool_result"]
@@ -6179,7 +6174,7 @@ def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, in
             read = reads.get(block.get("tool_use_id"))
             if isinstance(read, dict):   # the model no longer sees that file: no overwrite from memory
                 READ_VERSIONS.pop(safe_write_path(read.get("file_path")), None)
-    return cleared, freed, found[len(old)][0] if len(found) > len(old) else len(history)
+    return cleared, freed, found[len(old)][0] if len(found) > len(old) else len(history)   # before it: done for good
 
 
 def manage_context(client, history: list[dict], agent: Agent) -> None:
@@ -6221,8 +6216,7 @@ def compact_history(client, history: list[dict], focus: str | None = None) -> bo
 
 
 def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | None, str]:
-    """(summary, "") or (None, what went wrong). The instruction goes last, so the conversation is read from the cache;
-    a tool call instead is asked again with tool_choice none (still cached), then without tools if that is refused."""
+    """(summary, "") or (None, why not); asked last (the journal is read from cache), then forbidding tool calls."""
     instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
     if past[-1]["role"] == "user":
         asked = [*as_blocks(past[-1]["content"]), {"type": "text", "text": instruction}]
@@ -6272,8 +6266,7 @@ def records_root() -> Path:
 
 
 def own_folders_clash() -> str | None:
-    """Resolve KeSi's own folders once (no link can move them later); refuse them where they overlap the workspace,
-    where a planted key, record, rule or env line would be trusted (not if it holds home: KeSi warns of that)."""
+    """Pin KeSi's folders; refuse any overlapping the workspace (plants there are trusted), unless it holds home."""
     for variable, folder in (("XDG_CONFIG_HOME", user_config_folder()), ("XDG_STATE_HOME", records_root())):
         home, real = Path(os.path.realpath(folder.parent)), Path(os.path.realpath(folder))
         os.environ[variable] = str(home)
@@ -6467,13 +6460,6 @@ def escape_growth(text: str) -> int:
     return 5 * non_ascii + 6 * beyond_bmp
 
 
-def load_session(path: Path) -> list[dict]:
-    """A saved journal, made one the API accepts: a crash mid-tool leaves tool_use unanswered."""
-    history = read_session(path)[0]
-    seal_dangling_tool_use(history)
-    return history
-
-
 def resume_session(path: Path, history: list[dict]) -> bool:
     global SESSION_FILE, SAVED, LAST_SAVED
     try:
@@ -6598,16 +6584,14 @@ def listen_for_retries() -> None:
 # --- the answer on a terminal: wrapped, with light Markdown ------------------
 FENCE = re.compile(r"[ \t]*(```|~~~)")
 LIST_MARKER = re.compile(r"[-*+>]|\d{1,3}[.)]")
-# Each double-width (CJK) character is a word, as Chinese and Japanese have no spaces to wrap at; closing
-# punctuation stays with the character before it, so no line starts with a comma.
+# A CJK character is a word (no spaces to wrap at), closing punctuation kept with it: no line starts with a comma.
 WIDE_CHARS = r"\u1100-\u115f\u2e80-\u303e\u3041-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6"
 CLOSING = "，。、；：！？）」』》〉】"
 WORD = re.compile(rf"(\s*)([{WIDE_CHARS}][{CLOSING}]*|[^\s{WIDE_CHARS}]+)")   # (the space before, the word)
 
 
 class AnswerPrinter:
-    """The model's text (made safe by visible()): prose wrapped, Markdown marks styled, code and tables verbatim; a
-    pipe gets it as is. Every escape code is KeSi's."""
+    """visible() text: prose wrapped, Markdown styled (each escape code KeSi's), code, tables and pipes as is."""
 
     def __init__(self, column: int):
         self.width, self.styled = terminal_width(), use_colour()
@@ -6632,7 +6616,9 @@ class AnswerPrinter:
     def finish(self) -> None:
         if self.width is not None:
             self.print_words(whole_line=True)
-            self.end_styles()
+            if self.bold or self.code:
+                self.bold = self.code = False
+                self.out("\033[0m", 0)
 
     def print_words(self, whole_line: bool) -> None:
         if self.kind is None and not self.start_line(whole_line):
@@ -6706,11 +6692,6 @@ class AnswerPrinter:
         """The escape codes for the styles open now, after a reset."""
         styles = [STYLES[s] for s, on in (("bold", self.bold), ("code", self.code)) if on]
         return "\033[0m" + "".join(f"\033[{s}m" for s in styles)
-
-    def end_styles(self) -> None:
-        if self.bold or self.code:
-            self.bold = self.code = False
-            self.out("\033[0m", 0)
 
     def out(self, text: str, width: int) -> None:
         ui(text, end="")
@@ -6862,7 +6843,6 @@ def is_slash_command(line: str) -> bool:
     return line.startswith("/") and "/" not in line.partition(" ")[0][1:]
 
 
-# The /commands that only show something.
 SHOWING_COMMANDS = {"/help": lambda: show_help(), "/status": print_startup,
                     "/cost": show_cost, "/todo": lambda: ui("  " + visible(render_todos()).replace("\n", "\n  ")),
                     "/permissions": show_permissions, "/network": show_network_policy, "/tasks": show_tasks}
@@ -6920,8 +6900,7 @@ def run_typed_command(command: str) -> str:
         ui("  (!command runs a command in the sandbox; its output goes with your next message)")
         return ""
     verdict, reason = classify_command(command)
-    key = command_key(command)
-    denied = key and matching_rule("deny", "Bash", key)
+    denied = (key := command_key(command)) and matching_rule("deny", "Bash", key)
     if verdict == "deny" or denied:
         ui(paint(f"      [blocked] {visible(reason if verdict == 'deny' else f'deny rule {denied.text}')}", "error"))
         return ""
@@ -6976,21 +6955,18 @@ def path_completions(typed: str) -> list[str]:
     folder, _, start = typed.rpartition("/")
     folder += "/" if folder else ""
     try:
-        with locate(folder or ".") as entry:
-            if entry.info is None or not stat.S_ISDIR(entry.info.st_mode):
+        with locate(folder or ".", must_exist=True) as entry:
+            if not stat.S_ISDIR(entry.info.st_mode):
                 return []
             folder_fd = open_folder(entry)
+            try:
+                found = [e for e in os.scandir(folder_fd) if e.name.startswith(start) and (start or e.name[:1] != ".")]
+            finally:
+                os.close(folder_fd)
+        where = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
+        shown = [visible_entry(e, e.name, where + e.name) for e in found]
     except (PathRefused, OSError):
         return []
-    where = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
-    try:
-        with os.scandir(folder_fd) as listing:
-            found = [e for e in listing if e.name.startswith(start) and (start[:1] == "." or e.name[:1] != ".")]
-        shown = [visible_entry(e, e.name, where + e.name) for e in found]
-    except OSError:
-        return []
-    finally:
-        os.close(folder_fd)
     names = [name for name in shown if name and name == visible(name) and not re.search(r"\s", name)]
     return sorted(f"@{folder}{name}" + ("" if name.endswith("/") else " ") for name in names)
 
