@@ -6058,9 +6058,8 @@ _TOOLS_CHARS: dict[tuple, int] = {}
 
 def tools_chars(tools: list[dict]) -> int:
     """Tool specs never change while KeSi runs: their size is measured once."""
-    if (names := tuple(t["name"] for t in tools)) not in _TOOLS_CHARS:
-        _TOOLS_CHARS[names] = json_chars(tools)
-    return _TOOLS_CHARS[names]
+    names = tuple(t["name"] for t in tools)
+    return _TOOLS_CHARS.get(names) or _TOOLS_CHARS.setdefault(names, json_chars(tools))
 
 
 def with_cache_breakpoints(history: list[dict], control: dict | None = None,
@@ -6125,12 +6124,11 @@ class SizeMark:
                 and (self.length == 0 or history[self.length - 1] is self.last))
 
 
-def estimate_tokens(history: list[dict], agent: Agent | None = None) -> int:
-    """About four characters a token (plus tools and rules with agent); O(new messages) while the journal grows."""
-    mark = agent.size_mark if agent is not None else None
-    if mark is not None and mark.fits(history):
+def estimate_tokens(history: list[dict], agent: Agent) -> int:
+    """About four characters a token, plus tools and rules; O(new messages) while the journal grows."""
+    if (mark := agent.size_mark) is not None and mark.fits(history):
         return mark.tokens + json_chars(history[mark.length:]) // 4
-    return json_chars(history) // 4 if agent is None else request_tokens(json_chars(history), agent)
+    return request_tokens(json_chars(history), agent)
 
 
 def request_tokens(journal_chars: int, agent: Agent) -> int:
@@ -6218,11 +6216,9 @@ def compact_history(client, history: list[dict], focus: str | None = None) -> bo
 def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | None, str]:
     """(summary, "") or (None, why not); asked last (the journal is read from cache), then forbidding tool calls."""
     instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
-    if past[-1]["role"] == "user":
-        asked = [*as_blocks(past[-1]["content"]), {"type": "text", "text": instruction}]
-        messages = [*past[:-1], {"role": "user", "content": asked}]
-    else:
-        messages = [*past, {"role": "user", "content": instruction}]
+    joins = past[-1]["role"] == "user"      # roles must alternate: the instruction joins a last user message
+    asked = [*as_blocks(past[-1]["content"]), {"type": "text", "text": instruction}] if joins else instruction
+    messages = [*(past[:-1] if joins else past), {"role": "user", "content": asked}]
     request = request_for(messages, MAIN_AGENT)
     for change in ({}, {"tool_choice": {"type": "none"}}, {"tools": None}):
         attempt = {k: v for k, v in {**request, **change}.items() if v is not None}
@@ -6467,13 +6463,12 @@ def resume_session(path: Path, history: list[dict]) -> bool:
     except ValueError as exc:
         ui(f"  Could not resume: {visible(exc)}")
         return False
-    history[:] = loaded
+    reset_session(history)    # files may have changed since (read them again); the plan is the saved one
+    history.extend(loaded)
     CACHE_CLOCK.restore(clock)
     SESSION_FILE, SAVED, LAST_SAVED = path, len(loaded), as_line(loaded[-1]) if loaded else ""
     mark_request_size(MAIN_AGENT, history, request_tokens(chars, MAIN_AGENT))    # no json.dumps of a 50 MB journal
     seal_dangling_tool_use(history)   # appended to the file with the next save
-    READ_VERSIONS.clear()     # files may have changed since; read them again
-    TODOS.clear()
     restore_todos(history)
     idle = time.time() - CACHE_CLOCK.last_use.get("main", time.time())
     ui(f"  Resumed {visible(path.name)}: {len(history)} messages. Last prompt: "
@@ -6523,8 +6518,7 @@ class WaitingNote:
 
     def __init__(self, echo: bool, what: str = "thinking", indent: str = "  "):
         self.shown = echo and capable_terminal() and hasattr(UI, "isatty") and UI.isatty()
-        self.what, self.indent = what, indent
-        self.stop, self.lock = threading.Event(), threading.Lock()
+        self.what, self.indent, self.stop, self.lock = what, indent, threading.Event(), threading.Lock()
         self.start, self.frame, self.retry_at, self.thread = time.monotonic(), 0, None, None
         if self.shown:
             ui(f"{indent}({what}...)", end="")
@@ -6577,8 +6571,7 @@ def listen_for_retries() -> None:
     sdk_log = logging.getLogger("anthropic._base_client")
     if not any(isinstance(h, RetryNotice) for h in sdk_log.handlers):
         sdk_log.addHandler(RetryNotice(logging.INFO))
-        if sdk_log.getEffectiveLevel() > logging.INFO:
-            sdk_log.setLevel(logging.INFO)
+        sdk_log.setLevel(min(sdk_log.getEffectiveLevel(), logging.INFO))
 
 
 # --- the answer on a terminal: wrapped, with light Markdown ------------------
