@@ -6450,10 +6450,9 @@ def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
 
 
 def escape_growth(text: str) -> int:
-    """How much longer json.dumps (ensure_ascii) makes text: \\uXXXX for non-ASCII (5 more), two beyond the BMP (11)."""
-    non_ascii = len(text) - len(text.encode("ascii", "ignore"))
-    beyond_bmp = len(text.encode("utf-16-le")) // 2 - len(text)
-    return 5 * non_ascii + 6 * beyond_bmp
+    """How much longer json.dumps (ensure_ascii) makes text: 6 characters (\\uXXXX) for each UTF-16 unit not ASCII."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return ascii_chars + 6 * (len(text.encode("utf-16-le")) // 2 - ascii_chars) - len(text)
 
 
 def resume_session(path: Path, history: list[dict]) -> bool:
@@ -6471,14 +6470,11 @@ def resume_session(path: Path, history: list[dict]) -> bool:
     seal_dangling_tool_use(history)   # appended to the file with the next save
     restore_todos(history)
     idle = time.time() - CACHE_CLOCK.last_use.get("main", time.time())
+    last = next((text_of(m["content"]).strip() for m in reversed(history) if is_user_prompt(m)), "(none)")
     ui(f"  Resumed {visible(path.name)}: {len(history)} messages. Last prompt: "
-       f"{visible(shorten(last_prompt(history), 70))}" + (f" ({idle / 60:.0f} minutes ago: the prompt cache has "
+       f"{visible(shorten(last, 70))}" + (f" ({idle / 60:.0f} minutes ago: the prompt cache has "
        "expired, so KeSi writes it for an hour now)" if idle >= LONG_PAUSE else ""))
     return True
-
-
-def last_prompt(history: list[dict]) -> str:
-    return next((text_of(m["content"]).strip() for m in reversed(history) if is_user_prompt(m)), "(none)")
 
 
 # ============================================================================
@@ -6498,8 +6494,7 @@ def display_width(text: str) -> int:
 
 def wrapped(text: str, hang: str | None = None) -> str:
     """KeSi's own prose wrapped to the terminal; a long word (a URL, a path) is never cut."""
-    width = terminal_width()
-    if width is None:
+    if (width := terminal_width()) is None:
         return text
     lines = []
     for line in text.split("\n"):
@@ -6644,12 +6639,10 @@ class AnswerPrinter:
         self.kind, self.hang = "prose", len(indent)
         if re.fullmatch(r"#{1,6}", word):          # a heading: bold, its marks dropped when styled
             self.bold = self.styled
-            if self.styled:
-                self.pending = self.pending[first.end():]
         elif LIST_MARKER.fullmatch(word):
             self.hang += display_width(word) + 1
         self.out(indent, len(indent.expandtabs()))
-        self.pending = self.pending.lstrip(" \t")
+        self.pending = self.pending[first.end() if self.bold else 0:].lstrip(" \t")
         if self.bold:
             self.out(self.sgr(), 0)
         return True
