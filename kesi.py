@@ -6093,8 +6093,7 @@ def block_type(block) -> str | None:
 
 
 def text_of(content) -> str:
-    return content if isinstance(content, str) else "".join(b.get("text", "") for b in content
-                                                            if block_type(b) == "text")
+    return "".join(b.get("text", "") for b in as_blocks(content) if block_type(b) == "text")
 
 
 # The API is stateless: the whole journal is re-sent (and paid for) on every request. Old tool output is the
@@ -6146,20 +6145,17 @@ def mark_request_size(agent: Agent, history: list[dict], tokens: int) -> None:
 
 def note_request_size(agent: Agent, usage) -> None:
     """Replace the estimate of the request just answered by the API's count."""
-    counted = sum(usage_field(usage, k)
-                  for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    counted = sum(usage_field(usage, USAGE_FIELDS[k]) for k in ("input", "cache_write", "cache_read"))
     if agent.size_mark is not None and counted > 0:
         agent.size_mark.tokens = counted
 
 
 def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, int, int]:
     """Stub out large tool results in history[start:] but the newest: (cleared, JSON chars freed, next start)."""
-    found = [(i, block) for i in range(start, len(history)) if history[i]["role"] == "user"
-             and isinstance(history[i]["content"], list)
-             for block in history[i]["content"] if block_type(block) == "tool_result"]
+    found = [(i, block) for i in range(start, len(history)) for block in as_blocks(history[i]["content"])
+             if block_type(block) == "tool_result"]
     old = found[:-KEEP_RECENT_RESULTS] if KEEP_RECENT_RESULTS else found
-    reads = {b.get("id"): b.get("input") for m in history[max(start - 1, 0):] if m["role"] == "assistant"
-             and isinstance(m["content"], list) for b in m["content"]
+    reads = {b.get("id"): b.get("input") for m in history[max(start - 1, 0):] for b in as_blocks(m["content"])
              if block_type(b) == "tool_use" and b.get("name") == "read_file"}
     cleared = freed = 0
     for i, block in old:
@@ -6193,6 +6189,7 @@ def manage_context(client, history: list[dict], agent: Agent) -> None:
 def compact_history(client, history: list[dict], focus: str | None = None) -> bool:
     """The journal replaced by the model's summary, a new prompt at its end kept; on failure (Ctrl-C too) kept whole."""
     if not history:
+        ui("  (nothing to compact yet)")
         return False
     tail = history[-1:] if is_user_prompt(history[-1]) and len(history) > 1 else []
     past = history[:len(history) - len(tail)]
@@ -6240,8 +6237,7 @@ def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | 
 
 
 def is_user_prompt(message: dict) -> bool:
-    content = message["content"]
-    return message["role"] == "user" and (isinstance(content, str) or all(block_type(b) == "text" for b in content))
+    return message["role"] == "user" and all(block_type(b) == "text" for b in as_blocks(message["content"]))
 
 
 # ============================================================================
@@ -6864,8 +6860,6 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         if argument:
             ui(f"  Unknown mode {visible(argument)}.")
         ui(f"  Current mode: {PERMISSION_MODE}. Modes: {', '.join(PERMISSION_MODES)}")
-    elif name == "/compact" and not history:
-        ui("  (nothing to compact yet)")
     elif name == "/compact":
         before = len(history)
         if compact_history(client, history, argument or None):
