@@ -6096,8 +6096,7 @@ def text_of(content) -> str:
     return "".join(b.get("text", "") for b in as_blocks(content) if block_type(b) == "text")
 
 
-# The API is stateless: the whole journal is re-sent (and paid for) on every request. Old tool output is the
-# cheapest thing to drop (the model can run the tool again); only when that is not enough is it summarised.
+# Each request re-sends (and pays for) the whole journal: old tool output goes first (tools can rerun), then a summary.
 CLEAR_RESULTS_AT = 0.5       # share of the context window that triggers clearing
 COMPACT_AT = 0.8             # share that triggers automatic compaction
 KEEP_RECENT_RESULTS = 4      # the newest tool results always stay whole
@@ -6337,8 +6336,7 @@ def append_records(path: Path, entries: list) -> None:
 
 
 def read_records(path: Path, last: int | None = None) -> tuple[list[str], list[int]]:
-    """The JSON text of each line KeSi signed, and the numbers of others; with `last`, back from the end until `last`
-    are signed (the cost grows with them, not the file). Lines end at \\n only (as written). Raises OSError."""
+    """Signed lines' JSON, unsigned ones' numbers; `last`: only the last signed, read from the end (\\n ends lines)."""
     key, signed, forged = record_key(), [], []
     with open(path, "rb") as f:
         for number, line in enumerate(lines_from_end(f) if last else list(lines_from_end(f))[::-1], start=1):
@@ -6384,7 +6382,9 @@ def save_session(history: list[dict]) -> None:
     SESSION_FILE = SESSION_FILE or new_session_file()
     if not SESSION_FILE.exists():
         SAVED, LAST_SAVED = 0, ""
-        lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(first_prompt(history), 70), "saved": now})
+        texts = (text_of(m["content"]).strip() for m in history if m["role"] == "user")
+        title = next((text.splitlines()[0] for text in texts if text), "(no prompt)")    # the first prompt's first line
+        lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(title, 70), "saved": now})
     if SAVED and (SAVED > len(history) or as_line(history[SAVED - 1]) != LAST_SAVED):
         lines.append({RESTART: "the conversation was compacted or rolled back", "at": now})
         SAVED = 0
@@ -6404,11 +6404,6 @@ def new_session_file() -> Path:
 
 def as_line(message: dict) -> str:
     return json.dumps(message, ensure_ascii=False, default=str)
-
-
-def first_prompt(history: list[dict]) -> str:
-    texts = (text_of(m["content"]).strip() for m in history if m["role"] == "user")
-    return next((text.splitlines()[0] for text in texts if text), "(no prompt)")
 
 
 def list_sessions() -> list[Path]:
@@ -6904,8 +6899,7 @@ def setup_readline() -> None:
     atexit.register(save_prompt_history)
     readline.set_completer_delims(" \t\n")     # '/' and '@' belong to the word
     readline.set_completer(complete)
-    libedit = "libedit" in (readline.__doc__ or "")     # macOS's readline speaks another syntax
-    readline.parse_and_bind("bind ^I rl_complete" if libedit else "tab: complete")
+    readline.parse_and_bind("bind ^I rl_complete" if "libedit" in (readline.__doc__ or "") else "tab: complete")
 
 
 # Tab completes a /command (those /help lists) at the start of the line and an @path anywhere.
