@@ -6339,7 +6339,7 @@ def read_records(path: Path, last: int | None = None) -> tuple[list[str], list[i
     """Signed lines' JSON, unsigned ones' numbers; `last`: only the last signed, read from the end (\\n ends lines)."""
     key, signed, forged = record_key(), [], []
     with open(path, "rb") as f:
-        for number, line in enumerate(lines_from_end(f) if last else list(lines_from_end(f))[::-1], start=1):
+        for number, line in enumerate(lines_from_end(f) if last else f.read().split(b"\n"), start=1):
             if len(signed) == last:
                 break
             mac, _, data = line.partition(b" ")
