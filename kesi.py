@@ -6034,6 +6034,7 @@ class CacheClock:
 
 CACHE_CLOCK = CacheClock()
 CACHE_CONTROL = {"5m": {"type": "ephemeral"}, "1h": {"type": "ephemeral", "ttl": "1h"}}    # a mark, by lifetime
+_TOOLS_CHARS: dict[tuple, int] = {}    # tool names -> the JSON size of their specs (see tools_chars)
 
 
 def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
@@ -6051,9 +6052,6 @@ def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
 
 def fixed_prefix_tokens(tools: list[dict], system: list[dict]) -> int:
     return (tools_chars(tools) + sum(len(b["text"]) for b in system)) // 4
-
-
-_TOOLS_CHARS: dict[tuple, int] = {}
 
 
 def tools_chars(tools: list[dict]) -> int:
@@ -6257,17 +6255,17 @@ def records_root() -> Path:
 
 
 def own_folders_clash() -> str | None:
-    """Pin KeSi's folders; refuse any overlapping the workspace (plants there are trusted), unless it holds home."""
+    """Pin KeSi's own folders (no link moves them later); refuse any overlapping the workspace: a plant is trusted."""
+    guarded = not HOME_DIR.is_relative_to(BASE_DIR)      # a workspace holding home: KeSi warns of that instead
     for variable, folder in (("XDG_CONFIG_HOME", user_config_folder()), ("XDG_STATE_HOME", records_root())):
         home, real = Path(os.path.realpath(folder.parent)), Path(os.path.realpath(folder))
         os.environ[variable] = str(home)
-        if not HOME_DIR.is_relative_to(BASE_DIR) and any(lies_in(a, b) for a, b in (
-                (home, BASE_DIR), (real, BASE_DIR), (BASE_DIR, real))):
+        if guarded and (lies_in(home, BASE_DIR) or lies_in(real, BASE_DIR) or lies_in(BASE_DIR, real)):
             return (f"KeSi's own folder {visible(real)} (settings or records) overlaps this workspace, where "
                     "commands and the model can write, so they could plant what KeSi trusts. Start KeSi in a "
                     f"project folder, or set {variable} to a folder outside it.")
     for file in (user_env_file(), user_settings_file()):
-        if not HOME_DIR.is_relative_to(BASE_DIR) and lies_in(real := Path(os.path.realpath(file)), BASE_DIR):
+        if guarded and lies_in(real := Path(os.path.realpath(file)), BASE_DIR):
             return (f"KeSi's {file.name} is a link into this workspace ({visible(real)}), where commands and the "
                     "model can write. Start KeSi in another folder, or make it a file of its own.")
     return None
