@@ -5945,12 +5945,10 @@ def read_audit_entries(limit: int) -> tuple[list[dict], int]:
 # Behind add_cache_breakpoints() and manage_context(): caching on a clock that learns pauses, clearing, compaction.
 
 # --- prompt caching -----------------------------------------------------------
-# The API caches a request's prefix (tools, system, messages) up to a block marked cache_control if it reaches the
-# model's minimum. An entry lives 5 minutes (written at 1.25x the input price) or 1 hour (2x), refreshed by each read
-# (0.1x); at most 4 marks, no 1-hour one after a 5-minute one. MODELS is from https://platform.claude.com/docs/en/
-# (build-with-claude/prompt-caching; about-claude/models/overview and each model's page; "what's new": 512 for Opus 5
-# and the 5.5 models). A model thinking unasked spends max_tokens on it too. Undocumented: Fable/Mythos 5.1 and 5.2's
-# minimum (None: the default), whether Sonnet 5 thinks unasked (taken as not).
+# The API caches a request's prefix up to a block marked cache_control if it reaches the model's minimum, 5 minutes
+# (written at 1.25x the input price) or 1 hour (2x), refreshed by each read (0.1x); at most 4 marks, no 1h after a 5m.
+# MODELS: platform.claude.com/docs/en/ (prompt-caching, models overview and pages, what's new); a model thinking
+# unasked spends max_tokens on it. Undocumented (so None or False): Fable/Mythos 5.1/5.2's minimum, Sonnet 5 thinking.
 MODELS = {   # model -> (cache minimum, context window, max output, thinks unasked); model_limits: the Models API wins
     **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2", "claude-fable-5-1", "claude-mythos-5-1"),
                     (None, 1_000_000, 128_000, True)),
@@ -5982,8 +5980,7 @@ def cache_minimum(model: str) -> int:
 
 
 class CacheClock:
-    """Per agent: 5-minute entries while requests come fast; 1-hour ones (0.75x more to write, far less than the
-    whole prefix again) for an hour after a pause that outlived them. Saved with the session."""
+    """Per agent: 5-minute entries while requests come fast, 1-hour ones (dearer) for an hour after a long pause."""
 
     def __init__(self):
         self.last_use, self.long_pause_at = {}, {}     # label -> time.time()
@@ -6007,11 +6004,11 @@ class CacheClock:
 
 CACHE_CLOCK = CacheClock()
 CACHE_CONTROL = {"5m": {"type": "ephemeral"}, "1h": {"type": "ephemeral", "ttl": "1h"}}    # a mark, by lifetime
+_TOOLS_CHARS: dict[tuple, int] = {}    # tool names -> the JSON size of their specs (see tools_chars)
 
 
 def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
-    """Mark the stable system text, the newest message (the next request reads it) and the previous request's newest
-    (this one reads it); each only if estimate_tokens (an undercount) reaches the minimum."""
+    """Mark the stable system text, the newest message and the previous request's newest, each if long enough."""
     control, system = CACHE_CONTROL[CACHE_CLOCK.ttl_for_request(agent.label)], request["system"]
     minimum = cache_minimum(request["model"])
     if fixed_prefix_tokens(request["tools"], system) >= minimum and len(system) >= 2:
@@ -6027,14 +6024,10 @@ def fixed_prefix_tokens(tools: list[dict], system: list[dict]) -> int:
     return (tools_chars(tools) + sum(len(b["text"]) for b in system)) // 4
 
 
-_TOOLS_CHARS: dict[tuple, int] = {}
-
-
 def tools_chars(tools: list[dict]) -> int:
     """Tool specs never change while KeSi runs: their size is measured once."""
-    if (names := tuple(t["name"] for t in tools)) not in _TOOLS_CHARS:
-        _TOOLS_CHARS[names] = json_chars(tools)
-    return _TOOLS_CHARS[names]
+    names = tuple(t["name"] for t in tools)
+    return _TOOLS_CHARS.get(names) or _TOOLS_CHARS.setdefault(names, json_chars(tools))
 
 
 def with_cache_breakpoints(history: list[dict], control: dict | None = None,
@@ -6068,12 +6061,10 @@ def block_type(block) -> str | None:
 
 
 def text_of(content) -> str:
-    return content if isinstance(content, str) else "".join(b.get("text", "") for b in content
-                                                            if block_type(b) == "text")
+    return "".join(b.get("text", "") for b in as_blocks(content) if block_type(b) == "text")
 
 
-# The API is stateless: the whole journal is re-sent (and paid for) on every request. Old tool output is the
-# cheapest thing to drop (the model can run the tool again); only when that is not enough is it summarised.
+# Each request re-sends (and pays for) the whole journal: old tool output goes first (tools can rerun), then a summary.
 CLEAR_RESULTS_AT = 0.5       # share of the context window that triggers clearing
 COMPACT_AT = 0.8             # share that triggers automatic compaction
 KEEP_RECENT_RESULTS = 4      # the newest tool results always stay whole
@@ -6099,12 +6090,11 @@ class SizeMark:
                 and (self.length == 0 or history[self.length - 1] is self.last))
 
 
-def estimate_tokens(history: list[dict], agent: Agent | None = None) -> int:
-    """About four characters a token (plus tools and rules with agent); O(new messages) while the journal grows."""
-    mark = agent.size_mark if agent is not None else None
-    if mark is not None and mark.fits(history):
+def estimate_tokens(history: list[dict], agent: Agent) -> int:
+    """About four characters a token, plus tools and rules; O(new messages) while the journal grows."""
+    if (mark := agent.size_mark) is not None and mark.fits(history):
         return mark.tokens + json_chars(history[mark.length:]) // 4
-    return json_chars(history) // 4 if agent is None else request_tokens(json_chars(history), agent)
+    return request_tokens(json_chars(history), agent)
 
 
 def request_tokens(journal_chars: int, agent: Agent) -> int:
@@ -6122,21 +6112,17 @@ def mark_request_size(agent: Agent, history: list[dict], tokens: int) -> None:
 
 def note_request_size(agent: Agent, usage) -> None:
     """Replace the estimate of the request just answered by the API's count."""
-    counted = sum(usage_field(usage, k)
-                  for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    counted = sum(usage_field(usage, USAGE_FIELDS[k]) for k in ("input", "cache_write", "cache_read"))
     if agent.size_mark is not None and counted > 0:
         agent.size_mark.tokens = counted
 
 
 def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, int, int]:
-    """Stub out large tool results in history[start:] but the newest: (cleared, JSON characters freed, where the
-    next call may start: what lies before is done for good, as a small result never grows)."""
-    found = [(i, block) for i in range(start, len(history)) if history[i]["role"] == "user"
-             and isinstance(history[i]["content"], list)
-             for block in history[i]["content"] if block_type(block) == "tool_result"]
+    """Stub out large tool results in history[start:] but the newest: (cleared, JSON chars freed, next start)."""
+    found = [(i, block) for i in range(start, len(history)) for block in as_blocks(history[i]["content"])
+             if block_type(block) == "tool_result"]
     old = found[:-KEEP_RECENT_RESULTS] if KEEP_RECENT_RESULTS else found
-    reads = {b.get("id"): b.get("input") for m in history[max(start - 1, 0):] if m["role"] == "assistant"
-             and isinstance(m["content"], list) for b in m["content"]
+    reads = {b.get("id"): b.get("input") for m in history[max(start - 1, 0):] for b in as_blocks(m["content"])
              if block_type(b) == "tool_use" and b.get("name") == "read_file"}
     cleared = freed = 0
     for i, block in old:
@@ -6149,7 +6135,7 @@ def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, in
             read = reads.get(block.get("tool_use_id"))
             if isinstance(read, dict):   # the model no longer sees that file: no overwrite from memory
                 READ_VERSIONS.pop(safe_write_path(read.get("file_path")), None)
-    return cleared, freed, found[len(old)][0] if len(found) > len(old) else len(history)
+    return cleared, freed, found[len(old)][0] if len(found) > len(old) else len(history)   # before it: done for good
 
 
 def manage_context(client, history: list[dict], agent: Agent) -> None:
@@ -6170,6 +6156,7 @@ def manage_context(client, history: list[dict], agent: Agent) -> None:
 def compact_history(client, history: list[dict], focus: str | None = None) -> bool:
     """The journal replaced by the model's summary, a new prompt at its end kept; on failure (Ctrl-C too) kept whole."""
     if not history:
+        ui("  (nothing to compact yet)")
         return False
     tail = history[-1:] if is_user_prompt(history[-1]) and len(history) > 1 else []
     past = history[:len(history) - len(tail)]
@@ -6191,14 +6178,11 @@ def compact_history(client, history: list[dict], focus: str | None = None) -> bo
 
 
 def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | None, str]:
-    """(summary, "") or (None, what went wrong). The instruction goes last, so the conversation is read from the cache;
-    a tool call instead is asked again with tool_choice none (still cached), then without tools if that is refused."""
+    """(summary, "") or (None, why not); asked last (the journal is read from cache), then forbidding tool calls."""
     instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
-    if past[-1]["role"] == "user":
-        asked = [*as_blocks(past[-1]["content"]), {"type": "text", "text": instruction}]
-        messages = [*past[:-1], {"role": "user", "content": asked}]
-    else:
-        messages = [*past, {"role": "user", "content": instruction}]
+    joins = past[-1]["role"] == "user"      # roles must alternate: the instruction joins a last user message
+    asked = [*as_blocks(past[-1]["content"]), {"type": "text", "text": instruction}] if joins else instruction
+    messages = [*(past[:-1] if joins else past), {"role": "user", "content": asked}]
     request = request_for(messages, MAIN_AGENT)
     for change in ({}, {"tool_choice": {"type": "none"}}, {"tools": None}):
         attempt = {k: v for k, v in {**request, **change}.items() if v is not None}
@@ -6241,18 +6225,17 @@ def records_root() -> Path:
 
 
 def own_folders_clash() -> str | None:
-    """Resolve KeSi's own folders once (no link can move them later); refuse them where they overlap the workspace,
-    where a planted key, record, rule or env line would be trusted (not if it holds home: KeSi warns of that)."""
+    """Pin KeSi's own folders (no link moves them later); refuse any overlapping the workspace: a plant is trusted."""
+    guarded = not HOME_DIR.is_relative_to(BASE_DIR)      # a workspace holding home: KeSi warns of that instead
     for variable, folder in (("XDG_CONFIG_HOME", user_config_folder()), ("XDG_STATE_HOME", records_root())):
         home, real = Path(os.path.realpath(folder.parent)), Path(os.path.realpath(folder))
         os.environ[variable] = str(home)
-        if not HOME_DIR.is_relative_to(BASE_DIR) and any(lies_in(a, b) for a, b in (
-                (home, BASE_DIR), (real, BASE_DIR), (BASE_DIR, real))):
+        if guarded and (lies_in(home, BASE_DIR) or lies_in(real, BASE_DIR) or lies_in(BASE_DIR, real)):
             return (f"KeSi's own folder {visible(real)} (settings or records) overlaps this workspace, where "
                     "commands and the model can write, so they could plant what KeSi trusts. Start KeSi in a "
                     f"project folder, or set {variable} to a folder outside it.")
     for file in (user_env_file(), user_settings_file()):
-        if not HOME_DIR.is_relative_to(BASE_DIR) and lies_in(real := Path(os.path.realpath(file)), BASE_DIR):
+        if guarded and lies_in(real := Path(os.path.realpath(file)), BASE_DIR):
             return (f"KeSi's {file.name} is a link into this workspace ({visible(real)}), where commands and the "
                     "model can write. Start KeSi in another folder, or make it a file of its own.")
     return None
@@ -6321,11 +6304,10 @@ def append_records(path: Path, entries: list) -> None:
 
 
 def read_records(path: Path, last: int | None = None) -> tuple[list[str], list[int]]:
-    """The JSON text of each line KeSi signed, and the numbers of others; with `last`, back from the end until `last`
-    are signed (the cost grows with them, not the file). Lines end at \\n only (as written). Raises OSError."""
+    """Signed lines' JSON, unsigned ones' numbers; `last`: only the last signed, read from the end (\\n ends lines)."""
     key, signed, forged = record_key(), [], []
     with open(path, "rb") as f:
-        for number, line in enumerate(lines_from_end(f) if last else list(lines_from_end(f))[::-1], start=1):
+        for number, line in enumerate(lines_from_end(f) if last else f.read().split(b"\n"), start=1):
             if len(signed) == last:
                 break
             mac, _, data = line.partition(b" ")
@@ -6368,7 +6350,9 @@ def save_session(history: list[dict]) -> None:
     SESSION_FILE = SESSION_FILE or new_session_file()
     if not SESSION_FILE.exists():
         SAVED, LAST_SAVED = 0, ""
-        lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(first_prompt(history), 70), "saved": now})
+        texts = (text_of(m["content"]).strip() for m in history if m["role"] == "user")
+        title = next((text.splitlines()[0] for text in texts if text), "(no prompt)")    # the first prompt's first line
+        lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(title, 70), "saved": now})
     if SAVED and (SAVED > len(history) or as_line(history[SAVED - 1]) != LAST_SAVED):
         lines.append({RESTART: "the conversation was compacted or rolled back", "at": now})
         SAVED = 0
@@ -6388,11 +6372,6 @@ def new_session_file() -> Path:
 
 def as_line(message: dict) -> str:
     return json.dumps(message, ensure_ascii=False, default=str)
-
-
-def first_prompt(history: list[dict]) -> str:
-    texts = (text_of(m["content"]).strip() for m in history if m["role"] == "user")
-    return next((text.splitlines()[0] for text in texts if text), "(no prompt)")
 
 
 def list_sessions() -> list[Path]:
@@ -6430,17 +6409,9 @@ def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
 
 
 def escape_growth(text: str) -> int:
-    """How much longer json.dumps (ensure_ascii) makes text: \\uXXXX for non-ASCII (5 more), two beyond the BMP (11)."""
-    non_ascii = len(text) - len(text.encode("ascii", "ignore"))
-    beyond_bmp = len(text.encode("utf-16-le")) // 2 - len(text)
-    return 5 * non_ascii + 6 * beyond_bmp
-
-
-def load_session(path: Path) -> list[dict]:
-    """A saved journal, made one the API accepts: a crash mid-tool leaves tool_use unanswered."""
-    history = read_session(path)[0]
-    seal_dangling_tool_use(history)
-    return history
+    """How much longer json.dumps (ensure_ascii) makes text: 6 characters (\\uXXXX) for each UTF-16 unit not ASCII."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return ascii_chars + 6 * (len(text.encode("utf-16-le")) // 2 - ascii_chars) - len(text)
 
 
 def resume_session(path: Path, history: list[dict]) -> bool:
@@ -6450,23 +6421,19 @@ def resume_session(path: Path, history: list[dict]) -> bool:
     except ValueError as exc:
         ui(f"  Could not resume: {visible(exc)}")
         return False
-    history[:] = loaded
+    reset_session(history)    # files may have changed since (read them again); the plan is the saved one
+    history.extend(loaded)
     CACHE_CLOCK.restore(clock)
     SESSION_FILE, SAVED, LAST_SAVED = path, len(loaded), as_line(loaded[-1]) if loaded else ""
     mark_request_size(MAIN_AGENT, history, request_tokens(chars, MAIN_AGENT))    # no json.dumps of a 50 MB journal
     seal_dangling_tool_use(history)   # appended to the file with the next save
-    READ_VERSIONS.clear()     # files may have changed since; read them again
-    TODOS.clear()
     restore_todos(history)
     idle = time.time() - CACHE_CLOCK.last_use.get("main", time.time())
+    last = next((text_of(m["content"]).strip() for m in reversed(history) if is_user_prompt(m)), "(none)")
     ui(f"  Resumed {visible(path.name)}: {len(history)} messages. Last prompt: "
-       f"{visible(shorten(last_prompt(history), 70))}" + (f" ({idle / 60:.0f} minutes ago: the prompt cache has "
+       f"{visible(shorten(last, 70))}" + (f" ({idle / 60:.0f} minutes ago: the prompt cache has "
        "expired, so KeSi writes it for an hour now)" if idle >= LONG_PAUSE else ""))
     return True
-
-
-def last_prompt(history: list[dict]) -> str:
-    return next((text_of(m["content"]).strip() for m in reversed(history) if is_user_prompt(m)), "(none)")
 
 
 # ============================================================================
@@ -6486,8 +6453,7 @@ def display_width(text: str) -> int:
 
 def wrapped(text: str, hang: str | None = None) -> str:
     """KeSi's own prose wrapped to the terminal; a long word (a URL, a path) is never cut."""
-    width = terminal_width()
-    if width is None:
+    if (width := terminal_width()) is None:
         return text
     lines = []
     for line in text.split("\n"):
@@ -6506,8 +6472,7 @@ class WaitingNote:
 
     def __init__(self, echo: bool, what: str = "thinking", indent: str = "  "):
         self.shown = echo and capable_terminal() and hasattr(UI, "isatty") and UI.isatty()
-        self.what, self.indent = what, indent
-        self.stop, self.lock = threading.Event(), threading.Lock()
+        self.what, self.indent, self.stop, self.lock = what, indent, threading.Event(), threading.Lock()
         self.start, self.frame, self.retry_at, self.thread = time.monotonic(), 0, None, None
         if self.shown:
             ui(f"{indent}({what}...)", end="")
@@ -6560,23 +6525,20 @@ def listen_for_retries() -> None:
     sdk_log = logging.getLogger("anthropic._base_client")
     if not any(isinstance(h, RetryNotice) for h in sdk_log.handlers):
         sdk_log.addHandler(RetryNotice(logging.INFO))
-        if sdk_log.getEffectiveLevel() > logging.INFO:
-            sdk_log.setLevel(logging.INFO)
+        sdk_log.setLevel(min(sdk_log.getEffectiveLevel(), logging.INFO))
 
 
 # --- the answer on a terminal: wrapped, with light Markdown ------------------
 FENCE = re.compile(r"[ \t]*(```|~~~)")
 LIST_MARKER = re.compile(r"[-*+>]|\d{1,3}[.)]")
-# Each double-width (CJK) character is a word, as Chinese and Japanese have no spaces to wrap at; closing
-# punctuation stays with the character before it, so no line starts with a comma.
+# A CJK character is a word (no spaces to wrap at), closing punctuation kept with it: no line starts with a comma.
 WIDE_CHARS = r"\u1100-\u115f\u2e80-\u303e\u3041-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6"
 CLOSING = "，。、；：！？）」』》〉】"
 WORD = re.compile(rf"(\s*)([{WIDE_CHARS}][{CLOSING}]*|[^\s{WIDE_CHARS}]+)")   # (the space before, the word)
 
 
 class AnswerPrinter:
-    """The model's text (made safe by visible()): prose wrapped, Markdown marks styled, code and tables verbatim; a
-    pipe gets it as is. Every escape code is KeSi's."""
+    """visible() text: prose wrapped, Markdown styled (each escape code KeSi's), code, tables and pipes as is."""
 
     def __init__(self, column: int):
         self.width, self.styled = terminal_width(), use_colour()
@@ -6601,7 +6563,9 @@ class AnswerPrinter:
     def finish(self) -> None:
         if self.width is not None:
             self.print_words(whole_line=True)
-            self.end_styles()
+            if self.bold or self.code:
+                self.bold = self.code = False
+                self.out("\033[0m", 0)
 
     def print_words(self, whole_line: bool) -> None:
         if self.kind is None and not self.start_line(whole_line):
@@ -6634,12 +6598,10 @@ class AnswerPrinter:
         self.kind, self.hang = "prose", len(indent)
         if re.fullmatch(r"#{1,6}", word):          # a heading: bold, its marks dropped when styled
             self.bold = self.styled
-            if self.styled:
-                self.pending = self.pending[first.end():]
         elif LIST_MARKER.fullmatch(word):
             self.hang += display_width(word) + 1
         self.out(indent, len(indent.expandtabs()))
-        self.pending = self.pending.lstrip(" \t")
+        self.pending = self.pending[first.end() if self.bold else 0:].lstrip(" \t")
         if self.bold:
             self.out(self.sgr(), 0)
         return True
@@ -6675,11 +6637,6 @@ class AnswerPrinter:
         """The escape codes for the styles open now, after a reset."""
         styles = [STYLES[s] for s, on in (("bold", self.bold), ("code", self.code)) if on]
         return "\033[0m" + "".join(f"\033[{s}m" for s in styles)
-
-    def end_styles(self) -> None:
-        if self.bold or self.code:
-            self.bold = self.code = False
-            self.out("\033[0m", 0)
 
     def out(self, text: str, width: int) -> None:
         ui(text, end="")
@@ -6831,7 +6788,6 @@ def is_slash_command(line: str) -> bool:
     return line.startswith("/") and "/" not in line.partition(" ")[0][1:]
 
 
-# The /commands that only show something.
 SHOWING_COMMANDS = {"/help": lambda: show_help(), "/status": print_startup,
                     "/cost": show_cost, "/todo": lambda: ui("  " + visible(render_todos()).replace("\n", "\n  ")),
                     "/permissions": show_permissions, "/network": show_network_policy, "/tasks": show_tasks}
@@ -6867,8 +6823,6 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         if argument:
             ui(f"  Unknown mode {visible(argument)}.")
         ui(f"  Current mode: {PERMISSION_MODE}. Modes: {', '.join(PERMISSION_MODES)}")
-    elif name == "/compact" and not history:
-        ui("  (nothing to compact yet)")
     elif name == "/compact":
         before = len(history)
         if compact_history(client, history, argument or None):
@@ -6889,8 +6843,7 @@ def run_typed_command(command: str) -> str:
         ui("  (!command runs a command in the sandbox; its output goes with your next message)")
         return ""
     verdict, reason = classify_command(command)
-    key = command_key(command)
-    denied = key and matching_rule("deny", "Bash", key)
+    denied = (key := command_key(command)) and matching_rule("deny", "Bash", key)
     if verdict == "deny" or denied:
         ui(paint(f"      [blocked] {visible(reason if verdict == 'deny' else f'deny rule {denied.text}')}", "error"))
         return ""
@@ -6914,8 +6867,7 @@ def setup_readline() -> None:
     atexit.register(save_prompt_history)
     readline.set_completer_delims(" \t\n")     # '/' and '@' belong to the word
     readline.set_completer(complete)
-    libedit = "libedit" in (readline.__doc__ or "")     # macOS's readline speaks another syntax
-    readline.parse_and_bind("bind ^I rl_complete" if libedit else "tab: complete")
+    readline.parse_and_bind("bind ^I rl_complete" if "libedit" in (readline.__doc__ or "") else "tab: complete")
 
 
 # Tab completes a /command (those /help lists) at the start of the line and an @path anywhere.
@@ -6945,21 +6897,18 @@ def path_completions(typed: str) -> list[str]:
     folder, _, start = typed.rpartition("/")
     folder += "/" if folder else ""
     try:
-        with locate(folder or ".") as entry:
-            if entry.info is None or not stat.S_ISDIR(entry.info.st_mode):
+        with locate(folder or ".", must_exist=True) as entry:
+            if not stat.S_ISDIR(entry.info.st_mode):
                 return []
             folder_fd = entry.open(FOLDER_FLAGS)
+            try:
+                found = [e for e in os.scandir(folder_fd) if e.name.startswith(start) and (start or e.name[:1] != ".")]
+            finally:
+                os.close(folder_fd)
+        where = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
+        shown = [visible_entry(e, e.name, where + e.name) for e in found]
     except (PathRefused, OSError):
         return []
-    where = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
-    try:
-        with os.scandir(folder_fd) as listing:
-            found = [e for e in listing if e.name.startswith(start) and (start[:1] == "." or e.name[:1] != ".")]
-        shown = [visible_entry(e, e.name, where + e.name) for e in found]
-    except OSError:
-        return []
-    finally:
-        os.close(folder_fd)
     names = [name for name in shown if name and name == visible(name) and not re.search(r"\s", name)]
     return sorted(f"@{folder}{name}" + ("" if name.endswith("/") else " ") for name in names)
 
