@@ -3007,15 +3007,14 @@ QUOTES = {"'": (re.compile(r"'([^']*)'"), str),
 
 
 def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -> list[list[str]] | None:
-    """Each simple command's words, unquoted as sh does (ansi_c: bash's $'...'); None for an unclosed quote, or with
-    partial the commands before it. A redirection's target goes last: in "2>x sudo id" sudo is still the program."""
+    """Each simple command's words, unquoted as sh does (ansi_c: $'...'); open quote: None (partial: those before)."""
     segments, words, targets, heredocs = [], [], [], []
     word, in_word, redirect_next = "", False, False
     i, n = 0, len(command)
 
     def end_word():
         nonlocal word, in_word, redirect_next
-        if in_word:
+        if in_word:             # a redirection's target goes last: in "2>x sudo id" sudo is still the program
             (targets if redirect_next else words).append(word)
             redirect_next = False
         word, in_word = "", False
@@ -3034,10 +3033,8 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
             i = end if (end := command.find("\n", i)) >= 0 else n
             continue
         elif c == "\\":
-            if command[i + 1:i + 2] == "\n":      # a line continuation joins the two lines
-                i += 2
-                continue
-            word, in_word = word + command[i + 1:i + 2], True
+            if command[i + 1:i + 2] != "\n":      # a line continuation joins the two lines
+                word, in_word = word + command[i + 1:i + 2], True
             i += 1
         elif (quote := "$'" if ansi_c and command.startswith("$'", i) else c) in QUOTES:
             pattern, text_of = QUOTES[quote]
@@ -3048,24 +3045,18 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
         elif c == "$" and command[i + 1:i + 2] == '"':
             pass                                 # $"..." is "..." (a translated string)
         elif c in "<>":                          # a redirection
-            if word.isdigit():                   # 2>/dev/null: the 2 belongs to the redirection
-                word, in_word = "", False
+            in_word = in_word and not word.isdigit()     # 2>/dev/null: the 2 belongs to the redirection
             end_word()
-            start = i
-            while i + 1 < n and command[i + 1] in "<>&|":
-                i += 1
-            if command[start:i + 1] == "<<" and (delimiter := HEREDOC_WORD.match(command, i + 1)):  # here-doc, not <<<
+            i += len(operator := re.compile(r"[<>][<>&|]*").match(command, i).group()) - 1
+            if operator == "<<" and (delimiter := HEREDOC_WORD.match(command, i + 1)):  # here-doc, not <<<
                 heredocs.append((delimiter, len(segments)))
             redirect_next = True
         elif c == "\n" and heredocs:             # the bodies start on the next line
             end_segment()
             for delimiter, owner in heredocs:
-                body, literal, i = heredoc_body(command, i + 1, delimiter)
+                body, i = heredoc_body(command, i + 1, delimiter)
                 segments += [[] for _ in range(owner + 1 - len(segments))]   # `<<EOF` alone has no words
-                if literal:
-                    segments[owner].append(body)
-                else:                            # its $(...) and `...` run here, the rest is text
-                    segments[owner] += [COMMAND_SUBSTITUTION.sub("", body), *COMMAND_SUBSTITUTION.findall(body)]
+                segments[owner] += body
                 i -= 1
             heredocs.clear()
         elif c in SEPARATORS:
@@ -3077,8 +3068,8 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
     return segments
 
 
-def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[str, bool, int]:
-    """The body up to its delimiter line (or the end, as dash reads it), whether it is literal, where sh reads on."""
+def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[list[str], int]:
+    """The body up to its delimiter line (or the end, as dash reads it) as words, and where sh reads on."""
     word = re.sub(r"""['"\\]""", "", delimiter.group(1))
     strip_tabs, literal, lines = delimiter.group(0).startswith("-"), word != delimiter.group(1), []
     while i < len(command):
@@ -3088,7 +3079,8 @@ def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[str, bool, 
         if line == word:
             break
         lines.append(line)
-    return "\n".join(lines), literal, i
+    body = "\n".join(lines)       # unless its delimiter is quoted, its $(...) and `...` run; the rest is text
+    return ([body] if literal else [COMMAND_SUBSTITUTION.sub("", body), *COMMAND_SUBSTITUTION.findall(body)]), i
 
 
 # --- hard denials: never run, whatever the answer --------------------------------
@@ -3129,10 +3121,9 @@ def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | N
 
 def unwrap_command(tokens: list[str]) -> list[str]:
     """The command a simple command really runs, past VAR=value, reserved words ({, then, !) and wrappers."""
-    tokens = list(tokens)
     while tokens:
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[0], re.DOTALL) or tokens[0] in RESERVED_WORDS:
-            tokens.pop(0)
+            tokens = tokens[1:]
         elif program_name(tokens[0]) in SIMPLE_WRAPPERS:
             tokens = past_wrapper_options(tokens[1:])
         else:
@@ -3310,8 +3301,7 @@ GIT_SYNONYMS = {"send-pack": "push"}     # the plumbing git push runs: a rule on
 
 
 def handed_lines(words: list[str]) -> list[str]:
-    """Command lines it hands to a shell besides its arguments: alias values (alias x=sudo); git's -c values,
-    alias, rebase -x values and the rest of foreach or bisect run (UNKNOWN_ALIAS: a --config-env value)."""
+    """Lines it hands a shell: alias values; git's -c values, alias, rebase -x, foreach (UNKNOWN_ALIAS: config-env)."""
     name = program_name(words[0]) if words else ""
     if name == "alias":
         return [word.partition("=")[2] for word in words[1:] if "=" in word]
@@ -3322,11 +3312,10 @@ def handed_lines(words: list[str]) -> list[str]:
              if not key.lower().startswith(IDENTITY_KEYS + ("alias.",))]
     if alias := git_alias(words):
         lines.append(alias if alias == UNKNOWN_ALIAS else alias[1:] if alias.startswith("!") else "git " + alias)
-    if not rest:
-        return lines
-    if (after := GIT_COMMAND_ARGUMENTS.get(rest[0])) in rest[1:]:    # past its options: foreach --recursive --quiet
-        lines.append(" ".join(itertools.dropwhile(lambda word: word.startswith("-"), rest[rest.index(after, 1) + 1:])))
-    return lines + option_values(rest[1:], GIT_COMMAND_OPTIONS.get(rest[0], ()))
+    subcommand, *args = rest or [""]
+    if (after := GIT_COMMAND_ARGUMENTS.get(subcommand)) in args:    # past its options: foreach --recursive --quiet
+        lines.append(" ".join(itertools.dropwhile(lambda word: word.startswith("-"), args[args.index(after) + 1:])))
+    return lines + option_values(args, GIT_COMMAND_OPTIONS.get(subcommand, ()))
 
 
 def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
@@ -3531,11 +3520,7 @@ def project_settings_file() -> Path:
     return BASE_DIR / ".kesi" / "settings.json"
 
 
-@dataclass(frozen=True)
-class Rule:
-    kind: str        # "allow" | "deny"
-    text: str        # as written: Bash(npm test:*)
-    source: str      # where it came from, for /permissions
+Rule = collections.namedtuple("Rule", "kind text source")   # allow|deny, as written: Bash(npm test:*), for /permissions
 
 
 def read_json_file(path: Path) -> dict:
@@ -3685,11 +3670,10 @@ def git_alias(words: list[str]) -> str | None:
     if not words or program_name(words[0]) != "git":
         return None
     rest, config = past_git_options(words[1:])
-    aliases = {key[len("alias."):]: value for key, value in config.items() if key.lower().startswith("alias.")}
     if not rest or rest[0] in git_commands():
         return None
-    if rest[0] in aliases:
-        return aliases[rest[0]]
+    if aliases := [value for key, value in config.items() if key.lower().startswith("alias.") and key[6:] == rest[0]]:
+        return aliases[-1]
     found = run_git(["config", "--get", f"alias.{rest[0]}"])
     return found.stdout.decode(errors="replace").strip() or None if found and found.returncode == 0 else None
 
@@ -3710,11 +3694,8 @@ def path_matches(pattern: str, key: str, for_deny: bool) -> bool:
 def matching_rule(kind: str, tool: str, subject: str) -> Rule | None:
     """The first rule of this kind that covers a command (tool "Bash") or a file key ("Edit")."""
     matches = command_matches if tool == "Bash" else path_matches
-    for rule in permission_rules():
-        parsed = parse_rule(rule.text)
-        if rule.kind == kind and parsed and parsed[0] == tool and matches(parsed[1], subject, kind == "deny"):
-            return rule
-    return None
+    return next((rule for rule in permission_rules() if rule.kind == kind and (parsed := parse_rule(rule.text))
+                 and parsed[0] == tool and matches(parsed[1], subject, kind == "deny")), None)
 
 
 def kind_rule(tokens: list[str]) -> str:
@@ -3726,8 +3707,7 @@ def kind_rule(tokens: list[str]) -> str:
 
 
 def save_project_rule(text: str) -> bool:
-    """Add an allow rule for this project to the user's settings (written by KeSi only, after an "a"); a file that
-    does not read as settings is left alone, not replaced (the person may be editing it)."""
+    """Add an allow rule for this project to the user's settings; a file that is not settings is left as it is."""
     path = user_settings_file()
     try:
         settings = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
@@ -5722,8 +5702,7 @@ def log_task_end(task: BackgroundTask, how: str) -> None:
 
 def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> None:
     """TERM the running tasks' process groups (all, or tasks'), one grace period for all, then KILL the rest."""
-    tasks = BACKGROUND_TASKS.values() if tasks is None else tasks
-    running = [task.proc for task in tasks if task.proc.poll() is None]
+    running = [t.proc for t in (BACKGROUND_TASKS.values() if tasks is None else tasks) if t.proc.poll() is None]
     send_signal([proc.pid for proc in running], signal.SIGTERM, os.killpg)
     deadline = time.monotonic() + KILL_GRACE_SECONDS
     with contextlib.suppress(KeyboardInterrupt):      # a Ctrl-C: no more patience, KILL now
@@ -5755,13 +5734,12 @@ def stop_orphans(spare: set[int] = frozenset()) -> None:
     """KILL and reap, round by round, all KeSi adopted (whose it was cannot be told) but running tasks and spare."""
     known = spare | {task.proc.pid for task in BACKGROUND_TASKS.values() if task.proc.returncode is None}
     for _ in range(1000):
-        orphans = [pid for pid in child_pids(os.getpid()) if pid not in known]
+        if not (orphans := [pid for pid in child_pids(os.getpid()) if pid not in known]):
+            return
         send_signal(orphans, signal.SIGKILL)
         for pid in orphans:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-        if not orphans:
-            return
 
 
 def send_signal(pids, signum: int, kill=os.kill) -> None:
