@@ -3170,7 +3170,7 @@ def expand_home(word: str) -> str | None:
 
 
 def is_root_target(target: str, cwd: Path | None = None) -> bool:
-    """Does this removal target mean /, a system or a home folder, however it is spelled?"""
+    """Does this removal target mean /, a top-level folder (/usr), a home folder or one above, however spelled?"""
     if target in ROOT_TARGETS:
         return True
     if "{" in target and (alternatives := brace_alternatives(target)) != [target]:   # bash: rm -rf {/,x} is rm -rf / x
@@ -3185,8 +3185,7 @@ def is_root_target(target: str, cwd: Path | None = None) -> bool:
         path = os.path.realpath("/".join(parts) or "/")   # .., //, symlinks
     except (OSError, ValueError):
         return True
-    parent = os.path.dirname(path)    # /, a top-level folder (/usr), a home folder, or a folder above home
-    return parent in ("/", "/home", "/Users") or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
+    return os.path.dirname(path) in ("/", "/home", "/Users") or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
 
 
 def brace_alternatives(word: str, limit: int = 64) -> list[str]:
@@ -3521,19 +3520,18 @@ def project_settings_file() -> Path:
 
 
 Rule = collections.namedtuple("Rule", "kind text source")   # allow|deny, as written: Bash(npm test:*), for /permissions
+COMMAND_LINE_RULES: list[Rule] = []      # --allowed-tools / --disallowed-tools, for this run
 
 
 def read_json_file(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    with contextlib.suppress(OSError, ValueError):
+        if isinstance(data := json.loads(path.read_text(encoding="utf-8")), dict):
+            return data
+    return {}
 
 
 def rules_in(section, source: str, kinds=("allow", "deny")) -> list[Rule]:
-    if not isinstance(section, dict):
-        return []
+    section = section if isinstance(section, dict) else {}
     return [Rule(kind, text, source) for kind in kinds if isinstance(section.get(kind), list)
             for text in section[kind] if isinstance(text, str)]
 
@@ -3546,9 +3544,6 @@ def permission_rules() -> list[Rule]:
     return (COMMAND_LINE_RULES + rules_in(user.get("permissions"), "user settings")
             + rules_in(projects.get(str(BASE_DIR)), "user settings, this project")
             + rules_in(project, ".kesi/settings.json (deny only)", kinds=("deny",)))
-
-
-COMMAND_LINE_RULES: list[Rule] = []      # --allowed-tools / --disallowed-tools, for this run
 
 
 def parse_rule(text: str) -> tuple[str, str] | None:
@@ -5798,10 +5793,9 @@ def background_tasks_paused():
 
 def is_still(pid: int, state: str) -> bool:
     """Stopped or gone; or a shell in vfork, which runs nothing until its (stopped) child execs and never stops."""
-    if state in "TtZX":
-        return True
     with contextlib.suppress(OSError):
-        return state == "D" and Path(f"/proc/{pid}/wchan").read_text() in ("kernel_clone", "_do_fork", "do_fork")
+        return state in "TtZX" or state == "D" and Path(f"/proc/{pid}/wchan").read_text() in (
+            "kernel_clone", "_do_fork", "do_fork")
     return False
 
 
