@@ -5572,7 +5572,6 @@ def network_line() -> str:
 # --- background tasks ----------------------------------------------------------
 # A dev server or watcher outlives its call, checked and sandboxed as a command (.git read-only: the user runs git too).
 # All end with KeSi: at exit, a crash, SIGHUP or SIGTERM, and under bwrap even SIGKILL (--die-with-parent, lifeline_fd).
-
 MAX_BACKGROUND_TASKS = 8               # running at once
 MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task
 
@@ -5624,9 +5623,8 @@ BACKGROUND_TASKS: dict[int, BackgroundTask] = {}
 
 def start_background_task(command: str) -> tuple[str, bool]:
     """Start it, log it (its end is logged when it is stopped), return its id."""
-    running = [task for task in BACKGROUND_TASKS.values() if task.proc.poll() is None]
-    if len(running) >= MAX_BACKGROUND_TASKS:
-        return (f"Error: {len(running)} background tasks are running already, the most KeSi allows; "
+    if (running := sum(task.proc.poll() is None for task in BACKGROUND_TASKS.values())) >= MAX_BACKGROUND_TASKS:
+        return (f"Error: {running} background tasks are running already, the most KeSi allows; "
                 "stop one with background_stop first."), True
     shared = start_shared_network()
     make_cache_folder()
@@ -5773,7 +5771,6 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 # --- tasks paused while KeSi looks, and checked between commands ---------------------------
 # The tasks' bwrap sandboxes are SIGSTOPped from KeSi's look at a command until bwrap has mounted all, and while it
 # checks one, so no task moves a folder under a mask or plants a hook meanwhile; git changes between checks are undone.
-
 @contextlib.contextmanager
 def background_tasks_paused():
     """Stop the running tasks' sandboxes for the with-block; yields their bwraps' pids (none: nothing paused)."""
