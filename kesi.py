@@ -3158,15 +3158,17 @@ def split_like_env(text: str) -> list[str]:
         return text.split()
 
 
-def expand_home(word: str) -> str | None:
-    """The path with ~, ~user, $HOME and ${HOME...} expanded; None for one that cannot be read without running it."""
+def absolute_path(word: str, cwd: Path | None) -> str | None:
+    """The word as a path from /, ~ and $HOME expanded; None if only running it could tell (or cwd None, relative)."""
     if user := re.match(r"~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)", word):
         name = user.group(1)
         home = os.path.expanduser(f"~{name}") if name else HOME_TEXT
-        return (f"/home/{name}" if home.startswith("~") else home) + word[user.end():]   # unknown user: /home/NAME
-    if var := re.match(r"\$(?:HOME\b|\{HOME\b[^}]*\})", word):   # $HOME, ${HOME}, ${HOME:?}, ${HOME:-x}
-        return HOME_TEXT + word[var.end():]
-    return None if word.startswith("~") or any(c in word for c in "$`") else word
+        word = (f"/home/{name}" if home.startswith("~") else home) + word[user.end():]   # unknown user: /home/NAME
+    elif var := re.match(r"\$(?:HOME\b|\{HOME\b[^}]*\})", word):   # $HOME, ${HOME}, ${HOME:?}, ${HOME:-x}
+        word = HOME_TEXT + word[var.end():]
+    elif word.startswith("~") or any(c in word for c in "$`"):
+        return None
+    return os.path.join(cwd or "/", word) if cwd or word.startswith("/") else None
 
 
 def is_root_target(target: str, cwd: Path | None = None) -> bool:
@@ -3176,10 +3178,9 @@ def is_root_target(target: str, cwd: Path | None = None) -> bool:
     if "{" in target and (alternatives := brace_alternatives(target)) != [target]:   # bash: rm -rf {/,x} is rm -rf / x
         return any(is_root_target(alternative, cwd) for alternative in alternatives)
     target = re.sub(r"\$(PWD\b|\{PWD\})", lambda _: str(cwd or BASE_DIR), target)   # rm -rf $PWD/..
-    path = expand_home(target)
-    if path is None or cwd is None and not path.startswith("/"):
+    if (path := absolute_path(target, cwd)) is None:
         return False              # not readable without running it: the expansion rule asks
-    parts = os.path.join(cwd or BASE_DIR, path).split("/")    # "~/*", "./.[!.]*": the folder they empty
+    parts = path.split("/")    # "~/*", "./.[!.]*": the folder they empty
     parts = list(itertools.takewhile(lambda part: not WHOLE_FOLDER_GLOB.fullmatch(part), parts))
     try:
         path = os.path.realpath("/".join(parts) or "/")   # .., //, symlinks
@@ -3225,10 +3226,7 @@ def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path
     args = [t for t in tokens[1:] if not t.startswith("-") or t == "-"]
     if not args or args[0] == "-":
         return previous if args else HOME_DIR
-    path = expand_home(args[0])
-    if path is None or (cwd is None and not path.startswith("/")):
-        return None
-    return Path(os.path.normpath(path if cwd is None else os.path.join(cwd, path)))
+    return Path(os.path.normpath(path)) if (path := absolute_path(args[0], cwd)) else None
 
 
 def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) -> str | None:
