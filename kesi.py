@@ -3517,7 +3517,7 @@ def project_settings_file() -> Path:
     return BASE_DIR / ".kesi" / "settings.json"
 
 
-Rule = collections.namedtuple("Rule", "kind text source")   # allow|deny, as written: Bash(npm test:*), for /permissions
+Rule = collections.namedtuple("Rule", "kind text source")   # allow|deny; as written: Bash(npm test:*); where from
 COMMAND_LINE_RULES: list[Rule] = []      # --allowed-tools / --disallowed-tools, for this run
 
 
@@ -3700,7 +3700,7 @@ def kind_rule(tokens: list[str]) -> str:
 
 
 def save_project_rule(text: str) -> bool:
-    """Add an allow rule for this project to the user's settings; a file that is not settings is left as it is."""
+    """Add an allow rule for this project to the user's settings; a file not read as settings is left (being edited?)."""
     path = user_settings_file()
     try:
         settings = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
