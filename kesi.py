@@ -3700,7 +3700,7 @@ def kind_rule(tokens: list[str]) -> str:
 
 
 def save_project_rule(text: str) -> bool:
-    """Add an allow rule for this project to the user's settings; a file not read as settings is left (being edited?)."""
+    """Add this project's allow rule to the user's settings; a file not read as settings is left alone (in an edit?)."""
     path = user_settings_file()
     try:
         settings = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
