@@ -3354,17 +3354,14 @@ def touches_forbidden(tokens: list[str], cwd: Path | None = None) -> bool:
 
 
 def has_unsafe_option(tokens: list[str]) -> bool:
-    """Is one of UNSAFE_OPTIONS given, in any spelling: --set=X, -s X, -sX, or in a cluster (-us)?"""
+    """Is one of UNSAFE_OPTIONS given, in any spelling: --set=X, --se (as GNU takes it), -s X, -sX, a cluster (-us)?"""
     if tokens[0] == "date" and any(not t.startswith(("-", "+")) for t in tokens[1:]):
         return True               # date MMDDhhmm sets the clock, as -s does
     for token in itertools.takewhile(lambda token: token != "--", tokens[1:]):
-        for option in UNSAFE_OPTIONS.get(tokens[0], ()):
-            if option.startswith("--"):
-                given = token.split("=", 1)[0]
-                if len(given) > 2 and option.startswith(given):     # GNU takes --se for --set
-                    return True
-            elif token.startswith("-") and not token.startswith("--") and option[1] in token[1:]:
-                return True
+        given, cluster = token.split("=", 1)[0], token[1:] if re.match(r"-[^-]", token) else ""
+        if any(len(given) > 2 and option.startswith(given) if option.startswith("--") else option[1] in cluster
+               for option in UNSAFE_OPTIONS.get(tokens[0], ())):
+            return True
     return False
 
 
