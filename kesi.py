@@ -3324,8 +3324,7 @@ def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
                 name, has_value, value = word.partition("=")
                 given = len(name) > 3 and option.startswith(name)
             elif given := re.match(rf"-[A-Za-z]*{option[1]}", word):
-                value = word[word.index(option[1], 1) + 1:]
-                has_value = bool(value)
+                has_value = bool(value := word[word.index(option[1], 1) + 1:])
             if given:
                 values += [value] if has_value else [] if option in ATTACHED_ONLY else words[index + 1:index + 2]
     return values
@@ -3582,9 +3581,8 @@ def past_git_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
         option, has_value, value = words.pop(0).partition("=")
         if option in GIT_VALUE_OPTIONS and not has_value and words:
             value = words.pop(0)                   # the option's value: -C path, -c key=value
-        key, _, setting = value.partition("=")
         if option in ("-c", "--config-env"):
-            config[key] = setting if option == "-c" else UNKNOWN_ALIAS
+            config[value.partition("=")[0]] = value.partition("=")[2] if option == "-c" else UNKNOWN_ALIAS
     return words, config
 
 
