@@ -2961,15 +2961,14 @@ QUOTES = {"'": (re.compile(r"'([^']*)'"), str),
 
 
 def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -> list[list[str]] | None:
-    """Each simple command's words, unquoted as sh does (ansi_c: bash's $'...'); None for an unclosed quote, or with
-    partial the commands before it. A redirection's target goes last: in "2>x sudo id" sudo is still the program."""
+    """Each simple command's words, unquoted as sh does (ansi_c: $'...'); open quote: None (partial: those before)."""
     segments, words, targets, heredocs = [], [], [], []
     word, in_word, redirect_next = "", False, False
     i, n = 0, len(command)
 
     def end_word():
         nonlocal word, in_word, redirect_next
-        if in_word:
+        if in_word:             # a redirection's target goes last: in "2>x sudo id" sudo is still the program
             (targets if redirect_next else words).append(word)
             redirect_next = False
         word, in_word = "", False
@@ -2988,10 +2987,8 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
             i = end if (end := command.find("\n", i)) >= 0 else n
             continue
         elif c == "\\":
-            if command[i + 1:i + 2] == "\n":      # a line continuation joins the two lines
-                i += 2
-                continue
-            word, in_word = word + command[i + 1:i + 2], True
+            if command[i + 1:i + 2] != "\n":      # a line continuation joins the two lines
+                word, in_word = word + command[i + 1:i + 2], True
             i += 1
         elif (quote := "$'" if ansi_c and command.startswith("$'", i) else c) in QUOTES:
             pattern, text_of = QUOTES[quote]
@@ -3002,24 +2999,18 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
         elif c == "$" and command[i + 1:i + 2] == '"':
             pass                                 # $"..." is "..." (a translated string)
         elif c in "<>":                          # a redirection
-            if word.isdigit():                   # 2>/dev/null: the 2 belongs to the redirection
-                word, in_word = "", False
+            in_word = in_word and not word.isdigit()     # 2>/dev/null: the 2 belongs to the redirection
             end_word()
-            start = i
-            while i + 1 < n and command[i + 1] in "<>&|":
-                i += 1
-            if command[start:i + 1] == "<<" and (delimiter := HEREDOC_WORD.match(command, i + 1)):  # here-doc, not <<<
+            i += len(operator := re.compile(r"[<>][<>&|]*").match(command, i).group()) - 1
+            if operator == "<<" and (delimiter := HEREDOC_WORD.match(command, i + 1)):  # here-doc, not <<<
                 heredocs.append((delimiter, len(segments)))
             redirect_next = True
         elif c == "\n" and heredocs:             # the bodies start on the next line
             end_segment()
             for delimiter, owner in heredocs:
-                body, literal, i = heredoc_body(command, i + 1, delimiter)
+                body, i = heredoc_body(command, i + 1, delimiter)
                 segments += [[] for _ in range(owner + 1 - len(segments))]   # `<<EOF` alone has no words
-                if literal:
-                    segments[owner].append(body)
-                else:                            # its $(...) and `...` run here, the rest is text
-                    segments[owner] += [COMMAND_SUBSTITUTION.sub("", body), *COMMAND_SUBSTITUTION.findall(body)]
+                segments[owner] += body
                 i -= 1
             heredocs.clear()
         elif c in SEPARATORS:
@@ -3031,8 +3022,8 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
     return segments
 
 
-def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[str, bool, int]:
-    """The body up to its delimiter line (or the end, as dash reads it), whether it is literal, where sh reads on."""
+def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[list[str], int]:
+    """The body up to its delimiter line (or the end, as dash reads it) as words, and where sh reads on."""
     word = re.sub(r"""['"\\]""", "", delimiter.group(1))
     strip_tabs, literal, lines = delimiter.group(0).startswith("-"), word != delimiter.group(1), []
     while i < len(command):
@@ -3042,7 +3033,8 @@ def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[str, bool, 
         if line == word:
             break
         lines.append(line)
-    return "\n".join(lines), literal, i
+    body = "\n".join(lines)       # unless its delimiter is quoted, its $(...) and `...` run; the rest is text
+    return ([body] if literal else [COMMAND_SUBSTITUTION.sub("", body), *COMMAND_SUBSTITUTION.findall(body)]), i
 
 
 # --- hard denials: never run, whatever the answer --------------------------------
@@ -3083,10 +3075,9 @@ def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | N
 
 def unwrap_command(tokens: list[str]) -> list[str]:
     """The command a simple command really runs, past VAR=value, reserved words ({, then, !) and wrappers."""
-    tokens = list(tokens)
     while tokens:
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[0], re.DOTALL) or tokens[0] in RESERVED_WORDS:
-            tokens.pop(0)
+            tokens = tokens[1:]
         elif program_name(tokens[0]) in SIMPLE_WRAPPERS:
             tokens = past_wrapper_options(tokens[1:])
         else:
@@ -3121,35 +3112,35 @@ def split_like_env(text: str) -> list[str]:
         return text.split()
 
 
-def expand_home(word: str) -> str | None:
-    """The path with ~, ~user, $HOME and ${HOME...} expanded; None for one that cannot be read without running it."""
+def absolute_path(word: str, cwd: Path | None) -> str | None:
+    """The word as a path from /, ~ and $HOME expanded; None if only running it could tell (or cwd None, relative)."""
     if user := re.match(r"~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)", word):
         name = user.group(1)
         home = os.path.expanduser(f"~{name}") if name else HOME_TEXT
-        return (f"/home/{name}" if home.startswith("~") else home) + word[user.end():]   # unknown user: /home/NAME
-    if var := re.match(r"\$(?:HOME\b|\{HOME\b[^}]*\})", word):   # $HOME, ${HOME}, ${HOME:?}, ${HOME:-x}
-        return HOME_TEXT + word[var.end():]
-    return None if word.startswith("~") or any(c in word for c in "$`") else word
+        word = (f"/home/{name}" if home.startswith("~") else home) + word[user.end():]   # unknown user: /home/NAME
+    elif var := re.match(r"\$(?:HOME\b|\{HOME\b[^}]*\})", word):   # $HOME, ${HOME}, ${HOME:?}, ${HOME:-x}
+        word = HOME_TEXT + word[var.end():]
+    elif word.startswith("~") or any(c in word for c in "$`"):
+        return None
+    return os.path.join(cwd or "/", word) if cwd or word.startswith("/") else None
 
 
 def is_root_target(target: str, cwd: Path | None = None) -> bool:
-    """Does this removal target mean /, a system or a home folder, however it is spelled?"""
+    """Does this removal target mean /, a top-level folder (/usr), a home folder or one above, however spelled?"""
     if target in ROOT_TARGETS:
         return True
     if "{" in target and (alternatives := brace_alternatives(target)) != [target]:   # bash: rm -rf {/,x} is rm -rf / x
         return any(is_root_target(alternative, cwd) for alternative in alternatives)
     target = re.sub(r"\$(PWD\b|\{PWD\})", lambda _: str(cwd or BASE_DIR), target)   # rm -rf $PWD/..
-    path = expand_home(target)
-    if path is None or cwd is None and not path.startswith("/"):
+    if (path := absolute_path(target, cwd)) is None:
         return False              # not readable without running it: the expansion rule asks
-    parts = os.path.join(cwd or BASE_DIR, path).split("/")    # "~/*", "./.[!.]*": the folder they empty
+    parts = path.split("/")    # "~/*", "./.[!.]*": the folder they empty
     parts = list(itertools.takewhile(lambda part: not WHOLE_FOLDER_GLOB.fullmatch(part), parts))
     try:
         path = os.path.realpath("/".join(parts) or "/")   # .., //, symlinks
     except (OSError, ValueError):
         return True
-    parent = os.path.dirname(path)    # /, a top-level folder (/usr), a home folder, or a folder above home
-    return parent in ("/", "/home", "/Users") or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
+    return os.path.dirname(path) in ("/", "/home", "/Users") or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
 
 
 def brace_alternatives(word: str, limit: int = 64) -> list[str]:
@@ -3189,10 +3180,7 @@ def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path
     args = [t for t in tokens[1:] if not t.startswith("-") or t == "-"]
     if not args or args[0] == "-":
         return previous if args else HOME_DIR
-    path = expand_home(args[0])
-    if path is None or (cwd is None and not path.startswith("/")):
-        return None
-    return Path(os.path.normpath(path if cwd is None else os.path.join(cwd, path)))
+    return Path(os.path.normpath(path)) if (path := absolute_path(args[0], cwd)) else None
 
 
 def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) -> str | None:
@@ -3264,8 +3252,7 @@ GIT_SYNONYMS = {"send-pack": "push"}     # the plumbing git push runs: a rule on
 
 
 def handed_lines(words: list[str]) -> list[str]:
-    """Command lines it hands to a shell besides its arguments: alias values (alias x=sudo); git's -c values,
-    alias, rebase -x values and the rest of foreach or bisect run (UNKNOWN_ALIAS: a --config-env value)."""
+    """Lines it hands a shell: alias values; git's -c values, alias, rebase -x, foreach (UNKNOWN_ALIAS: config-env)."""
     name = program_name(words[0]) if words else ""
     if name == "alias":
         return [word.partition("=")[2] for word in words[1:] if "=" in word]
@@ -3276,11 +3263,10 @@ def handed_lines(words: list[str]) -> list[str]:
              if not key.lower().startswith(IDENTITY_KEYS + ("alias.",))]
     if alias := git_alias(words):
         lines.append(alias if alias == UNKNOWN_ALIAS else alias[1:] if alias.startswith("!") else "git " + alias)
-    if not rest:
-        return lines
-    if (after := GIT_COMMAND_ARGUMENTS.get(rest[0])) in rest[1:]:    # past its options: foreach --recursive --quiet
-        lines.append(" ".join(itertools.dropwhile(lambda word: word.startswith("-"), rest[rest.index(after, 1) + 1:])))
-    return lines + option_values(rest[1:], GIT_COMMAND_OPTIONS.get(rest[0], ()))
+    subcommand, *args = rest or [""]
+    if (after := GIT_COMMAND_ARGUMENTS.get(subcommand)) in args:    # past its options: foreach --recursive --quiet
+        lines.append(" ".join(itertools.dropwhile(lambda word: word.startswith("-"), args[args.index(after) + 1:])))
+    return lines + option_values(args, GIT_COMMAND_OPTIONS.get(subcommand, ()))
 
 
 def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
@@ -3292,8 +3278,7 @@ def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
                 name, has_value, value = word.partition("=")
                 given = len(name) > 3 and option.startswith(name)
             elif given := re.match(rf"-[A-Za-z]*{option[1]}", word):
-                value = word[word.index(option[1], 1) + 1:]
-                has_value = bool(value)
+                has_value = bool(value := word[word.index(option[1], 1) + 1:])
             if given:
                 values += [value] if has_value else [] if option in ATTACHED_ONLY else words[index + 1:index + 2]
     return values
@@ -3322,17 +3307,14 @@ def touches_forbidden(tokens: list[str], cwd: Path | None = None) -> bool:
 
 
 def has_unsafe_option(tokens: list[str]) -> bool:
-    """Is one of UNSAFE_OPTIONS given, in any spelling: --set=X, -s X, -sX, or in a cluster (-us)?"""
+    """Is one of UNSAFE_OPTIONS given, in any spelling: --set=X, --se (as GNU takes it), -s X, -sX, a cluster (-us)?"""
     if tokens[0] == "date" and any(not t.startswith(("-", "+")) for t in tokens[1:]):
         return True               # date MMDDhhmm sets the clock, as -s does
     for token in itertools.takewhile(lambda token: token != "--", tokens[1:]):
-        for option in UNSAFE_OPTIONS.get(tokens[0], ()):
-            if option.startswith("--"):
-                given = token.split("=", 1)[0]
-                if len(given) > 2 and option.startswith(given):     # GNU takes --se for --set
-                    return True
-            elif token.startswith("-") and not token.startswith("--") and option[1] in token[1:]:
-                return True
+        given, cluster = token.split("=", 1)[0], token[1:] if re.match(r"-[^-]", token) else ""
+        if any(len(given) > 2 and option.startswith(given) if option.startswith("--") else option[1] in cluster
+               for option in UNSAFE_OPTIONS.get(tokens[0], ())):
+            return True
     return False
 
 
@@ -3485,24 +3467,19 @@ def project_settings_file() -> Path:
     return BASE_DIR / ".kesi" / "settings.json"
 
 
-@dataclass(frozen=True)
-class Rule:
-    kind: str        # "allow" | "deny"
-    text: str        # as written: Bash(npm test:*)
-    source: str      # where it came from, for /permissions
+Rule = collections.namedtuple("Rule", "kind text source")   # allow|deny; as written: Bash(npm test:*); where from
+COMMAND_LINE_RULES: list[Rule] = []      # --allowed-tools / --disallowed-tools, for this run
 
 
 def read_json_file(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    with contextlib.suppress(OSError, ValueError):
+        if isinstance(data := json.loads(path.read_text(encoding="utf-8")), dict):
+            return data
+    return {}
 
 
 def rules_in(section, source: str, kinds=("allow", "deny")) -> list[Rule]:
-    if not isinstance(section, dict):
-        return []
+    section = section if isinstance(section, dict) else {}
     return [Rule(kind, text, source) for kind in kinds if isinstance(section.get(kind), list)
             for text in section[kind] if isinstance(text, str)]
 
@@ -3515,9 +3492,6 @@ def permission_rules() -> list[Rule]:
     return (COMMAND_LINE_RULES + rules_in(user.get("permissions"), "user settings")
             + rules_in(projects.get(str(BASE_DIR)), "user settings, this project")
             + rules_in(project, ".kesi/settings.json (deny only)", kinds=("deny",)))
-
-
-COMMAND_LINE_RULES: list[Rule] = []      # --allowed-tools / --disallowed-tools, for this run
 
 
 def parse_rule(text: str) -> tuple[str, str] | None:
@@ -3561,9 +3535,8 @@ def past_git_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
         option, has_value, value = words.pop(0).partition("=")
         if option in GIT_VALUE_OPTIONS and not has_value and words:
             value = words.pop(0)                   # the option's value: -C path, -c key=value
-        key, _, setting = value.partition("=")
         if option in ("-c", "--config-env"):
-            config[key] = setting if option == "-c" else UNKNOWN_ALIAS
+            config[value.partition("=")[0]] = value.partition("=")[2] if option == "-c" else UNKNOWN_ALIAS
     return words, config
 
 
@@ -3639,11 +3612,10 @@ def git_alias(words: list[str]) -> str | None:
     if not words or program_name(words[0]) != "git":
         return None
     rest, config = past_git_options(words[1:])
-    aliases = {key[len("alias."):]: value for key, value in config.items() if key.lower().startswith("alias.")}
     if not rest or rest[0] in git_commands():
         return None
-    if rest[0] in aliases:
-        return aliases[rest[0]]
+    if aliases := [value for key, value in config.items() if key.lower().startswith("alias.") and key[6:] == rest[0]]:
+        return aliases[-1]
     found = run_git(["config", "--get", f"alias.{rest[0]}"])
     return found.stdout.decode(errors="replace").strip() or None if found and found.returncode == 0 else None
 
@@ -3664,11 +3636,8 @@ def path_matches(pattern: str, key: str, for_deny: bool) -> bool:
 def matching_rule(kind: str, tool: str, subject: str) -> Rule | None:
     """The first rule of this kind that covers a command (tool "Bash") or a file key ("Edit")."""
     matches = command_matches if tool == "Bash" else path_matches
-    for rule in permission_rules():
-        parsed = parse_rule(rule.text)
-        if rule.kind == kind and parsed and parsed[0] == tool and matches(parsed[1], subject, kind == "deny"):
-            return rule
-    return None
+    return next((rule for rule in permission_rules() if rule.kind == kind and (parsed := parse_rule(rule.text))
+                 and parsed[0] == tool and matches(parsed[1], subject, kind == "deny")), None)
 
 
 def kind_rule(tokens: list[str]) -> str:
@@ -3680,8 +3649,7 @@ def kind_rule(tokens: list[str]) -> str:
 
 
 def save_project_rule(text: str) -> bool:
-    """Add an allow rule for this project to the user's settings (written by KeSi only, after an "a"); a file that
-    does not read as settings is left alone, not replaced (the person may be editing it)."""
+    """Add this project's allow rule to the user's settings; a file not read as settings is left alone (in an edit?)."""
     path = user_settings_file()
     try:
         settings = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
@@ -5558,7 +5526,6 @@ def network_line() -> str:
 # --- background tasks ----------------------------------------------------------
 # A dev server or watcher outlives its call, checked and sandboxed as a command (.git read-only: the user runs git too).
 # All end with KeSi: at exit, a crash, SIGHUP or SIGTERM, and under bwrap even SIGKILL (--die-with-parent, lifeline_fd).
-
 MAX_BACKGROUND_TASKS = 8               # running at once
 MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task
 
@@ -5610,9 +5577,8 @@ BACKGROUND_TASKS: dict[int, BackgroundTask] = {}
 
 def start_background_task(command: str) -> tuple[str, bool]:
     """Start it, log it (its end is logged when it is stopped), return its id."""
-    running = [task for task in BACKGROUND_TASKS.values() if task.proc.poll() is None]
-    if len(running) >= MAX_BACKGROUND_TASKS:
-        return (f"Error: {len(running)} background tasks are running already, the most KeSi allows; "
+    if (running := sum(task.proc.poll() is None for task in BACKGROUND_TASKS.values())) >= MAX_BACKGROUND_TASKS:
+        return (f"Error: {running} background tasks are running already, the most KeSi allows; "
                 "stop one with background_stop first."), True
     shared = start_shared_network()
     make_cache_folder()
@@ -5683,8 +5649,7 @@ def log_task_end(task: BackgroundTask, how: str) -> None:
 
 def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> None:
     """TERM the running tasks' process groups (all, or tasks'), one grace period for all, then KILL the rest."""
-    tasks = BACKGROUND_TASKS.values() if tasks is None else tasks
-    running = [task.proc for task in tasks if task.proc.poll() is None]
+    running = [t.proc for t in (BACKGROUND_TASKS.values() if tasks is None else tasks) if t.proc.poll() is None]
     send_signal([proc.pid for proc in running], signal.SIGTERM, os.killpg)
     deadline = time.monotonic() + KILL_GRACE_SECONDS
     with contextlib.suppress(KeyboardInterrupt):      # a Ctrl-C: no more patience, KILL now
@@ -5716,13 +5681,12 @@ def stop_orphans(spare: set[int] = frozenset()) -> None:
     """KILL and reap, round by round, all KeSi adopted (whose it was cannot be told) but running tasks and spare."""
     known = spare | {task.proc.pid for task in BACKGROUND_TASKS.values() if task.proc.returncode is None}
     for _ in range(1000):
-        orphans = [pid for pid in child_pids(os.getpid()) if pid not in known]
+        if not (orphans := [pid for pid in child_pids(os.getpid()) if pid not in known]):
+            return
         send_signal(orphans, signal.SIGKILL)
         for pid in orphans:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-        if not orphans:
-            return
 
 
 def send_signal(pids, signum: int, kill=os.kill) -> None:
@@ -5761,7 +5725,6 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 # --- tasks paused while KeSi looks, and checked between commands ---------------------------
 # The tasks' bwrap sandboxes are SIGSTOPped from KeSi's look at a command until bwrap has mounted all, and while it
 # checks one, so no task moves a folder under a mask or plants a hook meanwhile; git changes between checks are undone.
-
 @contextlib.contextmanager
 def background_tasks_paused():
     """Stop the running tasks' sandboxes for the with-block; yields their bwraps' pids (none: nothing paused)."""
