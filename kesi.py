@@ -3842,17 +3842,13 @@ def sandbox_environment() -> dict[str, str]:
 
 
 def is_harmless_variable(name: str, value: str) -> bool:
-    upper = name.upper()
-    if upper in SENSITIVE_ENV_NAMES or carries_a_credential(value):
+    """Not if the value has user:pass@ in a URL, a secret-named key=value (also %-encoded), a token masked."""
+    upper, plain = name.upper(), urllib.parse.unquote(value)
+    if upper in SENSITIVE_ENV_NAMES or URL_USERINFO.search(plain) or SECRET_IN_VALUE.search(plain) \
+            or mask_credentials(plain) != plain:
         return False
     sensitive = upper.endswith(SENSITIVE_ENV_SUFFIXES) or any(word in upper for word in SENSITIVE_ENV_WORDS)
     return upper in SAFE_ENV_NAMES or upper.startswith(SAFE_ENV_PREFIXES) and not sensitive
-
-
-def carries_a_credential(value: str) -> bool:
-    """user:pass@ in a URL, a key=value named like a secret (also %-encoded), a token mask_credentials knows."""
-    plain = urllib.parse.unquote(value)
-    return bool(URL_USERINFO.search(plain) or SECRET_IN_VALUE.search(plain)) or mask_credentials(plain) != plain
 
 
 def without_own_venv(env: dict[str, str]) -> dict[str, str]:
@@ -3897,15 +3893,6 @@ def toolchain_secrets() -> list[str]:
 CACHE_FOLDER = "cache"               # .kesi/cache; CACHE_VARIABLES name folders in it ("": the folder itself)
 CACHE_VARIABLES = {"XDG_CACHE_HOME": "", "UV_CACHE_DIR": "uv", "PIP_CACHE_DIR": "pip", "npm_config_cache": "npm",
                    "YARN_CACHE_FOLDER": "yarn", "CARGO_HOME": "cargo", "GOCACHE": "go-build", "GOMODCACHE": "go-mod"}
-
-
-def with_command_caches(env: dict[str, str]) -> dict[str, str]:
-    """The sandbox's cache variables, but those the user set (any case): read-only inside, they open no way out."""
-    if not sandbox_enabled():
-        return env
-    root, chosen = BASE_DIR / ".kesi" / CACHE_FOLDER, {name.upper() for name in env}
-    return {**env, **{name: str(root / folder) for name, folder in CACHE_VARIABLES.items()
-                      if name.upper() not in chosen}}
 
 
 def make_cache_folder() -> None:
@@ -4283,8 +4270,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
 
 
 def anchored_folders(pinned: list[str]) -> list[str]:
-    """bwrap args making each folder between the workspace and a pinned path a mount point (no rename: EBUSY): else
-    `mv tools tools.old && mkdir -p tools/hooks` would carry the read-only hooks away, a writable copy in place."""
+    """bwrap args making the folders above each pinned path mount points (EBUSY): no `mv tools t2` takes hooks away."""
     folders = []
     for path in map(Path, pinned):
         if path.is_relative_to(BASE_DIR):
@@ -4352,21 +4338,15 @@ def setid_filter(machine: str) -> bytes | None:
     return b"".join(program)
 
 
-def setid_filter_fd() -> int | None:
-    """A fresh descriptor holding the filter for one bwrap (it reads from the offset, so never shared)."""
-    if (program := setid_filter(platform.machine())) is None:
-        return None
-    fd = os.memfd_create("kesi-setid-filter", os.MFD_CLOEXEC)
-    os.pwrite(fd, program, 0)                     # the offset stays at 0, where bwrap reads from
-    return fd
-
-
 @contextlib.contextmanager
 def command_start(command: str, background: bool = False, escalation: str | None = None):
     """(argv, descriptors to pass: shared network, lifeline, filter) for one command; the filter's closes after."""
     bubblewrap = escalation != "unsandboxed" and sandbox_kind() == "bubblewrap"
-    fd = setid_filter_fd() if bubblewrap else None
+    program = setid_filter(platform.machine()) if bubblewrap else None
+    fd = None if program is None else os.memfd_create("kesi-setid-filter", os.MFD_CLOEXEC)  # one per bwrap
     try:
+        if fd is not None:
+            os.pwrite(fd, program, 0)           # bwrap reads from the offset, so it stays at 0
         argv = shell_argv(command, background, escalation, filter_fd=fd)
         yield argv, (*_shared_network, *([lifeline_fd()] if bubblewrap else []), *([] if fd is None else [fd]))
     finally:
@@ -4478,11 +4458,9 @@ def in_shared_network(argv: list[str]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------
-# Git's control files run code later, outside the sandbox: a hook on the next `git commit`, core.fsmonitor (in
-# config, an include, or what a commondir or `.git` file points at) on the next `git status`. Mounts hold what
-# exists: .git pinned (a mount point cannot be renamed), `.git` files, hooks/, what config names and linked hooks'
-# scripts read-only, config empty, every git dir too unless the command runs only git (runs_only_git). The check after
-# (git_control_snapshot) is for git-only commands, new repositories and background tasks: all there is without bwrap.
+# Git's control files run code later, outside the sandbox (a hook, core.fsmonitor on `git status`). Mounts hold what
+# exists: .git pinned, `.git` files, hooks/, what config names read-only, config empty, every git dir unless the
+# command runs only git. The check after (git_control_snapshot) covers the rest: all there is without a sandbox.
 
 # A rebase's `strategy` and a cherry-pick's `opts` name a merge program (`git merge-<strategy>`) --continue runs.
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strategy", "strategy_opts", "opts"}
@@ -4523,15 +4501,13 @@ def git_identity_environment() -> dict[str, str]:
     return {**GIT_IDENTITY_ENV, **{name: os.environ[name] for name in GIT_IDENTITY if os.environ.get(name)}}
 
 
-# Only git writes git dirs: a command that runs anything else gets every known one read-only (a mount says no, where
-# a check after can only put back), as background tasks do. What a plain built-in git subcommand runs is git's own
-# code and the user's hooks: those parts get the git dirs writable and the check after (git_control_snapshot).
+# Only git writes git dirs: other commands and background tasks get every known one read-only (a mount says no; a
+# check after can only put back). A built-in git subcommand runs git's own code and the user's hooks.
 GIT_ONLY_SUBCOMMANDS = frozenset("add am apply blame branch checkout cherry-pick clean clone commit describe "
                                  "diff fetch grep init log ls-files merge mv notes pull push rebase reflog remote "
                                  "reset restore revert rev-parse rm shortlog show sparse-checkout stash status switch "
                                  "tag worktree".split())
-# Options that run a program (rebase -x, merge -s: git-merge-<name> from PATH), give hooks (--template, clone -c) or
-# write a file anywhere (log --output).
+# Options that run a program (rebase -x, merge -s), give hooks (--template, clone -c) or write a file (log --output).
 GIT_RUNNING_OPTIONS = ("--exec", "--strategy", "--upload-pack", "--receive-pack", "--template", "--open-files-in-pager",
                        "--config", "--output")
 GIT_RUNNING_LETTERS = {"rebase": "xs", "merge": "s", "pull": "s", "cherry-pick": "s", "revert": "s", "clone": "uc",
@@ -4545,8 +4521,7 @@ GIT_READ_ONLY_NOTE = ("\n(note: git dirs are read-only to commands that run more
 
 
 def runs_only_git(command: str) -> bool:
-    """Is every part `git <built-in>` at the top of the workspace (another repository's hooks could be anyone's), no
-    option running a program or writing a file, no redirection (but 2>&1 and to /dev/null), glob or expansion?"""
+    """Every part `git <built-in>` at the top (not another repository's hooks), running and writing nothing else?"""
     command = HARMLESS_REDIRECTION.sub(" ", command)
     expands = set(shell_expansions(command)) & set("$`()<>*?[") or re.search(r"(^|\s)~|\{[^{}]*(,|\.\.)", command)
     segments = None if control_characters(command) or expands else command_segments(command)
@@ -4598,8 +4573,7 @@ GIT_NAMING_KEYS = (r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpas
 
 
 def paths_git_config_names() -> list[Path]:
-    """What git's config names for each work tree: the top, and nested repositories and worktrees (outside dependency
-    folders), each reading its own config and the user's: a relative hooksPath or program is taken from its top."""
+    """What git's config names for each work tree (top, nested ones outside dependency folders), relative to its top."""
     index = _index[0] if _index and _index[0].base == BASE_DIR else workspace_index()    # file tools: no walk each
     trees = [BASE_DIR] + [BASE_DIR / rel for rel, marks in index.marked.items() if ".git" in marks
                           and rel and not any(is_ignored_name(part) for part in rel.split("/"))]
@@ -4753,8 +4727,7 @@ def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: b
 
 
 def file_state(folder_fd: int, name: str, info: os.stat_result) -> tuple:
-    """("file", bytes, mode, size); one too big to be a control file (a sparse 1 TB config) is not read: its inode
-    and change time stand for it (a same-size rewrite, its mtime set back, is a change), and put_back removes it."""
+    """("file", bytes, mode, size); one too big (a sparse 1 TB config) as inode and ctime: put_back removes it."""
     big = f"{info.st_ino}:{info.st_ctime_ns}".encode()
     return "file", read_control_file(folder_fd, name) if info.st_size <= MAX_CONTROL_BYTES else big, \
         stat.S_IMODE(info.st_mode), info.st_size
@@ -4795,8 +4768,7 @@ def read_control_file(folder_fd: int, name: str, most: int = MAX_CONTROL_BYTES) 
 
 
 def restore_git_control(before: GitSnapshot | None, between: bool = False) -> list[str]:
-    """Put back what a command changed among the control files (none of it is left to race this), new ones removed.
-    between: what background tasks changed since, but the top .git (read-only to tasks no command ran beside)."""
+    """Put back what changed among the control files, new ones removed; between: tasks' changes, but the top .git's."""
     if before is None:
         return disarm_new_repositories(before)       # no repository before: nothing of the user's to put back
     after = git_control_snapshot(before)
@@ -4893,22 +4865,17 @@ _gitlinks: dict = {}          # per work tree: the index stamp and the submodule
 
 
 def git_dir_of(dot_git: Path) -> Path | None:
-    """The folder a `.git` folder, link or `gitdir:` file stands for; the `.git` itself (to be removed if new)
-    when the way goes through /proc, which git reads as its own process and KeSi as its own."""
-    try:
-        target = pointed_git_dir(dot_git) if dot_git.is_file() else dot_git if dot_git.is_dir() else None
+    """The git dir a `.git` stands for (a `gitdir:` file read as git does); itself (removed if new) through /proc."""
+    try:                          # /proc: git reads it as its own process, KeSi as its own
+        target = dot_git if dot_git.is_dir() else None
+        if dot_git.is_file():     # "gitdir: ", then all but the line end, relative to the `.git`'s folder
+            pointer = (read_pointer_file(dot_git, follow_links=True) or "").split("\0")[0]
+            target = dot_git.parent / pointer[8:].rstrip("\r\n") if pointer.startswith("gitdir: ") else None
         if leads_through_proc(str(dot_git)) or target is not None and leads_through_proc(str(target)):
             return dot_git
         return None if target is None else Path(os.path.realpath(target))
     except (OSError, ValueError):
         return None
-
-
-def pointed_git_dir(dot_git: Path) -> Path | None:
-    """Where a `.git` file, or a link to one, points, read as git reads it: "gitdir: " and all the rest but the
-    line ends at its end, relative to the folder of the `.git`."""
-    pointer = (read_pointer_file(dot_git, follow_links=True) or "").split("\0")[0]
-    return dot_git.parent / pointer[8:].rstrip("\r\n") if pointer.startswith("gitdir: ") else None
 
 
 def leads_through_proc(path: str, hops: int = 40) -> bool:
@@ -5007,8 +4974,7 @@ def disarm_config(fd: int, shown: str) -> list[str]:
 
 
 def run_git(args: list[str], timeout: float = 10) -> subprocess.CompletedProcess | None:
-    """Every git KeSi runs itself, outside the sandbox: the trusted one, as the user's own git but GIT_OWN_CONFIG,
-    output captured, with a timeout; None when it could not run."""
+    """Every git KeSi runs itself, outside the sandbox: the trusted one with GIT_OWN_CONFIG; None if it did not run."""
     git = trusted_program("git")
     try:
         return subprocess.run([git, *args], cwd=BASE_DIR, capture_output=True, timeout=timeout,
@@ -5195,8 +5161,7 @@ def carried_addresses(ip) -> list:
 
 
 def is_this_machine(ip) -> bool:
-    """An address this machine can bind (any error but 'not available' counts: ip_nonlocal_bind), or one the kernel
-    routes back to it (a `local` route, IPv6 "AnyIP", cannot be bound): then it would send from loopback or itself."""
+    """Bindable (any error but 'not available': ip_nonlocal_bind), or routed back here (a `local` route, "AnyIP")."""
     family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
     try:
         with socket.socket(family) as probe:
@@ -5335,8 +5300,7 @@ def relay(source, target) -> None:
 
 
 def relay_back(upstream, client, sent: threading.Event) -> None:
-    """relay() from the server until it ends, the command's end is gone, or the server is PROXY_LINGER_SECONDS silent
-    after the command finished sending (its end may look half-closed): then it is shut, so it keeps no slot."""
+    """relay() from the server until it ends, the client goes, or it lingers silent once the client has sent all."""
     watch = select.poll()
     watch.register(upstream, select.POLLIN)
     watch.register(client, 0)                        # POLLHUP and POLLERR are always reported
@@ -5384,12 +5348,8 @@ class QuietServer:
         pass
 
 
-class UnixProxyServer(QuietServer, socketserver.ThreadingUnixStreamServer):
-    pass
-
-
-class LocalProxyServer(QuietServer, socketserver.ThreadingTCPServer):
-    pass
+class UnixProxyServer(QuietServer, socketserver.ThreadingUnixStreamServer): pass
+class LocalProxyServer(QuietServer, socketserver.ThreadingTCPServer): pass
 
 
 def network_proxy(kind: str | None = None):
@@ -5423,10 +5383,11 @@ def proxy_port(escalation: str | None = None) -> int | None:
 
 
 def command_environment(escalation: str | None = None, command: str = "") -> dict[str, str]:
-    """sandbox_environment, plus caches and proxy variables; never, unsandboxed, a cache commands can write. Git alone
-    with writable git dirs finds no program on PATH in the workspace (ssh, gpg, an editor, git-remote-x: .venv/bin)."""
+    """sandbox_environment, caches, proxy; git alone (git dirs writable) finds no program on PATH in the workspace."""
     env, port = sandbox_environment(), proxy_port(escalation)
-    env = env if escalation == "unsandboxed" else with_command_caches(env)
+    if escalation != "unsandboxed" and sandbox_enabled():   # but those the user set (any case): read-only inside
+        root, chosen = BASE_DIR / ".kesi" / CACHE_FOLDER, {name.upper() for name in env}
+        env |= {name: str(root / folder) for name, folder in CACHE_VARIABLES.items() if name.upper() not in chosen}
     if runs_only_git(command):
         env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                       if os.path.isabs(p) and not lies_in(Path(p), BASE_DIR))
