@@ -3751,10 +3751,9 @@ def save_project_rule(text: str) -> bool:
 # ============================================================================
 # PART III. The sandbox
 # ============================================================================
-# Behind command_start() and sandbox_environment(): bubblewrap or seatbelt, the seccomp filter, the git guard, the
-# allowlist proxy, output masking. The file tools' jail cannot stop a shell, so commands run in the OS sandbox: home
-# unreadable but for the workspace and toolchains; writes only to the workspace, a temp dir and /dev; .env, .env.* and
-# .git/config unreadable at any depth; network only through the allowlist proxy. node_modules and .venv stay usable.
+# Behind command_start() and sandbox_environment(): the file tools' jail cannot stop a shell, so commands run in the OS
+# sandbox (bwrap or seatbelt, seccomp, git guard, allowlist proxy): home unreadable but workspace and toolchains; writes
+# only to the workspace, a temp dir and /dev; .env, .env.*, .git/config unreadable at any depth; output masked.
 
 SHELL_PATH = "/bin/sh"
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
@@ -3805,8 +3804,7 @@ def sandbox_status() -> str:
     }[sandbox_state()]
 
 
-# The command environment is an allowlist (no list of secrets names every vendor's: ACME_DEPLOY_KEY_BLOB): names
-# known to be harmless, toolchain families minus names and values that look secret, KESI_PASS_ENV. In upper case.
+# The environment is an allowlist (no denylist names ACME_DEPLOY_KEY_BLOB): harmless names, toolchains bar secrets.
 SAFE_ENV_NAMES = {
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "NO_COLOR", "CLICOLOR", "FORCE_COLOR", "LANG",
     "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "PWD", "COLUMNS", "LINES", "EDITOR", "VISUAL", "PAGER", "HOSTNAME",
@@ -3888,8 +3886,7 @@ def toolchain_secrets() -> list[str]:
 
 
 # --- toolchain caches ---------------------------------------------------------
-# Home is read-only inside, and a writable ~/.cache/uv would be a way out (a wheel planted for the user's own `uv run`),
-# so commands get caches in .kesi/cache: writable anyway, on .venv's file system (uv hard-links), git-ignored.
+# A writable ~/.cache/uv would be a way out (a wheel for the user's `uv run`): caches go in .kesi/cache (git-ignored).
 CACHE_FOLDER = "cache"               # .kesi/cache; CACHE_VARIABLES name folders in it ("": the folder itself)
 CACHE_VARIABLES = {"XDG_CACHE_HOME": "", "UV_CACHE_DIR": "uv", "PIP_CACHE_DIR": "pip", "npm_config_cache": "npm",
                    "YARN_CACHE_FOLDER": "yarn", "CARGO_HOME": "cargo", "GOCACHE": "go-build", "GOMODCACHE": "go-mod"}
@@ -3970,9 +3967,8 @@ def denied_sources() -> dict[str, str]:
 
 
 # --- the workspace index: what the sandbox and the git guard look for --------------
-# Masks, pins and the git guard need every `.env`-like name, `.git` entry and git-dir config at any depth. Walking
-# 60,000 folders per command cost a second, so one walk builds an index and inotify (by inode: it sees writes through
-# bwrap's mounts) says which folders to list again. Without it (macOS, no watches left, overflow) each look walks all.
+# Every `.env`-like name, `.git` and git-dir config at any depth: walking 60,000 folders per command cost a second, so
+# one walk, then inotify (by inode: sees writes through bwrap's mounts) names folders to list again; else walk all.
 IN_CHANGES = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000   # moves, create, delete; IN_ONLYDIR
 IN_Q_OVERFLOW = 0x4000
 _index_lock = threading.Lock()
@@ -4229,8 +4225,7 @@ def is_regular_file(path: Path) -> bool:
 def bwrap_argv(command: str, background: bool = False, full_network: bool = False,
                filter_fd: int | None = None) -> list[str]:
     """Linux: read-only root, private /tmp, home hidden, workspace writable, network via the proxy, setid filter."""
-    # A user namespace matters as root: else /proc/<bwrap pid>/root and /cwd show the real file system, unmasked.
-    # The pid namespace: nothing outside can be signalled or read in /proc, and all left dies with sh (setsid too).
+    # As root a user namespace hides the unmasked /proc/<bwrap pid>/root; pid namespace: no signal out, all dies with sh
     argv = [trusted_program("bwrap"), "--die-with-parent", "--unshare-user-try",
             *([] if full_network else ["--unshare-net"]), "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -4279,15 +4274,13 @@ def anchored_folders(pinned: list[str]) -> list[str]:
 
 
 # --- no setuid or setgid files: a seccomp filter ------------------------------
-# As root without capabilities, an owner may still set S_ISUID (`chmod 4755 ./sh`: a root shell for any local user),
-# so a seccomp filter (BPF; bwrap sets no_new_privs) fails calls giving a setid bit; file caps need CAP_SETFCAP (gone).
+# Root without capabilities may still `chmod 4755 ./sh` (a root shell for all): seccomp (no_new_privs) refuses setid.
 SETID_BITS = 0o6000                     # S_ISUID | S_ISGID
 CREATING = os.O_CREAT | 0o20000000      # open uses its mode only with O_CREAT or __O_TMPFILE
 X32_BIT = 0x40000000                    # x86_64's x32 calls: refused, as other architectures
 OPENAT2, IO_URING_SETUP = 437, 425      # same numbers on both; their modes are in memory BPF cannot read
 
-# The kernel's audit number for each architecture, and its calls that set a mode (aarch64 has only *at forms):
-# name: (number, which argument is the mode[, which is open's flags: the mode counts only when creating]).
+# Audit arch number, and calls setting a mode: name: (number, mode argument[, open's flags: counts only when creating]).
 SECCOMP_ARCHES = {
     "x86_64": (0xC000003E, {"open": (2, 2, 1), "creat": (85, 1), "chmod": (90, 1), "fchmod": (91, 1), "mknod": (133, 1),
                             "openat": (257, 3, 2), "mknodat": (259, 2), "fchmodat": (268, 2), "fchmodat2": (452, 2)}),
@@ -4354,8 +4347,7 @@ def command_start(command: str, background: bool = False, escalation: str | None
             os.close(fd)
 
 
-# bwrap arms --die-with-parent only after clone(), never checking KeSi is still there: a KeSi SIGKILLed before
-# left the sandbox running. So every sandbox also watches this pipe, whose write end only KeSi holds.
+# bwrap's --die-with-parent misses a KeSi killed before clone(): every sandbox watches this pipe KeSi alone writes.
 _lifeline: list[int] = []            # (read end, write end), not inherited: the kernel closes it as KeSi dies
 
 
@@ -4408,8 +4400,7 @@ def hidden_folders() -> list[str]:
 
 
 # --- one loopback network for the session's commands ------------------------------
-# Once a background task starts, later commands join one network namespace made for the session, to reach its server:
-# no route out, one shared loopback. KeSi holds it by a descriptor for nsenter: no reused pid can redirect it.
+# After a background task starts, commands share one loopback-only namespace, held by descriptor (no pid reuse).
 _shared_network: list[int] = []      # descriptors: the network (and its user namespace)
 
 
@@ -4733,8 +4724,7 @@ def file_state(folder_fd: int, name: str, info: os.stat_result) -> tuple:
         stat.S_IMODE(info.st_mode), info.st_size
 
 
-# A rebase or cherry-pick in progress keeps its to-do list in .git; an "exec" line there runs on the user's
-# next `git rebase --continue`. The list is ordinary state: only exec lines a command added are taken out.
+# An "exec" line in a rebase's to-do list runs on `git rebase --continue`: those a command added are taken out.
 TODO_FILES = {"rebase-merge/git-rebase-todo", "sequencer/todo"}
 
 
@@ -4772,13 +4762,14 @@ def restore_git_control(before: GitSnapshot | None, between: bool = False) -> li
     if before is None:
         return disarm_new_repositories(before)       # no repository before: nothing of the user's to put back
     after = git_control_snapshot(before)
-    moves = moved_folders(before, after) if after else {}
+    where = {inode: path for path, inode in after.inodes.items() if path not in before.inodes} if after else {}
+    # New git dir -> old one, for each renamed: the same folder (inode: never a copy), gone from there.
+    moves = {where[inode]: path for path, inode in before.inodes.items() if inode in where and path not in after.inodes}
     disarmed = disarm_new_repositories(before, moved=moves)
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
     if after is None or was_folder and after.entries.get(".git") != before.entries[".git"] and not between:
         return disarmed if between else [".git (it is no longer a folder; check it before you use git here)"]
-    # A repository removed as a whole (rm -rf vendor/x) runs nothing any more: it stays removed. A git dir moved
-    # whole (mv .git/modules/a .git/modules/b) is checked where it is now, against what it was.
+    # A repository removed whole runs nothing: it stays removed; a git dir moved whole is checked where it is now.
     gone = [repo for repo in before.repos if repo not in after.entries] + list(moves.values())
     gone += [".git"] if between else []
     was = {new + path[len(old):]: state for new, old in moves.items() for path, state in before.entries.items()
@@ -4794,12 +4785,6 @@ def restore_git_control(before: GitSnapshot | None, between: bool = False) -> li
     return disarmed + done + [f"{old} (found at {new}: checked there, not moved back)" for new, old in moves.items()]
 
 
-def moved_folders(before: GitSnapshot, after: GitSnapshot) -> dict[str, str]:
-    """New git dir -> old one, for each a command renamed: the same folder (inode: never a copy), gone from there."""
-    where = {inode: path for path, inode in after.inodes.items() if path not in before.inodes}
-    return {where[inode]: path for path, inode in before.inodes.items() if path not in after.inodes and inode in where}
-
-
 def moved_repositories(before: GitSnapshot) -> list[str]:
     """Repositories in the work tree now that are one known before, moved (the same inode): checked, not disarmed."""
     known, new = {inode for path, inode in before.inodes.items() if path in before.repos}, nested_repositories()
@@ -4813,8 +4798,7 @@ def put_back_notice(restored: list[str], why: str) -> str:
     return f"\n(KeSi put back {shown}{why})" if restored else ""
 
 
-# What a fresh `git init` or `git clone` writes into a config. In a repository a command created, anything else
-# (core.fsmonitor, a pager, an alias, an include) was planted, as was a hook that is no sample, or a commondir.
+# What fresh `git init`/`clone` write in a config: in a new repository anything else was planted (hooks, commondir too).
 FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|logallrefupdates|ignorecase|"
                                r"precomposeunicode|symlinks)|remote\..+\.(url|pushurl|fetch)|"
                                r"branch\..+\.(remote|merge)|extensions\.[a-z]+|user\.(name|email)", re.DOTALL)
@@ -5025,9 +5009,8 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
 
 
 # --- network allowlist proxy ---------------------------------------------------
-# A sandboxed command's only network is an HTTP proxy (a KeSi thread) reaching only allowed hosts, https by CONNECT:
-# through a mounted Unix socket and PROXY_FORWARDER on 127.0.0.1 (bwrap), or the one port the profile allows (macOS).
-# Only the user's settings add hosts (the project's, writable by commands, may only deny). It connects to the very
+# Commands' only network: an HTTP proxy (a thread; https by CONNECT) via a mounted socket and PROXY_FORWARDER (bwrap)
+# or the profile's one port (macOS). Only user settings allow hosts (the project's only deny). It connects to the very
 # address it checked (no DNS rebinding), never to a local or private one unless the user mapped the name.
 DEFAULT_NETWORK_HOSTS = (
     "pypi.org", "files.pythonhosted.org",                                  # pip, uv
@@ -5137,9 +5120,8 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
     return remote, None
 
 
-# Never reached through a name: this machine (any interface, public ones too, asked of the kernel at each
-# connection) and what the IANA special-purpose registries mark not globally reachable (private networks,
-# 169.254.169.254, 198.18.0.0/15, ...). is_global follows them; NOT_GLOBAL is what older Pythons miss.
+# Never reached through a name: this machine (asked of the kernel each time) and what IANA marks not global
+# (private, 169.254.169.254, 198.18.0.0/15, ...); is_global follows IANA, NOT_GLOBAL is what older Pythons miss.
 NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
     "192.0.0.0/24", "192.88.99.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16"))
 CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96", "::ffff:0:0:0/96"))  # and SIIT
@@ -5468,8 +5450,7 @@ while True:
 """
 
 
-# Credential formats masked in command output before the model (and the session file) sees it: (label, pattern);
-# group "keep" stays readable (a variable name, a URL's user). Exact formats only: free text passes as it is.
+# Exact credential formats masked in output before the model sees it: (label, pattern); group "keep" stays readable.
 CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, flags in [
     ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY[A-Z ]*-----(?:.*?-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----|.*)",
      re.S),
