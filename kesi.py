@@ -4290,28 +4290,22 @@ SECCOMP_ARCHES = {
 ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS   # SECCOMP_RET_*
 
 
-def bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-    return struct.pack("=HBBI", code, jt, jf, k)  # one struct sock_filter
+def bpf(code: int, k: int, jt: int = 0, skip_if_false: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, skip_if_false, k)  # one struct sock_filter
 
 
 load = functools.partial(bpf, 0x20)     # load(offset): BPF_LD | BPF_W | BPF_ABS from struct seccomp_data
 give = functools.partial(bpf, 0x06)     # give(action): BPF_RET | BPF_K
-
-
-def jump_if_equal(value: int, skip_if_not: int) -> bytes:
-    return bpf(0x15, value, 0, skip_if_not)       # BPF_JMP | BPF_JEQ | BPF_K
-
-
-def jump_if_any_bit(bits: int, skip_if_none: int) -> bytes:
-    return bpf(0x45, bits, 0, skip_if_none)       # BPF_JMP | BPF_JSET | BPF_K
+jump_if_equal = functools.partial(bpf, 0x15)       # (value, skip_if_false=n): BPF_JMP | BPF_JEQ | BPF_K
+jump_if_any_bit = functools.partial(bpf, 0x45)     # (bits, skip_if_false=n): BPF_JMP | BPF_JSET | BPF_K
 
 
 def refuse_setid_mode(number: int, mode_arg: int, flags_arg: int | None = None) -> list[bytes]:
     """For this call only: EPERM when its mode has a setid bit. args[i] is at 16 + 8i, its low 32 bits first."""
-    check = [load(16 + 8 * mode_arg), jump_if_any_bit(SETID_BITS, skip_if_none=1), give(EPERM), give(ALLOW)]
+    check = [load(16 + 8 * mode_arg), jump_if_any_bit(SETID_BITS, skip_if_false=1), give(EPERM), give(ALLOW)]
     if flags_arg is not None:
-        check = [load(16 + 8 * flags_arg), jump_if_any_bit(CREATING, skip_if_none=len(check) - 1), *check]
-    return [jump_if_equal(number, skip_if_not=len(check)), *check]
+        check = [load(16 + 8 * flags_arg), jump_if_any_bit(CREATING, skip_if_false=len(check) - 1), *check]
+    return [jump_if_equal(number, skip_if_false=len(check)), *check]
 
 
 def setid_filter(machine: str) -> bytes | None:
@@ -4321,12 +4315,12 @@ def setid_filter(machine: str) -> bytes | None:
     arch, calls = SECCOMP_ARCHES[machine]
     # seccomp_data.arch: another architecture's calls (i386 through int 0x80) get EPERM.
     program = [load(4), bpf(0x15, arch, 1, 0), give(EPERM)]     # BPF_JEQ: equal skips the EPERM
-    program += [load(0), jump_if_any_bit(X32_BIT, skip_if_none=1), give(EPERM)]   # seccomp_data.nr
+    program += [load(0), jump_if_any_bit(X32_BIT, skip_if_false=1), give(EPERM)]   # seccomp_data.nr
     for call in calls.values():
         program += refuse_setid_mode(*call)
     # openat2 and io_uring (its OPENAT) return ENOSYS: libc and runtimes fall back to openat, which the filter reads.
     for number in (OPENAT2, IO_URING_SETUP):
-        program += [jump_if_equal(number, skip_if_not=1), give(ENOSYS)]
+        program += [jump_if_equal(number, skip_if_false=1), give(ENOSYS)]
     program += [give(ALLOW)]
     return b"".join(program)
 
@@ -4807,10 +4801,8 @@ FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|lo
 def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     """Take the planted parts out of repositories made since before (also one the index registers as a submodule)."""
     known = set(before.repos) | ({".git"} & before.entries.keys()) | set(moved) if before else set()
-    top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
-    found = top + nested_repositories()
-    removed = []
-    for repo in dict.fromkeys(found):
+    top, removed = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else [], []
+    for repo in dict.fromkeys(top + nested_repositories()):
         if repo not in known and (repo == ".git" or not walked_by_the_top_snapshot(repo)):
             removed += disarm_repository(repo)
     return removed
