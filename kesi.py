@@ -3917,12 +3917,11 @@ def shell_argv(command: str, background: bool = False, escalation: str | None = 
 
 def sandbox_spec(git_read_only: bool = False, full_network: bool = False) -> tuple[str, list[tuple[str, str]]]:
     """The macOS profile and its -D parameters (a path in the text could change it with a quote); later rules win."""
-    tools = toolchain_dirs()
+    tools, secrets = toolchain_dirs(), toolchain_secrets()
     params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)),
               ("RECORDS_DIR", os.path.realpath(records_root())), ("CONFIG_DIR", os.path.realpath(user_config_folder())),
               ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
     params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
-    secrets = toolchain_secrets()
     params += [(f"TOOLCHAIN_SECRET_{i}", path) for i, path in enumerate(secrets)]
     git_dirs = [".git", *nested_repositories()] if git_read_only else []
     params += [(f"GIT_DIR_{i}", str(BASE_DIR / repo)) for i, repo in enumerate(git_dirs)]
@@ -4240,8 +4239,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
     pins = git_pins(read_only=background or not runs_only_git(command))
-    for pointer in git_pointers:
-        pins += ["--ro-bind", str(pointer), str(pointer)]
+    pins += [arg for pointer in git_pointers for arg in ("--ro-bind", str(pointer), str(pointer))]
     # A background task could rename a secret's folder between KeSi's look and bwrap's mounts: those are anchored too.
     argv += anchored_folders(pins[2::3] + ([str(secret) for secret in secrets] if background else [])) + pins
     for secret in secrets:
@@ -4481,9 +4479,8 @@ def load_git_identity() -> None:
 
 def git_identity_environment() -> dict[str, str]:
     """GIT_AUTHOR_* and GIT_COMMITTER_* for a sandboxed command: the user's own if set, else load_git_identity's."""
-    if not sandbox_enabled():
-        return {}                      # unsandboxed, git reads the user's config itself
-    return {**GIT_IDENTITY_ENV, **{name: os.environ[name] for name in GIT_IDENTITY if os.environ.get(name)}}
+    own = {name: os.environ[name] for name in GIT_IDENTITY if os.environ.get(name)}
+    return {**GIT_IDENTITY_ENV, **own} if sandbox_enabled() else {}    # unsandboxed, git reads the user's config
 
 
 # Only git writes git dirs: other commands and background tasks get every known one read-only (a mount says no; a
@@ -5004,15 +5001,11 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
 # Commands' only network: an HTTP proxy (a thread; https by CONNECT) via a mounted socket and PROXY_FORWARDER (bwrap)
 # or the profile's one port (macOS). Only user settings allow hosts (the project's only deny). It connects to the very
 # address it checked (no DNS rebinding), never to a local or private one unless the user mapped the name.
-DEFAULT_NETWORK_HOSTS = (
-    "pypi.org", "files.pythonhosted.org",                                  # pip, uv
-    "registry.npmjs.org", "registry.yarnpkg.com",                          # npm, yarn, pnpm
-    "crates.io", "index.crates.io", "static.crates.io",                    # cargo
-    "proxy.golang.org", "sum.golang.org",                                  # go
-    "rubygems.org", "index.rubygems.org", "repo.maven.apache.org", "repo1.maven.org",
-    "github.com", "codeload.github.com", "objects.githubusercontent.com",  # git, release files
-    "raw.githubusercontent.com", "gitlab.com", "bitbucket.org",
-)
+DEFAULT_NETWORK_HOSTS = (    # pip and uv; npm, yarn and pnpm; cargo; go; gems; maven; git hosts and release files
+    "pypi.org", "files.pythonhosted.org", "registry.npmjs.org", "registry.yarnpkg.com", "crates.io", "index.crates.io",
+    "static.crates.io", "proxy.golang.org", "sum.golang.org", "rubygems.org", "index.rubygems.org",
+    "repo.maven.apache.org", "repo1.maven.org", "github.com", "codeload.github.com", "objects.githubusercontent.com",
+    "raw.githubusercontent.com", "gitlab.com", "bitbucket.org")
 DEFAULT_NETWORK_PORTS = (80, 443)     # an entry without a port allows these; "host:8443" another
 PROXY_PORT = 3128                     # as written in HTTP_PROXY; the forwarder puts in the port it got
 PROXY_SOCKET_INSIDE = "/run/kesi/proxy.sock"
@@ -5027,11 +5020,8 @@ HOP_BY_HOP = {b"host", b"connection", b"proxy-connection", b"keep-alive", b"prox
 NETWORK_BLOCKED, REFUSALS = collections.deque(maxlen=1000), itertools.count(1)   # (number, host:port): the latest
 
 
-@dataclass(frozen=True)
-class NetworkPolicy:
-    allow: tuple                 # host entries: "pypi.org", "*.example.com", "host:8443", "[::1]:80"
-    deny: tuple
-    resolve: dict                # name -> address the user chose for it
+# allow, deny: host entries ("pypi.org", "*.example.com", "host:8443", "[::1]:80"); resolve: name -> the user's address
+NetworkPolicy = collections.namedtuple("NetworkPolicy", "allow deny resolve")
 
 
 def network_policy() -> NetworkPolicy:
@@ -5153,11 +5143,7 @@ def is_this_machine(ip) -> bool:
     return source.is_loopback or source == ip
 
 
-@dataclass(frozen=True)
-class ProxyRequest:
-    host: str | None
-    port: int
-    upstream_head: bytes | None      # http: the request to send on; CONNECT: None
+ProxyRequest = collections.namedtuple("ProxyRequest", "host port upstream_head")   # upstream_head: None for CONNECT
 
 
 def read_request_head(sock) -> tuple[bytes, bytes] | None:
