@@ -3944,8 +3944,7 @@ def sandbox_spec(git_read_only: bool = False, full_network: bool = False) -> tup
         # Git's control files (see git_control_snapshot): .git cannot be moved aside, hooks/ and config written.
         '(deny file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
-        # Only git may write git dirs (see runs_only_git).
-        *[f'(deny file-write* (subpath (param "GIT_DIR_{i}")))' for i in range(len(git_dirs))],
+        *[f'(deny file-write* (subpath (param "GIT_DIR_{i}")))' for i in range(len(git_dirs))],    # see runs_only_git
         '(deny file-read* file-write* (subpath (param "RECORDS_DIR")))',     # KeSi's records (see records_root)
         '(deny file-read* file-write* (subpath (param "CONFIG_DIR")))',      # its env file and settings
         '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
@@ -3968,8 +3967,7 @@ def denied_sources() -> dict[str, str]:
 # --- the workspace index: what the sandbox and the git guard look for --------------
 # Every `.env`-like name, `.git` and git-dir config at any depth: walking 60,000 folders per command cost a second, so
 # one walk, then inotify (by inode: sees writes through bwrap's mounts) names folders to list again; else walk all.
-IN_CHANGES = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000   # moves, create, delete; IN_ONLYDIR
-IN_Q_OVERFLOW = 0x4000
+IN_CHANGES, IN_Q_OVERFLOW = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000, 0x4000   # moves, new, gone
 _index_lock = threading.Lock()
 _index: list[WorkspaceIndex] = []    # the one index, of BASE_DIR
 
@@ -4228,8 +4226,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     argv = [trusted_program("bwrap"), "--die-with-parent", "--unshare-user-try",
             *([] if full_network else ["--unshare-net"]), "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            # /proc/sys is writable for root (kernel/core_pattern runs a program as host root); /run holds
-            # other programs' sockets (D-Bus, Docker), which no network namespace covers; so may shared_folders.
+            # root may write /proc/sys (core_pattern); /run, shared_folders: sockets (D-Bus, Docker) past any netns
             "--ro-bind", "/proc/sys", "/proc/sys", "--tmpfs", "/tmp", "--tmpfs", "/run"]
     argv += [arg for folder in shared_folders() + hidden_folders() for arg in ("--tmpfs", folder)]
     argv += [arg for path in toolchain_dirs() for arg in ("--ro-bind", path, path)]
@@ -4264,10 +4261,8 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
 
 def anchored_folders(pinned: list[str]) -> list[str]:
     """bwrap args making the folders above each pinned path mount points (EBUSY): no `mv tools t2` takes hooks away."""
-    folders = []
-    for path in map(Path, pinned):
-        if path.is_relative_to(BASE_DIR):
-            folders += [str(p) for p in reversed(path.parents) if p.is_relative_to(BASE_DIR) and p != BASE_DIR]
+    folders = [str(p) for path in map(Path, pinned) for p in reversed(path.parents)
+               if p.is_relative_to(BASE_DIR) and p != BASE_DIR]
     return [arg for folder in dict.fromkeys(folders) if folder not in pinned for arg in ("--bind", folder, folder)]
 
 
@@ -4519,9 +4514,8 @@ def runs_only_git(command: str) -> bool:
 def git_pins(read_only: bool = False) -> list[str]:
     """bwrap args pinning .git and what git runs code from; read_only (see runs_only_git): every known git dir too."""
     git, nested = BASE_DIR / ".git", nested_repositories() if read_only else []
-    pins = []
-    if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
-        pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
+    mount = "--ro-bind" if read_only else "--bind"      # a `.git` file is pinned with the others (scan_workspace)
+    pins = [mount, str(git), str(git)] if git.is_dir() and not git.is_symlink() else []
     paths = [BASE_DIR / repo for repo in nested] + git_guarded_paths()
     return pins + [arg for path in paths if os.path.exists(path) for arg in ("--ro-bind", str(path), str(path))]
 
@@ -4585,8 +4579,7 @@ def config_names_of(tree: Path) -> dict:
             [word for word in value.lstrip("!").split() if shell and "/" in word and not word.startswith("-")]
         base = origins[-1].parent if key_name.startswith("include") and origins else top
         found += [Path(os.path.normpath(base / os.path.expanduser(word))) for word in words if word]
-    # Files git named that were not in the key (an include) join it as they are now.
-    named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]
+    named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]   # an include's, as it is now
     return dict(files=files + named, found=found, key=key + [(path, read_pointer_file(path, True)) for path in named])
 
 
@@ -4620,7 +4613,6 @@ class GitSnapshot:
     # Git dirs before the command: only there are objects/, refs/... skipped as data (a planted HEAD hides nothing).
     gitdirs: set[str] = field(default_factory=set)
     repos: list[str] = field(default_factory=list)   # other repositories' .git folders in the work tree
-    index: tuple | None = None    # .git/index as it was: a change may register a planted repository
     inodes: dict[str, int] = field(default_factory=dict)   # each git dir walked -> its inode: what a move keeps
 
 
@@ -4628,8 +4620,8 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
     """What git could run code from, no link followed (None: nothing); given one before a command, the same paths."""
     learn, moved = before is None, moved_repositories(before) if before else []
     repos = nested_repositories() if learn else before.repos + moved    # first: that look brings the index up to date
-    snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), repos, index_stamp()) if learn else \
-        GitSnapshot(before.named, {}, before.gitdirs | {f"{r}/" for r in moved}, repos, index_stamp())
+    snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), repos) if learn else \
+        GitSnapshot(before.named, {}, before.gitdirs | {f"{r}/" for r in moved}, repos)
     try:
         base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     except OSError:
@@ -4805,9 +4797,9 @@ def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     return removed
 
 
-def index_stamp(git_dir: Path | None = None) -> tuple | None:
+def index_stamp(git_dir: Path) -> tuple | None:
     with contextlib.suppress(OSError):
-        info = os.stat((git_dir or BASE_DIR / ".git") / "index", follow_symlinks=False)
+        info = os.stat(git_dir / "index", follow_symlinks=False)
         return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns    # ctime: `touch -d` cannot set it
     return None
 
@@ -4899,8 +4891,7 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
                 removed.append(f"{shown}/hooks/{hook}")
         os.close(hooks)
     removed += disarm_config(fd, shown) if "config" in names else []
-    # Its own submodules' and worktrees' git dirs take code from their configs too.
-    for inner in ("modules", "worktrees") if depth < MAX_GIT_DEPTH else ():
+    for inner in ("modules", "worktrees") if depth < MAX_GIT_DEPTH else ():    # their git dirs' configs run code too
         inner_fd = open_at(fd, inner)
         for name in os.listdir(inner_fd) if inner_fd is not None else []:
             removed += disarm_git_dir_at(inner_fd, name, f"{shown}/{inner}/{name}", depth + 1)
@@ -5393,8 +5384,7 @@ import contextlib, ctypes, os, signal, socket, sys, threading
 # Die with bwrap, as --die-with-parent means: without asking again here, this pid 1 once outlived a SIGKILLed KeSi.
 ctypes.CDLL(None).prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG
 written, path, command = sys.argv[1], sys.argv[2], sys.argv[3:]
-# A port the kernel picks, free by definition: in the session's shared network a fixed one could be taken by a
-# server a command left running, which would then see (and answer) every later command's requests.
+# A port the kernel picks: in the shared network a server left running could take a fixed one, and see all requests.
 listener = socket.create_server(("127.0.0.1", 0))
 port = str(listener.getsockname()[1])
 def relay(source, target):
