@@ -3975,8 +3975,7 @@ _index: list[WorkspaceIndex] = []    # the one index, of BASE_DIR
 class WorkspaceIndex:
     """Per folder ("" the top): (inode, watch, {subfolder: inode}); marked: the names that matter in it -> kind."""
 
-    def __init__(self, base: Path, prune: bool):
-        # prune: dependency and cache folders are not walked (nothing there is masked without bwrap)
+    def __init__(self, base: Path, prune: bool):    # prune: no walk into dependency, cache folders (no masks then)
         self.base, self.prune, self.inotify, self.watching = base, prune, None, True
         self.folders: dict[str, tuple[int, int, dict[str, int]]] = {}
         self.marked: dict[str, dict[str, str]] = {}
@@ -5145,8 +5144,7 @@ def read_request_head(sock) -> tuple[bytes, bytes] | None:
         if not chunk:
             return None
         data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    return head, rest
+    return data.partition(b"\r\n\r\n")[::2]       # (head, rest)
 
 
 def parse_proxy_request(head: bytes) -> tuple[ProxyRequest | None, str]:
