@@ -4497,7 +4497,7 @@ GIT_READ_ONLY_NOTE = ("\n(note: git dirs are read-only to commands that run more
 
 
 def runs_only_git(command: str) -> bool:
-    """Every part `git <built-in>` at the top (not another repository's hooks), running and writing nothing else?"""
+    """Every part `git <built-in>` at the top, no option running a program or writing a file, redirection or glob?"""
     command = HARMLESS_REDIRECTION.sub(" ", command)
     expands = set(shell_expansions(command)) & set("$`()<>*?[") or re.search(r"(^|\s)~|\{[^{}]*(,|\.\.)", command)
     segments = None if control_characters(command) or expands else command_segments(command)
