@@ -3673,10 +3673,9 @@ def save_project_rule(text: str) -> bool:
 # ============================================================================
 # PART III. The sandbox
 # ============================================================================
-# Behind command_start() and sandbox_environment(): bubblewrap or seatbelt, the seccomp filter, the git guard, the
-# allowlist proxy, output masking. The file tools' jail cannot stop a shell, so commands run in the OS sandbox: home
-# unreadable but for the workspace and toolchains; writes only to the workspace, a temp dir and /dev; .env, .env.* and
-# .git/config unreadable at any depth; network only through the allowlist proxy. node_modules and .venv stay usable.
+# Behind command_start() and sandbox_environment(): the file tools' jail cannot stop a shell, so commands run in the OS
+# sandbox (bwrap or seatbelt, seccomp, git guard, allowlist proxy): home unreadable but workspace and toolchains; writes
+# only to the workspace, a temp dir and /dev; .env, .env.*, .git/config unreadable at any depth; output masked.
 
 SHELL_PATH = "/bin/sh"
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
@@ -3727,8 +3726,7 @@ def sandbox_status() -> str:
     }[sandbox_state()]
 
 
-# The command environment is an allowlist (no list of secrets names every vendor's: ACME_DEPLOY_KEY_BLOB): names
-# known to be harmless, toolchain families minus names and values that look secret, KESI_PASS_ENV. In upper case.
+# The environment is an allowlist (no denylist names ACME_DEPLOY_KEY_BLOB): harmless names, toolchains bar secrets.
 SAFE_ENV_NAMES = {
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "NO_COLOR", "CLICOLOR", "FORCE_COLOR", "LANG",
     "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "PWD", "COLUMNS", "LINES", "EDITOR", "VISUAL", "PAGER", "HOSTNAME",
@@ -3764,17 +3762,13 @@ def sandbox_environment() -> dict[str, str]:
 
 
 def is_harmless_variable(name: str, value: str) -> bool:
-    upper = name.upper()
-    if upper in SENSITIVE_ENV_NAMES or carries_a_credential(value):
+    """Not if the value has user:pass@ in a URL, a secret-named key=value (also %-encoded), a token masked."""
+    upper, plain = name.upper(), urllib.parse.unquote(value)
+    if upper in SENSITIVE_ENV_NAMES or URL_USERINFO.search(plain) or SECRET_IN_VALUE.search(plain) \
+            or mask_credentials(plain) != plain:
         return False
     sensitive = upper.endswith(SENSITIVE_ENV_SUFFIXES) or any(word in upper for word in SENSITIVE_ENV_WORDS)
     return upper in SAFE_ENV_NAMES or upper.startswith(SAFE_ENV_PREFIXES) and not sensitive
-
-
-def carries_a_credential(value: str) -> bool:
-    """user:pass@ in a URL, a key=value named like a secret (also %-encoded), a token mask_credentials knows."""
-    plain = urllib.parse.unquote(value)
-    return bool(URL_USERINFO.search(plain) or SECRET_IN_VALUE.search(plain)) or mask_credentials(plain) != plain
 
 
 def without_own_venv(env: dict[str, str]) -> dict[str, str]:
@@ -3814,20 +3808,10 @@ def toolchain_secrets() -> list[str]:
 
 
 # --- toolchain caches ---------------------------------------------------------
-# Home is read-only inside, and a writable ~/.cache/uv would be a way out (a wheel planted for the user's own `uv run`),
-# so commands get caches in .kesi/cache: writable anyway, on .venv's file system (uv hard-links), git-ignored.
+# A writable ~/.cache/uv would be a way out (a wheel for the user's `uv run`): caches go in .kesi/cache (git-ignored).
 CACHE_FOLDER = "cache"               # .kesi/cache; CACHE_VARIABLES name folders in it ("": the folder itself)
 CACHE_VARIABLES = {"XDG_CACHE_HOME": "", "UV_CACHE_DIR": "uv", "PIP_CACHE_DIR": "pip", "npm_config_cache": "npm",
                    "YARN_CACHE_FOLDER": "yarn", "CARGO_HOME": "cargo", "GOCACHE": "go-build", "GOMODCACHE": "go-mod"}
-
-
-def with_command_caches(env: dict[str, str]) -> dict[str, str]:
-    """The sandbox's cache variables, but those the user set (any case): read-only inside, they open no way out."""
-    if not sandbox_enabled():
-        return env
-    root, chosen = BASE_DIR / ".kesi" / CACHE_FOLDER, {name.upper() for name in env}
-    return {**env, **{name: str(root / folder) for name, folder in CACHE_VARIABLES.items()
-                      if name.upper() not in chosen}}
 
 
 def make_cache_folder() -> None:
@@ -3855,12 +3839,11 @@ def shell_argv(command: str, background: bool = False, escalation: str | None = 
 
 def sandbox_spec(git_read_only: bool = False, full_network: bool = False) -> tuple[str, list[tuple[str, str]]]:
     """The macOS profile and its -D parameters (a path in the text could change it with a quote); later rules win."""
-    tools = toolchain_dirs()
+    tools, secrets = toolchain_dirs(), toolchain_secrets()
     params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)),
               ("RECORDS_DIR", os.path.realpath(records_root())), ("CONFIG_DIR", os.path.realpath(user_config_folder())),
               ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
     params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
-    secrets = toolchain_secrets()
     params += [(f"TOOLCHAIN_SECRET_{i}", path) for i, path in enumerate(secrets)]
     git_dirs = [".git", *nested_repositories()] if git_read_only else []
     params += [(f"GIT_DIR_{i}", str(BASE_DIR / repo)) for i, repo in enumerate(git_dirs)]
@@ -3883,8 +3866,7 @@ def sandbox_spec(git_read_only: bool = False, full_network: bool = False) -> tup
         # Git's control files (see git_control_snapshot): .git cannot be moved aside, hooks/ and config written.
         '(deny file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
-        # Only git may write git dirs (see runs_only_git).
-        *[f'(deny file-write* (subpath (param "GIT_DIR_{i}")))' for i in range(len(git_dirs))],
+        *[f'(deny file-write* (subpath (param "GIT_DIR_{i}")))' for i in range(len(git_dirs))],    # see runs_only_git
         '(deny file-read* file-write* (subpath (param "RECORDS_DIR")))',     # KeSi's records (see records_root)
         '(deny file-read* file-write* (subpath (param "CONFIG_DIR")))',      # its env file and settings
         '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
@@ -3905,11 +3887,9 @@ def denied_sources() -> dict[str, str]:
 
 
 # --- the workspace index: what the sandbox and the git guard look for --------------
-# Masks, pins and the git guard need every `.env`-like name, `.git` entry and git-dir config at any depth. Walking
-# 60,000 folders per command cost a second, so one walk builds an index and inotify (by inode: it sees writes through
-# bwrap's mounts) says which folders to list again. Without it (macOS, no watches left, overflow) each look walks all.
-IN_CHANGES = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000   # moves, create, delete; IN_ONLYDIR
-IN_Q_OVERFLOW = 0x4000
+# Every `.env`-like name, `.git` and git-dir config at any depth: walking 60,000 folders per command cost a second, so
+# one walk, then inotify (by inode: sees writes through bwrap's mounts) names folders to list again; else walk all.
+IN_CHANGES, IN_Q_OVERFLOW = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000, 0x4000   # moves, new, gone
 _index_lock = threading.Lock()
 _index: list[WorkspaceIndex] = []    # the one index, of BASE_DIR
 
@@ -3917,8 +3897,7 @@ _index: list[WorkspaceIndex] = []    # the one index, of BASE_DIR
 class WorkspaceIndex:
     """Per folder ("" the top): (inode, watch, {subfolder: inode}); marked: the names that matter in it -> kind."""
 
-    def __init__(self, base: Path, prune: bool):
-        # prune: dependency and cache folders are not walked (nothing there is masked without bwrap)
+    def __init__(self, base: Path, prune: bool):    # prune: no walk into dependency, cache folders (no masks then)
         self.base, self.prune, self.inotify, self.watching = base, prune, None, True
         self.folders: dict[str, tuple[int, int, dict[str, int]]] = {}
         self.marked: dict[str, dict[str, str]] = {}
@@ -4164,13 +4143,11 @@ def is_regular_file(path: Path) -> bool:
 def bwrap_argv(command: str, background: bool = False, full_network: bool = False,
                filter_fd: int | None = None) -> list[str]:
     """Linux: read-only root, private /tmp, home hidden, workspace writable, network via the proxy, setid filter."""
-    # A user namespace matters as root: else /proc/<bwrap pid>/root and /cwd show the real file system, unmasked.
-    # The pid namespace: nothing outside can be signalled or read in /proc, and all left dies with sh (setsid too).
+    # As root a user namespace hides the unmasked /proc/<bwrap pid>/root; pid namespace: no signal out, all dies with sh
     argv = [trusted_program("bwrap"), "--die-with-parent", "--unshare-user-try",
             *([] if full_network else ["--unshare-net"]), "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            # /proc/sys is writable for root (kernel/core_pattern runs a program as host root); /run holds
-            # other programs' sockets (D-Bus, Docker), which no network namespace covers; so may shared_folders.
+            # root may write /proc/sys (core_pattern); /run, shared_folders: sockets (D-Bus, Docker) past any netns
             "--ro-bind", "/proc/sys", "/proc/sys", "--tmpfs", "/tmp", "--tmpfs", "/run"]
     argv += [arg for folder in shared_folders() + hidden_folders() for arg in ("--tmpfs", folder)]
     argv += [arg for path in toolchain_dirs() for arg in ("--ro-bind", path, path)]
@@ -4180,8 +4157,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
     pins = git_pins(read_only=background or not runs_only_git(command))
-    for pointer in git_pointers:
-        pins += ["--ro-bind", str(pointer), str(pointer)]
+    pins += [arg for pointer in git_pointers for arg in ("--ro-bind", str(pointer), str(pointer))]
     # A background task could rename a secret's folder between KeSi's look and bwrap's mounts: those are anchored too.
     argv += anchored_folders(pins[2::3] + ([str(secret) for secret in secrets] if background else [])) + pins
     for secret in secrets:
@@ -4205,25 +4181,20 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
 
 
 def anchored_folders(pinned: list[str]) -> list[str]:
-    """bwrap args making each folder between the workspace and a pinned path a mount point (no rename: EBUSY): else
-    `mv tools tools.old && mkdir -p tools/hooks` would carry the read-only hooks away, a writable copy in place."""
-    folders = []
-    for path in map(Path, pinned):
-        if path.is_relative_to(BASE_DIR):
-            folders += [str(p) for p in reversed(path.parents) if p.is_relative_to(BASE_DIR) and p != BASE_DIR]
+    """bwrap args making the folders above each pinned path mount points (EBUSY): no `mv tools t2` takes hooks away."""
+    folders = [str(p) for path in map(Path, pinned) for p in reversed(path.parents)
+               if p.is_relative_to(BASE_DIR) and p != BASE_DIR]
     return [arg for folder in dict.fromkeys(folders) if folder not in pinned for arg in ("--bind", folder, folder)]
 
 
 # --- no setuid or setgid files: a seccomp filter ------------------------------
-# As root without capabilities, an owner may still set S_ISUID (`chmod 4755 ./sh`: a root shell for any local user),
-# so a seccomp filter (BPF; bwrap sets no_new_privs) fails calls giving a setid bit; file caps need CAP_SETFCAP (gone).
+# Root without capabilities may still `chmod 4755 ./sh` (a root shell for all): seccomp (no_new_privs) refuses setid.
 SETID_BITS = 0o6000                     # S_ISUID | S_ISGID
 CREATING = os.O_CREAT | 0o20000000      # open uses its mode only with O_CREAT or __O_TMPFILE
 X32_BIT = 0x40000000                    # x86_64's x32 calls: refused, as other architectures
 OPENAT2, IO_URING_SETUP = 437, 425      # same numbers on both; their modes are in memory BPF cannot read
 
-# The kernel's audit number for each architecture, and its calls that set a mode (aarch64 has only *at forms):
-# name: (number, which argument is the mode[, which is open's flags: the mode counts only when creating]).
+# Audit arch number, and calls setting a mode: name: (number, mode argument[, open's flags: counts only when creating]).
 SECCOMP_ARCHES = {
     "x86_64": (0xC000003E, {"open": (2, 2, 1), "creat": (85, 1), "chmod": (90, 1), "fchmod": (91, 1), "mknod": (133, 1),
                             "openat": (257, 3, 2), "mknodat": (259, 2), "fchmodat": (268, 2), "fchmodat2": (452, 2)}),
@@ -4233,28 +4204,22 @@ SECCOMP_ARCHES = {
 ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS   # SECCOMP_RET_*
 
 
-def bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-    return struct.pack("=HBBI", code, jt, jf, k)  # one struct sock_filter
+def bpf(code: int, k: int, jt: int = 0, skip_if_false: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, skip_if_false, k)  # one struct sock_filter
 
 
 load = functools.partial(bpf, 0x20)     # load(offset): BPF_LD | BPF_W | BPF_ABS from struct seccomp_data
 give = functools.partial(bpf, 0x06)     # give(action): BPF_RET | BPF_K
-
-
-def jump_if_equal(value: int, skip_if_not: int) -> bytes:
-    return bpf(0x15, value, 0, skip_if_not)       # BPF_JMP | BPF_JEQ | BPF_K
-
-
-def jump_if_any_bit(bits: int, skip_if_none: int) -> bytes:
-    return bpf(0x45, bits, 0, skip_if_none)       # BPF_JMP | BPF_JSET | BPF_K
+jump_if_equal = functools.partial(bpf, 0x15)       # (value, skip_if_false=n): BPF_JMP | BPF_JEQ | BPF_K
+jump_if_any_bit = functools.partial(bpf, 0x45)     # (bits, skip_if_false=n): BPF_JMP | BPF_JSET | BPF_K
 
 
 def refuse_setid_mode(number: int, mode_arg: int, flags_arg: int | None = None) -> list[bytes]:
     """For this call only: EPERM when its mode has a setid bit. args[i] is at 16 + 8i, its low 32 bits first."""
-    check = [load(16 + 8 * mode_arg), jump_if_any_bit(SETID_BITS, skip_if_none=1), give(EPERM), give(ALLOW)]
+    check = [load(16 + 8 * mode_arg), jump_if_any_bit(SETID_BITS, skip_if_false=1), give(EPERM), give(ALLOW)]
     if flags_arg is not None:
-        check = [load(16 + 8 * flags_arg), jump_if_any_bit(CREATING, skip_if_none=len(check) - 1), *check]
-    return [jump_if_equal(number, skip_if_not=len(check)), *check]
+        check = [load(16 + 8 * flags_arg), jump_if_any_bit(CREATING, skip_if_false=len(check) - 1), *check]
+    return [jump_if_equal(number, skip_if_false=len(check)), *check]
 
 
 def setid_filter(machine: str) -> bytes | None:
@@ -4264,31 +4229,25 @@ def setid_filter(machine: str) -> bytes | None:
     arch, calls = SECCOMP_ARCHES[machine]
     # seccomp_data.arch: another architecture's calls (i386 through int 0x80) get EPERM.
     program = [load(4), bpf(0x15, arch, 1, 0), give(EPERM)]     # BPF_JEQ: equal skips the EPERM
-    program += [load(0), jump_if_any_bit(X32_BIT, skip_if_none=1), give(EPERM)]   # seccomp_data.nr
+    program += [load(0), jump_if_any_bit(X32_BIT, skip_if_false=1), give(EPERM)]   # seccomp_data.nr
     for call in calls.values():
         program += refuse_setid_mode(*call)
     # openat2 and io_uring (its OPENAT) return ENOSYS: libc and runtimes fall back to openat, which the filter reads.
     for number in (OPENAT2, IO_URING_SETUP):
-        program += [jump_if_equal(number, skip_if_not=1), give(ENOSYS)]
+        program += [jump_if_equal(number, skip_if_false=1), give(ENOSYS)]
     program += [give(ALLOW)]
     return b"".join(program)
-
-
-def setid_filter_fd() -> int | None:
-    """A fresh descriptor holding the filter for one bwrap (it reads from the offset, so never shared)."""
-    if (program := setid_filter(platform.machine())) is None:
-        return None
-    fd = os.memfd_create("kesi-setid-filter", os.MFD_CLOEXEC)
-    os.pwrite(fd, program, 0)                     # the offset stays at 0, where bwrap reads from
-    return fd
 
 
 @contextlib.contextmanager
 def command_start(command: str, background: bool = False, escalation: str | None = None):
     """(argv, descriptors to pass: shared network, lifeline, filter) for one command; the filter's closes after."""
     bubblewrap = escalation != "unsandboxed" and sandbox_kind() == "bubblewrap"
-    fd = setid_filter_fd() if bubblewrap else None
+    program = setid_filter(platform.machine()) if bubblewrap else None
+    fd = None if program is None else os.memfd_create("kesi-setid-filter", os.MFD_CLOEXEC)  # one per bwrap
     try:
+        if fd is not None:
+            os.pwrite(fd, program, 0)           # bwrap reads from the offset, so it stays at 0
         argv = shell_argv(command, background, escalation, filter_fd=fd)
         yield argv, (*_shared_network, *([lifeline_fd()] if bubblewrap else []), *([] if fd is None else [fd]))
     finally:
@@ -4296,8 +4255,7 @@ def command_start(command: str, background: bool = False, escalation: str | None
             os.close(fd)
 
 
-# bwrap arms --die-with-parent only after clone(), never checking KeSi is still there: a KeSi SIGKILLed before
-# left the sandbox running. So every sandbox also watches this pipe, whose write end only KeSi holds.
+# bwrap's --die-with-parent misses a KeSi killed before clone(): every sandbox watches this pipe KeSi alone writes.
 _lifeline: list[int] = []            # (read end, write end), not inherited: the kernel closes it as KeSi dies
 
 
@@ -4350,8 +4308,7 @@ def hidden_folders() -> list[str]:
 
 
 # --- one loopback network for the session's commands ------------------------------
-# Once a background task starts, later commands join one network namespace made for the session, to reach its server:
-# no route out, one shared loopback. KeSi holds it by a descriptor for nsenter: no reused pid can redirect it.
+# After a background task starts, commands share one loopback-only namespace, held by descriptor (no pid reuse).
 _shared_network: list[int] = []      # descriptors: the network (and its user namespace)
 
 
@@ -4400,11 +4357,9 @@ def in_shared_network(argv: list[str]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------
-# Git's control files run code later, outside the sandbox: a hook on the next `git commit`, core.fsmonitor (in
-# config, an include, or what a commondir or `.git` file points at) on the next `git status`. Mounts hold what
-# exists: .git pinned (a mount point cannot be renamed), `.git` files, hooks/, what config names and linked hooks'
-# scripts read-only, config empty, every git dir too unless the command runs only git (runs_only_git). The check after
-# (git_control_snapshot) is for git-only commands, new repositories and background tasks: all there is without bwrap.
+# Git's control files run code later, outside the sandbox (a hook, core.fsmonitor on `git status`). Mounts hold what
+# exists: .git pinned, `.git` files, hooks/, what config names read-only, config empty, every git dir unless the
+# command runs only git. The check after (git_control_snapshot) covers the rest: all there is without a sandbox.
 
 # A rebase's `strategy` and a cherry-pick's `opts` name a merge program (`git merge-<strategy>`) --continue runs.
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strategy", "strategy_opts", "opts"}
@@ -4441,20 +4396,17 @@ def load_git_identity() -> None:
 
 def git_identity_environment() -> dict[str, str]:
     """GIT_AUTHOR_* and GIT_COMMITTER_* for a sandboxed command: the user's own if set, else load_git_identity's."""
-    if not sandbox_enabled():
-        return {}                      # unsandboxed, git reads the user's config itself
-    return {**GIT_IDENTITY_ENV, **{name: os.environ[name] for name in GIT_IDENTITY if os.environ.get(name)}}
+    own = {name: os.environ[name] for name in GIT_IDENTITY if os.environ.get(name)}
+    return {**GIT_IDENTITY_ENV, **own} if sandbox_enabled() else {}    # unsandboxed, git reads the user's config
 
 
-# Only git writes git dirs: a command that runs anything else gets every known one read-only (a mount says no, where
-# a check after can only put back), as background tasks do. What a plain built-in git subcommand runs is git's own
-# code and the user's hooks: those parts get the git dirs writable and the check after (git_control_snapshot).
+# Only git writes git dirs: other commands and background tasks get every known one read-only (a mount says no; a
+# check after can only put back). A built-in git subcommand runs git's own code and the user's hooks.
 GIT_ONLY_SUBCOMMANDS = frozenset("add am apply blame branch checkout cherry-pick clean clone commit describe "
                                  "diff fetch grep init log ls-files merge mv notes pull push rebase reflog remote "
                                  "reset restore revert rev-parse rm shortlog show sparse-checkout stash status switch "
                                  "tag worktree".split())
-# Options that run a program (rebase -x, merge -s: git-merge-<name> from PATH), give hooks (--template, clone -c) or
-# write a file anywhere (log --output).
+# Options that run a program (rebase -x, merge -s), give hooks (--template, clone -c) or write a file (log --output).
 GIT_RUNNING_OPTIONS = ("--exec", "--strategy", "--upload-pack", "--receive-pack", "--template", "--open-files-in-pager",
                        "--config", "--output")
 GIT_RUNNING_LETTERS = {"rebase": "xs", "merge": "s", "pull": "s", "cherry-pick": "s", "revert": "s", "clone": "uc",
@@ -4470,8 +4422,7 @@ GIT_READ_ONLY_NOTE = ("\n(note: git dirs are read-only to commands that run more
 
 
 def runs_only_git(command: str) -> bool:
-    """Is every part `git <built-in>` at the top of the workspace (another repository's hooks could be anyone's), no
-    option running a program or writing a file, no redirection (but 2>&1 and to /dev/null), glob or expansion?"""
+    """Every part `git <built-in>` at the top, no option running a program or writing a file, redirection or glob?"""
     command = HARMLESS_REDIRECTION.sub(" ", command)
     expands = set(shell_expansions(command)) & set("$`()<>*?[") or re.search(r"(^|\s)~|\{[^{}]*(,|\.\.)", command)
     segments = None if control_characters(command) or expands else command_segments(command)
@@ -4488,9 +4439,8 @@ def runs_only_git(command: str) -> bool:
 def git_pins(read_only: bool = False) -> list[str]:
     """bwrap args pinning .git and what git runs code from; read_only (see runs_only_git): every known git dir too."""
     git, nested = BASE_DIR / ".git", nested_repositories() if read_only else []
-    pins = []
-    if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
-        pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
+    mount = "--ro-bind" if read_only else "--bind"      # a `.git` file is pinned with the others (scan_workspace)
+    pins = [mount, str(git), str(git)] if git.is_dir() and not git.is_symlink() else []
     paths = [BASE_DIR / repo for repo in nested] + git_guarded_paths()
     return pins + [arg for path in paths if os.path.exists(path) for arg in ("--ro-bind", str(path), str(path))]
 
@@ -4524,8 +4474,7 @@ GIT_NAMING_KEYS = (r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpas
 
 
 def paths_git_config_names() -> list[Path]:
-    """What git's config names for each work tree: the top, and nested repositories and worktrees (outside dependency
-    folders), each reading its own config and the user's: a relative hooksPath or program is taken from its top."""
+    """What git's config names for each work tree (top, nested ones outside dependency folders), relative to its top."""
     index = _index[0] if _index and _index[0].base == BASE_DIR else workspace_index()    # file tools: no walk each
     trees = [BASE_DIR] + [BASE_DIR / rel for rel, marks in index.marked.items() if ".git" in marks
                           and rel and not any(is_ignored_name(part) for part in rel.split("/"))]
@@ -4555,8 +4504,7 @@ def config_names_of(tree: Path) -> dict:
             [word for word in value.lstrip("!").split() if shell and "/" in word and not word.startswith("-")]
         base = origins[-1].parent if key_name.startswith("include") and origins else top
         found += [Path(os.path.normpath(base / os.path.expanduser(word))) for word in words if word]
-    # Files git named that were not in the key (an include) join it as they are now.
-    named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]
+    named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]   # an include's, as it is now
     return dict(files=files + named, found=found, key=key + [(path, read_pointer_file(path, True)) for path in named])
 
 
@@ -4590,7 +4538,6 @@ class GitSnapshot:
     # Git dirs before the command: only there are objects/, refs/... skipped as data (a planted HEAD hides nothing).
     gitdirs: set[str] = field(default_factory=set)
     repos: list[str] = field(default_factory=list)   # other repositories' .git folders in the work tree
-    index: tuple | None = None    # .git/index as it was: a change may register a planted repository
     inodes: dict[str, int] = field(default_factory=dict)   # each git dir walked -> its inode: what a move keeps
 
 
@@ -4598,8 +4545,8 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
     """What git could run code from, no link followed (None: nothing); given one before a command, the same paths."""
     learn, moved = before is None, moved_repositories(before) if before else []
     repos = nested_repositories() if learn else before.repos + moved    # first: that look brings the index up to date
-    snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), repos, index_stamp()) if learn else \
-        GitSnapshot(before.named, {}, before.gitdirs | {f"{r}/" for r in moved}, repos, index_stamp())
+    snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), repos) if learn else \
+        GitSnapshot(before.named, {}, before.gitdirs | {f"{r}/" for r in moved}, repos)
     try:
         base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
     except OSError:
@@ -4680,15 +4627,13 @@ def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: b
 
 
 def file_state(folder_fd: int, name: str, info: os.stat_result) -> tuple:
-    """("file", bytes, mode, size); one too big to be a control file (a sparse 1 TB config) is not read: its inode
-    and change time stand for it (a same-size rewrite, its mtime set back, is a change), and put_back removes it."""
+    """("file", bytes, mode, size); one too big (a sparse 1 TB config) as inode and ctime: put_back removes it."""
     big = f"{info.st_ino}:{info.st_ctime_ns}".encode()
     return "file", read_control_file(folder_fd, name) if info.st_size <= MAX_CONTROL_BYTES else big, \
         stat.S_IMODE(info.st_mode), info.st_size
 
 
-# A rebase or cherry-pick in progress keeps its to-do list in .git; an "exec" line there runs on the user's
-# next `git rebase --continue`. The list is ordinary state: only exec lines a command added are taken out.
+# An "exec" line in a rebase's to-do list runs on `git rebase --continue`: those a command added are taken out.
 TODO_FILES = {"rebase-merge/git-rebase-todo", "sequencer/todo"}
 
 
@@ -4722,18 +4667,18 @@ def read_control_file(folder_fd: int, name: str, most: int = MAX_CONTROL_BYTES) 
 
 
 def restore_git_control(before: GitSnapshot | None, between: bool = False) -> list[str]:
-    """Put back what a command changed among the control files (none of it is left to race this), new ones removed.
-    between: what background tasks changed since, but the top .git (read-only to tasks no command ran beside)."""
+    """Put back what changed among the control files, new ones removed; between: tasks' changes, but the top .git's."""
     if before is None:
         return disarm_new_repositories(before)       # no repository before: nothing of the user's to put back
     after = git_control_snapshot(before)
-    moves = moved_folders(before, after) if after else {}
+    where = {inode: path for path, inode in after.inodes.items() if path not in before.inodes} if after else {}
+    # New git dir -> old one, for each renamed: the same folder (inode: never a copy), gone from there.
+    moves = {where[inode]: path for path, inode in before.inodes.items() if inode in where and path not in after.inodes}
     disarmed = disarm_new_repositories(before, moved=moves)
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
     if after is None or was_folder and after.entries.get(".git") != before.entries[".git"] and not between:
         return disarmed if between else [".git (it is no longer a folder; check it before you use git here)"]
-    # A repository removed as a whole (rm -rf vendor/x) runs nothing any more: it stays removed. A git dir moved
-    # whole (mv .git/modules/a .git/modules/b) is checked where it is now, against what it was.
+    # A repository removed whole runs nothing: it stays removed; a git dir moved whole is checked where it is now.
     gone = [repo for repo in before.repos if repo not in after.entries] + list(moves.values())
     gone += [".git"] if between else []
     was = {new + path[len(old):]: state for new, old in moves.items() for path, state in before.entries.items()
@@ -4749,12 +4694,6 @@ def restore_git_control(before: GitSnapshot | None, between: bool = False) -> li
     return disarmed + done + [f"{old} (found at {new}: checked there, not moved back)" for new, old in moves.items()]
 
 
-def moved_folders(before: GitSnapshot, after: GitSnapshot) -> dict[str, str]:
-    """New git dir -> old one, for each a command renamed: the same folder (inode: never a copy), gone from there."""
-    where = {inode: path for path, inode in after.inodes.items() if path not in before.inodes}
-    return {where[inode]: path for path, inode in before.inodes.items() if path not in after.inodes and inode in where}
-
-
 def moved_repositories(before: GitSnapshot) -> list[str]:
     """Repositories in the work tree now that are one known before, moved (the same inode): checked, not disarmed."""
     known, new = {inode for path, inode in before.inodes.items() if path in before.repos}, nested_repositories()
@@ -4768,8 +4707,7 @@ def put_back_notice(restored: list[str], why: str) -> str:
     return f"\n(KeSi put back {shown}{why})" if restored else ""
 
 
-# What a fresh `git init` or `git clone` writes into a config. In a repository a command created, anything else
-# (core.fsmonitor, a pager, an alias, an include) was planted, as was a hook that is no sample, or a commondir.
+# What fresh `git init`/`clone` write in a config: in a new repository anything else was planted (hooks, commondir too).
 FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|logallrefupdates|ignorecase|"
                                r"precomposeunicode|symlinks)|remote\..+\.(url|pushurl|fetch)|"
                                r"branch\..+\.(remote|merge)|extensions\.[a-z]+|user\.(name|email)", re.DOTALL)
@@ -4778,18 +4716,16 @@ FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|lo
 def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     """Take the planted parts out of repositories made since before (also one the index registers as a submodule)."""
     known = set(before.repos) | ({".git"} & before.entries.keys()) | set(moved) if before else set()
-    top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
-    found = top + nested_repositories()
-    removed = []
-    for repo in dict.fromkeys(found):
+    top, removed = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else [], []
+    for repo in dict.fromkeys(top + nested_repositories()):
         if repo not in known and (repo == ".git" or not walked_by_the_top_snapshot(repo)):
             removed += disarm_repository(repo)
     return removed
 
 
-def index_stamp(git_dir: Path | None = None) -> tuple | None:
+def index_stamp(git_dir: Path) -> tuple | None:
     with contextlib.suppress(OSError):
-        info = os.stat((git_dir or BASE_DIR / ".git") / "index", follow_symlinks=False)
+        info = os.stat(git_dir / "index", follow_symlinks=False)
         return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns    # ctime: `touch -d` cannot set it
     return None
 
@@ -4820,22 +4756,17 @@ _gitlinks: dict = {}          # per work tree: the index stamp and the submodule
 
 
 def git_dir_of(dot_git: Path) -> Path | None:
-    """The folder a `.git` folder, link or `gitdir:` file stands for; the `.git` itself (to be removed if new)
-    when the way goes through /proc, which git reads as its own process and KeSi as its own."""
-    try:
-        target = pointed_git_dir(dot_git) if dot_git.is_file() else dot_git if dot_git.is_dir() else None
+    """The git dir a `.git` stands for (a `gitdir:` file read as git does); itself (removed if new) through /proc."""
+    try:                          # /proc: git reads it as its own process, KeSi as its own
+        target = dot_git if dot_git.is_dir() else None
+        if dot_git.is_file():     # "gitdir: ", then all but the line end, relative to the `.git`'s folder
+            pointer = (read_pointer_file(dot_git, follow_links=True) or "").split("\0")[0]
+            target = dot_git.parent / pointer[8:].rstrip("\r\n") if pointer.startswith("gitdir: ") else None
         if leads_through_proc(str(dot_git)) or target is not None and leads_through_proc(str(target)):
             return dot_git
         return None if target is None else Path(os.path.realpath(target))
     except (OSError, ValueError):
         return None
-
-
-def pointed_git_dir(dot_git: Path) -> Path | None:
-    """Where a `.git` file, or a link to one, points, read as git reads it: "gitdir: " and all the rest but the
-    line ends at its end, relative to the folder of the `.git`."""
-    pointer = (read_pointer_file(dot_git, follow_links=True) or "").split("\0")[0]
-    return dot_git.parent / pointer[8:].rstrip("\r\n") if pointer.startswith("gitdir: ") else None
 
 
 def leads_through_proc(path: str, hops: int = 40) -> bool:
@@ -4886,8 +4817,7 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
                 removed.append(f"{shown}/hooks/{hook}")
         os.close(hooks)
     removed += disarm_config(fd, shown) if "config" in names else []
-    # Its own submodules' and worktrees' git dirs take code from their configs too.
-    for inner in ("modules", "worktrees") if depth < MAX_GIT_DEPTH else ():
+    for inner in ("modules", "worktrees") if depth < MAX_GIT_DEPTH else ():    # their git dirs' configs run code too
         inner_fd = open_at(fd, inner)
         for name in os.listdir(inner_fd) if inner_fd is not None else []:
             removed += disarm_git_dir_at(inner_fd, name, f"{shown}/{inner}/{name}", depth + 1)
@@ -4934,8 +4864,7 @@ def disarm_config(fd: int, shown: str) -> list[str]:
 
 
 def run_git(args: list[str], timeout: float = 10) -> subprocess.CompletedProcess | None:
-    """Every git KeSi runs itself, outside the sandbox: the trusted one, as the user's own git but GIT_OWN_CONFIG,
-    output captured, with a timeout; None when it could not run."""
+    """Every git KeSi runs itself, outside the sandbox: the trusted one with GIT_OWN_CONFIG; None if it did not run."""
     git = trusted_program("git")
     try:
         return subprocess.run([git, *args], cwd=BASE_DIR, capture_output=True, timeout=timeout,
@@ -4986,19 +4915,14 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
 
 
 # --- network allowlist proxy ---------------------------------------------------
-# A sandboxed command's only network is an HTTP proxy (a KeSi thread) reaching only allowed hosts, https by CONNECT:
-# through a mounted Unix socket and PROXY_FORWARDER on 127.0.0.1 (bwrap), or the one port the profile allows (macOS).
-# Only the user's settings add hosts (the project's, writable by commands, may only deny). It connects to the very
+# Commands' only network: an HTTP proxy (a thread; https by CONNECT) via a mounted socket and PROXY_FORWARDER (bwrap)
+# or the profile's one port (macOS). Only user settings allow hosts (the project's only deny). It connects to the very
 # address it checked (no DNS rebinding), never to a local or private one unless the user mapped the name.
-DEFAULT_NETWORK_HOSTS = (
-    "pypi.org", "files.pythonhosted.org",                                  # pip, uv
-    "registry.npmjs.org", "registry.yarnpkg.com",                          # npm, yarn, pnpm
-    "crates.io", "index.crates.io", "static.crates.io",                    # cargo
-    "proxy.golang.org", "sum.golang.org",                                  # go
-    "rubygems.org", "index.rubygems.org", "repo.maven.apache.org", "repo1.maven.org",
-    "github.com", "codeload.github.com", "objects.githubusercontent.com",  # git, release files
-    "raw.githubusercontent.com", "gitlab.com", "bitbucket.org",
-)
+DEFAULT_NETWORK_HOSTS = (    # pip and uv; npm, yarn and pnpm; cargo; go; gems; maven; git hosts and release files
+    "pypi.org", "files.pythonhosted.org", "registry.npmjs.org", "registry.yarnpkg.com", "crates.io", "index.crates.io",
+    "static.crates.io", "proxy.golang.org", "sum.golang.org", "rubygems.org", "index.rubygems.org",
+    "repo.maven.apache.org", "repo1.maven.org", "github.com", "codeload.github.com", "objects.githubusercontent.com",
+    "raw.githubusercontent.com", "gitlab.com", "bitbucket.org")
 DEFAULT_NETWORK_PORTS = (80, 443)     # an entry without a port allows these; "host:8443" another
 PROXY_PORT = 3128                     # as written in HTTP_PROXY; the forwarder puts in the port it got
 PROXY_SOCKET_INSIDE = "/run/kesi/proxy.sock"
@@ -5013,11 +4937,8 @@ HOP_BY_HOP = {b"host", b"connection", b"proxy-connection", b"keep-alive", b"prox
 NETWORK_BLOCKED, REFUSALS = collections.deque(maxlen=1000), itertools.count(1)   # (number, host:port): the latest
 
 
-@dataclass(frozen=True)
-class NetworkPolicy:
-    allow: tuple                 # host entries: "pypi.org", "*.example.com", "host:8443", "[::1]:80"
-    deny: tuple
-    resolve: dict                # name -> address the user chose for it
+# allow, deny: host entries ("pypi.org", "*.example.com", "host:8443", "[::1]:80"); resolve: name -> the user's address
+NetworkPolicy = collections.namedtuple("NetworkPolicy", "allow deny resolve")
 
 
 def network_policy() -> NetworkPolicy:
@@ -5098,9 +5019,8 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
     return remote, None
 
 
-# Never reached through a name: this machine (any interface, public ones too, asked of the kernel at each
-# connection) and what the IANA special-purpose registries mark not globally reachable (private networks,
-# 169.254.169.254, 198.18.0.0/15, ...). is_global follows them; NOT_GLOBAL is what older Pythons miss.
+# Never reached through a name: this machine (asked of the kernel each time) and what IANA marks not global
+# (private, 169.254.169.254, 198.18.0.0/15, ...); is_global follows IANA, NOT_GLOBAL is what older Pythons miss.
 NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
     "192.0.0.0/24", "192.88.99.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16"))
 CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96", "::ffff:0:0:0/96"))  # and SIIT
@@ -5122,8 +5042,7 @@ def carried_addresses(ip) -> list:
 
 
 def is_this_machine(ip) -> bool:
-    """An address this machine can bind (any error but 'not available' counts: ip_nonlocal_bind), or one the kernel
-    routes back to it (a `local` route, IPv6 "AnyIP", cannot be bound): then it would send from loopback or itself."""
+    """Bindable (any error but 'not available': ip_nonlocal_bind), or routed back here (a `local` route, "AnyIP")."""
     family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
     try:
         with socket.socket(family) as probe:
@@ -5141,11 +5060,7 @@ def is_this_machine(ip) -> bool:
     return source.is_loopback or source == ip
 
 
-@dataclass(frozen=True)
-class ProxyRequest:
-    host: str | None
-    port: int
-    upstream_head: bytes | None      # http: the request to send on; CONNECT: None
+ProxyRequest = collections.namedtuple("ProxyRequest", "host port upstream_head")   # upstream_head: None for CONNECT
 
 
 def read_request_head(sock) -> tuple[bytes, bytes] | None:
@@ -5156,8 +5071,7 @@ def read_request_head(sock) -> tuple[bytes, bytes] | None:
         if not chunk:
             return None
         data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    return head, rest
+    return data.partition(b"\r\n\r\n")[::2]       # (head, rest)
 
 
 def parse_proxy_request(head: bytes) -> tuple[ProxyRequest | None, str]:
@@ -5262,8 +5176,7 @@ def relay(source, target) -> None:
 
 
 def relay_back(upstream, client, sent: threading.Event) -> None:
-    """relay() from the server until it ends, the command's end is gone, or the server is PROXY_LINGER_SECONDS silent
-    after the command finished sending (its end may look half-closed): then it is shut, so it keeps no slot."""
+    """relay() from the server until it ends, the client goes, or it lingers silent once the client has sent all."""
     watch = select.poll()
     watch.register(upstream, select.POLLIN)
     watch.register(client, 0)                        # POLLHUP and POLLERR are always reported
@@ -5311,12 +5224,8 @@ class QuietServer:
         pass
 
 
-class UnixProxyServer(QuietServer, socketserver.ThreadingUnixStreamServer):
-    pass
-
-
-class LocalProxyServer(QuietServer, socketserver.ThreadingTCPServer):
-    pass
+class UnixProxyServer(QuietServer, socketserver.ThreadingUnixStreamServer): pass
+class LocalProxyServer(QuietServer, socketserver.ThreadingTCPServer): pass
 
 
 def network_proxy(kind: str | None = None):
@@ -5350,11 +5259,12 @@ def proxy_port(escalation: str | None = None) -> int | None:
 
 
 def command_environment(escalation: str | None = None, command: str = "") -> dict[str, str]:
-    """sandbox_environment, plus caches and proxy variables; never, unsandboxed, a cache commands can write. Git alone
-    with writable git dirs finds no program on PATH in the workspace (ssh, gpg, an editor, git-remote-x: .venv/bin)
-    and reaches no local repository (file, ext), whose hooks a push or fetch there would run with them."""
+    """sandbox_environment, caches, proxy; git alone (git dirs writable) finds no program on PATH in the workspace
+    and reaches no repository by a local path (file, ext): its hooks would run beside the writable git dirs."""
     env, port = sandbox_environment(), proxy_port(escalation)
-    env = env if escalation == "unsandboxed" else with_command_caches(env)
+    if escalation != "unsandboxed" and sandbox_enabled():   # but those the user set (any case): read-only inside
+        root, chosen = BASE_DIR / ".kesi" / CACHE_FOLDER, {name.upper() for name in env}
+        env |= {name: str(root / folder) for name, folder in CACHE_VARIABLES.items() if name.upper() not in chosen}
     if runs_only_git(command):
         env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                       if os.path.isabs(p) and not lies_in(Path(p), BASE_DIR))
@@ -5401,8 +5311,7 @@ import contextlib, ctypes, os, signal, socket, sys, threading
 # Die with bwrap, as --die-with-parent means: without asking again here, this pid 1 once outlived a SIGKILLed KeSi.
 ctypes.CDLL(None).prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG
 written, path, command = sys.argv[1], sys.argv[2], sys.argv[3:]
-# A port the kernel picks, free by definition: in the session's shared network a fixed one could be taken by a
-# server a command left running, which would then see (and answer) every later command's requests.
+# A port the kernel picks: in the shared network a server left running could take a fixed one, and see all requests.
 listener = socket.create_server(("127.0.0.1", 0))
 port = str(listener.getsockname()[1])
 def relay(source, target):
@@ -5436,8 +5345,7 @@ while True:
 """
 
 
-# Credential formats masked in command output before the model (and the session file) sees it: (label, pattern);
-# group "keep" stays readable (a variable name, a URL's user). Exact formats only: free text passes as it is.
+# Exact credential formats masked in output before the model sees it: (label, pattern); group "keep" stays readable.
 CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, flags in [
     ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY[A-Z ]*-----(?:.*?-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----|.*)",
      re.S),
