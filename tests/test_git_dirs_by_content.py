@@ -14,7 +14,7 @@ import pytest
 import kesi
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x"}
-GIT_DIRS = [".bare", "vendor/lib/gitdir", "deps/mirror"]   # the layout's, a renamed nested one, a bare one
+GIT_DIRS = [".bare", "vendor/lib/gitdir", "deps/mirror", "admin"]   # the layout's, renamed, bare, a worktree's
 
 
 def git(cwd, *args):
@@ -40,6 +40,10 @@ def layout(ws):
     (ws / "vendor" / "lib" / ".git").rename(ws / "vendor" / "lib" / "gitdir")
     git(ws, "init", "-q", "--bare", "deps/mirror")
     git(ws / "deps" / "mirror", "config", "remote.origin.url", f"https://oauth2:{marker}@mirror.example.com/m.git")
+    (ws / "admin").mkdir()                                       # a worktree's git dir: HEAD, commondir, gitdir
+    for name, text in {"HEAD": "ref: refs/heads/x\n", "commondir": "../.bare\n", "gitdir": "/elsewhere/.git\n",
+                       "config": f"[core]\n\tsshCommand = {marker}\n"}.items():
+        (ws / "admin" / name).write_text(text)
     (ws / "docs" / "refs").mkdir(parents=True)                   # a HEAD file and refs/ alone: no git dir
     (ws / "docs" / "HEAD").write_text("about HEAD\n")
     (ws / "gitlink").symlink_to(".bare")
