@@ -383,10 +383,10 @@ def jail_parts(path) -> list[str]:
 
 def is_git_dir(folder: str | Path = ".", dir_fd: int | None = None) -> bool:
     """What git takes for a git dir, any name: objects/ and refs/ (HEAD can be deleted), or a commondir/gitdir file."""
-    def kind(name: str) -> int | None:
-        with contextlib.suppress(OSError):
-            return stat.S_IFMT(os.stat(f"{folder}/{name}", dir_fd=dir_fd, follow_symlinks=False).st_mode)
-    return bool(kind("objects") and kind("refs")) or stat.S_IFREG in (kind("commondir"), kind("gitdir"))
+    def has(name: str) -> bool:        # faccessat: cheap, nothing to catch; "name/" is there only if a folder
+        return os.access(f"{folder}/{name}", os.F_OK, dir_fd=dir_fd, follow_symlinks=False)
+    return (has("objects") and has("refs") or has("commondir") and not has("commondir/")
+            or has("gitdir") and not has("gitdir/"))
 
 
 GIT_DIR_HINT = " It is in a git directory (known by what it holds): git's own files are off-limits; use git commands."
@@ -718,11 +718,7 @@ def list_files(path="."):
         with locate(path, must_exist=True) as entry:
             if not stat.S_ISDIR(entry.info.st_mode):
                 return f"Error: {path} is not a directory (use read_file for files).", True
-            folder_fd = open_folder(entry)
-            try:
-                entries = sorted(os.scandir(folder_fd), key=lambda e: e.name)
-            finally:
-                os.close(folder_fd)
+            entries = sorted(walk_tree(open_folder(entry), max_depth=1))    # without ignored names and git dirs
     except PathRefused as refused:
         if refused.off_limits:
             return f"Error: {path} is off-limits to tools.{refused.hint}", True
@@ -730,13 +726,13 @@ def list_files(path="."):
     except OSError as exc:
         return f"Error: could not list {path}: {exc.strerror or exc}", True
     folder = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
-    names = [shown for e in entries if (shown := visible_entry(e, e.name, folder + e.name)) is not None]
+    names = [shown for name, e in entries if (shown := visible_entry(e, name, folder + name)) is not None]
     return capped_listing(names, MAX_LIST_FILES) or "(this directory has no entries that can be listed)", False
 
 
 def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
-    """'name', 'name/' or None if tools may not see it (nor a git dir); only a link needs a walk."""
-    if is_ignored_name(entry.name) or entry.is_dir(follow_symlinks=False) and is_git_dir(BASE_DIR / where):
+    """'name', 'name/' or None if tools may not see it; only a link needs a walk: a plain entry is in the jail."""
+    if is_ignored_name(entry.name):
         return None
     if not entry.is_symlink():
         return shown + "/" if entry.is_dir(follow_symlinks=False) else shown
