@@ -312,9 +312,9 @@ MAX_LINK_HOPS = 40             # as the kernel's ELOOP limit
 class PathRefused(Exception):
     """A tool path that is outside the jail, missing, or off-limits."""
 
-    def __init__(self, off_limits: bool = False, missing: bool = False):
+    def __init__(self, off_limits: bool = False, missing: bool = False, hint: str = ""):
         super().__init__("off-limits" if off_limits else "outside the jail or missing")
-        self.off_limits, self.missing = off_limits, missing
+        self.off_limits, self.missing, self.hint = off_limits, missing, hint   # hint: said after the refusal
 
 
 @dataclass
@@ -343,6 +343,17 @@ def jail_parts(path) -> list[str]:
             raise PathRefused()
         text = text[len(base):]
     return [part for part in text.split("/") if part not in ("", ".")]
+
+
+def is_git_dir(folder: str | Path = ".", dir_fd: int | None = None) -> bool:
+    """What git takes for a git dir, any name: objects/ and refs/ (HEAD can be deleted), or a commondir/gitdir file."""
+    def has(name: str) -> bool:        # faccessat: cheap, nothing to catch; "name/" is there only if a folder
+        return os.access(f"{folder}/{name}", os.F_OK, dir_fd=dir_fd, follow_symlinks=False)
+    return (has("objects") and has("refs") or has("commondir") and not has("commondir/")
+            or has("gitdir") and not has("gitdir/"))
+
+
+GIT_DIR_HINT = " It is in a git directory (known by what it holds): git's own files are off-limits; use git commands."
 
 
 def locate(path, make_folders: bool = False, follow_links: bool = True, must_exist: bool = False) -> JailEntry:
@@ -388,6 +399,8 @@ def locate(path, make_folders: bool = False, follow_links: bool = True, must_exi
                 if info is None or stat.S_ISDIR(info.st_mode):
                     raise PathRefused() from None   # swapped for a link since the stat: O_NOFOLLOW
                 raise                               # a file where a folder should be
+            if is_git_dir(dir_fd=folders[-1]):          # by descriptor: what was checked is what is walked
+                raise PathRefused(off_limits=True, hint=GIT_DIR_HINT)
             names.append(name)
         if not names:                             # the path names the jail itself
             fd = folders.pop()
@@ -449,6 +462,13 @@ def open_regular_file(entry: JailEntry):
     return os.fdopen(open_regular_fd(entry), "rb")
 
 
+def open_folder(entry: JailEntry) -> int:
+    if is_git_dir(dir_fd=(fd := entry.open(FOLDER_FLAGS))):
+        os.close(fd)
+        raise PathRefused(off_limits=True, hint=GIT_DIR_HINT)
+    return fd
+
+
 # --- KeSi's own folder, .kesi/, where the sandbox's caches live ------------------
 
 def kesi_folder(*names: str) -> int:
@@ -506,7 +526,7 @@ def check_readable(file_path, verb: str = "read"):
             return open_regular_file(entry), entry.path, None
     except PathRefused as refused:
         if refused.off_limits:
-            return None, None, f"Error: {file_path} is off-limits to tools and cannot be {verb}."
+            return None, None, f"Error: {file_path} is off-limits to tools and cannot be {verb}.{refused.hint}"
         return None, None, (f"Error: {file_path} was not found, or it is outside the working directory. "
                             "Use a path relative to the working directory; list_files or glob show what exists.")
     except OSError as exc:        # swapped for a link or a FIFO since the walk
@@ -664,19 +684,15 @@ def list_files(path="."):
         with locate(path, must_exist=True) as entry:
             if not stat.S_ISDIR(entry.info.st_mode):
                 return f"Error: {path} is not a directory (use read_file for files).", True
-            folder_fd = entry.open(FOLDER_FLAGS)
-            try:
-                entries = sorted(os.scandir(folder_fd), key=lambda e: e.name)
-            finally:
-                os.close(folder_fd)
+            entries = sorted(walk_tree(open_folder(entry), max_depth=1))    # without ignored names and git dirs
     except PathRefused as refused:
         if refused.off_limits:
-            return f"Error: {path} is off-limits to tools.", True
+            return f"Error: {path} is off-limits to tools.{refused.hint}", True
         return f"Error: directory {path} was not found or is outside the working directory.", True
     except OSError as exc:
         return f"Error: could not list {path}: {exc.strerror or exc}", True
     folder = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
-    names = [shown for e in entries if (shown := visible_entry(e, e.name, folder + e.name)) is not None]
+    names = [shown for name, e in entries if (shown := visible_entry(e, name, folder + name)) is not None]
     return capped_listing(names, MAX_LIST_FILES) or "(this directory has no entries that can be listed)", False
 
 
@@ -687,7 +703,8 @@ def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
     if not entry.is_symlink():
         return shown + "/" if entry.is_dir(follow_symlinks=False) else shown
     with contextlib.suppress(PathRefused), locate(where, must_exist=True) as target:   # outside, .env, or nowhere
-        return shown + "/" if stat.S_ISDIR(target.info.st_mode) else shown
+        folder = stat.S_ISDIR(target.info.st_mode)
+        return None if folder and is_git_dir(target.name, target.folder_fd) else shown + "/" if folder else shown
     return None
 
 
@@ -733,8 +750,8 @@ def walk_tree(top_fd: int, max_depth: int | None = None, prefix: str = ""):
             if (entry := next(entries, None)) is None:
                 os.close(stack.pop()[0])
                 continue
-            if is_ignored_name(entry.name):
-                continue
+            if is_ignored_name(entry.name) or entry.is_dir(follow_symlinks=False) and is_git_dir(entry.name, folder_fd):
+                continue                           # a git dir by another name: by name, as glob shows only names
             yield prefix + entry.name, entry
             if entry.is_dir(follow_symlinks=False) and (max_depth is None or depth < max_depth):
                 try:
@@ -780,7 +797,7 @@ def glob_files(pattern):
     hits = []
     try:
         with locate(prefix or ".", follow_links=False) as top:
-            top_fd = top.open(FOLDER_FLAGS)
+            top_fd = open_folder(top)
     except (PathRefused, OSError):
         top_fd = None                          # the folder went away since literal_folder
     for rel, entry in walk_tree(top_fd, max_depth, prefix) if top_fd is not None else ():
@@ -991,7 +1008,7 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
 
 def write_refusal(file_path: str, refusal: PathRefused | None = None) -> str:
     if refusal and refusal.off_limits:
-        return f"Error: {file_path} is off-limits to tools and cannot be written."
+        return f"Error: {file_path} is off-limits to tools and cannot be written.{refusal.hint}"
     cause = refusal.__cause__ if refusal else None
     if isinstance(cause, OSError):         # mkdir failed, or a file stands where a folder should be
         return f"Error: could not create the folder for {file_path}: {cause.strerror or cause}"
@@ -1099,10 +1116,10 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
             folder = stat.S_ISDIR(entry.info.st_mode)
             if not (folder or stat.S_ISREG(entry.info.st_mode)):
                 return f"Error: {path} is neither a file nor a directory.", True
-            start_fd = entry.open(FOLDER_FLAGS) if folder else open_regular_fd(entry)
+            start_fd = open_folder(entry) if folder else open_regular_fd(entry)
     except PathRefused as refused:
         if refused.off_limits:
-            return f"Error: {path} is off-limits to tools and cannot be searched.", True
+            return f"Error: {path} is off-limits to tools and cannot be searched.{refused.hint}", True
         return f"Error: {path} was not found or is outside the working directory.", True
     except OSError:
         return f"Error: {path} is neither a file nor a directory.", True
@@ -1141,11 +1158,12 @@ def rg_start(start_fd: int, folder: bool) -> dict:
             "preexec_fn": lambda: os.fchdir(start_fd)}
 
 
-def match_line(raw: bytes, folder: bool, shown_as: str) -> str | None:
-    """rg's 'path NUL line:text' as 'path:line:text'; None for an ignored name, whatever rg's case folding."""
+def match_line(raw: bytes, folder: bool, shown_as: str, is_git) -> str | None:
+    """rg's 'path NUL line:text' as 'path:line:text'; None in an ignored name (any case) or git dir (rg: only .git)."""
     path, _, rest = raw.rstrip(b"\r\n").partition(b"\0")
     name = os.fsdecode(path).removeprefix("./") if folder else ""
-    if any(is_ignored_name(part) for part in name.split("/")):
+    parts = name.split("/")
+    if any(map(is_ignored_name, parts)) or any(is_git("/".join(parts[:i])) for i in range(1, len(parts))):
         return None
     name = "/".join(part for part in (shown_as, name) if part)
     return f"{utf8_safe(name)}:{rest.decode('utf-8', errors='replace')}"
@@ -1159,11 +1177,12 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
     timer = threading.Timer(GREP_TIMEOUT, lambda: (fired.set(), stop_process_group(proc, 0)))
     timer.start()
     lines, total, errors = [], 0, bytearray()
+    is_git = functools.cache(lambda below: is_git_dir(below, start_fd))   # a few stats per folder with a match
     reader = threading.Thread(target=drain_output, args=(proc.stderr, errors, MAX_ERROR_CHARS))
     reader.start()
     try:
         for raw in proc.stdout:
-            if (match := match_line(raw, folder, shown_as)) is None:
+            if (match := match_line(raw, folder, shown_as, is_git)) is None:
                 continue
             total += 1
             if len(lines) < MAX_SEARCH_LINES:
@@ -4447,15 +4466,21 @@ def git_pins(read_only: bool = False) -> list[str]:
 
 def git_guarded_paths() -> list[Path]:
     """Real paths in the workspace git takes code from beside .git: read-only in the sandbox, the file tools ask."""
-    paths = [Path(os.path.realpath(path)) for path in [BASE_DIR / ".git" / "hooks", *git_code_paths()]]
-    return [p for p in dict.fromkeys(paths) if p.is_relative_to(BASE_DIR) and p not in (BASE_DIR, BASE_DIR / ".git")]
+    top = top_git_dir()
+    paths = [Path(os.path.realpath(path)) for path in [top / "hooks", *git_code_paths()]]
+    return [p for p in dict.fromkeys(paths) if p.is_relative_to(BASE_DIR) and p not in (BASE_DIR, top)]
+
+
+def top_git_dir() -> Path:
+    """The top repository's git dir: .git, or the folder a `.git` file names (`gitdir: ./.bare`)."""
+    return git_dir_of(BASE_DIR / ".git") or BASE_DIR / ".git"
 
 
 def git_code_paths() -> list[Path]:
     """Paths outside .git/hooks git takes code from: what its config names, each link on linked hooks' way."""
     named = paths_git_config_names()
     targets = []
-    for folder in [BASE_DIR / ".git" / "hooks", *named]:
+    for folder in [top_git_dir() / "hooks", *named]:
         with contextlib.suppress(OSError):
             for path in [entry.path for entry in os.scandir(folder) if entry.is_symlink()]:
                 while os.path.islink(path) and len(targets) < 1000:
@@ -6771,7 +6796,7 @@ def path_completions(typed: str) -> list[str]:
         with locate(folder or ".", must_exist=True) as entry:
             if not stat.S_ISDIR(entry.info.st_mode):
                 return []
-            folder_fd = entry.open(FOLDER_FLAGS)
+            folder_fd = open_folder(entry)
             try:
                 found = [e for e in os.scandir(folder_fd) if e.name.startswith(start) and (start or e.name[:1] != ".")]
             finally:
