@@ -1226,7 +1226,7 @@ def clip_output(data: bytes, total: int | None = None) -> str:
 
 SPACES = b" \t\n\r\x0b\x0c"
 PEM_BEGIN = re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY")
-PEM_END = re.compile(rb"-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----")
+PEM_END = re.compile(rb"-----END [A-Z ]{0,40}PRIVATE KEY[A-Z ]{0,40}-----")
 WORD_CUT = 2048       # at most this much of a long unbroken run goes at a cut: a longer credential could show in parts
 
 
@@ -5471,8 +5471,8 @@ while True:
 # Credential formats masked in command output before the model (and the session file) sees it: (label, pattern);
 # group "keep" stays readable (a variable name, a URL's user). Exact formats only: free text passes as it is.
 CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, flags in [
-    ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY[A-Z ]*-----(?:.*?-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----|.*)",
-     re.S),
+    ("private key", r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY[A-Z ]{0,40}-----(?:.*?-----END [A-Z ]{0,40}PRIVATE KEY"
+                    r"[A-Z ]{0,40}-----|.*)", re.S),
     ("github token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})", 0),
     ("gitlab token", r"\bglpat-[A-Za-z0-9_-]{20,}", 0),
     ("anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{20,}", 0),
@@ -5486,10 +5486,10 @@ CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, f
     ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b", 0),
     ("pypi token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", 0),
     ("hugging face token", r"\bhf_[A-Za-z0-9]{34,}\b", 0),
-    ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
-    ("password", r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]+:)[^@/?#\s]+(?=@)", 0),
-    ("secret value", r"(?P<keep>^[ \t]*(?:export[ \t]+)?[A-Z][A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY)"
-                     r"[A-Z0-9_]*=[\"']?)(?![0-9]+\b)[^\s\"'$][^\s\"']{5,}", re.M),
+    ("jwt", r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
+    ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]+:)[^@/?#\s]+(?=@)", 0),
+    ("secret value", r"(?P<keep>^[ \t]*(?:export[ \t]+)?(?=[A-Z][A-Z0-9_]*?(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY))"
+                     r"[A-Z][A-Z0-9_]*=[\"']?)(?![0-9]+\b)[^\s\"'$][^\s\"']{5,}", re.M),
 ]]
 
 
@@ -5677,7 +5677,7 @@ def log_task_end(task: BackgroundTask, how: str) -> None:
     task.reader.join(timeout=5)        # a task that just ended may still have output in the pipe
     data, lost = task.output.since(0)
     audit_command(task.command, how, task.started, time.time() - task.started, task.proc.returncode,
-                  mask_credentials(whole_words(data, cut_before=bool(lost)).decode("utf-8", errors="replace")),
+                  mask_credentials(clip_output(whole_words(data, cut_before=bool(lost)))),   # clipped first: fast
                   background_task=task.id)
 
 
