@@ -3492,10 +3492,38 @@ class Rule:
     source: str      # where it came from, for /permissions
 
 
-def read_json_file(path: Path) -> dict:
+MAX_SETTINGS_BYTES = 1_000_000
+_refused_settings: set[tuple] = set()      # (file, why): said once, not at every request
+
+
+def read_regular_file(name, follow: bool, most: int, folder: int | None = None) -> tuple[bytes, os.stat_result]:
+    """At most most bytes of a regular file, else OSError: a FIFO never blocks, a device or sparse giant is refused."""
+    with open(os.open(name, FILE_FLAGS & ~(os.O_NOFOLLOW if follow else 0), dir_fd=folder), "rb") as f:
+        if not stat.S_ISREG((info := os.fstat(f.fileno())).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if len(data := f.read(most + 1)) > most:
+            raise OSError(errno.EFBIG, f"over {most:,} bytes")
+    return data, info
+
+
+def read_json_file(path: Path, yours: bool = False) -> dict:
+    """A settings file: yours may be a link (to your dotfiles) but not into the workspace; the project's no link."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        folder = os.open(path.parent, FOLDER_FLAGS & ~(os.O_NOFOLLOW if yours else 0))
+        try:
+            text, info = read_regular_file(path.name, yours, MAX_SETTINGS_BYTES, folder)
+        finally:
+            os.close(folder)
+        if yours and opened_in_workspace(path, info):
+            raise OSError(errno.EPERM, "it leads into this workspace, where commands can write")
+        data = json.loads(text)
+    except (FileNotFoundError, ValueError):
+        return {}
+    except OSError as exc:
+        if (path, exc.strerror) not in _refused_settings:
+            _refused_settings.add((path, exc.strerror))
+            ui(paint(f"  (ignored {visible(path)}: {exc.strerror}; settings are a regular file of at most "
+                     f"{MAX_SETTINGS_BYTES:,} bytes{'' if yours else ', not a link'})", "error"))
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -3509,7 +3537,7 @@ def rules_in(section, source: str, kinds=("allow", "deny")) -> list[Rule]:
 
 def permission_rules() -> list[Rule]:
     """Every rule in force, read fresh: an edit to a settings file counts at once."""
-    user = read_json_file(user_settings_file())
+    user = read_json_file(user_settings_file(), yours=True)
     projects = user.get("projects") if isinstance(user.get("projects"), dict) else {}
     project = read_json_file(project_settings_file()).get("permissions")
     return (COMMAND_LINE_RULES + rules_in(user.get("permissions"), "user settings")
@@ -3684,7 +3712,7 @@ def save_project_rule(text: str) -> bool:
     does not read as settings is left alone, not replaced (the person may be editing it)."""
     path = user_settings_file()
     try:
-        settings = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        settings = json.loads(read_regular_file(path, True, MAX_SETTINGS_BYTES)[0]) if path.exists() else {}
         rules = settings.setdefault("projects", {}).setdefault(str(BASE_DIR), {}).setdefault("allow", [])
         rules += [] if text in rules else [text]
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -5054,7 +5082,7 @@ class NetworkPolicy:
 
 def network_policy() -> NetworkPolicy:
     """The allowlist in force, read fresh for every connection."""
-    user = read_json_file(user_settings_file())
+    user = read_json_file(user_settings_file(), yours=True)
     here = setting(setting(user, "projects", dict), str(BASE_DIR), dict)
     mine = [setting(user, "network", dict), setting(here, "network", dict)]
     project = setting(read_json_file(project_settings_file()), "network", dict)
@@ -6241,6 +6269,15 @@ def own_folders_clash() -> str | None:
     return None
 
 
+def opened_in_workspace(path: Path, info: os.stat_result) -> bool:
+    """Whether a file of yours opened through links (info) lies in the workspace, where commands write; unsure: yes."""
+    with contextlib.suppress(OSError):
+        real = Path(os.path.realpath(path))
+        guarded = not HOME_DIR.is_relative_to(BASE_DIR)     # a workspace holding home: warned of at start instead
+        return guarded and (not os.path.samestat(os.stat(real), info) or lies_in(real, BASE_DIR))
+    return True
+
+
 def lies_in(inner: Path, outer: Path) -> bool:
     """inner is outer or below it, also under another name for it (a bind mount): folders compared by inode."""
     with contextlib.suppress(OSError):
@@ -7059,10 +7096,10 @@ def custom_commands() -> dict[str, CommandFile]:
 def read_command_file(folder: int, file: str, project: bool) -> CommandFile:
     """Front matter, then the prompt; allowed-tools only count in yours (a project's are the repository's choice)."""
     where = visible(f"{'.kesi' if project else user_config_folder()}/commands/{file}")
-    try:        # yours may be a link (to your dotfiles), the project's may not
-        with open(os.open(file, FILE_FLAGS if project else FILE_FLAGS & ~os.O_NOFOLLOW, dir_fd=folder), "rb") as f:
-            data = f.read(MAX_COMMAND_BYTES + 1) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
-        text = data.decode("utf-8") if len(data) <= MAX_COMMAND_BYTES else ""
+    try:        # yours may be a link (to your dotfiles), the project's not; yours leading into it is as a project's
+        data, info = read_regular_file(file, not project, MAX_COMMAND_BYTES, folder)
+        project = project or opened_in_workspace(user_config_folder() / "commands" / file, info)
+        text = data.decode("utf-8")
     except (OSError, UnicodeError) as exc:     # UnicodeDecodeError has no strerror
         return CommandFile(project, {}, "", [], f"cannot read {where}: {getattr(exc, 'strerror', 0) or 'not UTF-8'}")
     head = FRONT_MATTER.match(text)
