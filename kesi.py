@@ -4824,7 +4824,7 @@ def moved_repositories(before: GitSnapshot) -> list[str]:
 
 
 def put_back_notice(restored: list[str], why: str) -> str:
-    shown = ", ".join(restored[:10]) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
+    shown = ", ".join(map(one_line, restored[:10])) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
     return f"\n(KeSi put back {shown}{why})" if restored else ""
 
 
@@ -5728,7 +5728,7 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
         if task.proc in running or task.proc.poll() is not None:
             log_task_end(task, how if task.proc in running else "ended by itself")
     if planted := check_after_tasks():          # also what a task that ended by itself changed
-        ui(f"  {planted.strip()}")
+        ui(f"  {visible(planted.strip())}")
 
 
 ADOPTING = False     # KeSi is the subreaper (Linux, no bwrap): a task's setsid or double-forked children are its to end
