@@ -5768,13 +5768,13 @@ def child_pids(pid: int) -> list[int]:
     return found
 
 
-def stop_tasks_beyond_permission(revoked: bool = False) -> None:
-    """Permission shrank (/mode, /revoke): stop the running tasks it no longer allows, and say so."""
+def stop_tasks_beyond_permission(revoked: bool = False, why: str = "") -> None:
+    """Permission shrank (/mode, /revoke, a command's allowed-tools): stop the running tasks it no longer allows."""
     gone = [t for t in BACKGROUND_TASKS.values() if t.proc.poll() is None and not still_allowed(t, revoked)]
-    stop_background_tasks(gone, "stopped: the person took permission back")
+    stop_background_tasks(gone, f"stopped: {why or 'the person took permission back'}")
+    why = why or f"permission mode {PERMISSION_MODE}{' and /revoke' if revoked else ''} no longer allow it"
     for task in gone:
-        ui(f"  (stopped background task {task.id}, {visible(shorten(task.command, 60))}: permission mode "
-           f"{PERMISSION_MODE}{' and /revoke' if revoked else ''} no longer allow it)")
+        ui(f"  (stopped background task {task.id}, {visible(shorten(task.command, 60))}: {why})")
 
 
 def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
@@ -7138,6 +7138,8 @@ def run_custom_command(name: str, arguments: str, client, history: list[dict]) -
         run_turn(client, history, attach_mentions(expand_arguments(command.prompt, arguments)))
     finally:
         COMMAND_LINE_RULES[:] = [rule for rule in COMMAND_LINE_RULES if rule not in command.rules]
+        if command.rules:          # a task its rules allowed ends with them
+            stop_tasks_beyond_permission(why=f"{name}'s allowed-tools ended with its turn")
     return True
 
 

@@ -147,6 +147,19 @@ def test_your_command_that_leads_into_the_workspace_counts_as_the_projects(box, 
     assert len(scripted.asked) == 1 and not (box / "made-by-command").exists()
 
 
+def test_a_task_your_commands_allowed_tools_started_is_stopped_when_its_turn_ends(ws, main_in_process, user_settings,
+                                                                                  user):
+    """rt25h candidate: the rules ended with the turn, a background task they allowed ran on."""
+    write_command(user_settings({}) / "kesi" / "commands", "serve", "---\nallowed-tools: Bash(python3:*)\n---\nGo.")
+    (ws / "serve.py").write_text("import time\ntime.sleep(120)\n")
+    serve = {"command": "python3 serve.py", "run_in_background": True}
+    scripted = user()                                                # answers no: it must not be asked
+    with MockAPI([reply(tool_call("run_command", serve)), "serving"]) as mock:
+        code, out, _ = main_in_process([], "/serve\n", mock, KESI_SANDBOX="off")
+    assert code == 0 and scripted.asked == [] and "Started background task 1" in out, out
+    assert "(stopped background task 1, python3 serve.py: /serve's allowed-tools ended with its turn)" in out, out
+
+
 def test_your_settings_that_lead_into_the_workspace_are_ignored(box, user_settings, notices):
     settings = user_settings({}) / "kesi" / "settings.json"
     settings.unlink()
