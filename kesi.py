@@ -3493,7 +3493,7 @@ class Rule:
 
 
 MAX_SETTINGS_BYTES = 1_000_000
-_refused_settings: set[tuple] = set()      # (file, why): said once, not at every request
+notice_once = functools.cache(ui)          # a settings file refused: said once, not at every request
 
 
 def read_regular_file(name, follow: bool, most: int, folder: int | None = None) -> tuple[bytes, os.stat_result]:
@@ -3509,21 +3509,17 @@ def read_regular_file(name, follow: bool, most: int, folder: int | None = None) 
 def read_json_file(path: Path, yours: bool = False) -> dict:
     """A settings file: yours may be a link (to your dotfiles) but not into the workspace; the project's no link."""
     try:
-        folder = os.open(path.parent, FOLDER_FLAGS & ~(os.O_NOFOLLOW if yours else 0))
-        try:
-            text, info = read_regular_file(path.name, yours, MAX_SETTINGS_BYTES, folder)
-        finally:
-            os.close(folder)
+        flags = FOLDER_FLAGS & ~(os.O_NOFOLLOW if yours else 0)
+        with JailEntry(os.open(path.parent, flags), path.name, path, None) as at:
+            text, info = read_regular_file(at.name, yours, MAX_SETTINGS_BYTES, at.folder_fd)
         if yours and opened_in_workspace(path, info):
             raise OSError(errno.EPERM, "it leads into this workspace, where commands can write")
         data = json.loads(text)
     except (FileNotFoundError, ValueError):
         return {}
     except OSError as exc:
-        if (path, exc.strerror) not in _refused_settings:
-            _refused_settings.add((path, exc.strerror))
-            ui(paint(f"  (ignored {visible(path)}: {exc.strerror}; settings are a regular file of at most "
-                     f"{MAX_SETTINGS_BYTES:,} bytes{'' if yours else ', not a link'})", "error"))
+        notice_once(paint(f"  (ignored {visible(path)}: {exc.strerror}; it must be a regular file of at most 1 MB)",
+                          "error"))
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -3708,8 +3704,7 @@ def kind_rule(tokens: list[str]) -> str:
 
 
 def save_project_rule(text: str) -> bool:
-    """Add an allow rule for this project to the user's settings (written by KeSi only, after an "a"); a file that
-    does not read as settings is left alone, not replaced (the person may be editing it)."""
+    """Add an allow rule for this project to your settings, after an "a"; a file not read as settings is left alone."""
     path = user_settings_file()
     try:
         settings = json.loads(read_regular_file(path, True, MAX_SETTINGS_BYTES)[0]) if path.exists() else {}
@@ -4892,8 +4887,7 @@ def git_dir_of(dot_git: Path) -> Path | None:
 
 
 def pointed_git_dir(dot_git: Path) -> Path | None:
-    """Where a `.git` file, or a link to one, points, read as git reads it: "gitdir: " and all the rest but the
-    line ends at its end, relative to the folder of the `.git`."""
+    """Where a `.git` file (or a link to one) points, as git reads it: all after "gitdir: " but line ends, relative."""
     pointer = (read_pointer_file(dot_git, follow_links=True) or "").split("\0")[0]
     return dot_git.parent / pointer[8:].rstrip("\r\n") if pointer.startswith("gitdir: ") else None
 
@@ -4994,8 +4988,7 @@ def disarm_config(fd: int, shown: str) -> list[str]:
 
 
 def run_git(args: list[str], timeout: float = 10) -> subprocess.CompletedProcess | None:
-    """Every git KeSi runs itself, outside the sandbox: the trusted one, as the user's own git but GIT_OWN_CONFIG,
-    output captured, with a timeout; None when it could not run."""
+    """Every git KeSi runs itself, outside the sandbox: the trusted one, GIT_OWN_CONFIG, timed; None: could not run."""
     git = trusted_program("git")
     try:
         return subprocess.run([git, *args], cwd=BASE_DIR, capture_output=True, timeout=timeout,
@@ -5808,8 +5801,7 @@ def background_tasks_paused():
 
 
 def moving_threads(pid: int) -> list[int]:
-    """The threads of pid that may run, each to be stopped by its own id: a signal to the process is taken by a thread
-    waiting in vfork (which runs nothing until its stopped child execs, and never shows stopped) as others run on."""
+    """The threads of pid that may run, each stopped by its id: a thread waiting in vfork takes a process's signal."""
     with contextlib.suppress(OSError):
         return [int(tid) for tid in os.listdir(f"/proc/{pid}/task") if not thread_is_still(f"/proc/{pid}/task/{tid}")]
     return []                       # gone
@@ -6303,11 +6295,10 @@ def record_key() -> bytes:
         with contextlib.suppress(FileExistsError):
             os.link(draft, path)
         os.unlink(draft)
-    with contextlib.suppress(OSError), os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)) as f:
-        info = os.fstat(f.fileno())
-        if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
-            with contextlib.suppress(ValueError):
-                return bytes.fromhex(f.read(200))
+    with contextlib.suppress(OSError, ValueError):
+        data, info = read_regular_file(path, False, 200)
+        if info.st_uid == os.getuid() and not info.st_mode & 0o077:
+            return bytes.fromhex(data.decode())
     raise OSError(f"{path} is not a KeSi key (a regular file of yours, mode 0600); remove it and KeSi makes one")
 
 
