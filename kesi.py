@@ -1245,7 +1245,7 @@ def clip_output(data: bytes, total: int | None = None) -> str:
 
 SPACES = b" \t\n\r\x0b\x0c"
 PEM_BEGIN = re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY")
-PEM_END = re.compile(rb"-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----")
+PEM_END = re.compile(rb"-----END [A-Z ]{0,40}PRIVATE KEY[A-Z ]{0,40}-----")
 WORD_CUT = 2048       # at most this much of a long unbroken run goes at a cut: a longer credential could show in parts
 
 
@@ -3490,11 +3490,36 @@ Rule = collections.namedtuple("Rule", "kind text source")   # allow|deny; as wri
 COMMAND_LINE_RULES: list[Rule] = []      # --allowed-tools / --disallowed-tools, for this run
 
 
-def read_json_file(path: Path) -> dict:
-    with contextlib.suppress(OSError, ValueError):
-        if isinstance(data := json.loads(path.read_text(encoding="utf-8")), dict):
-            return data
-    return {}
+MAX_SETTINGS_BYTES = 1_000_000
+notice_once = functools.cache(ui)          # a settings file refused: said once, not at every request
+
+
+def read_regular_file(name, follow: bool, most: int, folder: int | None = None) -> tuple[bytes, os.stat_result]:
+    """At most most bytes of a regular file, else OSError: a FIFO never blocks, a device or sparse giant is refused."""
+    with open(os.open(name, FILE_FLAGS & ~(os.O_NOFOLLOW if follow else 0), dir_fd=folder), "rb") as f:
+        if not stat.S_ISREG((info := os.fstat(f.fileno())).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if len(data := f.read(most + 1)) > most:
+            raise OSError(errno.EFBIG, f"over {most:,} bytes")
+    return data, info
+
+
+def read_json_file(path: Path, yours: bool = False) -> dict:
+    """A settings file: yours may be a link (to your dotfiles) but not into the workspace; the project's no link."""
+    try:
+        flags = FOLDER_FLAGS & ~(os.O_NOFOLLOW if yours else 0)
+        with JailEntry(os.open(path.parent, flags), path.name, path, None) as at:
+            text, info = read_regular_file(at.name, yours, MAX_SETTINGS_BYTES, at.folder_fd)
+        if yours and opened_in_workspace(path, info):
+            raise OSError(errno.EPERM, "it leads into this workspace, where commands can write")
+        data = json.loads(text)
+    except (FileNotFoundError, ValueError):
+        return {}
+    except OSError as exc:
+        notice_once(paint(f"  (ignored {visible(path)}: {exc.strerror}; it must be a regular file of at most 1 MB)",
+                          "error"))
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def rules_in(section, source: str, kinds=("allow", "deny")) -> list[Rule]:
@@ -3505,7 +3530,7 @@ def rules_in(section, source: str, kinds=("allow", "deny")) -> list[Rule]:
 
 def permission_rules() -> list[Rule]:
     """Every rule in force, read fresh: an edit to a settings file counts at once."""
-    user = read_json_file(user_settings_file())
+    user = read_json_file(user_settings_file(), yours=True)
     projects = user.get("projects") if isinstance(user.get("projects"), dict) else {}
     project = read_json_file(project_settings_file()).get("permissions")
     return (COMMAND_LINE_RULES + rules_in(user.get("permissions"), "user settings")
@@ -3671,7 +3696,7 @@ def save_project_rule(text: str) -> bool:
     """Add this project's allow rule to the user's settings; a file not read as settings is left alone (in an edit?)."""
     path = user_settings_file()
     try:
-        settings = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        settings = json.loads(read_regular_file(path, True, MAX_SETTINGS_BYTES)[0]) if path.exists() else {}
         rules = settings.setdefault("projects", {}).setdefault(str(BASE_DIR), {}).setdefault("allow", [])
         rules += [] if text in rules else [text]
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -4728,7 +4753,7 @@ def moved_repositories(before: GitSnapshot) -> list[str]:
 
 
 def put_back_notice(restored: list[str], why: str) -> str:
-    shown = ", ".join(restored[:10]) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
+    shown = ", ".join(map(one_line, restored[:10])) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
     return f"\n(KeSi put back {shown}{why})" if restored else ""
 
 
@@ -4968,7 +4993,7 @@ NetworkPolicy = collections.namedtuple("NetworkPolicy", "allow deny resolve")
 
 def network_policy() -> NetworkPolicy:
     """The allowlist in force, read fresh for every connection."""
-    user = read_json_file(user_settings_file())
+    user = read_json_file(user_settings_file(), yours=True)
     here = setting(setting(user, "projects", dict), str(BASE_DIR), dict)
     mine = [setting(user, "network", dict), setting(here, "network", dict)]
     project = setting(read_json_file(project_settings_file()), "network", dict)
@@ -5372,8 +5397,8 @@ while True:
 
 # Exact credential formats masked in output before the model sees it: (label, pattern); group "keep" stays readable.
 CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, flags in [
-    ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY[A-Z ]*-----(?:.*?-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----|.*)",
-     re.S),
+    ("private key", r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY[A-Z ]{0,40}-----(?:.*?-----END [A-Z ]{0,40}PRIVATE KEY"
+                    r"[A-Z ]{0,40}-----|.*)", re.S),
     ("github token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})", 0),
     ("gitlab token", r"\bglpat-[A-Za-z0-9_-]{20,}", 0),
     ("anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{20,}", 0),
@@ -5387,10 +5412,10 @@ CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, f
     ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b", 0),
     ("pypi token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", 0),
     ("hugging face token", r"\bhf_[A-Za-z0-9]{34,}\b", 0),
-    ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
-    ("password", r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]+:)[^@/?#\s]+(?=@)", 0),
-    ("secret value", r"(?P<keep>^[ \t]*(?:export[ \t]+)?[A-Z][A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY)"
-                     r"[A-Z0-9_]*=[\"']?)(?![0-9]+\b)[^\s\"'$][^\s\"']{5,}", re.M),
+    ("jwt", r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
+    ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]+:)[^@/?#\s]+(?=@)", 0),
+    ("secret value", r"(?P<keep>^[ \t]*(?:export[ \t]+)?(?=[A-Z][A-Z0-9_]*?(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY))"
+                     r"[A-Z][A-Z0-9_]*=[\"']?)(?![0-9]+\b)[^\s\"'$][^\s\"']{5,}", re.M),
 ]]
 
 
@@ -5576,7 +5601,7 @@ def log_task_end(task: BackgroundTask, how: str) -> None:
     task.reader.join(timeout=5)        # a task that just ended may still have output in the pipe
     data, lost = task.output.since(0)
     audit_command(task.command, how, task.started, time.time() - task.started, task.proc.returncode,
-                  mask_credentials(whole_words(data, cut_before=bool(lost)).decode("utf-8", errors="replace")),
+                  mask_credentials(clip_output(whole_words(data, cut_before=bool(lost)))),   # clipped first: fast
                   background_task=task.id)
 
 
@@ -5598,7 +5623,7 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
         if task.proc in running or task.proc.poll() is not None:
             log_task_end(task, how if task.proc in running else "ended by itself")
     if planted := check_after_tasks():          # also what a task that ended by itself changed
-        ui(f"  {planted.strip()}")
+        ui(f"  {visible(planted.strip())}")
 
 
 ADOPTING = False     # KeSi is the subreaper (Linux, no bwrap): a task's setsid or double-forked children are its to end
@@ -5637,13 +5662,13 @@ def child_pids(pid: int) -> list[int]:
     return found
 
 
-def stop_tasks_beyond_permission(revoked: bool = False) -> None:
-    """Permission shrank (/mode, /revoke): stop the running tasks it no longer allows, and say so."""
+def stop_tasks_beyond_permission(revoked: bool = False, why: str = "") -> None:
+    """Permission shrank (/mode, /revoke, a command's allowed-tools): stop the running tasks it no longer allows."""
     gone = [t for t in BACKGROUND_TASKS.values() if t.proc.poll() is None and not still_allowed(t, revoked)]
-    stop_background_tasks(gone, "stopped: the person took permission back")
+    stop_background_tasks(gone, f"stopped: {why or 'the person took permission back'}")
+    why = why or f"permission mode {PERMISSION_MODE}{' and /revoke' if revoked else ''} no longer allow it"
     for task in gone:
-        ui(f"  (stopped background task {task.id}, {visible(shorten(task.command, 60))}: permission mode "
-           f"{PERMISSION_MODE}{' and /revoke' if revoked else ''} no longer allow it)")
+        ui(f"  (stopped background task {task.id}, {visible(shorten(task.command, 60))}: {why})")
 
 
 def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
@@ -5676,8 +5701,7 @@ def background_tasks_paused():
 
 
 def moving_threads(pid: int) -> list[int]:
-    """The threads of pid that may run, each to be stopped by its own id: a signal to the process is taken by a thread
-    waiting in vfork (which runs nothing until its stopped child execs, and never shows stopped) as others run on."""
+    """The threads of pid that may run, each stopped by its id: a thread waiting in vfork takes a process's signal."""
     with contextlib.suppress(OSError):
         return [int(tid) for tid in os.listdir(f"/proc/{pid}/task") if not thread_is_still(f"/proc/{pid}/task/{tid}")]
     return []                       # gone
@@ -6137,6 +6161,15 @@ def own_folders_clash() -> str | None:
     return None
 
 
+def opened_in_workspace(path: Path, info: os.stat_result) -> bool:
+    """Whether a file of yours opened through links (info) lies in the workspace, where commands write; unsure: yes."""
+    with contextlib.suppress(OSError):
+        real = Path(os.path.realpath(path))
+        guarded = not HOME_DIR.is_relative_to(BASE_DIR)     # a workspace holding home: warned of at start instead
+        return guarded and (not os.path.samestat(os.stat(real), info) or lies_in(real, BASE_DIR))
+    return True
+
+
 def lies_in(inner: Path, outer: Path) -> bool:
     """inner is outer or below it, also under another name for it (a bind mount): folders compared by inode."""
     with contextlib.suppress(OSError):
@@ -6162,11 +6195,10 @@ def record_key() -> bytes:
         with contextlib.suppress(FileExistsError):
             os.link(draft, path)
         os.unlink(draft)
-    with contextlib.suppress(OSError), os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)) as f:
-        info = os.fstat(f.fileno())
-        if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
-            with contextlib.suppress(ValueError):
-                return bytes.fromhex(f.read(200))
+    with contextlib.suppress(OSError, ValueError):
+        data, info = read_regular_file(path, False, 200)
+        if info.st_uid == os.getuid() and not info.st_mode & 0o077:
+            return bytes.fromhex(data.decode())
     raise OSError(f"{path} is not a KeSi key (a regular file of yours, mode 0600); remove it and KeSi makes one")
 
 
@@ -6955,10 +6987,10 @@ def custom_commands() -> dict[str, CommandFile]:
 def read_command_file(folder: int, file: str, project: bool) -> CommandFile:
     """Front matter, then the prompt; allowed-tools only count in yours (a project's are the repository's choice)."""
     where = visible(f"{'.kesi' if project else user_config_folder()}/commands/{file}")
-    try:        # yours may be a link (to your dotfiles), the project's may not
-        with open(os.open(file, FILE_FLAGS if project else FILE_FLAGS & ~os.O_NOFOLLOW, dir_fd=folder), "rb") as f:
-            data = f.read(MAX_COMMAND_BYTES + 1) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
-        text = data.decode("utf-8") if len(data) <= MAX_COMMAND_BYTES else ""
+    try:        # yours may be a link (to your dotfiles), the project's not; yours leading into it is as a project's
+        data, info = read_regular_file(file, not project, MAX_COMMAND_BYTES, folder)
+        project = project or opened_in_workspace(user_config_folder() / "commands" / file, info)
+        text = data.decode("utf-8")
     except (OSError, UnicodeError) as exc:     # UnicodeDecodeError has no strerror
         return CommandFile(project, {}, "", [], f"cannot read {where}: {getattr(exc, 'strerror', 0) or 'not UTF-8'}")
     head = FRONT_MATTER.match(text)
@@ -6997,6 +7029,8 @@ def run_custom_command(name: str, arguments: str, client, history: list[dict]) -
         run_turn(client, history, attach_mentions(expand_arguments(command.prompt, arguments)))
     finally:
         COMMAND_LINE_RULES[:] = [rule for rule in COMMAND_LINE_RULES if rule not in command.rules]
+        if command.rules:          # a task its rules allowed ends with them
+            stop_tasks_beyond_permission(why=f"{name}'s allowed-tools ended with its turn")
     return True
 
 

@@ -11,6 +11,7 @@ import secrets
 import string
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -172,3 +173,32 @@ def test_a_token_cut_by_the_trim_of_a_tasks_output_is_not_shown(ws, monkeypatch)
     logged = (checklib.records_of(ws) / "audit.jsonl").read_text()
     assert "earlier bytes were not kept" in seen and " end" in seen, seen
     assert not leaked(seen) and not leaked(logged)
+
+
+# Shapes a quadratic pattern would take minutes on (a run the pattern scans, then fails late, at every start):
+# masking 2 MB of each must cost about what 2 MB of plain text does (measured in the same run), and still mask.
+ADVERSARIAL = {"plain": "'lorem ipsum dolor sit amet ' * 80000", "a.": "'a.' * 1000000",
+               "PASSWORD": "'PASSWORD' * 250000", "PASSWORD_": "'\\nA' + 'PASSWORD_' * 230000",
+               "pem end": "'-----BEGIN PRIVATE KEY\\n-----END ' + 'PRIVATE KEY ' * 170000",
+               "pem begin": "'-----BEGIN ' + 'PRIVATE KEY ' * 170000", "jwt": "'eyJ-' * 500000"}
+REAL = f"\nDB_PASSWORD=pw-Zq7RtY2uVw9X\nurl = postgres://app:Zq7RtY2uVw9X@db\n{TOKEN}\n"
+TIMED = """import sys, time, json; sys.path.insert(0, {root!r}); import kesi
+for shape in {shapes!r}:
+    text = eval(shape) + {real!r}
+    start = time.perf_counter(); masked = kesi.mask_credentials(text); kesi.whole_words(text.encode(), True, True)
+    print(json.dumps([time.perf_counter() - start, masked[-300:]]), flush=True)"""
+
+
+def test_masking_two_megabytes_of_adversarial_shapes_costs_what_plain_text_does():
+    code = TIMED.format(root=str(checklib.ROOT), shapes=list(ADVERSARIAL.values()), real=REAL)
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as proc:
+        plain = json.loads(proc.stdout.readline())[0]
+        timer = threading.Timer(60 + 20 * plain * len(ADVERSARIAL), proc.kill)      # a quadratic one: minutes
+        timer.start()
+        results = [json.loads(line) for line in proc.stdout]
+        timer.cancel()
+    assert len(results) == len(ADVERSARIAL) - 1, f"masking took over 20 times plain text's {plain:.2f} s"
+    for name, (seconds, tail) in zip(list(ADVERSARIAL)[1:], results):
+        assert seconds <= 20 * max(plain, 0.05), (name, seconds, plain)
+        assert "Zq7RtY2uVw9X" not in tail and not leaked(tail), (name, tail)
+        assert "DB_PASSWORD=[masked: secret value]" in tail and "postgres://app:[masked: password]@db" in tail

@@ -1070,6 +1070,28 @@ def test_what_a_background_task_plants_is_put_back_when_kesi_stops_it_at_exit(bo
     assert not pwned(box), used_later(box)
 
 
+ESCAPED_KEY = "\\033]52;c;ZWNobyBwd25lZAo=\\007\\033[2J\\033[HAll good: nothing to report"
+
+
+@pytest.mark.parametrize("how", ["exit", "mode"])
+def test_a_planted_config_key_with_terminal_escapes_is_put_back_shown_escaped(box, notices, how):
+    """rt25h L4: the put-back notice printed a key's OSC 52 (clipboard) and screen clear raw."""
+    make_repo(box)
+    plant = f"git init -q newrepo && printf '[x \"{ESCAPED_KEY}\"]\\n\\ty = 1\\n' >> newrepo/.git/config"
+    text, failed = kesi.run_command(f"{plant}; touch planted; sleep 60", run_in_background=True)
+    assert not failed, text
+    deadline = time.monotonic() + 30
+    while not (box / "planted").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if how == "mode":
+        kesi.stop_tasks_beyond_permission(revoked=True)      # as /revoke: the person's yes taken back
+    else:
+        kesi.stop_background_tasks()                       # as at KeSi's exit
+    shown = notices.getvalue()
+    assert "KeSi put back newrepo/.git/config: x.\\x1b]52;c;" in shown and "\\x1b[2J" in shown, shown
+    assert "\x1b" not in shown and "\x07" not in shown, shown
+
+
 # rt22f: a thread beside a vfork. The main thread waits in vfork (never shows stopped) or has ended, a second
 # thread keeps planting a repository: taken for paused, it planted after the put-back and became the baseline.
 VFORK_PLANTER = r"""
