@@ -4086,8 +4086,8 @@ class WorkspaceIndex:
         """Watch and list one folder, opened without following a link; None if gone or not the one listed (inode)."""
         try:
             fd = os.open(self.base / rel, FOLDER_FLAGS)
-        except OSError:
-            return None
+        except OSError as error:
+            return self.unlisted(rel, inode, error)
         try:
             here = (info := os.fstat(fd)).st_ino
             if inode is not None and here != inode:
@@ -4103,14 +4103,23 @@ class WorkspaceIndex:
                         children[entry.name] = entry.inode()
                     if is_env_name(entry.name) or entry.name == ".git" or in_git and entry.name == "config":
                         marks[entry.name] = kind
-        except OSError:
-            return None
+        except OSError as error:
+            return self.unlisted(rel, inode, error)
         finally:
             os.close(fd)
         self.folders[rel] = (here, wd, children)
         self.marked.pop(rel, None)
         self.marked.update({rel: marks} if marks else {})
         return children
+
+    def unlisted(self, rel: str, inode: int | None, error: OSError) -> dict[str, int] | None:
+        """Gone, or a link now: None (forgotten). Else (a path past PATH_MAX, no access) it is kept, hidden whole and
+        tried again each look: forgotten, what is below it (a moved `.env`) would be unseen, so unmasked."""
+        if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            return None
+        self.folders[rel], self.marked[rel] = (inode, -1, {}), {"": "unlisted"}
+        self.stale.add(rel)
+        return {}
 
     def watch(self, fd: int, rel: str) -> int:
         if self.inotify is None:
@@ -4173,7 +4182,7 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
             continue                          # inside a folder masked as a whole: no mount can go there
         here = BASE_DIR / rel
         for name, kind in marks.items():
-            if kind != "link" and is_env_name(name):
+            if kind == "unlisted" or kind != "link" and is_env_name(name):
                 found.append(here / name)
             elif kind != "folder" and name == ".git":       # a `.git` file, or a link to a git dir
                 found += (configs := linked_git_configs(here / name))
@@ -4182,7 +4191,19 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
                 pointers += [here / name] if kind == "file" else []
             elif kind == "file" and name == "config":         # any in a git dir, whatever it is called now
                 found.append(here / name)
+    # Deepest first: a folder hidden whole for one too deep to mask is mounted over what is masked in it.
+    found = sorted(dict.fromkeys(map(within_reach, found)), key=lambda path: -len(path.parts))
     return [path for path in found if not path.is_symlink()], pointers
+
+
+# bwrap mounts at /newroot + the path, which must fit PATH_MAX (4,096 bytes): what is deeper cannot be masked or pinned
+MAX_MOUNT_PATH = 4_000          # alone, so its deepest folder within this length is, whole (within_reach)
+
+
+def within_reach(path: Path) -> Path:
+    while len(os.fsencode(path)) > MAX_MOUNT_PATH:
+        path = path.parent
+    return path
 
 
 def is_env_name(name: str) -> bool:
@@ -4258,12 +4279,12 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
     pins = git_pins(read_only=background or not runs_only_git(command))
-    for pointer in git_pointers:
+    for pointer in map(within_reach, git_pointers):
         pins += ["--ro-bind", str(pointer), str(pointer)]
     # A background task could rename a secret's folder between KeSi's look and bwrap's mounts: those are anchored too.
     argv += anchored_folders(pins[2::3] + ([str(secret) for secret in secrets] if background else [])) + pins
     for secret in secrets:
-        kind = "empty" if secret.name == "config" else "dir" if secret.is_dir() else "file"
+        kind = "dir" if secret.is_dir() else "empty" if secret.name == "config" else "file"
         argv += ["--ro-bind", denied[kind], str(secret)]
     # Empty home folders read-only, last: a write to ~ fails loudly, not vanishes (`pip install --user`). Not one
     # holding the workspace, nor one a later tmpfs covers (~ = /home/ann, then /home): bwrap would refuse to start.
@@ -4566,6 +4587,7 @@ def git_pins(read_only: bool = False) -> list[str]:
     if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
         pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
     paths = [BASE_DIR / repo for repo in nested] + git_guarded_paths()
+    paths = map(within_reach, paths)              # a path too deep to mount: its deepest folder that is not
     return pins + [arg for path in paths if os.path.exists(path) for arg in ("--ro-bind", str(path), str(path))]
 
 
