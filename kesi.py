@@ -4113,8 +4113,7 @@ class WorkspaceIndex:
         return children
 
     def unlisted(self, rel: str, inode: int | None, error: OSError) -> dict[str, int] | None:
-        """Gone, or a link now: None (forgotten). Else (a path past PATH_MAX, no access) it is kept, hidden whole and
-        tried again each look: forgotten, what is below it (a moved `.env`) would be unseen, so unmasked."""
+        """Gone or a link now: None. Else (past PATH_MAX, no access) hidden whole: forgotten, its .env went unmasked."""
         if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
             return None
         self.folders[rel], self.marked[rel] = (inode, -1, {}), {"": "unlisted"}
@@ -4191,19 +4190,17 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
                 pointers += [here / name] if kind == "file" else []
             elif kind == "file" and name == "config":         # any in a git dir, whatever it is called now
                 found.append(here / name)
-    # Deepest first: a folder hidden whole for one too deep to mask is mounted over what is masked in it.
-    found = sorted(dict.fromkeys(map(within_reach, found)), key=lambda path: -len(path.parts))
-    return [path for path in found if not path.is_symlink()], pointers
+    found = {path for path in map(within_reach, found) if not path.is_symlink()}
+    return sorted(found, key=lambda path: (-len(path.parts), path)), pointers      # deepest first: see within_reach
 
 
-# bwrap mounts at /newroot + the path, which must fit PATH_MAX (4,096 bytes): what is deeper cannot be masked or pinned
-MAX_MOUNT_PATH = 4_000          # alone, so its deepest folder within this length is, whole (within_reach)
+# bwrap mounts at /newroot + a path, within PATH_MAX (4,096 bytes): a mask or pin past this length goes on the
+MAX_MOUNT_PATH = 4_000          # deepest folder within it, whole, mounted last (deepest first) over those inside it
 
 
 def within_reach(path: Path) -> Path:
-    while len(os.fsencode(path)) > MAX_MOUNT_PATH:
-        path = path.parent
-    return path
+    raw = os.fsencode(path)
+    return path if len(raw) <= MAX_MOUNT_PATH else Path(os.fsdecode(raw[:raw.rfind(b"/", 0, MAX_MOUNT_PATH + 1)]))
 
 
 def is_env_name(name: str) -> bool:
@@ -4279,8 +4276,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
     pins = git_pins(read_only=background or not runs_only_git(command))
-    for pointer in map(within_reach, git_pointers):
-        pins += ["--ro-bind", str(pointer), str(pointer)]
+    pins += [arg for pointer in map(within_reach, git_pointers) for arg in ("--ro-bind", str(pointer), str(pointer))]
     # A background task could rename a secret's folder between KeSi's look and bwrap's mounts: those are anchored too.
     argv += anchored_folders(pins[2::3] + ([str(secret) for secret in secrets] if background else [])) + pins
     for secret in secrets:
@@ -4306,10 +4302,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
 def anchored_folders(pinned: list[str]) -> list[str]:
     """bwrap args making each folder between the workspace and a pinned path a mount point (no rename: EBUSY): else
     `mv tools tools.old && mkdir -p tools/hooks` would carry the read-only hooks away, a writable copy in place."""
-    folders = []
-    for path in map(Path, pinned):
-        if path.is_relative_to(BASE_DIR):
-            folders += [str(p) for p in reversed(path.parents) if p.is_relative_to(BASE_DIR) and p != BASE_DIR]
+    folders = [str(p) for path in map(Path, pinned) for p in reversed(path.parents) if BASE_DIR in p.parents]
     return [arg for folder in dict.fromkeys(folders) if folder not in pinned for arg in ("--bind", folder, folder)]
 
 
@@ -4586,8 +4579,7 @@ def git_pins(read_only: bool = False) -> list[str]:
     pins = []
     if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
         pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
-    paths = [BASE_DIR / repo for repo in nested] + git_guarded_paths()
-    paths = map(within_reach, paths)              # a path too deep to mount: its deepest folder that is not
+    paths = map(within_reach, [BASE_DIR / repo for repo in nested] + git_guarded_paths())
     return pins + [arg for path in paths if os.path.exists(path) for arg in ("--ro-bind", str(path), str(path))]
 
 

@@ -218,18 +218,30 @@ def test_git_dirs_are_known_under_a_new_name_and_forgotten_once_deleted(box):
 
 
 DEEP = """import os, sys
-top, step = os.open(".", os.O_RDONLY), "a" * 250
-try:
-    for _ in range(18):                     # relative steps: each name is short, the whole path 4,500+ bytes
-        if sys.argv[1] == "move":
-            os.makedirs(step, exist_ok=True)
+top, step, move = os.open(".", os.O_RDONLY), "a" * 250, sys.argv[1] == "move"
+
+
+def read(path):
+    try:
+        print("READ:", open(path).read())
+    except OSError as error:
+        print("refused:", error)
+
+
+for _ in range(18):                         # relative steps: each name is short, the whole path 4,500+ bytes
+    if move:                                # a `.env` at each depth too: near PATH_MAX, and past bwrap's limit
+        os.makedirs(step, exist_ok=True)
+        open(".env", "w").write("T=%s")
+    else:
+        read(".env")
+    try:
         os.chdir(step)
-    if sys.argv[1] == "move":
-        os.rename("config", "config", src_dir_fd=top)
-    print("READ:", open("config/.env").read())
-except OSError as error:
-    print("refused:", error)
-"""
+    except OSError as error:
+        sys.exit(print("refused:", error))
+if move:
+    os.rename("config", "config", src_dir_fd=top)
+read("config/.env")
+""" % SECRET
 
 
 def test_a_secret_moved_below_a_path_longer_than_path_max_stays_hidden(indexed):
