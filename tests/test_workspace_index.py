@@ -259,3 +259,15 @@ def test_a_secret_moved_below_a_path_longer_than_path_max_stays_hidden(indexed):
         time.sleep(0.05)
     assert "refused" in (indexed / "out.txt").read_text() and SECRET not in (indexed / "out.txt").read_text()
     assert "ok" in sh("echo ok")
+
+
+def test_a_git_dir_too_deep_for_bwrap_to_pin_is_read_only_with_its_folder(box):
+    """Past bwrap's mount limit (PATH_MAX less /newroot) but under PATH_MAX: a pin there stopped every command;
+    now the git dir's deepest folder within reach is pinned read-only, so it still cannot be written."""
+    rest = 4_088 - len(str(box / ".git")) - 1           # the git dir's path: 4,088 bytes (its hooks 4,094)
+    chain = "/".join(["d" * 200] * ((rest - 1) // 201) + ["e" * ((rest - 1) % 201 + 1)])
+    (box / chain / ".git" / "hooks").mkdir(parents=True)
+    assert len(str(box / chain / ".git")) == 4_088
+    sh(f"cd {chain} && echo 'touch PWNED' > .git/hooks/post-checkout")
+    assert os.listdir(box / chain / ".git" / "hooks") == []
+    assert "ok" in sh("echo ok")
