@@ -4031,8 +4031,8 @@ class WorkspaceIndex:
         """Watch and list one folder, opened without following a link; None if gone or not the one listed (inode)."""
         try:
             fd = os.open(self.base / rel, FOLDER_FLAGS)
-        except OSError:
-            return None
+        except OSError as error:
+            return self.unlisted(rel, inode, error)
         try:
             here = (info := os.fstat(fd)).st_ino
             if inode is not None and here != inode:
@@ -4048,14 +4048,22 @@ class WorkspaceIndex:
                         children[entry.name] = entry.inode()
                     if is_env_name(entry.name) or entry.name == ".git" or in_git and entry.name == "config":
                         marks[entry.name] = kind
-        except OSError:
-            return None
+        except OSError as error:
+            return self.unlisted(rel, inode, error)
         finally:
             os.close(fd)
         self.folders[rel] = (here, wd, children)
         self.marked.pop(rel, None)
         self.marked.update({rel: marks} if marks else {})
         return children
+
+    def unlisted(self, rel: str, inode: int | None, error: OSError) -> dict[str, int] | None:
+        """Gone or a link now: None. Else (past PATH_MAX, no access) hidden whole: forgotten, its .env went unmasked."""
+        if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            return None
+        self.folders[rel], self.marked[rel] = (inode, -1, {}), {"": "unlisted"}
+        self.stale.add(rel)
+        return {}
 
     def watch(self, fd: int, rel: str) -> int:
         if self.inotify is None:
@@ -4118,7 +4126,7 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
             continue                          # inside a folder masked as a whole: no mount can go there
         here = BASE_DIR / rel
         for name, kind in marks.items():
-            if kind != "link" and is_env_name(name):
+            if kind == "unlisted" or kind != "link" and is_env_name(name):
                 found.append(here / name)
             elif kind != "folder" and name == ".git":       # a `.git` file, or a link to a git dir
                 found += (configs := linked_git_configs(here / name))
@@ -4127,7 +4135,17 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
                 pointers += [here / name] if kind == "file" else []
             elif kind == "file" and name == "config":         # any in a git dir, whatever it is called now
                 found.append(here / name)
-    return [path for path in found if not path.is_symlink()], pointers
+    found = {path for path in map(within_reach, found) if not path.is_symlink()}
+    return sorted(found, key=lambda path: (-len(path.parts), path)), pointers      # deepest first: see within_reach
+
+
+# bwrap mounts at /newroot + a path, within PATH_MAX (4,096 bytes): a mask or pin past this length goes on the
+MAX_MOUNT_PATH = 4_000          # deepest folder within it, whole, mounted last (deepest first) over those inside it
+
+
+def within_reach(path: Path) -> Path:
+    raw = os.fsencode(path)
+    return path if len(raw) <= MAX_MOUNT_PATH else Path(os.fsdecode(raw[:raw.rfind(b"/", 0, MAX_MOUNT_PATH + 1)]))
 
 
 def is_env_name(name: str) -> bool:
@@ -4201,11 +4219,11 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
     pins = git_pins(read_only=background or not runs_only_git(command))
-    pins += [arg for pointer in git_pointers for arg in ("--ro-bind", str(pointer), str(pointer))]
+    pins += [arg for pointer in map(within_reach, git_pointers) for arg in ("--ro-bind", str(pointer), str(pointer))]
     # A background task could rename a secret's folder between KeSi's look and bwrap's mounts: those are anchored too.
     argv += anchored_folders(pins[2::3] + ([str(secret) for secret in secrets] if background else [])) + pins
     for secret in secrets:
-        kind = "empty" if secret.name == "config" else "dir" if secret.is_dir() else "file"
+        kind = "dir" if secret.is_dir() else "empty" if secret.name == "config" else "file"
         argv += ["--ro-bind", denied[kind], str(secret)]
     # Empty home folders read-only, last: a write to ~ fails loudly, not vanishes (`pip install --user`). Not one
     # holding the workspace, nor one a later tmpfs covers (~ = /home/ann, then /home): bwrap would refuse to start.
@@ -4226,8 +4244,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
 
 def anchored_folders(pinned: list[str]) -> list[str]:
     """bwrap args making the folders above each pinned path mount points (EBUSY): no `mv tools t2` takes hooks away."""
-    folders = [str(p) for path in map(Path, pinned) for p in reversed(path.parents)
-               if p.is_relative_to(BASE_DIR) and p != BASE_DIR]
+    folders = [str(p) for path in map(Path, pinned) for p in reversed(path.parents) if BASE_DIR in p.parents]
     return [arg for folder in dict.fromkeys(folders) if folder not in pinned for arg in ("--bind", folder, folder)]
 
 
@@ -4485,7 +4502,7 @@ def git_pins(read_only: bool = False) -> list[str]:
     git, nested = BASE_DIR / ".git", nested_repositories() if read_only else []
     mount = "--ro-bind" if read_only else "--bind"      # a `.git` file is pinned with the others (scan_workspace)
     pins = [mount, str(git), str(git)] if git.is_dir() and not git.is_symlink() else []
-    paths = [BASE_DIR / repo for repo in nested] + git_guarded_paths()
+    paths = map(within_reach, [BASE_DIR / repo for repo in nested] + git_guarded_paths())
     return pins + [arg for path in paths if os.path.exists(path) for arg in ("--ro-bind", str(path), str(path))]
 
 
