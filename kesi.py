@@ -1128,7 +1128,8 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
             raise FileNotFoundError("rg")      # reported below, as when rg is gone since start
         shown_as = "" if entry.path == BASE_DIR else relative(entry.path)
         argv = grep_argv(pattern, glob, bool(ignore_case), "." if folder else "-")
-        code, lines, total, stderr = run_rg(argv, start_fd, folder, shown_as)
+        with background_tasks_paused():     # rg opens by path: no task swaps a folder for a link meanwhile
+            code, lines, total, stderr = run_rg(argv, start_fd, folder, shown_as)
     except FileNotFoundError:
         return "Error: the rg command was not found; install ripgrep to use grep.", True
     except subprocess.TimeoutExpired:
@@ -3450,7 +3451,7 @@ def runs_later(key: str) -> bool:
 
 # --- escalation: more than the sandbox gives, for one exact command --------------
 # The model may ask (run_command's escalate); only the person gives it: an answer, or --escalate for a -p run.
-ESCALATION_LEVELS = {"network": "with the full network (files still sandboxed)",
+ESCALATION_LEVELS = {"network": "with this machine's network and its local services (files still sandboxed)",
                      "unsandboxed": "without the sandbox, with your full user rights"}
 GRANTED_ESCALATIONS: dict[str, str] = {}   # exact command -> level, for this session
 ESCALATE_ONCE: dict[str, str] = {}         # exact command -> level, for its next run only
@@ -4462,11 +4463,11 @@ def git_identity_environment() -> dict[str, str]:
 
 
 # Only git writes git dirs: other commands and background tasks get every known one read-only (a mount says no; a
-# check after can only put back). A built-in git subcommand runs git's own code and the user's hooks.
-GIT_ONLY_SUBCOMMANDS = frozenset("add am apply blame branch checkout cherry-pick clean clone commit describe "
-                                 "diff fetch grep init log ls-files merge mv notes pull push rebase reflog remote "
-                                 "reset restore revert rev-parse rm shortlog show sparse-checkout stash status switch "
-                                 "tag worktree".split())
+# check after can only put back). A built-in git subcommand runs git's own code and the user's hooks. Not clone, init
+# or worktree: they write a work tree where a path names it, and a link there leads into .git (a planted replace ref).
+GIT_ONLY_SUBCOMMANDS = frozenset("add am apply blame branch checkout cherry-pick clean commit describe diff fetch "
+                                 "grep log ls-files merge mv notes pull push rebase reflog remote reset restore revert "
+                                 "rev-parse rm shortlog show sparse-checkout stash status switch tag".split())
 # Options that run a program (rebase -x, merge -s), give hooks (--template, clone -c) or write a file (log --output).
 GIT_RUNNING_OPTIONS = ("--exec", "--strategy", "--upload-pack", "--receive-pack", "--template", "--open-files-in-pager",
                        "--config", "--output")

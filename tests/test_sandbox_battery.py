@@ -1437,7 +1437,8 @@ def test_a_git_descriptor_a_command_hands_a_background_task_plants_nothing(box):
     ("git config diff.external 'sh evil.sh' && git diff", False),      # rt22e: config never counts as git-only
     ("git clone -q ./s .git/lfs", False), ("git clone ./s ./.git/branches", False), ("git add x/.git", False),
     ("git fetch o refs/replace/a:refs/replace/a", False), ("git fetch o +a:replace/a", False),   # rt22f
-    ("git add .gitignore .github/x", True)])
+    ("git add .gitignore .github/x", True), ("git clone -q u d", False), ("git init", False),
+    ("git worktree add -q r/replace rep", False)])        # rt22g: a work tree written through a link into .git
 def test_only_plain_built_in_git_counts_as_git_only(command, git_only):
     assert kesi.runs_only_git(command) is git_only
 
@@ -1454,6 +1455,42 @@ def test_git_alone_reaches_no_local_repository_whose_hooks_would_run_with_writab
     output, failed = sh("git push ./node_modules/e.git HEAD:refs/heads/x")
     assert failed and "not allowed" in output, output
     assert not pwned(box) and not (box / ".git" / "branches" / "origin").exists(), output
+
+
+def test_a_work_tree_written_through_a_link_into_git_plants_no_replace_ref(box):
+    """rt22g: `git worktree add r/replace rep`, r a link to .git/refs, checked a branch out into .git/refs/replace."""
+    make_repo(box)
+    assert git(box, "branch", "rep").returncode == 0
+    sh("ln -s .git/refs r")
+    output, failed = sh("git worktree add -q r/replace rep")
+    assert failed and not (box / ".git" / "refs" / "replace").exists(), output
+
+
+SWAPPER = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+open("swapping", "w").close()
+while not os.path.exists("stop"):
+    libc.renameat2(-100, b"sub", -100, b"lnk", 2)          # RENAME_EXCHANGE: a folder and a link trade places
+"""
+
+
+def test_grep_reads_nothing_through_a_folder_a_task_swaps_for_a_link(box, tmp_path_factory):
+    """rt22g: rg opens what it listed by path; a task swapping a folder for a link to outside leaked its lines."""
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "secret.txt").write_text("TOPSECRET outside\n")
+    (box / "sub").mkdir()
+    (box / "sub" / "secret.txt").write_text("harmless\n")
+    os.symlink(outside, box / "lnk")
+    (box / "swap.py").write_text(SWAPPER)
+    text, failed = kesi.run_command("python3 swap.py", run_in_background=True)
+    assert not failed, text
+    wait_for(box / "swapping")
+    try:
+        found = [output for output, _ in (kesi.grep("TOPSECRET") for _ in range(60)) if ":TOPSECRET outside" in output]
+    finally:
+        (box / "stop").touch()
+    assert not found, found[:3]
 
 
 def test_an_old_style_remote_a_command_plants_is_put_back(bare):
