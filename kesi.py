@@ -4935,8 +4935,8 @@ def run_git(args: list[str], timeout: float = 10) -> subprocess.CompletedProcess
     """Every git KeSi runs itself, outside the sandbox: the trusted one with GIT_OWN_CONFIG; None if it did not run."""
     git = trusted_program("git")
     try:
-        return subprocess.run([git, *args], cwd=BASE_DIR, capture_output=True, timeout=timeout,
-                              env={**os.environ, **GIT_OWN_CONFIG}) if git else None
+        return subprocess.run([git, *args], cwd=BASE_DIR, capture_output=True, timeout=timeout,    # never the terminal
+                              stdin=subprocess.DEVNULL, env={**os.environ, **GIT_OWN_CONFIG}) if git else None
     except (OSError, subprocess.TimeoutExpired):
         return None
 
