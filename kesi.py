@@ -3753,10 +3753,7 @@ SECRET_IN_VALUE = re.compile(r"\w*(token|passw(or)?d|pwd|secret|key|auth|sig|sig
 def sandbox_environment() -> dict[str, str]:
     """The allowlist above. PWD and PYENV_DIR name the workspace: the inherited ones may be hidden inside."""
     env = {k: v for k, v in os.environ.items() if k in PASS_ENV or is_harmless_variable(k, v)}
-    env.update(GIT_SAFE_CONFIG)
-    env["PWD"] = str(BASE_DIR)
-    if "PYENV_DIR" in env:
-        env["PYENV_DIR"] = str(BASE_DIR)
+    env |= {**GIT_SAFE_CONFIG, "PWD": str(BASE_DIR), **({"PYENV_DIR": str(BASE_DIR)} if "PYENV_DIR" in env else {})}
     env.update(git_identity_environment())
     return without_own_venv(env)
 
@@ -4111,15 +4108,21 @@ def walked_by_the_top_snapshot(repo: str) -> bool:
     return repo == ".git" or inside and not GIT_DATA_FOLDERS & {*parts} and len(parts) < MAX_GIT_DEPTH - 2
 
 
+@contextlib.contextmanager
+def opened(path, flags: int = FOLDER_FLAGS, dir_fd: int | None = None):
+    """os.open for a with-block, closed after it."""
+    fd = os.open(path, flags, dir_fd=dir_fd)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
     """A small regular file's text, or None; never blocking (a FIFO named .git would hang every later command)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow_links else 0))
-        try:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                return os.read(fd, MAX_CONTROL_BYTES).decode("utf-8", errors="surrogateescape")
-        finally:
-            os.close(fd)
+    with contextlib.suppress(OSError), opened(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow_links else 0)) as fd:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return os.read(fd, MAX_CONTROL_BYTES).decode("utf-8", errors="surrogateescape")
     return None
 
 
@@ -4130,14 +4133,7 @@ def linked_git_configs(dot_git: Path) -> list[Path]:
     common = read_pointer_file(gitdir / "commondir")
     folders = [gitdir, *([gitdir / common.strip()] if common else [])]
     configs = [Path(os.path.normpath(folder / "config")) for folder in folders]
-    return [c for c in dict.fromkeys(configs) if is_regular_file(c)]
-
-
-def is_regular_file(path: Path) -> bool:
-    """Not through a link at its end; False on any error (a planted name too long) instead of raising."""
-    with contextlib.suppress(OSError, ValueError):
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    return False
+    return [c for c in dict.fromkeys(configs) if os.path.isfile(c) and not os.path.islink(c)]   # False on any error
 
 
 def bwrap_argv(command: str, background: bool = False, full_network: bool = False,
@@ -4230,11 +4226,9 @@ def setid_filter(machine: str) -> bytes | None:
     # seccomp_data.arch: another architecture's calls (i386 through int 0x80) get EPERM.
     program = [load(4), bpf(0x15, arch, 1, 0), give(EPERM)]     # BPF_JEQ: equal skips the EPERM
     program += [load(0), jump_if_any_bit(X32_BIT, skip_if_false=1), give(EPERM)]   # seccomp_data.nr
-    for call in calls.values():
-        program += refuse_setid_mode(*call)
+    program += [check for call in calls.values() for check in refuse_setid_mode(*call)]
     # openat2 and io_uring (its OPENAT) return ENOSYS: libc and runtimes fall back to openat, which the filter reads.
-    for number in (OPENAT2, IO_URING_SETUP):
-        program += [jump_if_equal(number, skip_if_false=1), give(ENOSYS)]
+    program += [part for n in (OPENAT2, IO_URING_SETUP) for part in (jump_if_equal(n, skip_if_false=1), give(ENOSYS))]
     program += [give(ALLOW)]
     return b"".join(program)
 
@@ -4319,24 +4313,17 @@ def start_shared_network() -> bool:
     read_end, write_end = os.pipe()
     holder_argv = [trusted_program("bwrap"), "--ro-bind", "/", "/", "--unshare-net", "--unshare-user-try",
                    "--die-with-parent", "--info-fd", str(write_end), "--", trusted_program("cat") or "/bin/cat"]
-    try:
-        holder = subprocess.Popen(holder_argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, pass_fds=(write_end,), start_new_session=True)
-    except OSError:
-        os.close(read_end)
-        return False
-    finally:
-        os.close(write_end)
-    try:
-        with os.fdopen(read_end, "rb") as info:
+    fds = []
+    with os.fdopen(read_end, "rb") as info, contextlib.suppress(OSError, ValueError, KeyError):
+        try:
+            holder = subprocess.Popen(holder_argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, pass_fds=(write_end,), start_new_session=True)
+        finally:
+            os.close(write_end)
+        with holder:                        # its stdin closed after: it ends; the descriptors keep the network
             pid = json.loads(info.read() or b"{}")["child-pid"]
-        spaces = ["net"] if os.geteuid() == 0 else ["user", "net"]   # others enter its user namespace first
-        fds = [os.open(f"/proc/{pid}/ns/{space}", os.O_RDONLY | os.O_CLOEXEC) for space in spaces]
-    except (OSError, ValueError, KeyError):
-        fds = []
-    finally:
-        holder.stdin.close()                # the holder ends; the descriptors keep the network
-        holder.wait()
+            spaces = ["net"] if os.geteuid() == 0 else ["user", "net"]   # others enter its user namespace first
+            fds = [os.open(f"/proc/{pid}/ns/{space}", os.O_RDONLY | os.O_CLOEXEC) for space in spaces]
     _shared_network[:] = fds
     entered = in_shared_network([trusted_program("true") or "/bin/true"])
     if fds and subprocess.run(entered, pass_fds=tuple(fds), capture_output=True).returncode != 0:
@@ -4657,12 +4644,8 @@ def strip_exec_lines(folder_fd: int, name: str, keep: set[bytes]) -> None:
 
 
 def read_control_file(folder_fd: int, name: str, most: int = MAX_CONTROL_BYTES) -> bytes:
-    with contextlib.suppress(OSError):
-        fd = os.open(name, FILE_FLAGS, dir_fd=folder_fd)
-        try:
-            return os.read(fd, most + 1)
-        finally:
-            os.close(fd)
+    with contextlib.suppress(OSError), opened(name, FILE_FLAGS, folder_fd) as fd:
+        return os.read(fd, most + 1)
     return b"(not a regular file)"          # a link or a folder: never what was there
 
 
@@ -4686,11 +4669,8 @@ def restore_git_control(before: GitSnapshot | None, between: bool = False) -> li
     changed = sorted(path for path in before.entries.keys() | after.entries.keys()
                      if was.get(path) != after.entries.get(path)
                      and not any(path == repo or path.startswith(repo + "/") for repo in gone))
-    base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
-    try:
+    with opened(BASE_DIR) as base_fd:
         done = [path for path in changed if put_back(base_fd, path, was.get(path))]
-    finally:
-        os.close(base_fd)
     return disarmed + done + [f"{old} (found at {new}: checked there, not moved back)" for new, old in moves.items()]
 
 
@@ -4723,13 +4703,6 @@ def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     return removed
 
 
-def index_stamp(git_dir: Path) -> tuple | None:
-    with contextlib.suppress(OSError):
-        info = os.stat(git_dir / "index", follow_symlinks=False)
-        return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns    # ctime: `touch -d` cannot set it
-    return None
-
-
 def registered_repositories() -> list[str]:
     """Git dirs in the workspace (node_modules too) of submodules indexes register, recursively: git status reads."""
     found, trees = {}, [(BASE_DIR, BASE_DIR / ".git")]
@@ -4745,7 +4718,11 @@ def registered_repositories() -> list[str]:
 
 def gitlinks(tree: Path, git_dir: Path) -> list[str]:
     """The submodule paths one index registers, read again only when it changed."""
-    if _gitlinks.get(tree, (None,))[0] != (key := index_stamp(git_dir)) or key is None:
+    key = None
+    with contextlib.suppress(OSError):
+        info = os.stat(git_dir / "index", follow_symlinks=False)
+        key = info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns    # ctime: `touch -d` cannot set it
+    if _gitlinks.get(tree, (None,))[0] != key or key is None:
         listed = run_git(["-C", str(tree), "ls-files", "--stage", "-z"], timeout=30)
         entries = (listed.stdout if listed else b"").split(b"\0")
         _gitlinks[tree] = key, [os.fsdecode(e.split(b"\t", 1)[-1]) for e in entries if e[:7] == b"160000 "]
@@ -4826,14 +4803,10 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
 
 
 def disarm_git_dir_at(folder_fd: int, name: str, shown: str, depth: int) -> list[str]:
-    if depth > MAX_GIT_DEPTH or (sub := open_at(folder_fd, name)) is None:
-        return []
-    try:
-        return disarm_git_dir(sub, shown, depth)
-    except OSError:
-        return []
-    finally:
-        os.close(sub)
+    if depth <= MAX_GIT_DEPTH:
+        with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, folder_fd) as sub:
+            return disarm_git_dir(sub, shown, depth)
+    return []
 
 
 def open_at(folder_fd: int, name: str) -> int | None:
@@ -5119,8 +5092,7 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
             request, problem = parse_proxy_request(got[0])
             if request is None:
                 return send_proxy_error(client, 400, f"KeSi's proxy refused a malformed request: {problem}.")
-            policy = network_policy()
-            reason = network_refusal(request.host, request.port, policy)
+            reason = network_refusal(request.host, request.port, policy := network_policy())
             targets, reason = checked_addresses(request.host, request.port, policy) if reason is None else ([], reason)
             if reason:
                 return refuse_host(client, request, reason)
