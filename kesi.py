@@ -4169,8 +4169,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     if not full_network and proxy_port():
         argv += ["--as-pid-1", "--ro-bind", network_proxy().server_address, PROXY_SOCKET_INSIDE]
         forwarder = [forwarder_python(), "-I", "-S", "-c", PROXY_FORWARDER, str(PROXY_PORT), PROXY_SOCKET_INSIDE]
-    if filter_fd is not None:
-        argv += ["--seccomp", str(filter_fd)]
+    argv += [] if filter_fd is None else ["--seccomp", str(filter_fd)]
     steps = str(round(KILL_GRACE_SECONDS / GRACE_STEP_SECONDS))
     return argv + ["--chdir", str(BASE_DIR), *forwarder, SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, steps,
                    str(GRACE_STEP_SECONDS), str(lifeline_fd())]
@@ -4261,10 +4260,9 @@ def lifeline_fd() -> int:             # the read end, passed into every bwrap, w
 
 # The pid namespace dies with its first process, so that is this wrapper: it runs the command, TERMs the rest
 # ("kill -1": all but itself and init), waits $2 steps of $3 s (the grace), and KILLs all once the lifeline ($4) ends.
-GRACE_WRAPPER = ('life="/proc/self/fd/$4"; [ -p "$life" ] && { while read -r _; do :; done <"$life"; '
-                 'kill -KILL -1; } >/dev/null 2>&1 & "$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
-                 'while [ "$i" -lt "$2" ] && kill -0 -1 2>/dev/null; do sleep "$3"; i=$((i + 1)); done; '
-                 'exit "$code"')
+GRACE_WRAPPER = ('life="/proc/self/fd/$4"; [ -p "$life" ] && { while read -r _; do :; done <"$life"; kill -KILL -1; } '
+                 '>/dev/null 2>&1 & "$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; while [ "$i" -lt "$2" ] && '
+                 'kill -0 -1 2>/dev/null; do sleep "$3"; i=$((i + 1)); done; exit "$code"')
 
 
 def shared_folders() -> list[str]:
@@ -4534,11 +4532,7 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
     repos = nested_repositories() if learn else before.repos + moved    # first: that look brings the index up to date
     snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), repos) if learn else \
         GitSnapshot(before.named, {}, before.gitdirs | {f"{r}/" for r in moved}, repos)
-    try:
-        base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
-    except OSError:
-        return None
-    try:
+    with contextlib.suppress(OSError), opened(BASE_DIR) as base_fd:     # no OSError passes named_path_entries
         for repo in [".git", *snapshot.repos]:    # from each .git down: the folders above are the user's to move
             snapshot.entries.update((path, state) for path, state in named_path_entries(
                 base_fd, repo, snapshot, learn, in_hooks=False) if path.startswith(repo))
@@ -4547,8 +4541,7 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
         for path in snapshot.named:
             snapshot.entries.update(named_path_entries(base_fd, path, snapshot, learn))
         return snapshot
-    finally:
-        os.close(base_fd)
+    return None
 
 
 def named_path_entries(base_fd: int, path: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool = True):
@@ -5118,11 +5111,10 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
 def refuse_host(client, request: ProxyRequest, reason: str) -> None:
     where = f"{request.host or '(invalid host)'}:{request.port}"
     NETWORK_BLOCKED.append((next(REFUSALS), f"{where} ({reason})"))
-    send_proxy_error(client, 403, (
-        f"KeSi's network allowlist blocked {where}: {reason}.\n"
-        "Sandboxed commands reach only allowed hosts (package registries and git hosts by default). "
-        f"The user can add one to \"network\": {{\"allow\": [...]}} in {user_settings_file()}, "
-        "or allow this one command with full network at its permission prompt."))
+    send_proxy_error(client, 403, f"KeSi's network allowlist blocked {where}: {reason}.\nSandboxed commands reach only "
+                     "allowed hosts (package registries and git hosts by default). The user can add one to "
+                     f"\"network\": {{\"allow\": [...]}} in {user_settings_file()}, or allow this one command with "
+                     "full network at its permission prompt.")
 
 
 def send_proxy_error(client, status: int, text: str) -> None:
@@ -5192,8 +5184,7 @@ class QuietServer:
         finally:
             self.slots.release()
 
-    def handle_error(self, request, client_address):
-        pass
+    def handle_error(self, request, client_address): pass
 
 
 class UnixProxyServer(QuietServer, socketserver.ThreadingUnixStreamServer): pass
