@@ -3780,8 +3780,7 @@ def without_own_venv(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-# Credentials that live inside those toolchain folders: masked again.
-TOOLCHAIN_SECRETS = [".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",
+TOOLCHAIN_SECRETS = [".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",   # in those: masked again
                      ".local/share/uv/credentials/credentials.toml"]
 # Root's secrets outside home (a root command owns them, capabilities or not): masked where they exist.
 SYSTEM_SECRETS = ["/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
@@ -4222,14 +4221,12 @@ def setid_filter(machine: str) -> bytes | None:
     if machine not in SECCOMP_ARCHES:
         return None
     arch, calls = SECCOMP_ARCHES[machine]
-    # seccomp_data.arch: another architecture's calls (i386 through int 0x80) get EPERM.
-    program = [load(4), bpf(0x15, arch, 1, 0), give(EPERM)]     # BPF_JEQ: equal skips the EPERM
+    program = [load(4), bpf(0x15, arch, 1, 0), give(EPERM)]     # seccomp_data.arch: others' (int 0x80's i386) EPERM
     program += [load(0), jump_if_any_bit(X32_BIT, skip_if_false=1), give(EPERM)]   # seccomp_data.nr
     program += [check for call in calls.values() for check in refuse_setid_mode(*call)]
     # openat2 and io_uring (its OPENAT) return ENOSYS: libc and runtimes fall back to openat, which the filter reads.
     program += [part for n in (OPENAT2, IO_URING_SETUP) for part in (jump_if_equal(n, skip_if_false=1), give(ENOSYS))]
-    program += [give(ALLOW)]
-    return b"".join(program)
+    return b"".join(program + [give(ALLOW)])
 
 
 @contextlib.contextmanager
@@ -5095,11 +5092,8 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
             with upstream:
                 client.settimeout(None)          # a tunnel may be idle as long as it likes,
                 upstream.settimeout(PROXY_LINGER_SECONDS)    # but a server that takes nothing is let go
-                if request.upstream_head is None:
-                    client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                else:
-                    upstream.sendall(request.upstream_head)
-                upstream.sendall(got[1])
+                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n" if request.upstream_head is None else b"")
+                upstream.sendall((request.upstream_head or b"") + got[1])
                 sent = threading.Event()
                 back = threading.Thread(target=relay_back, args=(upstream, client, sent), daemon=True)
                 back.start()
