@@ -4543,15 +4543,11 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
 
 def named_path_entries(base_fd: int, path: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool = True):
     """(path, state) of each part of one path (no link followed) and of all below it (in_hooks=False: control files)."""
-    *folders, last = path.split("/")
-    fds = [base_fd]
-    try:
-        for depth, name in enumerate(folders + [last]):
-            here = "/".join((folders + [last])[:depth + 1])
-            try:
-                info = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
-            except OSError:
-                return            # nothing there: the absence is the state
+    parts, fds = path.split("/"), [base_fd]
+    with contextlib.suppress(OSError), contextlib.ExitStack() as held:    # nothing there: the absence is the state
+        for depth, name in enumerate(parts):
+            here = "/".join(parts[:depth + 1])
+            info = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
             if stat.S_ISLNK(info.st_mode):
                 yield here, ("link", os.readlink(name, dir_fd=fds[-1]).encode(errors="surrogateescape"), 0)
                 return
@@ -4559,13 +4555,8 @@ def named_path_entries(base_fd: int, path: str, snapshot: GitSnapshot, learn: bo
                 yield here, file_state(fds[-1], name, info) if here == path else ("file", b"(not a folder)", 0, 0)
                 return
             yield here, ("folder", b"", 0)
-            fds.append(os.open(name, FOLDER_FLAGS, dir_fd=fds[-1]))
+            fds.append(held.enter_context(opened(name, FOLDER_FLAGS, fds[-1])))
         yield from control_entries(fds[-1], path + "/", snapshot, learn, in_hooks)
-    except OSError:
-        return
-    finally:
-        for fd in fds[1:]:
-            os.close(fd)
 
 
 def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool = False,
