@@ -4235,14 +4235,12 @@ def command_start(command: str, background: bool = False, escalation: str | None
     bubblewrap = escalation != "unsandboxed" and sandbox_kind() == "bubblewrap"
     program = setid_filter(platform.machine()) if bubblewrap else None
     fd = None if program is None else os.memfd_create("kesi-setid-filter", os.MFD_CLOEXEC)  # one per bwrap
-    try:
+    with contextlib.ExitStack() as after:
         if fd is not None:
+            after.callback(os.close, fd)
             os.pwrite(fd, program, 0)           # bwrap reads from the offset, so it stays at 0
         argv = shell_argv(command, background, escalation, filter_fd=fd)
         yield argv, (*_shared_network, *([lifeline_fd()] if bubblewrap else []), *([] if fd is None else [fd]))
-    finally:
-        if fd is not None:
-            os.close(fd)
 
 
 # bwrap's --die-with-parent misses a KeSi killed before clone(): every sandbox watches this pipe KeSi alone writes.
@@ -4838,13 +4836,12 @@ def remove_at(folder_fd: int, name: str) -> None:
 
 def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
     """Make one path what it was (None: absent), never through a link; a hooks folder moved aside made again."""
-    *folders, name = path.split("/")
-    fds = [base_fd]
+    (*folders, name), fds, held = path.split("/"), [base_fd], contextlib.ExitStack()
     try:
         for folder in folders:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(folder, dir_fd=fds[-1]) if was is not None and folder == "hooks" else None
-            fds.append(os.open(folder, FOLDER_FLAGS, dir_fd=fds[-1]))
+            fds.append(held.enter_context(opened(folder, FOLDER_FLAGS, fds[-1])))
         if is_todo_file(path):
             keep = set(was[1].split(b"\n")) if was is not None and was[0] == "todo" else set()
             strip_exec_lines(fds[-1], name, keep)
@@ -4864,8 +4861,7 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
     except OSError:
         return False              # a link on the way, or its folder cannot be made
     finally:
-        for fd in fds[1:]:
-            os.close(fd)
+        held.close()
 
 
 # --- network allowlist proxy ---------------------------------------------------
