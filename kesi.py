@@ -4221,7 +4221,7 @@ def setid_filter(machine: str) -> bytes | None:
     if machine not in SECCOMP_ARCHES:
         return None
     arch, calls = SECCOMP_ARCHES[machine]
-    program = [load(4), bpf(0x15, arch, 1, 0), give(EPERM)]     # seccomp_data.arch: others' (int 0x80's i386) EPERM
+    program = [load(4), bpf(0x15, arch, 1, 0), give(EPERM)]     # .arch equal: skip EPERM (i386 by int 0x80 gets it)
     program += [load(0), jump_if_any_bit(X32_BIT, skip_if_false=1), give(EPERM)]   # seccomp_data.nr
     program += [check for call in calls.values() for check in refuse_setid_mode(*call)]
     # openat2 and io_uring (its OPENAT) return ENOSYS: libc and runtimes fall back to openat, which the filter reads.
