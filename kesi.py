@@ -3798,10 +3798,7 @@ SECRET_IN_VALUE = re.compile(r"\w*(token|passw(or)?d|pwd|secret|key|auth|sig|sig
 def sandbox_environment() -> dict[str, str]:
     """The allowlist above. PWD and PYENV_DIR name the workspace: the inherited ones may be hidden inside."""
     env = {k: v for k, v in os.environ.items() if k in PASS_ENV or is_harmless_variable(k, v)}
-    env.update(GIT_SAFE_CONFIG)
-    env["PWD"] = str(BASE_DIR)
-    if "PYENV_DIR" in env:
-        env["PYENV_DIR"] = str(BASE_DIR)
+    env |= {**GIT_SAFE_CONFIG, "PWD": str(BASE_DIR), **({"PYENV_DIR": str(BASE_DIR)} if "PYENV_DIR" in env else {})}
     env.update(git_identity_environment())
     return without_own_venv(env)
 
@@ -3828,8 +3825,7 @@ def without_own_venv(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-# Credentials that live inside those toolchain folders: masked again.
-TOOLCHAIN_SECRETS = [".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",
+TOOLCHAIN_SECRETS = [".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",   # in those: masked again
                      ".local/share/uv/credentials/credentials.toml"]
 # Root's secrets outside home (a root command owns them, capabilities or not): masked where they exist.
 SYSTEM_SECRETS = ["/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
@@ -4174,15 +4170,21 @@ def walked_by_the_top_snapshot(repo: str) -> bool:
     return repo == ".git" or inside and not GIT_DATA_FOLDERS & {*parts} and len(parts) < MAX_GIT_DEPTH - 2
 
 
+@contextlib.contextmanager
+def opened(path, flags: int = FOLDER_FLAGS, dir_fd: int | None = None):
+    """os.open for a with-block, closed after it."""
+    fd = os.open(path, flags, dir_fd=dir_fd)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
     """A small regular file's text, or None; never blocking (a FIFO named .git would hang every later command)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow_links else 0))
-        try:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                return os.read(fd, MAX_CONTROL_BYTES).decode("utf-8", errors="surrogateescape")
-        finally:
-            os.close(fd)
+    with contextlib.suppress(OSError), opened(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow_links else 0)) as fd:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return os.read(fd, MAX_CONTROL_BYTES).decode("utf-8", errors="surrogateescape")
     return None
 
 
@@ -4193,14 +4195,7 @@ def linked_git_configs(dot_git: Path) -> list[Path]:
     common = read_pointer_file(gitdir / "commondir")
     folders = [gitdir, *([gitdir / common.strip()] if common else [])]
     configs = [Path(os.path.normpath(folder / "config")) for folder in folders]
-    return [c for c in dict.fromkeys(configs) if is_regular_file(c)]
-
-
-def is_regular_file(path: Path) -> bool:
-    """Not through a link at its end; False on any error (a planted name too long) instead of raising."""
-    with contextlib.suppress(OSError, ValueError):
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    return False
+    return [c for c in dict.fromkeys(configs) if os.path.isfile(c) and not os.path.islink(c)]   # False on any error
 
 
 def bwrap_argv(command: str, background: bool = False, full_network: bool = False,
@@ -4236,8 +4231,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     if not full_network and proxy_port():
         argv += ["--as-pid-1", "--ro-bind", network_proxy().server_address, PROXY_SOCKET_INSIDE]
         forwarder = [forwarder_python(), "-I", "-S", "-c", PROXY_FORWARDER, str(PROXY_PORT), PROXY_SOCKET_INSIDE]
-    if filter_fd is not None:
-        argv += ["--seccomp", str(filter_fd)]
+    argv += [] if filter_fd is None else ["--seccomp", str(filter_fd)]
     steps = str(round(KILL_GRACE_SECONDS / GRACE_STEP_SECONDS))
     return argv + ["--chdir", str(BASE_DIR), *forwarder, SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, steps,
                    str(GRACE_STEP_SECONDS), str(lifeline_fd())]
@@ -4289,16 +4283,12 @@ def setid_filter(machine: str) -> bytes | None:
     if machine not in SECCOMP_ARCHES:
         return None
     arch, calls = SECCOMP_ARCHES[machine]
-    # seccomp_data.arch: another architecture's calls (i386 through int 0x80) get EPERM.
-    program = [load(4), bpf(0x15, arch, 1, 0), give(EPERM)]     # BPF_JEQ: equal skips the EPERM
+    program = [load(4), bpf(0x15, arch, 1, 0), give(EPERM)]     # .arch equal: skip EPERM (i386 by int 0x80 gets it)
     program += [load(0), jump_if_any_bit(X32_BIT, skip_if_false=1), give(EPERM)]   # seccomp_data.nr
-    for call in calls.values():
-        program += refuse_setid_mode(*call)
+    program += [check for call in calls.values() for check in refuse_setid_mode(*call)]
     # openat2 and io_uring (its OPENAT) return ENOSYS: libc and runtimes fall back to openat, which the filter reads.
-    for number in (OPENAT2, IO_URING_SETUP):
-        program += [jump_if_equal(number, skip_if_false=1), give(ENOSYS)]
-    program += [give(ALLOW)]
-    return b"".join(program)
+    program += [part for n in (OPENAT2, IO_URING_SETUP) for part in (jump_if_equal(n, skip_if_false=1), give(ENOSYS))]
+    return b"".join(program + [give(ALLOW)])
 
 
 @contextlib.contextmanager
@@ -4307,14 +4297,12 @@ def command_start(command: str, background: bool = False, escalation: str | None
     bubblewrap = escalation != "unsandboxed" and sandbox_kind() == "bubblewrap"
     program = setid_filter(platform.machine()) if bubblewrap else None
     fd = None if program is None else os.memfd_create("kesi-setid-filter", os.MFD_CLOEXEC)  # one per bwrap
-    try:
+    with contextlib.ExitStack() as after:
         if fd is not None:
+            after.callback(os.close, fd)
             os.pwrite(fd, program, 0)           # bwrap reads from the offset, so it stays at 0
         argv = shell_argv(command, background, escalation, filter_fd=fd)
         yield argv, (*_shared_network, *([lifeline_fd()] if bubblewrap else []), *([] if fd is None else [fd]))
-    finally:
-        if fd is not None:
-            os.close(fd)
 
 
 # bwrap's --die-with-parent misses a KeSi killed before clone(): every sandbox watches this pipe KeSi alone writes.
@@ -4329,10 +4317,9 @@ def lifeline_fd() -> int:             # the read end, passed into every bwrap, w
 
 # The pid namespace dies with its first process, so that is this wrapper: it runs the command, TERMs the rest
 # ("kill -1": all but itself and init), waits $2 steps of $3 s (the grace), and KILLs all once the lifeline ($4) ends.
-GRACE_WRAPPER = ('life="/proc/self/fd/$4"; [ -p "$life" ] && { while read -r _; do :; done <"$life"; '
-                 'kill -KILL -1; } >/dev/null 2>&1 & "$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
-                 'while [ "$i" -lt "$2" ] && kill -0 -1 2>/dev/null; do sleep "$3"; i=$((i + 1)); done; '
-                 'exit "$code"')
+GRACE_WRAPPER = ('life="/proc/self/fd/$4"; [ -p "$life" ] && { while read -r _; do :; done <"$life"; kill -KILL -1; } '
+                 '>/dev/null 2>&1 & "$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; while [ "$i" -lt "$2" ] && '
+                 'kill -0 -1 2>/dev/null; do sleep "$3"; i=$((i + 1)); done; exit "$code"')
 
 
 def shared_folders() -> list[str]:
@@ -4381,24 +4368,17 @@ def start_shared_network() -> bool:
     read_end, write_end = os.pipe()
     holder_argv = [trusted_program("bwrap"), "--ro-bind", "/", "/", "--unshare-net", "--unshare-user-try",
                    "--die-with-parent", "--info-fd", str(write_end), "--", trusted_program("cat") or "/bin/cat"]
-    try:
-        holder = subprocess.Popen(holder_argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, pass_fds=(write_end,), start_new_session=True)
-    except OSError:
-        os.close(read_end)
-        return False
-    finally:
-        os.close(write_end)
-    try:
-        with os.fdopen(read_end, "rb") as info:
+    fds = []
+    with os.fdopen(read_end, "rb") as info, contextlib.suppress(OSError, ValueError, KeyError):
+        try:
+            holder = subprocess.Popen(holder_argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, pass_fds=(write_end,), start_new_session=True)
+        finally:
+            os.close(write_end)
+        with holder:                        # its stdin closed after: it ends; the descriptors keep the network
             pid = json.loads(info.read() or b"{}")["child-pid"]
-        spaces = ["net"] if os.geteuid() == 0 else ["user", "net"]   # others enter its user namespace first
-        fds = [os.open(f"/proc/{pid}/ns/{space}", os.O_RDONLY | os.O_CLOEXEC) for space in spaces]
-    except (OSError, ValueError, KeyError):
-        fds = []
-    finally:
-        holder.stdin.close()                # the holder ends; the descriptors keep the network
-        holder.wait()
+            spaces = ["net"] if os.geteuid() == 0 else ["user", "net"]   # others enter its user namespace first
+            fds = [os.open(f"/proc/{pid}/ns/{space}", os.O_RDONLY | os.O_CLOEXEC) for space in spaces]
     _shared_network[:] = fds
     entered = in_shared_network([trusted_program("true") or "/bin/true"])
     if fds and subprocess.run(entered, pass_fds=tuple(fds), capture_output=True).returncode != 0:
@@ -4615,11 +4595,7 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
     repos = nested_repositories() if learn else before.repos + moved    # first: that look brings the index up to date
     snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), repos) if learn else \
         GitSnapshot(before.named, {}, before.gitdirs | {f"{r}/" for r in moved}, repos)
-    try:
-        base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
-    except OSError:
-        return None
-    try:
+    with contextlib.suppress(OSError), opened(BASE_DIR) as base_fd:     # no OSError passes named_path_entries
         for repo in [".git", *snapshot.repos]:    # from each .git down: the folders above are the user's to move
             snapshot.entries.update((path, state) for path, state in named_path_entries(
                 base_fd, repo, snapshot, learn, in_hooks=False) if path.startswith(repo))
@@ -4628,21 +4604,16 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
         for path in snapshot.named:
             snapshot.entries.update(named_path_entries(base_fd, path, snapshot, learn))
         return snapshot
-    finally:
-        os.close(base_fd)
+    return None
 
 
 def named_path_entries(base_fd: int, path: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool = True):
     """(path, state) of each part of one path (no link followed) and of all below it (in_hooks=False: control files)."""
-    *folders, last = path.split("/")
-    fds = [base_fd]
-    try:
-        for depth, name in enumerate(folders + [last]):
-            here = "/".join((folders + [last])[:depth + 1])
-            try:
-                info = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
-            except OSError:
-                return            # nothing there: the absence is the state
+    parts, fds = path.split("/"), [base_fd]
+    with contextlib.suppress(OSError), contextlib.ExitStack() as held:    # nothing there: the absence is the state
+        for depth, name in enumerate(parts):
+            here = "/".join(parts[:depth + 1])
+            info = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
             if stat.S_ISLNK(info.st_mode):
                 yield here, ("link", os.readlink(name, dir_fd=fds[-1]).encode(errors="surrogateescape"), 0)
                 return
@@ -4650,13 +4621,8 @@ def named_path_entries(base_fd: int, path: str, snapshot: GitSnapshot, learn: bo
                 yield here, file_state(fds[-1], name, info) if here == path else ("file", b"(not a folder)", 0, 0)
                 return
             yield here, ("folder", b"", 0)
-            fds.append(os.open(name, FOLDER_FLAGS, dir_fd=fds[-1]))
+            fds.append(held.enter_context(opened(name, FOLDER_FLAGS, fds[-1])))
         yield from control_entries(fds[-1], path + "/", snapshot, learn, in_hooks)
-    except OSError:
-        return
-    finally:
-        for fd in fds[1:]:
-            os.close(fd)
 
 
 def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool = False,
@@ -4725,12 +4691,8 @@ def strip_exec_lines(folder_fd: int, name: str, keep: set[bytes]) -> None:
 
 
 def read_control_file(folder_fd: int, name: str, most: int = MAX_CONTROL_BYTES) -> bytes:
-    with contextlib.suppress(OSError):
-        fd = os.open(name, FILE_FLAGS, dir_fd=folder_fd)
-        try:
-            return os.read(fd, most + 1)
-        finally:
-            os.close(fd)
+    with contextlib.suppress(OSError), opened(name, FILE_FLAGS, folder_fd) as fd:
+        return os.read(fd, most + 1)
     return b"(not a regular file)"          # a link or a folder: never what was there
 
 
@@ -4754,11 +4716,8 @@ def restore_git_control(before: GitSnapshot | None, between: bool = False) -> li
     changed = sorted(path for path in before.entries.keys() | after.entries.keys()
                      if was.get(path) != after.entries.get(path)
                      and not any(path == repo or path.startswith(repo + "/") for repo in gone))
-    base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
-    try:
+    with opened(BASE_DIR) as base_fd:
         done = [path for path in changed if put_back(base_fd, path, was.get(path))]
-    finally:
-        os.close(base_fd)
     return disarmed + done + [f"{old} (found at {new}: checked there, not moved back)" for new, old in moves.items()]
 
 
@@ -4791,13 +4750,6 @@ def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     return removed
 
 
-def index_stamp(git_dir: Path) -> tuple | None:
-    with contextlib.suppress(OSError):
-        info = os.stat(git_dir / "index", follow_symlinks=False)
-        return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns    # ctime: `touch -d` cannot set it
-    return None
-
-
 def registered_repositories() -> list[str]:
     """Git dirs in the workspace (node_modules too) of submodules indexes register, recursively: git status reads."""
     found, trees = {}, [(BASE_DIR, BASE_DIR / ".git")]
@@ -4813,7 +4765,11 @@ def registered_repositories() -> list[str]:
 
 def gitlinks(tree: Path, git_dir: Path) -> list[str]:
     """The submodule paths one index registers, read again only when it changed."""
-    if _gitlinks.get(tree, (None,))[0] != (key := index_stamp(git_dir)) or key is None:
+    key = None
+    with contextlib.suppress(OSError):
+        info = os.stat(git_dir / "index", follow_symlinks=False)
+        key = info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns    # ctime: `touch -d` cannot set it
+    if _gitlinks.get(tree, (None,))[0] != key or key is None:
         listed = run_git(["-C", str(tree), "ls-files", "--stage", "-z"], timeout=30)
         entries = (listed.stdout if listed else b"").split(b"\0")
         _gitlinks[tree] = key, [os.fsdecode(e.split(b"\t", 1)[-1]) for e in entries if e[:7] == b"160000 "]
@@ -4894,14 +4850,10 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
 
 
 def disarm_git_dir_at(folder_fd: int, name: str, shown: str, depth: int) -> list[str]:
-    if depth > MAX_GIT_DEPTH or (sub := open_at(folder_fd, name)) is None:
-        return []
-    try:
-        return disarm_git_dir(sub, shown, depth)
-    except OSError:
-        return []
-    finally:
-        os.close(sub)
+    if depth <= MAX_GIT_DEPTH:
+        with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, folder_fd) as sub:
+            return disarm_git_dir(sub, shown, depth)
+    return []
 
 
 def open_at(folder_fd: int, name: str) -> int | None:
@@ -4952,13 +4904,12 @@ def remove_at(folder_fd: int, name: str) -> None:
 
 def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
     """Make one path what it was (None: absent), never through a link; a hooks folder moved aside made again."""
-    *folders, name = path.split("/")
-    fds = [base_fd]
+    (*folders, name), fds, held = path.split("/"), [base_fd], contextlib.ExitStack()
     try:
         for folder in folders:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(folder, dir_fd=fds[-1]) if was is not None and folder == "hooks" else None
-            fds.append(os.open(folder, FOLDER_FLAGS, dir_fd=fds[-1]))
+            fds.append(held.enter_context(opened(folder, FOLDER_FLAGS, fds[-1])))
         if is_todo_file(path):
             keep = set(was[1].split(b"\n")) if was is not None and was[0] == "todo" else set()
             strip_exec_lines(fds[-1], name, keep)
@@ -4978,8 +4929,7 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
     except OSError:
         return False              # a link on the way, or its folder cannot be made
     finally:
-        for fd in fds[1:]:
-            os.close(fd)
+        held.close()
 
 
 # --- network allowlist proxy ---------------------------------------------------
@@ -5187,8 +5137,7 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
             request, problem = parse_proxy_request(got[0])
             if request is None:
                 return send_proxy_error(client, 400, f"KeSi's proxy refused a malformed request: {problem}.")
-            policy = network_policy()
-            reason = network_refusal(request.host, request.port, policy)
+            reason = network_refusal(request.host, request.port, policy := network_policy())
             targets, reason = checked_addresses(request.host, request.port, policy) if reason is None else ([], reason)
             if reason:
                 return refuse_host(client, request, reason)
@@ -5198,11 +5147,8 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
             with upstream:
                 client.settimeout(None)          # a tunnel may be idle as long as it likes,
                 upstream.settimeout(PROXY_LINGER_SECONDS)    # but a server that takes nothing is let go
-                if request.upstream_head is None:
-                    client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                else:
-                    upstream.sendall(request.upstream_head)
-                upstream.sendall(got[1])
+                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n" if request.upstream_head is None else b"")
+                upstream.sendall((request.upstream_head or b"") + got[1])
                 sent = threading.Event()
                 back = threading.Thread(target=relay_back, args=(upstream, client, sent), daemon=True)
                 back.start()
@@ -5214,11 +5160,10 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
 def refuse_host(client, request: ProxyRequest, reason: str) -> None:
     where = f"{request.host or '(invalid host)'}:{request.port}"
     NETWORK_BLOCKED.append((next(REFUSALS), f"{where} ({reason})"))
-    send_proxy_error(client, 403, (
-        f"KeSi's network allowlist blocked {where}: {reason}.\n"
-        "Sandboxed commands reach only allowed hosts (package registries and git hosts by default). "
-        f"The user can add one to \"network\": {{\"allow\": [...]}} in {user_settings_file()}, "
-        "or allow this one command with full network at its permission prompt."))
+    send_proxy_error(client, 403, f"KeSi's network allowlist blocked {where}: {reason}.\nSandboxed commands reach only "
+                     "allowed hosts (package registries and git hosts by default). The user can add one to "
+                     f"\"network\": {{\"allow\": [...]}} in {user_settings_file()}, or allow this one command with "
+                     "full network at its permission prompt.")
 
 
 def send_proxy_error(client, status: int, text: str) -> None:
@@ -5288,8 +5233,7 @@ class QuietServer:
         finally:
             self.slots.release()
 
-    def handle_error(self, request, client_address):
-        pass
+    def handle_error(self, request, client_address): pass
 
 
 class UnixProxyServer(QuietServer, socketserver.ThreadingUnixStreamServer): pass
