@@ -2071,25 +2071,23 @@ def api_error_message(exc) -> str:
     return str(getattr(exc, "message", None) or exc)
 
 
+API_ERRORS = (   # (the SDK's error, its status or None, what to say; {} is the API's words): most specific first
+    ("RateLimitError", None, "still rate limited (429) after retries: {}. Try again later."),
+    ("APIStatusError", 529, "the API is overloaded (529) and retries did not help: {}."),
+    ("BadRequestError", None, "the request was rejected (400): {}. If the conversation is too long, /compact "
+                              "summarises it and /reset starts over."),
+    ("AuthenticationError", None, "the API key was rejected (401). Check ANTHROPIC_API_KEY."),
+    ("APITimeoutError", None, "timed out waiting for the model."),
+    ("APIConnectionError", None, "could not reach the API: {}"),
+    ("APIStatusError", 200, "the API broke off its answer midway: {}. Try again shortly."),   # an `error` event
+    ("APIStatusError", 402, "a billing problem (402): {}. Check the plan and credits in the Console."))
+
+
 def describe_api_error(exc: BaseException) -> str:
-    """What happened, in the API's words, and what to do; most specific first. The SDK has retried 429/5xx."""
-    if isinstance(exc, anthropic.RateLimitError):
-        return f"Error: still rate limited (429) after retries: {api_error_message(exc)}. Try again later."
-    if isinstance(exc, getattr(anthropic, "OverloadedError", ())) or getattr(exc, "status_code", None) == 529:
-        return f"Error: the API is overloaded (529) and retries did not help: {api_error_message(exc)}."
-    if isinstance(exc, anthropic.BadRequestError):
-        return (f"Error: the request was rejected (400): {api_error_message(exc)}. If the conversation "
-                "is too long, /compact summarises it and /reset starts over.")
-    if isinstance(exc, anthropic.AuthenticationError):
-        return "Error: the API key was rejected (401). Check ANTHROPIC_API_KEY."
-    if isinstance(exc, anthropic.APITimeoutError):
-        return "Error: timed out waiting for the model."
-    if isinstance(exc, anthropic.APIConnectionError):
-        return f"Error: could not reach the API: {exc}"
-    if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 200:   # an `error` event in an open stream
-        return f"Error: the API broke off its answer midway: {api_error_message(exc)}. Try again shortly."
-    if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 402:
-        return f"Error: a billing problem (402): {api_error_message(exc)}. Check the plan and credits in the Console."
+    """What happened, in the API's words, and what to do. The SDK has retried 429/5xx."""
+    for name, status, advice in API_ERRORS:
+        if isinstance(exc, getattr(anthropic, name)) and (status is None or exc.status_code == status):
+            return "Error: " + advice.format(api_error_message(exc))
     if isinstance(exc, anthropic.APIStatusError):
         request_id = f" (request id {exc.request_id})" if getattr(exc, "request_id", None) else ""
         return f"Error: the API answered {exc.status_code}: {api_error_message(exc)}{request_id}"
@@ -2553,8 +2551,7 @@ class LazyClient:
 
 
 def print_startup() -> None:
-    ui(BANNER)
-    ui(f"  workspace: {visible(BASE_DIR)}")
+    ui(f"{BANNER}\n  workspace: {visible(BASE_DIR)}")
     ui(f"  sandbox:   {sandbox_status()}")
     if sandbox_enabled():
         ui(wrapped(f"             {sandbox_allowances()}"))
@@ -6669,17 +6666,16 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     global PERMISSION_MODE
     name, _, argument = line.partition(" ")
     argument = argument.strip()
+    simple = {**SHOWING_COMMANDS, "/init": lambda: run_turn(client, history, INIT_PROMPT),
+              "/context": lambda: show_context(history), "/resume": lambda: show_or_resume(argument, history),
+              "/log": lambda: show_log(argument), "/model": lambda: switch_model(argument)}
     if name in ("/exit", "/quit"):
         return False
-    if name in SHOWING_COMMANDS:
-        SHOWING_COMMANDS[name]()
+    if name in simple:
+        simple[name]()
     elif name in ("/reset", "/clear"):
         reset_session(history)
         ui("  (history, plan and file versions cleared; starting over)")
-    elif name == "/init":
-        run_turn(client, history, INIT_PROMPT)
-    elif name == "/context":
-        show_context(history)
     elif name == "/revoke":
         for granted in (GRANTED_COMMANDS, GRANTED_WRITES, GRANTED_ESCALATIONS):
             granted.clear()
@@ -6699,10 +6695,6 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         if compact_history(client, history, argument or None):
             ui(f"  (compacted {before} messages into {len(history)})")
             save_session(history)
-    elif name == "/resume":
-        show_or_resume(argument, history)
-    elif name in ("/log", "/model"):
-        (show_log if name == "/log" else switch_model)(argument)
     elif not run_custom_command(name, argument, client, history):
         ui(f"  Unknown command {visible(name)}. /help lists them.")
     return True
