@@ -1956,8 +1956,7 @@ class Meter:
         call.update(partial=partial, label=label, model=model or MODEL)
         one_hour = usage_field(usage_field(usage, "cache_creation"), "ephemeral_1h_input_tokens")
         call["cache_write_1h"] = min(one_hour, call["cache_write"])
-        call["cost"] = request_cost(call)
-        self.calls.append(call)
+        self.calls.append({**call, "cost": request_cost(call)})
 
     def totals(self, since: int = 0) -> dict[str, int]:
         return {k: sum(c[k] for c in self.calls[since:]) for k in USAGE_KEYS}
@@ -2583,8 +2582,7 @@ def repl(client, history: list[dict], first: str = "") -> int:
     if first:
         ui(f"you > {visible(first)}")
         run_turn(client, history, attach_mentions(first))
-    armed = False                          # Ctrl-C pressed once already
-    shell_notes: list[str] = []            # what !commands printed, for the next prompt
+    armed, shell_notes = False, []         # Ctrl-C pressed once already; what !commands printed, for the next prompt
     while True:
         try:
             line = read_prompt()
@@ -2804,8 +2802,7 @@ def main(argv=None) -> int:
         own_folder_targets()                 # where the key was read from stays hidden, wherever links lead later
         apply_settings(settings)
         load_git_identity()
-        MODEL = args.model or MODEL
-        PERMISSION_MODE = args.permission_mode
+        MODEL, PERMISSION_MODE = args.model or MODEL, args.permission_mode
         if args.escalate and args.prompt is None:
             return refuse_to_start("--escalate is for -p runs only; in the REPL, KeSi asks you before a command "
                                    "leaves the sandbox.")
@@ -6656,19 +6653,16 @@ def is_slash_command(line: str) -> bool:
     return line.startswith("/") and "/" not in line.partition(" ")[0][1:]
 
 
-SHOWING_COMMANDS = {"/help": lambda: show_help(), "/status": print_startup,
-                    "/cost": show_cost, "/todo": lambda: ui("  " + visible(render_todos()).replace("\n", "\n  ")),
-                    "/permissions": show_permissions, "/network": show_network_policy, "/tasks": show_tasks}
-
-
 def handle_slash(line: str, client, history: list[dict]) -> bool:
     """Run a /command. Returns False when the REPL should end."""
     global PERMISSION_MODE
     name, _, argument = line.partition(" ")
     argument = argument.strip()
-    simple = {**SHOWING_COMMANDS, "/init": lambda: run_turn(client, history, INIT_PROMPT),
-              "/context": lambda: show_context(history), "/resume": lambda: show_or_resume(argument, history),
-              "/log": lambda: show_log(argument), "/model": lambda: switch_model(argument)}
+    simple = {"/help": show_help, "/status": print_startup, "/cost": show_cost, "/tasks": show_tasks,
+              "/todo": lambda: ui("  " + visible(render_todos()).replace("\n", "\n  ")),
+              "/permissions": show_permissions, "/network": show_network_policy, "/log": lambda: show_log(argument),
+              "/init": lambda: run_turn(client, history, INIT_PROMPT), "/context": lambda: show_context(history),
+              "/resume": lambda: show_or_resume(argument, history), "/model": lambda: switch_model(argument)}
     if name in ("/exit", "/quit"):
         return False
     if name in simple:
