@@ -1338,12 +1338,11 @@ def describe_command_result(data: "HeadAndTail", code: int, ending: str, overflo
     text = mask_credentials(clip_output(bytes(data), len(data))) if len(data) else "(no output)"
     if len(data) and not text.endswith("\n"):
         text += "\n"
+    why = {"timeout": f"did not finish within {limit} s", "processes": f"started more than {MAX_PROCESSES} processes"}
     if overflow:
         text += f"(output exceeded {MAX_CAPTURE_BYTES} bytes; the command was stopped)"
-    elif ending == "timeout":
-        text += f"(the command did not finish within {limit} s and was stopped)"
-    elif ending == "processes":
-        text += f"(the command started more than {MAX_PROCESSES} processes and was stopped)"
+    elif ending in why:
+        text += f"(the command {why[ending]} and was stopped)"
     if code < 0:
         text += f"(killed by signal {-code})"
     text += f"(exit code {code})"
@@ -1913,8 +1912,7 @@ PRICES = {
     "claude-haiku-5-5": (0.10, 0.50, 0.125, 0.20, 0.01), "claude-haiku-4-5": (1, 5, 1.25, 2, 0.10),
     "claude-3-5-haiku": (0.80, 4, 1, 1.6, 0.08), "claude-3-haiku": (0.25, 1.25, 0.30, 0.50, 0.03),
 }
-# Haiku 5.5 bills every token of a request 5x once its prompt passes 100k tokens.
-LONG_PROMPT_PRICES = {"claude-haiku-5-5": (100_000, 5.0)}
+LONG_PROMPT_PRICES = {"claude-haiku-5-5": (100_000, 5.0)}   # every token of a request 5x once its prompt passes 100k
 PRICE_KEYS = ("input", "output", "cache_write", "cache_write_1h", "cache_read")
 
 
@@ -1930,8 +1928,7 @@ def price_for(model: str, prompt_tokens: int = 0) -> dict[str, float] | None:
 
 def request_cost(call: dict) -> float | None:
     """The price of one recorded request, or None when its model's price is unknown."""
-    prices = price_for(call["model"], call["input"] + call["cache_write"] + call["cache_read"])
-    if prices is None:
+    if (prices := price_for(call["model"], call["input"] + call["cache_write"] + call["cache_read"])) is None:
         return None
     tokens = {**call, "cache_write": call["cache_write"] - call["cache_write_1h"]}     # 5-minute writes
     return sum(tokens[k] * prices[k] for k in PRICE_KEYS) / 1e6
@@ -2285,8 +2282,7 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
         except Exception as exc:      # the request never opened: API errors, and SDK errors before sending
             return end_turn(history, agent, describe_api_error(exc), record=False)
         if interrupted:
-            if message is not None:
-                METER.record(message.usage, partial=True, label=agent.label)
+            METER.record(getattr(message, "usage", None), partial=True, label=agent.label)
             return end_turn(history, agent, "(this turn was interrupted; the unfinished part was not kept)",
                             kept_blocks(message.content[:finished]) if message is not None else [], interrupted=True)
         METER.record(message.usage, label=agent.label)
@@ -2415,8 +2411,7 @@ class Verdict:
     plan: object = None   # allow: a file tool's change, worked out once for the diff and the write
 
 
-# File tools that are planned before the question and applied after it.
-PLANNED_TOOLS = {"edit_file": (lambda a: plan_edit(**a), apply_edit),
+PLANNED_TOOLS = {"edit_file": (lambda a: plan_edit(**a), apply_edit),     # planned before the question, applied after
                  "write_file": (lambda a: plan_write(**a), apply_write)}
 
 
