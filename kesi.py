@@ -1343,8 +1343,7 @@ def describe_command_result(data: "HeadAndTail", code: int, ending: str, overflo
         text += f"(output exceeded {MAX_CAPTURE_BYTES} bytes; the command was stopped)"
     elif ending in why:
         text += f"(the command {why[ending]} and was stopped)"
-    if code < 0:
-        text += f"(killed by signal {-code})"
+    text += f"(killed by signal {-code})" if code < 0 else ""
     text += f"(exit code {code})"
     failed = bool(ending != "exited" or overflow or code)
     if failed and sandbox_enabled() and any(s in text for s in SANDBOX_SYMPTOMS):
@@ -1630,8 +1629,7 @@ def show_diff(diff: str, limit: int | None = None) -> bool:
     """Print a diff under the question, cut at limit lines. True if cut."""
     lines = diff.splitlines()
     for line in lines[:limit]:
-        style = {"+": "added", "-": "removed"}.get(line[:1], "quiet")
-        ui(paint(f"        {visible(shorten(line, 400))}", style))
+        ui(paint(f"        {visible(shorten(line, 400))}", {"+": "added", "-": "removed"}.get(line[:1], "quiet")))
     if limit is not None and len(lines) > limit:
         ui(f"        ... ({len(lines) - limit} more diff lines: answer d to see them all)")
         return True
@@ -1999,10 +1997,8 @@ class Meter:
         partial, sub = sum(c["partial"] for c in calls), sum(c["label"] != "main" for c in calls)
         requests = f"{len(calls)} request{'s' * (len(calls) != 1)}"
         text = f"(this turn: {requests}, {self.token_text(since)}, {self.cost_text(since)}"
-        if sub:
-            text += f"; {sub} by sub-agents or compaction"
-        if partial:
-            text += f"; {partial} counted only up to the interruption"
+        text += f"; {sub} by sub-agents or compaction" if sub else ""
+        text += f"; {partial} counted only up to the interruption" if partial else ""
         return text + f"; session {self.cost_text()})"
 
 
@@ -2485,9 +2481,7 @@ def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
     """Run a checked call (or apply its plan); an exception becomes a result."""
     try:
         output, is_error = PLANNED_TOOLS[name][1](plan) if plan is not None else TOOL_FUNCS[name](**tool_input)
-    except KeyboardInterrupt:
-        raise                       # not a tool failure: the user wants control back
-    except Exception as exc:
+    except Exception as exc:       # not KeyboardInterrupt: the user wants control back, it is no tool failure
         output, is_error = f"Error: {name} failed: {type(exc).__name__}: {exc}", True
     return output if isinstance(output, list) else utf8_safe(str(output)), bool(is_error)   # list: an image
 
