@@ -1435,8 +1435,7 @@ def background_stop(id):
     if task.proc.poll() is None:
         stop_process_group(task.proc, KILL_GRACE_SECONDS)
     task.proc.wait()
-    task.reader.join(timeout=5)
-    text = new_task_output(task) + f"(task {task.id} {task.state()})" + check_after_tasks()
+    text = background_output(id)[0] + check_after_tasks()     # its last output and state, then what KeSi put back
     log_task_end(task, "stopped by the model")
     return text, False
 
@@ -1940,8 +1939,8 @@ def usage_field(usage, name: str):
 class Meter:
     """One entry per API request (not per turn): retries and tool rounds are on the bill. Priced once."""
 
-    def __init__(self):
-        self.calls: list[dict] = []
+    def __init__(self, calls: list[dict] | None = None):
+        self.calls: list[dict] = calls or []
         self.summed = (0, None, 0.0, frozenset())    # see sums
 
     def record(self, usage, *, partial: bool = False, label: str = "main", model: str | None = None):
@@ -2633,13 +2632,9 @@ def read_prompt() -> str:
         while (more := more_input()) is not None and more.strip() != '"""':
             lines.append(more)
         return "\n".join(lines).strip()
-    lines = [line]
-    while lines[-1].endswith("\\"):
-        lines[-1] = lines[-1][:-1]
-        if (more := more_input()) is None:
-            break
-        lines.append(more)
-    return "\n".join(lines).strip()
+    while line.endswith("\\") and (more := more_input()) is not None:
+        line = line[:-1] + "\n" + more
+    return line.removesuffix("\\").strip()     # Ctrl-D after a backslash: what was typed, without it
 
 
 def more_input() -> str | None:
@@ -2813,8 +2808,7 @@ def main(argv=None) -> int:
     if args.prompt is None:
         print_startup()
     else:
-        UI = sys.stderr                  # stdout carries only the answer (resume notices too)
-        MAIN_AGENT.echo = False
+        UI, MAIN_AGENT.echo = sys.stderr, False       # stdout carries only the answer (resume notices too)
         set_headless_escalation(args.escalate)
     if settings.unused_key:
         ui("  (credential: ANTHROPIC_AUTH_TOKEN (Authorization: Bearer); ANTHROPIC_API_KEY is set too and "
@@ -6532,8 +6526,7 @@ def show_cost() -> None:
         ui(f"  cache served {METER.cache_share():.0%} of input tokens")
     models = sorted({call["model"] for call in METER.calls})
     for model in models if len(models) > 1 else ():      # after a /model switch
-        sub = Meter()
-        sub.calls = [call for call in METER.calls if call["model"] == model]
+        sub = Meter([call for call in METER.calls if call["model"] == model])
         ui(wrapped(f"    {visible(model)}: requests {len(sub.calls)}, {sub.token_text()}, {sub.cost_text()}", "      "))
     ui(wrapped(f"  total {METER.cost_text()} (an estimate at list prices; the Console has the real bill)"))
 
