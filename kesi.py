@@ -1561,8 +1561,7 @@ PERMISSION_MODES = {
     "acceptEdits": "edit files without asking (except files that run later); still ask before commands",
     "readOnly": "never change anything: refuse edits and non-read-only commands without asking",
     "bypassPermissions": "run everything without asking (hard denials still apply)",
-    "plan": "read-only: explore and answer with a plan; the user approves it and picks the mode that carries it out",
-}
+    "plan": "read-only: explore and answer with a plan; the user approves it and picks the mode that carries it out"}
 PERMISSION_MODE = "default"
 READ_ONLY_MODES = {"readOnly": "read-only mode", "plan": "plan mode, which is read-only"}
 GRANTED_COMMANDS: set[str] = set()   # exact commands answered "a" whose rules could not be saved
@@ -1907,8 +1906,7 @@ PRICES = {
     **dict.fromkeys(("claude-sonnet-4-6", "claude-sonnet-4-5", "claude-sonnet-4", "claude-sonnet-4-0",
                      "claude-3-7-sonnet", "claude-3-5-sonnet"), (3, 15, 3.75, 6, 0.30)),
     "claude-haiku-5-5": (0.10, 0.50, 0.125, 0.20, 0.01), "claude-haiku-4-5": (1, 5, 1.25, 2, 0.10),
-    "claude-3-5-haiku": (0.80, 4, 1, 1.6, 0.08), "claude-3-haiku": (0.25, 1.25, 0.30, 0.50, 0.03),
-}
+    "claude-3-5-haiku": (0.80, 4, 1, 1.6, 0.08), "claude-3-haiku": (0.25, 1.25, 0.30, 0.50, 0.03)}
 LONG_PROMPT_PRICES = {"claude-haiku-5-5": (100_000, 5.0)}   # every token of a request 5x once its prompt passes 100k
 PRICE_KEYS = ("input", "output", "cache_write", "cache_write_1h", "cache_read")
 
@@ -2345,10 +2343,8 @@ def kept_blocks(content, text_only: bool = False) -> list[dict]:
 
 def end_after_stream_failure(history, failure: StreamFailure, agent: Agent) -> Answer:
     """The stream broke or stopped early: keep finished text, never a tool call."""
-    kept = []
-    if failure.snapshot is not None:
-        METER.record(failure.snapshot.usage, partial=True, label=agent.label)
-        kept = kept_blocks(failure.snapshot.content[:failure.finished], text_only=True)
+    METER.record(getattr(snapshot := failure.snapshot, "usage", None), partial=True, label=agent.label)
+    kept = kept_blocks(snapshot.content[:failure.finished], text_only=True) if snapshot is not None else []
     message = describe_api_error(failure.cause)
     if not isinstance(failure.cause, anthropic.AnthropicError):   # e.g. a connection reset
         kept_note = "Its complete text was kept" if kept else "Nothing of it was kept"
