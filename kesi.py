@@ -1605,12 +1605,11 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
     while True:
         try:
             answer = prompt_input(wrapped(f"      Allow? [{options}] ", hang=" " * 8))
-        except EOFError:
-            ui()
+        except (EOFError, KeyboardInterrupt) as stop:
+            ui()                  # ends the question's line (after Ctrl-C, the terminal's "^C" is on it)
+            if isinstance(stop, KeyboardInterrupt):
+                raise
             return False, ""
-        except KeyboardInterrupt:
-            ui()                  # the terminal's "^C" is still on the line
-            raise
         word, _, instead = answer.strip().partition(" ")
         given = ANSWERS.get(word.lower()) if always or word.lower() not in ("a", "always") else None
         if word.lower() == "d" and cut:
@@ -2528,8 +2527,7 @@ class LazyClient:
         self.settings, self.client = settings, None
 
     def __getattr__(self, name: str):
-        if self.client is None:
-            self.client = make_client(self.settings)
+        self.client = self.client or make_client(self.settings)
         return getattr(self.client, name)
 
 
@@ -6122,8 +6120,7 @@ def record_lines(path: Path, entries: list) -> bytes:
     """Lines for a record file: line breaks of any reader's kind escaped, an HMAC of file name and line first."""
     key, lines = record_key(), []
     for entry in entries:
-        text = RECORD_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", as_line(entry))
-        data = text.encode("utf-8", errors="backslashreplace")
+        data = RECORD_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", as_line(entry)).encode("utf-8", "backslashreplace")
         lines.append(record_mac(key, path.name, data) + b" " + data + b"\n")
     return b"".join(lines)
 
@@ -6189,8 +6186,7 @@ def save_session(history: list[dict]) -> None:
     global SESSION_FILE, SAVED, LAST_SAVED
     if not history:
         return
-    lines: list = []
-    now = datetime.datetime.now().isoformat(timespec="seconds")
+    lines, now = [], datetime.datetime.now().isoformat(timespec="seconds")
     SESSION_FILE = SESSION_FILE or new_session_file()
     if not SESSION_FILE.exists():
         SAVED, LAST_SAVED = 0, ""
