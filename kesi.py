@@ -1358,14 +1358,12 @@ def describe_command_result(data: "HeadAndTail", code: int, ending: str, overflo
     text = mask_credentials(clip_output(bytes(data), len(data))) if len(data) else "(no output)"
     if len(data) and not text.endswith("\n"):
         text += "\n"
+    why = {"timeout": f"did not finish within {limit} s", "processes": f"started more than {MAX_PROCESSES} processes"}
     if overflow:
         text += f"(output exceeded {MAX_CAPTURE_BYTES} bytes; the command was stopped)"
-    elif ending == "timeout":
-        text += f"(the command did not finish within {limit} s and was stopped)"
-    elif ending == "processes":
-        text += f"(the command started more than {MAX_PROCESSES} processes and was stopped)"
-    if code < 0:
-        text += f"(killed by signal {-code})"
+    elif ending in why:
+        text += f"(the command {why[ending]} and was stopped)"
+    text += f"(killed by signal {-code})" if code < 0 else ""
     text += f"(exit code {code})"
     failed = bool(ending != "exited" or overflow or code)
     if failed and sandbox_enabled() and any(s in text for s in SANDBOX_SYMPTOMS):
@@ -1457,8 +1455,7 @@ def background_stop(id):
     if task.proc.poll() is None:
         stop_process_group(task.proc, KILL_GRACE_SECONDS)
     task.proc.wait()
-    task.reader.join(timeout=5)
-    text = new_task_output(task) + f"(task {task.id} {task.state()})" + check_after_tasks()
+    text = background_output(id)[0] + check_after_tasks()     # its last output and state, then what KeSi put back
     log_task_end(task, "stopped by the model")
     return text, False
 
@@ -1584,8 +1581,7 @@ PERMISSION_MODES = {
     "acceptEdits": "edit files without asking (except files that run later); still ask before commands",
     "readOnly": "never change anything: refuse edits and non-read-only commands without asking",
     "bypassPermissions": "run everything without asking (hard denials still apply)",
-    "plan": "read-only: explore and answer with a plan; the user approves it and picks the mode that carries it out",
-}
+    "plan": "read-only: explore and answer with a plan; the user approves it and picks the mode that carries it out"}
 PERMISSION_MODE = "default"
 READ_ONLY_MODES = {"readOnly": "read-only mode", "plan": "plan mode, which is read-only"}
 GRANTED_COMMANDS: set[str] = set()   # exact commands answered "a" whose rules could not be saved
@@ -1629,12 +1625,11 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
     while True:
         try:
             answer = prompt_input(wrapped(f"      Allow? [{options}] ", hang=" " * 8))
-        except EOFError:
-            ui()
+        except (EOFError, KeyboardInterrupt) as stop:
+            ui()                  # ends the question's line (after Ctrl-C, the terminal's "^C" is on it)
+            if isinstance(stop, KeyboardInterrupt):
+                raise
             return False, ""
-        except KeyboardInterrupt:
-            ui()                  # the terminal's "^C" is still on the line
-            raise
         word, _, instead = answer.strip().partition(" ")
         given = ANSWERS.get(word.lower()) if always or word.lower() not in ("a", "always") else None
         if word.lower() == "d" and cut:
@@ -1651,8 +1646,7 @@ def show_diff(diff: str, limit: int | None = None) -> bool:
     """Print a diff under the question, cut at limit lines. True if cut."""
     lines = diff.splitlines()
     for line in lines[:limit]:
-        style = {"+": "added", "-": "removed"}.get(line[:1], "quiet")
-        ui(paint(f"        {visible(shorten(line, 400))}", style))
+        ui(paint(f"        {visible(shorten(line, 400))}", {"+": "added", "-": "removed"}.get(line[:1], "quiet")))
     if limit is not None and len(lines) > limit:
         ui(f"        ... ({len(lines) - limit} more diff lines: answer d to see them all)")
         return True
@@ -1931,10 +1925,8 @@ PRICES = {
     **dict.fromkeys(("claude-sonnet-4-6", "claude-sonnet-4-5", "claude-sonnet-4", "claude-sonnet-4-0",
                      "claude-3-7-sonnet", "claude-3-5-sonnet"), (3, 15, 3.75, 6, 0.30)),
     "claude-haiku-5-5": (0.10, 0.50, 0.125, 0.20, 0.01), "claude-haiku-4-5": (1, 5, 1.25, 2, 0.10),
-    "claude-3-5-haiku": (0.80, 4, 1, 1.6, 0.08), "claude-3-haiku": (0.25, 1.25, 0.30, 0.50, 0.03),
-}
-# Haiku 5.5 bills every token of a request 5x once its prompt passes 100k tokens.
-LONG_PROMPT_PRICES = {"claude-haiku-5-5": (100_000, 5.0)}
+    "claude-3-5-haiku": (0.80, 4, 1, 1.6, 0.08), "claude-3-haiku": (0.25, 1.25, 0.30, 0.50, 0.03)}
+LONG_PROMPT_PRICES = {"claude-haiku-5-5": (100_000, 5.0)}   # every token of a request 5x once its prompt passes 100k
 PRICE_KEYS = ("input", "output", "cache_write", "cache_write_1h", "cache_read")
 
 
@@ -1950,8 +1942,7 @@ def price_for(model: str, prompt_tokens: int = 0) -> dict[str, float] | None:
 
 def request_cost(call: dict) -> float | None:
     """The price of one recorded request, or None when its model's price is unknown."""
-    prices = price_for(call["model"], call["input"] + call["cache_write"] + call["cache_read"])
-    if prices is None:
+    if (prices := price_for(call["model"], call["input"] + call["cache_write"] + call["cache_read"])) is None:
         return None
     tokens = {**call, "cache_write": call["cache_write"] - call["cache_write_1h"]}     # 5-minute writes
     return sum(tokens[k] * prices[k] for k in PRICE_KEYS) / 1e6
@@ -1965,8 +1956,8 @@ def usage_field(usage, name: str):
 class Meter:
     """One entry per API request (not per turn): retries and tool rounds are on the bill. Priced once."""
 
-    def __init__(self):
-        self.calls: list[dict] = []
+    def __init__(self, calls: list[dict] | None = None):
+        self.calls: list[dict] = calls or []
         self.summed = (0, None, 0.0, frozenset())    # see sums
 
     def record(self, usage, *, partial: bool = False, label: str = "main", model: str | None = None):
@@ -1976,8 +1967,7 @@ class Meter:
         call.update(partial=partial, label=label, model=model or MODEL)
         one_hour = usage_field(usage_field(usage, "cache_creation"), "ephemeral_1h_input_tokens")
         call["cache_write_1h"] = min(one_hour, call["cache_write"])
-        call["cost"] = request_cost(call)
-        self.calls.append(call)
+        self.calls.append({**call, "cost": request_cost(call)})
 
     def totals(self, since: int = 0) -> dict[str, int]:
         return {k: sum(c[k] for c in self.calls[since:]) for k in USAGE_KEYS}
@@ -2023,10 +2013,8 @@ class Meter:
         partial, sub = sum(c["partial"] for c in calls), sum(c["label"] != "main" for c in calls)
         requests = f"{len(calls)} request{'s' * (len(calls) != 1)}"
         text = f"(this turn: {requests}, {self.token_text(since)}, {self.cost_text(since)}"
-        if sub:
-            text += f"; {sub} by sub-agents or compaction"
-        if partial:
-            text += f"; {partial} counted only up to the interruption"
+        text += f"; {sub} by sub-agents or compaction" if sub else ""
+        text += f"; {partial} counted only up to the interruption" if partial else ""
         return text + f"; session {self.cost_text()})"
 
 
@@ -2091,25 +2079,23 @@ def api_error_message(exc) -> str:
     return str(getattr(exc, "message", None) or exc)
 
 
+API_ERRORS = (   # (the SDK's error, its status or None, what to say; {} is the API's words): most specific first
+    ("RateLimitError", None, "still rate limited (429) after retries: {}. Try again later."),
+    ("APIStatusError", 529, "the API is overloaded (529) and retries did not help: {}."),
+    ("BadRequestError", None, "the request was rejected (400): {}. If the conversation is too long, /compact "
+                              "summarises it and /reset starts over."),
+    ("AuthenticationError", None, "the API key was rejected (401). Check ANTHROPIC_API_KEY."),
+    ("APITimeoutError", None, "timed out waiting for the model."),
+    ("APIConnectionError", None, "could not reach the API: {}"),
+    ("APIStatusError", 200, "the API broke off its answer midway: {}. Try again shortly."),   # an `error` event
+    ("APIStatusError", 402, "a billing problem (402): {}. Check the plan and credits in the Console."))
+
+
 def describe_api_error(exc: BaseException) -> str:
-    """What happened, in the API's words, and what to do; most specific first. The SDK has retried 429/5xx."""
-    if isinstance(exc, anthropic.RateLimitError):
-        return f"Error: still rate limited (429) after retries: {api_error_message(exc)}. Try again later."
-    if isinstance(exc, getattr(anthropic, "OverloadedError", ())) or getattr(exc, "status_code", None) == 529:
-        return f"Error: the API is overloaded (529) and retries did not help: {api_error_message(exc)}."
-    if isinstance(exc, anthropic.BadRequestError):
-        return (f"Error: the request was rejected (400): {api_error_message(exc)}. If the conversation "
-                "is too long, /compact summarises it and /reset starts over.")
-    if isinstance(exc, anthropic.AuthenticationError):
-        return "Error: the API key was rejected (401). Check ANTHROPIC_API_KEY."
-    if isinstance(exc, anthropic.APITimeoutError):
-        return "Error: timed out waiting for the model."
-    if isinstance(exc, anthropic.APIConnectionError):
-        return f"Error: could not reach the API: {exc}"
-    if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 200:   # an `error` event in an open stream
-        return f"Error: the API broke off its answer midway: {api_error_message(exc)}. Try again shortly."
-    if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 402:
-        return f"Error: a billing problem (402): {api_error_message(exc)}. Check the plan and credits in the Console."
+    """What happened, in the API's words, and what to do. The SDK has retried 429/5xx."""
+    for name, status, advice in API_ERRORS:
+        if isinstance(exc, getattr(anthropic, name)) and (status is None or exc.status_code == status):
+            return "Error: " + advice.format(api_error_message(exc))
     if isinstance(exc, anthropic.APIStatusError):
         request_id = f" (request id {exc.request_id})" if getattr(exc, "request_id", None) else ""
         return f"Error: the API answered {exc.status_code}: {api_error_message(exc)}{request_id}"
@@ -2308,8 +2294,7 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
         except Exception as exc:      # the request never opened: API errors, and SDK errors before sending
             return end_turn(history, agent, describe_api_error(exc), record=False)
         if interrupted:
-            if message is not None:
-                METER.record(message.usage, partial=True, label=agent.label)
+            METER.record(getattr(message, "usage", None), partial=True, label=agent.label)
             return end_turn(history, agent, "(this turn was interrupted; the unfinished part was not kept)",
                             kept_blocks(message.content[:finished]) if message is not None else [], interrupted=True)
         METER.record(message.usage, label=agent.label)
@@ -2377,10 +2362,8 @@ def kept_blocks(content, text_only: bool = False) -> list[dict]:
 
 def end_after_stream_failure(history, failure: StreamFailure, agent: Agent) -> Answer:
     """The stream broke or stopped early: keep finished text, never a tool call."""
-    kept = []
-    if failure.snapshot is not None:
-        METER.record(failure.snapshot.usage, partial=True, label=agent.label)
-        kept = kept_blocks(failure.snapshot.content[:failure.finished], text_only=True)
+    METER.record(getattr(snapshot := failure.snapshot, "usage", None), partial=True, label=agent.label)
+    kept = kept_blocks(snapshot.content[:failure.finished], text_only=True) if snapshot is not None else []
     message = describe_api_error(failure.cause)
     if not isinstance(failure.cause, anthropic.AnthropicError):   # e.g. a connection reset
         kept_note = "Its complete text was kept" if kept else "Nothing of it was kept"
@@ -2438,8 +2421,7 @@ class Verdict:
     plan: object = None   # allow: a file tool's change, worked out once for the diff and the write
 
 
-# File tools that are planned before the question and applied after it.
-PLANNED_TOOLS = {"edit_file": (lambda a: plan_edit(**a), apply_edit),
+PLANNED_TOOLS = {"edit_file": (lambda a: plan_edit(**a), apply_edit),     # planned before the question, applied after
                  "write_file": (lambda a: plan_write(**a), apply_write)}
 
 
@@ -2513,9 +2495,7 @@ def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
     """Run a checked call (or apply its plan); an exception becomes a result."""
     try:
         output, is_error = PLANNED_TOOLS[name][1](plan) if plan is not None else TOOL_FUNCS[name](**tool_input)
-    except KeyboardInterrupt:
-        raise                       # not a tool failure: the user wants control back
-    except Exception as exc:
+    except Exception as exc:       # not KeyboardInterrupt: the user wants control back, it is no tool failure
         output, is_error = f"Error: {name} failed: {type(exc).__name__}: {exc}", True
     return output if isinstance(output, list) else utf8_safe(str(output)), bool(is_error)   # list: an image
 
@@ -2567,14 +2547,12 @@ class LazyClient:
         self.settings, self.client = settings, None
 
     def __getattr__(self, name: str):
-        if self.client is None:
-            self.client = make_client(self.settings)
+        self.client = self.client or make_client(self.settings)
         return getattr(self.client, name)
 
 
 def print_startup() -> None:
-    ui(BANNER)
-    ui(f"  workspace: {visible(BASE_DIR)}")
+    ui(f"{BANNER}\n  workspace: {visible(BASE_DIR)}")
     ui(f"  sandbox:   {sandbox_status()}")
     if sandbox_enabled():
         ui(wrapped(f"             {sandbox_allowances()}"))
@@ -2606,8 +2584,7 @@ def repl(client, history: list[dict], first: str = "") -> int:
     if first:
         ui(f"you > {visible(first)}")
         run_turn(client, history, attach_mentions(first))
-    armed = False                          # Ctrl-C pressed once already
-    shell_notes: list[str] = []            # what !commands printed, for the next prompt
+    armed, shell_notes = False, []         # Ctrl-C pressed once already; what !commands printed, for the next prompt
     while True:
         try:
             line = read_prompt()
@@ -2669,13 +2646,9 @@ def read_prompt() -> str:
         while (more := more_input()) is not None and more.strip() != '"""':
             lines.append(more)
         return "\n".join(lines).strip()
-    lines = [line]
-    while lines[-1].endswith("\\"):
-        lines[-1] = lines[-1][:-1]
-        if (more := more_input()) is None:
-            break
-        lines.append(more)
-    return "\n".join(lines).strip()
+    while line.endswith("\\") and (more := more_input()) is not None:
+        line = line[:-1] + "\n" + more
+    return line.removesuffix("\\").strip()     # Ctrl-D after a backslash: what was typed, without it
 
 
 def more_input() -> str | None:
@@ -2827,8 +2800,7 @@ def main(argv=None) -> int:
         own_folder_targets()                 # where the key was read from stays hidden, wherever links lead later
         apply_settings(settings)
         load_git_identity()
-        MODEL = args.model or MODEL
-        PERMISSION_MODE = args.permission_mode
+        MODEL, PERMISSION_MODE = args.model or MODEL, args.permission_mode
         if args.escalate and args.prompt is None:
             return refuse_to_start("--escalate is for -p runs only; in the REPL, KeSi asks you before a command "
                                    "leaves the sandbox.")
@@ -2850,8 +2822,7 @@ def main(argv=None) -> int:
     if args.prompt is None:
         print_startup()
     else:
-        UI = sys.stderr                  # stdout carries only the answer (resume notices too)
-        MAIN_AGENT.echo = False
+        UI, MAIN_AGENT.echo = sys.stderr, False       # stdout carries only the answer (resume notices too)
         set_headless_escalation(args.escalate)
     if settings.unused_key:
         ui("  (credential: ANTHROPIC_AUTH_TOKEN (Authorization: Bearer); ANTHROPIC_API_KEY is set too and "
@@ -6168,8 +6139,7 @@ def record_lines(path: Path, entries: list) -> bytes:
     """Lines for a record file: line breaks of any reader's kind escaped, an HMAC of file name and line first."""
     key, lines = record_key(), []
     for entry in entries:
-        text = RECORD_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", as_line(entry))
-        data = text.encode("utf-8", errors="backslashreplace")
+        data = RECORD_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", as_line(entry)).encode("utf-8", "backslashreplace")
         lines.append(record_mac(key, path.name, data) + b" " + data + b"\n")
     return b"".join(lines)
 
@@ -6235,8 +6205,7 @@ def save_session(history: list[dict]) -> None:
     global SESSION_FILE, SAVED, LAST_SAVED
     if not history:
         return
-    lines: list = []
-    now = datetime.datetime.now().isoformat(timespec="seconds")
+    lines, now = [], datetime.datetime.now().isoformat(timespec="seconds")
     SESSION_FILE = SESSION_FILE or new_session_file()
     if not SESSION_FILE.exists():
         SAVED, LAST_SAVED = 0, ""
@@ -6568,8 +6537,7 @@ def show_cost() -> None:
         ui(f"  cache served {METER.cache_share():.0%} of input tokens")
     models = sorted({call["model"] for call in METER.calls})
     for model in models if len(models) > 1 else ():      # after a /model switch
-        sub = Meter()
-        sub.calls = [call for call in METER.calls if call["model"] == model]
+        sub = Meter([call for call in METER.calls if call["model"] == model])
         ui(wrapped(f"    {visible(model)}: requests {len(sub.calls)}, {sub.token_text()}, {sub.cost_text()}", "      "))
     ui(wrapped(f"  total {METER.cost_text()} (an estimate at list prices; the Console has the real bill)"))
 
@@ -6678,27 +6646,23 @@ def is_slash_command(line: str) -> bool:
     return line.startswith("/") and "/" not in line.partition(" ")[0][1:]
 
 
-SHOWING_COMMANDS = {"/help": lambda: show_help(), "/status": print_startup,
-                    "/cost": show_cost, "/todo": lambda: ui("  " + visible(render_todos()).replace("\n", "\n  ")),
-                    "/permissions": show_permissions, "/network": show_network_policy, "/tasks": show_tasks}
-
-
 def handle_slash(line: str, client, history: list[dict]) -> bool:
     """Run a /command. Returns False when the REPL should end."""
     global PERMISSION_MODE
     name, _, argument = line.partition(" ")
     argument = argument.strip()
+    simple = {"/help": show_help, "/status": print_startup, "/cost": show_cost, "/tasks": show_tasks,
+              "/todo": lambda: ui("  " + visible(render_todos()).replace("\n", "\n  ")),
+              "/permissions": show_permissions, "/network": show_network_policy, "/log": lambda: show_log(argument),
+              "/init": lambda: run_turn(client, history, INIT_PROMPT), "/context": lambda: show_context(history),
+              "/resume": lambda: show_or_resume(argument, history), "/model": lambda: switch_model(argument)}
     if name in ("/exit", "/quit"):
         return False
-    if name in SHOWING_COMMANDS:
-        SHOWING_COMMANDS[name]()
+    if name in simple:
+        simple[name]()
     elif name in ("/reset", "/clear"):
         reset_session(history)
         ui("  (history, plan and file versions cleared; starting over)")
-    elif name == "/init":
-        run_turn(client, history, INIT_PROMPT)
-    elif name == "/context":
-        show_context(history)
     elif name == "/revoke":
         for granted in (GRANTED_COMMANDS, GRANTED_WRITES, GRANTED_ESCALATIONS):
             granted.clear()
@@ -6718,10 +6682,6 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         if compact_history(client, history, argument or None):
             ui(f"  (compacted {before} messages into {len(history)})")
             save_session(history)
-    elif name == "/resume":
-        show_or_resume(argument, history)
-    elif name in ("/log", "/model"):
-        (show_log if name == "/log" else switch_model)(argument)
     elif not run_custom_command(name, argument, client, history):
         ui(f"  Unknown command {visible(name)}. /help lists them.")
     return True
