@@ -275,8 +275,9 @@ def start_late_then_die(argv, *args, pass_fds=(), **kwargs):
     fd = os.open(status, os.O_WRONLY | os.O_CREAT)
     at = argv.index(kesi.trusted_program("bwrap")) + 1
     argv[at:at] = ["--json-status-fd", str(fd)]
-    waiting = 'while kill -0 "$PPID" 2>/dev/null; do sleep 0.05; done; exec "$@"'
-    popen(["/bin/sh", "-c", waiting, "sh", *argv], *args, pass_fds=(*pass_fds, fd), **kwargs)
+    alive, _ = lifeline = os.pipe()      # EOF once this process is gone (a pid may be reused: pid_max is 32768 here)
+    waiting = "import os, sys; os.read(int(sys.argv[1]), 1); os.execv(sys.argv[2], sys.argv[2:])"
+    popen([sys.executable, "-c", waiting, str(alive), *argv], *args, pass_fds=(*pass_fds, fd, alive), **kwargs)
     os.kill(os.getpid(), signal.SIGKILL)
 
 subprocess.Popen = start_late_then_die
