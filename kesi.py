@@ -1262,7 +1262,7 @@ LINE_CUT = 2048       # of a longer line only the word at a cut goes (at most th
 
 
 def key_block_open(data: bytes, at: int, was_open: bool = False) -> bool:
-    """Whether data[at:] starts inside a private key block (was_open: whether data does); a BEGIN at `at` counts."""
+    """Whether data[at:] starts inside a private key block (was_open: whether data does); a BEGIN `at` splits counts."""
     marks = [m[1] for m in PEM_MARK.finditer(data, 0, at + 64) if m.start() < at]
     return marks[-1] == b"BEGIN" if marks else was_open
 

@@ -337,3 +337,12 @@ def test_a_url_password_with_an_empty_user_name_is_masked(ws):
         output, _ = kesi.run_command("cat compose.yml")
     assert "redis://:[masked: password]@cache" in output and "https://:[masked: password]@h/" in output, output
     assert not any(secret in output for secret in secrets_)
+
+
+def test_a_token_with_overstrikes_or_invisible_characters_inside_is_masked(ws):
+    body = TOKEN[4:]
+    (ws / "emit.py").write_text(f"print('bold: ' + ''.join(c + '\\b' + c for c in {TOKEN!r}))\n"
+                                f"print('zero width: ghp_' + '\\u200b'.join({body!r}))\n")
+    with checklib.sandbox_forced(None):
+        output, _ = kesi.run_command(f"{sys.executable} emit.py")
+    assert output.count("[masked: github token]") == 2 and not leaked(output.replace("\b", "")), output
