@@ -1212,54 +1212,77 @@ SANDBOX_SYMPTOMS = ("Operation not permitted", "Permission denied", "Read-only f
 
 
 class HeadAndTail:
-    """Output in bounded memory, filled like a bytearray: the first and last `keep` bytes (a test summary), a count."""
+    """Output in bounded memory, filled like a bytearray (from one thread, read from another): its first bytes (a test
+    summary), its newest (keep to 2 * keep), a count, and whether a private key block is open where those start."""
 
     def __init__(self, keep: int):
-        self.keep, self.head, self.tail, self.total = keep, bytearray(), bytearray(), 0
+        self.keep, self.head, self.data, self.total, self.open = keep, bytearray(), bytearray(), 0, False
+        self.lock = threading.Lock()
 
     def __iadd__(self, chunk: bytes):
-        self.total += len(chunk)
-        room = self.keep - len(self.head)
-        self.head += chunk[:max(room, 0)]
-        self.tail += chunk[max(room, 0):]
-        if len(self.tail) > 2 * self.keep:          # trim now and then, not on every chunk
-            del self.tail[:-self.keep]
+        with self.lock:
+            self.head += chunk[:max(min(self.keep, MAX_OUTPUT_BYTES // 2) - len(self.head), 0)]
+            self.total += len(chunk)
+            self.data += chunk
+            if len(self.data) > 2 * self.keep:      # trim now and then, not on every chunk
+                self.open = key_block_open(self.data, len(self.data) - self.keep, self.open)
+                del self.data[:-self.keep]
         return self
 
     def __len__(self) -> int:
         return self.total
 
-    def __bytes__(self) -> bytes:
-        return bytes(self.head + self.tail[-self.keep:])
+    def since(self, offset: int) -> tuple[bytes, int, bool]:
+        """What came after the first `offset` bytes, how many of those are lost, whether a key block is open there."""
+        with self.lock:
+            first_kept = self.total - len(self.data)
+            return (bytes(self.data[max(offset - first_kept, 0):]), max(first_kept - offset, 0),
+                    self.open and offset <= first_kept)
+
+    def clipped(self) -> str:
+        data, lost, open = self.since(0)
+        return clip_output(data, lost, open, bytes(self.head))
 
 
-def clip_output(data: bytes, total: int | None = None) -> str:
-    """Head and tail of data; total: how long the whole output was, when data holds only its two ends."""
-    total = len(data) if total is None else total
-    if total <= MAX_OUTPUT_BYTES:
+def clip_output(data: bytes, lost: int = 0, open: bool = False, head: bytes | None = None) -> str:
+    """Head and tail of output: data is its end, after `lost` bytes (open: in a private key block), head its start."""
+    if not lost and len(data) <= MAX_OUTPUT_BYTES:
         return data.decode("utf-8", errors="replace")
     half = MAX_OUTPUT_BYTES // 2
-    head, tail = whole_words(data[:half], cut_after=True), whole_words(data[-half:], cut_before=True)
-    return (f"{head.decode('utf-8', errors='replace')}\n(... {total - len(head) - len(tail)} bytes omitted ...)\n"
-            f"{tail.decode('utf-8', errors='replace')}")
+    head = whole_lines((data if head is None else head)[:half], cut_after=True)
+    tail = whole_lines(data[-half:], cut_before=True, open=key_block_open(data, len(data) - half, open))
+    return (f"{head.decode('utf-8', errors='replace')}\n(... {lost + len(data) - len(head) - len(tail)} bytes omitted "
+            f"...)\n{tail.decode('utf-8', errors='replace')}")
 
 
-SPACES = b" \t\n\r\x0b\x0c"
-PEM_BEGIN = re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY")
+SPACES, LINE_ENDS = b" \t\n\r\x0b\x0c", b"\n\r"
+PEM_BEGIN = re.compile(rb"-----BEGIN [A-Z ]{0,40}PRIVATE KEY")
 PEM_END = re.compile(rb"-----END [A-Z ]{0,40}PRIVATE KEY[A-Z ]{0,40}-----")
-WORD_CUT = 2048       # at most this much of a long unbroken run goes at a cut: a longer credential could show in parts
+PEM_MARK = re.compile(rb"-----(BEGIN|END) [A-Z ]{0,40}PRIVATE KEY")
+LINE_CUT = 2048       # of a longer line only the word at a cut goes (at most this much): a secret may show in parts
 
 
-def whole_words(data: bytes, cut_before: bool = False, cut_after: bool = False, most: int | None = WORD_CUT) -> bytes:
-    """data less the word or private key block a cut split: masking then finds every credential whole, or none."""
+def key_block_open(data: bytes, at: int, was_open: bool = False) -> bool:
+    """Whether data[at:] starts inside a private key block (was_open: whether data does); a BEGIN `at` splits counts."""
+    marks = [m[1] for m in PEM_MARK.finditer(data, 0, at + 64) if m.start() < at]
+    return marks[-1] == b"BEGIN" if marks else was_open
+
+
+def whole_lines(data: bytes, cut_before=False, cut_after=False, most: int | None = LINE_CUT, open=False) -> bytes:
+    """data less the line or private key block a cut split (open: data starts inside one, up to its END or the end):
+    masking then finds every credential whole, or none, also the ones that span spaces (`aws_secret_access_key = `)."""
+    if cut_after:
+        begins = [m.start() for m in PEM_BEGIN.finditer(data)] or ([0] if open else [])
+        data = data[:begins[-1]] if begins and not PEM_END.search(data, begins[-1]) else data
+        line, word = max(map(data.rfind, LINE_ENDS)) + 1, max(map(data.rfind, SPACES)) + 1
+        data = data[:line if line >= len(data) - (most or len(data)) else max(word, len(data) - most)]
     if cut_before:
         end, begin = PEM_END.search(data), PEM_BEGIN.search(data)
-        data = data[end.end():] if end and (not begin or begin.start() > end.start()) else data
-        data = data[min([i for i in map(data.find, SPACES) if i >= 0] + [most or len(data)]):]
-    if cut_after:
-        begins = list(PEM_BEGIN.finditer(data))
-        data = data[:begins[-1].start()] if begins and not PEM_END.search(data, begins[-1].start()) else data
-        data = data[:max([data.rfind(space) + 1 for space in SPACES] + [len(data) - (most or len(data))])]
+        if open or end and (not begin or begin.start() > end.start()):
+            data = data[end.end():] if end else b""
+        line = min([i for i in map(data.find, LINE_ENDS) if i >= 0], default=len(data))
+        word = min([i for i in map(data.find, SPACES) if i >= 0], default=len(data))
+        data = data[line + 1 if line < most else min(word, most):]
     return data
 
 
@@ -1355,7 +1378,7 @@ def wait_for_command(proc, limit: float) -> str:
 
 
 def describe_command_result(data: "HeadAndTail", code: int, ending: str, overflow: bool, limit) -> tuple[str, bool]:
-    text = mask_credentials(clip_output(bytes(data), len(data))) if len(data) else "(no output)"
+    text = mask_credentials(data.clipped()) if len(data) else "(no output)"
     if len(data) and not text.endswith("\n"):
         text += "\n"
     why = {"timeout": f"did not finish within {limit} s", "processes": f"started more than {MAX_PROCESSES} processes"}
@@ -5346,17 +5369,34 @@ CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, f
     ("pypi token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", 0),
     ("hugging face token", r"\bhf_[A-Za-z0-9]{34,}\b", 0),
     ("jwt", r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
-    ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]+:)[^@/?#\s]+(?=@)", 0),
+    ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]*:)[^@/?#\s]+(?=@)", 0),
     ("secret value", r"(?P<keep>^[ \t]*(?:export[ \t]+)?(?=[A-Z][A-Z0-9_]*?(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY))"
-                     r"[A-Z][A-Z0-9_]*=[\"']?)(?![0-9]+\b)[^\s\"'$][^\s\"']{5,}", re.M),
+                     r"[A-Z][A-Z0-9_]*=[\"']?)(?![0-9]+\b)(?:(?<=\")[^\"\n$][^\"\n]{5,}|(?<=')[^'\n]{6,}|"
+                     r"(?<==)[^\s\"'$][^\s\"']{5,})", re.M),    # a quoted value up to its quote
 ]]
 
 
+# What hides a credential from the patterns, not from a reader: NULs (UTF-16/32), terminal escapes (grep --color),
+# overstrikes (g\bg), other control and invisible characters.
+HIDDEN = re.compile("\x1b(?:\\[[0-?]*[ -/]*[@-~]?|][^\x07\x1b\n]*(?:\x07|\x1b\\\\)?|[ -~])?|[^\n]\x08|"
+                    "[\x00-\x08\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2060\ufeff]")
+
+
 def mask_credentials(text: str) -> str:
-    """Replace well-known credential formats with a visible [masked: ...] marker."""
-    for label, pattern in CREDENTIAL_PATTERNS:
-        text = pattern.sub(lambda m: (m.groupdict().get("keep") or "") + f"[masked: {label}]", text)
-    return text
+    """Replace well-known credential formats with a visible [masked: ...] marker; they are sought in the text without
+    what HIDDEN matches, and the marker replaces all of one, what was hidden inside it too."""
+    view = HIDDEN.sub("", text)
+    spans = sorted((m.end("keep") if m.re.groupindex else m.start(), m.end(), label)
+                   for label, pattern in CREDENTIAL_PATTERNS for m in pattern.finditer(view))
+    if spans and view != text:        # where[i]: the index in text of the view's i-th character
+        hidden = set(itertools.chain.from_iterable(range(*m.span()) for m in HIDDEN.finditer(text)))
+        where = [i for i in range(len(text)) if i not in hidden]
+        spans = [(where[start], where[end - 1] + 1, label) for start, end, label in spans]
+    kept, at = [], 0
+    for start, end, label in spans:
+        kept += [text[at:start], f"[masked: {label}]"] if start >= at else []     # overlapping ones: one marker
+        at = max(at, end)
+    return "".join(kept) + text[at:]
 
 
 def sandbox_allowances() -> str:
@@ -5421,36 +5461,12 @@ MAX_BACKGROUND_TASKS = 8               # running at once
 MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task
 
 
-class RecentOutput:
-    """The newest `keep` bytes a task printed and a count of all; drain_output fills it from its own thread."""
-
-    def __init__(self, keep: int):
-        self.keep, self.data, self.total, self.lock = keep, bytearray(), 0, threading.Lock()
-
-    def __iadd__(self, chunk: bytes):
-        with self.lock:
-            self.total += len(chunk)
-            self.data += chunk
-            if len(self.data) > 2 * self.keep:      # trim now and then, not on every chunk
-                del self.data[:-self.keep]
-        return self
-
-    def __len__(self) -> int:
-        return self.total
-
-    def since(self, offset: int) -> tuple[bytes, int]:
-        """What came after the first `offset` bytes, and how many of those are lost."""
-        with self.lock:
-            first_kept = self.total - len(self.data)
-            return bytes(self.data[max(offset - first_kept, 0):]), max(first_kept - offset, 0)
-
-
 @dataclass
 class BackgroundTask:
     id: int
     command: str
     proc: subprocess.Popen
-    output: RecentOutput
+    output: HeadAndTail
     reader: threading.Thread
     started: float = field(default_factory=time.time)
     shown: int = 0                     # bytes of output already handed to the model
@@ -5487,7 +5503,7 @@ def start_background_task(command: str) -> tuple[str, bool]:
         wait_until_sandboxed(proc, paused)
     if not BACKGROUND_TASKS:
         atexit.register(stop_background_tasks)
-    output = RecentOutput(MAX_TASK_OUTPUT_BYTES)
+    output = HeadAndTail(MAX_TASK_OUTPUT_BYTES)
     reader = threading.Thread(target=drain_output, args=(proc.stdout, output, sys.maxsize), daemon=True)
     reader.start()
     task = BackgroundTask(max(BACKGROUND_TASKS, default=0) + 1, command, proc, output, reader,
@@ -5513,17 +5529,17 @@ def no_such_task(task_id) -> tuple[str, bool]:
 
 
 def new_task_output(task: BackgroundTask) -> str:
-    """What the task printed since the model last looked, clipped and masked; a word it is still printing waits."""
-    data, lost = task.output.since(task.shown)
+    """What the task printed since the model last looked, clipped and masked; a line or key block it prints waits."""
+    data, lost, open = task.output.since(task.shown)
     done = task.proc.poll() is not None and not task.reader.is_alive()
-    ready = data if done else whole_words(data, cut_after=True, most=None)
+    ready = data if done else whole_lines(data, cut_after=True, most=None, open=open)
     task.shown, held = task.shown + lost + len(ready), len(data) - len(ready)
-    ready = whole_words(ready, cut_before=True) if lost else ready
+    ready = whole_lines(ready, cut_before=True, open=open) if lost or open else ready
     text = mask_credentials(clip_output(ready)) if ready else "(no new output)"
     if lost:
         text = f"(... {lost} earlier bytes were not kept ...)\n" + text
     if held:
-        text += f"\n({held} bytes of a line still being printed are held back until it ends)"
+        text += f"\n({held} bytes of a line (or private key) still being printed are held back until it ends)"
     return text if text.endswith("\n") else text + "\n"
 
 
@@ -5532,10 +5548,8 @@ def log_task_end(task: BackgroundTask, how: str) -> None:
         return
     task.logged = True
     task.reader.join(timeout=5)        # a task that just ended may still have output in the pipe
-    data, lost = task.output.since(0)
     audit_command(task.command, how, task.started, time.time() - task.started, task.proc.returncode,
-                  mask_credentials(clip_output(whole_words(data, cut_before=bool(lost)))),   # clipped first: fast
-                  background_task=task.id)
+                  mask_credentials(task.output.clipped()), background_task=task.id)   # clipped first: fast
 
 
 def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> None:
