@@ -6799,7 +6799,7 @@ def save_prompt_history() -> None:
 # ============================================================================
 # PART VIII. What Claude Code users reach for next
 # ============================================================================
-# Each a section behind one name Part VII or Part I calls: /model, your own /commands, images, checkpoints.
+# Each a section behind one name Part VII or Part I calls: /model, your own /commands, images.
 
 # --- images: read_file and @path show PNG, JPEG, GIF and WebP files to the model ----------------------------------
 # From platform.claude.com/docs/en/build-with-claude/vision: 8000x8000 px and 5 MB of base64 at most; w*h/750 tokens.
