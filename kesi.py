@@ -4473,8 +4473,9 @@ def runs_only_git(command: str) -> bool:
 
 
 def git_pins(read_only: bool = False) -> list[str]:
-    """bwrap args pinning .git and what git runs code from; read_only (see runs_only_git): every known git dir too."""
-    git, nested = BASE_DIR / ".git", nested_repositories() if read_only else []
+    """bwrap args pinning .git and what git runs code from, and other git dirs read-only (git at the top needs none, and
+    git refuses to write work-tree paths through `.git` only: a patch wrote into `.bare`); read_only: .git too."""
+    git, nested = BASE_DIR / ".git", nested_repositories()
     mount = "--ro-bind" if read_only else "--bind"      # a `.git` file is pinned with the others (scan_workspace)
     pins = [mount, str(git), str(git)] if git.is_dir() and not git.is_symlink() else []
     paths = map(within_reach, [BASE_DIR / repo for repo in nested] + git_guarded_paths())

@@ -1466,6 +1466,19 @@ def test_a_work_tree_written_through_a_link_into_git_plants_no_replace_ref(box):
     assert failed and not (box / ".git" / "refs" / "replace").exists(), output
 
 
+def test_git_alone_writes_no_git_dir_but_the_top_git(box):
+    """rt22h: git refuses work-tree paths through `.git` only: with `.git` a file naming `.bare`, `git apply` of a
+    patch creating `.bare/refs/replace/<blob>` (git alone, so git dirs writable) planted a replace ref."""
+    assert git(box, "init", "-q", "--separate-git-dir=.bare", ".").returncode == 0
+    (box / "f").write_text("safe\n")
+    for args in (["add", "f"], ["-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "f"]):
+        assert git(box, *args).returncode == 0
+    (box / "p.patch").write_text("diff --git a/.bare/refs/replace/x b/.bare/refs/replace/x\nnew file mode 100644\n"
+                                 "--- /dev/null\n+++ b/.bare/refs/replace/x\n@@ -0,0 +1 @@\n+planted\n")
+    output, failed = sh("git apply p.patch")
+    assert not (box / ".bare" / "refs" / "replace").exists(), output
+
+
 SWAPPER = """
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
