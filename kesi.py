@@ -18,7 +18,7 @@ later part can serve an earlier one). A reader who stops after Part I has seen t
   V.   Staying affordable: prompt caching and its clock, clearing old results, compaction.
   VI.  Sessions: signed records outside the workspace, save and resume.
   VII. The terminal: wrapping, light Markdown, the waiting note, slash commands, readline.
-  VIII. What Claude Code users reach for next: /model, your own /commands, checkpoints and /rewind.
+  VIII. What Claude Code users reach for next: /model, your own /commands, images, checkpoints and /rewind.
 
 Run it:   uv run kesi.py            (needs ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, env or .env)
 Headless: uv run kesi.py -p "explain what this project does"
@@ -26,45 +26,11 @@ Headless: uv run kesi.py -p "explain what this project does"
 
 from __future__ import annotations
 
-import argparse
-import atexit
-import codecs
-import collections
-import contextlib
-import datetime
-import difflib
-import errno
-import fnmatch
-import functools
-import glob
-import hashlib
-import hmac
-import importlib
-import inspect
-import ipaddress
-import itertools
-import json
-import logging
-import os
-import platform
-import re
-import select
-import shlex
-import shutil
-import signal
-import socket
-import socketserver
-import stat
-import struct
-import subprocess
-import sys
-import tempfile
-import textwrap
-import threading
-import time
+import argparse, atexit, base64, codecs, collections, contextlib, datetime, difflib, errno, fnmatch, functools, glob
+import hashlib, hmac, importlib, inspect, ipaddress, itertools, json, logging, os, platform, re, select, shlex
+import shutil, signal, socket, socketserver, stat, struct, subprocess, sys, tempfile, textwrap, threading, time
+import unicodedata, urllib.parse
 import typing  # noqa: F401  (before the SDK's background import: see BackgroundImport)
-import unicodedata
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
@@ -102,9 +68,8 @@ anthropic = BackgroundImport("anthropic")
 
 # ==== I.1 Settings ==========================================================
 
-# The shell's environment and the user's own file (user_env_file) may set everything (README: safety model). A
-# project's .env comes with the repository: KeSi takes only ANTHROPIC_API_KEY from it (an endpoint set there would
-# get the user's key, KESI_SANDBOX=off would drop the sandbox). read_settings() checks; apply_settings() sets globals.
+# The shell's environment and the user's own file set everything; a project's .env, which comes with the repository,
+# only ANTHROPIC_API_KEY: an endpoint set there would get the user's key, KESI_SANDBOX=off would drop the sandbox.
 
 PROJECT_ENV_NAMES = {"ANTHROPIC_API_KEY"}        # all a project's .env may set for KeSi
 SANDBOX_CHOICES = {"auto": "auto", "on": "auto", "off": "off", "0": "off", "no": "off", "false": "off"}
@@ -233,12 +198,11 @@ def price_override(raw: str) -> dict[str, float]:
 def apply_settings(settings: Settings) -> None:
     """The one place settings become the globals the rest of the file reads."""
     global MODEL, MAX_TOKENS, MAX_TURNS, CONTEXT_WINDOW, COMMAND_TIMEOUT, MAX_RETRIES
-    global SANDBOX_SETTING, SANDBOX_DISABLED, PRICE_OVERRIDE, PASS_ENV, BELL_AFTER
+    global SANDBOX_DISABLED, PRICE_OVERRIDE, PASS_ENV, BELL_AFTER
     MODEL, MAX_TOKENS, MAX_TURNS = settings.model, settings.max_tokens, settings.max_turns
     CONTEXT_WINDOW, COMMAND_TIMEOUT = settings.context_window, settings.command_timeout
     MAX_RETRIES, PRICE_OVERRIDE, PASS_ENV = settings.max_retries, settings.prices, settings.pass_env
-    SANDBOX_SETTING, BELL_AFTER = settings.sandbox, settings.bell_after
-    SANDBOX_DISABLED = settings.sandbox == "off"   # the series' name: KESI_NO_SANDBOX=1 or KESI_SANDBOX=off
+    SANDBOX_DISABLED, BELL_AFTER = settings.sandbox == "off", settings.bell_after   # the series' name for "off"
 
 
 apply_settings(Settings())             # the defaults, until main() applies what read_settings found
@@ -348,9 +312,9 @@ MAX_LINK_HOPS = 40             # as the kernel's ELOOP limit
 class PathRefused(Exception):
     """A tool path that is outside the jail, missing, or off-limits."""
 
-    def __init__(self, off_limits: bool = False, missing: bool = False):
+    def __init__(self, off_limits: bool = False, missing: bool = False, hint: str = ""):
         super().__init__("off-limits" if off_limits else "outside the jail or missing")
-        self.off_limits, self.missing = off_limits, missing
+        self.off_limits, self.missing, self.hint = off_limits, missing, hint   # hint: said after the refusal
 
 
 @dataclass
@@ -381,9 +345,19 @@ def jail_parts(path) -> list[str]:
     return [part for part in text.split("/") if part not in ("", ".")]
 
 
+def is_git_dir(folder: str | Path = ".", dir_fd: int | None = None) -> bool:
+    """What git takes for a git dir, any name: objects/ and refs/ (HEAD can be deleted), or a commondir/gitdir file."""
+    def has(name: str) -> bool:        # faccessat: cheap, nothing to catch; "name/" is there only if a folder
+        return os.access(f"{folder}/{name}", os.F_OK, dir_fd=dir_fd, follow_symlinks=False)
+    return (has("objects") and has("refs") or has("commondir") and not has("commondir/")
+            or has("gitdir") and not has("gitdir/"))
+
+
+GIT_DIR_HINT = " It is in a git directory (known by what it holds): git's own files are off-limits; use git commands."
+
+
 def locate(path, make_folders: bool = False, follow_links: bool = True, must_exist: bool = False) -> JailEntry:
-    """Walk path from the jail by descriptors; PathRefused unless every step (links followed) stays inside and
-    has no ignored name. The last name may be missing (info is None) unless must_exist."""
+    """Walk path from the jail by descriptors; PathRefused if a step leaves it or is ignored. Missing end: info None."""
     pending = list(reversed(jail_parts(path)))
     folders = [os.open(BASE_DIR, FOLDER_FLAGS)]   # folders[i] is BASE_DIR/names[:i]
     names, hops = [], 0
@@ -425,6 +399,8 @@ def locate(path, make_folders: bool = False, follow_links: bool = True, must_exi
                 if info is None or stat.S_ISDIR(info.st_mode):
                     raise PathRefused() from None   # swapped for a link since the stat: O_NOFOLLOW
                 raise                               # a file where a folder should be
+            if is_git_dir(dir_fd=folders[-1]):          # by descriptor: what was checked is what is walked
+                raise PathRefused(off_limits=True, hint=GIT_DIR_HINT)
             names.append(name)
         if not names:                             # the path names the jail itself
             fd = folders.pop()
@@ -487,7 +463,10 @@ def open_regular_file(entry: JailEntry):
 
 
 def open_folder(entry: JailEntry) -> int:
-    return entry.open(FOLDER_FLAGS)
+    if is_git_dir(dir_fd=(fd := entry.open(FOLDER_FLAGS))):
+        os.close(fd)
+        raise PathRefused(off_limits=True, hint=GIT_DIR_HINT)
+    return fd
 
 
 # --- KeSi's own folder, .kesi/, where the sandbox's caches live ------------------
@@ -547,7 +526,7 @@ def check_readable(file_path, verb: str = "read"):
             return open_regular_file(entry), entry.path, None
     except PathRefused as refused:
         if refused.off_limits:
-            return None, None, f"Error: {file_path} is off-limits to tools and cannot be {verb}."
+            return None, None, f"Error: {file_path} is off-limits to tools and cannot be {verb}.{refused.hint}"
         return None, None, (f"Error: {file_path} was not found, or it is outside the working directory. "
                             "Use a path relative to the working directory; list_files or glob show what exists.")
     except OSError as exc:        # swapped for a link or a FIFO since the walk
@@ -574,7 +553,8 @@ READ_FILE_SPEC = spec(
     "read_file",
     "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not part of the file. Returns "
     f"up to {MAX_READ_LINES} lines; use offset and limit for more. A view marked PARTIAL is not a full read for "
-    "write_file. Binary files and hidden names are refused. Read before you edit.",
+    "write_file. PNG, JPEG, GIF and WebP files come back as images; other binary files and hidden names are "
+    "refused. Read before you edit.",
     {"file_path": string("Relative path."),
      "offset": integer("First line, 1-based."), "limit": integer("Number of lines.")}, ["file_path"])
 
@@ -582,6 +562,8 @@ READ_FILE_SPEC = spec(
 def read_file(file_path, offset=None, limit=None):
     # Any read attempt, even a failed one, forgets the old version: only the bytes seen last may be overwritten.
     READ_VERSIONS.pop(safe_write_path(file_path), None)
+    if (image := read_image(file_path)) is not None:     # a .png, .jpg, .jpeg, .gif or .webp name
+        return image
     f, target, error = check_readable(file_path)
     if error:
         return error, True
@@ -702,19 +684,15 @@ def list_files(path="."):
         with locate(path, must_exist=True) as entry:
             if not stat.S_ISDIR(entry.info.st_mode):
                 return f"Error: {path} is not a directory (use read_file for files).", True
-            folder_fd = open_folder(entry)
-            try:
-                entries = sorted(os.scandir(folder_fd), key=lambda e: e.name)
-            finally:
-                os.close(folder_fd)
+            entries = sorted(walk_tree(open_folder(entry), max_depth=1))    # without ignored names and git dirs
     except PathRefused as refused:
         if refused.off_limits:
-            return f"Error: {path} is off-limits to tools.", True
+            return f"Error: {path} is off-limits to tools.{refused.hint}", True
         return f"Error: directory {path} was not found or is outside the working directory.", True
     except OSError as exc:
         return f"Error: could not list {path}: {exc.strerror or exc}", True
     folder = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
-    names = [shown for e in entries if (shown := visible_entry(e, e.name, folder + e.name)) is not None]
+    names = [shown for name, e in entries if (shown := visible_entry(e, name, folder + name)) is not None]
     return capped_listing(names, MAX_LIST_FILES) or "(this directory has no entries that can be listed)", False
 
 
@@ -725,7 +703,8 @@ def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
     if not entry.is_symlink():
         return shown + "/" if entry.is_dir(follow_symlinks=False) else shown
     with contextlib.suppress(PathRefused), locate(where, must_exist=True) as target:   # outside, .env, or nowhere
-        return shown + "/" if stat.S_ISDIR(target.info.st_mode) else shown
+        folder = stat.S_ISDIR(target.info.st_mode)
+        return None if folder and is_git_dir(target.name, target.folder_fd) else shown + "/" if folder else shown
     return None
 
 
@@ -771,8 +750,8 @@ def walk_tree(top_fd: int, max_depth: int | None = None, prefix: str = ""):
             if (entry := next(entries, None)) is None:
                 os.close(stack.pop()[0])
                 continue
-            if is_ignored_name(entry.name):
-                continue
+            if is_ignored_name(entry.name) or entry.is_dir(follow_symlinks=False) and is_git_dir(entry.name, folder_fd):
+                continue                           # a git dir by another name: by name, as glob shows only names
             yield prefix + entry.name, entry
             if entry.is_dir(follow_symlinks=False) and (max_depth is None or depth < max_depth):
                 try:
@@ -1029,7 +1008,7 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
 
 def write_refusal(file_path: str, refusal: PathRefused | None = None) -> str:
     if refusal and refusal.off_limits:
-        return f"Error: {file_path} is off-limits to tools and cannot be written."
+        return f"Error: {file_path} is off-limits to tools and cannot be written.{refusal.hint}"
     cause = refusal.__cause__ if refusal else None
     if isinstance(cause, OSError):         # mkdir failed, or a file stands where a folder should be
         return f"Error: could not create the folder for {file_path}: {cause.strerror or cause}"
@@ -1140,7 +1119,7 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
             start_fd = open_folder(entry) if folder else open_regular_fd(entry)
     except PathRefused as refused:
         if refused.off_limits:
-            return f"Error: {path} is off-limits to tools and cannot be searched.", True
+            return f"Error: {path} is off-limits to tools and cannot be searched.{refused.hint}", True
         return f"Error: {path} was not found or is outside the working directory.", True
     except OSError:
         return f"Error: {path} is neither a file nor a directory.", True
@@ -1149,7 +1128,8 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
             raise FileNotFoundError("rg")      # reported below, as when rg is gone since start
         shown_as = "" if entry.path == BASE_DIR else relative(entry.path)
         argv = grep_argv(pattern, glob, bool(ignore_case), "." if folder else "-")
-        code, lines, total, stderr = run_rg(argv, start_fd, folder, shown_as)
+        with background_tasks_paused():     # rg opens by path: no task swaps a folder for a link meanwhile
+            code, lines, total, stderr = run_rg(argv, start_fd, folder, shown_as)
     except FileNotFoundError:
         return "Error: the rg command was not found; install ripgrep to use grep.", True
     except subprocess.TimeoutExpired:
@@ -1179,11 +1159,12 @@ def rg_start(start_fd: int, folder: bool) -> dict:
             "preexec_fn": lambda: os.fchdir(start_fd)}
 
 
-def match_line(raw: bytes, folder: bool, shown_as: str) -> str | None:
-    """rg's 'path NUL line:text' as 'path:line:text'; None for an ignored name, whatever rg's case folding."""
+def match_line(raw: bytes, folder: bool, shown_as: str, is_git) -> str | None:
+    """rg's 'path NUL line:text' as 'path:line:text'; None in an ignored name (any case) or git dir (rg: only .git)."""
     path, _, rest = raw.rstrip(b"\r\n").partition(b"\0")
     name = os.fsdecode(path).removeprefix("./") if folder else ""
-    if any(is_ignored_name(part) for part in name.split("/")):
+    parts = name.split("/")
+    if any(map(is_ignored_name, parts)) or any(is_git("/".join(parts[:i])) for i in range(1, len(parts))):
         return None
     name = "/".join(part for part in (shown_as, name) if part)
     return f"{utf8_safe(name)}:{rest.decode('utf-8', errors='replace')}"
@@ -1197,11 +1178,12 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
     timer = threading.Timer(GREP_TIMEOUT, lambda: (fired.set(), stop_process_group(proc, 0)))
     timer.start()
     lines, total, errors = [], 0, bytearray()
+    is_git = functools.cache(lambda below: is_git_dir(below, start_fd))   # a few stats per folder with a match
     reader = threading.Thread(target=drain_output, args=(proc.stderr, errors, MAX_ERROR_CHARS))
     reader.start()
     try:
         for raw in proc.stdout:
-            if (match := match_line(raw, folder, shown_as)) is None:
+            if (match := match_line(raw, folder, shown_as, is_git)) is None:
                 continue
             total += 1
             if len(lines) < MAX_SEARCH_LINES:
@@ -1230,55 +1212,77 @@ SANDBOX_SYMPTOMS = ("Operation not permitted", "Permission denied", "Read-only f
 
 
 class HeadAndTail:
-    """Output in bounded memory, filled like a bytearray: the first and last `keep` bytes (a test summary), a count."""
+    """Output in bounded memory, filled like a bytearray (from one thread, read from another): its first bytes (a test
+    summary), its newest (keep to 2 * keep), a count, and whether a private key block is open where those start."""
 
     def __init__(self, keep: int):
-        self.keep, self.head, self.tail, self.total = keep, bytearray(), bytearray(), 0
+        self.keep, self.head, self.data, self.total, self.open = keep, bytearray(), bytearray(), 0, False
+        self.lock = threading.Lock()
 
     def __iadd__(self, chunk: bytes):
-        self.total += len(chunk)
-        room = self.keep - len(self.head)
-        self.head += chunk[:max(room, 0)]
-        self.tail += chunk[max(room, 0):]
-        if len(self.tail) > 2 * self.keep:          # trim now and then, not on every chunk
-            del self.tail[:-self.keep]
+        with self.lock:
+            self.head += chunk[:max(min(self.keep, MAX_OUTPUT_BYTES // 2) - len(self.head), 0)]
+            self.total += len(chunk)
+            self.data += chunk
+            if len(self.data) > 2 * self.keep:      # trim now and then, not on every chunk
+                self.open = key_block_open(self.data, len(self.data) - self.keep, self.open)
+                del self.data[:-self.keep]
         return self
 
     def __len__(self) -> int:
         return self.total
 
-    def __bytes__(self) -> bytes:
-        return bytes(self.head + self.tail[-self.keep:])
+    def since(self, offset: int) -> tuple[bytes, int, bool]:
+        """What came after the first `offset` bytes, how many of those are lost, whether a key block is open there."""
+        with self.lock:
+            first_kept = self.total - len(self.data)
+            return (bytes(self.data[max(offset - first_kept, 0):]), max(first_kept - offset, 0),
+                    self.open and offset <= first_kept)
+
+    def clipped(self) -> str:
+        data, lost, open = self.since(0)
+        return clip_output(data, lost, open, bytes(self.head))
 
 
-def clip_output(data: bytes, total: int | None = None) -> str:
-    """Head and tail of data; total: how long the whole output was, when data holds only its two ends."""
-    total = len(data) if total is None else total
-    if total <= MAX_OUTPUT_BYTES:
+def clip_output(data: bytes, lost: int = 0, open: bool = False, head: bytes | None = None) -> str:
+    """Head and tail of output: data is its end, after `lost` bytes (open: in a private key block), head its start."""
+    if not lost and len(data) <= MAX_OUTPUT_BYTES:
         return data.decode("utf-8", errors="replace")
     half = MAX_OUTPUT_BYTES // 2
-    head, tail = whole_words(data[:half], cut_after=True), whole_words(data[-half:], cut_before=True)
-    return (f"{head.decode('utf-8', errors='replace')}\n(... {total - len(head) - len(tail)} bytes omitted ...)\n"
-            f"{tail.decode('utf-8', errors='replace')}")
+    head = whole_lines((data if head is None else head)[:half], cut_after=True)
+    tail = whole_lines(data[-half:], cut_before=True, open=key_block_open(data, len(data) - half, open))
+    return (f"{head.decode('utf-8', errors='replace')}\n(... {lost + len(data) - len(head) - len(tail)} bytes omitted "
+            f"...)\n{tail.decode('utf-8', errors='replace')}")
 
 
-SPACES = b" \t\n\r\x0b\x0c"
-PEM_BEGIN = re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY")
-PEM_END = re.compile(rb"-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----")
-WORD_CUT = 2048       # at most this much of a long unbroken run goes at a cut: a longer credential could show in parts
+SPACES, LINE_ENDS = b" \t\n\r\x0b\x0c", b"\n\r"
+PEM_BEGIN = re.compile(rb"-----BEGIN [A-Z ]{0,40}PRIVATE KEY")
+PEM_END = re.compile(rb"-----END [A-Z ]{0,40}PRIVATE KEY[A-Z ]{0,40}-----")
+PEM_MARK = re.compile(rb"-----(BEGIN|END) [A-Z ]{0,40}PRIVATE KEY")
+LINE_CUT = 2048       # of a longer line only the word at a cut goes (at most this much): a secret may show in parts
 
 
-def whole_words(data: bytes, cut_before: bool = False, cut_after: bool = False, most: int | None = WORD_CUT) -> bytes:
-    """data less what a cut before or after it went through: the word (no credential holds a space) or the private
-    key block it split. Masking after a cut then finds every credential whole, or none of it."""
+def key_block_open(data: bytes, at: int, was_open: bool = False) -> bool:
+    """Whether data[at:] starts inside a private key block (was_open: whether data does); a BEGIN `at` splits counts."""
+    marks = [m[1] for m in PEM_MARK.finditer(data, 0, at + 64) if m.start() < at]
+    return marks[-1] == b"BEGIN" if marks else was_open
+
+
+def whole_lines(data: bytes, cut_before=False, cut_after=False, most: int | None = LINE_CUT, open=False) -> bytes:
+    """data less the line or private key block a cut split (open: data starts inside one, up to its END or the end):
+    masking then finds every credential whole, or none, also the ones that span spaces (`aws_secret_access_key = `)."""
+    if cut_after:
+        begins = [m.start() for m in PEM_BEGIN.finditer(data)] or ([0] if open else [])
+        data = data[:begins[-1]] if begins and not PEM_END.search(data, begins[-1]) else data
+        line, word = max(map(data.rfind, LINE_ENDS)) + 1, max(map(data.rfind, SPACES)) + 1
+        data = data[:line if line >= len(data) - (most or len(data)) else max(word, len(data) - most)]
     if cut_before:
         end, begin = PEM_END.search(data), PEM_BEGIN.search(data)
-        data = data[end.end():] if end and (not begin or begin.start() > end.start()) else data
-        data = data[min([i for i in map(data.find, SPACES) if i >= 0] + [most or len(data)]):]
-    if cut_after:
-        begins = list(PEM_BEGIN.finditer(data))
-        data = data[:begins[-1].start()] if begins and not PEM_END.search(data, begins[-1].start()) else data
-        data = data[:max([data.rfind(space) + 1 for space in SPACES] + [len(data) - (most or len(data))])]
+        if open or end and (not begin or begin.start() > end.start()):
+            data = data[end.end():] if end else b""
+        line = min([i for i in map(data.find, LINE_ENDS) if i >= 0], default=len(data))
+        word = min([i for i in map(data.find, SPACES) if i >= 0], default=len(data))
+        data = data[line + 1 if line < most else min(word, most):]
     return data
 
 
@@ -1374,17 +1378,15 @@ def wait_for_command(proc, limit: float) -> str:
 
 
 def describe_command_result(data: "HeadAndTail", code: int, ending: str, overflow: bool, limit) -> tuple[str, bool]:
-    text = mask_credentials(clip_output(bytes(data), len(data))) if len(data) else "(no output)"
+    text = mask_credentials(data.clipped()) if len(data) else "(no output)"
     if len(data) and not text.endswith("\n"):
         text += "\n"
+    why = {"timeout": f"did not finish within {limit} s", "processes": f"started more than {MAX_PROCESSES} processes"}
     if overflow:
         text += f"(output exceeded {MAX_CAPTURE_BYTES} bytes; the command was stopped)"
-    elif ending == "timeout":
-        text += f"(the command did not finish within {limit} s and was stopped)"
-    elif ending == "processes":
-        text += f"(the command started more than {MAX_PROCESSES} processes and was stopped)"
-    if code < 0:
-        text += f"(killed by signal {-code})"
+    elif ending in why:
+        text += f"(the command {why[ending]} and was stopped)"
+    text += f"(killed by signal {-code})" if code < 0 else ""
     text += f"(exit code {code})"
     failed = bool(ending != "exited" or overflow or code)
     if failed and sandbox_enabled() and any(s in text for s in SANDBOX_SYMPTOMS):
@@ -1442,8 +1444,7 @@ def group_alive(pgid: int) -> bool:
 
 
 def drain_output(pipe, captured: bytearray, cap: int, on_full=None) -> None:
-    """Read a pipe until EOF in its own thread (a full pipe blocks the child), keeping at most cap bytes.
-    read1 returns what is there now: output before a background job holds the pipe open is not lost."""
+    """Drain a pipe in a thread (a full one blocks the child), keeping cap bytes; read1: a held pipe loses nothing."""
     with contextlib.suppress(OSError, ValueError):   # the pipe broke or was closed: the output ends there
         try:
             while chunk := pipe.read1(65536):
@@ -1477,8 +1478,7 @@ def background_stop(id):
     if task.proc.poll() is None:
         stop_process_group(task.proc, KILL_GRACE_SECONDS)
     task.proc.wait()
-    task.reader.join(timeout=5)
-    text = new_task_output(task) + f"(task {task.id} {task.state()})" + check_after_tasks()
+    text = background_output(id)[0] + check_after_tasks()     # its last output and state, then what KeSi put back
     log_task_end(task, "stopped by the model")
     return text, False
 
@@ -1604,8 +1604,7 @@ PERMISSION_MODES = {
     "acceptEdits": "edit files without asking (except files that run later); still ask before commands",
     "readOnly": "never change anything: refuse edits and non-read-only commands without asking",
     "bypassPermissions": "run everything without asking (hard denials still apply)",
-    "plan": "read-only: explore and answer with a plan; the user approves it and picks the mode that carries it out",
-}
+    "plan": "read-only: explore and answer with a plan; the user approves it and picks the mode that carries it out"}
 PERMISSION_MODE = "default"
 READ_ONLY_MODES = {"readOnly": "read-only mode", "plan": "plan mode, which is read-only"}
 GRANTED_COMMANDS: set[str] = set()   # exact commands answered "a" whose rules could not be saved
@@ -1649,12 +1648,11 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
     while True:
         try:
             answer = prompt_input(wrapped(f"      Allow? [{options}] ", hang=" " * 8))
-        except EOFError:
-            ui()
+        except (EOFError, KeyboardInterrupt) as stop:
+            ui()                  # ends the question's line (after Ctrl-C, the terminal's "^C" is on it)
+            if isinstance(stop, KeyboardInterrupt):
+                raise
             return False, ""
-        except KeyboardInterrupt:
-            ui()                  # the terminal's "^C" is still on the line
-            raise
         word, _, instead = answer.strip().partition(" ")
         given = ANSWERS.get(word.lower()) if always or word.lower() not in ("a", "always") else None
         if word.lower() == "d" and cut:
@@ -1671,8 +1669,7 @@ def show_diff(diff: str, limit: int | None = None) -> bool:
     """Print a diff under the question, cut at limit lines. True if cut."""
     lines = diff.splitlines()
     for line in lines[:limit]:
-        style = {"+": "added", "-": "removed"}.get(line[:1], "quiet")
-        ui(paint(f"        {visible(shorten(line, 400))}", style))
+        ui(paint(f"        {visible(shorten(line, 400))}", {"+": "added", "-": "removed"}.get(line[:1], "quiet")))
     if limit is not None and len(lines) > limit:
         ui(f"        ... ({len(lines) - limit} more diff lines: answer d to see them all)")
         return True
@@ -1869,7 +1866,7 @@ def project_memory() -> str | None:
     for path in [user_file] + [folder / name for folder in folders_above() for name in MEMORY_FILES]:
         add_memory(str(path), read_outside_file(path, follow=path == user_file), path.parent, sections, seen)
     for name in MEMORY_FILES:
-        add_memory(name, read_memory_file(name)[0], BASE_DIR, sections, seen)
+        add_memory(name, read_memory_file(name), BASE_DIR, sections, seen)
     return "\n\n".join(sections) or None
 
 
@@ -1885,7 +1882,7 @@ def add_memory(shown: str, text: str | None, folder: Path, sections: list[str], 
     imports = []
     for match in MEMORY_IMPORT.finditer(text):
         target = os.path.relpath(os.path.normpath(folder / match.group(1)), BASE_DIR)
-        imported = read_memory_file(target)[0] if depth < MAX_IMPORT_DEPTH and not target.startswith("..") else None
+        imported = read_memory_file(target) if depth < MAX_IMPORT_DEPTH and not target.startswith("..") else None
         if imported is not None:
             imports.append((target, imported))
             text = text.replace(match.group(0), "")
@@ -1906,30 +1903,29 @@ def folders_above() -> list[Path]:
 def read_outside_file(path: Path, follow: bool) -> str | None:
     """An instruction file outside the workspace; a repository's never through a link (it could name a secret)."""
     with contextlib.suppress(OSError), open(os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow else 0)), "rb") as f:
-        data = f.read(MAX_MEMORY_CHARS * 4) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
-        return data.decode("utf-8", errors="replace")[:MAX_MEMORY_CHARS].strip()
+        return memory_text(f) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else ""
     return None
+
+
+def memory_text(f) -> str:
+    return f.read(MAX_MEMORY_CHARS * 4).decode("utf-8", errors="replace")[:MAX_MEMORY_CHARS].strip()
 
 
 _MEMORY_SEEN: dict[tuple, tuple] = {}   # (workspace, name) -> (stat key, text): re-read only when the file changes
 
 
-def read_memory_file(name: str) -> tuple[str | None, bool]:
+def read_memory_file(name: str) -> str | None:
+    """An instruction file in the workspace, through the jail like read_file; None if it cannot be read."""
     f, _, error = check_readable(name)
     if error:
-        return None, True
-    try:
-        with f:
-            info = os.fstat(f.fileno())
-            key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-            if (seen := _MEMORY_SEEN.get((BASE_DIR, name))) and seen[0] == key:
-                return seen[1], False
-            text = f.read(MAX_MEMORY_CHARS * 4).decode("utf-8", errors="replace")
-    except OSError:
-        return None, True
-    text = text[:MAX_MEMORY_CHARS].strip()
-    _MEMORY_SEEN[(BASE_DIR, name)] = (key, text)
-    return text, False
+        return None
+    with contextlib.suppress(OSError), f:
+        info = os.fstat(f.fileno())
+        key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if (seen := _MEMORY_SEEN.get((BASE_DIR, name))) is None or seen[0] != key:
+            seen = _MEMORY_SEEN[(BASE_DIR, name)] = (key, memory_text(f))
+        return seen[1]
+    return None
 
 
 def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
@@ -1938,9 +1934,8 @@ def system_prompt(rules: str = SYSTEM_RULES) -> list[dict]:
 
 
 # --- cost meter -------------------------------------------------------------
-# USD per million tokens: input, output, cache write (5 minutes), cache write (1 hour), cache read. The list
-# prices (platform.claude.com pricing page, checked 2026-12-02); KESI_PRICES overrides them. A model that is
-# not here (another vendor's behind ANTHROPIC_BASE_URL) gets no price.
+# USD per million tokens: input, output, cache write 5 min and 1 h, cache read (list prices, checked 2026-12-02);
+# KESI_PRICES overrides them. A model not here (another vendor's behind ANTHROPIC_BASE_URL) has no price.
 PRICES = {
     **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2"), (8, 40, 10, 16, 0.20)),
     **dict.fromkeys(("claude-fable-5-1", "claude-mythos-5-1"), (10, 50, 12.5, 20, 0.25)),
@@ -1953,10 +1948,8 @@ PRICES = {
     **dict.fromkeys(("claude-sonnet-4-6", "claude-sonnet-4-5", "claude-sonnet-4", "claude-sonnet-4-0",
                      "claude-3-7-sonnet", "claude-3-5-sonnet"), (3, 15, 3.75, 6, 0.30)),
     "claude-haiku-5-5": (0.10, 0.50, 0.125, 0.20, 0.01), "claude-haiku-4-5": (1, 5, 1.25, 2, 0.10),
-    "claude-3-5-haiku": (0.80, 4, 1, 1.6, 0.08), "claude-3-haiku": (0.25, 1.25, 0.30, 0.50, 0.03),
-}
-# Haiku 5.5 bills every token of a request 5x once its prompt passes 100k tokens.
-LONG_PROMPT_PRICES = {"claude-haiku-5-5": (100_000, 5.0)}
+    "claude-3-5-haiku": (0.80, 4, 1, 1.6, 0.08), "claude-3-haiku": (0.25, 1.25, 0.30, 0.50, 0.03)}
+LONG_PROMPT_PRICES = {"claude-haiku-5-5": (100_000, 5.0)}   # every token of a request 5x once its prompt passes 100k
 PRICE_KEYS = ("input", "output", "cache_write", "cache_write_1h", "cache_read")
 
 
@@ -1972,8 +1965,7 @@ def price_for(model: str, prompt_tokens: int = 0) -> dict[str, float] | None:
 
 def request_cost(call: dict) -> float | None:
     """The price of one recorded request, or None when its model's price is unknown."""
-    prices = price_for(call["model"], call["input"] + call["cache_write"] + call["cache_read"])
-    if prices is None:
+    if (prices := price_for(call["model"], call["input"] + call["cache_write"] + call["cache_read"])) is None:
         return None
     tokens = {**call, "cache_write": call["cache_write"] - call["cache_write_1h"]}     # 5-minute writes
     return sum(tokens[k] * prices[k] for k in PRICE_KEYS) / 1e6
@@ -1987,8 +1979,8 @@ def usage_field(usage, name: str):
 class Meter:
     """One entry per API request (not per turn): retries and tool rounds are on the bill. Priced once."""
 
-    def __init__(self):
-        self.calls: list[dict] = []
+    def __init__(self, calls: list[dict] | None = None):
+        self.calls: list[dict] = calls or []
         self.summed = (0, None, 0.0, frozenset())    # see sums
 
     def record(self, usage, *, partial: bool = False, label: str = "main", model: str | None = None):
@@ -1998,15 +1990,13 @@ class Meter:
         call.update(partial=partial, label=label, model=model or MODEL)
         one_hour = usage_field(usage_field(usage, "cache_creation"), "ephemeral_1h_input_tokens")
         call["cache_write_1h"] = min(one_hour, call["cache_write"])
-        call["cost"] = request_cost(call)
-        self.calls.append(call)
+        self.calls.append({**call, "cost": request_cost(call)})
 
     def totals(self, since: int = 0) -> dict[str, int]:
         return {k: sum(c[k] for c in self.calls[since:]) for k in USAGE_KEYS}
 
     def sums(self, since: int = 0) -> tuple[float, frozenset]:
-        """(dollars of the priced calls, unpriced models) from call `since`. The session's is summed on from the
-        last call seen while the list only grew: O(new calls), though asked before each request under a budget."""
+        """(dollars, unpriced models) from call `since`; the session's goes on from the last sum: O(new calls)."""
         count, last, total, unpriced = self.summed
         if since or not (0 < count <= len(self.calls) and self.calls[count - 1] is last):
             count, total, unpriced = since, 0.0, frozenset()
@@ -2046,10 +2036,8 @@ class Meter:
         partial, sub = sum(c["partial"] for c in calls), sum(c["label"] != "main" for c in calls)
         requests = f"{len(calls)} request{'s' * (len(calls) != 1)}"
         text = f"(this turn: {requests}, {self.token_text(since)}, {self.cost_text(since)}"
-        if sub:
-            text += f"; {sub} by sub-agents or compaction"
-        if partial:
-            text += f"; {partial} counted only up to the interruption"
+        text += f"; {sub} by sub-agents or compaction" if sub else ""
+        text += f"; {partial} counted only up to the interruption" if partial else ""
         return text + f"; session {self.cost_text()})"
 
 
@@ -2114,25 +2102,23 @@ def api_error_message(exc) -> str:
     return str(getattr(exc, "message", None) or exc)
 
 
+API_ERRORS = (   # (the SDK's error, its status or None, what to say; {} is the API's words): most specific first
+    ("RateLimitError", None, "still rate limited (429) after retries: {}. Try again later."),
+    ("APIStatusError", 529, "the API is overloaded (529) and retries did not help: {}."),
+    ("BadRequestError", None, "the request was rejected (400): {}. If the conversation is too long, /compact "
+                              "summarises it and /reset starts over."),
+    ("AuthenticationError", None, "the API key was rejected (401). Check ANTHROPIC_API_KEY."),
+    ("APITimeoutError", None, "timed out waiting for the model."),
+    ("APIConnectionError", None, "could not reach the API: {}"),
+    ("APIStatusError", 200, "the API broke off its answer midway: {}. Try again shortly."),   # an `error` event
+    ("APIStatusError", 402, "a billing problem (402): {}. Check the plan and credits in the Console."))
+
+
 def describe_api_error(exc: BaseException) -> str:
-    """What happened, in the API's words, and what to do; most specific first. The SDK has retried 429/5xx."""
-    if isinstance(exc, anthropic.RateLimitError):
-        return f"Error: still rate limited (429) after retries: {api_error_message(exc)}. Try again later."
-    if isinstance(exc, getattr(anthropic, "OverloadedError", ())) or getattr(exc, "status_code", None) == 529:
-        return f"Error: the API is overloaded (529) and retries did not help: {api_error_message(exc)}."
-    if isinstance(exc, anthropic.BadRequestError):
-        return (f"Error: the request was rejected (400): {api_error_message(exc)}. If the conversation "
-                "is too long, /compact summarises it and /reset starts over.")
-    if isinstance(exc, anthropic.AuthenticationError):
-        return "Error: the API key was rejected (401). Check ANTHROPIC_API_KEY."
-    if isinstance(exc, anthropic.APITimeoutError):
-        return "Error: timed out waiting for the model."
-    if isinstance(exc, anthropic.APIConnectionError):
-        return f"Error: could not reach the API: {exc}"
-    if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 200:   # an `error` event in an open stream
-        return f"Error: the API broke off its answer midway: {api_error_message(exc)}. Try again shortly."
-    if isinstance(exc, anthropic.APIStatusError) and exc.status_code == 402:
-        return f"Error: a billing problem (402): {api_error_message(exc)}. Check the plan and credits in the Console."
+    """What happened, in the API's words, and what to do. The SDK has retried 429/5xx."""
+    for name, status, advice in API_ERRORS:
+        if isinstance(exc, getattr(anthropic, name)) and (status is None or exc.status_code == status):
+            return "Error: " + advice.format(api_error_message(exc))
     if isinstance(exc, anthropic.APIStatusError):
         request_id = f" (request id {exc.request_id})" if getattr(exc, "request_id", None) else ""
         return f"Error: the API answered {exc.status_code}: {api_error_message(exc)}{request_id}"
@@ -2177,8 +2163,7 @@ def request_body(request: dict) -> bytes:
 
 
 def stream_turn(client, request: dict, echo: bool):
-    """One streamed request, its text printed as it arrives: (message, finished, interrupted). Only blocks whose
-    content_block_stop came are complete (a half tool_use *looks* whole), only one with message_stop is finished."""
+    """A streamed request, printed as it comes: (message, complete blocks, interrupted); a half tool_use looks whole."""
     stream, started, finished, printer, stopped, waiting = None, False, 0, None, False, WaitingNote(echo)
     try:
         try:
@@ -2292,8 +2277,7 @@ def request_for(history: list[dict], agent: Agent, max_tokens: int | None = None
 
 def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=(), *,
              ok: bool = False, interrupted: bool = False, record: bool = True, subtype: str = "") -> Answer:
-    """The one way out of the agent loop. kept: complete blocks of a reply not yet in the journal (an unanswered
-    tool call gets a result). notice: said instead of the model's text, journalled unless record is False."""
+    """The one way out of the agent loop; kept: a reply's complete blocks; notice: said instead of the model's text."""
     if kept:
         history.append({"role": "assistant", "content": list(kept)})
     seal_dangling_tool_use(history)
@@ -2333,8 +2317,7 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
         except Exception as exc:      # the request never opened: API errors, and SDK errors before sending
             return end_turn(history, agent, describe_api_error(exc), record=False)
         if interrupted:
-            if message is not None:
-                METER.record(message.usage, partial=True, label=agent.label)
+            METER.record(getattr(message, "usage", None), partial=True, label=agent.label)
             return end_turn(history, agent, "(this turn was interrupted; the unfinished part was not kept)",
                             kept_blocks(message.content[:finished]) if message is not None else [], interrupted=True)
         METER.record(message.usage, label=agent.label)
@@ -2355,8 +2338,7 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
                             + [{"type": "text", "text": notice}], record=False)
         content = kept_blocks(message.content)
         if not (uses := [b for b in content if b["type"] == "tool_use"]):   # by content, not stop_reason: all answered
-            # pause_turn is resumed only after a server tool; KeSi has none, and a resume would be a prefill
-            # (newer models refuse it) that could loop: a pause with nothing to run ends the turn.
+            # pause_turn: KeSi has no server tools, and resuming would be a prefill (refused, could loop): it ends.
             return end_turn(history, agent, kept=content or [{"type": "text", "text": "(no answer)"}], ok=True)
         history.append({"role": "assistant", "content": content})
         results, interrupted = run_tools(uses, agent)
@@ -2403,10 +2385,8 @@ def kept_blocks(content, text_only: bool = False) -> list[dict]:
 
 def end_after_stream_failure(history, failure: StreamFailure, agent: Agent) -> Answer:
     """The stream broke or stopped early: keep finished text, never a tool call."""
-    kept = []
-    if failure.snapshot is not None:
-        METER.record(failure.snapshot.usage, partial=True, label=agent.label)
-        kept = kept_blocks(failure.snapshot.content[:failure.finished], text_only=True)
+    METER.record(getattr(snapshot := failure.snapshot, "usage", None), partial=True, label=agent.label)
+    kept = kept_blocks(snapshot.content[:failure.finished], text_only=True) if snapshot is not None else []
     message = describe_api_error(failure.cause)
     if not isinstance(failure.cause, anthropic.AnthropicError):   # e.g. a connection reset
         kept_note = "Its complete text was kept" if kept else "Nothing of it was kept"
@@ -2443,14 +2423,14 @@ def tool_result(tool_use_id: str, output: str, is_error: bool) -> dict:
 
 def summarize_result(name: str, output: str, is_error: bool) -> str | None:
     """The one line a person wants to see under a tool call (None: nothing)."""
-    lines = output.splitlines() or [""]
+    lines = text_of(output).splitlines() or [""]     # an image: its text line
     if name == "todo_write" and not is_error:
         return None                          # the plan itself was just printed
     if name == "run_command" and any("(exit code" in line for line in lines):
         status = max(i for i, line in enumerate(lines) if "(exit code" in line)
         last_output = [line for line in lines[:status] if line.strip()][-1:]
         return shorten("  ".join(last_output + [lines[status]]), 160)
-    if name == "read_file" and not is_error:
+    if name == "read_file" and not is_error and isinstance(output, str):
         count = sum(1 for line in lines if re.match(r" *\d+\t", line))
         return f"read {count} line{'s' * (count != 1)}" + (" (partial view)" if "[PARTIAL view" in output else "")
     return shorten(lines[0], 160) + (f" (+{len(lines) - 1} lines)" if len(lines) > 1 else "")
@@ -2464,8 +2444,7 @@ class Verdict:
     plan: object = None   # allow: a file tool's change, worked out once for the diff and the write
 
 
-# File tools that are planned before the question and applied after it.
-PLANNED_TOOLS = {"edit_file": (lambda a: plan_edit(**a), apply_edit),
+PLANNED_TOOLS = {"edit_file": (lambda a: plan_edit(**a), apply_edit),     # planned before the question, applied after
                  "write_file": (lambda a: plan_write(**a), apply_write)}
 
 
@@ -2540,11 +2519,9 @@ def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
     try:
         keep_checkpoint(plan)             # a file tool's target as it was, for /rewind (Part VIII)
         output, is_error = PLANNED_TOOLS[name][1](plan) if plan is not None else TOOL_FUNCS[name](**tool_input)
-    except KeyboardInterrupt:
-        raise                       # not a tool failure: the user wants control back
-    except Exception as exc:
+    except Exception as exc:       # not KeyboardInterrupt: the user wants control back, it is no tool failure
         output, is_error = f"Error: {name} failed: {type(exc).__name__}: {exc}", True
-    return utf8_safe(str(output)), bool(is_error)   # e.g. a file name that is not UTF-8
+    return output if isinstance(output, list) else utf8_safe(str(output)), bool(is_error)   # list: an image
 
 
 MAIN_AGENT = Agent("main", tuple(TOOL_FUNCS))
@@ -2594,14 +2571,12 @@ class LazyClient:
         self.settings, self.client = settings, None
 
     def __getattr__(self, name: str):
-        if self.client is None:
-            self.client = make_client(self.settings)
+        self.client = self.client or make_client(self.settings)
         return getattr(self.client, name)
 
 
 def print_startup() -> None:
-    ui(BANNER)
-    ui(f"  workspace: {visible(BASE_DIR)}")
+    ui(f"{BANNER}\n  workspace: {visible(BASE_DIR)}")
     ui(f"  sandbox:   {sandbox_status()}")
     if sandbox_enabled():
         ui(wrapped(f"             {sandbox_allowances()}"))
@@ -2609,10 +2584,10 @@ def print_startup() -> None:
     ui(f"  model:     {MODEL}   permissions: {PERMISSION_MODE}")
 
 
-def run_turn(client, history: list[dict], prompt: str) -> Answer:
+def run_turn(client, history: list[dict], prompt: str | list[dict]) -> Answer:
     """The agent loop, then the cost line and a saved session; Ctrl-C returns to the prompt with a valid journal."""
     before, started = len(METER.calls), time.monotonic()
-    history.append({"role": "user", "content": utf8_safe(prompt)})   # or every later request of the session fails
+    history.append({"role": "user", "content": join_prompt(prompt)})   # utf8_safe: else every later request fails
     try:
         start_checkpoint_turn(history)    # /rewind can go back to just before this prompt (Part VIII)
         answer = run_agent(client, history)
@@ -2634,8 +2609,7 @@ def repl(client, history: list[dict], first: str = "") -> int:
     if first:
         ui(f"you > {visible(first)}")
         run_turn(client, history, attach_mentions(first))
-    armed = False                          # Ctrl-C pressed once already
-    shell_notes: list[str] = []            # what !commands printed, for the next prompt
+    armed, shell_notes = False, []         # Ctrl-C pressed once already; what !commands printed, for the next prompt
     while True:
         try:
             line = read_prompt()
@@ -2657,7 +2631,7 @@ def repl(client, history: list[dict], first: str = "") -> int:
         if line.startswith("!"):
             shell_notes.append(run_typed_command(line[1:].strip()))
             continue
-        answer = run_turn(client, history, "\n\n".join([n for n in shell_notes if n] + [attach_mentions(line)]))
+        answer = run_turn(client, history, join_prompt(*[n for n in shell_notes if n], attach_mentions(line)))
         shell_notes.clear()
         if PERMISSION_MODE == "plan" and answer.ok:
             approve_plan(client, history)
@@ -2676,17 +2650,17 @@ def approve_plan(client, history: list[dict]) -> None:
 MENTION = re.compile(r"(?<!\S)@(\S+)")
 
 
-def attach_mentions(prompt: str) -> str:
-    """`@path` attaches that file through read_file: the jail holds and the model may edit it without a re-read."""
+def attach_mentions(prompt: str, typed: str | None = None) -> str | list[dict]:
+    """`@path` (in typed, else prompt) attaches that file through read_file: the jail holds, no re-read to edit."""
     attached = []
-    for path in dict.fromkeys(m.rstrip(".,;:!?)") for m in MENTION.findall(prompt)):
+    for path in dict.fromkeys(m.rstrip(".,;:!?)") for m in MENTION.findall(prompt if typed is None else typed)):
         output, is_error = read_file(path)
         if is_error:
             ui(paint(f"  (@{visible(path)} not attached: {visible(output.removeprefix('Error: '))})", "error"))
             continue
         ui(paint(f"  (attached {visible(path)})", "quiet"))
-        attached.append(f"Contents of {path} (attached by the user):\n{output}")
-    return "\n\n".join([prompt] + attached)
+        attached.append(output if isinstance(output, list) else f"Contents of {path} (attached by the user):\n{output}")
+    return join_prompt(prompt, *attached)
 
 
 def read_prompt() -> str:
@@ -2697,13 +2671,9 @@ def read_prompt() -> str:
         while (more := more_input()) is not None and more.strip() != '"""':
             lines.append(more)
         return "\n".join(lines).strip()
-    lines = [line]
-    while lines[-1].endswith("\\"):
-        lines[-1] = lines[-1][:-1]
-        if (more := more_input()) is None:
-            break
-        lines.append(more)
-    return "\n".join(lines).strip()
+    while line.endswith("\\") and (more := more_input()) is not None:
+        line = line[:-1] + "\n" + more
+    return line.removesuffix("\\").strip()     # Ctrl-D after a backslash: what was typed, without it
 
 
 def more_input() -> str | None:
@@ -2855,8 +2825,7 @@ def main(argv=None) -> int:
         own_folder_targets()                 # where the key was read from stays hidden, wherever links lead later
         apply_settings(settings)
         load_git_identity()
-        MODEL = args.model or MODEL
-        PERMISSION_MODE = args.permission_mode
+        MODEL, PERMISSION_MODE = args.model or MODEL, args.permission_mode
         if args.escalate and args.prompt is None:
             return refuse_to_start("--escalate is for -p runs only; in the REPL, KeSi asks you before a command "
                                    "leaves the sandbox.")
@@ -2878,8 +2847,7 @@ def main(argv=None) -> int:
     if args.prompt is None:
         print_startup()
     else:
-        UI = sys.stderr                  # stdout carries only the answer (resume notices too)
-        MAIN_AGENT.echo = False
+        UI, MAIN_AGENT.echo = sys.stderr, False       # stdout carries only the answer (resume notices too)
         set_headless_escalation(args.escalate)
     if settings.unused_key:
         ui("  (credential: ANTHROPIC_AUTH_TOKEN (Authorization: Bearer); ANTHROPIC_API_KEY is set too and "
@@ -2904,7 +2872,7 @@ def main(argv=None) -> int:
         print_json({"type": "system", "subtype": "init", "model": MODEL, "tools": list(MAIN_AGENT.tool_names),
                     "permission_mode": PERMISSION_MODE, "cwd": str(BASE_DIR), "session_id": SESSION_FILE.stem})
     before = len(METER.calls)
-    answer = run_turn(CLIENT, history, prompt)
+    answer = run_turn(CLIENT, history, attach_mentions(prompt, args.prompt))   # mentions typed, not piped
     if args.output_format != "text":
         print_json(result_record(answer, before))
         return 0 if answer.ok else 1
@@ -3009,15 +2977,14 @@ QUOTES = {"'": (re.compile(r"'([^']*)'"), str),
 
 
 def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -> list[list[str]] | None:
-    """Each simple command's words, unquoted as sh does (ansi_c: bash's $'...'); None for an unclosed quote, or with
-    partial the commands before it. A redirection's target goes last: in "2>x sudo id" sudo is still the program."""
+    """Each simple command's words, unquoted as sh does (ansi_c: $'...'); open quote: None (partial: those before)."""
     segments, words, targets, heredocs = [], [], [], []
     word, in_word, redirect_next = "", False, False
     i, n = 0, len(command)
 
     def end_word():
         nonlocal word, in_word, redirect_next
-        if in_word:
+        if in_word:             # a redirection's target goes last: in "2>x sudo id" sudo is still the program
             (targets if redirect_next else words).append(word)
             redirect_next = False
         word, in_word = "", False
@@ -3036,10 +3003,8 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
             i = end if (end := command.find("\n", i)) >= 0 else n
             continue
         elif c == "\\":
-            if command[i + 1:i + 2] == "\n":      # a line continuation joins the two lines
-                i += 2
-                continue
-            word, in_word = word + command[i + 1:i + 2], True
+            if command[i + 1:i + 2] != "\n":      # a line continuation joins the two lines
+                word, in_word = word + command[i + 1:i + 2], True
             i += 1
         elif (quote := "$'" if ansi_c and command.startswith("$'", i) else c) in QUOTES:
             pattern, text_of = QUOTES[quote]
@@ -3050,24 +3015,18 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
         elif c == "$" and command[i + 1:i + 2] == '"':
             pass                                 # $"..." is "..." (a translated string)
         elif c in "<>":                          # a redirection
-            if word.isdigit():                   # 2>/dev/null: the 2 belongs to the redirection
-                word, in_word = "", False
+            in_word = in_word and not word.isdigit()     # 2>/dev/null: the 2 belongs to the redirection
             end_word()
-            start = i
-            while i + 1 < n and command[i + 1] in "<>&|":
-                i += 1
-            if command[start:i + 1] == "<<" and (delimiter := HEREDOC_WORD.match(command, i + 1)):  # here-doc, not <<<
+            i += len(operator := re.compile(r"[<>][<>&|]*").match(command, i).group()) - 1
+            if operator == "<<" and (delimiter := HEREDOC_WORD.match(command, i + 1)):  # here-doc, not <<<
                 heredocs.append((delimiter, len(segments)))
             redirect_next = True
         elif c == "\n" and heredocs:             # the bodies start on the next line
             end_segment()
             for delimiter, owner in heredocs:
-                body, literal, i = heredoc_body(command, i + 1, delimiter)
+                body, i = heredoc_body(command, i + 1, delimiter)
                 segments += [[] for _ in range(owner + 1 - len(segments))]   # `<<EOF` alone has no words
-                if literal:
-                    segments[owner].append(body)
-                else:                            # its $(...) and `...` run here, the rest is text
-                    segments[owner] += [COMMAND_SUBSTITUTION.sub("", body), *COMMAND_SUBSTITUTION.findall(body)]
+                segments[owner] += body
                 i -= 1
             heredocs.clear()
         elif c in SEPARATORS:
@@ -3079,8 +3038,8 @@ def command_segments(command: str, ansi_c: bool = True, partial: bool = False) -
     return segments
 
 
-def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[str, bool, int]:
-    """The body up to its delimiter line (or the end, as dash reads it), whether it is literal, where sh reads on."""
+def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[list[str], int]:
+    """The body up to its delimiter line (or the end, as dash reads it) as words, and where sh reads on."""
     word = re.sub(r"""['"\\]""", "", delimiter.group(1))
     strip_tabs, literal, lines = delimiter.group(0).startswith("-"), word != delimiter.group(1), []
     while i < len(command):
@@ -3090,7 +3049,8 @@ def heredoc_body(command: str, i: int, delimiter: re.Match) -> tuple[str, bool, 
         if line == word:
             break
         lines.append(line)
-    return "\n".join(lines), literal, i
+    body = "\n".join(lines)       # unless its delimiter is quoted, its $(...) and `...` run; the rest is text
+    return ([body] if literal else [COMMAND_SUBSTITUTION.sub("", body), *COMMAND_SUBSTITUTION.findall(body)]), i
 
 
 # --- hard denials: never run, whatever the answer --------------------------------
@@ -3131,10 +3091,9 @@ def names_one_of(word: str, names: set[str], is_program: bool = True) -> str | N
 
 def unwrap_command(tokens: list[str]) -> list[str]:
     """The command a simple command really runs, past VAR=value, reserved words ({, then, !) and wrappers."""
-    tokens = list(tokens)
     while tokens:
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[0], re.DOTALL) or tokens[0] in RESERVED_WORDS:
-            tokens.pop(0)
+            tokens = tokens[1:]
         elif program_name(tokens[0]) in SIMPLE_WRAPPERS:
             tokens = past_wrapper_options(tokens[1:])
         else:
@@ -3169,35 +3128,35 @@ def split_like_env(text: str) -> list[str]:
         return text.split()
 
 
-def expand_home(word: str) -> str | None:
-    """The path with ~, ~user, $HOME and ${HOME...} expanded; None for one that cannot be read without running it."""
+def absolute_path(word: str, cwd: Path | None) -> str | None:
+    """The word as a path from /, ~ and $HOME expanded; None if only running it could tell (or cwd None, relative)."""
     if user := re.match(r"~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)", word):
         name = user.group(1)
         home = os.path.expanduser(f"~{name}") if name else HOME_TEXT
-        return (f"/home/{name}" if home.startswith("~") else home) + word[user.end():]   # unknown user: /home/NAME
-    if var := re.match(r"\$(?:HOME\b|\{HOME\b[^}]*\})", word):   # $HOME, ${HOME}, ${HOME:?}, ${HOME:-x}
-        return HOME_TEXT + word[var.end():]
-    return None if word.startswith("~") or any(c in word for c in "$`") else word
+        word = (f"/home/{name}" if home.startswith("~") else home) + word[user.end():]   # unknown user: /home/NAME
+    elif var := re.match(r"\$(?:HOME\b|\{HOME\b[^}]*\})", word):   # $HOME, ${HOME}, ${HOME:?}, ${HOME:-x}
+        word = HOME_TEXT + word[var.end():]
+    elif word.startswith("~") or any(c in word for c in "$`"):
+        return None
+    return os.path.join(cwd or "/", word) if cwd or word.startswith("/") else None
 
 
 def is_root_target(target: str, cwd: Path | None = None) -> bool:
-    """Does this removal target mean /, a system or a home folder, however it is spelled?"""
+    """Does this removal target mean /, a top-level folder (/usr), a home folder or one above, however spelled?"""
     if target in ROOT_TARGETS:
         return True
     if "{" in target and (alternatives := brace_alternatives(target)) != [target]:   # bash: rm -rf {/,x} is rm -rf / x
         return any(is_root_target(alternative, cwd) for alternative in alternatives)
     target = re.sub(r"\$(PWD\b|\{PWD\})", lambda _: str(cwd or BASE_DIR), target)   # rm -rf $PWD/..
-    path = expand_home(target)
-    if path is None or cwd is None and not path.startswith("/"):
+    if (path := absolute_path(target, cwd)) is None:
         return False              # not readable without running it: the expansion rule asks
-    parts = os.path.join(cwd or BASE_DIR, path).split("/")    # "~/*", "./.[!.]*": the folder they empty
+    parts = path.split("/")    # "~/*", "./.[!.]*": the folder they empty
     parts = list(itertools.takewhile(lambda part: not WHOLE_FOLDER_GLOB.fullmatch(part), parts))
     try:
         path = os.path.realpath("/".join(parts) or "/")   # .., //, symlinks
     except (OSError, ValueError):
         return True
-    parent = os.path.dirname(path)    # /, a top-level folder (/usr), a home folder, or a folder above home
-    return parent in ("/", "/home", "/Users") or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
+    return os.path.dirname(path) in ("/", "/home", "/Users") or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
 
 
 def brace_alternatives(word: str, limit: int = 64) -> list[str]:
@@ -3237,10 +3196,7 @@ def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path
     args = [t for t in tokens[1:] if not t.startswith("-") or t == "-"]
     if not args or args[0] == "-":
         return previous if args else HOME_DIR
-    path = expand_home(args[0])
-    if path is None or (cwd is None and not path.startswith("/")):
-        return None
-    return Path(os.path.normpath(path if cwd is None else os.path.join(cwd, path)))
+    return Path(os.path.normpath(path)) if (path := absolute_path(args[0], cwd)) else None
 
 
 def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) -> str | None:
@@ -3312,8 +3268,7 @@ GIT_SYNONYMS = {"send-pack": "push"}     # the plumbing git push runs: a rule on
 
 
 def handed_lines(words: list[str]) -> list[str]:
-    """Command lines it hands to a shell besides its arguments: alias values (alias x=sudo); git's -c values,
-    alias, rebase -x values and the rest of foreach or bisect run (UNKNOWN_ALIAS: a --config-env value)."""
+    """Lines it hands a shell: alias values; git's -c values, alias, rebase -x, foreach (UNKNOWN_ALIAS: config-env)."""
     name = program_name(words[0]) if words else ""
     if name == "alias":
         return [word.partition("=")[2] for word in words[1:] if "=" in word]
@@ -3324,11 +3279,10 @@ def handed_lines(words: list[str]) -> list[str]:
              if not key.lower().startswith(IDENTITY_KEYS + ("alias.",))]
     if alias := git_alias(words):
         lines.append(alias if alias == UNKNOWN_ALIAS else alias[1:] if alias.startswith("!") else "git " + alias)
-    if not rest:
-        return lines
-    if (after := GIT_COMMAND_ARGUMENTS.get(rest[0])) in rest[1:]:    # past its options: foreach --recursive --quiet
-        lines.append(" ".join(itertools.dropwhile(lambda word: word.startswith("-"), rest[rest.index(after, 1) + 1:])))
-    return lines + option_values(rest[1:], GIT_COMMAND_OPTIONS.get(rest[0], ()))
+    subcommand, *args = rest or [""]
+    if (after := GIT_COMMAND_ARGUMENTS.get(subcommand)) in args:    # past its options: foreach --recursive --quiet
+        lines.append(" ".join(itertools.dropwhile(lambda word: word.startswith("-"), args[args.index(after) + 1:])))
+    return lines + option_values(args, GIT_COMMAND_OPTIONS.get(subcommand, ()))
 
 
 def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
@@ -3340,8 +3294,7 @@ def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
                 name, has_value, value = word.partition("=")
                 given = len(name) > 3 and option.startswith(name)
             elif given := re.match(rf"-[A-Za-z]*{option[1]}", word):
-                value = word[word.index(option[1], 1) + 1:]
-                has_value = bool(value)
+                has_value = bool(value := word[word.index(option[1], 1) + 1:])
             if given:
                 values += [value] if has_value else [] if option in ATTACHED_ONLY else words[index + 1:index + 2]
     return values
@@ -3370,17 +3323,14 @@ def touches_forbidden(tokens: list[str], cwd: Path | None = None) -> bool:
 
 
 def has_unsafe_option(tokens: list[str]) -> bool:
-    """Is one of UNSAFE_OPTIONS given, in any spelling: --set=X, -s X, -sX, or in a cluster (-us)?"""
+    """Is one of UNSAFE_OPTIONS given, in any spelling: --set=X, --se (as GNU takes it), -s X, -sX, a cluster (-us)?"""
     if tokens[0] == "date" and any(not t.startswith(("-", "+")) for t in tokens[1:]):
         return True               # date MMDDhhmm sets the clock, as -s does
     for token in itertools.takewhile(lambda token: token != "--", tokens[1:]):
-        for option in UNSAFE_OPTIONS.get(tokens[0], ()):
-            if option.startswith("--"):
-                given = token.split("=", 1)[0]
-                if len(given) > 2 and option.startswith(given):     # GNU takes --se for --set
-                    return True
-            elif token.startswith("-") and not token.startswith("--") and option[1] in token[1:]:
-                return True
+        given, cluster = token.split("=", 1)[0], token[1:] if re.match(r"-[^-]", token) else ""
+        if any(len(given) > 2 and option.startswith(given) if option.startswith("--") else option[1] in cluster
+               for option in UNSAFE_OPTIONS.get(tokens[0], ())):
+            return True
     return False
 
 
@@ -3497,7 +3447,7 @@ def runs_later(key: str) -> bool:
 
 # --- escalation: more than the sandbox gives, for one exact command --------------
 # The model may ask (run_command's escalate); only the person gives it: an answer, or --escalate for a -p run.
-ESCALATION_LEVELS = {"network": "with the full network (files still sandboxed)",
+ESCALATION_LEVELS = {"network": "with this machine's network and its local services (files still sandboxed)",
                      "unsandboxed": "without the sandbox, with your full user rights"}
 GRANTED_ESCALATIONS: dict[str, str] = {}   # exact command -> level, for this session
 ESCALATE_ONCE: dict[str, str] = {}         # exact command -> level, for its next run only
@@ -3533,39 +3483,56 @@ def project_settings_file() -> Path:
     return BASE_DIR / ".kesi" / "settings.json"
 
 
-@dataclass(frozen=True)
-class Rule:
-    kind: str        # "allow" | "deny"
-    text: str        # as written: Bash(npm test:*)
-    source: str      # where it came from, for /permissions
+Rule = collections.namedtuple("Rule", "kind text source")   # allow|deny; as written: Bash(npm test:*); where from
+COMMAND_LINE_RULES: list[Rule] = []      # --allowed-tools / --disallowed-tools, for this run
 
 
-def read_json_file(path: Path) -> dict:
+MAX_SETTINGS_BYTES = 1_000_000
+notice_once = functools.cache(ui)          # a settings file refused: said once, not at every request
+
+
+def read_regular_file(name, follow: bool, most: int, folder: int | None = None) -> tuple[bytes, os.stat_result]:
+    """At most most bytes of a regular file, else OSError: a FIFO never blocks, a device or sparse giant is refused."""
+    with open(os.open(name, FILE_FLAGS & ~(os.O_NOFOLLOW if follow else 0), dir_fd=folder), "rb") as f:
+        if not stat.S_ISREG((info := os.fstat(f.fileno())).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if len(data := f.read(most + 1)) > most:
+            raise OSError(errno.EFBIG, f"over {most:,} bytes")
+    return data, info
+
+
+def read_json_file(path: Path, yours: bool = False) -> dict:
+    """A settings file: yours may be a link (to your dotfiles) but not into the workspace; the project's no link."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        flags = FOLDER_FLAGS & ~(os.O_NOFOLLOW if yours else 0)
+        with JailEntry(os.open(path.parent, flags), path.name, path, None) as at:
+            text, info = read_regular_file(at.name, yours, MAX_SETTINGS_BYTES, at.folder_fd)
+        if yours and opened_in_workspace(path, info):
+            raise OSError(errno.EPERM, "it leads into this workspace, where commands can write")
+        data = json.loads(text)
+    except (FileNotFoundError, ValueError):
+        return {}
+    except OSError as exc:
+        notice_once(paint(f"  (ignored {visible(path)}: {exc.strerror}; it must be a regular file of at most 1 MB)",
+                          "error"))
         return {}
     return data if isinstance(data, dict) else {}
 
 
 def rules_in(section, source: str, kinds=("allow", "deny")) -> list[Rule]:
-    if not isinstance(section, dict):
-        return []
+    section = section if isinstance(section, dict) else {}
     return [Rule(kind, text, source) for kind in kinds if isinstance(section.get(kind), list)
             for text in section[kind] if isinstance(text, str)]
 
 
 def permission_rules() -> list[Rule]:
     """Every rule in force, read fresh: an edit to a settings file counts at once."""
-    user = read_json_file(user_settings_file())
+    user = read_json_file(user_settings_file(), yours=True)
     projects = user.get("projects") if isinstance(user.get("projects"), dict) else {}
     project = read_json_file(project_settings_file()).get("permissions")
     return (COMMAND_LINE_RULES + rules_in(user.get("permissions"), "user settings")
             + rules_in(projects.get(str(BASE_DIR)), "user settings, this project")
             + rules_in(project, ".kesi/settings.json (deny only)", kinds=("deny",)))
-
-
-COMMAND_LINE_RULES: list[Rule] = []      # --allowed-tools / --disallowed-tools, for this run
 
 
 def parse_rule(text: str) -> tuple[str, str] | None:
@@ -3609,9 +3576,8 @@ def past_git_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
         option, has_value, value = words.pop(0).partition("=")
         if option in GIT_VALUE_OPTIONS and not has_value and words:
             value = words.pop(0)                   # the option's value: -C path, -c key=value
-        key, _, setting = value.partition("=")
         if option in ("-c", "--config-env"):
-            config[key] = setting if option == "-c" else UNKNOWN_ALIAS
+            config[value.partition("=")[0]] = value.partition("=")[2] if option == "-c" else UNKNOWN_ALIAS
     return words, config
 
 
@@ -3687,11 +3653,10 @@ def git_alias(words: list[str]) -> str | None:
     if not words or program_name(words[0]) != "git":
         return None
     rest, config = past_git_options(words[1:])
-    aliases = {key[len("alias."):]: value for key, value in config.items() if key.lower().startswith("alias.")}
     if not rest or rest[0] in git_commands():
         return None
-    if rest[0] in aliases:
-        return aliases[rest[0]]
+    if aliases := [value for key, value in config.items() if key.lower().startswith("alias.") and key[6:] == rest[0]]:
+        return aliases[-1]
     found = run_git(["config", "--get", f"alias.{rest[0]}"])
     return found.stdout.decode(errors="replace").strip() or None if found and found.returncode == 0 else None
 
@@ -3712,11 +3677,8 @@ def path_matches(pattern: str, key: str, for_deny: bool) -> bool:
 def matching_rule(kind: str, tool: str, subject: str) -> Rule | None:
     """The first rule of this kind that covers a command (tool "Bash") or a file key ("Edit")."""
     matches = command_matches if tool == "Bash" else path_matches
-    for rule in permission_rules():
-        parsed = parse_rule(rule.text)
-        if rule.kind == kind and parsed and parsed[0] == tool and matches(parsed[1], subject, kind == "deny"):
-            return rule
-    return None
+    return next((rule for rule in permission_rules() if rule.kind == kind and (parsed := parse_rule(rule.text))
+                 and parsed[0] == tool and matches(parsed[1], subject, kind == "deny")), None)
 
 
 def kind_rule(tokens: list[str]) -> str:
@@ -3728,11 +3690,10 @@ def kind_rule(tokens: list[str]) -> str:
 
 
 def save_project_rule(text: str) -> bool:
-    """Add an allow rule for this project to the user's settings (written by KeSi only, after an "a"); a file that
-    does not read as settings is left alone, not replaced (the person may be editing it)."""
+    """Add this project's allow rule to the user's settings; a file not read as settings is left alone (in an edit?)."""
     path = user_settings_file()
     try:
-        settings = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        settings = json.loads(read_regular_file(path, True, MAX_SETTINGS_BYTES)[0]) if path.exists() else {}
         rules = settings.setdefault("projects", {}).setdefault(str(BASE_DIR), {}).setdefault("allow", [])
         rules += [] if text in rules else [text]
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -3753,10 +3714,9 @@ def save_project_rule(text: str) -> bool:
 # ============================================================================
 # PART III. The sandbox
 # ============================================================================
-# Behind command_start() and sandbox_environment(): bubblewrap or seatbelt, the seccomp filter, the git guard, the
-# allowlist proxy, output masking. The file tools' jail cannot stop a shell, so commands run in the OS sandbox: home
-# unreadable but for the workspace and toolchains; writes only to the workspace, a temp dir and /dev; .env, .env.* and
-# .git/config unreadable at any depth; network only through the allowlist proxy. node_modules and .venv stay usable.
+# Behind command_start() and sandbox_environment(): the file tools' jail cannot stop a shell, so commands run in the OS
+# sandbox (bwrap or seatbelt, seccomp, git guard, allowlist proxy): home unreadable but workspace and toolchains; writes
+# only to the workspace, a temp dir and /dev; .env, .env.*, .git/config unreadable at any depth; output masked.
 
 SHELL_PATH = "/bin/sh"
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
@@ -3807,8 +3767,7 @@ def sandbox_status() -> str:
     }[sandbox_state()]
 
 
-# The command environment is an allowlist (no list of secrets names every vendor's: ACME_DEPLOY_KEY_BLOB): names
-# known to be harmless, toolchain families minus names and values that look secret, KESI_PASS_ENV. In upper case.
+# The environment is an allowlist (no denylist names ACME_DEPLOY_KEY_BLOB): harmless names, toolchains bar secrets.
 SAFE_ENV_NAMES = {
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "NO_COLOR", "CLICOLOR", "FORCE_COLOR", "LANG",
     "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "PWD", "COLUMNS", "LINES", "EDITOR", "VISUAL", "PAGER", "HOSTNAME",
@@ -3835,26 +3794,19 @@ SECRET_IN_VALUE = re.compile(r"\w*(token|passw(or)?d|pwd|secret|key|auth|sig|sig
 def sandbox_environment() -> dict[str, str]:
     """The allowlist above. PWD and PYENV_DIR name the workspace: the inherited ones may be hidden inside."""
     env = {k: v for k, v in os.environ.items() if k in PASS_ENV or is_harmless_variable(k, v)}
-    env.update(GIT_SAFE_CONFIG)
-    env["PWD"] = str(BASE_DIR)
-    if "PYENV_DIR" in env:
-        env["PYENV_DIR"] = str(BASE_DIR)
+    env |= {**GIT_SAFE_CONFIG, "PWD": str(BASE_DIR), **({"PYENV_DIR": str(BASE_DIR)} if "PYENV_DIR" in env else {})}
     env.update(git_identity_environment())
     return without_own_venv(env)
 
 
 def is_harmless_variable(name: str, value: str) -> bool:
-    upper = name.upper()
-    if upper in SENSITIVE_ENV_NAMES or carries_a_credential(value):
+    """Not if the value has user:pass@ in a URL, a secret-named key=value (also %-encoded), a token masked."""
+    upper, plain = name.upper(), urllib.parse.unquote(value)
+    if upper in SENSITIVE_ENV_NAMES or URL_USERINFO.search(plain) or SECRET_IN_VALUE.search(plain) \
+            or mask_credentials(plain) != plain:
         return False
     sensitive = upper.endswith(SENSITIVE_ENV_SUFFIXES) or any(word in upper for word in SENSITIVE_ENV_WORDS)
     return upper in SAFE_ENV_NAMES or upper.startswith(SAFE_ENV_PREFIXES) and not sensitive
-
-
-def carries_a_credential(value: str) -> bool:
-    """user:pass@ in a URL, a key=value named like a secret (also %-encoded), a token mask_credentials knows."""
-    plain = urllib.parse.unquote(value)
-    return bool(URL_USERINFO.search(plain) or SECRET_IN_VALUE.search(plain)) or mask_credentials(plain) != plain
 
 
 def without_own_venv(env: dict[str, str]) -> dict[str, str]:
@@ -3869,8 +3821,7 @@ def without_own_venv(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-# Credentials that live inside those toolchain folders: masked again.
-TOOLCHAIN_SECRETS = [".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",
+TOOLCHAIN_SECRETS = [".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",   # in those: masked again
                      ".local/share/uv/credentials/credentials.toml"]
 # Root's secrets outside home (a root command owns them, capabilities or not): masked where they exist.
 SYSTEM_SECRETS = ["/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
@@ -3894,20 +3845,10 @@ def toolchain_secrets() -> list[str]:
 
 
 # --- toolchain caches ---------------------------------------------------------
-# Home is read-only inside, and a writable ~/.cache/uv would be a way out (a wheel planted for the user's own `uv run`),
-# so commands get caches in .kesi/cache: writable anyway, on .venv's file system (uv hard-links), git-ignored.
+# A writable ~/.cache/uv would be a way out (a wheel for the user's `uv run`): caches go in .kesi/cache (git-ignored).
 CACHE_FOLDER = "cache"               # .kesi/cache; CACHE_VARIABLES name folders in it ("": the folder itself)
 CACHE_VARIABLES = {"XDG_CACHE_HOME": "", "UV_CACHE_DIR": "uv", "PIP_CACHE_DIR": "pip", "npm_config_cache": "npm",
                    "YARN_CACHE_FOLDER": "yarn", "CARGO_HOME": "cargo", "GOCACHE": "go-build", "GOMODCACHE": "go-mod"}
-
-
-def with_command_caches(env: dict[str, str]) -> dict[str, str]:
-    """The sandbox's cache variables, but those the user set (any case): read-only inside, they open no way out."""
-    if not sandbox_enabled():
-        return env
-    root, chosen = BASE_DIR / ".kesi" / CACHE_FOLDER, {name.upper() for name in env}
-    return {**env, **{name: str(root / folder) for name, folder in CACHE_VARIABLES.items()
-                      if name.upper() not in chosen}}
 
 
 def make_cache_folder() -> None:
@@ -3935,12 +3876,11 @@ def shell_argv(command: str, background: bool = False, escalation: str | None = 
 
 def sandbox_spec(git_read_only: bool = False, full_network: bool = False) -> tuple[str, list[tuple[str, str]]]:
     """The macOS profile and its -D parameters (a path in the text could change it with a quote); later rules win."""
-    tools = toolchain_dirs()
+    tools, secrets = toolchain_dirs(), toolchain_secrets()
     params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)),
               ("RECORDS_DIR", os.path.realpath(records_root())), ("CONFIG_DIR", os.path.realpath(user_config_folder())),
               ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
     params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
-    secrets = toolchain_secrets()
     params += [(f"TOOLCHAIN_SECRET_{i}", path) for i, path in enumerate(secrets)]
     git_dirs = [".git", *nested_repositories()] if git_read_only else []
     params += [(f"GIT_DIR_{i}", str(BASE_DIR / repo)) for i, repo in enumerate(git_dirs)]
@@ -3963,8 +3903,7 @@ def sandbox_spec(git_read_only: bool = False, full_network: bool = False) -> tup
         # Git's control files (see git_control_snapshot): .git cannot be moved aside, hooks/ and config written.
         '(deny file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
-        # Only git may write git dirs (see runs_only_git).
-        *[f'(deny file-write* (subpath (param "GIT_DIR_{i}")))' for i in range(len(git_dirs))],
+        *[f'(deny file-write* (subpath (param "GIT_DIR_{i}")))' for i in range(len(git_dirs))],    # see runs_only_git
         '(deny file-read* file-write* (subpath (param "RECORDS_DIR")))',     # KeSi's records (see records_root)
         '(deny file-read* file-write* (subpath (param "CONFIG_DIR")))',      # its env file and settings
         '(deny file-read* file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
@@ -3985,11 +3924,9 @@ def denied_sources() -> dict[str, str]:
 
 
 # --- the workspace index: what the sandbox and the git guard look for --------------
-# Masks, pins and the git guard need every `.env`-like name, `.git` entry and git-dir config at any depth. Walking
-# 60,000 folders per command cost a second, so one walk builds an index and inotify (by inode: it sees writes through
-# bwrap's mounts) says which folders to list again. Without it (macOS, no watches left, overflow) each look walks all.
-IN_CHANGES = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000   # moves, create, delete; IN_ONLYDIR
-IN_Q_OVERFLOW = 0x4000
+# Every `.env`-like name, `.git` and git-dir config at any depth: walking 60,000 folders per command cost a second, so
+# one walk, then inotify (by inode: sees writes through bwrap's mounts) names folders to list again; else walk all.
+IN_CHANGES, IN_Q_OVERFLOW = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000, 0x4000   # moves, new, gone
 _index_lock = threading.Lock()
 _index: list[WorkspaceIndex] = []    # the one index, of BASE_DIR
 
@@ -3997,8 +3934,7 @@ _index: list[WorkspaceIndex] = []    # the one index, of BASE_DIR
 class WorkspaceIndex:
     """Per folder ("" the top): (inode, watch, {subfolder: inode}); marked: the names that matter in it -> kind."""
 
-    def __init__(self, base: Path, prune: bool):
-        # prune: dependency and cache folders are not walked (nothing there is masked without bwrap)
+    def __init__(self, base: Path, prune: bool):    # prune: no walk into dependency, cache folders (no masks then)
         self.base, self.prune, self.inotify, self.watching = base, prune, None, True
         self.folders: dict[str, tuple[int, int, dict[str, int]]] = {}
         self.marked: dict[str, dict[str, str]] = {}
@@ -4088,8 +4024,8 @@ class WorkspaceIndex:
         """Watch and list one folder, opened without following a link; None if gone or not the one listed (inode)."""
         try:
             fd = os.open(self.base / rel, FOLDER_FLAGS)
-        except OSError:
-            return None
+        except OSError as error:
+            return self.unlisted(rel, inode, error)
         try:
             here = (info := os.fstat(fd)).st_ino
             if inode is not None and here != inode:
@@ -4105,14 +4041,22 @@ class WorkspaceIndex:
                         children[entry.name] = entry.inode()
                     if is_env_name(entry.name) or entry.name == ".git" or in_git and entry.name == "config":
                         marks[entry.name] = kind
-        except OSError:
-            return None
+        except OSError as error:
+            return self.unlisted(rel, inode, error)
         finally:
             os.close(fd)
         self.folders[rel] = (here, wd, children)
         self.marked.pop(rel, None)
         self.marked.update({rel: marks} if marks else {})
         return children
+
+    def unlisted(self, rel: str, inode: int | None, error: OSError) -> dict[str, int] | None:
+        """Gone or a link now: None. Else (past PATH_MAX, no access) hidden whole: forgotten, its .env went unmasked."""
+        if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            return None
+        self.folders[rel], self.marked[rel] = (inode, -1, {}), {"": "unlisted"}
+        self.stale.add(rel)
+        return {}
 
     def watch(self, fd: int, rel: str) -> int:
         if self.inotify is None:
@@ -4175,7 +4119,7 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
             continue                          # inside a folder masked as a whole: no mount can go there
         here = BASE_DIR / rel
         for name, kind in marks.items():
-            if kind != "link" and is_env_name(name):
+            if kind == "unlisted" or kind != "link" and is_env_name(name):
                 found.append(here / name)
             elif kind != "folder" and name == ".git":       # a `.git` file, or a link to a git dir
                 found += (configs := linked_git_configs(here / name))
@@ -4184,7 +4128,17 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
                 pointers += [here / name] if kind == "file" else []
             elif kind == "file" and name == "config":         # any in a git dir, whatever it is called now
                 found.append(here / name)
-    return [path for path in found if not path.is_symlink()], pointers
+    found = {path for path in map(within_reach, found) if not path.is_symlink()}
+    return sorted(found, key=lambda path: (-len(path.parts), path)), pointers      # deepest first: see within_reach
+
+
+# bwrap mounts at /newroot + a path, within PATH_MAX (4,096 bytes): a mask or pin past this length goes on the
+MAX_MOUNT_PATH = 4_000          # deepest folder within it, whole, mounted last (deepest first) over those inside it
+
+
+def within_reach(path: Path) -> Path:
+    raw = os.fsencode(path)
+    return path if len(raw) <= MAX_MOUNT_PATH else Path(os.fsdecode(raw[:raw.rfind(b"/", 0, MAX_MOUNT_PATH + 1)]))
 
 
 def is_env_name(name: str) -> bool:
@@ -4212,15 +4166,21 @@ def walked_by_the_top_snapshot(repo: str) -> bool:
     return repo == ".git" or inside and not GIT_DATA_FOLDERS & {*parts} and len(parts) < MAX_GIT_DEPTH - 2
 
 
+@contextlib.contextmanager
+def opened(path, flags: int = FOLDER_FLAGS, dir_fd: int | None = None):
+    """os.open for a with-block, closed after it."""
+    fd = os.open(path, flags, dir_fd=dir_fd)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
     """A small regular file's text, or None; never blocking (a FIFO named .git would hang every later command)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow_links else 0))
-        try:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                return os.read(fd, MAX_CONTROL_BYTES).decode("utf-8", errors="surrogateescape")
-        finally:
-            os.close(fd)
+    with contextlib.suppress(OSError), opened(path, FILE_FLAGS & ~(os.O_NOFOLLOW if follow_links else 0)) as fd:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return os.read(fd, MAX_CONTROL_BYTES).decode("utf-8", errors="surrogateescape")
     return None
 
 
@@ -4231,26 +4191,17 @@ def linked_git_configs(dot_git: Path) -> list[Path]:
     common = read_pointer_file(gitdir / "commondir")
     folders = [gitdir, *([gitdir / common.strip()] if common else [])]
     configs = [Path(os.path.normpath(folder / "config")) for folder in folders]
-    return [c for c in dict.fromkeys(configs) if is_regular_file(c)]
-
-
-def is_regular_file(path: Path) -> bool:
-    """Not through a link at its end; False on any error (a planted name too long) instead of raising."""
-    with contextlib.suppress(OSError, ValueError):
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    return False
+    return [c for c in dict.fromkeys(configs) if os.path.isfile(c) and not os.path.islink(c)]   # False on any error
 
 
 def bwrap_argv(command: str, background: bool = False, full_network: bool = False,
                filter_fd: int | None = None) -> list[str]:
     """Linux: read-only root, private /tmp, home hidden, workspace writable, network via the proxy, setid filter."""
-    # A user namespace matters as root: else /proc/<bwrap pid>/root and /cwd show the real file system, unmasked.
-    # The pid namespace: nothing outside can be signalled or read in /proc, and all left dies with sh (setsid too).
+    # As root a user namespace hides the unmasked /proc/<bwrap pid>/root; pid namespace: no signal out, all dies with sh
     argv = [trusted_program("bwrap"), "--die-with-parent", "--unshare-user-try",
             *([] if full_network else ["--unshare-net"]), "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            # /proc/sys is writable for root (kernel/core_pattern runs a program as host root); /run holds
-            # other programs' sockets (D-Bus, Docker), which no network namespace covers; so may shared_folders.
+            # root may write /proc/sys (core_pattern); /run, shared_folders: sockets (D-Bus, Docker) past any netns
             "--ro-bind", "/proc/sys", "/proc/sys", "--tmpfs", "/tmp", "--tmpfs", "/run"]
     argv += [arg for folder in shared_folders() + hidden_folders() for arg in ("--tmpfs", folder)]
     argv += [arg for path in toolchain_dirs() for arg in ("--ro-bind", path, path)]
@@ -4260,12 +4211,11 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     argv += ["--bind", str(BASE_DIR), str(BASE_DIR)]
     secrets, git_pointers = scan_workspace()
     pins = git_pins(read_only=background or not runs_only_git(command))
-    for pointer in git_pointers:
-        pins += ["--ro-bind", str(pointer), str(pointer)]
+    pins += [arg for pointer in map(within_reach, git_pointers) for arg in ("--ro-bind", str(pointer), str(pointer))]
     # A background task could rename a secret's folder between KeSi's look and bwrap's mounts: those are anchored too.
     argv += anchored_folders(pins[2::3] + ([str(secret) for secret in secrets] if background else [])) + pins
     for secret in secrets:
-        kind = "empty" if secret.name == "config" else "dir" if secret.is_dir() else "file"
+        kind = "dir" if secret.is_dir() else "empty" if secret.name == "config" else "file"
         argv += ["--ro-bind", denied[kind], str(secret)]
     # Empty home folders read-only, last: a write to ~ fails loudly, not vanishes (`pip install --user`). Not one
     # holding the workspace, nor one a later tmpfs covers (~ = /home/ann, then /home): bwrap would refuse to start.
@@ -4277,33 +4227,26 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     if not full_network and proxy_port():
         argv += ["--as-pid-1", "--ro-bind", network_proxy().server_address, PROXY_SOCKET_INSIDE]
         forwarder = [forwarder_python(), "-I", "-S", "-c", PROXY_FORWARDER, str(PROXY_PORT), PROXY_SOCKET_INSIDE]
-    if filter_fd is not None:
-        argv += ["--seccomp", str(filter_fd)]
+    argv += [] if filter_fd is None else ["--seccomp", str(filter_fd)]
     steps = str(round(KILL_GRACE_SECONDS / GRACE_STEP_SECONDS))
     return argv + ["--chdir", str(BASE_DIR), *forwarder, SHELL_PATH, "-c", GRACE_WRAPPER, SHELL_PATH, command, steps,
                    str(GRACE_STEP_SECONDS), str(lifeline_fd())]
 
 
 def anchored_folders(pinned: list[str]) -> list[str]:
-    """bwrap args making each folder between the workspace and a pinned path a mount point (no rename: EBUSY): else
-    `mv tools tools.old && mkdir -p tools/hooks` would carry the read-only hooks away, a writable copy in place."""
-    folders = []
-    for path in map(Path, pinned):
-        if path.is_relative_to(BASE_DIR):
-            folders += [str(p) for p in reversed(path.parents) if p.is_relative_to(BASE_DIR) and p != BASE_DIR]
+    """bwrap args making the folders above each pinned path mount points (EBUSY): no `mv tools t2` takes hooks away."""
+    folders = [str(p) for path in map(Path, pinned) for p in reversed(path.parents) if BASE_DIR in p.parents]
     return [arg for folder in dict.fromkeys(folders) if folder not in pinned for arg in ("--bind", folder, folder)]
 
 
 # --- no setuid or setgid files: a seccomp filter ------------------------------
-# As root without capabilities, an owner may still set S_ISUID (`chmod 4755 ./sh`: a root shell for any local user),
-# so a seccomp filter (BPF; bwrap sets no_new_privs) fails calls giving a setid bit; file caps need CAP_SETFCAP (gone).
+# Root without capabilities may still `chmod 4755 ./sh` (a root shell for all): seccomp (no_new_privs) refuses setid.
 SETID_BITS = 0o6000                     # S_ISUID | S_ISGID
 CREATING = os.O_CREAT | 0o20000000      # open uses its mode only with O_CREAT or __O_TMPFILE
 X32_BIT = 0x40000000                    # x86_64's x32 calls: refused, as other architectures
 OPENAT2, IO_URING_SETUP = 437, 425      # same numbers on both; their modes are in memory BPF cannot read
 
-# The kernel's audit number for each architecture, and its calls that set a mode (aarch64 has only *at forms):
-# name: (number, which argument is the mode[, which is open's flags: the mode counts only when creating]).
+# Audit arch number, and calls setting a mode: name: (number, mode argument[, open's flags: counts only when creating]).
 SECCOMP_ARCHES = {
     "x86_64": (0xC000003E, {"open": (2, 2, 1), "creat": (85, 1), "chmod": (90, 1), "fchmod": (91, 1), "mknod": (133, 1),
                             "openat": (257, 3, 2), "mknodat": (259, 2), "fchmodat": (268, 2), "fchmodat2": (452, 2)}),
@@ -4313,28 +4256,22 @@ SECCOMP_ARCHES = {
 ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS   # SECCOMP_RET_*
 
 
-def bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-    return struct.pack("=HBBI", code, jt, jf, k)  # one struct sock_filter
+def bpf(code: int, k: int, jt: int = 0, skip_if_false: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, skip_if_false, k)  # one struct sock_filter
 
 
 load = functools.partial(bpf, 0x20)     # load(offset): BPF_LD | BPF_W | BPF_ABS from struct seccomp_data
 give = functools.partial(bpf, 0x06)     # give(action): BPF_RET | BPF_K
-
-
-def jump_if_equal(value: int, skip_if_not: int) -> bytes:
-    return bpf(0x15, value, 0, skip_if_not)       # BPF_JMP | BPF_JEQ | BPF_K
-
-
-def jump_if_any_bit(bits: int, skip_if_none: int) -> bytes:
-    return bpf(0x45, bits, 0, skip_if_none)       # BPF_JMP | BPF_JSET | BPF_K
+jump_if_equal = functools.partial(bpf, 0x15)       # (value, skip_if_false=n): BPF_JMP | BPF_JEQ | BPF_K
+jump_if_any_bit = functools.partial(bpf, 0x45)     # (bits, skip_if_false=n): BPF_JMP | BPF_JSET | BPF_K
 
 
 def refuse_setid_mode(number: int, mode_arg: int, flags_arg: int | None = None) -> list[bytes]:
     """For this call only: EPERM when its mode has a setid bit. args[i] is at 16 + 8i, its low 32 bits first."""
-    check = [load(16 + 8 * mode_arg), jump_if_any_bit(SETID_BITS, skip_if_none=1), give(EPERM), give(ALLOW)]
+    check = [load(16 + 8 * mode_arg), jump_if_any_bit(SETID_BITS, skip_if_false=1), give(EPERM), give(ALLOW)]
     if flags_arg is not None:
-        check = [load(16 + 8 * flags_arg), jump_if_any_bit(CREATING, skip_if_none=len(check) - 1), *check]
-    return [jump_if_equal(number, skip_if_not=len(check)), *check]
+        check = [load(16 + 8 * flags_arg), jump_if_any_bit(CREATING, skip_if_false=len(check) - 1), *check]
+    return [jump_if_equal(number, skip_if_false=len(check)), *check]
 
 
 def setid_filter(machine: str) -> bytes | None:
@@ -4342,42 +4279,29 @@ def setid_filter(machine: str) -> bytes | None:
     if machine not in SECCOMP_ARCHES:
         return None
     arch, calls = SECCOMP_ARCHES[machine]
-    # seccomp_data.arch: another architecture's calls (i386 through int 0x80) get EPERM.
-    program = [load(4), bpf(0x15, arch, 1, 0), give(EPERM)]     # BPF_JEQ: equal skips the EPERM
-    program += [load(0), jump_if_any_bit(X32_BIT, skip_if_none=1), give(EPERM)]   # seccomp_data.nr
-    for call in calls.values():
-        program += refuse_setid_mode(*call)
+    program = [load(4), bpf(0x15, arch, 1, 0), give(EPERM)]     # .arch equal: skip EPERM (i386 by int 0x80 gets it)
+    program += [load(0), jump_if_any_bit(X32_BIT, skip_if_false=1), give(EPERM)]   # seccomp_data.nr
+    program += [check for call in calls.values() for check in refuse_setid_mode(*call)]
     # openat2 and io_uring (its OPENAT) return ENOSYS: libc and runtimes fall back to openat, which the filter reads.
-    for number in (OPENAT2, IO_URING_SETUP):
-        program += [jump_if_equal(number, skip_if_not=1), give(ENOSYS)]
-    program += [give(ALLOW)]
-    return b"".join(program)
-
-
-def setid_filter_fd() -> int | None:
-    """A fresh descriptor holding the filter for one bwrap (it reads from the offset, so never shared)."""
-    if (program := setid_filter(platform.machine())) is None:
-        return None
-    fd = os.memfd_create("kesi-setid-filter", os.MFD_CLOEXEC)
-    os.pwrite(fd, program, 0)                     # the offset stays at 0, where bwrap reads from
-    return fd
+    program += [part for n in (OPENAT2, IO_URING_SETUP) for part in (jump_if_equal(n, skip_if_false=1), give(ENOSYS))]
+    return b"".join(program + [give(ALLOW)])
 
 
 @contextlib.contextmanager
 def command_start(command: str, background: bool = False, escalation: str | None = None):
     """(argv, descriptors to pass: shared network, lifeline, filter) for one command; the filter's closes after."""
     bubblewrap = escalation != "unsandboxed" and sandbox_kind() == "bubblewrap"
-    fd = setid_filter_fd() if bubblewrap else None
-    try:
+    program = setid_filter(platform.machine()) if bubblewrap else None
+    fd = None if program is None else os.memfd_create("kesi-setid-filter", os.MFD_CLOEXEC)  # one per bwrap
+    with contextlib.ExitStack() as after:
+        if fd is not None:
+            after.callback(os.close, fd)
+            os.pwrite(fd, program, 0)           # bwrap reads from the offset, so it stays at 0
         argv = shell_argv(command, background, escalation, filter_fd=fd)
         yield argv, (*_shared_network, *([lifeline_fd()] if bubblewrap else []), *([] if fd is None else [fd]))
-    finally:
-        if fd is not None:
-            os.close(fd)
 
 
-# bwrap arms --die-with-parent only after clone(), never checking KeSi is still there: a KeSi SIGKILLed before
-# left the sandbox running. So every sandbox also watches this pipe, whose write end only KeSi holds.
+# bwrap's --die-with-parent misses a KeSi killed before clone(): every sandbox watches this pipe KeSi alone writes.
 _lifeline: list[int] = []            # (read end, write end), not inherited: the kernel closes it as KeSi dies
 
 
@@ -4389,10 +4313,9 @@ def lifeline_fd() -> int:             # the read end, passed into every bwrap, w
 
 # The pid namespace dies with its first process, so that is this wrapper: it runs the command, TERMs the rest
 # ("kill -1": all but itself and init), waits $2 steps of $3 s (the grace), and KILLs all once the lifeline ($4) ends.
-GRACE_WRAPPER = ('life="/proc/self/fd/$4"; [ -p "$life" ] && { while read -r _; do :; done <"$life"; '
-                 'kill -KILL -1; } >/dev/null 2>&1 & "$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; '
-                 'while [ "$i" -lt "$2" ] && kill -0 -1 2>/dev/null; do sleep "$3"; i=$((i + 1)); done; '
-                 'exit "$code"')
+GRACE_WRAPPER = ('life="/proc/self/fd/$4"; [ -p "$life" ] && { while read -r _; do :; done <"$life"; kill -KILL -1; } '
+                 '>/dev/null 2>&1 & "$0" -c "$1"; code=$?; kill -TERM -1 2>/dev/null; i=0; while [ "$i" -lt "$2" ] && '
+                 'kill -0 -1 2>/dev/null; do sleep "$3"; i=$((i + 1)); done; exit "$code"')
 
 
 def shared_folders() -> list[str]:
@@ -4430,8 +4353,7 @@ def hidden_folders() -> list[str]:
 
 
 # --- one loopback network for the session's commands ------------------------------
-# Once a background task starts, later commands join one network namespace made for the session, to reach its server:
-# no route out, one shared loopback. KeSi holds it by a descriptor for nsenter: no reused pid can redirect it.
+# After a background task starts, commands share one loopback-only namespace, held by descriptor (no pid reuse).
 _shared_network: list[int] = []      # descriptors: the network (and its user namespace)
 
 
@@ -4442,24 +4364,17 @@ def start_shared_network() -> bool:
     read_end, write_end = os.pipe()
     holder_argv = [trusted_program("bwrap"), "--ro-bind", "/", "/", "--unshare-net", "--unshare-user-try",
                    "--die-with-parent", "--info-fd", str(write_end), "--", trusted_program("cat") or "/bin/cat"]
-    try:
-        holder = subprocess.Popen(holder_argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, pass_fds=(write_end,), start_new_session=True)
-    except OSError:
-        os.close(read_end)
-        return False
-    finally:
-        os.close(write_end)
-    try:
-        with os.fdopen(read_end, "rb") as info:
+    fds = []
+    with os.fdopen(read_end, "rb") as info, contextlib.suppress(OSError, ValueError, KeyError):
+        try:
+            holder = subprocess.Popen(holder_argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, pass_fds=(write_end,), start_new_session=True)
+        finally:
+            os.close(write_end)
+        with holder:                        # its stdin closed after: it ends; the descriptors keep the network
             pid = json.loads(info.read() or b"{}")["child-pid"]
-        spaces = ["net"] if os.geteuid() == 0 else ["user", "net"]   # others enter its user namespace first
-        fds = [os.open(f"/proc/{pid}/ns/{space}", os.O_RDONLY | os.O_CLOEXEC) for space in spaces]
-    except (OSError, ValueError, KeyError):
-        fds = []
-    finally:
-        holder.stdin.close()                # the holder ends; the descriptors keep the network
-        holder.wait()
+            spaces = ["net"] if os.geteuid() == 0 else ["user", "net"]   # others enter its user namespace first
+            fds = [os.open(f"/proc/{pid}/ns/{space}", os.O_RDONLY | os.O_CLOEXEC) for space in spaces]
     _shared_network[:] = fds
     entered = in_shared_network([trusted_program("true") or "/bin/true"])
     if fds and subprocess.run(entered, pass_fds=tuple(fds), capture_output=True).returncode != 0:
@@ -4480,15 +4395,14 @@ def in_shared_network(argv: list[str]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------
-# Git's control files run code later, outside the sandbox: a hook on the next `git commit`, core.fsmonitor (in
-# config, an include, or what a commondir or `.git` file points at) on the next `git status`. Mounts hold what
-# exists: .git pinned (a mount point cannot be renamed), `.git` files, hooks/, what config names and linked hooks'
-# scripts read-only, config empty, every git dir too unless the command runs only git (runs_only_git). The check after
-# (git_control_snapshot) is for git-only commands, new repositories and background tasks: all there is without bwrap.
+# Git's control files run code later, outside the sandbox (a hook, core.fsmonitor on `git status`). Mounts hold what
+# exists: .git pinned, `.git` files, hooks/, what config names read-only, config empty, every git dir unless the
+# command runs only git. The check after (git_control_snapshot) covers the rest: all there is without a sandbox.
 
 # A rebase's `strategy` and a cherry-pick's `opts` name a merge program (`git merge-<strategy>`) --continue runs.
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strategy", "strategy_opts", "opts"}
 GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
+GIT_REMOTE_FOLDERS = {"branches", "remotes"}    # old-style remotes, every file a control file: a URL git pushes to
 MAX_GIT_DEPTH = 40                 # submodules nest; deeper than this is no repository git would use
 MAX_CONTROL_BYTES = 1_000_000      # configs and hooks are small
 MAX_TODO_BYTES = 64_000_000        # a to-do list larger than this is removed, not read
@@ -4520,26 +4434,25 @@ def load_git_identity() -> None:
 
 def git_identity_environment() -> dict[str, str]:
     """GIT_AUTHOR_* and GIT_COMMITTER_* for a sandboxed command: the user's own if set, else load_git_identity's."""
-    if not sandbox_enabled():
-        return {}                      # unsandboxed, git reads the user's config itself
-    return {**GIT_IDENTITY_ENV, **{name: os.environ[name] for name in GIT_IDENTITY if os.environ.get(name)}}
+    own = {name: os.environ[name] for name in GIT_IDENTITY if os.environ.get(name)}
+    return {**GIT_IDENTITY_ENV, **own} if sandbox_enabled() else {}    # unsandboxed, git reads the user's config
 
 
-# Only git writes git dirs: a command that runs anything else gets every known one read-only (a mount says no, where
-# a check after can only put back), as background tasks do. What a plain built-in git subcommand runs is git's own
-# code and the user's hooks: those parts get the git dirs writable and the check after (git_control_snapshot).
-GIT_ONLY_SUBCOMMANDS = frozenset("add am apply blame branch checkout cherry-pick clean clone commit describe "
-                                 "diff fetch grep init log ls-files merge mv notes pull push rebase reflog remote "
-                                 "reset restore revert rev-parse rm shortlog show sparse-checkout stash status switch "
-                                 "tag worktree".split())
-# Options that run a program (rebase -x, merge -s: git-merge-<name> from PATH), give hooks (--template, clone -c) or
-# write a file anywhere (log --output).
+# Only git writes git dirs: other commands and background tasks get every known one read-only (a mount says no; a
+# check after can only put back). A built-in git subcommand runs git's own code and the user's hooks. Not clone, init
+# or worktree: they write a work tree where a path names it, and a link there leads into .git (a planted replace ref).
+GIT_ONLY_SUBCOMMANDS = frozenset("add am apply blame branch checkout cherry-pick clean commit describe diff fetch "
+                                 "grep log ls-files merge mv notes pull push rebase reflog remote reset restore revert "
+                                 "rev-parse rm shortlog show sparse-checkout stash status switch tag".split())
+# Options that run a program (rebase -x, merge -s), give hooks (--template, clone -c) or write a file (log --output).
 GIT_RUNNING_OPTIONS = ("--exec", "--strategy", "--upload-pack", "--receive-pack", "--template", "--open-files-in-pager",
                        "--config", "--output")
 GIT_RUNNING_LETTERS = {"rebase": "xs", "merge": "s", "pull": "s", "cherry-pick": "s", "revert": "s", "clone": "uc",
                        "fetch": "u", "grep": "O"}
 
 
+# A path into a git dir (clone into .git/branches names a remote), or a replace ref (it hides a file from git diff).
+GIT_DIR_OPERAND = re.compile(r"(^|/)\.git(/|$)|refs/replace|:replace/")
 HARMLESS_REDIRECTION = re.compile(r"(?<!\S)(?:[12]?>&[12]|&?[12]?>>?[ \t]*/dev/null)(?=[ \t;&|]|$)")
 GIT_READ_ONLY_NOTE = ("\n(note: git dirs are read-only to commands that run more than git; run the git command on its "
                       "own at the workspace's top, e.g. `git add . && git commit -m msg`, without cd, -C, other "
@@ -4547,14 +4460,14 @@ GIT_READ_ONLY_NOTE = ("\n(note: git dirs are read-only to commands that run more
 
 
 def runs_only_git(command: str) -> bool:
-    """Is every part `git <built-in>` at the top of the workspace (another repository's hooks could be anyone's), no
-    option running a program or writing a file, no redirection (but 2>&1 and to /dev/null), glob or expansion?"""
+    """Every part `git <built-in>` at the top, no option running a program or writing a file, redirection or glob?"""
     command = HARMLESS_REDIRECTION.sub(" ", command)
     expands = set(shell_expansions(command)) & set("$`()<>*?[") or re.search(r"(^|\s)~|\{[^{}]*(,|\.\.)", command)
     segments = None if control_characters(command) or expands else command_segments(command)
     for words in segments or [[]]:
         if words[:1] != ["git"] or len(words) < 2 or words[1] not in GIT_ONLY_SUBCOMMANDS or any(
-                re.fullmatch(r"--..+", word) and any(o.startswith(word.split("=")[0]) for o in GIT_RUNNING_OPTIONS)
+                GIT_DIR_OPERAND.search(word)
+                or re.fullmatch(r"--..+", word) and any(o.startswith(word.split("=")[0]) for o in GIT_RUNNING_OPTIONS)
                 or re.fullmatch(r"-[^-].*", word) and set(word[1:]) & set(GIT_RUNNING_LETTERS.get(words[1], ""))
                 for word in words[2:]):
             return False
@@ -4562,26 +4475,32 @@ def runs_only_git(command: str) -> bool:
 
 
 def git_pins(read_only: bool = False) -> list[str]:
-    """bwrap args pinning .git and what git runs code from; read_only (see runs_only_git): every known git dir too."""
-    git, nested = BASE_DIR / ".git", nested_repositories() if read_only else []
-    pins = []
-    if git.is_dir() and not git.is_symlink():      # a `.git` file is pinned with the others (scan_workspace)
-        pins = ["--ro-bind" if read_only else "--bind", str(git), str(git)]
-    paths = [BASE_DIR / repo for repo in nested] + git_guarded_paths()
+    """bwrap args pinning .git and what git runs code from, and other git dirs read-only (git at the top needs none, and
+    git refuses to write work-tree paths through `.git` only: a patch wrote into `.bare`); read_only: .git too."""
+    git, nested = BASE_DIR / ".git", nested_repositories()
+    mount = "--ro-bind" if read_only else "--bind"      # a `.git` file is pinned with the others (scan_workspace)
+    pins = [mount, str(git), str(git)] if git.is_dir() and not git.is_symlink() else []
+    paths = map(within_reach, [BASE_DIR / repo for repo in nested] + git_guarded_paths())
     return pins + [arg for path in paths if os.path.exists(path) for arg in ("--ro-bind", str(path), str(path))]
 
 
 def git_guarded_paths() -> list[Path]:
     """Real paths in the workspace git takes code from beside .git: read-only in the sandbox, the file tools ask."""
-    paths = [Path(os.path.realpath(path)) for path in [BASE_DIR / ".git" / "hooks", *git_code_paths()]]
-    return [p for p in dict.fromkeys(paths) if p.is_relative_to(BASE_DIR) and p not in (BASE_DIR, BASE_DIR / ".git")]
+    top = top_git_dir()
+    paths = [Path(os.path.realpath(path)) for path in [top / "hooks", *git_code_paths()]]
+    return [p for p in dict.fromkeys(paths) if p.is_relative_to(BASE_DIR) and p not in (BASE_DIR, top)]
+
+
+def top_git_dir() -> Path:
+    """The top repository's git dir: .git, or the folder a `.git` file names (`gitdir: ./.bare`)."""
+    return git_dir_of(BASE_DIR / ".git") or BASE_DIR / ".git"
 
 
 def git_code_paths() -> list[Path]:
     """Paths outside .git/hooks git takes code from: what its config names, each link on linked hooks' way."""
     named = paths_git_config_names()
     targets = []
-    for folder in [BASE_DIR / ".git" / "hooks", *named]:
+    for folder in [top_git_dir() / "hooks", *named]:
         with contextlib.suppress(OSError):
             for path in [entry.path for entry in os.scandir(folder) if entry.is_symlink()]:
                 while os.path.islink(path) and len(targets) < 1000:
@@ -4600,8 +4519,7 @@ GIT_NAMING_KEYS = (r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpas
 
 
 def paths_git_config_names() -> list[Path]:
-    """What git's config names for each work tree: the top, and nested repositories and worktrees (outside dependency
-    folders), each reading its own config and the user's: a relative hooksPath or program is taken from its top."""
+    """What git's config names for each work tree (top, nested ones outside dependency folders), relative to its top."""
     index = _index[0] if _index and _index[0].base == BASE_DIR else workspace_index()    # file tools: no walk each
     trees = [BASE_DIR] + [BASE_DIR / rel for rel, marks in index.marked.items() if ".git" in marks
                           and rel and not any(is_ignored_name(part) for part in rel.split("/"))]
@@ -4631,8 +4549,7 @@ def config_names_of(tree: Path) -> dict:
             [word for word in value.lstrip("!").split() if shell and "/" in word and not word.startswith("-")]
         base = origins[-1].parent if key_name.startswith("include") and origins else top
         found += [Path(os.path.normpath(base / os.path.expanduser(word))) for word in words if word]
-    # Files git named that were not in the key (an include) join it as they are now.
-    named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]
+    named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]   # an include's, as it is now
     return dict(files=files + named, found=found, key=key + [(path, read_pointer_file(path, True)) for path in named])
 
 
@@ -4666,7 +4583,6 @@ class GitSnapshot:
     # Git dirs before the command: only there are objects/, refs/... skipped as data (a planted HEAD hides nothing).
     gitdirs: set[str] = field(default_factory=set)
     repos: list[str] = field(default_factory=list)   # other repositories' .git folders in the work tree
-    index: tuple | None = None    # .git/index as it was: a change may register a planted repository
     inodes: dict[str, int] = field(default_factory=dict)   # each git dir walked -> its inode: what a move keeps
 
 
@@ -4674,13 +4590,9 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
     """What git could run code from, no link followed (None: nothing); given one before a command, the same paths."""
     learn, moved = before is None, moved_repositories(before) if before else []
     repos = nested_repositories() if learn else before.repos + moved    # first: that look brings the index up to date
-    snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), repos, index_stamp()) if learn else \
-        GitSnapshot(before.named, {}, before.gitdirs | {f"{r}/" for r in moved}, repos, index_stamp())
-    try:
-        base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
-    except OSError:
-        return None
-    try:
+    snapshot = GitSnapshot(named_work_tree_paths(), {}, set(), repos) if learn else \
+        GitSnapshot(before.named, {}, before.gitdirs | {f"{r}/" for r in moved}, repos)
+    with contextlib.suppress(OSError), opened(BASE_DIR) as base_fd:     # no OSError passes named_path_entries
         for repo in [".git", *snapshot.repos]:    # from each .git down: the folders above are the user's to move
             snapshot.entries.update((path, state) for path, state in named_path_entries(
                 base_fd, repo, snapshot, learn, in_hooks=False) if path.startswith(repo))
@@ -4689,21 +4601,16 @@ def git_control_snapshot(before: GitSnapshot | None = None) -> GitSnapshot | Non
         for path in snapshot.named:
             snapshot.entries.update(named_path_entries(base_fd, path, snapshot, learn))
         return snapshot
-    finally:
-        os.close(base_fd)
+    return None
 
 
 def named_path_entries(base_fd: int, path: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool = True):
     """(path, state) of each part of one path (no link followed) and of all below it (in_hooks=False: control files)."""
-    *folders, last = path.split("/")
-    fds = [base_fd]
-    try:
-        for depth, name in enumerate(folders + [last]):
-            here = "/".join((folders + [last])[:depth + 1])
-            try:
-                info = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
-            except OSError:
-                return            # nothing there: the absence is the state
+    parts, fds = path.split("/"), [base_fd]
+    with contextlib.suppress(OSError), contextlib.ExitStack() as held:    # nothing there: the absence is the state
+        for depth, name in enumerate(parts):
+            here = "/".join(parts[:depth + 1])
+            info = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
             if stat.S_ISLNK(info.st_mode):
                 yield here, ("link", os.readlink(name, dir_fd=fds[-1]).encode(errors="surrogateescape"), 0)
                 return
@@ -4711,13 +4618,8 @@ def named_path_entries(base_fd: int, path: str, snapshot: GitSnapshot, learn: bo
                 yield here, file_state(fds[-1], name, info) if here == path else ("file", b"(not a folder)", 0, 0)
                 return
             yield here, ("folder", b"", 0)
-            fds.append(os.open(name, FOLDER_FLAGS, dir_fd=fds[-1]))
+            fds.append(held.enter_context(opened(name, FOLDER_FLAGS, fds[-1])))
         yield from control_entries(fds[-1], path + "/", snapshot, learn, in_hooks)
-    except OSError:
-        return
-    finally:
-        for fd in fds[1:]:
-            os.close(fd)
 
 
 def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool = False,
@@ -4744,7 +4646,8 @@ def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: b
             if (child := open_at(folder_fd, name)) is None:
                 continue
             try:
-                yield from control_entries(child, path + "/", snapshot, learn, in_hooks or name == "hooks", depth + 1)
+                code = in_hooks or name == "hooks" or name in GIT_REMOTE_FOLDERS and prefix in gitdirs
+                yield from control_entries(child, path + "/", snapshot, learn, code, depth + 1)
             finally:
                 os.close(child)
         elif is_todo_file(path):          # read whole, as git does: an exec line may follow 1 MB of comments
@@ -4755,15 +4658,13 @@ def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: b
 
 
 def file_state(folder_fd: int, name: str, info: os.stat_result) -> tuple:
-    """("file", bytes, mode, size); one too big to be a control file (a sparse 1 TB config) is not read: its inode
-    and change time stand for it (a same-size rewrite, its mtime set back, is a change), and put_back removes it."""
+    """("file", bytes, mode, size); one too big (a sparse 1 TB config) as inode and ctime: put_back removes it."""
     big = f"{info.st_ino}:{info.st_ctime_ns}".encode()
     return "file", read_control_file(folder_fd, name) if info.st_size <= MAX_CONTROL_BYTES else big, \
         stat.S_IMODE(info.st_mode), info.st_size
 
 
-# A rebase or cherry-pick in progress keeps its to-do list in .git; an "exec" line there runs on the user's
-# next `git rebase --continue`. The list is ordinary state: only exec lines a command added are taken out.
+# An "exec" line in a rebase's to-do list runs on `git rebase --continue`: those a command added are taken out.
 TODO_FILES = {"rebase-merge/git-rebase-todo", "sequencer/todo"}
 
 
@@ -4787,28 +4688,24 @@ def strip_exec_lines(folder_fd: int, name: str, keep: set[bytes]) -> None:
 
 
 def read_control_file(folder_fd: int, name: str, most: int = MAX_CONTROL_BYTES) -> bytes:
-    with contextlib.suppress(OSError):
-        fd = os.open(name, FILE_FLAGS, dir_fd=folder_fd)
-        try:
-            return os.read(fd, most + 1)
-        finally:
-            os.close(fd)
+    with contextlib.suppress(OSError), opened(name, FILE_FLAGS, folder_fd) as fd:
+        return os.read(fd, most + 1)
     return b"(not a regular file)"          # a link or a folder: never what was there
 
 
 def restore_git_control(before: GitSnapshot | None, between: bool = False) -> list[str]:
-    """Put back what a command changed among the control files (none of it is left to race this), new ones removed.
-    between: what background tasks changed since, but the top .git (read-only to tasks no command ran beside)."""
+    """Put back what changed among the control files, new ones removed; between: tasks' changes, but the top .git's."""
     if before is None:
         return disarm_new_repositories(before)       # no repository before: nothing of the user's to put back
     after = git_control_snapshot(before)
-    moves = moved_folders(before, after) if after else {}
+    where = {inode: path for path, inode in after.inodes.items() if path not in before.inodes} if after else {}
+    # New git dir -> old one, for each renamed: the same folder (inode: never a copy), gone from there.
+    moves = {where[inode]: path for path, inode in before.inodes.items() if inode in where and path not in after.inodes}
     disarmed = disarm_new_repositories(before, moved=moves)
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
     if after is None or was_folder and after.entries.get(".git") != before.entries[".git"] and not between:
         return disarmed if between else [".git (it is no longer a folder; check it before you use git here)"]
-    # A repository removed as a whole (rm -rf vendor/x) runs nothing any more: it stays removed. A git dir moved
-    # whole (mv .git/modules/a .git/modules/b) is checked where it is now, against what it was.
+    # A repository removed whole runs nothing: it stays removed; a git dir moved whole is checked where it is now.
     gone = [repo for repo in before.repos if repo not in after.entries] + list(moves.values())
     gone += [".git"] if between else []
     was = {new + path[len(old):]: state for new, old in moves.items() for path, state in before.entries.items()
@@ -4816,18 +4713,9 @@ def restore_git_control(before: GitSnapshot | None, between: bool = False) -> li
     changed = sorted(path for path in before.entries.keys() | after.entries.keys()
                      if was.get(path) != after.entries.get(path)
                      and not any(path == repo or path.startswith(repo + "/") for repo in gone))
-    base_fd = os.open(BASE_DIR, FOLDER_FLAGS)
-    try:
+    with opened(BASE_DIR) as base_fd:
         done = [path for path in changed if put_back(base_fd, path, was.get(path))]
-    finally:
-        os.close(base_fd)
     return disarmed + done + [f"{old} (found at {new}: checked there, not moved back)" for new, old in moves.items()]
-
-
-def moved_folders(before: GitSnapshot, after: GitSnapshot) -> dict[str, str]:
-    """New git dir -> old one, for each a command renamed: the same folder (inode: never a copy), gone from there."""
-    where = {inode: path for path, inode in after.inodes.items() if path not in before.inodes}
-    return {where[inode]: path for path, inode in before.inodes.items() if path not in after.inodes and inode in where}
 
 
 def moved_repositories(before: GitSnapshot) -> list[str]:
@@ -4839,12 +4727,11 @@ def moved_repositories(before: GitSnapshot) -> list[str]:
 
 
 def put_back_notice(restored: list[str], why: str) -> str:
-    shown = ", ".join(restored[:10]) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
+    shown = ", ".join(map(one_line, restored[:10])) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
     return f"\n(KeSi put back {shown}{why})" if restored else ""
 
 
-# What a fresh `git init` or `git clone` writes into a config. In a repository a command created, anything else
-# (core.fsmonitor, a pager, an alias, an include) was planted, as was a hook that is no sample, or a commondir.
+# What fresh `git init`/`clone` write in a config: in a new repository anything else was planted (hooks, commondir too).
 FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|logallrefupdates|ignorecase|"
                                r"precomposeunicode|symlinks)|remote\..+\.(url|pushurl|fetch)|"
                                r"branch\..+\.(remote|merge)|extensions\.[a-z]+|user\.(name|email)", re.DOTALL)
@@ -4853,20 +4740,11 @@ FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|lo
 def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     """Take the planted parts out of repositories made since before (also one the index registers as a submodule)."""
     known = set(before.repos) | ({".git"} & before.entries.keys()) | set(moved) if before else set()
-    top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
-    found = top + nested_repositories()
-    removed = []
-    for repo in dict.fromkeys(found):
+    top, removed = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else [], []
+    for repo in dict.fromkeys(top + nested_repositories()):
         if repo not in known and (repo == ".git" or not walked_by_the_top_snapshot(repo)):
             removed += disarm_repository(repo)
     return removed
-
-
-def index_stamp(git_dir: Path | None = None) -> tuple | None:
-    with contextlib.suppress(OSError):
-        info = os.stat((git_dir or BASE_DIR / ".git") / "index", follow_symlinks=False)
-        return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns    # ctime: `touch -d` cannot set it
-    return None
 
 
 def registered_repositories() -> list[str]:
@@ -4884,7 +4762,11 @@ def registered_repositories() -> list[str]:
 
 def gitlinks(tree: Path, git_dir: Path) -> list[str]:
     """The submodule paths one index registers, read again only when it changed."""
-    if _gitlinks.get(tree, (None,))[0] != (key := index_stamp(git_dir)) or key is None:
+    key = None
+    with contextlib.suppress(OSError):
+        info = os.stat(git_dir / "index", follow_symlinks=False)
+        key = info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns    # ctime: `touch -d` cannot set it
+    if _gitlinks.get(tree, (None,))[0] != key or key is None:
         listed = run_git(["-C", str(tree), "ls-files", "--stage", "-z"], timeout=30)
         entries = (listed.stdout if listed else b"").split(b"\0")
         _gitlinks[tree] = key, [os.fsdecode(e.split(b"\t", 1)[-1]) for e in entries if e[:7] == b"160000 "]
@@ -4895,22 +4777,17 @@ _gitlinks: dict = {}          # per work tree: the index stamp and the submodule
 
 
 def git_dir_of(dot_git: Path) -> Path | None:
-    """The folder a `.git` folder, link or `gitdir:` file stands for; the `.git` itself (to be removed if new)
-    when the way goes through /proc, which git reads as its own process and KeSi as its own."""
-    try:
-        target = pointed_git_dir(dot_git) if dot_git.is_file() else dot_git if dot_git.is_dir() else None
+    """The git dir a `.git` stands for (a `gitdir:` file read as git does); itself (removed if new) through /proc."""
+    try:                          # /proc: git reads it as its own process, KeSi as its own
+        target = dot_git if dot_git.is_dir() else None
+        if dot_git.is_file():     # "gitdir: ", then all but the line end, relative to the `.git`'s folder
+            pointer = (read_pointer_file(dot_git, follow_links=True) or "").split("\0")[0]
+            target = dot_git.parent / pointer[8:].rstrip("\r\n") if pointer.startswith("gitdir: ") else None
         if leads_through_proc(str(dot_git)) or target is not None and leads_through_proc(str(target)):
             return dot_git
         return None if target is None else Path(os.path.realpath(target))
     except (OSError, ValueError):
         return None
-
-
-def pointed_git_dir(dot_git: Path) -> Path | None:
-    """Where a `.git` file, or a link to one, points, read as git reads it: "gitdir: " and all the rest but the
-    line ends at its end, relative to the folder of the `.git`."""
-    pointer = (read_pointer_file(dot_git, follow_links=True) or "").split("\0")[0]
-    return dot_git.parent / pointer[8:].rstrip("\r\n") if pointer.startswith("gitdir: ") else None
 
 
 def leads_through_proc(path: str, hops: int = 40) -> bool:
@@ -4961,8 +4838,7 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
                 removed.append(f"{shown}/hooks/{hook}")
         os.close(hooks)
     removed += disarm_config(fd, shown) if "config" in names else []
-    # Its own submodules' and worktrees' git dirs take code from their configs too.
-    for inner in ("modules", "worktrees") if depth < MAX_GIT_DEPTH else ():
+    for inner in ("modules", "worktrees") if depth < MAX_GIT_DEPTH else ():    # their git dirs' configs run code too
         inner_fd = open_at(fd, inner)
         for name in os.listdir(inner_fd) if inner_fd is not None else []:
             removed += disarm_git_dir_at(inner_fd, name, f"{shown}/{inner}/{name}", depth + 1)
@@ -4971,14 +4847,10 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
 
 
 def disarm_git_dir_at(folder_fd: int, name: str, shown: str, depth: int) -> list[str]:
-    if depth > MAX_GIT_DEPTH or (sub := open_at(folder_fd, name)) is None:
-        return []
-    try:
-        return disarm_git_dir(sub, shown, depth)
-    except OSError:
-        return []
-    finally:
-        os.close(sub)
+    if depth <= MAX_GIT_DEPTH:
+        with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, folder_fd) as sub:
+            return disarm_git_dir(sub, shown, depth)
+    return []
 
 
 def open_at(folder_fd: int, name: str) -> int | None:
@@ -5009,12 +4881,11 @@ def disarm_config(fd: int, shown: str) -> list[str]:
 
 
 def run_git(args: list[str], timeout: float = 10) -> subprocess.CompletedProcess | None:
-    """Every git KeSi runs itself, outside the sandbox: the trusted one, as the user's own git but GIT_OWN_CONFIG,
-    output captured, with a timeout; None when it could not run."""
+    """Every git KeSi runs itself, outside the sandbox: the trusted one with GIT_OWN_CONFIG; None if it did not run."""
     git = trusted_program("git")
     try:
-        return subprocess.run([git, *args], cwd=BASE_DIR, capture_output=True, timeout=timeout,
-                              env={**os.environ, **GIT_OWN_CONFIG}) if git else None
+        return subprocess.run([git, *args], cwd=BASE_DIR, capture_output=True, timeout=timeout,    # never the terminal
+                              stdin=subprocess.DEVNULL, env={**os.environ, **GIT_OWN_CONFIG}) if git else None
     except (OSError, subprocess.TimeoutExpired):
         return None
 
@@ -5030,13 +4901,12 @@ def remove_at(folder_fd: int, name: str) -> None:
 
 def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
     """Make one path what it was (None: absent), never through a link; a hooks folder moved aside made again."""
-    *folders, name = path.split("/")
-    fds = [base_fd]
+    (*folders, name), fds, held = path.split("/"), [base_fd], contextlib.ExitStack()
     try:
         for folder in folders:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(folder, dir_fd=fds[-1]) if was is not None and folder == "hooks" else None
-            fds.append(os.open(folder, FOLDER_FLAGS, dir_fd=fds[-1]))
+            fds.append(held.enter_context(opened(folder, FOLDER_FLAGS, fds[-1])))
         if is_todo_file(path):
             keep = set(was[1].split(b"\n")) if was is not None and was[0] == "todo" else set()
             strip_exec_lines(fds[-1], name, keep)
@@ -5056,24 +4926,18 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
     except OSError:
         return False              # a link on the way, or its folder cannot be made
     finally:
-        for fd in fds[1:]:
-            os.close(fd)
+        held.close()
 
 
 # --- network allowlist proxy ---------------------------------------------------
-# A sandboxed command's only network is an HTTP proxy (a KeSi thread) reaching only allowed hosts, https by CONNECT:
-# through a mounted Unix socket and PROXY_FORWARDER on 127.0.0.1 (bwrap), or the one port the profile allows (macOS).
-# Only the user's settings add hosts (the project's, writable by commands, may only deny). It connects to the very
+# Commands' only network: an HTTP proxy (a thread; https by CONNECT) via a mounted socket and PROXY_FORWARDER (bwrap)
+# or the profile's one port (macOS). Only user settings allow hosts (the project's only deny). It connects to the very
 # address it checked (no DNS rebinding), never to a local or private one unless the user mapped the name.
-DEFAULT_NETWORK_HOSTS = (
-    "pypi.org", "files.pythonhosted.org",                                  # pip, uv
-    "registry.npmjs.org", "registry.yarnpkg.com",                          # npm, yarn, pnpm
-    "crates.io", "index.crates.io", "static.crates.io",                    # cargo
-    "proxy.golang.org", "sum.golang.org",                                  # go
-    "rubygems.org", "index.rubygems.org", "repo.maven.apache.org", "repo1.maven.org",
-    "github.com", "codeload.github.com", "objects.githubusercontent.com",  # git, release files
-    "raw.githubusercontent.com", "gitlab.com", "bitbucket.org",
-)
+DEFAULT_NETWORK_HOSTS = (    # pip and uv; npm, yarn and pnpm; cargo; go; gems; maven; git hosts and release files
+    "pypi.org", "files.pythonhosted.org", "registry.npmjs.org", "registry.yarnpkg.com", "crates.io", "index.crates.io",
+    "static.crates.io", "proxy.golang.org", "sum.golang.org", "rubygems.org", "index.rubygems.org",
+    "repo.maven.apache.org", "repo1.maven.org", "github.com", "codeload.github.com", "objects.githubusercontent.com",
+    "raw.githubusercontent.com", "gitlab.com", "bitbucket.org")
 DEFAULT_NETWORK_PORTS = (80, 443)     # an entry without a port allows these; "host:8443" another
 PROXY_PORT = 3128                     # as written in HTTP_PROXY; the forwarder puts in the port it got
 PROXY_SOCKET_INSIDE = "/run/kesi/proxy.sock"
@@ -5088,16 +4952,13 @@ HOP_BY_HOP = {b"host", b"connection", b"proxy-connection", b"keep-alive", b"prox
 NETWORK_BLOCKED, REFUSALS = collections.deque(maxlen=1000), itertools.count(1)   # (number, host:port): the latest
 
 
-@dataclass(frozen=True)
-class NetworkPolicy:
-    allow: tuple                 # host entries: "pypi.org", "*.example.com", "host:8443", "[::1]:80"
-    deny: tuple
-    resolve: dict                # name -> address the user chose for it
+# allow, deny: host entries ("pypi.org", "*.example.com", "host:8443", "[::1]:80"); resolve: name -> the user's address
+NetworkPolicy = collections.namedtuple("NetworkPolicy", "allow deny resolve")
 
 
 def network_policy() -> NetworkPolicy:
     """The allowlist in force, read fresh for every connection."""
-    user = read_json_file(user_settings_file())
+    user = read_json_file(user_settings_file(), yours=True)
     here = setting(setting(user, "projects", dict), str(BASE_DIR), dict)
     mine = [setting(user, "network", dict), setting(here, "network", dict)]
     project = setting(read_json_file(project_settings_file()), "network", dict)
@@ -5173,9 +5034,8 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
     return remote, None
 
 
-# Never reached through a name: this machine (any interface, public ones too, asked of the kernel at each
-# connection) and what the IANA special-purpose registries mark not globally reachable (private networks,
-# 169.254.169.254, 198.18.0.0/15, ...). is_global follows them; NOT_GLOBAL is what older Pythons miss.
+# Never reached through a name: this machine (asked of the kernel each time) and what IANA marks not global
+# (private, 169.254.169.254, 198.18.0.0/15, ...); is_global follows IANA, NOT_GLOBAL is what older Pythons miss.
 NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
     "192.0.0.0/24", "192.88.99.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16"))
 CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96", "::ffff:0:0:0/96"))  # and SIIT
@@ -5197,8 +5057,7 @@ def carried_addresses(ip) -> list:
 
 
 def is_this_machine(ip) -> bool:
-    """An address this machine can bind (any error but 'not available' counts: ip_nonlocal_bind), or one the kernel
-    routes back to it (a `local` route, IPv6 "AnyIP", cannot be bound): then it would send from loopback or itself."""
+    """Bindable (any error but 'not available': ip_nonlocal_bind), or routed back here (a `local` route, "AnyIP")."""
     family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
     try:
         with socket.socket(family) as probe:
@@ -5216,11 +5075,7 @@ def is_this_machine(ip) -> bool:
     return source.is_loopback or source == ip
 
 
-@dataclass(frozen=True)
-class ProxyRequest:
-    host: str | None
-    port: int
-    upstream_head: bytes | None      # http: the request to send on; CONNECT: None
+ProxyRequest = collections.namedtuple("ProxyRequest", "host port upstream_head")   # upstream_head: None for CONNECT
 
 
 def read_request_head(sock) -> tuple[bytes, bytes] | None:
@@ -5231,8 +5086,7 @@ def read_request_head(sock) -> tuple[bytes, bytes] | None:
         if not chunk:
             return None
         data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    return head, rest
+    return data.partition(b"\r\n\r\n")[::2]       # (head, rest)
 
 
 def parse_proxy_request(head: bytes) -> tuple[ProxyRequest | None, str]:
@@ -5280,8 +5134,7 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
             request, problem = parse_proxy_request(got[0])
             if request is None:
                 return send_proxy_error(client, 400, f"KeSi's proxy refused a malformed request: {problem}.")
-            policy = network_policy()
-            reason = network_refusal(request.host, request.port, policy)
+            reason = network_refusal(request.host, request.port, policy := network_policy())
             targets, reason = checked_addresses(request.host, request.port, policy) if reason is None else ([], reason)
             if reason:
                 return refuse_host(client, request, reason)
@@ -5291,11 +5144,8 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
             with upstream:
                 client.settimeout(None)          # a tunnel may be idle as long as it likes,
                 upstream.settimeout(PROXY_LINGER_SECONDS)    # but a server that takes nothing is let go
-                if request.upstream_head is None:
-                    client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                else:
-                    upstream.sendall(request.upstream_head)
-                upstream.sendall(got[1])
+                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n" if request.upstream_head is None else b"")
+                upstream.sendall((request.upstream_head or b"") + got[1])
                 sent = threading.Event()
                 back = threading.Thread(target=relay_back, args=(upstream, client, sent), daemon=True)
                 back.start()
@@ -5307,11 +5157,10 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
 def refuse_host(client, request: ProxyRequest, reason: str) -> None:
     where = f"{request.host or '(invalid host)'}:{request.port}"
     NETWORK_BLOCKED.append((next(REFUSALS), f"{where} ({reason})"))
-    send_proxy_error(client, 403, (
-        f"KeSi's network allowlist blocked {where}: {reason}.\n"
-        "Sandboxed commands reach only allowed hosts (package registries and git hosts by default). "
-        f"The user can add one to \"network\": {{\"allow\": [...]}} in {user_settings_file()}, "
-        "or allow this one command with full network at its permission prompt."))
+    send_proxy_error(client, 403, f"KeSi's network allowlist blocked {where}: {reason}.\nSandboxed commands reach only "
+                     "allowed hosts (package registries and git hosts by default). The user can add one to "
+                     f"\"network\": {{\"allow\": [...]}} in {user_settings_file()}, or allow this one command with "
+                     "full network at its permission prompt.")
 
 
 def send_proxy_error(client, status: int, text: str) -> None:
@@ -5337,8 +5186,7 @@ def relay(source, target) -> None:
 
 
 def relay_back(upstream, client, sent: threading.Event) -> None:
-    """relay() from the server until it ends, the command's end is gone, or the server is PROXY_LINGER_SECONDS silent
-    after the command finished sending (its end may look half-closed): then it is shut, so it keeps no slot."""
+    """relay() from the server until it ends, the client goes, or it lingers silent once the client has sent all."""
     watch = select.poll()
     watch.register(upstream, select.POLLIN)
     watch.register(client, 0)                        # POLLHUP and POLLERR are always reported
@@ -5382,16 +5230,11 @@ class QuietServer:
         finally:
             self.slots.release()
 
-    def handle_error(self, request, client_address):
-        pass
+    def handle_error(self, request, client_address): pass
 
 
-class UnixProxyServer(QuietServer, socketserver.ThreadingUnixStreamServer):
-    pass
-
-
-class LocalProxyServer(QuietServer, socketserver.ThreadingTCPServer):
-    pass
+class UnixProxyServer(QuietServer, socketserver.ThreadingUnixStreamServer): pass
+class LocalProxyServer(QuietServer, socketserver.ThreadingTCPServer): pass
 
 
 def network_proxy(kind: str | None = None):
@@ -5425,13 +5268,16 @@ def proxy_port(escalation: str | None = None) -> int | None:
 
 
 def command_environment(escalation: str | None = None, command: str = "") -> dict[str, str]:
-    """sandbox_environment, plus caches and proxy variables; never, unsandboxed, a cache commands can write. Git alone
-    with writable git dirs finds no program on PATH in the workspace (ssh, gpg, an editor, git-remote-x: .venv/bin)."""
+    """sandbox_environment, caches, proxy; git alone (git dirs writable) finds no program on PATH in the workspace
+    and reaches no repository by a local path (file, ext): its hooks would run beside the writable git dirs."""
     env, port = sandbox_environment(), proxy_port(escalation)
-    env = env if escalation == "unsandboxed" else with_command_caches(env)
+    if escalation != "unsandboxed" and sandbox_enabled():   # but those the user set (any case): read-only inside
+        root, chosen = BASE_DIR / ".kesi" / CACHE_FOLDER, {name.upper() for name in env}
+        env |= {name: str(root / folder) for name, folder in CACHE_VARIABLES.items() if name.upper() not in chosen}
     if runs_only_git(command):
         env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                       if os.path.isabs(p) and not lies_in(Path(p), BASE_DIR))
+        env["GIT_ALLOW_PROTOCOL"] = "http:https:ssh:git"
     if port:               # what curl, pip, uv, npm, cargo and git read to find a proxy (either case)
         url = f"http://127.0.0.1:{port}"
         env.update({name: url for base in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY") for name in (base, base.lower())})
@@ -5474,8 +5320,7 @@ import contextlib, ctypes, os, signal, socket, sys, threading
 # Die with bwrap, as --die-with-parent means: without asking again here, this pid 1 once outlived a SIGKILLed KeSi.
 ctypes.CDLL(None).prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG
 written, path, command = sys.argv[1], sys.argv[2], sys.argv[3:]
-# A port the kernel picks, free by definition: in the session's shared network a fixed one could be taken by a
-# server a command left running, which would then see (and answer) every later command's requests.
+# A port the kernel picks: in the shared network a server left running could take a fixed one, and see all requests.
 listener = socket.create_server(("127.0.0.1", 0))
 port = str(listener.getsockname()[1])
 def relay(source, target):
@@ -5509,11 +5354,10 @@ while True:
 """
 
 
-# Credential formats masked in command output before the model (and the session file) sees it: (label, pattern);
-# group "keep" stays readable (a variable name, a URL's user). Exact formats only: free text passes as it is.
+# Exact credential formats masked in output before the model sees it: (label, pattern); group "keep" stays readable.
 CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, flags in [
-    ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY[A-Z ]*-----(?:.*?-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----|.*)",
-     re.S),
+    ("private key", r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY[A-Z ]{0,40}-----(?:.*?-----END [A-Z ]{0,40}PRIVATE KEY"
+                    r"[A-Z ]{0,40}-----|.*)", re.S),
     ("github token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})", 0),
     ("gitlab token", r"\bglpat-[A-Za-z0-9_-]{20,}", 0),
     ("anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{20,}", 0),
@@ -5527,18 +5371,35 @@ CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, f
     ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b", 0),
     ("pypi token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", 0),
     ("hugging face token", r"\bhf_[A-Za-z0-9]{34,}\b", 0),
-    ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
-    ("password", r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]+:)[^@/?#\s]+(?=@)", 0),
-    ("secret value", r"(?P<keep>^[ \t]*(?:export[ \t]+)?[A-Z][A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY)"
-                     r"[A-Z0-9_]*=[\"']?)(?![0-9]+\b)[^\s\"'$][^\s\"']{5,}", re.M),
+    ("jwt", r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
+    ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]*:)[^@/?#\s]+(?=@)", 0),
+    ("secret value", r"(?P<keep>^[ \t]*(?:export[ \t]+)?(?=[A-Z][A-Z0-9_]*?(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY))"
+                     r"[A-Z][A-Z0-9_]*=[\"']?)(?![0-9]+\b)(?:(?<=\")[^\"\n$][^\"\n]{5,}|(?<=')[^'\n]{6,}|"
+                     r"(?<==)[^\s\"'$][^\s\"']{5,})", re.M),    # a quoted value up to its quote
 ]]
 
 
+# What hides a credential from the patterns, not from a reader: NULs (UTF-16/32), terminal escapes (grep --color),
+# overstrikes (g\bg), other control and invisible characters.
+HIDDEN = re.compile("\x1b(?:\\[[0-?]*[ -/]*[@-~]?|][^\x07\x1b\n]*(?:\x07|\x1b\\\\)?|[ -~])?|[^\n]\x08|"
+                    "[\x00-\x08\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2060\ufeff]")
+
+
 def mask_credentials(text: str) -> str:
-    """Replace well-known credential formats with a visible [masked: ...] marker."""
-    for label, pattern in CREDENTIAL_PATTERNS:
-        text = pattern.sub(lambda m: (m.groupdict().get("keep") or "") + f"[masked: {label}]", text)
-    return text
+    """Replace well-known credential formats with a visible [masked: ...] marker; they are sought in the text without
+    what HIDDEN matches, and the marker replaces all of one, what was hidden inside it too."""
+    view = HIDDEN.sub("", text)
+    spans = sorted((m.end("keep") if m.re.groupindex else m.start(), m.end(), label)
+                   for label, pattern in CREDENTIAL_PATTERNS for m in pattern.finditer(view))
+    if spans and view != text:        # where[i]: the index in text of the view's i-th character
+        hidden = set(itertools.chain.from_iterable(range(*m.span()) for m in HIDDEN.finditer(text)))
+        where = [i for i in range(len(text)) if i not in hidden]
+        spans = [(where[start], where[end - 1] + 1, label) for start, end, label in spans]
+    kept, at = [], 0
+    for start, end, label in spans:
+        kept += [text[at:start], f"[masked: {label}]"] if start >= at else []     # overlapping ones: one marker
+        at = max(at, end)
+    return "".join(kept) + text[at:]
 
 
 def sandbox_allowances() -> str:
@@ -5599,33 +5460,8 @@ def network_line() -> str:
 # --- background tasks ----------------------------------------------------------
 # A dev server or watcher outlives its call, checked and sandboxed as a command (.git read-only: the user runs git too).
 # All end with KeSi: at exit, a crash, SIGHUP or SIGTERM, and under bwrap even SIGKILL (--die-with-parent, lifeline_fd).
-
 MAX_BACKGROUND_TASKS = 8               # running at once
 MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task
-
-
-class RecentOutput:
-    """The newest `keep` bytes a task printed and a count of all; drain_output fills it from its own thread."""
-
-    def __init__(self, keep: int):
-        self.keep, self.data, self.total, self.lock = keep, bytearray(), 0, threading.Lock()
-
-    def __iadd__(self, chunk: bytes):
-        with self.lock:
-            self.total += len(chunk)
-            self.data += chunk
-            if len(self.data) > 2 * self.keep:      # trim now and then, not on every chunk
-                del self.data[:-self.keep]
-        return self
-
-    def __len__(self) -> int:
-        return self.total
-
-    def since(self, offset: int) -> tuple[bytes, int]:
-        """What came after the first `offset` bytes, and how many of those are lost."""
-        with self.lock:
-            first_kept = self.total - len(self.data)
-            return bytes(self.data[max(offset - first_kept, 0):]), max(first_kept - offset, 0)
 
 
 @dataclass
@@ -5633,7 +5469,7 @@ class BackgroundTask:
     id: int
     command: str
     proc: subprocess.Popen
-    output: RecentOutput
+    output: HeadAndTail
     reader: threading.Thread
     started: float = field(default_factory=time.time)
     shown: int = 0                     # bytes of output already handed to the model
@@ -5651,9 +5487,8 @@ BACKGROUND_TASKS: dict[int, BackgroundTask] = {}
 
 def start_background_task(command: str) -> tuple[str, bool]:
     """Start it, log it (its end is logged when it is stopped), return its id."""
-    running = [task for task in BACKGROUND_TASKS.values() if task.proc.poll() is None]
-    if len(running) >= MAX_BACKGROUND_TASKS:
-        return (f"Error: {len(running)} background tasks are running already, the most KeSi allows; "
+    if (running := sum(task.proc.poll() is None for task in BACKGROUND_TASKS.values())) >= MAX_BACKGROUND_TASKS:
+        return (f"Error: {running} background tasks are running already, the most KeSi allows; "
                 "stop one with background_stop first."), True
     shared = start_shared_network()
     make_cache_folder()
@@ -5671,7 +5506,7 @@ def start_background_task(command: str) -> tuple[str, bool]:
         wait_until_sandboxed(proc, paused)
     if not BACKGROUND_TASKS:
         atexit.register(stop_background_tasks)
-    output = RecentOutput(MAX_TASK_OUTPUT_BYTES)
+    output = HeadAndTail(MAX_TASK_OUTPUT_BYTES)
     reader = threading.Thread(target=drain_output, args=(proc.stdout, output, sys.maxsize), daemon=True)
     reader.start()
     task = BackgroundTask(max(BACKGROUND_TASKS, default=0) + 1, command, proc, output, reader,
@@ -5697,17 +5532,17 @@ def no_such_task(task_id) -> tuple[str, bool]:
 
 
 def new_task_output(task: BackgroundTask) -> str:
-    """What the task printed since the model last looked, clipped and masked; a word it is still printing waits."""
-    data, lost = task.output.since(task.shown)
+    """What the task printed since the model last looked, clipped and masked; a line or key block it prints waits."""
+    data, lost, open = task.output.since(task.shown)
     done = task.proc.poll() is not None and not task.reader.is_alive()
-    ready = data if done else whole_words(data, cut_after=True, most=None)
+    ready = data if done else whole_lines(data, cut_after=True, most=None, open=open)
     task.shown, held = task.shown + lost + len(ready), len(data) - len(ready)
-    ready = whole_words(ready, cut_before=True) if lost else ready
+    ready = whole_lines(ready, cut_before=True, open=open) if lost or open else ready
     text = mask_credentials(clip_output(ready)) if ready else "(no new output)"
     if lost:
         text = f"(... {lost} earlier bytes were not kept ...)\n" + text
     if held:
-        text += f"\n({held} bytes of a line still being printed are held back until it ends)"
+        text += f"\n({held} bytes of a line (or private key) still being printed are held back until it ends)"
     return text if text.endswith("\n") else text + "\n"
 
 
@@ -5716,16 +5551,13 @@ def log_task_end(task: BackgroundTask, how: str) -> None:
         return
     task.logged = True
     task.reader.join(timeout=5)        # a task that just ended may still have output in the pipe
-    data, lost = task.output.since(0)
     audit_command(task.command, how, task.started, time.time() - task.started, task.proc.returncode,
-                  mask_credentials(whole_words(data, cut_before=bool(lost)).decode("utf-8", errors="replace")),
-                  background_task=task.id)
+                  mask_credentials(task.output.clipped()), background_task=task.id)   # clipped first: fast
 
 
 def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> None:
     """TERM the running tasks' process groups (all, or tasks'), one grace period for all, then KILL the rest."""
-    tasks = BACKGROUND_TASKS.values() if tasks is None else tasks
-    running = [task.proc for task in tasks if task.proc.poll() is None]
+    running = [t.proc for t in (BACKGROUND_TASKS.values() if tasks is None else tasks) if t.proc.poll() is None]
     send_signal([proc.pid for proc in running], signal.SIGTERM, os.killpg)
     deadline = time.monotonic() + KILL_GRACE_SECONDS
     with contextlib.suppress(KeyboardInterrupt):      # a Ctrl-C: no more patience, KILL now
@@ -5741,7 +5573,7 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
         if task.proc in running or task.proc.poll() is not None:
             log_task_end(task, how if task.proc in running else "ended by itself")
     if planted := check_after_tasks():          # also what a task that ended by itself changed
-        ui(f"  {planted.strip()}")
+        ui(f"  {visible(planted.strip())}")
 
 
 ADOPTING = False     # KeSi is the subreaper (Linux, no bwrap): a task's setsid or double-forked children are its to end
@@ -5757,13 +5589,12 @@ def stop_orphans(spare: set[int] = frozenset()) -> None:
     """KILL and reap, round by round, all KeSi adopted (whose it was cannot be told) but running tasks and spare."""
     known = spare | {task.proc.pid for task in BACKGROUND_TASKS.values() if task.proc.returncode is None}
     for _ in range(1000):
-        orphans = [pid for pid in child_pids(os.getpid()) if pid not in known]
+        if not (orphans := [pid for pid in child_pids(os.getpid()) if pid not in known]):
+            return
         send_signal(orphans, signal.SIGKILL)
         for pid in orphans:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-        if not orphans:
-            return
 
 
 def send_signal(pids, signum: int, kill=os.kill) -> None:
@@ -5781,13 +5612,13 @@ def child_pids(pid: int) -> list[int]:
     return found
 
 
-def stop_tasks_beyond_permission(revoked: bool = False) -> None:
-    """Permission shrank (/mode, /revoke): stop the running tasks it no longer allows, and say so."""
+def stop_tasks_beyond_permission(revoked: bool = False, why: str = "") -> None:
+    """Permission shrank (/mode, /revoke, a command's allowed-tools): stop the running tasks it no longer allows."""
     gone = [t for t in BACKGROUND_TASKS.values() if t.proc.poll() is None and not still_allowed(t, revoked)]
-    stop_background_tasks(gone, "stopped: the person took permission back")
+    stop_background_tasks(gone, f"stopped: {why or 'the person took permission back'}")
+    why = why or f"permission mode {PERMISSION_MODE}{' and /revoke' if revoked else ''} no longer allow it"
     for task in gone:
-        ui(f"  (stopped background task {task.id}, {visible(shorten(task.command, 60))}: permission mode "
-           f"{PERMISSION_MODE}{' and /revoke' if revoked else ''} no longer allow it)")
+        ui(f"  (stopped background task {task.id}, {visible(shorten(task.command, 60))}: {why})")
 
 
 def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
@@ -5802,7 +5633,6 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 # --- tasks paused while KeSi looks, and checked between commands ---------------------------
 # The tasks' bwrap sandboxes are SIGSTOPped from KeSi's look at a command until bwrap has mounted all, and while it
 # checks one, so no task moves a folder under a mask or plants a hook meanwhile; git changes between checks are undone.
-
 @contextlib.contextmanager
 def background_tasks_paused():
     """Stop the running tasks' sandboxes for the with-block; yields their bwraps' pids (none: nothing paused)."""
@@ -5811,7 +5641,7 @@ def background_tasks_paused():
     try:
         calm, deadline = 0, time.monotonic() + 10
         while roots and calm < 2 and time.monotonic() < deadline:    # twice in a row: none forked or woke one
-            moving = [pid for pid, (_, state) in sandbox_processes(roots).items() if not is_still(pid, state)]
+            moving = [thread for pid in sandbox_processes(roots) for thread in moving_threads(pid)]
             send_signal(moving, signal.SIGSTOP)
             calm = 0 if moving else calm + 1
             time.sleep(0.001 if moving else 0)
@@ -5820,13 +5650,21 @@ def background_tasks_paused():
         send_signal(sandbox_processes(roots), signal.SIGCONT)
 
 
-def is_still(pid: int, state: str) -> bool:
-    """Stopped or gone; or a shell in vfork, which runs nothing until its (stopped) child execs and never stops."""
-    if state in "TtZX":
-        return True
+def moving_threads(pid: int) -> list[int]:
+    """The threads of pid that may run, each stopped by its id: a thread waiting in vfork takes a process's signal."""
     with contextlib.suppress(OSError):
-        return state == "D" and Path(f"/proc/{pid}/wchan").read_text() in ("kernel_clone", "_do_fork", "do_fork")
-    return False
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task") if not thread_is_still(f"/proc/{pid}/task/{tid}")]
+    return []                       # gone
+
+
+VFORK_WAITS = ("kernel_clone", "_do_fork", "do_fork")       # the kernel function a vfork parent waits in
+
+
+def thread_is_still(path: str) -> bool:
+    with contextlib.suppress(OSError, IndexError):
+        state = Path(path, "stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state in "TtZX" or state == "D" and Path(path, "wchan").read_text() in VFORK_WAITS
+    return True
 
 
 def sandbox_processes(roots: list[int]) -> dict[int, tuple[str, str]]:
@@ -5977,12 +5815,10 @@ def read_audit_entries(limit: int) -> tuple[list[dict], int]:
 # Behind add_cache_breakpoints() and manage_context(): caching on a clock that learns pauses, clearing, compaction.
 
 # --- prompt caching -----------------------------------------------------------
-# The API caches a request's prefix (tools, system, messages) up to a block marked cache_control if it reaches the
-# model's minimum. An entry lives 5 minutes (written at 1.25x the input price) or 1 hour (2x), refreshed by each read
-# (0.1x); at most 4 marks, no 1-hour one after a 5-minute one. MODELS is from https://platform.claude.com/docs/en/
-# (build-with-claude/prompt-caching; about-claude/models/overview and each model's page; "what's new": 512 for Opus 5
-# and the 5.5 models). A model thinking unasked spends max_tokens on it too. Undocumented: Fable/Mythos 5.1 and 5.2's
-# minimum (None: the default), whether Sonnet 5 thinks unasked (taken as not).
+# The API caches a request's prefix up to a block marked cache_control if it reaches the model's minimum, 5 minutes
+# (written at 1.25x the input price) or 1 hour (2x), refreshed by each read (0.1x); at most 4 marks, no 1h after a 5m.
+# MODELS: platform.claude.com/docs/en/ (prompt-caching, models overview and pages, what's new); a model thinking
+# unasked spends max_tokens on it. Undocumented (so None or False): Fable/Mythos 5.1/5.2's minimum, Sonnet 5 thinking.
 MODELS = {   # model -> (cache minimum, context window, max output, thinks unasked); model_limits: the Models API wins
     **dict.fromkeys(("claude-fable-5-2", "claude-mythos-5-2", "claude-fable-5-1", "claude-mythos-5-1"),
                     (None, 1_000_000, 128_000, True)),
@@ -6014,8 +5850,7 @@ def cache_minimum(model: str) -> int:
 
 
 class CacheClock:
-    """Per agent: 5-minute entries while requests come fast; 1-hour ones (0.75x more to write, far less than the
-    whole prefix again) for an hour after a pause that outlived them. Saved with the session."""
+    """Per agent: 5-minute entries while requests come fast, 1-hour ones (dearer) for an hour after a long pause."""
 
     def __init__(self):
         self.last_use, self.long_pause_at = {}, {}     # label -> time.time()
@@ -6039,11 +5874,11 @@ class CacheClock:
 
 CACHE_CLOCK = CacheClock()
 CACHE_CONTROL = {"5m": {"type": "ephemeral"}, "1h": {"type": "ephemeral", "ttl": "1h"}}    # a mark, by lifetime
+_TOOLS_CHARS: dict[tuple, int] = {}    # tool names -> the JSON size of their specs (see tools_chars)
 
 
 def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
-    """Mark the stable system text, the newest message (the next request reads it) and the previous request's newest
-    (this one reads it); each only if estimate_tokens (an undercount) reaches the minimum."""
+    """Mark the stable system text, the newest message and the previous request's newest, each if long enough."""
     control, system = CACHE_CONTROL[CACHE_CLOCK.ttl_for_request(agent.label)], request["system"]
     minimum = cache_minimum(request["model"])
     if fixed_prefix_tokens(request["tools"], system) >= minimum and len(system) >= 2:
@@ -6059,14 +5894,10 @@ def fixed_prefix_tokens(tools: list[dict], system: list[dict]) -> int:
     return (tools_chars(tools) + sum(len(b["text"]) for b in system)) // 4
 
 
-_TOOLS_CHARS: dict[tuple, int] = {}
-
-
 def tools_chars(tools: list[dict]) -> int:
     """Tool specs never change while KeSi runs: their size is measured once."""
-    if (names := tuple(t["name"] for t in tools)) not in _TOOLS_CHARS:
-        _TOOLS_CHARS[names] = json_chars(tools)
-    return _TOOLS_CHARS[names]
+    names = tuple(t["name"] for t in tools)
+    return _TOOLS_CHARS.get(names) or _TOOLS_CHARS.setdefault(names, json_chars(tools))
 
 
 def with_cache_breakpoints(history: list[dict], control: dict | None = None,
@@ -6100,12 +5931,10 @@ def block_type(block) -> str | None:
 
 
 def text_of(content) -> str:
-    return content if isinstance(content, str) else "".join(b.get("text", "") for b in content
-                                                            if block_type(b) == "text")
+    return "".join(b.get("text", "") for b in as_blocks(content) if block_type(b) == "text")
 
 
-# The API is stateless: the whole journal is re-sent (and paid for) on every request. Old tool output is the
-# cheapest thing to drop (the model can run the tool again); only when that is not enough is it summarised.
+# Each request re-sends (and pays for) the whole journal: old tool output goes first (tools can rerun), then a summary.
 CLEAR_RESULTS_AT = 0.5       # share of the context window that triggers clearing
 COMPACT_AT = 0.8             # share that triggers automatic compaction
 KEEP_RECENT_RESULTS = 4      # the newest tool results always stay whole
@@ -6131,12 +5960,11 @@ class SizeMark:
                 and (self.length == 0 or history[self.length - 1] is self.last))
 
 
-def estimate_tokens(history: list[dict], agent: Agent | None = None) -> int:
-    """About four characters a token (plus tools and rules with agent); O(new messages) while the journal grows."""
-    mark = agent.size_mark if agent is not None else None
-    if mark is not None and mark.fits(history):
+def estimate_tokens(history: list[dict], agent: Agent) -> int:
+    """About four characters a token, plus tools and rules; O(new messages) while the journal grows."""
+    if (mark := agent.size_mark) is not None and mark.fits(history):
         return mark.tokens + json_chars(history[mark.length:]) // 4
-    return json_chars(history) // 4 if agent is None else request_tokens(json_chars(history), agent)
+    return request_tokens(json_chars(history), agent)
 
 
 def request_tokens(journal_chars: int, agent: Agent) -> int:
@@ -6145,7 +5973,7 @@ def request_tokens(journal_chars: int, agent: Agent) -> int:
 
 def json_chars(messages: list[dict]) -> int:
     # ensure_ascii: a CJK character becomes a 6-character escape, near its real cost of one to two tokens.
-    return len(json.dumps(messages, default=str, separators=(",", ":")))
+    return len(json.dumps(messages, default=str, separators=(",", ":"))) - image_overcount(messages)
 
 
 def mark_request_size(agent: Agent, history: list[dict], tokens: int) -> None:
@@ -6154,26 +5982,22 @@ def mark_request_size(agent: Agent, history: list[dict], tokens: int) -> None:
 
 def note_request_size(agent: Agent, usage) -> None:
     """Replace the estimate of the request just answered by the API's count."""
-    counted = sum(usage_field(usage, k)
-                  for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    counted = sum(usage_field(usage, USAGE_FIELDS[k]) for k in ("input", "cache_write", "cache_read"))
     if agent.size_mark is not None and counted > 0:
         agent.size_mark.tokens = counted
 
 
 def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, int, int]:
-    """Stub out large tool results in history[start:] but the newest: (cleared, JSON characters freed, where the
-    next call may start: what lies before is done for good, as a small result never grows)."""
-    found = [(i, block) for i in range(start, len(history)) if history[i]["role"] == "user"
-             and isinstance(history[i]["content"], list)
-             for block in history[i]["content"] if block_type(block) == "tool_result"]
+    """Stub out large tool results in history[start:] but the newest: (cleared, JSON chars freed, next start)."""
+    found = [(i, block) for i in range(start, len(history)) for block in as_blocks(history[i]["content"])
+             if block_type(block) == "tool_result"]
     old = found[:-KEEP_RECENT_RESULTS] if KEEP_RECENT_RESULTS else found
-    reads = {b.get("id"): b.get("input") for m in history[max(start - 1, 0):] if m["role"] == "assistant"
-             and isinstance(m["content"], list) for b in m["content"]
+    reads = {b.get("id"): b.get("input") for m in history[max(start - 1, 0):] for b in as_blocks(m["content"])
              if block_type(b) == "tool_use" and b.get("name") == "read_file"}
     cleared = freed = 0
     for i, block in old:
         content = block.get("content")
-        if isinstance(content, str) and len(content) >= MIN_CLEARABLE_CHARS:
+        if not isinstance(content, str) or len(content) >= MIN_CLEARABLE_CHARS:    # a list: an image's blocks
             freed += json_chars(content) - json_chars(CLEARED_RESULT)
             cleared += 1        # a new message, not one changed in place: request_body keeps a sent one's JSON
             history[i] = {**history[i], "content": [{**b, "content": CLEARED_RESULT} if b is block else b
@@ -6181,7 +6005,7 @@ def clear_old_tool_results(history: list[dict], start: int = 0) -> tuple[int, in
             read = reads.get(block.get("tool_use_id"))
             if isinstance(read, dict):   # the model no longer sees that file: no overwrite from memory
                 READ_VERSIONS.pop(safe_write_path(read.get("file_path")), None)
-    return cleared, freed, found[len(old)][0] if len(found) > len(old) else len(history)
+    return cleared, freed, found[len(old)][0] if len(found) > len(old) else len(history)   # before it: done for good
 
 
 def manage_context(client, history: list[dict], agent: Agent) -> None:
@@ -6202,6 +6026,7 @@ def manage_context(client, history: list[dict], agent: Agent) -> None:
 def compact_history(client, history: list[dict], focus: str | None = None) -> bool:
     """The journal replaced by the model's summary, a new prompt at its end kept; on failure (Ctrl-C too) kept whole."""
     if not history:
+        ui("  (nothing to compact yet)")
         return False
     tail = history[-1:] if is_user_prompt(history[-1]) and len(history) > 1 else []
     past = history[:len(history) - len(tail)]
@@ -6223,14 +6048,11 @@ def compact_history(client, history: list[dict], focus: str | None = None) -> bo
 
 
 def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | None, str]:
-    """(summary, "") or (None, what went wrong). The instruction goes last, so the conversation is read from the cache;
-    a tool call instead is asked again with tool_choice none (still cached), then without tools if that is refused."""
+    """(summary, "") or (None, why not); asked last (the journal is read from cache), then forbidding tool calls."""
     instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
-    if past[-1]["role"] == "user":
-        asked = [*as_blocks(past[-1]["content"]), {"type": "text", "text": instruction}]
-        messages = [*past[:-1], {"role": "user", "content": asked}]
-    else:
-        messages = [*past, {"role": "user", "content": instruction}]
+    joins = past[-1]["role"] == "user"      # roles must alternate: the instruction joins a last user message
+    asked = [*as_blocks(past[-1]["content"]), {"type": "text", "text": instruction}] if joins else instruction
+    messages = [*(past[:-1] if joins else past), {"role": "user", "content": asked}]
     request = request_for(messages, MAIN_AGENT)
     for change in ({}, {"tool_choice": {"type": "none"}}, {"tools": None}):
         attempt = {k: v for k, v in {**request, **change}.items() if v is not None}
@@ -6252,8 +6074,7 @@ def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | 
 
 
 def is_user_prompt(message: dict) -> bool:
-    content = message["content"]
-    return message["role"] == "user" and (isinstance(content, str) or all(block_type(b) == "text" for b in content))
+    return message["role"] == "user" and all(block_type(b) in ("text", "image") for b in as_blocks(message["content"]))
 
 
 # ============================================================================
@@ -6274,21 +6095,29 @@ def records_root() -> Path:
 
 
 def own_folders_clash() -> str | None:
-    """Resolve KeSi's own folders once (no link can move them later); refuse them where they overlap the workspace,
-    where a planted key, record, rule or env line would be trusted (not if it holds home: KeSi warns of that)."""
+    """Pin KeSi's own folders (no link moves them later); refuse any overlapping the workspace: a plant is trusted."""
+    guarded = not HOME_DIR.is_relative_to(BASE_DIR)      # a workspace holding home: KeSi warns of that instead
     for variable, folder in (("XDG_CONFIG_HOME", user_config_folder()), ("XDG_STATE_HOME", records_root())):
         home, real = Path(os.path.realpath(folder.parent)), Path(os.path.realpath(folder))
         os.environ[variable] = str(home)
-        if not HOME_DIR.is_relative_to(BASE_DIR) and any(lies_in(a, b) for a, b in (
-                (home, BASE_DIR), (real, BASE_DIR), (BASE_DIR, real))):
+        if guarded and (lies_in(home, BASE_DIR) or lies_in(real, BASE_DIR) or lies_in(BASE_DIR, real)):
             return (f"KeSi's own folder {visible(real)} (settings or records) overlaps this workspace, where "
                     "commands and the model can write, so they could plant what KeSi trusts. Start KeSi in a "
                     f"project folder, or set {variable} to a folder outside it.")
     for file in (user_env_file(), user_settings_file()):
-        if not HOME_DIR.is_relative_to(BASE_DIR) and lies_in(real := Path(os.path.realpath(file)), BASE_DIR):
+        if guarded and lies_in(real := Path(os.path.realpath(file)), BASE_DIR):
             return (f"KeSi's {file.name} is a link into this workspace ({visible(real)}), where commands and the "
                     "model can write. Start KeSi in another folder, or make it a file of its own.")
     return None
+
+
+def opened_in_workspace(path: Path, info: os.stat_result) -> bool:
+    """Whether a file of yours opened through links (info) lies in the workspace, where commands write; unsure: yes."""
+    with contextlib.suppress(OSError):
+        real = Path(os.path.realpath(path))
+        guarded = not HOME_DIR.is_relative_to(BASE_DIR)     # a workspace holding home: warned of at start instead
+        return guarded and (not os.path.samestat(os.stat(real), info) or lies_in(real, BASE_DIR))
+    return True
 
 
 def lies_in(inner: Path, outer: Path) -> bool:
@@ -6316,11 +6145,10 @@ def record_key() -> bytes:
         with contextlib.suppress(FileExistsError):
             os.link(draft, path)
         os.unlink(draft)
-    with contextlib.suppress(OSError), os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)) as f:
-        info = os.fstat(f.fileno())
-        if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
-            with contextlib.suppress(ValueError):
-                return bytes.fromhex(f.read(200))
+    with contextlib.suppress(OSError, ValueError):
+        data, info = read_regular_file(path, False, 200)
+        if info.st_uid == os.getuid() and not info.st_mode & 0o077:
+            return bytes.fromhex(data.decode())
     raise OSError(f"{path} is not a KeSi key (a regular file of yours, mode 0600); remove it and KeSi makes one")
 
 
@@ -6328,8 +6156,7 @@ def record_lines(path: Path, entries: list) -> bytes:
     """Lines for a record file: line breaks of any reader's kind escaped, an HMAC of file name and line first."""
     key, lines = record_key(), []
     for entry in entries:
-        text = RECORD_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", as_line(entry))
-        data = text.encode("utf-8", errors="backslashreplace")
+        data = RECORD_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", as_line(entry)).encode("utf-8", "backslashreplace")
         lines.append(record_mac(key, path.name, data) + b" " + data + b"\n")
     return b"".join(lines)
 
@@ -6354,11 +6181,10 @@ def append_records(path: Path, entries: list) -> None:
 
 
 def read_records(path: Path, last: int | None = None) -> tuple[list[str], list[int]]:
-    """The JSON text of each line KeSi signed, and the numbers of others; with `last`, back from the end until `last`
-    are signed (the cost grows with them, not the file). Lines end at \\n only (as written). Raises OSError."""
+    """Signed lines' JSON, unsigned ones' numbers; `last`: only the last signed, read from the end (\\n ends lines)."""
     key, signed, forged = record_key(), [], []
     with open(path, "rb") as f:
-        for number, line in enumerate(lines_from_end(f) if last else list(lines_from_end(f))[::-1], start=1):
+        for number, line in enumerate(lines_from_end(f) if last else f.read().split(b"\n"), start=1):
             if len(signed) == last:
                 break
             mac, _, data = line.partition(b" ")
@@ -6396,12 +6222,13 @@ def save_session(history: list[dict]) -> None:
     global SESSION_FILE, SAVED, LAST_SAVED
     if not history and not SAVED:        # a journal rewound to nothing is saved (as a restart), a new one is not
         return
-    lines: list = []
-    now = datetime.datetime.now().isoformat(timespec="seconds")
+    lines, now = [], datetime.datetime.now().isoformat(timespec="seconds")
     SESSION_FILE = SESSION_FILE or new_session_file()
     if not SESSION_FILE.exists():
         SAVED, LAST_SAVED = 0, ""
-        lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(first_prompt(history), 70), "saved": now})
+        texts = (text_of(m["content"]).strip() for m in history if m["role"] == "user")
+        title = next((text.splitlines()[0] for text in texts if text), "(no prompt)")    # the first prompt's first line
+        lines.append({"kesi_session": 1, "model": MODEL, "title": shorten(title, 70), "saved": now})
     if SAVED and (SAVED > len(history) or as_line(history[SAVED - 1]) != LAST_SAVED):
         lines.append({RESTART: "the conversation was compacted or rolled back", "at": now})
         SAVED = 0
@@ -6421,11 +6248,6 @@ def new_session_file() -> Path:
 
 def as_line(message: dict) -> str:
     return json.dumps(message, ensure_ascii=False, default=str)
-
-
-def first_prompt(history: list[dict]) -> str:
-    texts = (text_of(m["content"]).strip() for m in history if m["role"] == "user")
-    return next((text.splitlines()[0] for text in texts if text), "(no prompt)")
 
 
 def list_sessions() -> list[Path]:
@@ -6456,24 +6278,16 @@ def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
         elif (isinstance(message, dict) and message.get("role") in ("user", "assistant")
               and isinstance(message.get("content"), (str, list))):
             history.append(message)
-            chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line))
+            chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line)) - image_overcount(message)
         else:
             raise ValueError(f"{path.name} line {number} is not a message")
     return history, chars, clock
 
 
 def escape_growth(text: str) -> int:
-    """How much longer json.dumps (ensure_ascii) makes text: \\uXXXX for non-ASCII (5 more), two beyond the BMP (11)."""
-    non_ascii = len(text) - len(text.encode("ascii", "ignore"))
-    beyond_bmp = len(text.encode("utf-16-le")) // 2 - len(text)
-    return 5 * non_ascii + 6 * beyond_bmp
-
-
-def load_session(path: Path) -> list[dict]:
-    """A saved journal, made one the API accepts: a crash mid-tool leaves tool_use unanswered."""
-    history = read_session(path)[0]
-    seal_dangling_tool_use(history)
-    return history
+    """How much longer json.dumps (ensure_ascii) makes text: 6 characters (\\uXXXX) for each UTF-16 unit not ASCII."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return ascii_chars + 6 * (len(text.encode("utf-16-le")) // 2 - ascii_chars) - len(text)
 
 
 def resume_session(path: Path, history: list[dict]) -> bool:
@@ -6483,23 +6297,19 @@ def resume_session(path: Path, history: list[dict]) -> bool:
     except ValueError as exc:
         ui(f"  Could not resume: {visible(exc)}")
         return False
-    history[:] = loaded
+    reset_session(history)    # files may have changed since (read them again); the plan is the saved one
+    history.extend(loaded)
     CACHE_CLOCK.restore(clock)
     SESSION_FILE, SAVED, LAST_SAVED = path, len(loaded), as_line(loaded[-1]) if loaded else ""
     mark_request_size(MAIN_AGENT, history, request_tokens(chars, MAIN_AGENT))    # no json.dumps of a 50 MB journal
     seal_dangling_tool_use(history)   # appended to the file with the next save
-    READ_VERSIONS.clear()     # files may have changed since; read them again
-    TODOS.clear()
     restore_todos(history)
     idle = time.time() - CACHE_CLOCK.last_use.get("main", time.time())
+    last = next((text_of(m["content"]).strip() for m in reversed(history) if is_user_prompt(m)), "(none)")
     ui(f"  Resumed {visible(path.name)}: {len(history)} messages. Last prompt: "
-       f"{visible(shorten(last_prompt(history), 70))}" + (f" ({idle / 60:.0f} minutes ago: the prompt cache has "
+       f"{visible(shorten(last, 70))}" + (f" ({idle / 60:.0f} minutes ago: the prompt cache has "
        "expired, so KeSi writes it for an hour now)" if idle >= LONG_PAUSE else ""))
     return True
-
-
-def last_prompt(history: list[dict]) -> str:
-    return next((text_of(m["content"]).strip() for m in reversed(history) if is_user_prompt(m)), "(none)")
 
 
 # ============================================================================
@@ -6519,8 +6329,7 @@ def display_width(text: str) -> int:
 
 def wrapped(text: str, hang: str | None = None) -> str:
     """KeSi's own prose wrapped to the terminal; a long word (a URL, a path) is never cut."""
-    width = terminal_width()
-    if width is None:
+    if (width := terminal_width()) is None:
         return text
     lines = []
     for line in text.split("\n"):
@@ -6539,8 +6348,7 @@ class WaitingNote:
 
     def __init__(self, echo: bool, what: str = "thinking", indent: str = "  "):
         self.shown = echo and capable_terminal() and hasattr(UI, "isatty") and UI.isatty()
-        self.what, self.indent = what, indent
-        self.stop, self.lock = threading.Event(), threading.Lock()
+        self.what, self.indent, self.stop, self.lock = what, indent, threading.Event(), threading.Lock()
         self.start, self.frame, self.retry_at, self.thread = time.monotonic(), 0, None, None
         if self.shown:
             ui(f"{indent}({what}...)", end="")
@@ -6593,23 +6401,20 @@ def listen_for_retries() -> None:
     sdk_log = logging.getLogger("anthropic._base_client")
     if not any(isinstance(h, RetryNotice) for h in sdk_log.handlers):
         sdk_log.addHandler(RetryNotice(logging.INFO))
-        if sdk_log.getEffectiveLevel() > logging.INFO:
-            sdk_log.setLevel(logging.INFO)
+        sdk_log.setLevel(min(sdk_log.getEffectiveLevel(), logging.INFO))
 
 
 # --- the answer on a terminal: wrapped, with light Markdown ------------------
 FENCE = re.compile(r"[ \t]*(```|~~~)")
 LIST_MARKER = re.compile(r"[-*+>]|\d{1,3}[.)]")
-# Each double-width (CJK) character is a word, as Chinese and Japanese have no spaces to wrap at; closing
-# punctuation stays with the character before it, so no line starts with a comma.
+# A CJK character is a word (no spaces to wrap at), closing punctuation kept with it: no line starts with a comma.
 WIDE_CHARS = r"\u1100-\u115f\u2e80-\u303e\u3041-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6"
 CLOSING = "，。、；：！？）」』》〉】"
 WORD = re.compile(rf"(\s*)([{WIDE_CHARS}][{CLOSING}]*|[^\s{WIDE_CHARS}]+)")   # (the space before, the word)
 
 
 class AnswerPrinter:
-    """The model's text (made safe by visible()): prose wrapped, Markdown marks styled, code and tables verbatim; a
-    pipe gets it as is. Every escape code is KeSi's."""
+    """visible() text: prose wrapped, Markdown styled (each escape code KeSi's), code, tables and pipes as is."""
 
     def __init__(self, column: int):
         self.width, self.styled = terminal_width(), use_colour()
@@ -6634,7 +6439,9 @@ class AnswerPrinter:
     def finish(self) -> None:
         if self.width is not None:
             self.print_words(whole_line=True)
-            self.end_styles()
+            if self.bold or self.code:
+                self.bold = self.code = False
+                self.out("\033[0m", 0)
 
     def print_words(self, whole_line: bool) -> None:
         if self.kind is None and not self.start_line(whole_line):
@@ -6667,12 +6474,10 @@ class AnswerPrinter:
         self.kind, self.hang = "prose", len(indent)
         if re.fullmatch(r"#{1,6}", word):          # a heading: bold, its marks dropped when styled
             self.bold = self.styled
-            if self.styled:
-                self.pending = self.pending[first.end():]
         elif LIST_MARKER.fullmatch(word):
             self.hang += display_width(word) + 1
         self.out(indent, len(indent.expandtabs()))
-        self.pending = self.pending.lstrip(" \t")
+        self.pending = self.pending[first.end() if self.bold else 0:].lstrip(" \t")
         if self.bold:
             self.out(self.sgr(), 0)
         return True
@@ -6708,11 +6513,6 @@ class AnswerPrinter:
         """The escape codes for the styles open now, after a reset."""
         styles = [STYLES[s] for s, on in (("bold", self.bold), ("code", self.code)) if on]
         return "\033[0m" + "".join(f"\033[{s}m" for s in styles)
-
-    def end_styles(self) -> None:
-        if self.bold or self.code:
-            self.bold = self.code = False
-            self.out("\033[0m", 0)
 
     def out(self, text: str, width: int) -> None:
         ui(text, end="")
@@ -6755,8 +6555,7 @@ def show_cost() -> None:
         ui(f"  cache served {METER.cache_share():.0%} of input tokens")
     models = sorted({call["model"] for call in METER.calls})
     for model in models if len(models) > 1 else ():      # after a /model switch
-        sub = Meter()
-        sub.calls = [call for call in METER.calls if call["model"] == model]
+        sub = Meter([call for call in METER.calls if call["model"] == model])
         ui(wrapped(f"    {visible(model)}: requests {len(sub.calls)}, {sub.token_text()}, {sub.cost_text()}", "      "))
     ui(wrapped(f"  total {METER.cost_text()} (an estimate at list prices; the Console has the real bill)"))
 
@@ -6865,28 +6664,24 @@ def is_slash_command(line: str) -> bool:
     return line.startswith("/") and "/" not in line.partition(" ")[0][1:]
 
 
-# The /commands that only show something.
-SHOWING_COMMANDS = {"/help": lambda: show_help(), "/status": print_startup,
-                    "/cost": show_cost, "/todo": lambda: ui("  " + visible(render_todos()).replace("\n", "\n  ")),
-                    "/permissions": show_permissions, "/network": show_network_policy, "/tasks": show_tasks}
-
-
 def handle_slash(line: str, client, history: list[dict]) -> bool:
     """Run a /command. Returns False when the REPL should end."""
     global PERMISSION_MODE
     name, _, argument = line.partition(" ")
     argument = argument.strip()
+    simple = {"/help": show_help, "/status": print_startup, "/cost": show_cost, "/tasks": show_tasks,
+              "/todo": lambda: ui("  " + visible(render_todos()).replace("\n", "\n  ")),
+              "/permissions": show_permissions, "/network": show_network_policy, "/log": lambda: show_log(argument),
+              "/init": lambda: run_turn(client, history, INIT_PROMPT), "/context": lambda: show_context(history),
+              "/resume": lambda: show_or_resume(argument, history), "/model": lambda: switch_model(argument),
+              "/rewind": lambda: rewind(argument, history)}
     if name in ("/exit", "/quit"):
         return False
-    if name in SHOWING_COMMANDS:
-        SHOWING_COMMANDS[name]()
+    if name in simple:
+        simple[name]()
     elif name in ("/reset", "/clear"):
         reset_session(history)
         ui("  (history, plan and file versions cleared; starting over)")
-    elif name == "/init":
-        run_turn(client, history, INIT_PROMPT)
-    elif name == "/context":
-        show_context(history)
     elif name == "/revoke":
         for granted in (GRANTED_COMMANDS, GRANTED_WRITES, GRANTED_ESCALATIONS):
             granted.clear()
@@ -6901,17 +6696,11 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         if argument:
             ui(f"  Unknown mode {visible(argument)}.")
         ui(f"  Current mode: {PERMISSION_MODE}. Modes: {', '.join(PERMISSION_MODES)}")
-    elif name == "/compact" and not history:
-        ui("  (nothing to compact yet)")
     elif name == "/compact":
         before = len(history)
         if compact_history(client, history, argument or None):
             ui(f"  (compacted {before} messages into {len(history)})")
             save_session(history)
-    elif name in ("/resume", "/rewind"):
-        (show_or_resume if name == "/resume" else rewind)(argument, history)
-    elif name in ("/log", "/model"):
-        (show_log if name == "/log" else switch_model)(argument)
     elif not run_custom_command(name, argument, client, history):
         ui(f"  Unknown command {visible(name)}. /help lists them.")
     return True
@@ -6923,8 +6712,7 @@ def run_typed_command(command: str) -> str:
         ui("  (!command runs a command in the sandbox; its output goes with your next message)")
         return ""
     verdict, reason = classify_command(command)
-    key = command_key(command)
-    denied = key and matching_rule("deny", "Bash", key)
+    denied = (key := command_key(command)) and matching_rule("deny", "Bash", key)
     if verdict == "deny" or denied:
         ui(paint(f"      [blocked] {visible(reason if verdict == 'deny' else f'deny rule {denied.text}')}", "error"))
         return ""
@@ -6948,8 +6736,7 @@ def setup_readline() -> None:
     atexit.register(save_prompt_history)
     readline.set_completer_delims(" \t\n")     # '/' and '@' belong to the word
     readline.set_completer(complete)
-    libedit = "libedit" in (readline.__doc__ or "")     # macOS's readline speaks another syntax
-    readline.parse_and_bind("bind ^I rl_complete" if libedit else "tab: complete")
+    readline.parse_and_bind("bind ^I rl_complete" if "libedit" in (readline.__doc__ or "") else "tab: complete")
 
 
 # Tab completes a /command (those /help lists) at the start of the line and an @path anywhere.
@@ -6979,21 +6766,18 @@ def path_completions(typed: str) -> list[str]:
     folder, _, start = typed.rpartition("/")
     folder += "/" if folder else ""
     try:
-        with locate(folder or ".") as entry:
-            if entry.info is None or not stat.S_ISDIR(entry.info.st_mode):
+        with locate(folder or ".", must_exist=True) as entry:
+            if not stat.S_ISDIR(entry.info.st_mode):
                 return []
             folder_fd = open_folder(entry)
+            try:
+                found = [e for e in os.scandir(folder_fd) if e.name.startswith(start) and (start or e.name[:1] != ".")]
+            finally:
+                os.close(folder_fd)
+        where = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
+        shown = [visible_entry(e, e.name, where + e.name) for e in found]
     except (PathRefused, OSError):
         return []
-    where = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
-    try:
-        with os.scandir(folder_fd) as listing:
-            found = [e for e in listing if e.name.startswith(start) and (start[:1] == "." or e.name[:1] != ".")]
-        shown = [visible_entry(e, e.name, where + e.name) for e in found]
-    except OSError:
-        return []
-    finally:
-        os.close(folder_fd)
     names = [name for name in shown if name and name == visible(name) and not re.search(r"\s", name)]
     return sorted(f"@{folder}{name}" + ("" if name.endswith("/") else " ") for name in names)
 
@@ -7021,6 +6805,78 @@ def save_prompt_history() -> None:
 # PART VIII. What Claude Code users reach for next
 # ============================================================================
 # Each a section behind one name Part VII or Part I calls: /model, your own /commands, images, checkpoints.
+
+# --- images: read_file and @path show PNG, JPEG, GIF and WebP files to the model ----------------------------------
+# From platform.claude.com/docs/en/build-with-claude/vision: 8000x8000 px and 5 MB of base64 at most; w*h/750 tokens.
+IMAGE_FORMATS = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".gif": "gif", ".webp": "webp"}
+MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGE_TOKENS = 5 * 1024 * 1024 // 4 * 3, 8000, 1600   # larger: scaled down
+
+
+def image_size(data: bytes) -> tuple[str, int, int] | None:
+    """(format, width, height) from the header (PNG's IHDR, GIF's screen, WebP's first chunk, JPEG's SOFn), or None."""
+    little = functools.partial(int.from_bytes, byteorder="little")
+    with contextlib.suppress(struct.error, IndexError):
+        if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":
+            return "png", *struct.unpack(">II", data[16:24])
+        if data[:6] in (b"GIF87a", b"GIF89a"):
+            return "gif", *struct.unpack("<HH", data[6:10])
+        if data[:4] == b"RIFF" and data[8:12] == b"WEBP":   # its first chunk: lossy VP8, lossless VP8L or extended VP8X
+            bits = little(data[21:25])
+            return {b"VP8 ": ("webp", little(data[26:28]) & 0x3FFF, little(data[28:30]) & 0x3FFF),
+                    b"VP8L": ("webp", (bits & 0x3FFF) + 1, (bits >> 14 & 0x3FFF) + 1),
+                    b"VP8X": ("webp", little(data[24:27]) + 1, little(data[27:30]) + 1)}.get(data[12:16])
+        at = 2 if data[:3] == b"\xff\xd8\xff" else len(data)
+        while data[at] == 0xFF:                 # JPEG: segment by segment to the frame header
+            if 0xC0 <= (marker := data[at + 1]) <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                return "jpeg", *reversed(struct.unpack(">HH", data[at + 5:at + 9]))
+            at += 1 if marker == 0xFF else 2 + struct.unpack(">H", data[at + 2:at + 4])[0]
+
+
+def read_image(file_path):
+    """read_file for an image's name (else None): a text line and the image block, or an error saying what to do."""
+    if (wanted := IMAGE_FORMATS.get(os.path.splitext(str(file_path))[1].lower())) is None:
+        return None
+    f, _, error = check_readable(file_path)
+    if error:
+        return error, True
+    try:
+        with f:
+            size, data = os.fstat(f.fileno()).st_size, f.read(MAX_IMAGE_BYTES + 1)
+    except OSError as exc:
+        return f"Error: could not read {file_path}: {exc.strerror or exc}", True
+    kind, width, height = image_size(data) or ("", 0, 0)
+    if kind != wanted or not width * height:
+        what = f"a {kind.upper()} image" if kind and kind != wanted else "not a valid image of that kind"
+        return (f"Error: {file_path} is named as a {wanted.upper()} image, but its bytes are {what}. Only real PNG, "
+                "JPEG, GIF and WebP images are shown, no other binary file: rename it after its real format."), True
+    if len(data) > MAX_IMAGE_BYTES:
+        return (f"Error: {file_path} has {size:,} bytes; an image may have at most {MAX_IMAGE_BYTES:,} (the API "
+                "takes 5 MB of base64). Save a smaller copy (scaled down, or as JPEG) and read that."), True
+    if max(width, height) > MAX_IMAGE_SIDE:
+        return (f"Error: {file_path} is {width}x{height} pixels; the API refuses images over {MAX_IMAGE_SIDE}x"
+                f"{MAX_IMAGE_SIDE}. Save a copy scaled down (1568 pixels on the long side is plenty), read that."), True
+    source = {"type": "base64", "media_type": f"image/{kind}", "data": base64.b64encode(data).decode()}
+    return [{"type": "text", "text": f"{file_path} (image {width}x{height} {kind}, {-(-size // 1024):,} KB)"},
+            {"type": "image", "source": source}], False
+
+
+def join_prompt(*parts) -> str | list[dict]:
+    """Prompt parts (text, or read_image's blocks) as one user message's content: a string while all are text."""
+    if all(isinstance(part, str) for part in parts):
+        return utf8_safe("\n\n".join(parts))
+    return [block for part in parts for block in as_blocks(utf8_safe(part) if isinstance(part, str) else part)]
+
+
+def image_overcount(value) -> int:
+    """JSON characters of the images in messages or blocks beyond four a token of their cost: json_chars' correction."""
+    if isinstance(value, list):
+        return sum(map(image_overcount, value))
+    if not isinstance(value, dict) or value.get("type") != "image":
+        return image_overcount(value.get("content")) if isinstance(value, dict) else 0
+    data = value["source"]["data"]      # read_image's valid base64; a header is in its first 64 KB (JPEG's: mostly)
+    _, width, height = image_size(base64.b64decode(data[:87_384])) or ("", MAX_IMAGE_SIDE, MAX_IMAGE_SIDE)
+    return len(data) - 4 * min(width * height // 750 + 1, MAX_IMAGE_TOKENS)
+
 
 # --- /model, and your own /commands: Markdown prompts, as Claude Code's .claude/commands -------------------------
 def switch_model(name: str) -> None:
@@ -7072,10 +6928,10 @@ def custom_commands() -> dict[str, CommandFile]:
 def read_command_file(folder: int, file: str, project: bool) -> CommandFile:
     """Front matter, then the prompt; allowed-tools only count in yours (a project's are the repository's choice)."""
     where = visible(f"{'.kesi' if project else user_config_folder()}/commands/{file}")
-    try:        # yours may be a link (to your dotfiles), the project's may not
-        with open(os.open(file, FILE_FLAGS if project else FILE_FLAGS & ~os.O_NOFOLLOW, dir_fd=folder), "rb") as f:
-            data = f.read(MAX_COMMAND_BYTES + 1) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
-        text = data.decode("utf-8") if len(data) <= MAX_COMMAND_BYTES else ""
+    try:        # yours may be a link (to your dotfiles), the project's not; yours leading into it is as a project's
+        data, info = read_regular_file(file, not project, MAX_COMMAND_BYTES, folder)
+        project = project or opened_in_workspace(user_config_folder() / "commands" / file, info)
+        text = data.decode("utf-8")
     except (OSError, UnicodeError) as exc:     # UnicodeDecodeError has no strerror
         return CommandFile(project, {}, "", [], f"cannot read {where}: {getattr(exc, 'strerror', 0) or 'not UTF-8'}")
     head = FRONT_MATTER.match(text)
@@ -7114,6 +6970,8 @@ def run_custom_command(name: str, arguments: str, client, history: list[dict]) -
         run_turn(client, history, attach_mentions(expand_arguments(command.prompt, arguments)))
     finally:
         COMMAND_LINE_RULES[:] = [rule for rule in COMMAND_LINE_RULES if rule not in command.rules]
+        if command.rules:          # a task its rules allowed ends with them
+            stop_tasks_beyond_permission(why=f"{name}'s allowed-tools ended with its turn")
     return True
 
 

@@ -53,7 +53,9 @@ Faithful to the real API where a client can go wrong
   place (roles, empty text, tool_use/tool_result pairing, cache_control, the
   prefill that 4.6+ models refuse, unknown models as 404, max_tokens above the
   model's maximum, thinking types a model does not take, thinking blocks whose
-  signature does not match, image media types outside the four); what it
+  signature does not match; images: media types outside the four, bytes of
+  another type, bad base64, more than 5 MB of it, an image in an assistant
+  message); what it
   accepts is accepted (an assistant-first list, max_tokens 0, 128-character
   tool names, newer top-level fields, search_result blocks). Features KeSi
   never sends are not validated in depth.
@@ -77,6 +79,7 @@ Standard library only.
 from __future__ import annotations
 
 import argparse
+import binascii
 import hashlib
 import hmac
 import json
@@ -285,6 +288,14 @@ BLOCK_KEYS = {
 }
 TOOL_RESULT_INNER = ("text", "image", "document", "search_result")
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+# The bytes each media type starts with (WebP: RIFF....WEBP), the most base64
+# the API takes per image (5 MB), and what an image costs: about
+# width*height/750 tokens, at most about 1,600 (the vision docs); the mock
+# charges that most, never the length of the base64.
+IMAGE_MAGIC = {"image/jpeg": (0, b"\xff\xd8\xff"), "image/png": (0, b"\x89PNG\r\n\x1a\n"),
+               "image/gif": (0, b"GIF8"), "image/webp": (8, b"WEBP")}
+MAX_IMAGE_BASE64 = 5 * 1024 * 1024
+IMAGE_TOKENS = 1600
 ASSISTANT_ONLY = ("tool_use", "thinking", "redacted_thinking")
 TOOL_KEYS = {
     "name", "description", "input_schema", "cache_control", "strict",
@@ -456,7 +467,7 @@ def _check_block(block: Any, path: str, role: str, allowed=tuple(BLOCK_KEYS)) ->
     _check_cache_control(block.get("cache_control"), f"{path}.cache_control")
     if kind in ASSISTANT_ONLY:
         _check(role == "assistant", path, f"`{kind}` blocks are only allowed in `assistant` messages")
-    if kind in ("tool_result", "search_result"):
+    if kind in ("tool_result", "search_result", "image"):
         _check(role == "user", path, f"`{kind}` blocks are only allowed in `user` messages")
     BLOCK_CHECKS.get(kind, lambda b, p: None)(block, path)
 
@@ -492,9 +503,19 @@ def _check_image(block: dict, path: str) -> None:
     source = block.get("source")
     _check(isinstance(source, dict), f"{path}.source", "Field required")
     if source.get("type") == "base64":
-        _check(source.get("media_type") in IMAGE_TYPES, f"{path}.source.base64.media_type",
+        media_type, data = source.get("media_type"), source.get("data")
+        _check(media_type in IMAGE_TYPES, f"{path}.source.base64.media_type",
                "Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'")
-        _check(isinstance(source.get("data"), str), f"{path}.source.base64.data", "Field required")
+        _check(isinstance(data, str), f"{path}.source.base64.data", "Field required")
+        _check(len(data) <= MAX_IMAGE_BASE64, f"{path}.source.base64",
+               f"image exceeds 5 MB maximum: {len(data)} bytes > {MAX_IMAGE_BASE64} bytes")
+        try:
+            raw = binascii.a2b_base64(data, strict_mode=True)
+        except (binascii.Error, ValueError):
+            raise Invalid(f"{path}.source.base64.data: The image data is not valid base64") from None
+        at, magic = IMAGE_MAGIC[media_type]
+        _check(raw[at:at + len(magic)] == magic, f"{path}.source.base64",
+               f"Image does not match the provided media type {media_type}")
 
 
 def _check_search_result(block: dict, path: str) -> None:
@@ -691,6 +712,9 @@ def _ttl(block: dict) -> str | None:
 def _strip_cache_control(block: dict) -> dict:
     """A block as the cache sees it: cache_control markers do not change the prefix."""
     clean = {k: v for k, v in block.items() if k != "cache_control"}
+    if clean.get("type") == "image" and isinstance(clean.get("source"), dict):   # its cost, not its base64
+        digest = hashlib.sha256(str(clean["source"].get("data")).encode()).hexdigest()
+        clean["source"] = {**clean["source"], "data": digest.ljust(4 * IMAGE_TOKENS, ".")}
     if clean.get("type") == "tool_result" and isinstance(clean.get("content"), list):
         clean["content"] = [_strip_cache_control(b) if isinstance(b, dict) else b
                             for b in clean["content"]]

@@ -216,8 +216,8 @@ def test_changed_or_forged_thinking_blocks_are_refused(api):
 
 def test_only_the_four_image_media_types_are_accepted(api):
     _, client = api
-    image = lambda kind: {"role": "user", "content": [{"type": "image", "source": {
-        "type": "base64", "media_type": kind, "data": "iVBORw0KGgo="}}, {"type": "text", "text": "what is it?"}]}
+    image = lambda kind: {"role": "user", "content": [{"type": "image", "source": {   # a WebP file's first bytes
+        "type": "base64", "media_type": kind, "data": "UklGRgAAAABXRUJQVlA4WA=="}}, {"type": "text", "text": "what?"}]}
     assert ask(client, messages=[image("image/webp")]) is not None
     assert "media_type" in rejected(client, messages=[image("image/bmp")])
 

@@ -7,10 +7,12 @@ real `kesi.py -p` child whose request to the mock and saved session are read
 back. Ordinary command output must come through unchanged.
 """
 import json
+import re
 import secrets
 import string
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -142,10 +144,10 @@ def test_a_token_printed_across_two_looks_at_a_task_is_masked(ws):
     (ws / "tok.txt").write_text(TOKEN)
     (ws / "go").write_text("")
     with checklib.sandbox_forced(None):
-        kesi.run_command("printf 'start '; head -c 12 tok.txt; while [ -e go ]; do sleep 0.05; done; "
+        kesi.run_command("printf 'start\\n'; head -c 12 tok.txt; while [ -e go ]; do sleep 0.05; done; "
                          "tail -c +13 tok.txt; echo ' done'", run_in_background=True)
         task = kesi.BACKGROUND_TASKS[1]
-        while len(task.output) < len("start ") + 12:
+        while len(task.output) < len("start\n") + 12:
             time.sleep(0.05)
         first, _ = kesi.background_output(1)
         (ws / "go").unlink()
@@ -161,7 +163,7 @@ def test_a_token_cut_by_the_trim_of_a_tasks_output_is_not_shown(ws, monkeypatch)
     monkeypatch.setattr(kesi, "MAX_TASK_OUTPUT_BYTES", 1000)
     (ws / "tok.txt").write_text(TOKEN)
     (ws / "emit.py").write_text("import sys\nt=open('tok.txt').read()\n"
-                                "sys.stdout.write('x ' + 'A'*3000 + ' ' + t + 'B'*965 + ' end\\n')\n")
+                                "sys.stdout.write('x ' + 'A'*3000 + ' ' + t + 'B'*965 + ' end\\nnext line\\n')\n")
     with checklib.sandbox_forced(None):
         kesi.run_command(f"{sys.executable} emit.py", run_in_background=True)
         task = kesi.BACKGROUND_TASKS[1]
@@ -170,5 +172,177 @@ def test_a_token_cut_by_the_trim_of_a_tasks_output_is_not_shown(ws, monkeypatch)
         seen, _ = kesi.background_output(1)
         kesi.stop_background_tasks()
     logged = (checklib.records_of(ws) / "audit.jsonl").read_text()
-    assert "earlier bytes were not kept" in seen and " end" in seen, seen
+    assert "earlier bytes were not kept" in seen and "next line" in seen, seen      # the cut line goes whole
     assert not leaked(seen) and not leaked(logged)
+
+
+# Shapes a quadratic pattern would take minutes on (a run the pattern scans, then fails late, at every start):
+# masking 2 MB of each must cost about what 2 MB of plain text does (measured in the same run), and still mask.
+ADVERSARIAL = {"plain": "'lorem ipsum dolor sit amet ' * 80000", "a.": "'a.' * 1000000",
+               "PASSWORD": "'PASSWORD' * 250000", "PASSWORD_": "'\\nA' + 'PASSWORD_' * 230000",
+               "pem end": "'-----BEGIN PRIVATE KEY\\n-----END ' + 'PRIVATE KEY ' * 170000",
+               "pem begin": "'-----BEGIN ' + 'PRIVATE KEY ' * 170000", "jwt": "'eyJ-' * 500000"}
+REAL = f"\nDB_PASSWORD=pw-Zq7RtY2uVw9X\nurl = postgres://app:Zq7RtY2uVw9X@db\n{TOKEN}\n"
+TIMED = """import sys, time, json; sys.path.insert(0, {root!r}); import kesi
+for shape in {shapes!r}:
+    text = eval(shape) + {real!r}
+    start = time.perf_counter(); masked = kesi.mask_credentials(text); kesi.whole_lines(text.encode(), True, True)
+    print(json.dumps([time.perf_counter() - start, masked[-300:]]), flush=True)"""
+
+
+def test_masking_two_megabytes_of_adversarial_shapes_costs_what_plain_text_does():
+    code = TIMED.format(root=str(checklib.ROOT), shapes=list(ADVERSARIAL.values()), real=REAL)
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as proc:
+        plain = json.loads(proc.stdout.readline())[0]
+        timer = threading.Timer(60 + 20 * plain * len(ADVERSARIAL), proc.kill)      # a quadratic one: minutes
+        timer.start()
+        results = [json.loads(line) for line in proc.stdout]
+        timer.cancel()
+    assert len(results) == len(ADVERSARIAL) - 1, f"masking took over 20 times plain text's {plain:.2f} s"
+    for name, (seconds, tail) in zip(list(ADVERSARIAL)[1:], results):
+        assert seconds <= 20 * max(plain, 0.05), (name, seconds, plain)
+        assert "Zq7RtY2uVw9X" not in tail and not leaked(tail), (name, tail)
+        assert "DB_PASSWORD=[masked: secret value]" in tail and "postgres://app:[masked: password]@db" in tail
+
+
+# rt25i: what hides a credential from the patterns (NULs of UTF-16/32, a terminal's colour codes), the patterns
+# that span spaces (an aws key's `name = value`, a PEM header) at a cut, quoted values, URLs with an empty user.
+def shows(secret: str, *texts: str) -> bool:
+    """Whether any 10 characters of secret are in texts, read as a terminal shows them (no NULs, no colours)."""
+    plain = re.sub(r"\x1b\[[0-9;]*[A-Za-z]|\x00", "", "".join(texts))
+    return any(secret[i:i + 10] in plain for i in range(len(secret) - 9))
+
+
+def audit_outputs(ws) -> str:
+    """The outputs the audit log (what /log shows) holds."""
+    lines = (checklib.records_of(ws) / "audit.jsonl").read_text().splitlines()
+    return "".join(json.loads(line.partition(" ")[2]).get("output", "") for line in lines)
+
+
+def run_in_task(ws, command: str, *, release=None) -> str:
+    """background_output of a task running command, before and after the file `go` is removed; all it showed."""
+    (ws / "go").write_text("")
+    with checklib.sandbox_forced(None):
+        kesi.run_command(command, run_in_background=True)
+        task = kesi.BACKGROUND_TASKS[max(kesi.BACKGROUND_TASKS)]
+        while len(task.output) < (release or 1):
+            time.sleep(0.05)
+        first, _ = kesi.background_output(task.id)
+        (ws / "go").unlink()
+        while task.proc.poll() is None:
+            time.sleep(0.05)
+        second, _ = kesi.background_output(task.id)
+        kesi.stop_background_tasks()
+    return first + second
+
+
+AWS_KEY = rand(40, string.ascii_letters + string.digits + "/+")
+WAIT = "while [ -e go ]; do sleep 0.05; done"
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_credentials_in_utf16_or_utf32_output_are_masked(ws, encoding):
+    creds = made_up_credentials()
+    (ws / "creds.txt").write_bytes(("\n".join(t.format(s) for t, s in creds.values()) + "\n").encode(encoding))
+    with checklib.sandbox_forced(None):
+        output, _ = kesi.run_command("cat creds.txt")
+    assert "[masked: github token]" in output and "[masked: secret value]" in output, output
+    for label, (_, secret) in creds.items():
+        assert not shows(secret, output) and not shows(secret, audit_outputs(ws)), label
+
+
+@pytest.mark.parametrize("command", ["grep --color=always -E 'gh|sk|AK|AS|_key|xox|AIza|eyJ|://|PASS|BEGIN' -A6 "
+                                     "settings.cfg", "rg --color always -N -A6 'gh|sk|AK|AS|_key|://|PASS|BEGIN' "
+                                     "settings.cfg"])
+def test_credentials_coloured_by_grep_are_masked(ws, command):
+    creds = config_file(ws)
+    with checklib.sandbox_forced(None):
+        output, _ = kesi.run_command(command)
+    assert "\x1b[" in output and "[masked: github token]" in output, output
+    for label, (_, secret) in creds.items():
+        assert not shows(secret, output) and not shows(secret, audit_outputs(ws)), label
+    assert not shows(PEM_BODY.splitlines()[1], output)
+
+
+@pytest.mark.parametrize("end", ["head", "tail"])
+@pytest.mark.parametrize("at", [1, 10, 21, 22, 23, 24, 25, 40])
+def test_an_aws_key_across_the_cut_of_long_output_is_not_shown(ws, end, at):
+    line, half = f"aws_secret_access_key = {AWS_KEY}\n", kesi.MAX_OUTPUT_BYTES // 2
+    filler = "log line ok\n" * 1000
+    if end == "tail":       # the kept tail starts `at` characters into the line
+        data = filler + "[prod]\n" + line + filler[:half - len(line) + at]
+    else:                   # the kept head ends there
+        data = filler[:half - at] + line + filler
+    (ws / "deploy.log").write_text(data)
+    with checklib.sandbox_forced(None):
+        output, _ = kesi.run_command("cat deploy.log")
+    assert "bytes omitted" in output and not shows(AWS_KEY, output, audit_outputs(ws)), output[3900:4200]
+
+
+@pytest.mark.parametrize("at", [10, 22, 23, 24, 30])
+def test_an_aws_key_printed_in_two_pieces_by_a_task_is_masked(ws, at):
+    (ws / "aws.txt").write_text(f"[default]\naws_secret_access_key = {AWS_KEY}\nafter\n")
+    seen = run_in_task(ws, f"head -c {10 + at} aws.txt; {WAIT}; tail -c +{11 + at} aws.txt", release=10 + at)
+    assert "after" in seen and not shows(AWS_KEY, seen), seen
+
+
+@pytest.mark.parametrize("at", [5, 23, 40, 200])
+def test_a_private_key_printed_in_two_pieces_by_a_task_is_masked(ws, at):
+    (ws / "key.txt").write_text(PEM.replace("RSA", "OPENSSH") + "\n")
+    seen = run_in_task(ws, f"echo before; head -c {at} key.txt; {WAIT}; tail -c +{at + 1} key.txt; echo done",
+                       release=len("before\n") + at)
+    assert "before" in seen and "done" in seen, seen
+    assert not any(shows(line, seen) for line in PEM_BODY.splitlines()), seen
+
+
+def key_without_end(lines: int) -> tuple[str, list[str]]:
+    body = [rand(64, string.ascii_letters + string.digits + "+/") for _ in range(lines)]
+    return "backup log line\n" * 300 + "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(body) + "\n", body
+
+
+@pytest.mark.parametrize("lines", [3, 200])
+def test_output_ending_inside_a_private_key_shows_none_of_it(ws, lines):
+    text, body = key_without_end(lines)
+    (ws / "backup.txt").write_text(text)
+    with checklib.sandbox_forced(None):
+        output, _ = kesi.run_command("cat backup.txt")
+    assert "backup log line" in output and not any(shows(line, output, audit_outputs(ws)) for line in body)
+
+
+def test_a_private_key_cut_by_the_trim_of_a_tasks_output_shows_none_of_it(ws, monkeypatch):
+    monkeypatch.setattr(kesi, "MAX_TASK_OUTPUT_BYTES", 1000)
+    text, body = key_without_end(200)
+    (ws / "backup.txt").write_text(text)
+    seen = run_in_task(ws, f"cat backup.txt; {WAIT}; echo '-----END RSA PRIVATE KEY-----'; echo after",
+                       release=len(text))
+    assert "earlier bytes were not kept" in seen and "after" in seen, seen
+    assert not any(shows(line, seen, audit_outputs(ws)) for line in body), seen
+
+
+def test_a_quoted_secret_value_is_masked_up_to_its_quote(ws):
+    words = [rand(8, string.ascii_lowercase) for _ in range(8)]
+    (ws / "deploy.sh").write_text(f'export DB_PASSWORD="{" ".join(words[:4])}"\nAPI_TOKEN=\'{" ".join(words[4:])}\'\n'
+                                  'GITHUB_TOKEN="$(cat ~/.token)"\n')
+    with checklib.sandbox_forced(None):
+        output, _ = kesi.run_command("cat deploy.sh")
+    assert 'DB_PASSWORD="[masked: secret value]"' in output and "API_TOKEN='[masked: secret value]'" in output
+    assert '"$(cat ~/.token)"' in output and not any(word in output for word in words), output
+
+
+def test_a_url_password_with_an_empty_user_name_is_masked(ws):
+    secrets_ = [rand(16) for _ in range(3)]
+    (ws / "compose.yml").write_text(f"REDIS_URL: redis://:{secrets_[0]}@cache:6379/0\n"
+                                    f"AMQP_URL: amqp://app:{secrets_[1]}@mq:5672/\nurl = https://:{secrets_[2]}@h/\n")
+    with checklib.sandbox_forced(None):
+        output, _ = kesi.run_command("cat compose.yml")
+    assert "redis://:[masked: password]@cache" in output and "https://:[masked: password]@h/" in output, output
+    assert not any(secret in output for secret in secrets_)
+
+
+def test_a_token_with_overstrikes_or_invisible_characters_inside_is_masked(ws):
+    body = TOKEN[4:]
+    (ws / "emit.py").write_text(f"print('bold: ' + ''.join(c + '\\b' + c for c in {TOKEN!r}))\n"
+                                f"print('zero width: ghp_' + '\\u200b'.join({body!r}))\n")
+    with checklib.sandbox_forced(None):
+        output, _ = kesi.run_command(f"{sys.executable} emit.py")
+    assert output.count("[masked: github token]") == 2 and not leaked(output.replace("\b", "")), output

@@ -99,7 +99,7 @@ def tool_calls(i: int):
     yield "write_file overwrite", kesi.write_file("d/note.txt", "inside note\n" if i % 2 else "inside note!\n")
     yield "write_file create", kesi.write_file(f"d/sub/new-{i}.txt", "new\n")
     yield "write_file create deep", kesi.write_file(f"d/made-{i}/x.txt", "new\n")
-    yield "memory file", (kesi.read_memory_file("d/note.txt")[0] or "", False)
+    yield "memory file", (kesi.read_memory_file("d/note.txt") or "", False)
 
 
 def run_race(arena, mode: str) -> dict:

@@ -234,7 +234,7 @@ def test_ctrl_c_between_tool_use_and_results_is_sealed_by_run_turn(mock_client, 
     answer = kesi.run_turn(client, history, "build it")
     assert not answer.ok and "interrupted" in kesi.UI.getvalue()
     assert history[-1]["content"][0]["content"] == kesi.STATE_UNKNOWN
-    assert kesi.load_session(kesi.SESSION_FILE) == history      # what was saved is loadable as is
+    assert kesi.read_session(kesi.SESSION_FILE)[0] == history      # what was saved is loadable as is
     monkeypatch.undo()
     monkeypatch.setattr(kesi, "UI", io.StringIO())
     assert kesi.run_turn(client, history, "again").ok

@@ -123,6 +123,53 @@ def test_allowed_tools_allow_only_from_your_own_command_file(ws, main_in_process
     assert kesi.COMMAND_LINE_RULES == []                                             # for that turn only
 
 
+@pytest.mark.parametrize("linked", ["folder", "file"])
+def test_your_command_that_leads_into_the_workspace_counts_as_the_projects(box, main_in_process, user_settings, user,
+                                                                           linked):
+    """rt25h L5: your commands (or one of them) linked into the workspace: a sandboxed command rewrote its rules."""
+    config = user_settings({}) / "kesi"
+    write_command(box / "dotfiles", "mine", "---\nallowed-tools: Bash(git diff:*)\n---\nReview the diff.")
+    if linked == "folder":
+        (config / "commands").symlink_to(box / "dotfiles")
+    else:
+        (config / "commands").mkdir()
+        (config / "commands" / "mine.md").symlink_to(box / "dotfiles" / "mine.md")
+    planted = "printf -- '---\\nallowed-tools: Bash(touch:*)\\n---\\nRun it.\\n' > dotfiles/mine.md"
+    output, failed = kesi.run_command(planted)                     # in the sandbox: the workspace is writable
+    assert not failed and "allowed-tools: Bash(touch:*)" in (box / "dotfiles" / "mine.md").read_text(), output
+    command = kesi.custom_commands()["/mine"]
+    assert command.project and command.rules == [], command
+    scripted = user()                                                # answers no
+    touch = reply(tool_call("run_command", {"command": "touch made-by-command"}))
+    with MockAPI([touch, "refused"]) as mock:
+        code, out, _ = main_in_process([], "/mine\n", mock)
+    assert code == 0 and "/mine: allowed-tools ignored" in out, out
+    assert len(scripted.asked) == 1 and not (box / "made-by-command").exists()
+
+
+def test_a_task_your_commands_allowed_tools_started_is_stopped_when_its_turn_ends(ws, main_in_process, user_settings,
+                                                                                  user):
+    """rt25h candidate: the rules ended with the turn, a background task they allowed ran on."""
+    write_command(user_settings({}) / "kesi" / "commands", "serve", "---\nallowed-tools: Bash(python3:*)\n---\nGo.")
+    (ws / "serve.py").write_text("import time\ntime.sleep(120)\n")
+    serve = {"command": "python3 serve.py", "run_in_background": True}
+    scripted = user()                                                # answers no: it must not be asked
+    with MockAPI([reply(tool_call("run_command", serve)), "serving"]) as mock:
+        code, out, _ = main_in_process([], "/serve\n", mock, KESI_SANDBOX="off")
+    assert code == 0 and scripted.asked == [] and "Started background task 1" in out, out
+    assert "(stopped background task 1, python3 serve.py: /serve's allowed-tools ended with its turn)" in out, out
+
+
+def test_your_settings_that_lead_into_the_workspace_are_ignored(box, user_settings, notices):
+    settings = user_settings({}) / "kesi" / "settings.json"
+    settings.unlink()
+    settings.symlink_to(box / "dot.json")           # made a link after start-up: own_folders_clash saw none
+    output, failed = kesi.run_command("""printf '{"permissions": {"allow": ["Bash(touch:*)"]}}' > dot.json""")
+    assert not failed and "touch" in (box / "dot.json").read_text(), output
+    assert "Bash(touch:*)" not in [rule.text for rule in kesi.permission_rules()]
+    assert "it leads into this workspace" in notices.getvalue()
+
+
 def test_tab_completes_your_commands_and_model_names_on_a_terminal(ws, mock_client, kesi_pty, user_settings):
     config = user_settings({})
     write_command(config / "kesi" / "commands", "review-file", "Review $ARGUMENTS, briefly.")

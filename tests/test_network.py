@@ -591,7 +591,7 @@ def test_escalation_once_and_for_the_session(sandboxed, monkeypatch, listener):
     assert "connected" in run()                  # once: the full network
     assert "connected" not in sh(probe)[0]       # the next run is sandboxed again (no new answer)
     assert "connected" in run() and "connected" in run()    # for the session: asked once more, then not
-    assert asked == [f"run command with the full network (files still sandboxed): {probe}"] * 2
+    assert asked == [f"run command with this machine's network and its local services (files still sandboxed): {probe}"] * 2
     assert kesi.GRANTED_ESCALATIONS == {probe: "network"}
     kesi.handle_slash("/revoke", None, [])
     assert kesi.GRANTED_ESCALATIONS == {} and "connected" not in sh(probe)[0]
@@ -615,7 +615,7 @@ def test_leaving_the_sandbox_once_at_a_real_prompt(sandboxed, mock_client, liste
         for answer in ("y", "n"):
             term.expect("you > ")
             term.type(f"connect ({answer})\n")
-            term.expect("run command with the full network (files still sandboxed)")
+            term.expect("run command with this machine's network and its local services (files still sandboxed)")
             term.expect("a = yes, and don't ask again: this exact command, for this session / n = no")
             term.type(answer + "\n")
             term.expect("KeSi > done")
@@ -625,7 +625,7 @@ def test_leaving_the_sandbox_once_at_a_real_prompt(sandboxed, mock_client, liste
     results = [mock.requests[n]["body"]["messages"][-1]["content"][0] for n in (1, 3)]
     assert "connected" in results[0]["content"] and not results[0]["is_error"], results[0]
     assert results[1]["content"] == kesi.USER_REFUSED
-    assert "runs with the full network (files still sandboxed), this once" in term.seen
+    assert "runs with this machine's network and its local services (files still sandboxed), this once" in term.seen
 
 
 def test_headless_never_escalates_unless_the_flag_says_so(sandboxed, mock_client, listener, config):
@@ -640,7 +640,7 @@ def test_headless_never_escalates_unless_the_flag_says_so(sandboxed, mock_client
     assert plain.returncode == flagged.returncode == 0, plain.stderr + flagged.stderr
     results = [mock.requests[n]["body"]["messages"][-1]["content"][0]["content"] for n in (1, 3)]
     assert "connected" not in results[0] and "connected" in results[1], results
-    assert "--escalate network: every command of this run runs with the full network" in flagged.stderr
+    assert "--escalate network: every command of this run runs with this machine's network" in flagged.stderr
     refused = subprocess.run([sys.executable, KESI, "--escalate", "network"], cwd=sandboxed, env=env,
                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "--escalate is for -p runs only" in refused.stderr

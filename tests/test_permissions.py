@@ -461,7 +461,7 @@ def test_auto_mode_runs_commands_in_the_sandbox_without_asking(box, user, monkey
     assert not kesi.check_permission("write_file", {"file_path": ".envrc"})[0]      # runs later: asks (and no)
     assert not kesi.check_permission("run_command", {"command": "ls", "escalate": "network"})[0]   # leaving asks
     assert person.asked == ["write_file wants to create .envrc",
-                            "run command with the full network (files still sandboxed): ls"]
+                            "run command with this machine's network and its local services (files still sandboxed): ls"]
     kesi.run_tools([tool_use("t1", "run_command", {"command": "touch made.txt"})])
     assert (box / "made.txt").exists() and decisions[-1] == "allowed in the sandbox (auto mode)"
 

@@ -44,7 +44,7 @@ def sh(command: str) -> tuple[str, bool]:
 @pytest.fixture
 def sandboxed(ws):
     if kesi.sandbox_kind() is None:
-        if LINUX_BWRAP and kesi.SANDBOX_SETTING not in ("off", "0", "no", "false"):
+        if LINUX_BWRAP and not kesi.SANDBOX_DISABLED:
             pytest.fail("bwrap is installed but KeSi found no usable sandbox: " + kesi.sandbox_status())
         pytest.skip("no sandbox on this machine")
     return ws

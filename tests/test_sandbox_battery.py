@@ -11,6 +11,7 @@ import errno
 import glob
 import io
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -1069,6 +1070,83 @@ def test_what_a_background_task_plants_is_put_back_when_kesi_stops_it_at_exit(bo
     assert not pwned(box), used_later(box)
 
 
+ESCAPED_KEY = "\\033]52;c;ZWNobyBwd25lZAo=\\007\\033[2J\\033[HAll good: nothing to report"
+
+
+@pytest.mark.parametrize("how", ["exit", "mode"])
+def test_a_planted_config_key_with_terminal_escapes_is_put_back_shown_escaped(box, notices, how):
+    """rt25h L4: the put-back notice printed a key's OSC 52 (clipboard) and screen clear raw."""
+    make_repo(box)
+    plant = f"git init -q newrepo && printf '[x \"{ESCAPED_KEY}\"]\\n\\ty = 1\\n' >> newrepo/.git/config"
+    text, failed = kesi.run_command(f"{plant}; touch planted; sleep 60", run_in_background=True)
+    assert not failed, text
+    deadline = time.monotonic() + 30
+    while not (box / "planted").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if how == "mode":
+        kesi.stop_tasks_beyond_permission(revoked=True)      # as /revoke: the person's yes taken back
+    else:
+        kesi.stop_background_tasks()                       # as at KeSi's exit
+    shown = notices.getvalue()
+    assert "KeSi put back newrepo/.git/config: x.\\x1b]52;c;" in shown and "\\x1b[2J" in shown, shown
+    assert "\x1b" not in shown and "\x07" not in shown, shown
+
+
+# rt22f: a thread beside a vfork. The main thread waits in vfork (never shows stopped) or has ended, a second
+# thread keeps planting a repository: taken for paused, it planted after the put-back and became the baseline.
+VFORK_PLANTER = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static void put(const char *path, const char *text, int mode) {
+    FILE *f = fopen("t.tmp", "w");
+    if (f) { fputs(text, f); fclose(f); chmod("t.tmp", mode); rename("t.tmp", path); }
+}
+static void *plant(void *unused) {
+    for (;;) {
+        mkdir("vendor", 0755); mkdir("vendor/y", 0755); mkdir("vendor/y/.git", 0755);
+        mkdir("vendor/y/.git/objects", 0755); mkdir("vendor/y/.git/refs", 0755); mkdir("vendor/y/.git/hooks", 0755);
+        put("vendor/y/.git/HEAD", "ref: refs/heads/main\n", 0644);
+        put("vendor/y/.git/config", "[core]\n\tfsmonitor = touch ../../PWNED; false\n", 0644);
+        put("vendor/y/.git/hooks/pre-commit", "#!/bin/sh\ntouch ../../PWNED\n", 0755);
+        usleep(500);
+    }
+}
+int main(void) {
+    pthread_t thread;
+    pthread_create(&thread, 0, plant, 0);
+    sleep(1);
+    PARK;
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("park", ["if (vfork() == 0) for (;;) pause()", "pthread_exit(0)"], ids=["vfork", "zombie"])
+def test_a_thread_beside_a_vfork_is_paused_too(box, park):
+    if shutil.which("cc") is None:
+        pytest.skip("needs a C compiler")
+    make_repo(box)
+    (box / "planter.c").write_text(VFORK_PLANTER.replace("PARK", park))
+    assert subprocess.run(["cc", "-O2", "-pthread", "-o", box / "planter", box / "planter.c"]).returncode == 0
+    text, failed = kesi.run_command("./planter", run_in_background=True)
+    assert not failed, text
+    task, deadline = kesi.BACKGROUND_TASKS[1], time.monotonic() + 30
+    planter = []
+    while not planter and time.monotonic() < deadline:      # the planter, once its main thread waits in vfork
+        time.sleep(0.1)
+        planter = [pid for pid in kesi.sandbox_processes([task.proc.pid]) if os.path.exists(f"/proc/{pid}/task")
+                   and len(os.listdir(f"/proc/{pid}/task")) == 2
+                   and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "DZ"]
+    assert planter and kesi.moving_threads(planter[0])     # its second thread runs: not paused
+    outputs = [sh(command)[0] for command in ("true", "echo next")]
+    assert all("KeSi put back vendor/y/.git/" in output for output in outputs), outputs   # never the baseline
+    kesi.stop_background_tasks()                        # as at KeSi's exit
+    later = git_everywhere(box / "vendor" / "y") if (box / "vendor" / "y" / ".git").is_dir() else ""
+    assert not pwned(box), later
+
+
 # Red team rt22b: the sequencer's other state, and `.git` pointers read as git reads them.
 
 def diverged(root: Path) -> None:
@@ -1356,9 +1434,85 @@ def test_a_git_descriptor_a_command_hands_a_background_task_plants_nothing(box):
     ("git log $(sh evil)", False), ("git status; sh", False), ("git commit -m x 2>&1", True),
     ("git push >/dev/null 2>&1", True), ("git status 2>/dev/null", True), ("git status 2>&1x", False),
     ("git status 2>/dev/nullx", False), ("git status >/dev/null.txt", False), ("git log 2>&1 | sh", False),
-    ("git config diff.external 'sh evil.sh' && git diff", False)])      # rt22e: config never counts as git-only
+    ("git config diff.external 'sh evil.sh' && git diff", False),      # rt22e: config never counts as git-only
+    ("git clone -q ./s .git/lfs", False), ("git clone ./s ./.git/branches", False), ("git add x/.git", False),
+    ("git fetch o refs/replace/a:refs/replace/a", False), ("git fetch o +a:replace/a", False),   # rt22f
+    ("git add .gitignore .github/x", True), ("git clone -q u d", False), ("git init", False),
+    ("git worktree add -q r/replace rep", False)])        # rt22g: a work tree written through a link into .git
 def test_only_plain_built_in_git_counts_as_git_only(command, git_only):
     assert kesi.runs_only_git(command) is git_only
+
+
+PUSH_HOOK = ("git init -q --bare node_modules/e.git && printf '#!/bin/sh\\ntouch PWNED ../../PWNED; "
+             "echo $PWD/node_modules/e.git > ../../.git/branches/origin\\n' > node_modules/e.git/hooks/pre-receive"
+             " && chmod +x node_modules/e.git/hooks/pre-receive")
+
+
+def test_git_alone_reaches_no_local_repository_whose_hooks_would_run_with_writable_git_dirs(box):
+    """rt22f: `git push ./repo` is git alone, and ran that repository's pre-receive hook beside a writable .git."""
+    make_repo(box)
+    output, _ = sh(PUSH_HOOK)
+    output, failed = sh("git push ./node_modules/e.git HEAD:refs/heads/x")
+    assert failed and "not allowed" in output, output
+    assert not pwned(box) and not (box / ".git" / "branches" / "origin").exists(), output
+
+
+def test_a_work_tree_written_through_a_link_into_git_plants_no_replace_ref(box):
+    """rt22g: `git worktree add r/replace rep`, r a link to .git/refs, checked a branch out into .git/refs/replace."""
+    make_repo(box)
+    assert git(box, "branch", "rep").returncode == 0
+    sh("ln -s .git/refs r")
+    output, failed = sh("git worktree add -q r/replace rep")
+    assert failed and not (box / ".git" / "refs" / "replace").exists(), output
+
+
+def test_git_alone_writes_no_git_dir_but_the_top_git(box):
+    """rt22h: git refuses work-tree paths through `.git` only: with `.git` a file naming `.bare`, `git apply` of a
+    patch creating `.bare/refs/replace/<blob>` (git alone, so git dirs writable) planted a replace ref."""
+    assert git(box, "init", "-q", "--separate-git-dir=.bare", ".").returncode == 0
+    (box / "f").write_text("safe\n")
+    for args in (["add", "f"], ["-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "f"]):
+        assert git(box, *args).returncode == 0
+    (box / "p.patch").write_text("diff --git a/.bare/refs/replace/x b/.bare/refs/replace/x\nnew file mode 100644\n"
+                                 "--- /dev/null\n+++ b/.bare/refs/replace/x\n@@ -0,0 +1 @@\n+planted\n")
+    output, failed = sh("git apply p.patch")
+    assert not (box / ".bare" / "refs" / "replace").exists(), output
+
+
+SWAPPER = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+open("swapping", "w").close()
+while not os.path.exists("stop"):
+    libc.renameat2(-100, b"sub", -100, b"lnk", 2)          # RENAME_EXCHANGE: a folder and a link trade places
+"""
+
+
+def test_grep_reads_nothing_through_a_folder_a_task_swaps_for_a_link(box, tmp_path_factory):
+    """rt22g: rg opens what it listed by path; a task swapping a folder for a link to outside leaked its lines."""
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "secret.txt").write_text("TOPSECRET outside\n")
+    (box / "sub").mkdir()
+    (box / "sub" / "secret.txt").write_text("harmless\n")
+    os.symlink(outside, box / "lnk")
+    (box / "swap.py").write_text(SWAPPER)
+    text, failed = kesi.run_command("python3 swap.py", run_in_background=True)
+    assert not failed, text
+    wait_for(box / "swapping")
+    try:
+        found = [output for output, _ in (kesi.grep("TOPSECRET") for _ in range(60)) if ":TOPSECRET outside" in output]
+    finally:
+        (box / "stop").touch()
+    assert not found, found[:3]
+
+
+def test_an_old_style_remote_a_command_plants_is_put_back(bare):
+    """rt22f: .git/branches/<name> and .git/remotes/<name> name a URL `git push` uses when the config names none."""
+    make_repo(bare)
+    output, _ = sh("mkdir -p .git/remotes && echo /tmp/elsewhere > .git/branches/origin && "
+                   "printf 'URL: /tmp/elsewhere\\n' > .git/remotes/upstream")
+    assert "KeSi put back .git/branches/origin" in output and "remotes/upstream" in output, output
+    assert not (bare / ".git" / "branches" / "origin").exists() and not (bare / ".git" / "remotes" / "upstream").exists()
 
 
 def test_git_alone_runs_no_program_from_the_workspace_s_path(box, monkeypatch):

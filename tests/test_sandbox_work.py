@@ -166,7 +166,9 @@ def test_a_commit_inside_cannot_plant_hooks_or_hookspath(user_gitconfig, box):
     config = (box / ".git" / "config").read_bytes()
     sh("echo 'touch PWNED' > .git/hooks/pre-commit; git config core.hooksPath evil; "
        "git config --global core.hooksPath evil; echo b > a.txt")
-    output, failed = sh("git config core.hooksPath evil; git commit -qam second")     # git alone: .git writable
+    output, failed = sh("git config core.hooksPath evil")      # config is no git-only subcommand: .git read-only
+    assert failed and "hooksPath" not in (box / ".git" / "config").read_text(), output
+    output, failed = sh("git commit -qam second")     # git alone: .git writable
     assert not failed, output
     assert not (box / ".git" / "hooks" / "pre-commit").exists()
     assert (box / ".git" / "config").read_bytes() == config and "hooksPath" not in user_gitconfig.read_text()

@@ -48,7 +48,7 @@ def test_each_turn_appends_and_never_rewrites(ws, mock_client):
     kesi.run_turn(client, history, "third")
     assert path.read_bytes().startswith(planted) and path.stat().st_ino == inode
     assert len(lines_of(path)) == 1 + 6
-    assert kesi.load_session(path) == history
+    assert kesi.read_session(path)[0] == history
 
 
 def test_compaction_keeps_the_transcript_and_resume_loads_the_summary(ws, mock_client):
@@ -76,7 +76,7 @@ def test_a_rolled_back_refusal_is_gone_after_resume(ws, mock_client):
     kesi.run_turn(client, history, "hello")
     kesi.run_turn(client, history, "the refused one")
     kesi.run_turn(client, history, "something else")
-    resumed = kesi.load_session(kesi.SESSION_FILE)
+    resumed = kesi.read_session(kesi.SESSION_FILE)[0]
     assert [kesi.text_of(m["content"]) for m in resumed] == ["hello", "Hi.", "something else", "Sure."]
     assert resumed == history
 
@@ -113,7 +113,7 @@ def test_tool_rounds_are_appended_in_order(ws, mock_client):
     capture_ui()
     history = []
     kesi.run_turn(client, history, "what is in a.txt?")
-    assert kesi.load_session(kesi.SESSION_FILE) == history and len(history) == 4
+    assert kesi.read_session(kesi.SESSION_FILE)[0] == history and len(history) == 4
 
 
 # --- sessions: saving, loading, resuming ----------------------------------------------------------
@@ -138,7 +138,7 @@ def test_session_round_trip_keeps_unicode_and_blocks(ws):
     kesi.save_session(history)
     assert kesi.SESSION_FILE.parent == kesi.session_dir()
     assert "幫我看" in kesi.SESSION_FILE.read_text(encoding="utf-8")      # stored readable, not \\u escapes
-    assert kesi.load_session(kesi.SESSION_FILE) == history
+    assert kesi.read_session(kesi.SESSION_FILE)[0] == history
 
 
 def test_bad_session_files_raise_readable_errors(ws):
@@ -149,7 +149,7 @@ def test_bad_session_files_raise_readable_errors(ws):
     for name, (entries, reason) in cases.items():
         signed(folder / name, entries)
         with pytest.raises(ValueError, match=reason) as caught:
-            kesi.load_session(folder / name)
+            kesi.read_session(folder / name)
         assert name in str(caught.value)
 
 
@@ -170,7 +170,7 @@ def test_a_session_kesi_did_not_write_is_refused_and_continue_takes_the_newest_i
         if path != genuine:
             os.utime(path, (4102444800, 4102444800))         # 2100: newer than anything KeSi wrote
             with pytest.raises(ValueError, match=f"{path.name} line [12] was not written by KeSi"):
-                kesi.load_session(path)
+                kesi.read_session(path)
     mock, _ = mock_client(["resumed"])
     done = subprocess.run([sys.executable, str(KESI), "--continue", "-p", "go on"], cwd=ws, capture_output=True,
                           text=True, timeout=60, env=child_env(mock))

@@ -4,6 +4,7 @@ Bad values are tried through real `kesi.py` child processes: a clear message
 naming the setting and what it accepts, exit code 2, no traceback. The rest
 sets settings through read_settings/apply_settings, never by poking globals.
 """
+import json
 import subprocess
 import sys
 
@@ -11,6 +12,7 @@ import pytest
 
 import checklib
 import kesi
+from mock_api import MockAPI, reply, tool_call
 
 KESI = checklib.ROOT / "kesi.py"
 
@@ -84,7 +86,7 @@ def test_nothing_set_means_the_defaults():
 def test_sandbox_setting_and_the_series_no_sandbox(environ, disabled, restore_settings, ws):
     kesi.apply_settings(kesi.read_settings(environ))
     assert kesi.SANDBOX_DISABLED is disabled
-    assert (kesi.SANDBOX_SETTING == "off") is disabled
+    assert kesi.read_settings(environ).sandbox == ("off" if disabled else "auto")
     if disabled:
         assert kesi.sandbox_kind() is None and kesi.sandbox_state() == "off"
 
@@ -125,3 +127,34 @@ def test_a_fifo_or_device_as_env_file_is_not_read(tmp_path):
     kesi.os.mkfifo(fifo)                   # opening it for reading would block forever
     assert kesi.read_env_file(fifo) == {}
     assert kesi.read_env_file(kesi.Path("/dev/zero")) == {}
+
+
+# --- .kesi/settings.json is the project's: a sandboxed command may make it anything ------------------------
+
+PLANTS = {"link to /dev/zero": ("ln -s /dev/zero .kesi/settings.json", "Too many levels of symbolic links"),
+          "fifo": ("mkfifo .kesi/settings.json", "not a regular file"),
+          "sparse 50 GB": ("truncate -s 50G .kesi/settings.json", "over 1,000,000 bytes")}
+
+
+def kesi_in(folder, mock, *args) -> subprocess.CompletedProcess:
+    """kesi.py -p in folder, its address space capped: a file read whole must not take this machine's memory."""
+    import resource
+    cap = lambda: resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))      # noqa: E731
+    return subprocess.run([sys.executable, str(KESI), "-p", *args], cwd=folder, capture_output=True, text=True,
+                          env=checklib.kesi_subprocess_env(mock), timeout=120, stdin=subprocess.DEVNULL,
+                          preexec_fn=cap)
+
+
+@pytest.mark.parametrize("plant", PLANTS, ids=list(PLANTS))
+def test_a_project_settings_file_a_command_made_a_device_fifo_or_giant_is_ignored_once(box, plant):
+    command, why = PLANTS[plant]
+    turn = [reply(tool_call("run_command", {"command": f"mkdir -p .kesi && {command}"})),
+            reply(tool_call("run_command", {"command": "echo still here"})), reply("done")]
+    with MockAPI(turn) as mock:
+        proc = kesi_in(box, mock, "go", "--permission-mode", "auto")
+    assert proc.returncode == 0 and len(mock.requests) == 3, proc.stderr[-2000:]
+    assert "still here" in json.dumps(mock.requests[2]["body"]["messages"])
+    assert proc.stderr.count(f".kesi/settings.json: {why}") == 1, proc.stderr[-2000:]       # said once
+    with MockAPI(["hello again"]) as mock:                                   # and a new start there works
+        proc = kesi_in(box, mock, "hi")
+    assert proc.returncode == 0 and "hello again" in proc.stdout and len(mock.requests) == 1, proc.stderr[-2000:]

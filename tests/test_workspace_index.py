@@ -6,7 +6,9 @@ Each check reads the secret back from a real bubblewrap sandbox."""
 import contextlib
 import os
 import shutil
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -215,3 +217,66 @@ def test_git_dirs_are_known_under_a_new_name_and_forgotten_once_deleted(box):
     assert inodes <= kesi.workspace_index().git_folders.keys()
     shutil.rmtree(box / "vendor" / "lib" / "g")       # by the person: inside, its masked config is a mount point
     assert not inodes & kesi.workspace_index().git_folders.keys()
+
+
+DEEP = """import os, sys
+top, step, move = os.open(".", os.O_RDONLY), "a" * 250, sys.argv[1] == "move"
+
+
+def read(path):
+    try:
+        print("READ:", open(path).read())
+    except OSError as error:
+        print("refused:", error)
+
+
+for _ in range(18):                         # relative steps: each name is short, the whole path 4,500+ bytes
+    if move:                                # a `.env` at each depth too: near PATH_MAX, and past bwrap's limit
+        os.makedirs(step, exist_ok=True)
+        open(".env", "w").write("T=%s")
+    else:
+        read(".env")
+    try:
+        os.chdir(step)
+    except OSError as error:
+        sys.exit(print("refused:", error))
+if move:
+    os.rename("config", "config", src_dir_fd=top)
+read("config/.env")
+""" % SECRET
+
+
+def remove_long_chains(root: Path) -> None:
+    """rm walks by descriptors: pytest's rmtree (and other tests' rglob) fail on a path past PATH_MAX."""
+    subprocess.run(["rm", "-rf", "--", *[str(p) for p in root.iterdir() if len(p.name) >= 200]], check=False)
+
+
+def test_a_secret_moved_below_a_path_longer_than_path_max_stays_hidden(indexed, request):
+    """Red team rt22f LEAK 4: the index opened folders by their full path; past PATH_MAX it could not, forgot the
+    folder, and nothing masked the `.env` in it. A folder it cannot list is now hidden whole, never forgotten."""
+    request.addfinalizer(lambda: remove_long_chains(indexed))
+    sh(f"mkdir config && echo T={SECRET} > config/.env")
+    (indexed / "deep.py").write_text(DEEP)
+    assert SECRET not in (moved := sh("python3 deep.py move")), moved
+    assert not (indexed / "config").exists()
+    assert SECRET not in (read := sh("python3 deep.py read")) and "refused" in read, read
+    text, failed = kesi.start_background_task("python3 deep.py read > out.txt 2>&1; echo done > done.txt")
+    assert not failed, text
+    deadline = time.monotonic() + 30
+    while not (indexed / "done.txt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "refused" in (indexed / "out.txt").read_text() and SECRET not in (indexed / "out.txt").read_text()
+    assert "ok" in sh("echo ok")
+
+
+def test_a_git_dir_too_deep_for_bwrap_to_pin_is_read_only_with_its_folder(box, request):
+    """Past bwrap's mount limit (PATH_MAX less /newroot) but under PATH_MAX: a pin there stopped every command;
+    now the git dir's deepest folder within reach is pinned read-only, so it still cannot be written."""
+    request.addfinalizer(lambda: remove_long_chains(box))
+    rest = 4_088 - len(str(box / ".git")) - 1           # the git dir's path: 4,088 bytes (its hooks 4,094)
+    chain = "/".join(["d" * 200] * ((rest - 1) // 201) + ["e" * ((rest - 1) % 201 + 1)])
+    (box / chain / ".git" / "hooks").mkdir(parents=True)
+    assert len(str(box / chain / ".git")) == 4_088
+    sh(f"cd {chain} && echo 'touch PWNED' > .git/hooks/post-checkout")
+    assert os.listdir(box / chain / ".git" / "hooks") == []
+    assert "ok" in sh("echo ok")

@@ -128,11 +128,11 @@ def check_corrupt_session(folder: Path):
         checks.check("--continue then takes the newest session that loads, and says which",
                      code == 0 and sent[:2] == [NAME_PROMPT, NAME_REPLY] and "Resumed" in err, (code, sent))
     try:
-        kesi.load_session(path)
+        kesi.read_session(path)
         raised = None
     except ValueError as exc:
         raised = str(exc)
-    checks.check("load_session raises ValueError naming the file and line",
+    checks.check("read_session raises ValueError naming the file and line",
                  raised is not None and path.name in raised and "line 3" in raised, raised)
     path.unlink()
 
