@@ -5392,8 +5392,11 @@ def mask_credentials(text: str) -> str:
     spans = sorted((m.end("keep") if m.re.groupindex else m.start(), m.end(), label)
                    for label, pattern in CREDENTIAL_PATTERNS for m in pattern.finditer(view))
     if spans and view != text:        # where[i]: the index in text of the view's i-th character
-        hidden = set(itertools.chain.from_iterable(range(*m.span()) for m in HIDDEN.finditer(text)))
-        where = [i for i in range(len(text)) if i not in hidden]
+        where, at = [], 0
+        for m in HIDDEN.finditer(text):       # the same matches sub took out, left to right
+            where.extend(range(at, m.start()))
+            at = m.end()
+        where.extend(range(at, len(text)))
         spans = [(where[start], where[end - 1] + 1, label) for start, end, label in spans]
     kept, at = [], 0
     for start, end, label in spans:
