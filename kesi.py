@@ -18,7 +18,7 @@ later part can serve an earlier one). A reader who stops after Part I has seen t
   V.   Staying affordable: prompt caching and its clock, clearing old results, compaction.
   VI.  Sessions: signed records outside the workspace, save and resume.
   VII. The terminal: wrapping, light Markdown, the waiting note, slash commands, readline.
-  VIII. What Claude Code users reach for next: /model, your own /commands, images.
+  VIII. What Claude Code users reach for next: /model, your own /commands, images, checkpoints and /rewind.
 
 Run it:   uv run kesi.py            (needs ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, env or .env)
 Headless: uv run kesi.py -p "explain what this project does"
@@ -2517,6 +2517,7 @@ def call_tool(block: dict, agent: Agent | None = None) -> tuple[str, bool]:
 def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
     """Run a checked call (or apply its plan); an exception becomes a result."""
     try:
+        keep_checkpoint(plan)             # a file tool's target as it was, for /rewind (Part VIII)
         output, is_error = PLANNED_TOOLS[name][1](plan) if plan is not None else TOOL_FUNCS[name](**tool_input)
     except Exception as exc:       # not KeyboardInterrupt: the user wants control back, it is no tool failure
         output, is_error = f"Error: {name} failed: {type(exc).__name__}: {exc}", True
@@ -2588,6 +2589,7 @@ def run_turn(client, history: list[dict], prompt: str | list[dict]) -> Answer:
     before, started = len(METER.calls), time.monotonic()
     history.append({"role": "user", "content": join_prompt(prompt)})   # utf8_safe: else every later request fails
     try:
+        start_checkpoint_turn(history)    # /rewind can go back to just before this prompt (Part VIII)
         answer = run_agent(client, history)
     except KeyboardInterrupt:
         answer = end_turn(history, MAIN_AGENT, "(interrupted; you can ask the next thing)",
@@ -6221,7 +6223,7 @@ def session_dir() -> Path:
 def save_session(history: list[dict]) -> None:
     """Append what is new and the cache clock; a journal replaced, not extended, is written anew after a marker."""
     global SESSION_FILE, SAVED, LAST_SAVED
-    if not history:
+    if not history and not SAVED:        # a journal rewound to nothing is saved (as a restart), a new one is not
         return
     lines, now = [], datetime.datetime.now().isoformat(timespec="seconds")
     SESSION_FILE = SESSION_FILE or new_session_file()
@@ -6239,7 +6241,7 @@ def save_session(history: list[dict]) -> None:
     except OSError as exc:
         ui(f"  (could not save the session: {visible(exc)})")
         return
-    SAVED, LAST_SAVED = len(history), as_line(history[-1])
+    SAVED, LAST_SAVED = len(history), as_line(history[-1]) if history else ""
 
 
 def new_session_file() -> Path:
@@ -6533,6 +6535,7 @@ HELP = """  /help                  this list
   /model [name]          the model and the known ones, or switch to another for this session
   /compact [focus]       summarise the conversation to free context
   /resume [N]            list saved sessions, or continue session N
+  /rewind [N]            put files, conversation or both back as they were just before turn N
   /tasks                 background tasks (all are stopped when KeSi exits)
   /log [N]               the last N commands from the audit log (default 10)
   /reset, /clear         start over: empty history, plan and file versions
@@ -6673,7 +6676,8 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
               "/todo": lambda: ui("  " + visible(render_todos()).replace("\n", "\n  ")),
               "/permissions": show_permissions, "/network": show_network_policy, "/log": lambda: show_log(argument),
               "/init": lambda: run_turn(client, history, INIT_PROMPT), "/context": lambda: show_context(history),
-              "/resume": lambda: show_or_resume(argument, history), "/model": lambda: switch_model(argument)}
+              "/resume": lambda: show_or_resume(argument, history), "/model": lambda: switch_model(argument),
+              "/rewind": lambda: rewind(argument, history)}
     if name in ("/exit", "/quit"):
         return False
     if name in simple:
@@ -6803,7 +6807,7 @@ def save_prompt_history() -> None:
 # ============================================================================
 # PART VIII. What Claude Code users reach for next
 # ============================================================================
-# Each a section behind one name Part VII or Part I calls: /model, your own /commands, images.
+# Each a section behind one name Part VII or Part I calls: /model, your own /commands, images, checkpoints.
 
 # --- images: read_file and @path show PNG, JPEG, GIF and WebP files to the model ----------------------------------
 # From platform.claude.com/docs/en/build-with-claude/vision: 8000x8000 px and 5 MB of base64 at most; w*h/750 tokens.
@@ -6979,6 +6983,133 @@ def show_help() -> None:
     for name, command in custom_commands().items():
         about = command.problem or command.fields.get("description", "")
         ui(f"  {name:<22} {one_line(shorten(about, 90))} ({'project' if command.project else 'yours'})")
+
+
+
+# --- checkpoints and /rewind: files a file tool changes, kept signed beside the session record (not in reach of a
+# project or command, so none plants one) as they were before the turn. What commands change is not kept.
+MAX_KEPT_BYTES = 2_000_000      # a bigger file is not kept, and /rewind says so
+CHECKPOINTS = {"turn": "", "kept": set()}      # the turn in progress (when it began), and the files kept in it
+
+
+def start_checkpoint_turn(history: list[dict]) -> None:
+    """A turn begins at history[-1]: its first words, and where in the journal (checked before a cut there)."""
+    global SESSION_FILE
+    SESSION_FILE = SESSION_FILE or new_session_file()
+    CHECKPOINTS.update(turn=datetime.datetime.now().isoformat(timespec="microseconds"), kept=set())
+    add_checkpoint({"index": len(history) - 1, "before": journal_mark(history, len(history) - 1),
+                    "prompt": shorten(text_of(history[-1]["content"]).strip(), 60)})
+
+
+def journal_mark(history: list[dict], index: int) -> str:
+    """What the journal held just before index: the conversation is cut there only while that is unchanged."""
+    return hashlib.sha256(as_line(history[index - 1]).encode()).hexdigest()[:32] if 0 < index <= len(history) else ""
+
+
+def keep_checkpoint(plan) -> None:
+    """Before a file tool writes plan.target: keep the file (or that it is missing), once a turn, if not too big."""
+    if plan is None or SESSION_FILE is None or (name := relative(plan.target)) in CHECKPOINTS["kept"]:
+        return
+    CHECKPOINTS["kept"].add(name)
+    with contextlib.suppress(PathRefused, OSError):     # not a regular file in the jail: the write is refused too
+        if (data := file_now(name)) is not None and len(data) > MAX_KEPT_BYTES:
+            add_checkpoint({"path": name, "data": None, "not_kept": f"over {MAX_KEPT_BYTES // 1_000_000} MB"})
+        else:
+            add_checkpoint({"path": name, "data": None if data is None else codecs.encode(data, "base64").decode()})
+
+
+def add_checkpoint(entry: dict) -> None:
+    try:
+        append_records(SESSION_FILE.with_suffix(".checkpoints"), [{"turn": CHECKPOINTS["turn"], **entry}])
+    except OSError as exc:
+        ui(paint(f"      (no checkpoint kept: {visible(exc.strerror or exc)}; /rewind cannot restore this)", "error"))
+
+
+def file_now(name: str) -> bytes | None:
+    """A file as write_file sees it (no link followed): its bytes, None if missing; else PathRefused or OSError."""
+    try:
+        with locate(name, follow_links=False) as found:
+            return None if found.info is None else read_entry(found)
+    except PathRefused as refusal:
+        if refusal.missing:
+            return None
+        raise
+
+
+def rewind(argument: str, history: list[dict]) -> None:
+    """/rewind [N]: the session's turns; then files, conversation or both as they were just before the turn picked."""
+    path, entries, problem = SESSION_FILE and SESSION_FILE.with_suffix(".checkpoints"), [], ""
+    try:        # one line KeSi did not sign (planted, edited), and none is trusted
+        lines, forged = read_records(path) if path and path.exists() else ([], [])
+        entries = [json.loads(line) for line in lines] if not forged else []
+        problem = forged and f"line {forged[0]} of {path.name} was not written by KeSi (a wrong or missing signature)"
+    except (OSError, ValueError) as exc:
+        problem = f"the checkpoints cannot be read ({exc})"
+    if problem or not (turns := dict(enumerate((e for e in entries if "path" not in e), start=1))):
+        ui(paint(f"  /rewind restores nothing: {visible(problem)}.", "error") if problem else "  No turns yet.")
+        return
+    for number, turn in turns.items():
+        files = [e["path"] for e in entries if e["turn"] == turn["turn"] and "path" in e]
+        ui(f"  {number:>3}. {turn['turn'][11:16]}  \"{one_line(turn['prompt'])}\"  {visible(', '.join(files)) or '-'}")
+    ui(wrapped("  (after each turn: the files write_file and edit_file changed in it; files changed by commands, "
+               "run_command or !command, are not kept: /rewind cannot restore them)"))
+    try:
+        pick = argument or prompt_input("  Rewind to just before turn (a number; Enter: none): ").strip()
+        turn = turns.get(int(pick) if pick.isdigit() else 0)
+        how = turn and prompt_input("  Restore f = files, c = conversation, b = both? (Enter: none) ").strip().lower()
+    except (EOFError, KeyboardInterrupt):
+        how = ""
+    gone = how in ("c", "b") and journal_mark(history, turn["index"]) != turn["before"]
+    if gone or how not in ("f", "c", "b"):
+        ui("  (nothing restored" + "; the conversation no longer holds that turn: f restores its files" * gone + ")")
+        return
+    todo = files_to_restore(entries[entries.index(turn):]) if how in ("f", "b") else []
+    if how in ("c", "b"):
+        ui(f"    conversation: back to {turn['index']} messages (from {len(history)})")
+    for entry in [e for e in read_audit_entries(500)[0] if "started" in e and e["at"] >= turn["turn"][:19]][-5:]:
+        ui(f"    not covered: what this command changed stays: $ {one_line(shorten(str(entry.get('command')), 90))}")
+    if not (todo or how in ("c", "b")) or not confirmed(f"  Restore this, as it was just before turn {pick}? [y/N] "):
+        ui("  (nothing restored)")
+        return
+    for name, was, now in todo:
+        ui(f"  restored {visible(name)}" if restore_file(name, was, now) else paint(
+            f"  NOT restored {visible(name)}: it changed, or a link came into its path, since it was shown", "error"))
+    READ_VERSIONS.clear()     # the model reads files again before it overwrites them
+    if how in ("c", "b"):
+        del history[turn["index"]:]
+        TODOS.clear()
+        restore_todos(history)
+        save_session(history)
+        ui(f"  conversation rewound to just before turn {pick} ({len(history)} messages)")
+
+
+def files_to_restore(entries: list[dict]) -> list[tuple[str, bytes | None, bytes | None]]:
+    """Each file kept in entries (a turn on): as it was before its first change, and now; each shown."""
+    first, todo = {e["path"]: e for e in reversed(entries) if "path" in e}, []
+    for name, entry in sorted(first.items()):
+        try:
+            now, why = file_now(name), ""
+        except (PathRefused, OSError):
+            now, why = None, "not a regular file in the workspace now (a link in its path?)"
+        was = None if entry["data"] is None else codecs.decode(entry["data"].encode("ascii"), "base64")
+        why = f"not kept ({entry['not_kept']})" if "not_kept" in entry else why or ("unchanged" if was == now else "")
+        todo += [] if why else [(name, was, now)]
+        ui(f"    {visible(name)}: " + (f"left as it is: {why}" if why else "removed (it did not exist)"
+                                     if was is None else f"put back ({len(was):,} bytes)"))
+    return todo
+
+
+def restore_file(name: str, was: bytes | None, now: bytes | None) -> bool:
+    """Through write_file's jail and race-free writes, and only if the file is still as shown: no link followed."""
+    with contextlib.suppress(PathRefused, OSError):
+        if was is not None:
+            return not (replace_existing_file(BASE_DIR / name, was, file_digest(now)) if now is not None
+                        else apply_write(Write(name, BASE_DIR / name, was, "", None))[1])
+        with locate(name, follow_links=False) as entry:
+            if entry.info is not None and file_digest(read_entry(entry)) == file_digest(now):
+                os.unlink(entry.name, dir_fd=entry.folder_fd)
+                return True
+    return False
 
 
 if __name__ == "__main__":
