@@ -6807,7 +6807,30 @@ def save_prompt_history() -> None:
 # ============================================================================
 # PART VIII. What Claude Code users reach for next
 # ============================================================================
-# Each a section behind one name Part VII or Part I calls: /model, your own /commands, images, checkpoints.
+# Each a section behind one name an earlier part calls: project files you approved, images, /model, /commands...
+
+# --- a project's files that make things run (its hooks, its .mcp.json): only what the person approved -------------
+def approved_project_file(label: str, data: bytes, shown: str) -> bool:
+    """These exact bytes approved once (at the terminal; kept signed in this project's records, out of reach of
+    commands): a changed file is asked about again, and with nobody to ask it stays unused."""
+    digest = hashlib.sha256(label.encode() + b"\0" + data).hexdigest()
+    path = records_folder("approved.jsonl")
+    with contextlib.suppress(OSError, ValueError):       # unreadable or forged records: asked again
+        if any(json.loads(line).get("sha256") == digest for line in read_records(path)[0]):
+            return True
+    if not can_ask():
+        notice_once(paint(f"  ({label} not used: new or changed; start KeSi in a terminal to approve it)", "error"))
+        return False
+    ui(wrapped(f"  This project's {label} is new or changed. It can run these commands on this machine:", hang="    "))
+    for line in shown.splitlines()[:40] or ["(nothing)"]:
+        ui(f"    | {visible(shorten(line, 200))}")
+    if not confirmed(f"  Use {label} as it is now? [y/N] "):
+        ui(paint(f"  ({label} not used; you are asked again next time)", "quiet"))
+        return False
+    with contextlib.suppress(OSError):
+        append_records(path, [{"label": label, "sha256": digest}])
+    return True
+
 
 # --- images: read_file and @path show PNG, JPEG, GIF and WebP files to the model ----------------------------------
 # From platform.claude.com/docs/en/build-with-claude/vision: 8000x8000 px and 5 MB of base64 at most; w*h/750 tokens.
