@@ -5877,7 +5877,7 @@ class CacheClock:
 
 CACHE_CLOCK = CacheClock()
 CACHE_CONTROL = {"5m": {"type": "ephemeral"}, "1h": {"type": "ephemeral", "ttl": "1h"}}    # a mark, by lifetime
-_TOOLS_CHARS: dict[tuple, int] = {}    # tool names -> the JSON size of their specs (see tools_chars)
+_TOOLS_CHARS: dict[tuple, int] = {}    # tool names -> their specs' JSON size: specs never change while KeSi runs
 
 
 def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
@@ -5898,7 +5898,6 @@ def fixed_prefix_tokens(tools: list[dict], system: list[dict]) -> int:
 
 
 def tools_chars(tools: list[dict]) -> int:
-    """Tool specs never change while KeSi runs: their size is measured once."""
     names = tuple(t["name"] for t in tools)
     return _TOOLS_CHARS.get(names) or _TOOLS_CHARS.setdefault(names, json_chars(tools))
 
