@@ -6259,7 +6259,7 @@ def list_sessions() -> list[Path]:
 
 
 def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
-    """The messages after the last restart, their json_chars (never less: escape_growth), the clock; or ValueError."""
+    """The messages after the last restart, a count never below their json_chars, the clock; or ValueError."""
     history, chars, clock = [], 1, None
     try:
         lines, forged = read_records(path)
@@ -6280,16 +6280,10 @@ def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
         elif (isinstance(message, dict) and message.get("role") in ("user", "assistant")
               and isinstance(message.get("content"), (str, list))):
             history.append(message)
-            chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line)) - image_overcount(message)
+            chars += len(line if line.isascii() else json.dumps(message, default=str)) + 1 - image_overcount(message)
         else:
             raise ValueError(f"{path.name} line {number} is not a message")
     return history, chars, clock
-
-
-def escape_growth(text: str) -> int:
-    """How much longer json.dumps (ensure_ascii) makes text: 6 characters (\\uXXXX) for each UTF-16 unit not ASCII."""
-    ascii_chars = len(text.encode("ascii", "ignore"))
-    return ascii_chars + 6 * (len(text.encode("utf-16-le")) // 2 - ascii_chars) - len(text)
 
 
 def resume_session(path: Path, history: list[dict]) -> bool:
