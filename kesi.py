@@ -5816,8 +5816,6 @@ def read_audit_entries(limit: int) -> tuple[list[dict], int]:
 # PART V. Staying affordable
 # ============================================================================
 # Behind add_cache_breakpoints() and manage_context(): caching on a clock that learns pauses, clearing, compaction.
-
-# --- prompt caching -----------------------------------------------------------
 # The API caches a request's prefix up to a block marked cache_control if it reaches the model's minimum, 5 minutes
 # (written at 1.25x the input price) or 1 hour (2x), refreshed by each read (0.1x); at most 4 marks, no 1h after a 5m.
 # MODELS: platform.claude.com/docs/en/ (prompt-caching, models overview and pages, what's new); a model thinking
@@ -6083,10 +6081,8 @@ def is_user_prompt(message: dict) -> bool:
 # PART VI. Sessions
 # ============================================================================
 # Behind save_session() and resume_session(): the journal as signed JSONL outside the workspace, as other records.
-
-# --- KeSi's records: sessions, prompt history, the audit log -------------------
-# What the person typed and commands printed, per project under $XDG_STATE_HOME/kesi (~/.local/state/kesi), hidden
-# from the sandbox: no command reads or plants them. Each line has an HMAC (key: records.key, 0600); others are refused.
+# Records (what was typed and printed: sessions, prompt history, audit log) per project in $XDG_STATE_HOME/kesi
+# (~/.local/state/kesi), hidden from the sandbox: no command reads or plants them. Each line has an HMAC (records.key).
 RECORD_BREAKS = re.compile("[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")     # str.splitlines ends lines there too
 
 
