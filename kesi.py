@@ -6503,8 +6503,7 @@ class AnswerPrinter:
 
     def sgr(self) -> str:
         """The escape codes for the styles open now, after a reset."""
-        styles = [STYLES[s] for s, on in (("bold", self.bold), ("code", self.code)) if on]
-        return "\033[0m" + "".join(f"\033[{s}m" for s in styles)
+        return "\033[0m" + "".join(f"\033[{STYLES[s]}m" for s, on in (("bold", self.bold), ("code", self.code)) if on)
 
     def out(self, text: str, width: int) -> None:
         ui(text, end="")
