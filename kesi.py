@@ -6468,10 +6468,8 @@ class AnswerPrinter:
             self.bold = self.styled
         elif LIST_MARKER.fullmatch(word):
             self.hang += display_width(word) + 1
-        self.out(indent, len(indent.expandtabs()))
         self.pending = self.pending[first.end() if self.bold else 0:].lstrip(" \t")
-        if self.bold:
-            self.out(self.sgr(), 0)
+        self.out(indent + (self.sgr() if self.bold else ""), len(indent.expandtabs()))
         return True
 
     def print_word(self, word: str, spaced: bool) -> None:
