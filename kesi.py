@@ -6052,8 +6052,7 @@ def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | 
     instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
     joins = past[-1]["role"] == "user"      # roles must alternate: the instruction joins a last user message
     asked = [*as_blocks(past[-1]["content"]), {"type": "text", "text": instruction}] if joins else instruction
-    messages = [*(past[:-1] if joins else past), {"role": "user", "content": asked}]
-    request = request_for(messages, MAIN_AGENT)
+    request = request_for([*(past[:-1] if joins else past), {"role": "user", "content": asked}], MAIN_AGENT)
     for change in ({}, {"tool_choice": {"type": "none"}}, {"tools": None}):
         attempt = {k: v for k, v in {**request, **change}.items() if v is not None}
         try:
