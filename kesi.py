@@ -5816,8 +5816,6 @@ def read_audit_entries(limit: int) -> tuple[list[dict], int]:
 # PART V. Staying affordable
 # ============================================================================
 # Behind add_cache_breakpoints() and manage_context(): caching on a clock that learns pauses, clearing, compaction.
-
-# --- prompt caching -----------------------------------------------------------
 # The API caches a request's prefix up to a block marked cache_control if it reaches the model's minimum, 5 minutes
 # (written at 1.25x the input price) or 1 hour (2x), refreshed by each read (0.1x); at most 4 marks, no 1h after a 5m.
 # MODELS: platform.claude.com/docs/en/ (prompt-caching, models overview and pages, what's new); a model thinking
@@ -5877,7 +5875,7 @@ class CacheClock:
 
 CACHE_CLOCK = CacheClock()
 CACHE_CONTROL = {"5m": {"type": "ephemeral"}, "1h": {"type": "ephemeral", "ttl": "1h"}}    # a mark, by lifetime
-_TOOLS_CHARS: dict[tuple, int] = {}    # tool names -> the JSON size of their specs (see tools_chars)
+_TOOLS_CHARS: dict[tuple, int] = {}    # tool names -> their specs' JSON size: specs never change while KeSi runs
 
 
 def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
@@ -5898,7 +5896,6 @@ def fixed_prefix_tokens(tools: list[dict], system: list[dict]) -> int:
 
 
 def tools_chars(tools: list[dict]) -> int:
-    """Tool specs never change while KeSi runs: their size is measured once."""
     names = tuple(t["name"] for t in tools)
     return _TOOLS_CHARS.get(names) or _TOOLS_CHARS.setdefault(names, json_chars(tools))
 
@@ -6055,8 +6052,7 @@ def ask_for_summary(client, past: list[dict], focus: str | None) -> tuple[str | 
     instruction = COMPACT_PROMPT + (f" Pay special attention to: {focus}" if focus else "")
     joins = past[-1]["role"] == "user"      # roles must alternate: the instruction joins a last user message
     asked = [*as_blocks(past[-1]["content"]), {"type": "text", "text": instruction}] if joins else instruction
-    messages = [*(past[:-1] if joins else past), {"role": "user", "content": asked}]
-    request = request_for(messages, MAIN_AGENT)
+    request = request_for([*(past[:-1] if joins else past), {"role": "user", "content": asked}], MAIN_AGENT)
     for change in ({}, {"tool_choice": {"type": "none"}}, {"tools": None}):
         attempt = {k: v for k, v in {**request, **change}.items() if v is not None}
         try:
@@ -6084,10 +6080,8 @@ def is_user_prompt(message: dict) -> bool:
 # PART VI. Sessions
 # ============================================================================
 # Behind save_session() and resume_session(): the journal as signed JSONL outside the workspace, as other records.
-
-# --- KeSi's records: sessions, prompt history, the audit log -------------------
-# What the person typed and commands printed, per project under $XDG_STATE_HOME/kesi (~/.local/state/kesi), hidden
-# from the sandbox: no command reads or plants them. Each line has an HMAC (key: records.key, 0600); others are refused.
+# Records (what was typed and printed: sessions, prompt history, audit log) per project in $XDG_STATE_HOME/kesi
+# (~/.local/state/kesi), hidden from the sandbox: no command reads or plants them. Each line has an HMAC (records.key).
 RECORD_BREAKS = re.compile("[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")     # str.splitlines ends lines there too
 
 
@@ -6260,7 +6254,7 @@ def list_sessions() -> list[Path]:
 
 
 def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
-    """The messages after the last restart, their json_chars (never less: escape_growth), the clock; or ValueError."""
+    """The messages after the last restart, a count never below their json_chars, the clock; or ValueError."""
     history, chars, clock = [], 1, None
     try:
         lines, forged = read_records(path)
@@ -6281,16 +6275,10 @@ def read_session(path: Path) -> tuple[list[dict], int, dict | None]:
         elif (isinstance(message, dict) and message.get("role") in ("user", "assistant")
               and isinstance(message.get("content"), (str, list))):
             history.append(message)
-            chars += len(line) + 1 + (0 if line.isascii() else escape_growth(line)) - image_overcount(message)
+            chars += len(line if line.isascii() else json.dumps(message, default=str)) + 1 - image_overcount(message)
         else:
             raise ValueError(f"{path.name} line {number} is not a message")
     return history, chars, clock
-
-
-def escape_growth(text: str) -> int:
-    """How much longer json.dumps (ensure_ascii) makes text: 6 characters (\\uXXXX) for each UTF-16 unit not ASCII."""
-    ascii_chars = len(text.encode("ascii", "ignore"))
-    return ascii_chars + 6 * (len(text.encode("utf-16-le")) // 2 - ascii_chars) - len(text)
 
 
 def resume_session(path: Path, history: list[dict]) -> bool:
@@ -6479,10 +6467,8 @@ class AnswerPrinter:
             self.bold = self.styled
         elif LIST_MARKER.fullmatch(word):
             self.hang += display_width(word) + 1
-        self.out(indent, len(indent.expandtabs()))
         self.pending = self.pending[first.end() if self.bold else 0:].lstrip(" \t")
-        if self.bold:
-            self.out(self.sgr(), 0)
+        self.out(indent + (self.sgr() if self.bold else ""), len(indent.expandtabs()))
         return True
 
     def print_word(self, word: str, spaced: bool) -> None:
@@ -6514,8 +6500,7 @@ class AnswerPrinter:
 
     def sgr(self) -> str:
         """The escape codes for the styles open now, after a reset."""
-        styles = [STYLES[s] for s, on in (("bold", self.bold), ("code", self.code)) if on]
-        return "\033[0m" + "".join(f"\033[{s}m" for s in styles)
+        return "\033[0m" + "".join(f"\033[{STYLES[s]}m" for s, on in (("bold", self.bold), ("code", self.code)) if on)
 
     def out(self, text: str, width: int) -> None:
         ui(text, end="")

@@ -376,7 +376,7 @@ def test_path_completion_offers_what_list_files_may_show_and_no_more(ws):
     assert kesi.path_completions("secrets/") == [] and kesi.path_completions("../") == []
     assert kesi.path_completions(".env") == [] and kesi.path_completions("ev") == []
     assert kesi.path_completions("my") == []
-    assert kesi.completions("/re", "") == ["/revoke ", "/resume ", "/reset "]
+    assert kesi.completions("/re", "") == ["/revoke ", "/resume ", "/rewind ", "/reset "]
     assert kesi.completions("/re", "see ") == []          # a path in a sentence, not a command
 
 
