@@ -1705,6 +1705,8 @@ def check_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str 
         return check_command_permission(tool_input.get("command"), background, escalate)
     if name in FILE_TOOLS:
         return check_write_permission(name, tool_input.get("file_path"), plan)
+    if name.startswith("mcp__"):
+        return check_mcp_permission(name, tool_input)       # an MCP server's tool (Part VIII)
     return refuse(f"{name} has no permission rule", f"Error: {name} has no permission rule, so it cannot run.")
 
 
@@ -2252,7 +2254,7 @@ class Agent:
     clear_mark: "SizeMark | None" = None  # how far clear_old_tool_results has looked
 
     def tools(self) -> list[dict]:
-        return [spec for spec in TOOLS if spec["name"] in self.tool_names]
+        return tool_table(self)[0]
 
 
 class Answer(str):
@@ -2495,7 +2497,8 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
 
 def argument_problem(name: str, tool_input, agent: Agent | None = None) -> str | None:
     """Why a call cannot be made at all (an unknown tool, arguments that do not fit), or None."""
-    func, allowed = TOOL_FUNCS.get(name), agent.tool_names if agent else tuple(TOOL_FUNCS)
+    funcs = tool_table(agent)[1]          # the agent's built-in tools, and MCP servers' (Part VIII)
+    func, allowed = funcs.get(name), tuple(funcs)
     if func is None or name not in allowed:
         return f"Error: there is no tool named {name}. Available tools: {', '.join(allowed)}."
     if not isinstance(tool_input, dict):
@@ -2518,7 +2521,7 @@ def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
     """Run a checked call (or apply its plan); an exception becomes a result."""
     try:
         keep_checkpoint(plan)             # a file tool's target as it was, for /rewind (Part VIII)
-        output, is_error = PLANNED_TOOLS[name][1](plan) if plan is not None else TOOL_FUNCS[name](**tool_input)
+        output, is_error = PLANNED_TOOLS[name][1](plan) if plan is not None else tool_table()[1][name](**tool_input)
     except Exception as exc:       # not KeyboardInterrupt: the user wants control back, it is no tool failure
         output, is_error = f"Error: {name} failed: {type(exc).__name__}: {exc}", True
     return output if isinstance(output, list) else utf8_safe(str(output)), bool(is_error)   # list: an image
@@ -3536,8 +3539,11 @@ def permission_rules() -> list[Rule]:
 
 
 def parse_rule(text: str) -> tuple[str, str] | None:
-    """("Bash" | "Edit", pattern); Claude Code's Write(...) and MultiEdit(...) are Edit rules, as both write files."""
-    match = re.fullmatch(r"(Bash|Edit|Write|MultiEdit)\((.+)\)", text.strip(), re.DOTALL)
+    """("Bash" | "Edit" | "mcp", pattern); Write(...) and MultiEdit(...) are Edit rules, as both write files; an MCP
+    tool's rule is its name, mcp__server__tool, or mcp__server (or mcp__server__*) for all of a server's tools."""
+    match = re.fullmatch(r"(Bash|Edit|Write|MultiEdit)\((.+)\)|(mcp__[\w-]+?(?:__\*)?)", text.strip(), re.DOTALL)
+    if match and match[3]:
+        return "mcp", match[3]
     return ("Bash" if match.group(1) == "Bash" else "Edit", match.group(2)) if match else None
 
 
@@ -6537,6 +6543,7 @@ HELP = """  /help                  this list
   /resume [N]            list saved sessions, or continue session N
   /rewind [N]            put files, conversation or both back as they were just before turn N
   /tasks                 background tasks (all are stopped when KeSi exits)
+  /mcp                   MCP servers, their state and their tools
   /log [N]               the last N commands from the audit log (default 10)
   /reset, /clear         start over: empty history, plan and file versions
   /exit, /quit, Ctrl-D   leave (Ctrl-C twice at the prompt too)
@@ -6677,7 +6684,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
               "/permissions": show_permissions, "/network": show_network_policy, "/log": lambda: show_log(argument),
               "/init": lambda: run_turn(client, history, INIT_PROMPT), "/context": lambda: show_context(history),
               "/resume": lambda: show_or_resume(argument, history), "/model": lambda: switch_model(argument),
-              "/rewind": lambda: rewind(argument, history)}
+              "/rewind": lambda: rewind(argument, history), "/mcp": show_mcp_servers}
     if name in ("/exit", "/quit"):
         return False
     if name in simple:
@@ -6686,7 +6693,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         reset_session(history)
         ui("  (history, plan and file versions cleared; starting over)")
     elif name == "/revoke":
-        for granted in (GRANTED_COMMANDS, GRANTED_WRITES, GRANTED_ESCALATIONS):
+        for granted in (GRANTED_COMMANDS, GRANTED_WRITES, GRANTED_ESCALATIONS, MCP["granted"]):
             granted.clear()
         ui("  (all session permissions revoked)")
         stop_tasks_beyond_permission(revoked=True)
@@ -7133,6 +7140,240 @@ def restore_file(name: str, was: bytes | None, now: bytes | None) -> bool:
                 os.unlink(entry.name, dir_fd=entry.folder_fd)
                 return True
     return False
+
+
+# --- MCP servers: the tools of your servers and of a project's approved .mcp.json, over stdio (JSON-RPC 2.0) ---------
+# Each runs in the sandbox (only your own settings may say "sandbox": false), started at the first request and stopped
+# with KeSi; its tools are offered as mcp__server__tool and ask unless a rule allows them. Protocol: modelcontextprotocol.io
+MCP_PROTOCOL, MCP_TIMEOUT, MCP_LINE_BYTES, MCP_NOISE_LINES = "2025-06-18", 60, 4_000_000, 100
+MCP_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")     # a tool name the API takes: [a-zA-Z0-9_-], at most 64 (Claude Code's cut)
+MCP = {"servers": None, "tools": {}, "granted": set()}   # servers: read at the first need; tools: name -> (server, tool, spec)
+
+
+class McpError(Exception):
+    """A server that failed (broken: it is stopped) or that refused a request (it goes on)."""
+
+    def __init__(self, why: str, broken: bool = True):
+        super().__init__(why)
+        self.broken = broken
+
+
+class McpServer:
+    """One server process and its session; a failure stops it, and the next call of its tools starts it once more."""
+
+    def __init__(self, name: str, config: dict, project: bool):
+        self.name, self.config, self.project, self.proc, self.state, self.restarts = name, config, project, None, "", 0
+        self.sandboxed = sandbox_enabled() and (project or config.get("sandbox") is not False)
+        wait = config.get("timeout")
+        self.timeout = wait if isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > 0 else MCP_TIMEOUT
+
+    def start(self) -> None:
+        command, env = [self.config.get("command"), *self.config.get("args", [])], self.config.get("env", {})
+        if not command[0] or not all(isinstance(word, str) for word in [*command, *env.values()]):
+            raise McpError('its settings need "command" and "args" as text, "env" with text values')
+        make_cache_folder()                           # KeSi's records folder exists, so the sandbox hides it
+        escalation = None if self.sandboxed else "unsandboxed"
+        with background_tasks_paused() as paused, command_start(shlex.join(command), True, escalation) as (argv, fds):
+            self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env={**command_environment(escalation), **env},
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         pass_fds=fds, start_new_session=True)
+            wait_until_sandboxed(self.proc, paused)
+        self.buffer, self.stderr = b"", bytearray()   # stderr drained (a full pipe would block it), its start kept
+        self.drain = threading.Thread(target=drain_output, args=(self.proc.stderr, self.stderr, 2000), daemon=True)
+        self.drain.start()
+        self.ids, self.state = itertools.count(1), "starting"
+        self.request("initialize", {"protocolVersion": MCP_PROTOCOL, "capabilities": {},
+                                    "clientInfo": {"name": "kesi", "version": VERSION}})
+        self.send({"method": "notifications/initialized"})
+        self.state = "running"
+
+    def send(self, message: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (OSError, ValueError):
+            raise McpError(self.ending()) from None
+
+    def request(self, method: str, params: dict) -> dict:
+        """Its result; on the way, notifications are ignored, the server's requests answered (ping, else unknown)."""
+        self.send({"id": (number := next(self.ids)), "method": method, "params": params})
+        deadline, noise = time.monotonic() + self.timeout, 0
+        while True:
+            with contextlib.suppress(ValueError):
+                message = None
+                message = json.loads(self.next_line(method, deadline))
+            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+                if (noise := noise + 1) > MCP_NOISE_LINES:       # a chatty server's log lines: a few are skipped
+                    raise McpError(f"it printed over {MCP_NOISE_LINES} lines that are not JSON-RPC 2.0 messages")
+            elif isinstance(message.get("method"), str) and "id" in message:
+                self.send({"id": message["id"], **({"result": {}} if message["method"] == "ping" else
+                                                   {"error": {"code": -32601, "message": "Method not found"}})})
+            elif message.get("id") == number and isinstance(message.get("error"), dict):
+                raise McpError(f"it refused {method}: {message['error'].get('message')}", broken=False)
+            elif message.get("id") == number:
+                if not isinstance(result := message.get("result"), dict):
+                    raise McpError(f"its answer to {method} holds no result object")
+                return result
+
+    def next_line(self, method: str, deadline: float) -> bytes:
+        """A line of its stdout, read with select: a server that hangs, or floods one line, ends the wait."""
+        while b"\n" not in self.buffer:
+            if len(self.buffer) > MCP_LINE_BYTES:
+                raise McpError(f"it sent a line over {MCP_LINE_BYTES:,} bytes")
+            ready = select.select([self.proc.stdout], [], [], max(deadline - time.monotonic(), 0))[0]
+            if not ready:
+                raise McpError(f"it did not answer {method} within {self.timeout:g} s (the server's \"timeout\")")
+            if not (chunk := os.read(self.proc.stdout.fileno(), 65536)):
+                raise McpError(self.ending())
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+    def ending(self) -> str:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=2)
+        self.drain.join(timeout=1)
+        said = one_line(mask_credentials(self.stderr.decode(errors="replace")).strip())
+        return f"it ended (exit code {self.proc.returncode})" + (f"; its stderr: {shorten(said, 500)}" * bool(said))
+
+    def stop(self, state: str) -> None:
+        self.state = state
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.stdin.close()          # most servers end when their input does
+            stop_process_group(self.proc, 1)
+            self.proc.wait()
+
+
+def mcp_servers() -> dict[str, McpServer]:
+    """Yours (settings.json's "mcpServers"), and the project's .mcp.json only as the person approved it; yours win."""
+    if MCP["servers"] is None:
+        project, found = read_json_file(BASE_DIR / ".mcp.json").get("mcpServers"), {}
+        if isinstance(project, dict) and project and approved_project_file(
+                ".mcp.json", json.dumps(project, sort_keys=True).encode(), json.dumps(project, indent=1)):
+            found |= {name: (config, True) for name, config in project.items()}
+        yours = read_json_file(user_settings_file(), yours=True).get("mcpServers")
+        found |= {name: (config, False) for name, config in (yours.items() if isinstance(yours, dict) else ())}
+        MCP["servers"] = {name: McpServer(name, config, project) for name, (config, project) in found.items()
+                          if name and isinstance(config, dict)}
+        atexit.register(lambda: [server.stop("stopped") for server in MCP["servers"].values()])
+        for server in MCP["servers"].values():
+            list_mcp_tools(server)
+    return MCP["servers"]
+
+
+def list_mcp_tools(server: McpServer) -> None:
+    """Start it and offer its tools (each page of tools/list); a server that fails is said and left out."""
+    try:
+        server.start()
+        tools, cursor = [], None
+        for _ in range(100):
+            page = server.request("tools/list", {"cursor": cursor} if cursor else {})
+            tools += page["tools"] if isinstance(page.get("tools"), list) else []
+            if not isinstance(cursor := page.get("nextCursor"), str) or not cursor:
+                break
+    except McpError as exc:
+        server.stop(f"failed: {exc}")
+        ui(paint(wrapped(f"  (MCP server {visible(server.name)} not used: {visible(str(exc))})", hang="    "), "error"))
+        return
+    for tool in tools:
+        name, schema = (tool.get("name"), tool.get("inputSchema")) if isinstance(tool, dict) else (None, None)
+        full = f"mcp__{MCP_UNSAFE.sub('_', server.name)}__{MCP_UNSAFE.sub('_', str(name))}"[:64]
+        about = tool.get("description") if isinstance(tool.get("description"), str) else ""
+        spec = json.loads(utf8_safe(json.dumps({"name": full, "description": shorten(
+            f"(MCP server {server.name}) {about}", 4000), "input_schema": schema}, ensure_ascii=False)))
+        why = ("it has no name" if not isinstance(name, str) or not name else "another tool has its name"
+               if full in MCP["tools"] or full in TOOL_FUNCS else "its inputSchema is no JSON Schema object"
+               if not isinstance(schema, dict) or schema.get("type") != "object" else "its schema is over 20,000 "
+               "characters" if len(json.dumps(spec)) > 20_000 else "")
+        if why:
+            ui(paint(f"  (MCP tool {visible(shorten(str(name), 80))} of {visible(server.name)} not offered: {why})",
+                     "error"))
+        else:
+            MCP["tools"][full] = (server, name, spec)
+
+
+def tool_table(agent=None) -> tuple[list[dict], dict]:
+    """(specs, name -> function) an agent may use (None: all): its built-in tools, and for the main agent MCP's."""
+    names = agent.tool_names if agent else tuple(TOOL_FUNCS)
+    mcp = MCP["tools"] if (agent is None or agent is MAIN_AGENT) and mcp_servers() else {}
+    return ([spec for spec in TOOLS if spec["name"] in names] + [spec for _, _, spec in mcp.values()],
+            {**{name: TOOL_FUNCS[name] for name in names},
+             **{name: functools.partial(call_mcp_tool, server, tool) for name, (server, tool, _) in mcp.items()}})
+
+
+def check_mcp_permission(name: str, tool_input: dict) -> tuple[bool, str | None]:
+    """Deny rules, then read-only modes (an MCP tool is not known to be read-only), then allow rules, else ask."""
+    server = MCP["tools"][name][0]
+    covered = (name, prefix := f"mcp__{MCP_UNSAFE.sub('_', server.name)}", prefix + "__*")
+    rule = lambda kind: next((r for r in permission_rules() if r.kind == kind and parse_rule(r.text) is not None
+                              and parse_rule(r.text) in [("mcp", text) for text in covered]), None)
+    if denied := rule("deny"):
+        return refuse(f"deny rule {denied.text} ({denied.source})",
+                      f"Error: a deny rule ({denied.text}, in {denied.source}) forbids {name}.")
+    if mode := READ_ONLY_MODES.get(PERMISSION_MODE):
+        return refuse(mode, f"Error: KeSi is in {mode}; an MCP tool is not known to be read-only, so {name} cannot run.")
+    if PERMISSION_MODE == "bypassPermissions" or name in MCP["granted"] or rule("allow"):
+        return True, None
+    arguments = shorten(json.dumps(tool_input, ensure_ascii=False), 300)
+    allowed, remember = ask_user(Question(f"{name} (MCP server {server.name}): {arguments}", always=name))
+    if allowed and remember and not save_project_rule(name):
+        MCP["granted"].add(name)
+    return (True, None) if allowed else refuse("refused; not run", refusal_for_model(remember))
+
+
+def call_mcp_tool(server: McpServer, tool: str, /, **arguments):
+    """tools/call, its result as the model sees tool output; a server that fails is stopped and started again once."""
+    try:
+        if server.proc.poll() is not None and server.restarts < 1:
+            server.restarts += 1
+            server.start()
+        elif server.proc.poll() is not None:
+            return (f"Error: the MCP server {server.name} {server.state}, again after a restart, so it stays stopped "
+                    "for this session. Tell the user; do not call its tools again."), True
+        result = server.request("tools/call", {"name": tool, "arguments": arguments})
+    except McpError as exc:
+        if exc.broken:
+            server.stop(f"failed: {exc}")
+        again = " It was stopped; the next call of its tools starts it again." * (exc.broken and server.restarts < 1)
+        return f"Error: the MCP server {server.name} failed: {mask_credentials(str(exc))}.{again}", True
+    texts, images = [], []
+    for item in (item for item in result.get("content") or [] if isinstance(item, dict)):
+        resource = item.get("resource") if isinstance(item.get("resource"), dict) else {}
+        if isinstance(text := item.get("text", resource.get("text")), str) and item.get("type") in ("text", "resource"):
+            texts.append(text)
+        elif item.get("type") == "image" and len(images) < 5 and (block := mcp_image(item)):
+            images.append(block)
+        else:
+            texts.append(f"[{shorten(one_line(str(item.get('type'))), 40)} content from the MCP server: not shown]")
+    if not texts and not images and "structuredContent" in result:
+        texts.append(json.dumps(result["structuredContent"], ensure_ascii=False))
+    text = mask_credentials(clip_output("\n".join(texts).encode("utf-8", "replace"))) or "(no output)"
+    return [{"type": "text", "text": text}, *images] if images else text, result.get("isError") is True
+
+
+def mcp_image(item: dict) -> dict | None:
+    """An image block, if the image is what its mimeType says and within the API's limits (as read_image checks)."""
+    with contextlib.suppress(ValueError, TypeError):
+        data = base64.b64decode(item.get("data"), validate=True)
+        kind, width, height = image_size(data) or ("", 0, 0)
+        if item.get("mimeType") == f"image/{kind}" and len(data) <= MAX_IMAGE_BYTES and 0 < max(width, height) \
+                <= MAX_IMAGE_SIDE and width * height:
+            return {"type": "image", "source": {"type": "base64", "media_type": f"image/{kind}",
+                                                "data": base64.b64encode(data).decode()}}
+    return None
+
+
+def show_mcp_servers() -> None:
+    """/mcp: each server, where it comes from, whether it is sandboxed, its state and its tools."""
+    if not mcp_servers():
+        ui('  No MCP servers: add them under "mcpServers" in your settings.json, or approve a project\'s .mcp.json.')
+    for server in MCP["servers"].values():
+        tools = [name for name, (owner, _, _) in MCP["tools"].items() if owner is server]
+        state = server.state if server.proc is None or server.proc.poll() is None else f"ended ({server.state})"
+        ui(wrapped(f"  {visible(server.name)} ({'.mcp.json' if server.project else 'yours'}, "
+                   f"{'sandboxed' if server.sandboxed else 'NOT sandboxed'}): {visible(state)}; tools: "
+                   f"{', '.join(tools) or 'none'}", hang="    "))
 
 
 if __name__ == "__main__":
