@@ -7254,10 +7254,10 @@ def mcp_servers() -> dict[str, McpServer]:
             found |= {name: (config, True) for name, config in project.items()}
         yours = read_json_file(user_settings_file(), yours=True).get("mcpServers")
         found |= {name: (config, False) for name, config in (yours.items() if isinstance(yours, dict) else ())}
-        MCP["servers"] = {name: McpServer(name, config, project) for name, (config, project) in found.items()
-                          if name and isinstance(config, dict)}
-        atexit.register(lambda: [server.stop("stopped") for server in MCP["servers"].values()])
-        for server in MCP["servers"].values():
+        servers = MCP["servers"] = {name: McpServer(name, config, project) for name, (config, project)
+                                    in found.items() if name and isinstance(config, dict)}
+        atexit.register(lambda: [server.stop("stopped") for server in servers.values()])
+        for server in servers.values():
             list_mcp_tools(server)
     return MCP["servers"]
 
@@ -7329,8 +7329,8 @@ def call_mcp_tool(server: McpServer, tool: str, /, **arguments):
             server.restarts += 1
             server.start()
         elif server.proc.poll() is not None:
-            return (f"Error: the MCP server {server.name} {server.state}, again after a restart, so it stays stopped "
-                    "for this session. Tell the user; do not call its tools again."), True
+            return (f"Error: the MCP server {server.name} stays stopped for this session: it failed again after a "
+                    f"restart ({server.state}). Tell the user; do not call its tools again."), True
         result = server.request("tools/call", {"name": tool, "arguments": arguments})
     except McpError as exc:
         if exc.broken:
