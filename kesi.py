@@ -3542,9 +3542,7 @@ def parse_rule(text: str) -> tuple[str, str] | None:
     """("Bash" | "Edit" | "mcp", pattern); Write(...) and MultiEdit(...) are Edit rules, as both write files; an MCP
     tool's rule is its name, mcp__server__tool, or mcp__server (or mcp__server__*) for all of a server's tools."""
     match = re.fullmatch(r"(Bash|Edit|Write|MultiEdit)\((.+)\)|(mcp__[\w-]+?(?:__\*)?)", text.strip(), re.DOTALL)
-    if match and match[3]:
-        return "mcp", match[3]
-    return ("Bash" if match.group(1) == "Bash" else "Edit", match.group(2)) if match else None
+    return match and (("mcp", match[3]) if match[3] else ("Bash" if match[1] == "Bash" else "Edit", match[2]))
 
 
 def command_matches(pattern: str, command: str, for_deny: bool) -> bool:
@@ -7143,104 +7141,80 @@ def restore_file(name: str, was: bytes | None, now: bytes | None) -> bool:
 
 
 # --- MCP servers: the tools of your servers and of a project's approved .mcp.json, over stdio (JSON-RPC 2.0) ---------
-# Each runs in the sandbox (only your own settings may say "sandbox": false), started at the first request and stopped
-# with KeSi; its tools are offered as mcp__server__tool and ask unless a rule allows them. Protocol: modelcontextprotocol.io
+# Each runs in the sandbox (only your own settings may say "sandbox": false), started at the first request, stopped
+# with KeSi; its tools are offered as mcp__server__tool and ask unless a rule allows them. See modelcontextprotocol.io.
 MCP_PROTOCOL, MCP_TIMEOUT, MCP_LINE_BYTES, MCP_NOISE_LINES = "2025-06-18", 60, 4_000_000, 100
-MCP_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")     # a tool name the API takes: [a-zA-Z0-9_-], at most 64 (Claude Code's cut)
-MCP = {"servers": None, "tools": {}, "granted": set()}   # servers: read at the first need; tools: name -> (server, tool, spec)
-
-
-class McpError(Exception):
-    """A server that failed (broken: it is stopped) or that refused a request (it goes on)."""
-
-    def __init__(self, why: str, broken: bool = True):
-        super().__init__(why)
-        self.broken = broken
+MCP_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")     # the API's tool names: these characters, here at most 64 (Claude Code's)
+MCP = {"servers": None, "tools": {}, "granted": set()}  # servers read at first need; tools: name: (server, tool, spec)
 
 
 class McpServer:
-    """One server process and its session; a failure stops it, and the next call of its tools starts it once more."""
+    """One server process and its JSON-RPC session on the process's stdin and stdout."""
 
     def __init__(self, name: str, config: dict, project: bool):
         self.name, self.config, self.project, self.proc, self.state, self.restarts = name, config, project, None, "", 0
         self.sandboxed = sandbox_enabled() and (project or config.get("sandbox") is not False)
-        wait = config.get("timeout")
-        self.timeout = wait if isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > 0 else MCP_TIMEOUT
+        self.timeout = wait if type(wait := config.get("timeout")) in (int, float) and wait > 0 else MCP_TIMEOUT
 
     def start(self) -> None:
         command, env = [self.config.get("command"), *self.config.get("args", [])], self.config.get("env", {})
-        if not command[0] or not all(isinstance(word, str) for word in [*command, *env.values()]):
-            raise McpError('its settings need "command" and "args" as text, "env" with text values')
-        make_cache_folder()                           # KeSi's records folder exists, so the sandbox hides it
+        if not command[0] or not all(isinstance(word, str) for word in [*command, *dict(env).values()]):
+            raise ConnectionError('its settings need "command" and "args" as text, and "env" with text values')
+        make_cache_folder()                              # KeSi's records folder exists, so the sandbox hides it
         escalation = None if self.sandboxed else "unsandboxed"
         with background_tasks_paused() as paused, command_start(shlex.join(command), True, escalation) as (argv, fds):
             self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env={**command_environment(escalation), **env},
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          pass_fds=fds, start_new_session=True)
             wait_until_sandboxed(self.proc, paused)
-        self.buffer, self.stderr = b"", bytearray()   # stderr drained (a full pipe would block it), its start kept
+        self.buffer, self.stderr, self.ids = b"", bytearray(), itertools.count(1)  # stderr drained, or a full pipe
         self.drain = threading.Thread(target=drain_output, args=(self.proc.stderr, self.stderr, 2000), daemon=True)
-        self.drain.start()
-        self.ids, self.state = itertools.count(1), "starting"
+        self.drain.start()                                                        # blocks the server; its start kept
         self.request("initialize", {"protocolVersion": MCP_PROTOCOL, "capabilities": {},
                                     "clientInfo": {"name": "kesi", "version": VERSION}})
         self.send({"method": "notifications/initialized"})
         self.state = "running"
 
     def send(self, message: dict) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):      # a server that ended: reading its answer says how
             self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
             self.proc.stdin.flush()
-        except (OSError, ValueError):
-            raise McpError(self.ending()) from None
 
     def request(self, method: str, params: dict) -> dict:
-        """Its result; on the way, notifications are ignored, the server's requests answered (ping, else unknown)."""
+        """Its result (a refusal: an error result); on the way, notifications and a few log lines are skipped."""
         self.send({"id": (number := next(self.ids)), "method": method, "params": params})
         deadline, noise = time.monotonic() + self.timeout, 0
         while True:
+            while b"\n" not in self.buffer:        # line by line: a server that hangs, or floods a line, ends the wait
+                if len(self.buffer) > MCP_LINE_BYTES:
+                    raise ConnectionError(f"it sent a line over {MCP_LINE_BYTES:,} bytes")
+                if not select.select([self.proc.stdout], [], [], max(deadline - time.monotonic(), 0))[0]:
+                    raise ConnectionError(f"it did not answer {method} within {self.timeout:g} s")
+                if not (chunk := os.read(self.proc.stdout.fileno(), 65536)):
+                    self.drain.join(timeout=3)         # its stderr to its end
+                    said = shorten(one_line(mask_credentials(self.stderr.decode(errors="replace")).strip()), 500)
+                    raise ConnectionError(f"it ended (exit code {self.proc.poll()})" + f"; stderr: {said}" * bool(said))
+                self.buffer += chunk
+            line, _, self.buffer = self.buffer.partition(b"\n")
             with contextlib.suppress(ValueError):
                 message = None
-                message = json.loads(self.next_line(method, deadline))
+                message = json.loads(line)
             if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-                if (noise := noise + 1) > MCP_NOISE_LINES:       # a chatty server's log lines: a few are skipped
-                    raise McpError(f"it printed over {MCP_NOISE_LINES} lines that are not JSON-RPC 2.0 messages")
-            elif isinstance(message.get("method"), str) and "id" in message:
+                if (noise := noise + 1) > MCP_NOISE_LINES:
+                    raise ConnectionError(f"it printed over {MCP_NOISE_LINES} lines that are not JSON-RPC 2.0 messages")
+            elif isinstance(message.get("method"), str) and "id" in message:      # the server's: ping, else unknown
                 self.send({"id": message["id"], **({"result": {}} if message["method"] == "ping" else
                                                    {"error": {"code": -32601, "message": "Method not found"}})})
-            elif message.get("id") == number and isinstance(message.get("error"), dict):
-                raise McpError(f"it refused {method}: {message['error'].get('message')}", broken=False)
+            elif message.get("id") == number and isinstance(error := message.get("error"), dict):
+                return {"isError": True, "content": [{"type": "text", "text": f"Error: {error.get('message')}"}]}
             elif message.get("id") == number:
-                if not isinstance(result := message.get("result"), dict):
-                    raise McpError(f"its answer to {method} holds no result object")
-                return result
-
-    def next_line(self, method: str, deadline: float) -> bytes:
-        """A line of its stdout, read with select: a server that hangs, or floods one line, ends the wait."""
-        while b"\n" not in self.buffer:
-            if len(self.buffer) > MCP_LINE_BYTES:
-                raise McpError(f"it sent a line over {MCP_LINE_BYTES:,} bytes")
-            ready = select.select([self.proc.stdout], [], [], max(deadline - time.monotonic(), 0))[0]
-            if not ready:
-                raise McpError(f"it did not answer {method} within {self.timeout:g} s (the server's \"timeout\")")
-            if not (chunk := os.read(self.proc.stdout.fileno(), 65536)):
-                raise McpError(self.ending())
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
-
-    def ending(self) -> str:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=2)
-        self.drain.join(timeout=1)
-        said = one_line(mask_credentials(self.stderr.decode(errors="replace")).strip())
-        return f"it ended (exit code {self.proc.returncode})" + (f"; its stderr: {shorten(said, 500)}" * bool(said))
+                if isinstance(result := message.get("result"), dict):
+                    return result
+                raise ConnectionError(f"its answer to {method} holds no result object")
 
     def stop(self, state: str) -> None:
         self.state = state
         if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(OSError, ValueError):
-                self.proc.stdin.close()          # most servers end when their input does
             stop_process_group(self.proc, 1)
             self.proc.wait()
 
@@ -7263,7 +7237,7 @@ def mcp_servers() -> dict[str, McpServer]:
 
 
 def list_mcp_tools(server: McpServer) -> None:
-    """Start it and offer its tools (each page of tools/list); a server that fails is said and left out."""
+    """Start it and offer its tools (every page of tools/list); it failing, or a tool the API would refuse, is said."""
     try:
         server.start()
         tools, cursor = [], None
@@ -7272,25 +7246,20 @@ def list_mcp_tools(server: McpServer) -> None:
             tools += page["tools"] if isinstance(page.get("tools"), list) else []
             if not isinstance(cursor := page.get("nextCursor"), str) or not cursor:
                 break
-    except McpError as exc:
+    except (OSError, ValueError, TypeError) as exc:       # ConnectionError: the server failed; else bad settings
         server.stop(f"failed: {exc}")
-        ui(paint(wrapped(f"  (MCP server {visible(server.name)} not used: {visible(str(exc))})", hang="    "), "error"))
-        return
-    for tool in tools:
-        name, schema = (tool.get("name"), tool.get("inputSchema")) if isinstance(tool, dict) else (None, None)
+        return ui(paint(f"  (MCP server {visible(server.name)} not used: {visible(exc)})", "error"))
+    for name, schema, about in ((t.get("name"), t.get("inputSchema"), t.get("description")) for t in tools
+                                if isinstance(t, dict)):
         full = f"mcp__{MCP_UNSAFE.sub('_', server.name)}__{MCP_UNSAFE.sub('_', str(name))}"[:64]
-        about = tool.get("description") if isinstance(tool.get("description"), str) else ""
-        spec = json.loads(utf8_safe(json.dumps({"name": full, "description": shorten(
-            f"(MCP server {server.name}) {about}", 4000), "input_schema": schema}, ensure_ascii=False)))
-        why = ("it has no name" if not isinstance(name, str) or not name else "another tool has its name"
-               if full in MCP["tools"] or full in TOOL_FUNCS else "its inputSchema is no JSON Schema object"
-               if not isinstance(schema, dict) or schema.get("type") != "object" else "its schema is over 20,000 "
-               "characters" if len(json.dumps(spec)) > 20_000 else "")
-        if why:
-            ui(paint(f"  (MCP tool {visible(shorten(str(name), 80))} of {visible(server.name)} not offered: {why})",
-                     "error"))
+        about = shorten(f"(MCP server {server.name}) {about if isinstance(about, str) else ''}".strip(), 4000)
+        spec = json.dumps({"name": full, "description": about, "input_schema": schema}, ensure_ascii=False)
+        if name and isinstance(name, str) and full not in MCP["tools"] and isinstance(schema, dict) \
+                and schema.get("type") == "object" and len(spec) <= 20_000:
+            MCP["tools"][full] = (server, name, json.loads(utf8_safe(spec)))   # a lone surrogate fails every request
         else:
-            MCP["tools"][full] = (server, name, spec)
+            ui(paint(f"  (MCP tool {visible(shorten(str(name), 80))} of {visible(server.name)} not offered: it needs "
+                     "a name of its own and an inputSchema of type object, within 20,000 characters)", "error"))
 
 
 def tool_table(agent=None) -> tuple[list[dict], dict]:
@@ -7305,14 +7274,13 @@ def tool_table(agent=None) -> tuple[list[dict], dict]:
 def check_mcp_permission(name: str, tool_input: dict) -> tuple[bool, str | None]:
     """Deny rules, then read-only modes (an MCP tool is not known to be read-only), then allow rules, else ask."""
     server = MCP["tools"][name][0]
-    covered = (name, prefix := f"mcp__{MCP_UNSAFE.sub('_', server.name)}", prefix + "__*")
-    rule = lambda kind: next((r for r in permission_rules() if r.kind == kind and parse_rule(r.text) is not None
-                              and parse_rule(r.text) in [("mcp", text) for text in covered]), None)
+    covered = {("mcp", name), ("mcp", prefix := f"mcp__{MCP_UNSAFE.sub('_', server.name)}"), ("mcp", prefix + "__*")}
+    rule = lambda kind: next((r for r in permission_rules() if r.kind == kind and parse_rule(r.text) in covered), None)
     if denied := rule("deny"):
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids {name}.")
     if mode := READ_ONLY_MODES.get(PERMISSION_MODE):
-        return refuse(mode, f"Error: KeSi is in {mode}; an MCP tool is not known to be read-only, so {name} cannot run.")
+        return refuse(mode, f"Error: KeSi is in {mode}; {name} cannot run: MCP tools are not known to be read-only.")
     if PERMISSION_MODE == "bypassPermissions" or name in MCP["granted"] or rule("allow"):
         return True, None
     arguments = shorten(json.dumps(tool_input, ensure_ascii=False), 300)
@@ -7323,57 +7291,50 @@ def check_mcp_permission(name: str, tool_input: dict) -> tuple[bool, str | None]
 
 
 def call_mcp_tool(server: McpServer, tool: str, /, **arguments):
-    """tools/call, its result as the model sees tool output; a server that fails is stopped and started again once."""
+    """tools/call: text joined, valid images as image blocks, other content named, masked and clipped as command
+    output; a server that fails is stopped, and started again once, at the next call."""
+    if server.proc.poll() is not None and server.restarts:
+        return (f"Error: the MCP server {server.name} stays stopped for this session: it failed again after a "
+                f"restart ({server.state}). Tell the user; do not call its tools again."), True
     try:
-        if server.proc.poll() is not None and server.restarts < 1:
+        if server.proc.poll() is not None:
             server.restarts += 1
             server.start()
-        elif server.proc.poll() is not None:
-            return (f"Error: the MCP server {server.name} stays stopped for this session: it failed again after a "
-                    f"restart ({server.state}). Tell the user; do not call its tools again."), True
         result = server.request("tools/call", {"name": tool, "arguments": arguments})
-    except McpError as exc:
-        if exc.broken:
-            server.stop(f"failed: {exc}")
-        again = " It was stopped; the next call of its tools starts it again." * (exc.broken and server.restarts < 1)
+    except (OSError, ValueError, TypeError) as exc:
+        server.stop(f"failed: {exc}")
+        again = " It was stopped; the next call of its tools starts it again." * (not server.restarts)
         return f"Error: the MCP server {server.name} failed: {mask_credentials(str(exc))}.{again}", True
     texts, images = [], []
-    for item in (item for item in result.get("content") or [] if isinstance(item, dict)):
-        resource = item.get("resource") if isinstance(item.get("resource"), dict) else {}
-        if isinstance(text := item.get("text", resource.get("text")), str) and item.get("type") in ("text", "resource"):
+    for item in (item for item in result.get("content", []) if isinstance(item, dict)):
+        kind, resource = item.get("type"), item.get("resource") if isinstance(item.get("resource"), dict) else {}
+        if isinstance(text := {"text": item.get("text"), "resource": resource.get("text")}.get(kind), str):
             texts.append(text)
-        elif item.get("type") == "image" and len(images) < 5 and (block := mcp_image(item)):
+        elif kind == "image" and len(images) < 5 and (block := mcp_image(item)):
             images.append(block)
         else:
-            texts.append(f"[{shorten(one_line(str(item.get('type'))), 40)} content from the MCP server: not shown]")
-    if not texts and not images and "structuredContent" in result:
-        texts.append(json.dumps(result["structuredContent"], ensure_ascii=False))
+            texts.append(f"[{shorten(one_line(str(kind)), 40)} content from the MCP server: not shown]")
     text = mask_credentials(clip_output("\n".join(texts).encode("utf-8", "replace"))) or "(no output)"
     return [{"type": "text", "text": text}, *images] if images else text, result.get("isError") is True
 
 
 def mcp_image(item: dict) -> dict | None:
-    """An image block, if the image is what its mimeType says and within the API's limits (as read_image checks)."""
-    with contextlib.suppress(ValueError, TypeError):
-        data = base64.b64decode(item.get("data"), validate=True)
-        kind, width, height = image_size(data) or ("", 0, 0)
-        if item.get("mimeType") == f"image/{kind}" and len(data) <= MAX_IMAGE_BYTES and 0 < max(width, height) \
-                <= MAX_IMAGE_SIDE and width * height:
-            return {"type": "image", "source": {"type": "base64", "media_type": f"image/{kind}",
-                                                "data": base64.b64encode(data).decode()}}
-    return None
+    """An image block, if the image is what its mimeType says and within the API's limits (as read_image's)."""
+    with contextlib.suppress(ValueError, TypeError, KeyError):
+        kind, width, height = image_size(data := base64.b64decode(item["data"], validate=True)) or ("", 0, 0)
+        if item["mimeType"] == f"image/{kind}" and 0 < min(width, height) <= max(width, height) <= MAX_IMAGE_SIDE \
+                and len(data) <= MAX_IMAGE_BYTES:
+            return {"type": "image", "source": {"type": "base64", "media_type": item["mimeType"], "data": item["data"]}}
 
 
 def show_mcp_servers() -> None:
     """/mcp: each server, where it comes from, whether it is sandboxed, its state and its tools."""
     if not mcp_servers():
-        ui('  No MCP servers: add them under "mcpServers" in your settings.json, or approve a project\'s .mcp.json.')
+        ui('  No MCP servers: add some under "mcpServers" in your settings.json (or approve a project\'s .mcp.json).')
     for server in MCP["servers"].values():
-        tools = [name for name, (owner, _, _) in MCP["tools"].items() if owner is server]
-        state = server.state if server.proc is None or server.proc.poll() is None else f"ended ({server.state})"
-        ui(wrapped(f"  {visible(server.name)} ({'.mcp.json' if server.project else 'yours'}, "
-                   f"{'sandboxed' if server.sandboxed else 'NOT sandboxed'}): {visible(state)}; tools: "
-                   f"{', '.join(tools) or 'none'}", hang="    "))
+        tools = ", ".join(name for name, (owner, _, _) in MCP["tools"].items() if owner is server) or "none"
+        where = f"{'.mcp.json' if server.project else 'yours'}, {'' if server.sandboxed else 'NOT '}sandboxed"
+        ui(wrapped(f"  {visible(server.name)} ({where}): {visible(server.state)}; tools: {tools}", hang="    "))
 
 
 if __name__ == "__main__":

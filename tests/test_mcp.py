@@ -123,7 +123,7 @@ def test_a_tool_round_trip_and_the_rules_that_allow_or_deny_it(box, mcp, user_se
     assert "permission was refused" in results(mock)[1][0] and not (box / "x.txt").exists()   # it cannot allow
 
     code, out, mock = mcp(["--allowed-tools", "mcp__demo__write", "--permission-mode", "plan"], [write, "done"])
-    assert "plan mode, which is read-only; an MCP tool is not known to be read-only" in results(mock)[0][0]
+    assert "plan mode, which is read-only; mcp__demo__write cannot run: MCP tools are not known" in results(mock)[0][0]
 
 
 def test_the_server_runs_in_the_sandbox(box, mcp, user_settings, tmp_path_factory):
@@ -149,7 +149,7 @@ def test_a_server_that_crashes_floods_or_hangs_gives_a_clear_error_and_kesi_goes
     assert code == 0 and "KeSi went on" in out, out
     assert "(MCP server missing not used: it ended (exit code 127)" in out
     crashed, flooded, hung = tool_results(mock.requests[1]["body"]["messages"])[-3:]
-    assert "the MCP server crashy failed: it ended (exit code 3); its stderr: Traceback: it broke" in crashed["content"]
+    assert "the MCP server crashy failed: it ended (exit code 3); stderr: Traceback: it broke" in crashed["content"]
     assert "starts it again" in crashed["content"]
     assert "noisy failed: it printed over 100 lines that are not JSON-RPC 2.0 messages" in flooded["content"]
     assert "slow failed: it did not answer tools/call within 1 s" in hung["content"]
