@@ -2497,8 +2497,7 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
 
 def argument_problem(name: str, tool_input, agent: Agent | None = None) -> str | None:
     """Why a call cannot be made at all (an unknown tool, arguments that do not fit), or None."""
-    funcs = tool_table(agent)[1]          # the agent's built-in tools, and MCP servers' (Part VIII)
-    func, allowed = funcs.get(name), tuple(funcs)
+    func, allowed = (funcs := tool_table(agent)[1]).get(name), tuple(funcs)     # built-in tools, MCP's (Part VIII)
     if func is None or name not in allowed:
         return f"Error: there is no tool named {name}. Available tools: {', '.join(allowed)}."
     if not isinstance(tool_input, dict):
@@ -3539,8 +3538,7 @@ def permission_rules() -> list[Rule]:
 
 
 def parse_rule(text: str) -> tuple[str, str] | None:
-    """("Bash" | "Edit" | "mcp", pattern); Write(...) and MultiEdit(...) are Edit rules, as both write files; an MCP
-    tool's rule is its name, mcp__server__tool, or mcp__server (or mcp__server__*) for all of a server's tools."""
+    """("Bash" | "Edit" | "mcp", pattern); Write(...), MultiEdit(...) are Edit rules; mcp__server[__tool] MCP ones."""
     match = re.fullmatch(r"(Bash|Edit|Write|MultiEdit)\((.+)\)|(mcp__[\w-]+?(?:__\*)?)", text.strip(), re.DOTALL)
     return match and (("mcp", match[3]) if match[3] else ("Bash" if match[1] == "Bash" else "Edit", match[2]))
 
@@ -6541,7 +6539,6 @@ HELP = """  /help                  this list
   /resume [N]            list saved sessions, or continue session N
   /rewind [N]            put files, conversation or both back as they were just before turn N
   /tasks                 background tasks (all are stopped when KeSi exits)
-  /mcp                   MCP servers, their state and their tools
   /log [N]               the last N commands from the audit log (default 10)
   /reset, /clear         start over: empty history, plan and file versions
   /exit, /quit, Ctrl-D   leave (Ctrl-C twice at the prompt too)
@@ -6682,7 +6679,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
               "/permissions": show_permissions, "/network": show_network_policy, "/log": lambda: show_log(argument),
               "/init": lambda: run_turn(client, history, INIT_PROMPT), "/context": lambda: show_context(history),
               "/resume": lambda: show_or_resume(argument, history), "/model": lambda: switch_model(argument),
-              "/rewind": lambda: rewind(argument, history), "/mcp": show_mcp_servers}
+              "/rewind": lambda: rewind(argument, history)}
     if name in ("/exit", "/quit"):
         return False
     if name in simple:
@@ -7140,20 +7137,18 @@ def restore_file(name: str, was: bytes | None, now: bytes | None) -> bool:
     return False
 
 
-# --- MCP servers: the tools of your servers and of a project's approved .mcp.json, over stdio (JSON-RPC 2.0) ---------
-# Each runs in the sandbox (only your own settings may say "sandbox": false), started at the first request, stopped
-# with KeSi; its tools are offered as mcp__server__tool and ask unless a rule allows them. See modelcontextprotocol.io.
+# --- MCP servers (modelcontextprotocol.io) over stdio: yours, and a project's .mcp.json only as the person approved it
+# Started in the sandbox (only your own settings may say "sandbox": false) at the first request, stopped with KeSi.
 MCP_PROTOCOL, MCP_TIMEOUT, MCP_LINE_BYTES, MCP_NOISE_LINES = "2025-06-18", 60, 4_000_000, 100
 MCP_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")     # the API's tool names: these characters, here at most 64 (Claude Code's)
-MCP = {"servers": None, "tools": {}, "granted": set()}  # servers read at first need; tools: name: (server, tool, spec)
+MCP = {"servers": None, "tools": {}, "granted": set()}  # servers read at first need; tools: name: (server, spec, call)
 
 
 class McpServer:
     """One server process and its JSON-RPC session on the process's stdin and stdout."""
 
     def __init__(self, name: str, config: dict, project: bool):
-        self.name, self.config, self.project, self.proc, self.state, self.restarts = name, config, project, None, "", 0
-        self.sandboxed = sandbox_enabled() and (project or config.get("sandbox") is not False)
+        self.name, self.config, self.project, self.proc = name, config, project, None
         self.timeout = wait if type(wait := config.get("timeout")) in (int, float) and wait > 0 else MCP_TIMEOUT
 
     def start(self) -> None:
@@ -7161,7 +7156,7 @@ class McpServer:
         if not command[0] or not all(isinstance(word, str) for word in [*command, *dict(env).values()]):
             raise ConnectionError('its settings need "command" and "args" as text, and "env" with text values')
         make_cache_folder()                              # KeSi's records folder exists, so the sandbox hides it
-        escalation = None if self.sandboxed else "unsandboxed"
+        escalation = None if self.project or self.config.get("sandbox") is not False else "unsandboxed"
         with background_tasks_paused() as paused, command_start(shlex.join(command), True, escalation) as (argv, fds):
             self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env={**command_environment(escalation), **env},
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -7173,7 +7168,6 @@ class McpServer:
         self.request("initialize", {"protocolVersion": MCP_PROTOCOL, "capabilities": {},
                                     "clientInfo": {"name": "kesi", "version": VERSION}})
         self.send({"method": "notifications/initialized"})
-        self.state = "running"
 
     def send(self, message: dict) -> None:
         with contextlib.suppress(OSError, ValueError):      # a server that ended: reading its answer says how
@@ -7190,10 +7184,12 @@ class McpServer:
                     raise ConnectionError(f"it sent a line over {MCP_LINE_BYTES:,} bytes")
                 if not select.select([self.proc.stdout], [], [], max(deadline - time.monotonic(), 0))[0]:
                     raise ConnectionError(f"it did not answer {method} within {self.timeout:g} s")
-                if not (chunk := os.read(self.proc.stdout.fileno(), 65536)):
-                    self.drain.join(timeout=3)         # its stderr to its end
-                    said = shorten(one_line(mask_credentials(self.stderr.decode(errors="replace")).strip()), 500)
-                    raise ConnectionError(f"it ended (exit code {self.proc.poll()})" + f"; stderr: {said}" * bool(said))
+                if not (chunk := os.read(self.proc.stdout.fileno(), 65536)):      # it ends: its code, its stderr
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.proc.wait(timeout=3)
+                    self.drain.join(timeout=1)
+                    err = shorten(one_line(mask_credentials(self.stderr.decode(errors="replace")).strip()), 500)
+                    raise ConnectionError(f"it ended (exit code {self.proc.returncode}){'; stderr: ' * bool(err)}{err}")
                 self.buffer += chunk
             line, _, self.buffer = self.buffer.partition(b"\n")
             with contextlib.suppress(ValueError):
@@ -7212,8 +7208,7 @@ class McpServer:
                     return result
                 raise ConnectionError(f"its answer to {method} holds no result object")
 
-    def stop(self, state: str) -> None:
-        self.state = state
+    def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             stop_process_group(self.proc, 1)
             self.proc.wait()
@@ -7222,15 +7217,14 @@ class McpServer:
 def mcp_servers() -> dict[str, McpServer]:
     """Yours (settings.json's "mcpServers"), and the project's .mcp.json only as the person approved it; yours win."""
     if MCP["servers"] is None:
-        project, found = read_json_file(BASE_DIR / ".mcp.json").get("mcpServers"), {}
-        if isinstance(project, dict) and project and approved_project_file(
-                ".mcp.json", json.dumps(project, sort_keys=True).encode(), json.dumps(project, indent=1)):
-            found |= {name: (config, True) for name, config in project.items()}
-        yours = read_json_file(user_settings_file(), yours=True).get("mcpServers")
-        found |= {name: (config, False) for name, config in (yours.items() if isinstance(yours, dict) else ())}
-        servers = MCP["servers"] = {name: McpServer(name, config, project) for name, (config, project)
-                                    in found.items() if name and isinstance(config, dict)}
-        atexit.register(lambda: [server.stop("stopped") for server in servers.values()])
+        listed = lambda section, project: {name: McpServer(name, config, project) for name, config in section.items()
+                                           if name and isinstance(config, dict)} if isinstance(section, dict) else {}
+        project = read_json_file(BASE_DIR / ".mcp.json").get("mcpServers")
+        approved = isinstance(project, dict) and project and approved_project_file(
+            ".mcp.json", json.dumps(project, sort_keys=True).encode(), json.dumps(project, indent=1))
+        servers = MCP["servers"] = {**listed(project if approved else {}, True),
+                                    **listed(read_json_file(user_settings_file(), yours=True).get("mcpServers"), False)}
+        atexit.register(lambda: [server.stop() for server in servers.values()])
         for server in servers.values():
             list_mcp_tools(server)
     return MCP["servers"]
@@ -7247,7 +7241,7 @@ def list_mcp_tools(server: McpServer) -> None:
             if not isinstance(cursor := page.get("nextCursor"), str) or not cursor:
                 break
     except (OSError, ValueError, TypeError) as exc:       # ConnectionError: the server failed; else bad settings
-        server.stop(f"failed: {exc}")
+        server.stop()
         return ui(paint(f"  (MCP server {visible(server.name)} not used: {visible(exc)})", "error"))
     for name, schema, about in ((t.get("name"), t.get("inputSchema"), t.get("description")) for t in tools
                                 if isinstance(t, dict)):
@@ -7256,7 +7250,7 @@ def list_mcp_tools(server: McpServer) -> None:
         spec = json.dumps({"name": full, "description": about, "input_schema": schema}, ensure_ascii=False)
         if name and isinstance(name, str) and full not in MCP["tools"] and isinstance(schema, dict) \
                 and schema.get("type") == "object" and len(spec) <= 20_000:
-            MCP["tools"][full] = (server, name, json.loads(utf8_safe(spec)))   # a lone surrogate fails every request
+            MCP["tools"][full] = (server, json.loads(utf8_safe(spec)), functools.partial(call_mcp_tool, server, name))
         else:
             ui(paint(f"  (MCP tool {visible(shorten(str(name), 80))} of {visible(server.name)} not offered: it needs "
                      "a name of its own and an inputSchema of type object, within 20,000 characters)", "error"))
@@ -7266,9 +7260,8 @@ def tool_table(agent=None) -> tuple[list[dict], dict]:
     """(specs, name -> function) an agent may use (None: all): its built-in tools, and for the main agent MCP's."""
     names = agent.tool_names if agent else tuple(TOOL_FUNCS)
     mcp = MCP["tools"] if (agent is None or agent is MAIN_AGENT) and mcp_servers() else {}
-    return ([spec for spec in TOOLS if spec["name"] in names] + [spec for _, _, spec in mcp.values()],
-            {**{name: TOOL_FUNCS[name] for name in names},
-             **{name: functools.partial(call_mcp_tool, server, tool) for name, (server, tool, _) in mcp.items()}})
+    return ([spec for spec in TOOLS if spec["name"] in names] + [spec for _, spec, _ in mcp.values()],
+            {**{name: TOOL_FUNCS[name] for name in names}, **{name: entry[2] for name, entry in mcp.items()}})
 
 
 def check_mcp_permission(name: str, tool_input: dict) -> tuple[bool, str | None]:
@@ -7283,8 +7276,8 @@ def check_mcp_permission(name: str, tool_input: dict) -> tuple[bool, str | None]
         return refuse(mode, f"Error: KeSi is in {mode}; {name} cannot run: MCP tools are not known to be read-only.")
     if PERMISSION_MODE == "bypassPermissions" or name in MCP["granted"] or rule("allow"):
         return True, None
-    arguments = shorten(json.dumps(tool_input, ensure_ascii=False), 300)
-    allowed, remember = ask_user(Question(f"{name} (MCP server {server.name}): {arguments}", always=name))
+    shown = f"{name} (MCP server {server.name}): {json.dumps(tool_input)[:300]}"
+    allowed, remember = ask_user(Question(shown, always=name))
     if allowed and remember and not save_project_rule(name):
         MCP["granted"].add(name)
     return (True, None) if allowed else refuse("refused; not run", refusal_for_model(remember))
@@ -7292,19 +7285,15 @@ def check_mcp_permission(name: str, tool_input: dict) -> tuple[bool, str | None]
 
 def call_mcp_tool(server: McpServer, tool: str, /, **arguments):
     """tools/call: text joined, valid images as image blocks, other content named, masked and clipped as command
-    output; a server that fails is stopped, and started again once, at the next call."""
-    if server.proc.poll() is not None and server.restarts:
-        return (f"Error: the MCP server {server.name} stays stopped for this session: it failed again after a "
-                f"restart ({server.state}). Tell the user; do not call its tools again."), True
+    output. A server that failed is stopped; the next call of its tools starts it anew."""
     try:
         if server.proc.poll() is not None:
-            server.restarts += 1
             server.start()
         result = server.request("tools/call", {"name": tool, "arguments": arguments})
     except (OSError, ValueError, TypeError) as exc:
-        server.stop(f"failed: {exc}")
-        again = " It was stopped; the next call of its tools starts it again." * (not server.restarts)
-        return f"Error: the MCP server {server.name} failed: {mask_credentials(str(exc))}.{again}", True
+        server.stop()
+        return (f"Error: the MCP server {server.name} failed: {mask_credentials(str(exc))}. It was stopped; calling "
+                "its tools again starts it anew (tell the user if it keeps failing)."), True
     texts, images = [], []
     for item in (item for item in result.get("content", []) if isinstance(item, dict)):
         kind, resource = item.get("type"), item.get("resource") if isinstance(item.get("resource"), dict) else {}
@@ -7325,16 +7314,6 @@ def mcp_image(item: dict) -> dict | None:
         if item["mimeType"] == f"image/{kind}" and 0 < min(width, height) <= max(width, height) <= MAX_IMAGE_SIDE \
                 and len(data) <= MAX_IMAGE_BYTES:
             return {"type": "image", "source": {"type": "base64", "media_type": item["mimeType"], "data": item["data"]}}
-
-
-def show_mcp_servers() -> None:
-    """/mcp: each server, where it comes from, whether it is sandboxed, its state and its tools."""
-    if not mcp_servers():
-        ui('  No MCP servers: add some under "mcpServers" in your settings.json (or approve a project\'s .mcp.json).')
-    for server in MCP["servers"].values():
-        tools = ", ".join(name for name, (owner, _, _) in MCP["tools"].items() if owner is server) or "none"
-        where = f"{'.mcp.json' if server.project else 'yours'}, {'' if server.sandboxed else 'NOT '}sandboxed"
-        ui(wrapped(f"  {visible(server.name)} ({where}): {visible(server.state)}; tools: {tools}", hang="    "))
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ for line in sys.stdin:
 
 @pytest.fixture
 def mcp(ws, monkeypatch, main_in_process):
-    """run(argv, script, servers=None, **env) -> (code, output, mock): kesi.main with fresh MCP state, servers stopped."""
+    """run(argv, script, **env) -> (code, output, mock): kesi.main -p with fresh MCP state; its servers stopped."""
     (ws / "server.py").write_text(SERVER)
 
     def run(argv, script, **env):
@@ -74,7 +74,7 @@ def mcp(ws, monkeypatch, main_in_process):
                 code, out, err = main_in_process(["-p", "go", *argv], "", mock, **env)
         finally:
             for server in (kesi.MCP["servers"] or {}).values():
-                server.stop("stopped by the test")
+                server.stop()
         return code, out + err, mock
     yield run
 
@@ -150,12 +150,13 @@ def test_a_server_that_crashes_floods_or_hangs_gives_a_clear_error_and_kesi_goes
     assert "(MCP server missing not used: it ended (exit code 127)" in out
     crashed, flooded, hung = tool_results(mock.requests[1]["body"]["messages"])[-3:]
     assert "the MCP server crashy failed: it ended (exit code 3); stderr: Traceback: it broke" in crashed["content"]
-    assert "starts it again" in crashed["content"]
+    assert "It was stopped; calling its tools again starts it anew" in crashed["content"]
     assert "noisy failed: it printed over 100 lines that are not JSON-RPC 2.0 messages" in flooded["content"]
     assert "slow failed: it did not answer tools/call within 1 s" in hung["content"]
     assert all(result["is_error"] for result in (crashed, flooded, hung))
-    assert "crashy failed: it ended (exit code 3)" in tool_results(mock.requests[2]["body"]["messages"])[-1]["content"]
-    assert "stays stopped for this session" in results(mock)[-2][0]         # restarted once, then left stopped
+    for request in mock.requests[2:]:                                     # started anew at each call
+        assert "crashy failed: it ended (exit code 3)" in [r for r in tool_results(request["body"]["messages"])
+                                                           if "crashy" in r["content"]][-1]["content"]
 
 
 def test_a_projects_mcp_json_is_used_only_as_approved_at_a_terminal(box, mcp, kesi_pty, monkeypatch):
@@ -172,16 +173,15 @@ def test_a_projects_mcp_json_is_used_only_as_approved_at_a_terminal(box, mcp, ke
         term.type("go\n")
         term.expect("Use .mcp.json as it is now? [y/N] ")
         term.type("y\n")
-        term.expect("Allow? [")
-        term.type("y\n")
+        term.expect("a = yes, and don't ask again: mcp__proj__echo")
+        term.type("a\n")
         term.expect("echoed")
-        term.expect("you > ")
-        term.type("/mcp\n")
-        term.expect("proj (.mcp.json, ")
         term.expect("you > ")
         leave(term)
     assert "is new or changed. It can run these commands" in term.seen and '"command": "/usr/bin/python3"' in term.seen
     assert results(mock)[0][0].startswith("echo: hi")
+    saved = json.loads(kesi.user_settings_file().read_text())["projects"][str(box)]["allow"]
+    assert saved == ["mcp__proj__echo"]                                   # "a": a rule in your settings
 
     code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [env_call, "done"])   # approved: used
     assert "not used" not in out and "Permission denied" in results(mock)[0][0]           # and sandboxed
