@@ -7137,8 +7137,7 @@ def restore_file(name: str, was: bytes | None, now: bytes | None) -> bool:
     return False
 
 
-# --- MCP servers (modelcontextprotocol.io) over stdio: yours, and a project's .mcp.json only as the person approved it
-# Started in the sandbox (only your own settings may say "sandbox": false) at the first request, stopped with KeSi.
+# --- MCP servers over stdio (modelcontextprotocol.io): yours, and a project's .mcp.json as approved; in the sandbox ---
 MCP_PROTOCOL, MCP_TIMEOUT, MCP_LINE_BYTES, MCP_NOISE_LINES = "2025-06-18", 60, 4_000_000, 100
 MCP_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")     # the API's tool names: these characters, here at most 64 (Claude Code's)
 MCP = {"servers": None, "tools": {}, "granted": set()}  # servers read at first need; tools: name: (server, spec, call)
@@ -7209,7 +7208,7 @@ class McpServer:
                 raise ConnectionError(f"its answer to {method} holds no result object")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        if self.proc is not None:                 # its whole group: also what outlived the server itself
             stop_process_group(self.proc, 1)
             self.proc.wait()
 
