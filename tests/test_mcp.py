@@ -2,6 +2,7 @@
 
 Each run resets KeSi's MCP state and stops the servers it started; the sandboxed runs use real bubblewrap.
 """
+import base64
 import json
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 import kesi
 from checklib import tool_results
 from mock_api import MockAPI, reply, tool_call
+from test_images import gif, png
 from test_repl import main_in_process  # noqa: F401  (a fixture)
 from test_terminal_ux import leave
 
@@ -21,7 +23,9 @@ def say(message):
     print(json.dumps({"jsonrpc": "2.0", **message}), flush=True)
 for line in sys.stdin:
     msg = json.loads(line)
-    if "id" not in msg:
+    if "method" not in msg:             # KeSi's answer to the server's own request
+        open("answers.jsonl", "a").write(line)
+    if "id" not in msg or "method" not in msg:
         continue
     method, params = msg["method"], msg.get("params", {})
     if method == "initialize":
@@ -33,6 +37,7 @@ for line in sys.stdin:
     elif method == "tools/list":
         result = {"tools": [{"name": "read.env", "inputSchema": {"type": "object"}},
                             {"name": "write", "inputSchema": {"type": "object"}},
+                            {"name": "shot", "inputSchema": {"type": "object"}},
                             {"name": "bad schema", "inputSchema": {"type": "string"}}]}
     else:
         name, args = params["name"], params["arguments"]
@@ -49,6 +54,12 @@ for line in sys.stdin:
         try:
             if name == "echo":
                 text = "echo: " + args["text"] + " sk-ant-api03-" + "x" * 40
+            elif name == "shot":                # a PNG, GIF bytes said to be a PNG, an embedded resource
+                image = lambda path: {"type": "image", "mimeType": "image/png", "data": open(path).read()}
+                result = {"content": [image("png.b64"), image("gif.b64"), {"type": "resource", "resource": {
+                    "uri": "file:///notes.txt", "text": "resource text"}}]}
+                say({"id": msg["id"], "result": result})
+                continue
             elif name == "write":
                 open(args["path"], "w").write("written by the MCP server")
                 text = "wrote " + args["path"]
@@ -129,14 +140,22 @@ def test_a_tool_round_trip_and_the_rules_that_allow_or_deny_it(box, mcp, user_se
 def test_the_server_runs_in_the_sandbox(box, mcp, user_settings, tmp_path_factory):
     outside = tmp_path_factory.mktemp("outside") / "planted.txt"
     (box / ".env").write_text("API_TOKEN=do-not-show-me\n")
+    (box / "png.b64").write_text(base64.b64encode(png()).decode())
+    (box / "gif.b64").write_text(base64.b64encode(gif()).decode())
     user_settings({"mcpServers": {"demo": server()}})
     calls = [tool_call("mcp__demo__read_env", {}), tool_call("mcp__demo__write", {"path": str(outside)}),
-             tool_call("mcp__demo__write", {"path": "inside.txt"})]
+             tool_call("mcp__demo__write", {"path": "inside.txt"}), tool_call("mcp__demo__shot", {})]
     code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [reply(*calls), "done"])
-    (env, env_error), (far, far_error), (near, near_error) = results(mock)
+    assert code == 0 and mock.requests[-1]["status"] == 200, out            # the mock checks image blocks
+    shot = tool_results(mock.requests[-1]["body"]["messages"])[-1]["content"]
+    assert shot[0] == {"type": "text", "text": "[image content from the MCP server: not shown]\nresource text"}
+    assert [block["source"]["media_type"] for block in shot[1:]] == ["image/png"]
+    (env, env_error), (far, far_error), (near, near_error), _ = results(mock)
     assert env_error and "Permission denied" in env and "do-not-show-me" not in env
     assert far_error and not outside.exists()
     assert not near_error and (box / "inside.txt").read_text() == "written by the MCP server"
+    answers = [json.loads(line) for line in (box / "answers.jsonl").read_text().splitlines()]
+    assert answers == [{"jsonrpc": "2.0", "id": "s1", "error": {"code": -32601, "message": "Method not found"}}] * 4
 
 
 def test_a_server_that_crashes_floods_or_hangs_gives_a_clear_error_and_kesi_goes_on(box, mcp, user_settings):
@@ -161,9 +180,14 @@ def test_a_server_that_crashes_floods_or_hangs_gives_a_clear_error_and_kesi_goes
 
 def test_a_projects_mcp_json_is_used_only_as_approved_at_a_terminal(box, mcp, kesi_pty, monkeypatch):
     project = {"mcpServers": {"proj": server(sandbox=False)}}      # a project's cannot leave the sandbox
-    (box / ".mcp.json").write_text(json.dumps(project))
+    (box / "servers.json").write_text(json.dumps(project))
+    (box / ".mcp.json").symlink_to("servers.json")                 # no link is followed
     (box / ".env").write_text("API_TOKEN=do-not-show-me\n")
     env_call = reply(tool_call("mcp__proj__read_env", {}))
+    code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [env_call, "done"])
+    assert f"(ignored {box / '.mcp.json'}: " in out and "new or changed" not in out, out
+    (box / ".mcp.json").unlink()
+    (box / ".mcp.json").write_text(json.dumps(project))
     code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [env_call, "done"])
     assert ".mcp.json not used: new or changed; start KeSi in a terminal to approve it" in out
     assert "mcp__proj__read_env" not in [t["name"] for t in mock.requests[0]["body"]["tools"]]
