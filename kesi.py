@@ -7176,13 +7176,14 @@ class McpServer:
     def request(self, method: str, params: dict) -> dict:
         """Its result (a refusal: an error result); on the way, notifications and a few log lines are skipped."""
         self.send({"id": (number := next(self.ids)), "method": method, "params": params})
-        deadline, noise = time.monotonic() + self.timeout, 0
+        wait = self.timeout if method == "tools/call" else max(self.timeout, MCP_TIMEOUT)    # starting may take long
+        deadline, noise = time.monotonic() + wait, 0
         while True:
             while b"\n" not in self.buffer:        # line by line: a server that hangs, or floods a line, ends the wait
                 if len(self.buffer) > MCP_LINE_BYTES:
                     raise ConnectionError(f"it sent a line over {MCP_LINE_BYTES:,} bytes")
                 if not select.select([self.proc.stdout], [], [], max(deadline - time.monotonic(), 0))[0]:
-                    raise ConnectionError(f"it did not answer {method} within {self.timeout:g} s")
+                    raise ConnectionError(f"it did not answer {method} within {wait:g} s")
                 if not (chunk := os.read(self.proc.stdout.fileno(), 65536)):      # it ends: its code, its stderr
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         self.proc.wait(timeout=3)
