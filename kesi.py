@@ -7215,15 +7215,15 @@ class McpServer:
 
 
 def mcp_servers() -> dict[str, McpServer]:
-    """Yours (settings.json's "mcpServers"), and the project's .mcp.json only as the person approved it; yours win."""
+    """Yours (settings.json's "mcpServers"), then a project's .mcp.json as approved (one line a server: all is seen)."""
     if MCP["servers"] is None:
         listed = lambda section, project: {name: McpServer(name, config, project) for name, config in section.items()
                                            if name and isinstance(config, dict)} if isinstance(section, dict) else {}
+        servers = MCP["servers"] = listed(read_json_file(user_settings_file(), yours=True).get("mcpServers"), False)
         project = read_json_file(BASE_DIR / ".mcp.json").get("mcpServers")
-        approved = isinstance(project, dict) and project and approved_project_file(
-            ".mcp.json", json.dumps(project, sort_keys=True).encode(), json.dumps(project, indent=1))
-        servers = MCP["servers"] = {**listed(project if approved else {}, True),
-                                    **listed(read_json_file(user_settings_file(), yours=True).get("mcpServers"), False)}
+        lines = [f"{name}: {json.dumps(entry)}" for name, entry in project.items()] if isinstance(project, dict) else []
+        if lines and approved_project_file(".mcp.json", json.dumps(project, sort_keys=True).encode(), "\n".join(lines)):
+            servers |= {name: server for name, server in listed(project, True).items() if name not in servers}
         atexit.register(lambda: [server.stop() for server in servers.values()])
         for server in servers.values():
             list_mcp_tools(server)

@@ -224,3 +224,16 @@ def test_a_projects_mcp_json_is_used_only_as_approved_at_a_terminal(box, mcp, ke
         term.expect("you > ")
         leave(term)
     assert "mcp__proj__echo" not in [t["name"] for t in mock.requests[0]["body"]["tools"]]
+
+
+def test_your_servers_win_their_names_and_tool_names_over_an_approved_projects(box, mcp, user_settings, monkeypatch):
+    user_settings({"mcpServers": {"my.srv": server(), "demo": server()}})
+    (box / ".mcp.json").write_text(json.dumps({"mcpServers": {"my_srv": server("crash"), "demo": server("crash")}}))
+    shown = []
+    monkeypatch.setattr(kesi, "approved_project_file", lambda label, data, text: shown.append(text) or True)
+    calls = [tool_call("mcp__my_srv__echo", {"text": "a"}), tool_call("mcp__demo__echo", {"text": "b"})]
+    code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [reply(*calls), "done"])
+    assert results(mock)[0][0].startswith("echo: a") and results(mock)[1][0].startswith("echo: b")   # yours ran
+    assert "(MCP tool echo of my_srv not offered" in out
+    assert shown == ['my_srv: {"command": "/usr/bin/python3", "args": ["server.py", "crash"]}\n'
+                     'demo: {"command": "/usr/bin/python3", "args": ["server.py", "crash"]}']   # a line a server
