@@ -7192,7 +7192,7 @@ class McpServer:
                     raise ConnectionError(f"it ended (exit code {self.proc.returncode}){'; stderr: ' * bool(err)}{err}")
                 self.buffer += chunk
             line, _, self.buffer = self.buffer.partition(b"\n")
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, RecursionError):      # not JSON (not UTF-8, nested too deep)
                 message = None
                 message = json.loads(line)
             if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
