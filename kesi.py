@@ -7284,8 +7284,7 @@ def check_mcp_permission(name: str, tool_input: dict) -> tuple[bool, str | None]
 
 
 def call_mcp_tool(server: McpServer, tool: str, /, **arguments):
-    """tools/call: text joined, valid images as image blocks, other content named, masked and clipped as command
-    output. A server that failed is stopped; the next call of its tools starts it anew."""
+    """tools/call; its content as command output is (masked, clipped), images checked; a server that fails stops."""
     try:
         if server.proc.poll() is not None:
             server.start()
