@@ -1705,6 +1705,8 @@ def check_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str 
         return check_command_permission(tool_input.get("command"), background, escalate)
     if name in FILE_TOOLS:
         return check_write_permission(name, tool_input.get("file_path"), plan)
+    if name.startswith("mcp__"):
+        return check_mcp_permission(name, tool_input)       # an MCP server's tool (Part VIII)
     return refuse(f"{name} has no permission rule", f"Error: {name} has no permission rule, so it cannot run.")
 
 
@@ -2252,7 +2254,7 @@ class Agent:
     clear_mark: "SizeMark | None" = None  # how far clear_old_tool_results has looked
 
     def tools(self) -> list[dict]:
-        return [spec for spec in TOOLS if spec["name"] in self.tool_names]
+        return tool_table(self)[0]
 
 
 class Answer(str):
@@ -2495,7 +2497,7 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
 
 def argument_problem(name: str, tool_input, agent: Agent | None = None) -> str | None:
     """Why a call cannot be made at all (an unknown tool, arguments that do not fit), or None."""
-    func, allowed = TOOL_FUNCS.get(name), agent.tool_names if agent else tuple(TOOL_FUNCS)
+    func, allowed = (funcs := tool_table(agent)[1]).get(name), tuple(funcs)     # built-in tools, MCP's (Part VIII)
     if func is None or name not in allowed:
         return f"Error: there is no tool named {name}. Available tools: {', '.join(allowed)}."
     if not isinstance(tool_input, dict):
@@ -2518,7 +2520,7 @@ def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
     """Run a checked call (or apply its plan); an exception becomes a result."""
     try:
         keep_checkpoint(plan)             # a file tool's target as it was, for /rewind (Part VIII)
-        output, is_error = PLANNED_TOOLS[name][1](plan) if plan is not None else TOOL_FUNCS[name](**tool_input)
+        output, is_error = PLANNED_TOOLS[name][1](plan) if plan is not None else tool_table()[1][name](**tool_input)
     except Exception as exc:       # not KeyboardInterrupt: the user wants control back, it is no tool failure
         output, is_error = f"Error: {name} failed: {type(exc).__name__}: {exc}", True
     return output if isinstance(output, list) else utf8_safe(str(output)), bool(is_error)   # list: an image
@@ -3536,9 +3538,9 @@ def permission_rules() -> list[Rule]:
 
 
 def parse_rule(text: str) -> tuple[str, str] | None:
-    """("Bash" | "Edit", pattern); Claude Code's Write(...) and MultiEdit(...) are Edit rules, as both write files."""
-    match = re.fullmatch(r"(Bash|Edit|Write|MultiEdit)\((.+)\)", text.strip(), re.DOTALL)
-    return ("Bash" if match.group(1) == "Bash" else "Edit", match.group(2)) if match else None
+    """("Bash" | "Edit" | "mcp", pattern); Write(...), MultiEdit(...) are Edit rules; mcp__server[__tool] MCP ones."""
+    match = re.fullmatch(r"(Bash|Edit|Write|MultiEdit)\((.+)\)|(mcp__[\w-]+?(?:__\*)?)", text.strip(), re.DOTALL)
+    return match and (("mcp", match[3]) if match[3] else ("Bash" if match[1] == "Bash" else "Edit", match[2]))
 
 
 def command_matches(pattern: str, command: str, for_deny: bool) -> bool:
@@ -6671,7 +6673,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         reset_session(history)
         ui("  (history, plan and file versions cleared; starting over)")
     elif name == "/revoke":
-        for granted in (GRANTED_COMMANDS, GRANTED_WRITES, GRANTED_ESCALATIONS):
+        for granted in (GRANTED_COMMANDS, GRANTED_WRITES, GRANTED_ESCALATIONS, MCP["granted"]):
             granted.clear()
         ui("  (all session permissions revoked)")
         stop_tasks_beyond_permission(revoked=True)
@@ -7118,6 +7120,184 @@ def restore_file(name: str, was: bytes | None, now: bytes | None) -> bool:
                 os.unlink(entry.name, dir_fd=entry.folder_fd)
                 return True
     return False
+
+
+# --- MCP servers over stdio (modelcontextprotocol.io): yours, and a project's .mcp.json as approved; in the sandbox ---
+MCP_PROTOCOL, MCP_TIMEOUT, MCP_LINE_BYTES, MCP_NOISE_LINES = "2025-06-18", 60, 4_000_000, 100
+MCP_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")     # the API's tool names: these characters, here at most 64 (Claude Code's)
+MCP = {"servers": None, "tools": {}, "granted": set()}  # servers read at first need; tools: name: (server, spec, call)
+
+
+class McpServer:
+    """One server process and its JSON-RPC session on the process's stdin and stdout."""
+
+    def __init__(self, name: str, config: dict, project: bool):
+        self.name, self.config, self.project, self.proc = name, config, project, None
+        self.timeout = wait if type(wait := config.get("timeout")) in (int, float) and wait > 0 else MCP_TIMEOUT
+
+    def start(self) -> None:
+        command, env = [self.config.get("command"), *self.config.get("args", [])], self.config.get("env", {})
+        if not command[0] or not all(isinstance(word, str) for word in [*command, *dict(env).values()]):
+            raise ConnectionError('its settings need "command" and "args" as text, and "env" with text values')
+        make_cache_folder()                              # KeSi's records folder exists, so the sandbox hides it
+        escalation = None if self.project or self.config.get("sandbox") is not False else "unsandboxed"
+        with background_tasks_paused() as paused, command_start(shlex.join(command), True, escalation) as (argv, fds):
+            self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env={**command_environment(escalation), **env},
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         pass_fds=fds, start_new_session=True)
+            wait_until_sandboxed(self.proc, paused)
+        self.buffer, self.stderr, self.ids = b"", bytearray(), itertools.count(1)  # stderr drained, or a full pipe
+        self.drain = threading.Thread(target=drain_output, args=(self.proc.stderr, self.stderr, 2000), daemon=True)
+        self.drain.start()                                                        # blocks the server; its start kept
+        self.request("initialize", {"protocolVersion": MCP_PROTOCOL, "capabilities": {},
+                                    "clientInfo": {"name": "kesi", "version": VERSION}})
+        self.send({"method": "notifications/initialized"})
+
+    def send(self, message: dict) -> None:
+        with contextlib.suppress(OSError, ValueError):      # a server that ended: reading its answer says how
+            self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+            self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict) -> dict:
+        """Its result (a refusal: an error result); on the way, notifications and a few log lines are skipped."""
+        self.send({"id": (number := next(self.ids)), "method": method, "params": params})
+        wait = self.timeout if method == "tools/call" else max(self.timeout, MCP_TIMEOUT)    # starting may take long
+        deadline, noise = time.monotonic() + wait, 0
+        while True:
+            while b"\n" not in self.buffer:        # line by line: a server that hangs, or floods a line, ends the wait
+                if len(self.buffer) > MCP_LINE_BYTES:
+                    raise ConnectionError(f"it sent a line over {MCP_LINE_BYTES:,} bytes")
+                if not select.select([self.proc.stdout], [], [], max(deadline - time.monotonic(), 0))[0]:
+                    raise ConnectionError(f"it did not answer {method} within {wait:g} s")
+                if not (chunk := os.read(self.proc.stdout.fileno(), 65536)):      # it ends: its code, its stderr
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.proc.wait(timeout=3)
+                    self.drain.join(timeout=1)
+                    err = shorten(one_line(mask_credentials(self.stderr.decode(errors="replace")).strip()), 500)
+                    raise ConnectionError(f"it ended (exit code {self.proc.returncode}){'; stderr: ' * bool(err)}{err}")
+                self.buffer += chunk
+            line, _, self.buffer = self.buffer.partition(b"\n")
+            with contextlib.suppress(ValueError, RecursionError):      # not JSON (not UTF-8, nested too deep)
+                message = None
+                message = json.loads(line)
+            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+                if (noise := noise + 1) > MCP_NOISE_LINES:
+                    raise ConnectionError(f"it printed over {MCP_NOISE_LINES} lines that are not JSON-RPC 2.0 messages")
+            elif isinstance(message.get("method"), str) and "id" in message:      # the server's: ping, else unknown
+                self.send({"id": message["id"], **({"result": {}} if message["method"] == "ping" else
+                                                   {"error": {"code": -32601, "message": "Method not found"}})})
+            elif message.get("id") == number and isinstance(error := message.get("error"), dict):
+                return {"isError": True, "content": [{"type": "text", "text": f"Error: {error.get('message')}"}]}
+            elif message.get("id") == number:
+                if isinstance(result := message.get("result"), dict):
+                    return result
+                raise ConnectionError(f"its answer to {method} holds no result object")
+
+    def stop(self) -> None:
+        if self.proc is not None:                 # its whole group: also what outlived the server itself
+            stop_process_group(self.proc, 1)
+            self.proc.wait()
+
+
+def mcp_servers() -> dict[str, McpServer]:
+    """Yours (settings.json's "mcpServers"), then a project's .mcp.json as approved (one line a server: all is seen)."""
+    if MCP["servers"] is None:
+        listed = lambda section, project: {name: McpServer(name, config, project) for name, config in section.items()
+                                           if name and isinstance(config, dict)} if isinstance(section, dict) else {}
+        servers = MCP["servers"] = listed(read_json_file(user_settings_file(), yours=True).get("mcpServers"), False)
+        project = read_json_file(BASE_DIR / ".mcp.json").get("mcpServers")
+        lines = [f"{name}: {json.dumps(entry)}" for name, entry in project.items()] if isinstance(project, dict) else []
+        if lines and approved_project_file(".mcp.json", json.dumps(project, sort_keys=True).encode(), "\n".join(lines)):
+            servers |= {name: server for name, server in listed(project, True).items() if name not in servers}
+        atexit.register(lambda: [server.stop() for server in servers.values()])
+        for server in servers.values():
+            list_mcp_tools(server)
+    return MCP["servers"]
+
+
+def list_mcp_tools(server: McpServer) -> None:
+    """Start it and offer its tools (every page of tools/list); it failing, or a tool the API would refuse, is said."""
+    try:
+        server.start()
+        tools, cursor = [], None
+        for _ in range(100):
+            page = server.request("tools/list", {"cursor": cursor} if cursor else {})
+            tools += page["tools"] if isinstance(page.get("tools"), list) else []
+            if not isinstance(cursor := page.get("nextCursor"), str) or not cursor:
+                break
+    except (OSError, ValueError, TypeError) as exc:       # ConnectionError: the server failed; else bad settings
+        server.stop()
+        return ui(paint(f"  (MCP server {visible(server.name)} not used: {visible(exc)})", "error"))
+    for name, schema, about in ((t.get("name"), t.get("inputSchema"), t.get("description")) for t in tools
+                                if isinstance(t, dict)):
+        full = f"mcp__{MCP_UNSAFE.sub('_', server.name)}__{MCP_UNSAFE.sub('_', str(name))}"[:64]
+        about = shorten(f"(MCP server {server.name}) {about if isinstance(about, str) else ''}".strip(), 4000)
+        spec = json.dumps({"name": full, "description": about, "input_schema": schema}, ensure_ascii=False)
+        if name and isinstance(name, str) and full not in MCP["tools"] and isinstance(schema, dict) \
+                and schema.get("type") == "object" and len(spec) <= 20_000:
+            MCP["tools"][full] = (server, json.loads(utf8_safe(spec)), functools.partial(call_mcp_tool, server, name))
+        else:
+            ui(paint(f"  (MCP tool {visible(shorten(str(name), 80))} of {visible(server.name)} not offered: it needs "
+                     "a name of its own and an inputSchema of type object, within 20,000 characters)", "error"))
+
+
+def tool_table(agent=None) -> tuple[list[dict], dict]:
+    """(specs, name -> function) an agent may use (None: all): its built-in tools, and for the main agent MCP's."""
+    names = agent.tool_names if agent else tuple(TOOL_FUNCS)
+    mcp = MCP["tools"] if (agent is None or agent is MAIN_AGENT) and mcp_servers() else {}
+    return ([spec for spec in TOOLS if spec["name"] in names] + [spec for _, spec, _ in mcp.values()],
+            {**{name: TOOL_FUNCS[name] for name in names}, **{name: entry[2] for name, entry in mcp.items()}})
+
+
+def check_mcp_permission(name: str, tool_input: dict) -> tuple[bool, str | None]:
+    """Deny rules, then read-only modes (an MCP tool is not known to be read-only), then allow rules, else ask."""
+    server = MCP["tools"][name][0]
+    covered = {("mcp", name), ("mcp", prefix := f"mcp__{MCP_UNSAFE.sub('_', server.name)}"), ("mcp", prefix + "__*")}
+    rule = lambda kind: next((r for r in permission_rules() if r.kind == kind and parse_rule(r.text) in covered), None)
+    if denied := rule("deny"):
+        return refuse(f"deny rule {denied.text} ({denied.source})",
+                      f"Error: a deny rule ({denied.text}, in {denied.source}) forbids {name}.")
+    if mode := READ_ONLY_MODES.get(PERMISSION_MODE):
+        return refuse(mode, f"Error: KeSi is in {mode}; {name} cannot run: MCP tools are not known to be read-only.")
+    if PERMISSION_MODE == "bypassPermissions" or name in MCP["granted"] or rule("allow"):
+        return True, None
+    shown = f"{name} (MCP server {server.name}): {json.dumps(tool_input)[:300]}"
+    allowed, remember = ask_user(Question(shown, always=name))
+    if allowed and remember and not save_project_rule(name):
+        MCP["granted"].add(name)
+    return (True, None) if allowed else refuse("refused; not run", refusal_for_model(remember))
+
+
+def call_mcp_tool(server: McpServer, tool: str, /, **arguments):
+    """tools/call; its content as command output is (masked, clipped), images checked; a server that fails stops."""
+    try:
+        if server.proc.poll() is not None:
+            server.start()
+        result = server.request("tools/call", {"name": tool, "arguments": arguments})
+    except (OSError, ValueError, TypeError) as exc:
+        server.stop()
+        return (f"Error: the MCP server {server.name} failed: {mask_credentials(str(exc))}. It was stopped; calling "
+                "its tools again starts it anew (tell the user if it keeps failing)."), True
+    texts, images = [], []
+    for item in (item for item in result.get("content", []) if isinstance(item, dict)):
+        kind, resource = item.get("type"), item.get("resource") if isinstance(item.get("resource"), dict) else {}
+        if isinstance(text := {"text": item.get("text"), "resource": resource.get("text")}.get(kind), str):
+            texts.append(text)
+        elif kind == "image" and len(images) < 5 and (block := mcp_image(item)):
+            images.append(block)
+        else:
+            texts.append(f"[{shorten(one_line(str(kind)), 40)} content from the MCP server: not shown]")
+    text = mask_credentials(clip_output("\n".join(texts).encode("utf-8", "replace"))) or "(no output)"
+    return [{"type": "text", "text": text}, *images] if images else text, result.get("isError") is True
+
+
+def mcp_image(item: dict) -> dict | None:
+    """An image block, if the image is what its mimeType says and within the API's limits (as read_image's)."""
+    with contextlib.suppress(ValueError, TypeError, KeyError):
+        kind, width, height = image_size(data := base64.b64decode(item["data"], validate=True)) or ("", 0, 0)
+        if item["mimeType"] == f"image/{kind}" and 0 < min(width, height) <= max(width, height) <= MAX_IMAGE_SIDE \
+                and len(data) <= MAX_IMAGE_BYTES:
+            return {"type": "image", "source": {"type": "base64", "media_type": item["mimeType"], "data": item["data"]}}
 
 
 if __name__ == "__main__":

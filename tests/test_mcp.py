@@ -1,0 +1,239 @@
+"""MCP servers: a test server (a Python script, written here) over stdio, through the real SDK against the mock.
+
+Each run resets KeSi's MCP state and stops the servers it started; the sandboxed runs use real bubblewrap.
+"""
+import base64
+import json
+
+import pytest
+
+import kesi
+from checklib import tool_results
+from mock_api import MockAPI, reply, tool_call
+from test_images import gif, png
+from test_repl import main_in_process  # noqa: F401  (a fixture)
+from test_terminal_ux import leave
+
+# Modes (argv[1]): ok; crash (exits in tools/call); garbage (a flood of non-JSON lines); hang (never answers a call).
+SERVER = r'''
+import json, sys, time
+MODE = sys.argv[1]
+print("starting up, a log line on stdout", flush=True)
+def say(message):
+    print(json.dumps({"jsonrpc": "2.0", **message}), flush=True)
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "method" not in msg:             # KeSi's answer to the server's own request
+        open("answers.jsonl", "a").write(line)
+    if "id" not in msg or "method" not in msg:
+        continue
+    method, params = msg["method"], msg.get("params", {})
+    if method == "initialize":
+        result = {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "demo", "version": "1"}}
+    elif method == "tools/list" and "cursor" not in params:
+        result = {"tools": [{"name": "echo", "description": "Echo text.", "inputSchema": {
+            "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}], "nextCursor": "2"}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "read.env", "inputSchema": {"type": "object"}},
+                            {"name": "write", "inputSchema": {"type": "object"}},
+                            {"name": "shot", "inputSchema": {"type": "object"}},
+                            {"name": "bad schema", "inputSchema": {"type": "string"}}]}
+    else:
+        name, args = params["name"], params["arguments"]
+        say({"method": "notifications/message", "params": {"level": "info", "data": "working"}})
+        say({"id": "s1", "method": "sampling/createMessage", "params": {}})     # a request KeSi does not support
+        if MODE == "crash":
+            sys.stderr.write("Traceback: it broke\n")
+            sys.exit(3)
+        if MODE == "hang":
+            time.sleep(600)
+        if MODE == "garbage":
+            for _ in range(300):
+                print("not json at all", flush=True)
+        try:
+            if name == "echo":
+                text = "echo: " + args["text"] + " sk-ant-api03-" + "x" * 40
+            elif name == "shot":                # a PNG, GIF bytes said to be a PNG, an embedded resource
+                image = lambda path: {"type": "image", "mimeType": "image/png", "data": open(path).read()}
+                result = {"content": [image("png.b64"), image("gif.b64"), {"type": "resource", "resource": {
+                    "uri": "file:///notes.txt", "text": "resource text"}}]}
+                say({"id": msg["id"], "result": result})
+                continue
+            elif name == "write":
+                open(args["path"], "w").write("written by the MCP server")
+                text = "wrote " + args["path"]
+            else:
+                text = open(".env").read()
+            result = {"content": [{"type": "text", "text": text}, {"type": "audio", "data": "AAAA"}]}
+        except OSError as exc:
+            result = {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+    say({"id": msg["id"], "result": result})
+'''
+
+
+@pytest.fixture
+def mcp(ws, monkeypatch, main_in_process):
+    """run(argv, script, **env) -> (code, output, mock): kesi.main -p with fresh MCP state; its servers stopped."""
+    (ws / "server.py").write_text(SERVER)
+
+    def run(argv, script, **env):
+        monkeypatch.setattr(kesi, "MCP", {"servers": None, "tools": {}, "granted": set()})
+        kesi.notice_once.cache_clear()                # said once a process: here, once a run
+        try:
+            with MockAPI(script) as mock:
+                code, out, err = main_in_process(["-p", "go", *argv], "", mock, **env)
+        finally:
+            for server in (kesi.MCP["servers"] or {}).values():
+                server.stop()
+        return code, out + err, mock
+    yield run
+
+
+def server(mode="ok", **more) -> dict:
+    return {"command": "/usr/bin/python3", "args": ["server.py", mode], **more}
+
+
+def results(mock) -> list[tuple[str, bool]]:
+    return [(kesi.text_of(r["content"]), r.get("is_error", False)) for r in tool_results(mock.requests[-1]["body"]
+                                                                                         ["messages"])]
+
+
+def echo(name="mcp__demo__echo", text="hi"):
+    return reply(tool_call(name, {"text": text}))
+
+
+def test_a_tool_round_trip_and_the_rules_that_allow_or_deny_it(box, mcp, user_settings):
+    settings = {"mcpServers": {"demo": server()}}
+    user_settings(settings)
+    code, out, mock = mcp(["--allowed-tools", "mcp__demo__echo"], [echo(), "done"])
+    assert code == 0, out
+    offered = {tool["name"]: tool for tool in mock.requests[0]["body"]["tools"]}
+    assert offered["mcp__demo__echo"]["input_schema"]["required"] == ["text"]
+    assert offered["mcp__demo__echo"]["description"] == "(MCP server demo) Echo text."
+    assert {"mcp__demo__read_env", "mcp__demo__write"} <= set(offered)          # the second page, names made safe
+    assert "mcp__demo__bad_schema" not in offered and "bad schema of demo not offered" in out
+    [(text, error)] = results(mock)
+    assert text.startswith("echo: hi [masked: anthropic key]") and not error, text     # masked like command output
+    assert "[audio content from the MCP server: not shown]" in text and "starting up" not in text
+
+    code, out, mock = mcp([], [echo(), "done"])                           # no rule, nobody to ask: refused
+    assert code == 0 and "nobody to ask" in out and "permission was refused" in results(mock)[0][0]
+
+    user_settings({**settings, "permissions": {"allow": ["mcp__demo"]}})  # all of a server's tools
+    code, out, mock = mcp([], [echo(), "done"])
+    assert results(mock) == [(results(mock)[0][0], False)] and results(mock)[0][0].startswith("echo: hi")
+
+    user_settings(settings)
+    (box / ".kesi").mkdir(exist_ok=True)
+    (box / ".kesi" / "settings.json").write_text(json.dumps({"permissions": {"deny": ["mcp__demo__echo"],
+                                                                             "allow": ["mcp__demo__write"]}}))
+    write = reply(tool_call("mcp__demo__write", {"path": "x.txt"}))
+    code, out, mock = mcp(["--allowed-tools", "mcp__demo__echo"], [echo(), write, "done"])
+    assert "a deny rule (mcp__demo__echo, in .kesi/settings.json (deny only)) forbids" in results(mock)[0][0]
+    assert "permission was refused" in results(mock)[1][0] and not (box / "x.txt").exists()   # it cannot allow
+
+    code, out, mock = mcp(["--allowed-tools", "mcp__demo__write", "--permission-mode", "plan"], [write, "done"])
+    assert "plan mode, which is read-only; mcp__demo__write cannot run: MCP tools are not known" in results(mock)[0][0]
+
+
+def test_the_server_runs_in_the_sandbox(box, mcp, user_settings, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("outside") / "planted.txt"
+    (box / ".env").write_text("API_TOKEN=do-not-show-me\n")
+    (box / "png.b64").write_text(base64.b64encode(png()).decode())
+    (box / "gif.b64").write_text(base64.b64encode(gif()).decode())
+    user_settings({"mcpServers": {"demo": server()}})
+    calls = [tool_call("mcp__demo__read_env", {}), tool_call("mcp__demo__write", {"path": str(outside)}),
+             tool_call("mcp__demo__write", {"path": "inside.txt"}), tool_call("mcp__demo__shot", {})]
+    code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [reply(*calls), "done"])
+    assert code == 0 and mock.requests[-1]["status"] == 200, out            # the mock checks image blocks
+    shot = tool_results(mock.requests[-1]["body"]["messages"])[-1]["content"]
+    assert shot[0] == {"type": "text", "text": "[image content from the MCP server: not shown]\nresource text"}
+    assert [block["source"]["media_type"] for block in shot[1:]] == ["image/png"]
+    (env, env_error), (far, far_error), (near, near_error), _ = results(mock)
+    assert env_error and "Permission denied" in env and "do-not-show-me" not in env
+    assert far_error and not outside.exists()
+    assert not near_error and (box / "inside.txt").read_text() == "written by the MCP server"
+    answers = [json.loads(line) for line in (box / "answers.jsonl").read_text().splitlines()]
+    assert answers == [{"jsonrpc": "2.0", "id": "s1", "error": {"code": -32601, "message": "Method not found"}}] * 4
+
+
+def test_a_server_that_crashes_floods_or_hangs_gives_a_clear_error_and_kesi_goes_on(box, mcp, user_settings):
+    user_settings({"mcpServers": {"crashy": server("crash"), "noisy": server("garbage"),
+                                  "slow": server("hang", timeout=1), "missing": {"command": "/nonexistent/mcp"}}})
+    first = reply(*(tool_call(f"mcp__{name}__echo", {"text": "hi"}) for name in ("crashy", "noisy", "slow")))
+    again = echo("mcp__crashy__echo")
+    last = reply(tool_call("mcp__crashy__echo", {"text": "hi"}), tool_call("list_files", {}))   # not all fail
+    code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [first, again, last, "KeSi went on"])
+    assert code == 0 and "KeSi went on" in out, out
+    assert "(MCP server missing not used: it ended (exit code 127)" in out
+    crashed, flooded, hung = tool_results(mock.requests[1]["body"]["messages"])[-3:]
+    assert "the MCP server crashy failed: it ended (exit code 3); stderr: Traceback: it broke" in crashed["content"]
+    assert "It was stopped; calling its tools again starts it anew" in crashed["content"]
+    assert "noisy failed: it printed over 100 lines that are not JSON-RPC 2.0 messages" in flooded["content"]
+    assert "slow failed: it did not answer tools/call within 1 s" in hung["content"]
+    assert all(result["is_error"] for result in (crashed, flooded, hung))
+    for request in mock.requests[2:]:                                     # started anew at each call
+        assert "crashy failed: it ended (exit code 3)" in [r for r in tool_results(request["body"]["messages"])
+                                                           if "crashy" in r["content"]][-1]["content"]
+
+
+def test_a_projects_mcp_json_is_used_only_as_approved_at_a_terminal(box, mcp, kesi_pty, monkeypatch):
+    project = {"mcpServers": {"proj": server(sandbox=False)}}      # a project's cannot leave the sandbox
+    (box / "servers.json").write_text(json.dumps(project))
+    (box / ".mcp.json").symlink_to("servers.json")                 # no link is followed
+    (box / ".env").write_text("API_TOKEN=do-not-show-me\n")
+    env_call = reply(tool_call("mcp__proj__read_env", {}))
+    code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [env_call, "done"])
+    assert f"(ignored {box / '.mcp.json'}: " in out and "new or changed" not in out, out
+    (box / ".mcp.json").unlink()
+    (box / ".mcp.json").write_text(json.dumps(project))
+    code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [env_call, "done"])
+    assert ".mcp.json not used: new or changed; start KeSi in a terminal to approve it" in out
+    assert "mcp__proj__read_env" not in [t["name"] for t in mock.requests[0]["body"]["tools"]]
+
+    with MockAPI([echo("mcp__proj__echo"), "echoed"]) as mock, kesi_pty(box, mock, TERM="dumb") as term:
+        term.expect("you > ")
+        term.type("go\n")
+        term.expect("Use .mcp.json as it is now? [y/N] ")
+        term.type("y\n")
+        term.expect("a = yes, and don't ask again: mcp__proj__echo")
+        term.type("a\n")
+        term.expect("echoed")
+        term.expect("you > ")
+        leave(term)
+    assert "is new or changed. It can run these commands" in term.seen and '"command": "/usr/bin/python3"' in term.seen
+    assert results(mock)[0][0].startswith("echo: hi")
+    saved = json.loads(kesi.user_settings_file().read_text())["projects"][str(box)]["allow"]
+    assert saved == ["mcp__proj__echo"]                                   # "a": a rule in your settings
+
+    code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [env_call, "done"])   # approved: used
+    assert "not used" not in out and "Permission denied" in results(mock)[0][0]           # and sandboxed
+
+    project["mcpServers"]["proj"]["args"].append("changed")
+    (box / ".mcp.json").write_text(json.dumps(project))
+    code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [env_call, "done"])
+    assert ".mcp.json not used: new or changed" in out and "there is no tool named" in results(mock)[0][0]
+    with MockAPI(["fine"]) as mock, kesi_pty(box, mock, TERM="dumb") as term:
+        term.expect("you > ")
+        term.type("go\n")
+        term.expect("Use .mcp.json as it is now? [y/N] ")          # asked again
+        term.type("n\n")
+        term.expect("(.mcp.json not used; you are asked again next time)")
+        term.expect("fine")
+        term.expect("you > ")
+        leave(term)
+    assert "mcp__proj__echo" not in [t["name"] for t in mock.requests[0]["body"]["tools"]]
+
+
+def test_your_servers_win_their_names_and_tool_names_over_an_approved_projects(box, mcp, user_settings, monkeypatch):
+    user_settings({"mcpServers": {"my.srv": server(), "demo": server()}})
+    (box / ".mcp.json").write_text(json.dumps({"mcpServers": {"my_srv": server("crash"), "demo": server("crash")}}))
+    shown = []
+    monkeypatch.setattr(kesi, "approved_project_file", lambda label, data, text: shown.append(text) or True)
+    calls = [tool_call("mcp__my_srv__echo", {"text": "a"}), tool_call("mcp__demo__echo", {"text": "b"})]
+    code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [reply(*calls), "done"])
+    assert results(mock)[0][0].startswith("echo: a") and results(mock)[1][0].startswith("echo: b")   # yours ran
+    assert "(MCP tool echo of my_srv not offered" in out
+    assert shown == ['my_srv: {"command": "/usr/bin/python3", "args": ["server.py", "crash"]}\n'
+                     'demo: {"command": "/usr/bin/python3", "args": ["server.py", "crash"]}']   # a line a server
