@@ -5641,7 +5641,8 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 @contextlib.contextmanager
 def background_tasks_paused():
     """Stop the running tasks' sandboxes for the with-block; yields their bwraps' pids (none: nothing paused)."""
-    tasks = BACKGROUND_TASKS.values() if sandbox_kind() == "bubblewrap" else []
+    servers = [server for server in (MCP["servers"] or {}).values() if server.proc and server.sandboxed]
+    tasks = [*BACKGROUND_TASKS.values(), *servers] if sandbox_kind() == "bubblewrap" else []   # MCP's: tasks too
     roots = [task.proc.pid for task in tasks if task.proc.poll() is None]
     try:
         calm, deadline = 0, time.monotonic() + 10
@@ -6809,8 +6810,11 @@ def approved_project_file(label: str, data: bytes, shown: str) -> bool:
         notice_once(paint(f"  ({label} not used: new or changed; start KeSi in a terminal to approve it)", "error"))
         return False
     ui(wrapped(f"  This project's {label} is new or changed. It can run these commands on this machine:", hang="    "))
-    for line in shown.splitlines()[:40] or ["(nothing)"]:
+    lines = shown.splitlines() or ["(nothing)"]
+    for line in lines[:40]:
         ui(f"    | {visible(shorten(line, 200))}")
+    if len(lines) > 40:
+        ui(paint(f"    ... and {len(lines) - 40} more lines: read the file before you answer", "error"))
     if not confirmed(f"  Use {label} as it is now? [y/N] "):
         ui(paint(f"  ({label} not used; you are asked again next time)", "quiet"))
         return False
@@ -7140,12 +7144,14 @@ class McpServer:
         if not command[0] or not all(isinstance(word, str) for word in [*command, *dict(env).values()]):
             raise ConnectionError('its settings need "command" and "args" as text, and "env" with text values')
         make_cache_folder()                              # KeSi's records folder exists, so the sandbox hides it
-        escalation = None if self.project or self.config.get("sandbox") is not False else "unsandboxed"
+        self.sandboxed = self.project or self.config.get("sandbox") is not False
+        escalation = None if self.sandboxed else "unsandboxed"
         with background_tasks_paused() as paused, command_start(shlex.join(command), True, escalation) as (argv, fds):
             self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env={**command_environment(escalation), **env},
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          pass_fds=fds, start_new_session=True)
             wait_until_sandboxed(self.proc, paused)
+        os.set_blocking(self.proc.stdin.fileno(), False)                          # see send
         self.buffer, self.stderr, self.ids = b"", bytearray(), itertools.count(1)  # stderr drained, or a full pipe
         self.drain = threading.Thread(target=drain_output, args=(self.proc.stderr, self.stderr, 2000), daemon=True)
         self.drain.start()                                                        # blocks the server; its start kept
@@ -7154,9 +7160,13 @@ class McpServer:
         self.send({"method": "notifications/initialized"})
 
     def send(self, message: dict) -> None:
+        """As fast as the pipe takes it, up to the timeout: a server that stops reading cannot hang KeSi."""
+        data, deadline = memoryview(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n"), self.timeout
+        deadline += time.monotonic()
         with contextlib.suppress(OSError, ValueError):      # a server that ended: reading its answer says how
-            self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-            self.proc.stdin.flush()
+            while data and select.select([], [self.proc.stdin], [], max(deadline - time.monotonic(), 0))[1]:
+                with contextlib.suppress(BlockingIOError):
+                    data = data[os.write(self.proc.stdin.fileno(), data):]
 
     def request(self, method: str, params: dict) -> dict:
         """Its result (a refusal: an error result); on the way, notifications and a few log lines are skipped."""

@@ -14,7 +14,8 @@ from test_images import gif, png
 from test_repl import main_in_process  # noqa: F401  (a fixture)
 from test_terminal_ux import leave
 
-# Modes (argv[1]): ok; crash (exits in tools/call); garbage (a flood of non-JSON lines); hang (never answers a call).
+# Modes (argv[1]): ok; crash (exits in tools/call); garbage (a flood of non-JSON lines); hang (never answers a call);
+# deaf (stops reading after its tools/list).
 SERVER = r'''
 import json, sys, time
 MODE = sys.argv[1]
@@ -69,6 +70,8 @@ for line in sys.stdin:
         except OSError as exc:
             result = {"content": [{"type": "text", "text": str(exc)}], "isError": True}
     say({"id": msg["id"], "result": result})
+    if MODE == "deaf" and "cursor" in params:
+        time.sleep(600)                 # reads nothing more
 '''
 
 
@@ -160,19 +163,22 @@ def test_the_server_runs_in_the_sandbox(box, mcp, user_settings, tmp_path_factor
 
 def test_a_server_that_crashes_floods_or_hangs_gives_a_clear_error_and_kesi_goes_on(box, mcp, user_settings):
     user_settings({"mcpServers": {"crashy": server("crash"), "noisy": server("garbage"),
-                                  "slow": server("hang", timeout=1), "missing": {"command": "/nonexistent/mcp"}}})
-    first = reply(*(tool_call(f"mcp__{name}__echo", {"text": "hi"}) for name in ("crashy", "noisy", "slow")))
+                                  "slow": server("hang", timeout=1), "deaf": server("deaf", timeout=1),
+                                  "missing": {"command": "/nonexistent/mcp"}}})
+    first = reply(*(tool_call(f"mcp__{name}__echo", {"text": "hi"}) for name in ("crashy", "noisy", "slow")),
+                  tool_call("mcp__deaf__echo", {"text": "x" * 300_000}))      # more than its pipe holds
     again = echo("mcp__crashy__echo")
     last = reply(tool_call("mcp__crashy__echo", {"text": "hi"}), tool_call("list_files", {}))   # not all fail
     code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [first, again, last, "KeSi went on"])
     assert code == 0 and "KeSi went on" in out, out
     assert "(MCP server missing not used: it ended (exit code 127)" in out
-    crashed, flooded, hung = tool_results(mock.requests[1]["body"]["messages"])[-3:]
+    crashed, flooded, hung, deaf = tool_results(mock.requests[1]["body"]["messages"])[-4:]
+    assert "deaf failed: it did not answer tools/call within 1 s" in deaf["content"]
     assert "the MCP server crashy failed: it ended (exit code 3); stderr: Traceback: it broke" in crashed["content"]
     assert "It was stopped; calling its tools again starts it anew" in crashed["content"]
     assert "noisy failed: it printed over 100 lines that are not JSON-RPC 2.0 messages" in flooded["content"]
     assert "slow failed: it did not answer tools/call within 1 s" in hung["content"]
-    assert all(result["is_error"] for result in (crashed, flooded, hung))
+    assert all(result["is_error"] for result in (crashed, flooded, hung, deaf))
     for request in mock.requests[2:]:                                     # started anew at each call
         assert "crashy failed: it ended (exit code 3)" in [r for r in tool_results(request["body"]["messages"])
                                                            if "crashy" in r["content"]][-1]["content"]
@@ -237,3 +243,18 @@ def test_your_servers_win_their_names_and_tool_names_over_an_approved_projects(b
     assert "(MCP tool echo of my_srv not offered" in out
     assert shown == ['my_srv: {"command": "/usr/bin/python3", "args": ["server.py", "crash"]}\n'
                      'demo: {"command": "/usr/bin/python3", "args": ["server.py", "crash"]}']   # a line a server
+
+
+def test_a_sandboxed_server_is_paused_with_the_background_tasks_while_kesi_looks(box, mcp, monkeypatch):
+    monkeypatch.setattr(kesi, "MCP", {"servers": None, "tools": {}, "granted": set()})
+    demo = kesi.McpServer("demo", server(), False)
+    kesi.MCP["servers"] = {"demo": demo}
+    demo.start()
+    try:
+        def states():
+            return {state for name, state in kesi.sandbox_processes([demo.proc.pid]).values() if name != "bwrap"}
+        with kesi.background_tasks_paused() as roots:       # as before a command's look at the workspace
+            assert demo.proc.pid in roots and states() and states() <= {"T", "t"}, states()
+        assert "T" not in states() and demo.request("tools/list", {})["tools"]     # running again, and answers
+    finally:
+        demo.stop()
