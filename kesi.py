@@ -5641,8 +5641,7 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 @contextlib.contextmanager
 def background_tasks_paused():
     """Stop the running tasks' sandboxes for the with-block; yields their bwraps' pids (none: nothing paused)."""
-    servers = [server for server in (MCP["servers"] or {}).values() if server.proc and server.sandboxed]
-    tasks = [*BACKGROUND_TASKS.values(), *servers] if sandbox_kind() == "bubblewrap" else []   # MCP's: tasks too
+    tasks = [*BACKGROUND_TASKS.values(), *sandboxed_mcp_servers()] if sandbox_kind() == "bubblewrap" else []
     roots = [task.proc.pid for task in tasks if task.proc.poll() is None]
     try:
         calm, deadline = 0, time.monotonic() + 10
@@ -5716,13 +5715,15 @@ def undo_background_changes() -> str:
     """With tasks paused: put back what they changed in git since the last check; a notice naming them, or ""."""
     base, snapshot, ended, beside = _git_baseline[0] if _git_baseline else (None, None, set(), set())
     tasks = [task for task in BACKGROUND_TASKS.values() if task.id not in ended and base == BASE_DIR]
-    if not tasks:
+    servers = ", ".join(f"MCP server {visible(server.name)}" for server in sandboxed_mcp_servers() if base == BASE_DIR)
+    if not tasks and not servers:
         return ""
     # A task that ran beside a command may hold a descriptor of its writable .git (handed over a Unix socket).
     restored = restore_git_control(snapshot, between=not beside & {task.id for task in tasks})
     remember_git_state(snapshot)
     named = ", ".join(f"{task.id} ({visible(shorten(task.command, 40))})" for task in tasks)
-    return put_back_notice(restored, f", which background task {named} changed between commands: git's "
+    named = " or ".join(filter(None, [f"background task {named}" * bool(tasks), servers]))
+    return put_back_notice(restored, f", which {named} changed between commands: git's "
                                      "control files run code later, outside the sandbox")
 
 
@@ -7147,6 +7148,9 @@ class McpServer:
         self.sandboxed = self.project or self.config.get("sandbox") is not False
         escalation = None if self.sandboxed else "unsandboxed"
         with background_tasks_paused() as paused, command_start(shlex.join(command), True, escalation) as (argv, fds):
+            if planted := undo_background_changes():
+                ui(f"  {planted.strip()}")
+            remember_git_state(git_control_snapshot())       # what a sandboxed server may change from now on
             self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env={**command_environment(escalation), **env},
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          pass_fds=fds, start_new_session=True)
@@ -7207,6 +7211,12 @@ class McpServer:
         if self.proc is not None:                 # its whole group: also what outlived the server itself
             stop_process_group(self.proc, 1)
             self.proc.wait()
+
+
+def sandboxed_mcp_servers() -> list[McpServer]:
+    """Background tasks in all but name: paused while KeSi looks, what they change in git put back."""
+    return [server for server in (MCP["servers"] or {}).values() if server.proc and server.sandboxed
+            and server.proc.poll() is None]
 
 
 def mcp_servers() -> dict[str, McpServer]:
