@@ -7222,17 +7222,27 @@ def sandboxed_mcp_servers() -> list[McpServer]:
 def mcp_servers() -> dict[str, McpServer]:
     """Yours (settings.json's "mcpServers"), then a project's .mcp.json as approved (one line a server: all is seen)."""
     if MCP["servers"] is None:
-        listed = lambda section, project: {name: McpServer(name, config, project) for name, config in section.items()
-                                           if name and isinstance(config, dict)} if isinstance(section, dict) else {}
-        servers = MCP["servers"] = listed(read_json_file(user_settings_file(), yours=True).get("mcpServers"), False)
+        servers = MCP["servers"] = {}
+        add_mcp_servers(servers, read_json_file(user_settings_file(), yours=True).get("mcpServers"), False)
         project = read_json_file(BASE_DIR / ".mcp.json").get("mcpServers")
         lines = [f"{name}: {json.dumps(entry)}" for name, entry in project.items()] if isinstance(project, dict) else []
         if lines and approved_project_file(".mcp.json", json.dumps(project, sort_keys=True).encode(), "\n".join(lines)):
-            servers |= {name: server for name, server in listed(project, True).items() if name not in servers}
+            add_mcp_servers(servers, project, True)
         atexit.register(lambda: [server.stop() for server in servers.values()])
         for server in servers.values():
             list_mcp_tools(server)
     return MCP["servers"]
+
+
+def add_mcp_servers(servers: dict, section, project: bool) -> None:
+    """A name made safe with no "__" and no other's: then a rule for one server's tools never covers another's."""
+    for name, config in section.items() if isinstance(section, dict) else ():
+        safe = MCP_UNSAFE.sub("_", name)
+        if "__" in safe or safe in {MCP_UNSAFE.sub("_", taken) for taken in servers} or not isinstance(config, dict):
+            ui(paint(f"  (MCP server {visible(name)} not used: its settings need an object, and a name that has no "
+                     "__ and is not another server's, also with characters other than A-Z a-z 0-9 _ - as _)", "error"))
+        elif name:
+            servers[name] = McpServer(name, config, project)
 
 
 def list_mcp_tools(server: McpServer) -> None:

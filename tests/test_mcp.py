@@ -248,7 +248,7 @@ def test_your_servers_win_their_names_and_tool_names_over_an_approved_projects(b
     calls = [tool_call("mcp__my_srv__echo", {"text": "a"}), tool_call("mcp__demo__echo", {"text": "b"})]
     code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [reply(*calls), "done"])
     assert results(mock)[0][0].startswith("echo: a") and results(mock)[1][0].startswith("echo: b")   # yours ran
-    assert "(MCP tool echo of my_srv not offered" in out
+    assert "(MCP server my_srv not used: its settings need an object, and a name that has no __" in out
     assert shown == ['my_srv: {"command": "/usr/bin/python3", "args": ["server.py", "crash"]}\n'
                      'demo: {"command": "/usr/bin/python3", "args": ["server.py", "crash"]}']   # a line a server
 
@@ -276,3 +276,14 @@ def test_what_a_server_plants_in_git_between_commands_is_taken_out(box, mcp, use
     assert code == 0 and planted.startswith("planted"), out
     assert "which MCP server demo changed between commands" in command, command
     assert (box / "sub/.git/HEAD").exists() and not (box / "sub/.git/hooks/pre-commit").exists()
+
+
+def test_a_rule_for_one_servers_tools_never_covers_another_server(box, mcp, user_settings):
+    user_settings({"mcpServers": {"demo": server(), "demo__echo": server(), "demo.x": server(), "demo_x": server()},
+                   "permissions": {"allow": ["mcp__demo__echo", "mcp__demo_x"]}})
+    code, out, mock = mcp([], [echo(), "done"])
+    assert results(mock)[0][0].startswith("echo: hi") and not results(mock)[0][1]
+    for name in ("demo__echo", "demo_x"):       # its rule would be another's: not used
+        assert f"(MCP server {name} not used: " in out, out
+    assert {t["name"] for t in mock.requests[0]["body"]["tools"] if t["name"].startswith("mcp__demo_x")} == {
+        "mcp__demo_x__echo", "mcp__demo_x__read_env", "mcp__demo_x__write", "mcp__demo_x__plant", "mcp__demo_x__shot"}
