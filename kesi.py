@@ -3929,6 +3929,7 @@ def denied_sources() -> dict[str, str]:
 # Every `.env`-like name, `.git` and git-dir config at any depth: walking 60,000 folders per command cost a second, so
 # one walk, then inotify (by inode: sees writes through bwrap's mounts) names folders to list again; else walk all.
 IN_CHANGES, IN_Q_OVERFLOW = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000, 0x4000   # moves, new, gone
+GIT_CONFIGS = ("config", "config.worktree")      # read as empty inside: remote URLs there can carry tokens
 _index_lock = threading.Lock()
 _index: list[WorkspaceIndex] = []    # the one index, of BASE_DIR
 
@@ -4041,7 +4042,7 @@ class WorkspaceIndex:
                     kind = "link" if entry.is_symlink() else "folder" if entry.is_dir(follow_symlinks=False) else "file"
                     if kind == "folder" and not (self.prune and is_ignored_name(entry.name)):
                         children[entry.name] = entry.inode()
-                    if is_env_name(entry.name) or entry.name == ".git" or in_git and entry.name == "config":
+                    if is_env_name(entry.name) or entry.name == ".git" or in_git and entry.name in GIT_CONFIGS:
                         marks[entry.name] = kind
         except OSError as error:
             return self.unlisted(rel, inode, error)
@@ -4128,7 +4129,7 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
                 with contextlib.suppress(OSError):        # known under any name it is given later
                     index.git_folders.update((s.st_ino, s.st_dev) for s in (os.stat(c.parent) for c in configs))
                 pointers += [here / name] if kind == "file" else []
-            elif kind == "file" and name == "config":         # any in a git dir, whatever it is called now
+            elif kind == "file" and name in GIT_CONFIGS:       # any in a git dir, whatever it is called now
                 found.append(here / name)
     found = {path for path in map(within_reach, found) if not path.is_symlink()}
     return sorted(found, key=lambda path: (-len(path.parts), path)), pointers      # deepest first: see within_reach
@@ -4192,7 +4193,7 @@ def linked_git_configs(dot_git: Path) -> list[Path]:
         return []
     common = read_pointer_file(gitdir / "commondir")
     folders = [gitdir, *([gitdir / common.strip()] if common else [])]
-    configs = [Path(os.path.normpath(folder / "config")) for folder in folders]
+    configs = [Path(os.path.normpath(folder / name)) for folder in folders for name in GIT_CONFIGS]
     return [c for c in dict.fromkeys(configs) if os.path.isfile(c) and not os.path.islink(c)]   # False on any error
 
 
@@ -4217,7 +4218,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     # A background task could rename a secret's folder between KeSi's look and bwrap's mounts: those are anchored too.
     argv += anchored_folders(pins[2::3] + ([str(secret) for secret in secrets] if background else [])) + pins
     for secret in secrets:
-        kind = "dir" if secret.is_dir() else "empty" if secret.name == "config" else "file"
+        kind = "dir" if secret.is_dir() else "empty" if secret.name in GIT_CONFIGS else "file"
         argv += ["--ro-bind", denied[kind], str(secret)]
     # Empty home folders read-only, last: a write to ~ fails loudly, not vanishes (`pip install --user`). Not one
     # holding the workspace, nor one a later tmpfs covers (~ = /home/ann, then /home): bwrap would refuse to start.

@@ -1266,6 +1266,17 @@ def test_a_nested_git_dir_reached_through_a_link_reads_as_empty(box):
     assert "linkcanary-6d2a"[::-1] not in output and "end" in output, output
 
 
+def test_a_per_worktree_config_reads_as_empty_as_config_does(box):
+    make_repo(box)
+    git(box, "config", "extensions.worktreeConfig", "true")
+    git(box, "config", "--worktree", "kesi.canary", "worktreecanary-3c9b")    # git config --worktree writes there
+    lib = nested_repository(box)
+    (lib / ".git" / "config.worktree").write_text("[kesi]\n\tcanary = nestedcanary-71fd\n")
+    output, _ = sh("cat .git/config.worktree vendor/lib/.git/config.worktree | rev; echo end")
+    assert "worktreecanary-3c9b"[::-1] not in output and "nestedcanary-71fd"[::-1] not in output, output
+    assert "end" in output
+
+
 def test_a_submodule_config_stays_masked_when_its_head_is_moved(with_submodule):
     root = with_submodule
     git(root / "sub", "config", "kesi.canary", "subcanary-8e1f")
