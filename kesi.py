@@ -134,9 +134,8 @@ WHOLE_NUMBER_SETTINGS = {   # setting -> (field, smallest accepted value)
 }
 
 
-def read_settings(environ=None, user_file: Path | None = None, project_env: Path | None = None) -> Settings:
+def read_settings(environ, user_file: Path | None = None, project_env: Path | None = None) -> Settings:
     """The shell's environment wins over the user's file; the project's .env adds only the key. Raises SettingError."""
-    environ = os.environ if environ is None else environ
     user = read_env_file(user_file) if user_file else {}
     project = read_env_file(project_env) if project_env else {}
     mine = {**user, **environ}
@@ -793,17 +792,14 @@ def glob_files(pattern):
         return f"Error: could not understand the glob pattern: {exc}", True
     prefix = literal_folder(pattern)
     max_depth = None if "**" in pattern else pattern.count("/") + 1 - prefix.count("/")
-    hits = []
     try:
         with locate(prefix or ".", follow_links=False) as top:
             top_fd = open_folder(top)
-    except (PathRefused, OSError):
-        top_fd = None                          # the folder went away since literal_folder
-    for rel, entry in walk_tree(top_fd, max_depth, prefix) if top_fd is not None else ():
-        shown = visible_entry(entry, rel, rel) if matcher.match(rel) else None
-        if shown is not None and (shown.endswith("/") or not dirs_only):
-            hits.append(shown)
-    return capped_listing(sorted(hits), MAX_LIST_FILES) or f"No accessible files match {pattern}.", False
+    except (PathRefused, OSError):             # the folder went away since literal_folder
+        return f"No accessible files match {pattern}.", False
+    found = (visible_entry(e, rel, rel) for rel, e in walk_tree(top_fd, max_depth, prefix) if matcher.match(rel))
+    hits = sorted(shown for shown in found if shown is not None and (shown.endswith("/") or not dirs_only))
+    return capped_listing(hits, MAX_LIST_FILES) or f"No accessible files match {pattern}.", False
 
 
 def find_unique(content: str, old: str) -> tuple[int, str | None]:
@@ -2010,11 +2006,11 @@ class Meter:
 
     def cost_text(self, since: int = 0) -> str:
         """'$0.0123', or what is known plus which models have no price."""
-        known, unknown = f"${self.cost(since):.4f}", sorted(self.sums(since)[1])
+        cost, unknown = self.sums(since)
         if not unknown:
-            return known
-        note = f"price unknown for {', '.join(unknown)}"
-        return f"{known} + {note}" if any(c.get("cost") is not None for c in self.calls[since:]) else note
+            return f"${cost:.4f}"
+        note = f"price unknown for {', '.join(sorted(unknown))}"
+        return f"${cost:.4f} + {note}" if any(c.get("cost") is not None for c in self.calls[since:]) else note
 
     def cache_share(self, since: int = 0) -> float:
         t = self.totals(since)
