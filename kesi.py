@@ -1257,7 +1257,7 @@ PEM_MARK = re.compile(rb"-----(BEGIN|END) [A-Z ]{0,40}PRIVATE KEY")
 LINE_CUT = 2048       # of a longer line only the word at a cut goes (at most this much): a secret may show in parts
 
 
-def key_block_open(data: bytes, at: int, was_open: bool = False) -> bool:
+def key_block_open(data: bytes, at: int, was_open: bool) -> bool:
     """Whether data[at:] starts inside a private key block (was_open: whether data does); a BEGIN `at` splits counts."""
     marks = [m[1] for m in PEM_MARK.finditer(data, 0, at + 64) if m.start() < at]
     return marks[-1] == b"BEGIN" if marks else was_open
