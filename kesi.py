@@ -134,9 +134,8 @@ WHOLE_NUMBER_SETTINGS = {   # setting -> (field, smallest accepted value)
 }
 
 
-def read_settings(environ=None, user_file: Path | None = None, project_env: Path | None = None) -> Settings:
+def read_settings(environ, user_file: Path | None = None, project_env: Path | None = None) -> Settings:
     """The shell's environment wins over the user's file; the project's .env adds only the key. Raises SettingError."""
-    environ = os.environ if environ is None else environ
     user = read_env_file(user_file) if user_file else {}
     project = read_env_file(project_env) if project_env else {}
     mine = {**user, **environ}
@@ -181,13 +180,12 @@ def sandbox_choice(setting: str, no_sandbox: str) -> str:
 
 USAGE_FIELDS = {"input": "input_tokens", "output": "output_tokens", "cache_write": "cache_creation_input_tokens",
                 "cache_read": "cache_read_input_tokens"}    # the token kinds a price names -> the API's usage names
-USAGE_KEYS = tuple(USAGE_FIELDS)
 
 
 def price_override(raw: str) -> dict[str, float]:
     with contextlib.suppress(ValueError, KeyError, TypeError):
         custom = json.loads(raw)
-        prices = {k: float(custom[k]) for k in USAGE_KEYS}
+        prices = {k: float(custom[k]) for k in USAGE_FIELDS}
         prices["cache_write_1h"] = float(custom.get("cache_write_1h", 2 * prices["input"]))
         if all(0 <= p < float("inf") for p in prices.values()):
             return prices
@@ -794,17 +792,14 @@ def glob_files(pattern):
         return f"Error: could not understand the glob pattern: {exc}", True
     prefix = literal_folder(pattern)
     max_depth = None if "**" in pattern else pattern.count("/") + 1 - prefix.count("/")
-    hits = []
     try:
         with locate(prefix or ".", follow_links=False) as top:
             top_fd = open_folder(top)
-    except (PathRefused, OSError):
-        top_fd = None                          # the folder went away since literal_folder
-    for rel, entry in walk_tree(top_fd, max_depth, prefix) if top_fd is not None else ():
-        shown = visible_entry(entry, rel, rel) if matcher.match(rel) else None
-        if shown is not None and (shown.endswith("/") or not dirs_only):
-            hits.append(shown)
-    return capped_listing(sorted(hits), MAX_LIST_FILES) or f"No accessible files match {pattern}.", False
+    except (PathRefused, OSError):             # the folder went away since literal_folder
+        return f"No accessible files match {pattern}.", False
+    found = (visible_entry(e, rel, rel) for rel, e in walk_tree(top_fd, max_depth, prefix) if matcher.match(rel))
+    hits = sorted(shown for shown in found if shown is not None and (shown.endswith("/") or not dirs_only))
+    return capped_listing(hits, MAX_LIST_FILES) or f"No accessible files match {pattern}.", False
 
 
 def find_unique(content: str, old: str) -> tuple[int, str | None]:
@@ -1262,7 +1257,7 @@ PEM_MARK = re.compile(rb"-----(BEGIN|END) [A-Z ]{0,40}PRIVATE KEY")
 LINE_CUT = 2048       # of a longer line only the word at a cut goes (at most this much): a secret may show in parts
 
 
-def key_block_open(data: bytes, at: int, was_open: bool = False) -> bool:
+def key_block_open(data: bytes, at: int, was_open: bool) -> bool:
     """Whether data[at:] starts inside a private key block (was_open: whether data does); a BEGIN `at` splits counts."""
     marks = [m[1] for m in PEM_MARK.finditer(data, 0, at + 64) if m.start() < at]
     return marks[-1] == b"BEGIN" if marks else was_open
@@ -1338,7 +1333,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
         ending = wait_for_command(proc, limit)
     except (KeyboardInterrupt, SystemExit) as exc:     # Ctrl-C, or a signal ending KeSi meanwhile
         running.clear()
-        say_stopping("      ")
+        ui("\r      (stopping...)")     # over the terminal's "^C": stopping takes a moment, silence looks stuck
         ending = "interrupted by the person" if isinstance(exc, KeyboardInterrupt) else "KeSi was ended while it ran"
         raise
     finally:
@@ -1995,7 +1990,7 @@ class Meter:
         self.calls.append({**call, "cost": request_cost(call)})
 
     def totals(self, since: int = 0) -> dict[str, int]:
-        return {k: sum(c[k] for c in self.calls[since:]) for k in USAGE_KEYS}
+        return {k: sum(c[k] for c in self.calls[since:]) for k in USAGE_FIELDS}
 
     def sums(self, since: int = 0) -> tuple[float, frozenset]:
         """(dollars, unpriced models) from call `since`; the session's goes on from the last sum: O(new calls)."""
@@ -2011,16 +2006,13 @@ class Meter:
     def cost(self, since: int = 0) -> float:
         return self.sums(since)[0]
 
-    def unpriced_models(self, since: int = 0) -> list[str]:
-        return sorted(self.sums(since)[1])
-
     def cost_text(self, since: int = 0) -> str:
         """'$0.0123', or what is known plus which models have no price."""
-        known, unknown = f"${self.cost(since):.4f}", self.unpriced_models(since)
+        cost, unknown = self.sums(since)
         if not unknown:
-            return known
-        note = f"price unknown for {', '.join(unknown)}"
-        return f"{known} + {note}" if any(c.get("cost") is not None for c in self.calls[since:]) else note
+            return f"${cost:.4f}"
+        note = f"price unknown for {', '.join(sorted(unknown))}"
+        return f"${cost:.4f} + {note}" if any(c.get("cost") is not None for c in self.calls[since:]) else note
 
     def cache_share(self, since: int = 0) -> float:
         t = self.totals(since)
@@ -2195,7 +2187,7 @@ def stream_turn(client, request: dict, echo: bool):
                 printer.finish()
                 ui()
     except KeyboardInterrupt:
-        say_stopping("  ")
+        ui("\r  (stopping...)")
         return (snapshot_of(stream) if started else None), finished, True
     except Exception as exc:       # includes connection resets that are not AnthropicError
         if stream is None:
@@ -2213,11 +2205,6 @@ def snapshot_of(stream):
         if isinstance(getattr(snapshot := stream.current_message_snapshot, "content", None), list):
             return snapshot
     return None
-
-
-def say_stopping(indent: str) -> None:
-    """Said over the terminal's "^C": stopping a stream or a command can take a moment, and silence looks stuck."""
-    ui(f"\r{indent}(stopping...)")
 
 
 def say(message: str, agent=None) -> str:
@@ -2910,11 +2897,11 @@ def print_json(record: dict) -> None:
 
 def result_record(answer: Answer, since: int) -> dict:
     """What --output-format json prints, named as Claude Code names it."""
-    totals = METER.totals(since)
+    totals, (cost, unpriced) = METER.totals(since), METER.sums(since)
     return {"type": "result", "subtype": answer.subtype, "is_error": not answer.ok,
             "result": answer.text, "num_turns": sum(c["label"] == "main" for c in METER.calls[since:]),
             "usage": {name: totals[k] for k, name in USAGE_FIELDS.items()},
-            "total_cost_usd": None if METER.unpriced_models(since) else round(METER.cost(since), 6),
+            "total_cost_usd": None if unpriced else round(cost, 6),
             "max_budget_usd": MAX_BUDGET_USD, "session_id": SESSION_FILE.stem if SESSION_FILE is not None else None}
 
 
@@ -5905,14 +5892,13 @@ def tools_chars(tools: list[dict]) -> int:
     return _TOOLS_CHARS.get(names) or _TOOLS_CHARS.setdefault(names, json_chars(tools))
 
 
-def with_cache_breakpoints(history: list[dict], control: dict | None = None,
-                           prefix_tokens: dict | None = None, minimum: int = 0) -> list[dict]:
+def with_cache_breakpoints(history: list[dict], control: dict, prefix_tokens: dict, minimum: int) -> list[dict]:
     """The journal, marked on the newest and third newest message where prefix_tokens reach the minimum."""
     messages = list(history)
     for index in (-1, -3):
-        enough = len(messages) >= -index and (prefix_tokens is None or prefix_tokens[index] >= minimum)
+        enough = len(messages) >= -index and prefix_tokens[index] >= minimum
         if enough and (blocks := as_blocks(messages[index]["content"])):
-            blocks[-1] = {**blocks[-1], "cache_control": control or CACHE_CONTROL["5m"]}
+            blocks[-1] = {**blocks[-1], "cache_control": control}
             messages[index] = {**messages[index], "content": blocks}
     return messages
 

@@ -169,7 +169,7 @@ def test_breakpoints_mark_a_copy_never_the_journal(ws):
                                                  {"type": "tool_use", "id": "t1", "name": "glob", "input": {}}]},
                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]}]
     snapshot = json.dumps(history)
-    messages = kesi.with_cache_breakpoints(history)
+    messages = kesi.with_cache_breakpoints(history, {"type": "ephemeral"}, {-1: 1, -3: 1}, 0)
     assert json.dumps(history) == snapshot                         # the journal is untouched
     assert messages[0]["content"] == [{"type": "text", "text": "first", "cache_control": {"type": "ephemeral"}}]
     assert "cache_control" not in json.dumps(messages[1])
@@ -177,7 +177,7 @@ def test_breakpoints_mark_a_copy_never_the_journal(ws):
 
 
 def test_a_one_message_history_gets_one_message_breakpoint(ws):
-    messages = kesi.with_cache_breakpoints([{"role": "user", "content": "hi"}])
+    messages = kesi.with_cache_breakpoints([{"role": "user", "content": "hi"}], {"type": "ephemeral"}, {-1: 1}, 0)
     assert json.dumps(messages).count("cache_control") == 1
 
 

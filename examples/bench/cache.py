@@ -62,7 +62,7 @@ def before_this_version(request, history, agent):
     """The previous placement: system rules + environment, newest and third newest message."""
     for block in request["system"][-2:]:
         block["cache_control"] = {"type": "ephemeral"}
-    request["messages"] = original["with_cache_breakpoints"](history)
+    request["messages"] = original["with_cache_breakpoints"](history, {"type": "ephemeral"}, {-1: 1, -3: 1}, 0)
     return request
 
 
