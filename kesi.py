@@ -4116,8 +4116,9 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
                 with contextlib.suppress(OSError):        # known under any name it is given later
                     index.git_folders.update((s.st_ino, s.st_dev) for s in (os.stat(c.parent) for c in configs))
                 pointers += [here / name] if kind == "file" else []
-            elif kind == "file" and name in GIT_CONFIGS:       # any in a git dir, whatever it is called now
-                found.append(here / name)
+            elif name in GIT_CONFIGS and (kind == "file" or kind == "link" and os.path.isfile(here / name)):
+                real = Path(os.path.realpath(here / name))       # any in a git dir, under any name; where it leads
+                found += [] if real.is_relative_to("/proc") else [real]     # (/proc: a process's own, not a file)
     found = {path for path in map(within_reach, found) if not path.is_symlink()}
     return sorted(found, key=lambda path: (-len(path.parts), path)), pointers      # deepest first: see within_reach
 
@@ -4205,7 +4206,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     # A background task could rename a secret's folder between KeSi's look and bwrap's mounts: those are anchored too.
     argv += anchored_folders(pins[2::3] + ([str(secret) for secret in secrets] if background else [])) + pins
     for secret in secrets:
-        kind = "dir" if secret.is_dir() else "empty" if secret.name in GIT_CONFIGS else "file"
+        kind = "dir" if secret.is_dir() else "file" if is_env_name(secret.name) else "empty"     # else a git config
         argv += ["--ro-bind", denied[kind], str(secret)]
     # Empty home folders read-only, last: a write to ~ fails loudly, not vanishes (`pip install --user`). Not one
     # holding the workspace, nor one a later tmpfs covers (~ = /home/ann, then /home): bwrap would refuse to start.

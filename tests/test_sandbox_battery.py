@@ -1277,6 +1277,27 @@ def test_a_per_worktree_config_reads_as_empty_as_config_does(box):
     assert "end" in output
 
 
+@pytest.mark.parametrize("target", ["gitconfig", f"/var/tmp/kesi-outside-gitconfig-{uuid.uuid4().hex}"])
+def test_a_git_config_that_is_a_link_masks_where_it_leads(box, target):
+    make_repo(box)
+    lead = box / target if not target.startswith("/") else Path(target)
+    lead.write_text((box / ".git" / "config").read_text() + "[kesi]\n\tcanary = linkedcanary-5b0e\n")
+    (box / ".git" / "config").unlink()
+    (box / ".git" / "config").symlink_to(lead)
+    try:
+        output, _ = sh(f"cat .git/config {lead} | rev; git status --short >/dev/null && echo git-works; echo end")
+    finally:
+        lead.unlink() if target.startswith("/") else None
+    assert "linkedcanary-5b0e"[::-1] not in output and "git-works" in output and "end" in output, output
+
+
+def test_a_git_config_linked_to_proc_does_not_stop_the_sandbox(box):
+    make_repo(box)
+    sh("mkdir -p x/.git && ln -s /proc/self/environ x/.git/config")
+    output, _ = sh("echo still-runs")
+    assert "still-runs" in output, output
+
+
 def test_a_submodule_config_stays_masked_when_its_head_is_moved(with_submodule):
     root = with_submodule
     git(root / "sub", "config", "kesi.canary", "subcanary-8e1f")
