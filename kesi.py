@@ -3474,8 +3474,6 @@ def project_settings_file() -> Path:
 
 Rule = collections.namedtuple("Rule", "kind text source")   # allow|deny; as written: Bash(npm test:*); where from
 COMMAND_LINE_RULES: list[Rule] = []      # --allowed-tools / --disallowed-tools, for this run
-
-
 MAX_SETTINGS_BYTES = 1_000_000
 notice_once = functools.cache(ui)          # a settings file refused: said once, not at every request
 
@@ -3686,12 +3684,9 @@ def save_project_rule(text: str) -> bool:
         rules = settings.setdefault("projects", {}).setdefault(str(BASE_DIR), {}).setdefault("allow", [])
         rules += [] if text in rules else [text]
         path.parent.mkdir(parents=True, exist_ok=True)
-        folder_fd = os.open(path.parent, FOLDER_FLAGS)
-        try:
-            write_atomically(folder_fd, path.name,
-                             (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-        finally:
-            os.close(folder_fd)
+        data = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+        with JailEntry(os.open(path.parent, FOLDER_FLAGS), path.name, path, None) as at:   # closes the folder
+            write_atomically(at.folder_fd, at.name, data.encode("utf-8"))
     except (OSError, ValueError, AttributeError, TypeError) as exc:     # not JSON, or "projects" not as KeSi writes
         why = exc.strerror if isinstance(exc, OSError) else "it is not settings as KeSi writes them"
         ui(f"      (could not save the rule to {path}: {why or exc}; this holds for this session)")
@@ -4450,6 +4445,7 @@ GIT_READ_ONLY_NOTE = ("\n(note: git dirs are read-only to commands that run more
                       "programs, globs, redirections or variables)")
 
 
+@functools.lru_cache(maxsize=8)     # pure, and asked up to 3 times per command (argv, environment, its result)
 def runs_only_git(command: str) -> bool:
     """Every part `git <built-in>` at the top, no option running a program or writing a file, redirection or glob?"""
     command = HARMLESS_REDIRECTION.sub(" ", command)
@@ -5661,15 +5657,12 @@ def thread_is_still(path: str) -> bool:
     return True
 
 
-def sandbox_processes(roots: list[int]) -> dict[int, tuple[str, str]]:
-    """pid -> (name, state) of each bwrap in roots and all below it (orphans in a sandbox are adopted there)."""
-    found, stack = {}, list(roots)
+def sandbox_processes(roots: list[int]) -> list[int]:
+    """Each bwrap in roots and all below it (orphans in a sandbox are adopted there); nothing read but the tree."""
+    found, stack = [], list(roots)
     while stack:
-        pid = stack.pop()
-        with contextlib.suppress(OSError, ValueError):
-            name, rest = Path(f"/proc/{pid}/stat").read_text().split(" (", 1)[1].rsplit(")", 1)
-            found[pid] = name, rest.split()[0]
-            stack += child_pids(pid)
+        found.append(pid := stack.pop())
+        stack += child_pids(pid)
     return found
 
 
@@ -5677,8 +5670,10 @@ def wait_until_sandboxed(proc, paused: list[int]) -> None:
     """While tasks are paused: until bwrap has made its mounts and started the first program inside, or ended."""
     deadline = time.monotonic() + 30
     while paused and proc.poll() is None and time.monotonic() < deadline:
-        if any(name not in ("bwrap", "nsenter") for name, _ in sandbox_processes([proc.pid]).values()):
-            return
+        for pid in sandbox_processes([proc.pid]):
+            with contextlib.suppress(OSError):      # gone: it does not count
+                if Path(f"/proc/{pid}/comm").read_text().removesuffix("\n") not in ("bwrap", "nsenter"):
+                    return
         time.sleep(0.002)
 
 
@@ -5722,8 +5717,7 @@ def check_after_tasks() -> str:
 
 
 # --- the audit trail ---------------------------------------------------------------
-# Every command, who allowed or refused it, when, how long, its exit code and output (clipped, masked): unlike the
-# journal, never compacted, so /log answers "what ran here, and who let it?"
+# Each command, who allowed or refused it, when, how long, its exit and output; never compacted: /log says who ran what.
 AUDIT_LOG = "audit.jsonl"             # among KeSi's records (see records_folder)
 AUDIT_OUTPUT_CHARS = 2000             # head and tail of a command's output kept in the log
 AUDIT_COMMAND_BYTES = 100_000         # and of a command itself, as logged (JSON writes a character in up to 6)
