@@ -6793,11 +6793,12 @@ def approved_project_file(label: str, data: bytes, shown: str) -> bool:
         notice_once(paint(f"  ({label} not used: new or changed; start KeSi in a terminal to approve it)", "error"))
         return False
     ui(wrapped(f"  This project's {label} is new or changed. It can run these commands on this machine:", hang="    "))
-    lines = shown.splitlines() or ["(nothing)"]
-    for line in lines[:40]:
-        ui(f"    | {visible(shorten(line, 200))}")
-    if len(lines) > 40:
-        ui(paint(f"    ... and {len(lines) - 40} more lines: read the file before you answer", "error"))
+    lines = [part for line in shown.splitlines() for part in textwrap.wrap(visible(line), 100)] or ["(nothing)"]
+    if len(lines) > 200:            # nothing is approved unseen
+        ui(paint(f"  (This project's {label} is not used: {len(lines):,} lines are too many to show here.)", "error"))
+        return False
+    for line in lines:
+        ui(f"    | {line}")
     if not confirmed(f"  Use {label} as it is now? [y/N] "):
         ui(paint(f"  ({label} not used; you are asked again next time)", "quiet"))
         return False
@@ -7123,17 +7124,22 @@ class McpServer:
         self.timeout = wait if type(wait := config.get("timeout")) in (int, float) and wait > 0 else MCP_TIMEOUT
 
     def start(self) -> None:
-        command, env = [self.config.get("command"), *self.config.get("args", [])], self.config.get("env", {})
-        if not command[0] or not all(isinstance(word, str) for word in [*command, *dict(env).values()]):
-            raise ConnectionError('its settings need "command" and "args" as text, and "env" with text values')
+        command, env = [self.config.get("command"), *self.config.get("args", [])], dict(self.config.get("env", {}))
+        if not command[0] or not all(isinstance(word, str) for word in [*command, *env.values()]) \
+                or not all(re.fullmatch(r"[A-Za-z_]\w*", name, re.ASCII) for name in env):
+            raise ConnectionError('its settings need "command" and "args" as text, and "env" of names and texts')
         make_cache_folder()                              # KeSi's records folder exists, so the sandbox hides it
         self.sandboxed = self.project or self.config.get("sandbox") is not False
         escalation = None if self.sandboxed else "unsandboxed"
-        with background_tasks_paused() as paused, command_start(shlex.join(command), True, escalation) as (argv, fds):
+        # Its env is set by the shell for it alone, never on the launcher (bwrap would obey LD_PRELOAD). Yours start in
+        # your home (an empty one in the sandbox): no file a project plants is found through the current folder.
+        text = " ".join([f"cd {shlex.quote(str(BASE_DIR if self.project else HOME_DIR))} &&",
+                         *(f"{name}={shlex.quote(value)}" for name, value in env.items()), "exec", shlex.join(command)])
+        with background_tasks_paused() as paused, command_start(text, True, escalation) as (argv, fds):
             if planted := undo_background_changes():
                 ui(f"  {planted.strip()}")
             remember_git_state(git_control_snapshot())       # what a sandboxed server may change from now on
-            self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env={**command_environment(escalation), **env},
+            self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(escalation),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          pass_fds=fds, start_new_session=True)
             wait_until_sandboxed(self.proc, paused)
@@ -7242,15 +7248,16 @@ def list_mcp_tools(server: McpServer) -> None:
         return ui(paint(f"  (MCP server {visible(server.name)} not used: {visible(exc)})", "error"))
     for name, schema, about in ((t.get("name"), t.get("inputSchema"), t.get("description")) for t in tools
                                 if isinstance(t, dict)):
-        full = f"mcp__{MCP_UNSAFE.sub('_', server.name)}__{MCP_UNSAFE.sub('_', str(name))}"[:64]
+        full = f"mcp__{MCP_UNSAFE.sub('_', server.name)}__{MCP_UNSAFE.sub('_', str(name))}"
         about = shorten(f"(MCP server {server.name}) {about if isinstance(about, str) else ''}".strip(), 4000)
         spec = json.dumps({"name": full, "description": about, "input_schema": schema}, ensure_ascii=False)
-        if name and isinstance(name, str) and full not in MCP["tools"] and isinstance(schema, dict) \
-                and schema.get("type") == "object" and len(spec) <= 20_000:
+        if name and isinstance(name, str) and full not in MCP["tools"] and len(full) <= 64 \
+                and isinstance(schema, dict) and schema.get("type") == "object" and len(spec) <= 20_000:
             MCP["tools"][full] = (server, json.loads(utf8_safe(spec)), functools.partial(call_mcp_tool, server, name))
         else:
             ui(paint(f"  (MCP tool {visible(shorten(str(name), 80))} of {visible(server.name)} not offered: it needs "
-                     "a name of its own and an inputSchema of type object, within 20,000 characters)", "error"))
+                     "a name of its own (mcp__server__tool in 64 characters) and an inputSchema of type object, within "
+                     "20,000 characters)", "error"))
 
 
 def tool_table(agent=None) -> tuple[list[dict], dict]:
@@ -7273,7 +7280,7 @@ def check_mcp_permission(name: str, tool_input: dict) -> tuple[bool, str | None]
         return refuse(mode, f"Error: KeSi is in {mode}; {name} cannot run: MCP tools are not known to be read-only.")
     if PERMISSION_MODE == "bypassPermissions" or name in MCP["granted"] or rule("allow"):
         return True, None
-    shown = f"{name} (MCP server {server.name}): {json.dumps(tool_input)[:300]}"
+    shown = f"{name} (MCP server {server.name}), all of it:\n{json.dumps(tool_input, indent=2, ensure_ascii=False)}"
     allowed, remember = ask_user(Question(shown, always=name))
     if allowed and remember and not save_project_rule(name):
         MCP["granted"].add(name)
