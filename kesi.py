@@ -5059,7 +5059,16 @@ def is_this_machine(ip) -> bool:
             source = ipaddress.ip_address(route.getsockname()[0].partition("%")[0])
     except (OSError, ValueError):
         return False          # no route: nothing there to reach
-    return source.is_loopback or source == ip
+    return source.is_loopback or source == ip or ip.version == 6 and has_local_route(ip)
+
+
+def has_local_route(ip) -> bool:
+    """Linux: a route of type local covers ip (`ip -6 route add local`; IPv6 picks an interface's source for it)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for fields in map(str.split, Path("/proc/net/ipv6_route").read_text().splitlines()):
+            if int(fields[8], 16) & 0x80000000 and ip in ipaddress.ip_network((int(fields[0], 16), int(fields[1], 16))):
+                return True      # RTF_LOCAL
+    return False
 
 
 ProxyRequest = collections.namedtuple("ProxyRequest", "host port upstream_head")   # upstream_head: None for CONNECT

@@ -218,7 +218,8 @@ address, other, made_local = sys.argv[2], sys.argv[3], sys.argv[4:]
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 proxy = kesi.start_network_proxy("bubblewrap")        # before the address exists: no cache may miss it
 before = kesi.is_off_limits(address)
-subprocess.run(["ip", *made_local], check=True)
+for step in " ".join(made_local).split(" ; "):
+    subprocess.run(["ip", *step.split()], check=True)
 family = socket.AF_INET6 if ":" in address else socket.AF_INET
 server = type("Server", (http.server.ThreadingHTTPServer,), {"address_family": family})
 httpd = server(("::" if ":" in address else address, 8080), http.server.SimpleHTTPRequestHandler)
@@ -244,7 +245,10 @@ print(json.dumps({"before": before, "after": kesi.is_off_limits(address), "other
 # delivers connections to it here).
 @pytest.mark.parametrize("address, other, made_local", [
     ("8.8.4.4", "8.8.8.8", "addr add 8.8.4.4/32 dev lo"),
-    ("2a00:1450::1", "2a01:4f8::1", "-6 route add local 2a00:1450::/32 dev lo")], ids=["interface", "local route"])
+    ("2a00:1450::1", "2a01:4f8::1", "-6 route add local 2a00:1450::/32 dev lo"),
+    ("2a00:1450::1", "2a01:4f8::1", "addr add fd00::2/64 dev lo nodad ; "
+                                    "-6 route add local 2a00:1450::/32 dev lo")],
+    ids=["interface", "local route", "local route beside another address"])
 def test_a_public_address_of_this_machine_is_refused_even_if_added_later(tmp_path, config, address, other, made_local):
     """In a network namespace of its own (unshare -rn), the machine gets a public address after the proxy
     started; an allowed name that resolves to it is refused, by http and CONNECT."""
