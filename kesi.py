@@ -2807,7 +2807,7 @@ def refuse_to_start(reason: str) -> int:
 def main(argv=None) -> int:
     global CLIENT, MODEL, PERMISSION_MODE, UI, SESSION_FILE
     args = parse_args(argv)
-    if clash := own_folders_clash():
+    if clash := own_folders_clash() or loader_path_clash():
         return refuse_to_start(clash)
     try:
         settings = read_settings(os.environ, user_env_file(), BASE_DIR / ".env")
@@ -3773,6 +3773,24 @@ SENSITIVE_ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRA
 URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]*@")   # https://user:pass@host
 # A credential inside a value: ?access_token=..., -Dpassword=..., _pwd=1, ?sig=.
 SECRET_IN_VALUE = re.compile(r"\w*(token|passw(or)?d|pwd|secret|key|auth|sig|signature)=", re.I)
+
+
+LOADER_PATHS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "DYLD_LIBRARY_PATH", "DYLD_FALLBACK_LIBRARY_PATH",
+                "DYLD_INSERT_LIBRARIES")
+
+
+def loader_path_clash() -> str | None:
+    """An empty, relative or workspace entry in a loader path: git, rg and bwrap, which KeSi runs outside the sandbox,
+    would load a library a command planted in the workspace. Refused at start, not cleaned: KeSi's own Python has
+    read it already and would load such libraries when it imports (ssl)."""
+    for name in LOADER_PATHS:
+        for entry in re.split(r"[:;\s]", os.environ[name]) if os.environ.get(name) else ():
+            if not os.path.isabs(entry) or lies_in(Path(os.path.realpath(entry)), BASE_DIR):
+                return (f"your {name} has the entry {entry!r}, which " + ("is in this workspace" if entry else
+                        "means the current folder") + ", so programs KeSi starts outside its sandbox (git, rg, bwrap) "
+                        "would load libraries a command could plant here. Take it out (for example export "
+                        "LD_LIBRARY_PATH=/usr/local/cuda/lib64, with no leading or trailing ':') and start again.")
+    return None
 
 
 def sandbox_environment() -> dict[str, str]:

@@ -243,3 +243,18 @@ def test_a_project_env_endpoint_gets_nothing_when_the_shell_names_none(tmp_path)
     assert capture.received == [], capture.received
     assert proc.returncode == 0 and out.strip() == "done", err
     assert {sent_key(r) for r in mock.requests} == {"sk-ant-user-key"}
+
+
+@pytest.mark.parametrize("paths", [":/opt/cuda/lib64", "/opt/cuda/lib64::", "lib", "{project}/lib", "/opt/x;"])
+def test_a_loader_path_that_reaches_the_workspace_stops_kesi_at_start(tmp_path, paths):
+    """An empty entry (`$LD_LIBRARY_PATH:/opt/cuda/lib64` when it was unset) is the current folder: a library a
+    command planted there would load into git, rg and bwrap, which run outside the sandbox."""
+    project = tmp_path / "project"
+    (project / "lib").mkdir(parents=True)
+    with MockAPI(["never asked"]) as mock:
+        env = checklib.kesi_subprocess_env(mock, XDG_CONFIG_HOME=str(tmp_path / "no-config"),
+                                           LD_LIBRARY_PATH=paths.format(project=project))
+        proc = start_kesi(project, env)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and mock.requests == [], (out, err)
+    assert "your LD_LIBRARY_PATH has the entry" in err and "start again" in err, err
