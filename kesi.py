@@ -5373,12 +5373,13 @@ CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, f
     ("private key", r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY[A-Z ]{0,40}-----(?:.*?-----END [A-Z ]{0,40}PRIVATE KEY"
                     r"[A-Z ]{0,40}-----|.*)", re.S),
     ("github token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})", 0),
-    ("gitlab token", r"\bglpat-[A-Za-z0-9_-]{20,}", 0),
+    ("gitlab token", r"\bgl(?:pat|rt|dt|ptt|ft|imt|oas|cbt|soat|agent)-[A-Za-z0-9_-]{20,}", 0),
     ("anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{20,}", 0),
     ("openai key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}", 0),
     ("aws access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", 0),
-    ("aws secret key", r"(?P<keep>aws_secret_access_key[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9/+]{40}", re.I),
-    ("slack token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}", 0),
+    ("aws secret key", r"(?P<keep>(?:aws_secret_access_key|secretaccesskey)[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9/+]{40}",
+     re.I),
+    ("slack token", r"\bxox[abeprs]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}", 0),
     ("slack webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+", 0),
     ("stripe key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|\bwhsec_[A-Za-z0-9]{24,}", 0),
     ("google api key", r"\bAIza[0-9A-Za-z_-]{35}", 0),
@@ -5386,17 +5387,17 @@ CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, f
     ("pypi token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", 0),
     ("hugging face token", r"\bhf_[A-Za-z0-9]{34,}\b", 0),
     ("jwt", r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
-    ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]*:)[^@/?#\s]+(?=@)", 0),
-    ("secret value", r"(?P<keep>^[ \t]*(?:export[ \t]+)?(?=[A-Z][A-Z0-9_]*?(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY))"
-                     r"[A-Z][A-Z0-9_]*=[\"']?)(?![0-9]+\b)(?:(?<=\")[^\"\n$][^\"\n]{5,}|(?<=')[^'\n]{6,}|"
-                     r"(?<==)[^\s\"'$][^\s\"']{5,})", re.M),    # a quoted value up to its quote
+    ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]*:)[^/?#\s]+(?=@)", 0),
+    ("secret value", r"(?P<keep>^[ \t]*(?:(?:export|declare(?:[ \t]+-\w+)*)[ \t]+)?"
+                     r"(?=[A-Z][A-Z0-9_]*?(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY))[A-Z][A-Z0-9_]*=[\"']?)(?![0-9]+\b)"
+                     r"(?:(?<=\")[^\"\n$][^\"\n]{5,}|(?<=')[^'\n]{6,}|(?<==)[^\s\"'$][^\s\"']{5,})", re.M),
 ]]
 
 
 # What hides a credential from the patterns, not from a reader: NULs (UTF-16/32), terminal escapes (grep --color),
 # overstrikes (g\bg), other control and invisible characters.
-HIDDEN = re.compile("\x1b(?:\\[[0-?]*[ -/]*[@-~]?|][^\x07\x1b\n]*(?:\x07|\x1b\\\\)?|[ -~])?|[^\n]\x08|"
-                    "[\x00-\x08\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2060\ufeff]")
+HIDDEN = re.compile("\x1b(?:\\[[0-?]*[ -/]*[@-~]?|][^\x07\x1b\n]*(?:\x07|\x1b\\\\)?|[ -/]*[0-~])?|[^\n]\x08|"
+                    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u180e\u200b-\u200f\u2060-\u2064\ufeff]")
 
 
 def mask_credentials(text: str) -> str:

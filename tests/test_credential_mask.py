@@ -346,3 +346,20 @@ def test_a_token_with_overstrikes_or_invisible_characters_inside_is_masked(ws):
     with checklib.sandbox_forced(None):
         output, _ = kesi.run_command(f"{sys.executable} emit.py")
     assert output.count("[masked: github token]") == 2 and not leaked(output.replace("\b", "")), output
+
+
+def test_neighbours_of_the_masked_formats_are_masked_too(ws):
+    """rt25k: escapes of another shape (tput sgr0 is ESC ( B), an @ in a URL password, more token prefixes,
+    the AWS CLI's JSON, bash's declare -x, more invisible characters inside a token."""
+    key, npm, secret, aws = "AKIA" + rand(16).upper(), "npm_" + rand(36), rand(20), rand(40)
+    lines = [f"sgr0 \x1b(B{key}\x1b(B", f"\x1b)0{key}", f"{npm}\x1b#8", f"https://u:p@{secret}@host/x",
+             f"https://:p@{secret}@host/x", "glrt-" + rand(24), "gldt-" + rand(24), "xoxe-1-" + rand(20),
+             f'{{"SecretAccessKey": "{aws}"}}', f'declare -x DB_PASSWORD="{secret}"',
+             *(key[:4] + hidden + key[4:] for hidden in ("\u00ad", "\u034f", "\u2063", "\u180e", "\r", "\x0b"))]
+    (ws / "out.txt").write_text("\n".join(lines) + "\n")
+    with checklib.sandbox_forced(None):
+        output, _ = kesi.run_command("cat out.txt")
+    for line in lines:
+        assert kesi.mask_credentials(line) != line, repr(line)
+    for value in (key, key[4:], npm, secret, aws, lines[5][5:], lines[6][5:], lines[7][7:]):
+        assert value not in output and value not in audit_outputs(ws), (value, output)
