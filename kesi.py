@@ -4457,7 +4457,7 @@ GIT_RUNNING_LETTERS = {"rebase": "xs", "merge": "s", "pull": "s", "cherry-pick":
 
 
 # A path into a git dir (clone into .git/branches names a remote), or a replace ref (it hides a file from git diff).
-GIT_DIR_OPERAND = re.compile(r"(^|/)\.git(/|$)|refs/replace|:replace/")
+GIT_DIR_OPERAND = re.compile(r"(?<![\w.-])\.git(/|$)|refs/replace|:replace/")     # also --directory=.git, :.git
 HARMLESS_REDIRECTION = re.compile(r"(?<!\S)(?:[12]?>&[12]|&?[12]?>>?[ \t]*/dev/null)(?=[ \t;&|]|$)")
 GIT_READ_ONLY_NOTE = ("\n(note: git dirs are read-only to commands that run more than git; run the git command on its "
                       "own at the workspace's top, e.g. `git add . && git commit -m msg`, without cd, -C, other "

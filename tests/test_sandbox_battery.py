@@ -1470,7 +1470,8 @@ def test_a_git_descriptor_a_command_hands_a_background_task_plants_nothing(box):
     ("git clone -q ./s .git/lfs", False), ("git clone ./s ./.git/branches", False), ("git add x/.git", False),
     ("git fetch o refs/replace/a:refs/replace/a", False), ("git fetch o +a:replace/a", False),   # rt22f
     ("git add .gitignore .github/x", True), ("git clone -q u d", False), ("git init", False),
-    ("git worktree add -q r/replace rep", False)])        # rt22g: a work tree written through a link into .git
+    ("git worktree add -q r/replace rep", False), ("git apply --directory=.git p.diff", False),   # rt22j
+    ("git add :.git/x", False), ("git add my.git/x", True)])        # rt22g: a work tree written through a link into .git
 def test_only_plain_built_in_git_counts_as_git_only(command, git_only):
     assert kesi.runs_only_git(command) is git_only
 
