@@ -113,28 +113,36 @@ def test_rewind_both_cuts_the_journal_where_the_turn_began_and_the_api_accepts_i
         assert term.leave() == 0
 
 
+def one_turn(term, prompt: str) -> None:
+    """At the prompt, one turn the mock answers with "done"; back at the prompt."""
+    term.expect("you > ")
+    term.type(f"{prompt}\n")
+    term.expect("done")
+    term.expect("you > ")
+
+
+def one_turn_then_rewind_files(ws, kesi_pty, script, prompt, mode) -> str:
+    """One turn at a real terminal, then /rewind 1 f: what it showed."""
+    with MockAPI(script) as mock, kesi_pty(ws, mock, "--permission-mode", mode, TERM="dumb") as term:
+        one_turn(term, prompt)
+        shown = rewind(term, 1, "f")
+        assert term.leave() == 0
+    return shown
+
+
 def test_a_file_a_command_changed_is_not_covered_and_rewind_says_so(ws, kesi_pty):
     script = [reply(tool_call("run_command", {"command": "echo by a command > cmd.txt"}), write("tool.txt", "x")),
               "done"]
-    with MockAPI(script) as mock, kesi_pty(ws, mock, "--permission-mode", "bypassPermissions", TERM="dumb") as term:
-        term.expect("you > ")
-        term.type("make two files\n")
-        term.expect("done")
-        term.expect("you > ")
-        shown = rewind(term, 1, "f")
-        assert '"make two files"  tool.txt' in shown
-        assert "not covered: what this command changed stays: $ echo by a command > cmd.txt" in shown
-        assert term.leave() == 0
+    shown = one_turn_then_rewind_files(ws, kesi_pty, script, "make two files", "bypassPermissions")
+    assert '"make two files"  tool.txt' in shown
+    assert "not covered: what this command changed stays: $ echo by a command > cmd.txt" in shown
     assert not (ws / "tool.txt").exists() and (ws / "cmd.txt").read_text() == "by a command\n"
 
 
 def test_a_tampered_or_planted_checkpoint_restores_nothing(ws, kesi_pty):
     script = [reply(write("new.txt", "made\n")), "done"]
     with MockAPI(script) as mock, kesi_pty(ws, mock, "--permission-mode", "acceptEdits", TERM="dumb") as term:
-        term.expect("you > ")
-        term.type("make a file\n")
-        term.expect("done")
-        term.expect("you > ")
+        one_turn(term, "make a file")
         assert term.leave() == 0
     record = checkpoint_record()
     lines = record.read_bytes().splitlines(keepends=True)
@@ -158,10 +166,7 @@ def test_a_link_swapped_into_the_path_before_the_yes_is_refused_by_the_jail(ws, 
     outside = tmp_path_factory.mktemp("outside")
     script = [reply(write("sub/new.txt", "made\n")), "done"]
     with MockAPI(script) as mock, kesi_pty(ws, mock, "--permission-mode", "acceptEdits", TERM="dumb") as term:
-        term.expect("you > ")
-        term.type("make a file\n")
-        term.expect("done")
-        term.expect("you > ")
+        one_turn(term, "make a file")
         shown = rewind(term, 1, "f", go=None)
         assert "sub/new.txt: removed (it did not exist)" in shown
         os.rename(ws / "sub", outside / "sub")          # now sub/new.txt leads out of the workspace
@@ -177,12 +182,6 @@ def test_a_file_over_the_limit_is_not_kept_and_rewind_says_so(ws, kesi_pty):
     (ws / "big.txt").write_text("x" * (kesi.MAX_KEPT_BYTES + 1))
     script = [reply(tool_call("edit_file", {"file_path": "big.txt", "old_string": "x" * 10, "new_string": "y",
                                             "replace_all": True}), write("small.txt", "s")), "done"]
-    with MockAPI(script) as mock, kesi_pty(ws, mock, "--permission-mode", "acceptEdits", TERM="dumb") as term:
-        term.expect("you > ")
-        term.type("shrink it\n")
-        term.expect("done")
-        term.expect("you > ")
-        shown = rewind(term, 1, "f")
-        assert "big.txt: left as it is: not kept (over 2 MB)" in shown
-        assert term.leave() == 0
+    shown = one_turn_then_rewind_files(ws, kesi_pty, script, "shrink it", "acceptEdits")
+    assert "big.txt: left as it is: not kept (over 2 MB)" in shown
     assert not (ws / "small.txt").exists() and (ws / "big.txt").stat().st_size < kesi.MAX_KEPT_BYTES
