@@ -3663,8 +3663,8 @@ def path_matches(pattern: str, key: str, for_deny: bool) -> bool:
 
 
 def matching_rule(kind: str, tool: str, subject: str) -> Rule | None:
-    """The first rule of this kind that covers a command (tool "Bash") or a file key ("Edit")."""
-    matches = command_matches if tool == "Bash" else path_matches
+    """The first rule of this kind that covers a command (tool "Bash"), a file key ("Edit") or an MCP tool ("mcp")."""
+    matches = {"Bash": command_matches, "Edit": path_matches, "mcp": mcp_rule_matches}[tool]
     return next((rule for rule in permission_rules() if rule.kind == kind and (parsed := parse_rule(rule.text))
                  and parsed[0] == tool and matches(parsed[1], subject, kind == "deny")), None)
 
@@ -7012,7 +7012,6 @@ def show_help() -> None:
         ui(f"  {name:<22} {one_line(shorten(about, 90))} ({'project' if command.project else 'yours'})")
 
 
-
 # --- checkpoints and /rewind: files a file tool changes, kept signed beside the session record (not in reach of a
 # project or command, so none plants one) as they were before the turn. What commands change is not kept.
 MAX_KEPT_BYTES = 2_000_000      # a bigger file is not kept, and /rewind says so
@@ -7300,20 +7299,24 @@ def tool_table(agent=None) -> tuple[list[dict], dict]:
 def check_mcp_permission(name: str, tool_input: dict) -> tuple[bool, str | None]:
     """Deny rules, then read-only modes (an MCP tool is not known to be read-only), then allow rules, else ask."""
     server = MCP["tools"][name][0]
-    covered = {("mcp", name), ("mcp", prefix := f"mcp__{MCP_UNSAFE.sub('_', server.name)}"), ("mcp", prefix + "__*")}
-    rule = lambda kind: next((r for r in permission_rules() if r.kind == kind and parse_rule(r.text) in covered), None)
-    if denied := rule("deny"):
+    if denied := matching_rule("deny", "mcp", name):
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids {name}.")
     if mode := READ_ONLY_MODES.get(PERMISSION_MODE):
         return refuse(mode, f"Error: KeSi is in {mode}; {name} cannot run: MCP tools are not known to be read-only.")
-    if PERMISSION_MODE == "bypassPermissions" or name in MCP["granted"] or rule("allow"):
+    if PERMISSION_MODE == "bypassPermissions" or name in MCP["granted"] or matching_rule("allow", "mcp", name):
         return True, None
     shown = f"{name} (MCP server {server.name}), all of it:\n{json.dumps(tool_input, indent=2, ensure_ascii=False)}"
     allowed, remember = ask_user(Question(shown, always=name))
     if allowed and remember and not save_project_rule(name):
         MCP["granted"].add(name)
     return (True, None) if allowed else refuse("refused; not run", refusal_for_model(remember))
+
+
+def mcp_rule_matches(pattern: str, name: str, for_deny: bool) -> bool:
+    """mcp__server__tool is one tool, mcp__server and mcp__server__* all its server's (names apart: add_mcp_servers)."""
+    prefix = f"mcp__{MCP_UNSAFE.sub('_', MCP['tools'][name][0].name)}"
+    return pattern in (name, prefix, prefix + "__*")
 
 
 def call_mcp_tool(server: McpServer, tool: str, /, **arguments):
