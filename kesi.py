@@ -6857,17 +6857,15 @@ def hook_entries(section) -> list[tuple[str, object, dict]]:
 
 
 def configured_hooks(event: str, subject: str | None) -> list[tuple[dict, bool]]:
-    """(hook, from the project), yours first; matchers are regexes on a tool's names, KeSi's and Claude Code's."""
+    """(hook, from the project), yours first; a matcher is a regex on a tool's names (KeSi's, Claude Code's)."""
     names = [subject, *(name for name, kesi in CLAUDE_CODE_TOOLS.items() if kesi == subject)] if subject else []
-    yours = read_json_file(user_settings_file(), yours=True).get("hooks")
-    return [(hook, project) for project, section in ((False, yours), (True, project_hooks()))
-            for name, matcher, hook in hook_entries(section) if name == event and hook_fits(matcher, names)]
-
-
-def hook_fits(matcher, names: list[str]) -> bool:
-    with contextlib.suppress(re.error, TypeError):      # "", "*" or none: all; SessionStart's: on its source
-        return matcher in (None, "", "*") or not names or any(re.fullmatch(matcher, name) for name in names)
-    return False
+    found, yours = [], read_json_file(user_settings_file(), yours=True).get("hooks")
+    for project, (name, matcher, hook) in [(p, e) for p, s in ((False, yours), (True, project_hooks()))
+                                           for e in hook_entries(s) if e[0] == event]:
+        with contextlib.suppress(re.error, TypeError):     # "", "*", none: all; SessionStart's is on its source
+            if matcher in (None, "", "*") or not names or any(re.fullmatch(matcher, each) for each in names):
+                found.append((hook, project))
+    return found
 
 
 def project_hooks() -> dict:
@@ -6879,7 +6877,7 @@ def project_hooks() -> dict:
         return {}
     if (data := json.dumps(section, sort_keys=True).encode()) not in HOOK_ANSWERS:
         HOOK_ANSWERS[data] = approved_project_file("hooks in .kesi/settings.json", data, "\n".join(
-            f"{event} ({visible(matcher or 'all')}): {hook['command']}" for event, matcher, hook in entries))
+            f"{event} ({matcher or 'all'}): {hook['command']}" for event, matcher, hook in entries))
     return section if HOOK_ANSWERS[data] else {}
 
 
@@ -6907,8 +6905,8 @@ def run_hooks(event: str, subject: str | None = None, **fields) -> tuple[str | N
         contexts.append(for_model(specific.get("additionalContext", out * (code == 0 and not data and event in
                                                                           ("UserPromptSubmit", "SessionStart")))))
         if code not in (0, 2):
-            ui(paint(f"  ({event} hook `{visible(shorten(hook['command'], 60))}` failed, "
-                     f"{err if code is None else f'exit code {code}'}: {visible(shorten(err.strip(), 300))})", "error"))
+            ui(paint(f"  ({event} hook `{visible(shorten(hook['command'], 60))}` failed"
+                     f"{f' (exit code {code})' * (code is not None)}: {visible(shorten(err.strip(), 300))})", "error"))
     decision = next((d for d in ("block", "ask", "allow") if d in verdicts), None)
     return (decision, "\n".join(filter(None, verdicts[decision])) or f"(a {event} hook said so)",
             "\n\n".join(f"Context from a {event} hook:\n{context}" for context in contexts if context))

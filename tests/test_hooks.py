@@ -87,7 +87,8 @@ def test_pre_tool_use_decides_by_exit_code_and_json_and_matches_both_names(ws, t
     assert "a PreToolUse hook asks: json says ask" in scripted.questions[0].reason
     assert results["t_ask"][1]
     # A failing or slow hook is a notice to the person, and the call goes its usual way (asked, allowed).
-    assert "exit code 1: oops, the hook broke" in err and "stopped after 1 s" in err
+    assert "PreToolUse hook `" in err and "failed (exit code 1): oops, the hook broke" in err
+    assert "failed: stopped after 1 s" in err
     assert scripted.asked[1:] == ["run command: touch fail", "run command: touch slow", "write_file wants to create "
                                   "new.txt"]
     assert not checklib.left_behind(markers=[sleep.split()[1]])     # the slow hook's group was stopped
