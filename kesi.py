@@ -2591,10 +2591,10 @@ def print_startup() -> None:
 def run_turn(client, history: list[dict], prompt: str | list[dict]) -> Answer:
     """The agent loop, then the cost line and a saved session; Ctrl-C returns to the prompt with a valid journal."""
     before, started = len(METER.calls), time.monotonic()
-    if (prompt := submitted_prompt(prompt)) is None:      # a UserPromptSubmit hook blocked it (Part VIII)
-        return end_turn(history, MAIN_AGENT, "(the prompt was blocked by a hook and not sent)", record=False)
-    history.append({"role": "user", "content": join_prompt(prompt)})   # utf8_safe: else every later request fails
     try:
+        if (prompt := submitted_prompt(prompt)) is None:      # a UserPromptSubmit hook blocked it (Part VIII)
+            return end_turn(history, MAIN_AGENT, "(the prompt was blocked by a hook and not sent)", record=False)
+        history.append({"role": "user", "content": join_prompt(prompt)})   # utf8_safe: else later requests fail
         start_checkpoint_turn(history)    # /rewind can go back to just before this prompt (Part VIII)
         answer = run_agent(client, history)
     except KeyboardInterrupt:
@@ -6921,13 +6921,14 @@ def run_hook(hook: dict, stdin_text: str, project: bool) -> tuple[int | None, st
     command, outputs, limit = hook["command"], (bytearray(), bytearray()), hook.get("timeout")
     limit = limit if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0 else HOOK_TIMEOUT
     env = (command_environment(None, command) if project else dict(os.environ)) | {"CLAUDE_PROJECT_DIR": str(BASE_DIR)}
-    unsandboxed = contextlib.nullcontext(([SHELL_PATH, "-c", command], ()))
-    with tempfile.TemporaryFile() as stdin, background_tasks_paused() if project else contextlib.nullcontext([]) as paused:
+    starting, pausing = ((command_start(command), background_tasks_paused()) if project else
+                         (contextlib.nullcontext(([SHELL_PATH, "-c", command], ())), contextlib.nullcontext([])))
+    with tempfile.TemporaryFile() as stdin, pausing as paused:
         stdin.write(stdin_text.encode())         # a file: a hook that reads nothing cannot block KeSi
         stdin.seek(0)
         git_before = git_control_snapshot() if project else None
         try:
-            with command_start(command) if project else unsandboxed as (argv, fds):
+            with starting as (argv, fds):
                 proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=stdin, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True)
         except (OSError, ValueError) as exc:
@@ -6959,7 +6960,7 @@ def hooked_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str
     decision, reason, _ = run_hooks("PreToolUse", name, tool_name=CLAUDE_CODE_NAME.get(name, name),
                                     tool_input=tool_input)
     if decision == "block":
-        return refuse(f"PreToolUse hook: {shorten(reason, 300)}", f"Error: a PreToolUse hook refused this call: {reason}")
+        return refuse(f"PreToolUse hook: {shorten(reason, 300)}", f"Error: a PreToolUse hook refused it: {reason}")
 
     def answer(question: Question):
         asked.append(question)
@@ -6980,13 +6981,14 @@ def after_tool(name: str, tool_input: dict, output):
     """PostToolUse hooks after a call that went well: exit 2's stderr, a block's reason and context go to the model."""
     decision, reason, context = run_hooks("PostToolUse", name, tool_name=CLAUDE_CODE_NAME.get(name, name),
                                           tool_input=tool_input, tool_response=text_of(output))
-    if not (note := "\n\n".join(filter(None, [f"PostToolUse hook feedback: {reason}" * (decision == "block"), context]))):
+    note = "\n\n".join(filter(None, [decision == "block" and f"PostToolUse hook feedback: {reason}", context]))
+    if not note:
         return output
     return output + [{"type": "text", "text": note}] if isinstance(output, list) else f"{output}\n\n{note}"
 
 
 def submitted_prompt(prompt):
-    """UserPromptSubmit hooks: exit 2 or a block keeps the prompt from the model (None); else their stdout goes with it."""
+    """UserPromptSubmit hooks: exit 2 or a block keeps the prompt from the model (None); else their stdout joins it."""
     decision, reason, context = run_hooks("UserPromptSubmit", prompt=text_of(prompt))
     if decision == "block":
         ui(paint(f"  (a UserPromptSubmit hook blocked this prompt: {visible(reason)})", "error"))
@@ -6994,7 +6996,7 @@ def submitted_prompt(prompt):
 
 
 def stop_hook_goes_on(history: list[dict], content: list[dict], stops: int) -> bool:
-    """Stop hooks when the model is done: exit 2 or a block sends it on with the reason, MAX_STOP_BLOCKS times a turn."""
+    """Stop hooks when the model is done: exit 2 or a block sends it on with the reason, MAX_STOP_BLOCKS times."""
     decision, reason, _ = run_hooks("Stop", stop_hook_active=stops > 0)
     if decision == "block" and stops >= MAX_STOP_BLOCKS:
         ui(paint(f"  (a Stop hook asked for more {stops + 1} times in a row; the turn ends here)", "error"))

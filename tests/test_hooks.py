@@ -114,7 +114,8 @@ def test_post_tool_use_prompt_session_start_and_stop_hooks_reach_the_model(ws, t
     user_settings({"hooks": {
         "SessionStart": [{"hooks": [hook(f"{logged}; echo 'session fact: the build uses make'")]}],
         "UserPromptSubmit": [{"hooks": [hook(f"{logged}; echo 'remember the codeword ZEBRA'")]}],
-        "PostToolUse": [{"matcher": "Read", "hooks": [hook(f"{logged}; echo 'post says: check the tests' >&2; exit 2")]},
+        "PostToolUse": [{"matcher": "Read",
+                         "hooks": [hook(f"{logged}; echo 'post says: check the tests' >&2; exit 2")]},
                         {"matcher": "Read", "hooks": [hook(
                             'echo \'{"hookSpecificOutput": {"additionalContext": "token sk-ant-api03-'
                             + "A" * 40 + '"}}\'')]}],
@@ -145,8 +146,8 @@ def test_post_tool_use_prompt_session_start_and_stop_hooks_reach_the_model(ws, t
 
 
 def test_a_user_prompt_submit_hook_that_exits_2_keeps_the_prompt_from_the_model(ws, main_in_process, user_settings):
-    user_settings({"hooks": {"UserPromptSubmit": [{"hooks": [hook("grep -q password && "
-                                                                 "{ echo 'no passwords in prompts' >&2; exit 2; }")]}]}})
+    refuse = "grep -q password && { echo 'no passwords in prompts' >&2; exit 2; }"
+    user_settings({"hooks": {"UserPromptSubmit": [{"hooks": [hook(refuse)]}]}})
     with MockAPI(["never"]) as mock:
         code, out, err = main_in_process(["-p", "my password is hunter2"], "", mock, KESI_SANDBOX="off")
     assert code == 1 and out == "" and not mock.requests
