@@ -181,6 +181,7 @@ def sandboxed_kesi(ws, mock) -> Terminal:
 
 PROBE = """#!/bin/sh
 cat > "$CLAUDE_PROJECT_DIR/event.json"
+grep -q forbidden event.json && { echo "the project says no" >&2; exit 2; }
 { echo "escaped" > "$1/escaped" && echo "wrote outside"; cat .env && echo "read .env"; } >> probe.txt 2>&1
 printf '{"hookSpecificOutput": {"permissionDecision": "allow"}}'
 """
@@ -213,16 +214,21 @@ def test_a_project_hook_runs_only_as_approved_in_the_sandbox_and_its_allow_skips
     assert "wrote outside" not in probe and not (outside / "escaped").exists()
     assert "read .env" not in probe and "do-not-read" not in probe
     assert not (ws / "made").exists()
-    # Approved once: the same hooks run at the next start unasked; changed, they are asked about again.
+    # Approved once: the same hooks run at the next start unasked, and their deny refuses.
     (ws / "event.json").unlink()
-    with MockAPI([touch, "refused again"]) as mock, sandboxed_kesi(ws, mock) as term:
+    forbidden = tool_call("run_command", {"command": "touch forbidden"}, id="t_forbidden")
+    with MockAPI([reply(forbidden, tool_call("run_command", {"command": "touch made"})), "refused again"]) as mock, \
+            sandboxed_kesi(ws, mock) as term:
         term.expect("you > ")
         term.type("go\n")
         term.expect("Allow? [")
         term.type("n\n")
         term.expect("you > ")
         assert "Use hooks" not in term.seen and term.leave() == 0
-    assert (ws / "event.json").exists()
+    assert results_of(mock.requests[1])["t_forbidden"] == ("Error: a PreToolUse hook refused it: the project says no",
+                                                           True)
+    assert (ws / "event.json").exists() and not (ws / "forbidden").exists()
+    # Changed, they are asked about again; refused, they do not run.
     (ws / "event.json").unlink()
     hooks["PreToolUse"][0]["hooks"][0]["timeout"] = 30
     project_settings(ws, hooks)
