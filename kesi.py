@@ -6859,13 +6859,15 @@ def hook_entries(section) -> list[tuple[str, object, dict]]:
 def configured_hooks(event: str, subject: str | None) -> list[tuple[dict, bool]]:
     """(hook, from the project), yours first; a matcher is a regex on a tool's names (KeSi's, Claude Code's)."""
     names = [subject, *(name for name, kesi in CLAUDE_CODE_TOOLS.items() if kesi == subject)] if subject else []
-    found, yours = [], read_json_file(user_settings_file(), yours=True).get("hooks")
-    for project, (name, matcher, hook) in [(p, e) for p, s in ((False, yours), (True, project_hooks()))
-                                           for e in hook_entries(s) if e[0] == event]:
-        with contextlib.suppress(re.error, TypeError):     # "", "*", none: all; SessionStart's is on its source
-            if matcher in (None, "", "*") or not names or any(re.fullmatch(matcher, each) for each in names):
-                found.append((hook, project))
-    return found
+    yours = read_json_file(user_settings_file(), yours=True).get("hooks")
+    return [(hook, project) for project, section in ((False, yours), (True, project_hooks()))
+            for name, matcher, hook in hook_entries(section) if name == event and hook_matches(matcher, names)]
+
+
+def hook_matches(matcher, names: list[str]) -> bool:
+    with contextlib.suppress(re.error, TypeError):     # "", "*", none: all; SessionStart's is on its source
+        return matcher in (None, "", "*") or not names or any(re.fullmatch(matcher, name) for name in names)
+    return False                                       # a bad matcher matches nothing
 
 
 def project_hooks() -> dict:
