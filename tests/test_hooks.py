@@ -5,6 +5,7 @@ settings, a project's from .kesi/settings.json, approved at a real pty and run i
 """
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,7 @@ from mock_api import MockAPI, reply, tool_call
 from ptyterm import Terminal
 from test_repl import main_in_process  # noqa: F401  (a fixture)
 
-ROOT = checklib.Path(kesi.__file__).resolve().parent
+ROOT = Path(kesi.__file__).resolve().parent
 
 # One hook script for PreToolUse: what it decides is named in the command it is shown (`touch deny`, ...).
 DECIDER = r'''
