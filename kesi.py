@@ -2283,7 +2283,7 @@ def end_turn(history: list[dict], agent: Agent, notice: str | None = None, kept=
 def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer:
     """Ask, run tools, report back, until the model answers in text; the journal is valid at each exit (end_turn)."""
     agent = agent or MAIN_AGENT
-    failures, limit, raised = 0, MAX_TURNS, None
+    failures, limit, raised, stops = 0, MAX_TURNS, None, 0
     for turn in itertools.count(1):
         if turn > limit:
             if not more_turns_wanted(agent, limit):
@@ -2329,6 +2329,9 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
         content = kept_blocks(message.content)
         if not (uses := [b for b in content if b["type"] == "tool_use"]):   # by content, not stop_reason: all answered
             # pause_turn: KeSi has no server tools, and resuming would be a prefill (refused, could loop): it ends.
+            if agent is MAIN_AGENT and stop_hook_goes_on(history, content, stops):   # a Stop hook: go on (Part VIII)
+                stops += 1
+                continue
             return end_turn(history, agent, kept=content or [{"type": "text", "text": "(no answer)"}], ok=True)
         history.append({"role": "assistant", "content": content})
         results, interrupted = run_tools(uses, agent)
@@ -2445,7 +2448,7 @@ def judge_call(name: str, tool_input, agent: Agent) -> Verdict:
     plan, error = PLANNED_TOOLS[name][0](tool_input) if name in PLANNED_TOOLS else (None, None)
     if error:
         return Verdict("cannot", error)
-    allowed, refusal = check_permission(name, tool_input, plan)
+    allowed, refusal = hooked_permission(name, tool_input, plan)     # PreToolUse hooks first (Part VIII)
     return Verdict("allow", plan=plan) if allowed else Verdict("deny", refusal)
 
 
@@ -2468,6 +2471,7 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
             verdict = judge_call(name, tool_input, agent)
             allowed = verdict.outcome == "allow"
             output, is_error = execute(name, tool_input, verdict.plan) if allowed else (verdict.message, True)
+            output = after_tool(name, tool_input, output) if allowed and not is_error else output   # PostToolUse
         except KeyboardInterrupt:
             interrupted, is_error = True, True
             output = INTERRUPTED_TOOL if verdict.outcome == "allow" else INTERRUPTED_PROMPT
@@ -2577,8 +2581,10 @@ def print_startup() -> None:
 def run_turn(client, history: list[dict], prompt: str | list[dict]) -> Answer:
     """The agent loop, then the cost line and a saved session; Ctrl-C returns to the prompt with a valid journal."""
     before, started = len(METER.calls), time.monotonic()
-    history.append({"role": "user", "content": join_prompt(prompt)})   # utf8_safe: else every later request fails
     try:
+        if (prompt := submitted_prompt(prompt)) is None:      # a UserPromptSubmit hook blocked it (Part VIII)
+            return end_turn(history, MAIN_AGENT, "(the prompt was blocked by a hook and not sent)", record=False)
+        history.append({"role": "user", "content": join_prompt(prompt)})   # utf8_safe: else later requests fail
         start_checkpoint_turn(history)    # /rewind can go back to just before this prompt (Part VIII)
         answer = run_agent(client, history)
     except KeyboardInterrupt:
@@ -2677,7 +2683,7 @@ def more_input() -> str | None:
 
 def say_goodbye() -> int:
     ui()
-    if SESSION_FILE is not None:
+    if SESSION_FILE is not None and SESSION_FILE.exists():
         ui(wrapped("  (session saved; `kesi.py --continue` picks it up again)", hang="   "))
     return 0
 
@@ -2848,6 +2854,7 @@ def main(argv=None) -> int:
     auto_fallback_note()
     if (args.resume or args.resume_id) and not any(resume_session(path, history) for path in sessions):
         return 2                         # going on without the context asked for would mislead
+    start_session_hooks("resume" if args.resume or args.resume_id else "startup")     # SessionStart (Part VIII)
     if args.prompt is None:
         if args.output_format != "text":
             return refuse_to_start("--output-format json and stream-json are for headless runs (-p).")
@@ -6834,6 +6841,182 @@ def approved_project_file(label: str, data: bytes, shown: str) -> bool:
     with contextlib.suppress(OSError):
         append_records(path, [{"label": label, "sha256": digest}])
     return True
+
+
+# --- hooks: your commands at PreToolUse, PostToolUse, UserPromptSubmit, Stop and SessionStart, as Claude Code's ----
+# A project's run only as the person approved them, in the sandbox (the scripts they call live where commands write),
+# and may only tighten: their "allow" counts for nothing.
+HOOK_TIMEOUT, HOOK_OUTPUT_BYTES, MAX_STOP_BLOCKS = 60, 64_000, 3
+HOOK_DECISIONS = {"allow": "allow", "approve": "allow", "ask": "ask", "deny": "block", "block": "block"}
+CLAUDE_CODE_NAME = {kesi: name for name, kesi in reversed(CLAUDE_CODE_TOOLS.items())}    # edit_file: Edit
+HOOK_ANSWERS: dict[bytes, bool] = {}      # the project's hooks, as asked about this session: approved or not
+
+
+def hook_entries(section) -> list[tuple[str, object, dict]]:
+    """(event, matcher, hook) for each command hook in a "hooks" setting of Claude Code's shape."""
+    return [(event, group.get("matcher"), hook) for event, groups in (section if isinstance(section, dict) else {})
+            .items() if isinstance(groups, list) for group in groups if isinstance(group, dict)
+            and isinstance(group.get("hooks"), list) for hook in group["hooks"] if isinstance(hook, dict)
+            and hook.get("type") == "command" and isinstance(hook.get("command"), str)]
+
+
+def configured_hooks(event: str, subject: str | None) -> list[tuple[dict, bool]]:
+    """(hook, from the project), yours first; a matcher is a regex on a tool's names (KeSi's, Claude Code's)."""
+    names = [subject, *(name for name, kesi in CLAUDE_CODE_TOOLS.items() if kesi == subject)] if subject else []
+    yours = read_json_file(user_settings_file(), yours=True).get("hooks")
+    return [(hook, project) for project, section in ((False, yours), (True, project_hooks()))
+            for name, matcher, hook in hook_entries(section) if name == event and hook_matches(matcher, names)]
+
+
+def hook_matches(matcher, names: list[str]) -> bool:
+    with contextlib.suppress(re.error, TypeError):     # "", "*", none: all; SessionStart's is on its source
+        return matcher in (None, "", "*") or not names or any(re.fullmatch(matcher, name) for name in names)
+    return False                                       # a bad matcher matches nothing
+
+
+def project_hooks() -> dict:
+    """.kesi/settings.json's hooks, if the person approved them as they are now and a sandbox can hold them."""
+    section = read_json_file(project_settings_file()).get("hooks")
+    if (entries := hook_entries(section)) and not sandbox_enabled():
+        notice_once(paint("  (this project's hooks are not run: they run only in the sandbox, which is off)", "error"))
+    if not entries or not sandbox_enabled():
+        return {}
+    if (data := json.dumps(section, sort_keys=True).encode()) not in HOOK_ANSWERS:
+        HOOK_ANSWERS[data] = approved_project_file("hooks in .kesi/settings.json", data, "\n".join(
+            f"{event} ({matcher or 'all'}): {hook['command']}" for event, matcher, hook in entries))
+    return section if HOOK_ANSWERS[data] else {}
+
+
+def run_hooks(event: str, subject: str | None = None, **fields) -> tuple[str | None, str, str]:
+    """(the strictest decision: block, ask, allow or None; its reasons; context to add), masked and bounded."""
+    global SESSION_FILE
+    if not (hooks := configured_hooks(event, subject)):
+        return None, "", ""
+    SESSION_FILE = SESSION_FILE or new_session_file()        # its id, which the saved session will have
+    stdin = json.dumps({"session_id": SESSION_FILE.stem, "cwd": str(BASE_DIR), "permission_mode": PERMISSION_MODE,
+                        "hook_event_name": event, **fields}, default=str)
+    verdicts, contexts = collections.defaultdict(list), []
+    for hook, project in hooks:       # exit 2 blocks with stderr; exit 0 may print JSON; others: the person is told
+        code, out, err = run_hook(hook, stdin, project)
+        data = {}
+        with contextlib.suppress(ValueError):
+            data = json.loads(out) if code == 0 else {}
+        data = data if isinstance(data, dict) else {}
+        specific = data["hookSpecificOutput"] if isinstance(data.get("hookSpecificOutput"), dict) else {}
+        decision = "block" if code == 2 else HOOK_DECISIONS.get(str(specific.get("permissionDecision",
+                                                                                 data.get("decision"))))
+        if decision and not (decision == "allow" and project):
+            reason = err if code == 2 else specific.get("permissionDecisionReason", data.get("reason"))
+            verdicts[decision].append(for_model(reason))
+        contexts.append(for_model(specific.get("additionalContext", out * (code == 0 and not data and event in
+                                                                          ("UserPromptSubmit", "SessionStart")))))
+        if code not in (0, 2):
+            ui(paint(f"  ({event} hook `{visible(shorten(hook['command'], 60))}` failed"
+                     f"{f' (exit code {code})' * (code is not None)}: {visible(shorten(err.strip(), 300))})", "error"))
+    decision = next((d for d in ("block", "ask", "allow") if d in verdicts), None)
+    return (decision, "\n".join(filter(None, verdicts[decision])) or f"(a {event} hook said so)",
+            "\n\n".join(f"Context from a {event} hook:\n{context}" for context in contexts if context))
+
+
+def for_model(text) -> str:
+    return mask_credentials(clip_output(text.encode("utf-8", "replace"))).strip() if isinstance(text, str) else ""
+
+
+def run_hook(hook: dict, stdin_text: str, project: bool) -> tuple[int | None, str, str]:
+    """(exit code, None if it timed out; stdout; stderr); a project's starts as run_command's commands, sandboxed."""
+    command, outputs, limit = hook["command"], (bytearray(), bytearray()), hook.get("timeout")
+    limit = limit if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0 else HOOK_TIMEOUT
+    env = (command_environment(None, command) if project else dict(os.environ)) | {"CLAUDE_PROJECT_DIR": str(BASE_DIR)}
+    starting, pausing = ((command_start(command), background_tasks_paused()) if project else
+                         (contextlib.nullcontext(([SHELL_PATH, "-c", command], ())), contextlib.nullcontext([])))
+    with tempfile.TemporaryFile() as stdin, pausing as paused:
+        stdin.write(stdin_text.encode())         # a file: a hook that reads nothing cannot block KeSi
+        stdin.seek(0)
+        git_before = git_control_snapshot() if project else None
+        try:
+            with starting as (argv, fds):
+                proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=stdin, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True)
+        except (OSError, ValueError) as exc:
+            return 1, "", f"could not start: {exc}"
+        wait_until_sandboxed(proc, paused)
+    readers = [threading.Thread(target=drain_output, daemon=True, args=(pipe, kept, HOOK_OUTPUT_BYTES,
+               lambda: kill_group(proc.pid))) for pipe, kept in zip((proc.stdout, proc.stderr), outputs)]
+    for reader in readers:
+        reader.start()
+    try:
+        code = proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        kill_group(proc.pid)                     # the whole group: what it left running too
+        proc.wait()
+        for reader in readers:
+            reader.join(timeout=5)
+        if put_back := project and check_git_control(git_before):
+            ui(paint(f"  (after a project hook: {visible(put_back.strip())})", "error"))
+    out, err = (kept.decode("utf-8", "replace") for kept in outputs)
+    return code, out, err if code is not None else f"stopped after {limit} s"
+
+
+def hooked_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str | None]:
+    """check_permission after PreToolUse hooks: deny refuses, ask asks even where a mode or rule allows, allow answers
+    the question it would ask yes; hard denials, deny rules and read-only modes still refuse."""
+    global ask_user
+    decision, reason, _ = run_hooks("PreToolUse", name, tool_name=CLAUDE_CODE_NAME.get(name, name),
+                                    tool_input=tool_input)
+    if decision == "block":
+        return refuse(f"PreToolUse hook: {shorten(reason, 300)}", f"Error: a PreToolUse hook refused it: {reason}")
+
+    def answer(question: Question):
+        asked.append(question)
+        return (True, False) if decision == "allow" else person(Question(
+            question.detail, f"a PreToolUse hook asks: {reason}", question.diff, question.always))
+    person, asked, ask_user = ask_user, [], answer if decision else ask_user
+    try:
+        allowed, refusal = check_permission(name, tool_input, plan)
+    finally:
+        ask_user = person
+    if allowed and decision == "ask" and not asked:
+        allowed, instead = answer(Question(f"{name}({shorten(json.dumps(tool_input), 200)})"))
+        refusal = None if allowed else refuse("refused; not run", refusal_for_model(instead))[1]
+    return allowed, refusal
+
+
+def after_tool(name: str, tool_input: dict, output):
+    """PostToolUse hooks after a call that went well: exit 2's stderr, a block's reason and context go to the model."""
+    decision, reason, context = run_hooks("PostToolUse", name, tool_name=CLAUDE_CODE_NAME.get(name, name),
+                                          tool_input=tool_input, tool_response=text_of(output))
+    note = "\n\n".join(filter(None, [decision == "block" and f"PostToolUse hook feedback: {reason}", context]))
+    if not note:
+        return output
+    return output + [{"type": "text", "text": note}] if isinstance(output, list) else f"{output}\n\n{note}"
+
+
+def submitted_prompt(prompt):
+    """UserPromptSubmit hooks: exit 2 or a block keeps the prompt from the model (None); else their stdout joins it."""
+    decision, reason, context = run_hooks("UserPromptSubmit", prompt=text_of(prompt))
+    if decision == "block":
+        ui(paint(f"  (a UserPromptSubmit hook blocked this prompt: {visible(reason)})", "error"))
+    return None if decision == "block" else join_prompt(prompt, context) if context else prompt
+
+
+def stop_hook_goes_on(history: list[dict], content: list[dict], stops: int) -> bool:
+    """Stop hooks when the model is done: exit 2 or a block sends it on with the reason, MAX_STOP_BLOCKS times."""
+    decision, reason, _ = run_hooks("Stop", stop_hook_active=stops > 0)
+    if decision == "block" and stops >= MAX_STOP_BLOCKS:
+        ui(paint(f"  (a Stop hook asked for more {stops + 1} times in a row; the turn ends here)", "error"))
+    if decision != "block" or stops >= MAX_STOP_BLOCKS:
+        return False
+    history.append({"role": "assistant", "content": content or [{"type": "text", "text": "(no answer)"}]})
+    history.append({"role": "user", "content": f"Stop hook feedback: {reason}"})
+    return True
+
+
+def start_session_hooks(source: str) -> None:
+    """SessionStart hooks: what they print is context for the whole session, at the end of the system prompt."""
+    if context := run_hooks("SessionStart", source, source=source)[2]:
+        MAIN_AGENT.rules += f"\n\n{context}"
 
 
 # --- images: read_file and @path show PNG, JPEG, GIF and WebP files to the model ----------------------------------
