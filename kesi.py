@@ -92,14 +92,11 @@ def read_env_file(path: Path) -> dict[str, str]:
     with contextlib.suppress(OSError, UnicodeDecodeError):
         if path.is_file() and path.stat().st_size <= 1_000_000:
             lines = path.read_text(encoding="utf-8").splitlines()
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, value = (part.strip() for part in line.removeprefix("export ").split("=", 1))
+    for line in map(str.strip, lines):
+        key, equals, value = (part.strip() for part in line.removeprefix("export ").partition("="))
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
-        if key:
+        if key and equals and not line.startswith("#"):
             values[key] = value
     return values
 
@@ -131,8 +128,7 @@ class Settings:
 WHOLE_NUMBER_SETTINGS = {   # setting -> (field, smallest accepted value)
     "KESI_MAX_TOKENS": ("max_tokens", 1), "KESI_MAX_TURNS": ("max_turns", 1),
     "KESI_CONTEXT_WINDOW": ("context_window", 10_000), "KESI_COMMAND_TIMEOUT": ("command_timeout", 1),
-    "KESI_MAX_RETRIES": ("max_retries", 0), "KESI_BELL_AFTER": ("bell_after", 0),
-}
+    "KESI_MAX_RETRIES": ("max_retries", 0), "KESI_BELL_AFTER": ("bell_after", 0)}
 
 
 def read_settings(environ, user_file: Path | None = None, project_env: Path | None = None) -> Settings:
@@ -1374,9 +1370,7 @@ def wait_for_command(proc, limit: float) -> str:
 
 
 def describe_command_result(data: "HeadAndTail", code: int, ending: str, overflow: bool, limit) -> tuple[str, bool]:
-    text = mask_credentials(data.clipped()) if len(data) else "(no output)"
-    if len(data) and not text.endswith("\n"):
-        text += "\n"
+    text = mask_credentials(data.clipped()).removesuffix("\n") + "\n" if len(data) else "(no output)"
     why = {"timeout": f"did not finish within {limit} s", "processes": f"started more than {MAX_PROCESSES} processes"}
     if overflow:
         text += f"(output exceeded {MAX_CAPTURE_BYTES} bytes; the command was stopped)"
@@ -1571,16 +1565,13 @@ def task(prompt, description=""):
 
 
 # --- the tool table -----------------------------------------------------------
-# What the model sees and what runs: a new tool needs one spec (beside its function) and one TOOL_FUNCS entry.
-
-TOOLS = [READ_FILE_SPEC, LIST_FILES_SPEC, GLOB_SPEC, GREP_SPEC, EDIT_FILE_SPEC, WRITE_FILE_SPEC,
-         RUN_COMMAND_SPEC, BACKGROUND_OUTPUT_SPEC, BACKGROUND_STOP_SPEC, TODO_WRITE_SPEC, TASK_SPEC]
-
-# glob's function is glob_files, so that it does not hide the glob module.
-TOOL_FUNCS = {"read_file": read_file, "list_files": list_files, "glob": glob_files, "grep": grep,
-              "edit_file": edit_file, "write_file": write_file, "run_command": run_command,
-              "background_output": background_output, "background_stop": background_stop,
-              "todo_write": todo_write, "task": task}
+# A new tool is a spec beside its function and their pair here (glob's function is glob_files: the module stays glob).
+TOOL_PAIRS = [(READ_FILE_SPEC, read_file), (LIST_FILES_SPEC, list_files), (GLOB_SPEC, glob_files), (GREP_SPEC, grep),
+              (EDIT_FILE_SPEC, edit_file), (WRITE_FILE_SPEC, write_file), (RUN_COMMAND_SPEC, run_command),
+              (BACKGROUND_OUTPUT_SPEC, background_output), (BACKGROUND_STOP_SPEC, background_stop),
+              (TODO_WRITE_SPEC, todo_write), (TASK_SPEC, task)]
+TOOLS = [tool for tool, _ in TOOL_PAIRS]
+TOOL_FUNCS = {tool["name"]: func for tool, func in TOOL_PAIRS}
 
 
 # ==== I.6 Permissions: deny -> ask -> allow =================================
@@ -2570,8 +2561,7 @@ class LazyClient:
 
 
 def print_startup() -> None:
-    ui(f"{BANNER}\n  workspace: {visible(BASE_DIR)}")
-    ui(f"  sandbox:   {sandbox_status()}")
+    ui(f"{BANNER}\n  workspace: {visible(BASE_DIR)}\n  sandbox:   {sandbox_status()}")
     if sandbox_enabled():
         ui(wrapped(f"             {sandbox_allowances()}"))
     ui(wrapped(f"  network:   {network_summary()}", hang=" " * 13))
