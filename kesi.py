@@ -90,8 +90,7 @@ def read_env_file(path: Path) -> dict[str, str]:
     """KEY=VALUE lines, not put into os.environ; only a regular file (a repository's .env could be a FIFO)."""
     values, lines = {}, []
     with contextlib.suppress(OSError, UnicodeDecodeError):
-        if path.is_file() and path.stat().st_size <= 1_000_000:
-            lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_regular_file(path, follow=True, most=1_000_000)[0].decode("utf-8").splitlines()
     for line in map(str.strip, lines):
         key, equals, value = (part.strip() for part in line.removeprefix("export ").partition("="))
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
@@ -260,9 +259,7 @@ def one_line(text) -> str:
 
 
 def control_escape(match) -> str:
-    if (code := ord(match.group())) == 13:
-        return "\\r"
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    return ascii(match.group())[1:-1]      # Python's own escapes: \r, \x1b, \u202e, \U000e0001
 
 
 # ==== I.2 The path jail =====================================================
@@ -295,7 +292,6 @@ def is_ignored_name(name: str) -> bool:
 
 
 def is_ignored(target: Path) -> bool:
-    """Outside the jail, or some part of target below it is an ignored name."""
     return not target.is_relative_to(BASE_DIR) or any(map(is_ignored_name, target.relative_to(BASE_DIR).parts))
 
 
@@ -1953,7 +1949,6 @@ def price_for(model: str, prompt_tokens: int = 0) -> dict[str, float] | None:
 
 
 def request_cost(call: dict) -> float | None:
-    """The price of one recorded request, or None when its model's price is unknown."""
     if (prices := price_for(call["model"], call["input"] + call["cache_write"] + call["cache_read"])) is None:
         return None
     tokens = {**call, "cache_write": call["cache_write"] - call["cache_write_1h"]}     # 5-minute writes
