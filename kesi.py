@@ -415,8 +415,7 @@ def safe_path(path) -> Path | None:
     return None
 
 
-def is_outside_pattern(text: str) -> bool:
-    """Reject ~, absolute paths, drives and '..' segments (POSIX or Windows)."""
+def is_outside_pattern(text: str) -> bool:     # ~, an absolute path, a drive or a '..' (POSIX or Windows)
     win = PureWindowsPath(text)
     return (text.startswith("~") or Path(text).is_absolute() or bool(win.drive or win.root)
             or ".." in PurePosixPath(text).parts or ".." in win.parts)
@@ -2135,9 +2134,7 @@ def request_body(request: dict) -> bytes:
     """A streamed request's JSON; a message sent before (the same object) is not encoded again: O(new messages)."""
     global _SENT
     (sent, texts), messages = _SENT, request["messages"]
-    same, most = 0, min(len(sent), len(messages))
-    while same < most and sent[same] is messages[same]:
-        same += 1
+    same = len(list(itertools.takewhile(lambda pair: pair[0] is pair[1], zip(sent, messages))))   # the sent prefix
     _SENT = (list(messages), texts[:same] + [json.dumps(m, **JSON_STYLE).encode() for m in messages[same:]])
     rest = json.dumps({**{k: v for k, v in request.items() if k != "messages"}, "stream": True}, **JSON_STYLE)
     return b"".join([rest[:-1].encode(), b',"messages":[', b",".join(_SENT[1]), b"]}"])
@@ -2680,8 +2677,7 @@ def parse_args(argv):
         "answer; piped input is added to the prompt ('-': the prompt is stdin)")
     add("first_prompt", nargs="*", metavar="PROMPT", help="start the REPL with this as the first message")
     add("--permission-mode", "--permissionMode", choices=list(PERMISSION_MODES), default="default",
-        help="default: ask (refuse when nobody can answer); auto: commands run in the sandbox unasked; "
-             "acceptEdits; readOnly; plan; bypassPermissions")
+        help="default: ask (refuse when nobody can answer); auto: commands run in the sandbox unasked")
     add("-c", "--continue", dest="resume", action="store_true", help="continue the most recent session of this project")
     add("-r", "--resume", dest="resume_id", metavar="ID", help="continue the session with this id")
     add("--model", help="model id (default: KESI_MODEL, ANTHROPIC_MODEL or claude-haiku-4-5)")
@@ -2689,8 +2685,7 @@ def parse_args(argv):
         "the full network (network) or no sandbox (unsandboxed); without it -p never escalates")
     add("--output-format", choices=("text", "json", "stream-json"), default="text",
         help="with -p: the answer as text; one JSON result; or one JSON line per message, then the result")
-    add("--max-turns", type=at_least_one, metavar="N",
-        help="model round trips per task (default: KESI_MAX_TURNS or 20)")
+    add("--max-turns", type=at_least_one, metavar="N", help="model round trips per task (default KESI_MAX_TURNS or 20)")
     add("--max-budget-usd", type=positive_dollars, metavar="X",
         help="stop before a request that could take this session's estimated cost past X")
     add("--append-system-prompt", metavar="TEXT", help="added to the end of KeSi's rules")
