@@ -723,14 +723,6 @@ def glob_to_regex(pattern: str) -> re.Pattern:
     return re.compile("".join(out) + r"\Z", re.DOTALL)
 
 
-def literal_folder(pattern: str) -> str:
-    """'src/pkg/*.py' -> 'src/pkg/', where the walk can start; '' unless a plain folder (no link) in the jail."""
-    literal = re.match(r"(?:[^/*?\[]*/)*", pattern).group()     # the leading folders without a wildcard
-    folder = BASE_DIR / literal
-    plain = literal and safe_path(literal) == folder and not is_ignored(folder) and folder.is_dir()
-    return literal if plain else ""
-
-
 def walk_tree(top_fd: int, max_depth: int | None = None, prefix: str = ""):
     """Yield (path, DirEntry) below top_fd, which it closes; O_NOFOLLOW skips a folder swapped for a link."""
     stack = [(top_fd, prefix, 1, iter(folder_entries(top_fd)))]
@@ -782,12 +774,12 @@ def glob_files(pattern):
         matcher = glob_to_regex(pattern)
     except (re.error, ValueError) as exc:
         return f"Error: could not understand the glob pattern: {exc}", True
-    prefix = literal_folder(pattern)
+    prefix = re.match(r"(?:[^/*?\[]*/)*", pattern).group()     # 'src/pkg/*.py' -> 'src/pkg/': the walk starts there
     max_depth = None if "**" in pattern else pattern.count("/") + 1 - prefix.count("/")
     try:
         with locate(prefix or ".", follow_links=False) as top:
             top_fd = open_folder(top)
-    except (PathRefused, OSError):             # the folder went away since literal_folder
+    except (PathRefused, OSError):    # a link, an ignored name, a git dir or no folder: a walk would show nothing there
         return f"No accessible files match {pattern}.", False
     found = (visible_entry(e, rel, rel) for rel, e in walk_tree(top_fd, max_depth, prefix) if matcher.match(rel))
     hits = sorted(shown for shown in found if shown is not None and (shown.endswith("/") or not dirs_only))
@@ -2852,13 +2844,11 @@ def main(argv=None) -> int:
     answer = run_turn(CLIENT, history, attach_mentions(prompt, args.prompt))   # mentions typed, not piped
     if args.output_format != "text":
         print_json(result_record(answer, before))
-        return 0 if answer.ok else 1
-    if not answer.ok:                    # stdout is the answer; a failure is not one
+    elif answer.ok:     # a terminal obeys escape codes; a file or pipe gets the answer exactly as written
+        print(visible(answer.text) if sys.stdout.isatty() else answer.text)
+    else:               # stdout is the answer; a failure is not one
         print(visible(answer.text), file=sys.stderr)
-        return 1
-    # A terminal obeys escape codes; a file or pipe gets the answer exactly as written.
-    print(visible(answer.text) if sys.stdout.isatty() else answer.text)
-    return 0
+    return 0 if answer.ok else 1
 
 
 def headless_prompt(argument: str) -> str:

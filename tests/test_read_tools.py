@@ -549,29 +549,42 @@ def test_grep_timeout_stops_a_hung_rg(ws, monkeypatch, tmp_path_factory):
     assert no_reader.value.errno == errno.ENXIO
 
 
-def test_glob_with_a_literal_folder_starts_there_and_finds_the_same(ws):
+def walks_started(monkeypatch) -> list[str]:
+    """The prefix of every walk glob_files starts (it walks from the pattern's literal folder)."""
+    starts, real_walk = [], kesi.walk_tree
+
+    def walk(fd, depth=None, prefix=""):
+        starts.append(prefix)
+        return real_walk(fd, depth, prefix)
+    monkeypatch.setattr(kesi, "walk_tree", walk)
+    return starts
+
+
+def test_glob_with_a_literal_folder_starts_there_and_finds_the_same(ws, monkeypatch):
     for rel in ("src/pkg/a.py", "src/pkg/b.txt", "src/pkg/deep/c.py", "src/other/d.py"):
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text("x\n")
-    assert kesi.literal_folder("src/pkg/*.py") == "src/pkg/"
-    assert kesi.glob_files("src/pkg/*.py") == ("src/pkg/a.py", False)
+    starts = walks_started(monkeypatch)
+    assert kesi.glob_files("src/pkg/*.py") == ("src/pkg/a.py", False) and starts == ["src/pkg/"]
     assert kesi.glob_files("src/pkg/**/*.py") == ("src/pkg/a.py\nsrc/pkg/deep/c.py", False)
     assert kesi.glob_files("src/*/*.py") == ("src/other/d.py\nsrc/pkg/a.py", False)
     assert kesi.glob_files("nope/*.py")[0].startswith("No accessible files")
 
 
-def test_glob_literal_folder_through_a_symlink_is_not_a_shortcut(ws, tmp_path_factory):
+def test_glob_literal_folder_through_a_symlink_is_not_a_shortcut(ws, tmp_path_factory, monkeypatch):
     outside = tmp_path_factory.mktemp("outside")
     (outside / "secret.py").write_text("x\n")
     (ws / "out").symlink_to(outside, target_is_directory=True)
     (ws / "real").mkdir()
     (ws / "real" / "a.py").write_text("x\n")
     (ws / "inside").symlink_to(ws / "real", target_is_directory=True)
-    assert kesi.literal_folder("out/*.py") == "" and kesi.literal_folder("inside/*.py") == ""
-    assert kesi.literal_folder("node_modules/*.js") == ""
-    for pattern in ("out/*.py", "out/**/*.py", "inside/*.py"):
+    (ws / "node_modules").mkdir()
+    (ws / "node_modules" / "x.js").write_text("x\n")
+    starts = walks_started(monkeypatch)
+    for pattern in ("out/*.py", "out/**/*.py", "inside/*.py", "node_modules/*.js"):
         output, is_error = kesi.glob_files(pattern)
         assert not is_error and "secret" not in output and output.startswith("No accessible files")
+    assert starts == []         # refused at the literal folder: no walk started through a link or an ignored name
 
 
 # --- partial-view notes, and ignored names in any letter case -------------------------------------
