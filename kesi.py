@@ -2637,10 +2637,8 @@ def read_prompt() -> str:
     """One prompt: a line ending in a backslash goes on, and a line of three quotes opens a block until the next."""
     line = input("you > ")
     if line.strip() == '"""':
-        lines = []
-        while (more := more_input()) is not None and more.strip() != '"""':
-            lines.append(more)
-        return "\n".join(lines).strip()
+        block = itertools.takewhile(lambda more: more.strip() != '"""', iter(more_input, None))   # None: Ctrl-D
+        return "\n".join(block).strip()
     while line.endswith("\\") and (more := more_input()) is not None:
         line = line[:-1] + "\n" + more
     return line.removesuffix("\\").strip()     # Ctrl-D after a backslash: what was typed, without it
