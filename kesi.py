@@ -1512,11 +1512,9 @@ def restore_todos(history: list[dict]) -> None:
     """After a resume: the plan is the input of the last valid todo_write call."""
     uses = [b for m in history if m["role"] == "assistant" and isinstance(m["content"], list)
             for b in m["content"] if block_type(b) == "tool_use" and b.get("name") == "todo_write"]
-    for use in reversed(uses):
-        todos = use.get("input", {}).get("todos") if isinstance(use.get("input"), dict) else None
-        if todo_problem(todos) is None:
-            set_todos(todos)
-            return
+    plans = (use["input"].get("todos") if isinstance(use.get("input"), dict) else None for use in reversed(uses))
+    if (todos := next((plan for plan in plans if todo_problem(plan) is None), None)) is not None:
+        set_todos(todos)
 
 
 # --- the task tool: a sub-agent with a clean context ---------------------------
