@@ -3516,18 +3516,30 @@ def command_matches(pattern: str, command: str, for_deny: bool) -> bool:
     return plain and (segments[0][:len(wanted[0])] if prefix else segments[0]) == wanted[0]
 
 
-def rule_words(tokens: list[str]) -> list[str]:
-    """A command's words as a deny rule sees them: /usr/bin/git -C . push is git push, rm --force -r is rm -fr."""
+def rule_words(tokens: list[str]) -> tuple[list[str], list[str]]:
+    """A command's (other words, options) as a deny rule sees them: /usr/bin/git -C . push is git push, rm -r x --force
+    is rm x -fr (short letters in one cluster; --rec, as GNU and git take any unambiguous abbreviation, is -r)."""
     words = [program_name(tokens[0]), *tokens[1:]] if tokens else []
     if words[:1] == ["git"]:
         words = ["git", *past_git_options(words[1:])[0]]
         words[1:2] = [GIT_SYNONYMS.get(words[1], words[1])] if len(words) > 1 else []
     key = " ".join(words[:2]) if words[:1] == ["git"] else words[0] if words else ""
-    words = [as_short_option(word, key) for word in words]
-    merged = []                   # rm -r -f is rm -rf: one sorted cluster of short options
-    for short, group in itertools.groupby(words, lambda word: re.fullmatch(r"-[A-Za-z]+", word) is not None):
-        merged += ["-" + "".join(sorted({letter for word in group for letter in word[1:]}))] if short else list(group)
-    return merged
+    args, options, letters = [], [], set()
+    for index, word in enumerate(words):
+        if word == "--":
+            args += words[index + 1:]
+            break
+        if word.startswith("--") and len(word) > 3:
+            given = {letter for option, letter in OPTION_LETTERS.get(key, {}).items()
+                     if option.startswith(word.split("=", 1)[0])}
+            word = "-" + given.pop() if len(given) == 1 else word
+        if re.fullmatch(r"-[A-Za-z]+", word):
+            letters |= {SAME_LETTERS.get(key, {}).get(letter, letter) for letter in word[1:]}
+        elif word.startswith("-") and len(word) > 1:
+            options.append(word)
+        else:
+            args.append(word)
+    return args, options + (["-" + "".join(sorted(letters))] if letters else [])
 
 
 def past_git_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -3542,41 +3554,13 @@ def past_git_options(words: list[str]) -> tuple[list[str], dict[str, str]]:
     return words, config
 
 
-def as_short_option(word: str, program: str) -> str:
-    """--recursive (or --rec: GNU and git take any unambiguous abbreviation) as -r for rm."""
-    if word.startswith("--") and len(word) > 3:
-        name = word.split("=", 1)[0]
-        letters = {letter for option, letter in OPTION_LETTERS.get(program, {}).items() if option.startswith(name)}
-        return "-" + letters.pop() if len(letters) == 1 else word
-    if re.fullmatch(r"-[A-Za-z]+", word):
-        return "-" + "".join(SAME_LETTERS.get(program, {}).get(letter, letter) for letter in word[1:])
-    return word
-
-
-def words_match(wanted: list[str], words: list[str], prefix: bool) -> bool:
+def words_match(wanted: tuple[list[str], list[str]], words: tuple[list[str], list[str]], prefix: bool) -> bool:
     """A rule's words against a command's: other words in order, options as a set wherever they stand (rm x -rf)."""
-    rule_args, rule_options = split_options(wanted)
-    args, options = split_options(words)
+    (rule_args, rule_options), (args, options) = wanted, words
     if len(args) < len(rule_args) or (not prefix and (len(args), len(options)) != (len(rule_args), len(rule_options))):
         return False
     return (all(word_matches(rule_word, word, prefix) for rule_word, word in zip(rule_args, args))
             and all(any(word_matches(rule_word, word, prefix) for word in options) for rule_word in rule_options))
-
-
-def split_options(words: list[str]) -> tuple[list[str], list[str]]:
-    """(the other words, the options), short letters in one cluster: rm -r x -f gives -fr."""
-    args, options, letters = [], [], set()
-    for index, word in enumerate(words):
-        if word == "--":
-            args += words[index + 1:]
-            break
-        if re.fullmatch(r"-[A-Za-z]+", word):
-            letters |= set(word[1:])
-        elif word.startswith("-") and len(word) > 1:
-            options.append(word)
-        else:
-            args.append(word)
-    return args, options + (["-" + "".join(sorted(letters))] if letters else [])
 
 
 def word_matches(rule_word: str, word: str, prefix: bool) -> bool:
@@ -3588,7 +3572,7 @@ def word_matches(rule_word: str, word: str, prefix: bool) -> bool:
     return rule_word == word or (any(c in "*?[" for c in word) and fnmatch.fnmatchcase(rule_word, word))
 
 
-def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -> bool:
+def runs_denied(wanted: tuple[list[str], list[str]], prefix: bool, command: str, depth: int = 0) -> bool:
     """Does a part run what a deny rule names? Read as hard denials are (wrappers, nested lines), aliases expanded."""
     if depth > MAX_NESTING:
         return False
@@ -3599,7 +3583,7 @@ def runs_denied(wanted: list[str], prefix: bool, command: str, depth: int = 0) -
                 for line in handed_lines(words):      # alias values, git -c, rebase -x, submodule foreach
                     if line == UNKNOWN_ALIAS or runs_denied(wanted, prefix, line, depth + 1):
                         return True   # what it runs cannot be read: the deny rule wins
-                alias = git_alias(words) if wanted[:1] == ["git"] else None
+                alias = git_alias(words) if wanted[0][:1] == ["git"] else None
                 if alias and alias != UNKNOWN_ALIAS and not alias.startswith("!"):
                     words = ["git", *split_like_env(alias), *past_git_options(words[1:])[0][1:]]
                 if words_match(wanted, rule_words(words), prefix):
