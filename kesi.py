@@ -3788,9 +3788,7 @@ LOADER_PATHS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "DYLD_LIBRARY_PATH"
 
 
 def loader_path_clash() -> str | None:
-    """An empty, relative or workspace entry in a loader path: git, rg and bwrap, which KeSi runs outside the sandbox,
-    would load a library a command planted in the workspace. Refused at start, not cleaned: KeSi's own Python has
-    read it already and would load such libraries when it imports (ssl)."""
+    """Refused at start, not cleaned (KeSi's Python read it already): git, rg, bwrap would load a planted library."""
     for name in LOADER_PATHS:
         for entry in re.split(r"[:;\s]", os.environ[name]) if os.environ.get(name) else ():
             if not os.path.isabs(entry) or lies_in(Path(os.path.realpath(entry)), BASE_DIR):
@@ -3895,21 +3893,20 @@ def sandbox_spec(git_read_only: bool = False, full_network: bool = False) -> tup
     git_dirs = [".git", *nested_repositories()] if git_read_only else []
     params += [(f"GIT_DIR_{i}", str(BASE_DIR / repo)) for i, repo in enumerate(git_dirs)]
     readable = " ".join(f'(subpath (param "TOOLCHAIN_{i}"))' for i in range(len(tools)))
-    hidden = [f'(deny file-read* (literal (param "TOOLCHAIN_SECRET_{i}")))' for i in range(len(secrets))]
     proxy = None if full_network else network_proxy("seatbelt")
-    proxy_rule = [f'(allow network-outbound (remote ip "localhost:{proxy.server_address[1]}"))'] if proxy else []
     profile = "\n".join([
         "(version 1)",
         "(allow default)",                  # (deny default) kills even /bin/echo
         '(deny file-read* (subpath (param "HOME_DIR")) (subpath "/Users") (subpath "/Volumes"))',
         f'(allow file-read* (subpath (param "BASE_DIR")) {readable})'.replace(" )", ")"),
         "(allow file-read-metadata)",
-        *hidden,
+        *[f'(deny file-read* (literal (param "TOOLCHAIN_SECRET_{i}")))' for i in range(len(secrets))],
         "(deny file-write*)",
         '(allow file-write* (subpath (param "BASE_DIR")) (subpath (param "TMP_DIR")) '
         '(subpath "/private/var/folders") (subpath "/dev"))',
         # No network but the allowlist proxy's port (a number KeSi chose, so safe in the text); all when escalated.
-        *([] if full_network else ["(deny network*)", *proxy_rule]),
+        *([] if full_network else ["(deny network*)"]),
+        *([f'(allow network-outbound (remote ip "localhost:{proxy.server_address[1]}"))'] if proxy else []),
         # Git's control files (see git_control_snapshot): .git cannot be moved aside, hooks/ and config written.
         '(deny file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
@@ -3957,7 +3954,8 @@ class WorkspaceIndex:
 
     def rebuild(self) -> None:
         self.close()
-        self.inotify = inotify_start() if self.watching else None
+        fd = inotify_call("inotify_init1", os.O_NONBLOCK | os.O_CLOEXEC) if self.watching else -1
+        self.inotify = fd if fd >= 0 else None
         self.folders.clear(), self.marked.clear(), self.watched.clear(), self.stale.clear()
         self.add_tree("", None)
 
@@ -4102,11 +4100,6 @@ def inotify_call(name: str, *args) -> int:
 def libc():
     import ctypes                             # here: most runs never need it
     return ctypes.CDLL(None)
-
-
-def inotify_start() -> int | None:
-    fd = inotify_call("inotify_init1", os.O_NONBLOCK | os.O_CLOEXEC) if sys.platform.startswith("linux") else -1
-    return fd if fd >= 0 else None
 
 
 def workspace_index() -> WorkspaceIndex:
@@ -4314,13 +4307,9 @@ def command_start(command: str, background: bool = False, escalation: str | None
 
 
 # bwrap's --die-with-parent misses a KeSi killed before clone(): every sandbox watches this pipe KeSi alone writes.
-_lifeline: list[int] = []            # (read end, write end), not inherited: the kernel closes it as KeSi dies
-
-
+@functools.cache                      # one pipe, not inherited: its write end, never used, closes as KeSi dies
 def lifeline_fd() -> int:             # the read end, passed into every bwrap, watched there by GRACE_WRAPPER
-    if not _lifeline:
-        _lifeline[:] = os.pipe()
-    return _lifeline[0]
+    return os.pipe()[0]
 
 
 # The pid namespace dies with its first process, so that is this wrapper: it runs the command, TERMs the rest
@@ -4378,11 +4367,9 @@ def start_shared_network() -> bool:
                    "--die-with-parent", "--info-fd", str(write_end), "--", trusted_program("cat") or "/bin/cat"]
     fds = []
     with os.fdopen(read_end, "rb") as info, contextlib.suppress(OSError, ValueError, KeyError):
-        try:
+        with os.fdopen(write_end, "wb"):      # ours closed once bwrap has it: then the info ends where bwrap's does
             holder = subprocess.Popen(holder_argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, pass_fds=(write_end,), start_new_session=True)
-        finally:
-            os.close(write_end)
         with holder:                        # its stdin closed after: it ends; the descriptors keep the network
             pid = json.loads(info.read() or b"{}")["child-pid"]
             spaces = ["net"] if os.geteuid() == 0 else ["user", "net"]   # others enter its user namespace first
