@@ -3706,9 +3706,8 @@ def save_project_rule(text: str) -> bool:
 # ============================================================================
 # PART III. The sandbox
 # ============================================================================
-# Behind command_start() and sandbox_environment(): the file tools' jail cannot stop a shell, so commands run in the OS
-# sandbox (bwrap or seatbelt, seccomp, git guard, allowlist proxy): home unreadable but workspace and toolchains; writes
-# only to the workspace, a temp dir and /dev; .env, .env.*, .git/config unreadable at any depth; output masked.
+# Behind command_start() and sandbox_environment(): the file tools' jail cannot stop a shell, so commands run in an OS
+# sandbox (bwrap or seatbelt, seccomp, git guard, allowlist proxy) that hides home and secrets, writes to the workspace.
 
 SHELL_PATH = "/bin/sh"
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
@@ -3940,13 +3939,11 @@ _index: list[WorkspaceIndex] = []    # the one index, of BASE_DIR
 
 
 class WorkspaceIndex:
-    """Per folder ("" the top): (inode, watch, {subfolder: inode}); marked: the names that matter in it -> kind."""
+    """folders: per folder ("" the top) (inode, watch, {subfolder: inode}); marked: the names that matter -> kind."""
 
     def __init__(self, base: Path, prune: bool):    # prune: no walk into dependency, cache folders (no masks then)
         self.base, self.prune, self.inotify, self.watching = base, prune, None, True
-        self.folders: dict[str, tuple[int, int, dict[str, int]]] = {}
-        self.marked: dict[str, dict[str, str]] = {}
-        self.watched: dict[int, str] = {}
+        self.folders, self.marked, self.watched = {}, {}, {}      # watched: watch descriptor -> folder
         self.stale: set[str] = set()          # folders to list again: one below could not be listed
         self.git_folders: dict[int, int] = {}   # inode -> device of each folder seen in a git dir: known under any name
         self.git_gone = False                   # one left the index (deleted, or moved: then found again)
@@ -4103,7 +4100,6 @@ def libc():
 
 
 def workspace_index() -> WorkspaceIndex:
-    """The index of this workspace, brought up to date."""
     prune = sandbox_kind() != "bubblewrap"
     with _index_lock:
         if _index and (_index[0].base, _index[0].prune) == (BASE_DIR, prune):
@@ -4173,7 +4169,6 @@ def walked_by_the_top_snapshot(repo: str) -> bool:
 
 @contextlib.contextmanager
 def opened(path, flags: int = FOLDER_FLAGS, dir_fd: int | None = None):
-    """os.open for a with-block, closed after it."""
     fd = os.open(path, flags, dir_fd=dir_fd)
     try:
         yield fd
