@@ -3656,9 +3656,8 @@ def save_project_rule(text: str) -> bool:
 # ============================================================================
 # PART III. The sandbox
 # ============================================================================
-# Behind command_start() and sandbox_environment(): the file tools' jail cannot stop a shell, so commands run in the OS
-# sandbox (bwrap or seatbelt, seccomp, git guard, allowlist proxy): home unreadable but workspace and toolchains; writes
-# only to the workspace, a temp dir and /dev; .env, .env.*, .git/config unreadable at any depth; output masked.
+# Behind command_start() and sandbox_environment(): the file tools' jail cannot stop a shell, so commands run in an OS
+# sandbox (bwrap or seatbelt, seccomp, git guard, allowlist proxy) that hides home and secrets, writes to the workspace.
 
 SHELL_PATH = "/bin/sh"
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
@@ -3738,9 +3737,7 @@ LOADER_PATHS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "DYLD_LIBRARY_PATH"
 
 
 def loader_path_clash() -> str | None:
-    """An empty, relative or workspace entry in a loader path: git, rg and bwrap, which KeSi runs outside the sandbox,
-    would load a library a command planted in the workspace. Refused at start, not cleaned: KeSi's own Python has
-    read it already and would load such libraries when it imports (ssl)."""
+    """Refused at start, not cleaned (KeSi's Python read it already): git, rg, bwrap would load a planted library."""
     for name in LOADER_PATHS:
         for entry in re.split(r"[:;\s]", os.environ[name]) if os.environ.get(name) else ():
             if not os.path.isabs(entry) or lies_in(Path(os.path.realpath(entry)), BASE_DIR):
@@ -3845,21 +3842,20 @@ def sandbox_spec(git_read_only: bool = False, full_network: bool = False) -> tup
     git_dirs = [".git", *nested_repositories()] if git_read_only else []
     params += [(f"GIT_DIR_{i}", str(BASE_DIR / repo)) for i, repo in enumerate(git_dirs)]
     readable = " ".join(f'(subpath (param "TOOLCHAIN_{i}"))' for i in range(len(tools)))
-    hidden = [f'(deny file-read* (literal (param "TOOLCHAIN_SECRET_{i}")))' for i in range(len(secrets))]
     proxy = None if full_network else network_proxy("seatbelt")
-    proxy_rule = [f'(allow network-outbound (remote ip "localhost:{proxy.server_address[1]}"))'] if proxy else []
     profile = "\n".join([
         "(version 1)",
         "(allow default)",                  # (deny default) kills even /bin/echo
         '(deny file-read* (subpath (param "HOME_DIR")) (subpath "/Users") (subpath "/Volumes"))',
         f'(allow file-read* (subpath (param "BASE_DIR")) {readable})'.replace(" )", ")"),
         "(allow file-read-metadata)",
-        *hidden,
+        *[f'(deny file-read* (literal (param "TOOLCHAIN_SECRET_{i}")))' for i in range(len(secrets))],
         "(deny file-write*)",
         '(allow file-write* (subpath (param "BASE_DIR")) (subpath (param "TMP_DIR")) '
         '(subpath "/private/var/folders") (subpath "/dev"))',
         # No network but the allowlist proxy's port (a number KeSi chose, so safe in the text); all when escalated.
-        *([] if full_network else ["(deny network*)", *proxy_rule]),
+        *([] if full_network else ["(deny network*)"]),
+        *([f'(allow network-outbound (remote ip "localhost:{proxy.server_address[1]}"))'] if proxy else []),
         # Git's control files (see git_control_snapshot): .git cannot be moved aside, hooks/ and config written.
         '(deny file-write* (regex (string-append "^" (regex-quote (param "BASE_DIR")) '
         f'"/{GIT_CONTROL_PATH.replace(chr(92), chr(92) * 2)}$")))',
@@ -3893,13 +3889,11 @@ _index: list[WorkspaceIndex] = []    # the one index, of BASE_DIR
 
 
 class WorkspaceIndex:
-    """Per folder ("" the top): (inode, watch, {subfolder: inode}); marked: the names that matter in it -> kind."""
+    """folders: per folder ("" the top) (inode, watch, {subfolder: inode}); marked: the names that matter -> kind."""
 
     def __init__(self, base: Path, prune: bool):    # prune: no walk into dependency, cache folders (no masks then)
         self.base, self.prune, self.inotify, self.watching = base, prune, None, True
-        self.folders: dict[str, tuple[int, int, dict[str, int]]] = {}
-        self.marked: dict[str, dict[str, str]] = {}
-        self.watched: dict[int, str] = {}
+        self.folders, self.marked, self.watched = {}, {}, {}      # watched: watch descriptor -> folder
         self.stale: set[str] = set()          # folders to list again: one below could not be listed
         self.git_folders: dict[int, int] = {}   # inode -> device of each folder seen in a git dir: known under any name
         self.git_gone = False                   # one left the index (deleted, or moved: then found again)
@@ -3907,7 +3901,8 @@ class WorkspaceIndex:
 
     def rebuild(self) -> None:
         self.close()
-        self.inotify = inotify_start() if self.watching else None
+        fd = inotify_call("inotify_init1", os.O_NONBLOCK | os.O_CLOEXEC) if self.watching else -1
+        self.inotify = fd if fd >= 0 else None
         self.folders.clear(), self.marked.clear(), self.watched.clear(), self.stale.clear()
         self.add_tree("", None)
 
@@ -4054,13 +4049,7 @@ def libc():
     return ctypes.CDLL(None)
 
 
-def inotify_start() -> int | None:
-    fd = inotify_call("inotify_init1", os.O_NONBLOCK | os.O_CLOEXEC) if sys.platform.startswith("linux") else -1
-    return fd if fd >= 0 else None
-
-
 def workspace_index() -> WorkspaceIndex:
-    """The index of this workspace, brought up to date."""
     prune = sandbox_kind() != "bubblewrap"
     with _index_lock:
         if _index and (_index[0].base, _index[0].prune) == (BASE_DIR, prune):
@@ -4130,7 +4119,6 @@ def walked_by_the_top_snapshot(repo: str) -> bool:
 
 @contextlib.contextmanager
 def opened(path, flags: int = FOLDER_FLAGS, dir_fd: int | None = None):
-    """os.open for a with-block, closed after it."""
     fd = os.open(path, flags, dir_fd=dir_fd)
     try:
         yield fd
@@ -4264,13 +4252,9 @@ def command_start(command: str, background: bool = False, escalation: str | None
 
 
 # bwrap's --die-with-parent misses a KeSi killed before clone(): every sandbox watches this pipe KeSi alone writes.
-_lifeline: list[int] = []            # (read end, write end), not inherited: the kernel closes it as KeSi dies
-
-
+@functools.cache                      # one pipe, not inherited: its write end, never used, closes as KeSi dies
 def lifeline_fd() -> int:             # the read end, passed into every bwrap, watched there by GRACE_WRAPPER
-    if not _lifeline:
-        _lifeline[:] = os.pipe()
-    return _lifeline[0]
+    return os.pipe()[0]
 
 
 # The pid namespace dies with its first process, so that is this wrapper: it runs the command, TERMs the rest
@@ -4328,11 +4312,9 @@ def start_shared_network() -> bool:
                    "--die-with-parent", "--info-fd", str(write_end), "--", trusted_program("cat") or "/bin/cat"]
     fds = []
     with os.fdopen(read_end, "rb") as info, contextlib.suppress(OSError, ValueError, KeyError):
-        try:
+        with os.fdopen(write_end, "wb"):      # ours closed once bwrap has it: then the info ends where bwrap's does
             holder = subprocess.Popen(holder_argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, pass_fds=(write_end,), start_new_session=True)
-        finally:
-            os.close(write_end)
         with holder:                        # its stdin closed after: it ends; the descriptors keep the network
             pid = json.loads(info.read() or b"{}")["child-pid"]
             spaces = ["net"] if os.geteuid() == 0 else ["user", "net"]   # others enter its user namespace first
