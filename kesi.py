@@ -4635,16 +4635,12 @@ def named_path_entries(base_fd: int, path: str, snapshot: GitSnapshot, learn: bo
         yield from control_entries(fds[-1], path + "/", snapshot, learn, in_hooks)
 
 
-def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool = False,
-                    depth: int = 0):
-    """(relative path, (kind, bytes, mode)) of the control files below one open folder."""
-    try:
-        names, gitdirs = os.listdir(folder_fd), snapshot.gitdirs
-        snapshot.inodes.update({prefix[:-1]: os.fstat(folder_fd).st_ino} if "HEAD" in names else {})
-    except OSError:
-        return
-    if learn and "HEAD" in names:
-        gitdirs.add(prefix)
+def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool, depth: int = 0):
+    """(relative path, (kind, bytes, mode)) of the control files below one open folder (an OSError: the caller's)."""
+    names, gitdirs = os.listdir(folder_fd), snapshot.gitdirs
+    if "HEAD" in names:
+        snapshot.inodes[prefix[:-1]] = os.fstat(folder_fd).st_ino
+        gitdirs.update([prefix] if learn else [])
     for name in names:
         path = prefix + name
         try:
@@ -4656,13 +4652,9 @@ def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: b
         elif stat.S_ISDIR(info.st_mode):
             if (name in GIT_DATA_FOLDERS and prefix in gitdirs) or depth >= MAX_GIT_DEPTH:
                 continue          # a repository's data (a submodule may be named lfs), or absurdly deep
-            if (child := open_at(folder_fd, name)) is None:
-                continue
-            try:
-                code = in_hooks or name == "hooks" or name in GIT_REMOTE_FOLDERS and prefix in gitdirs
+            code = in_hooks or name == "hooks" or name in GIT_REMOTE_FOLDERS and prefix in gitdirs
+            with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, folder_fd) as child:   # gone: skipped
                 yield from control_entries(child, path + "/", snapshot, learn, code, depth + 1)
-            finally:
-                os.close(child)
         elif is_todo_file(path):          # read whole, as git does: an exec line may follow 1 MB of comments
             if lines := exec_lines(read_control_file(folder_fd, name, MAX_TODO_BYTES)):
                 yield path, ("todo", b"\n".join(sorted(lines)), 0)
@@ -4852,10 +4844,9 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
         os.close(hooks)
     removed += disarm_config(fd, shown) if "config" in names else []
     for inner in ("modules", "worktrees") if depth < MAX_GIT_DEPTH else ():    # their git dirs' configs run code too
-        inner_fd = open_at(fd, inner)
-        for name in os.listdir(inner_fd) if inner_fd is not None else []:
-            removed += disarm_git_dir_at(inner_fd, name, f"{shown}/{inner}/{name}", depth + 1)
-        os.close(inner_fd) if inner_fd is not None else None
+        with contextlib.suppress(OSError), opened(inner, FOLDER_FLAGS, fd) as inner_fd:
+            removed += [item for name in os.listdir(inner_fd)
+                        for item in disarm_git_dir_at(inner_fd, name, f"{shown}/{inner}/{name}", depth + 1)]
     return removed
 
 
@@ -5290,8 +5281,7 @@ def proxy_port(escalation: str | None = None) -> int | None:
 
 
 def command_environment(escalation: str | None = None, command: str = "") -> dict[str, str]:
-    """sandbox_environment, caches, proxy; git alone (git dirs writable) finds no program on PATH in the workspace
-    and reaches no repository by a local path (file, ext): its hooks would run beside the writable git dirs."""
+    """sandbox_environment, caches, proxy; git alone (git dirs writable): no workspace program, no local repo hooks."""
     env, port = sandbox_environment(), proxy_port(escalation)
     if escalation != "unsandboxed" and sandbox_enabled():   # but those the user set (any case): read-only inside
         root, chosen = BASE_DIR / ".kesi" / CACHE_FOLDER, {name.upper() for name in env}
@@ -5409,17 +5399,13 @@ HIDDEN = re.compile("\x1b(?:\\[[0-?]*[ -/]*[@-~]?|][^\x07\x1b\n]*(?:\x07|\x1b\\\
 
 
 def mask_credentials(text: str) -> str:
-    """Replace well-known credential formats with a visible [masked: ...] marker; they are sought in the text without
-    what HIDDEN matches, and the marker replaces all of one, what was hidden inside it too."""
+    """Well-known credential formats, sought with HIDDEN taken out, replaced whole by a visible [masked: ...]."""
     view = HIDDEN.sub("", text)
     spans = sorted((m.end("keep") if m.re.groupindex else m.start(), m.end(), label)
                    for label, pattern in CREDENTIAL_PATTERNS for m in pattern.finditer(view))
     if spans and view != text:        # where[i]: the index in text of the view's i-th character
-        where, at = [], 0
-        for m in HIDDEN.finditer(text):       # the same matches sub took out, left to right
-            where.extend(range(at, m.start()))
-            at = m.end()
-        where.extend(range(at, len(text)))
+        cuts = [0, *(at for m in HIDDEN.finditer(text) for at in m.span()), len(text)]    # the matches sub took out
+        where = list(itertools.chain.from_iterable(map(range, cuts[::2], cuts[1::2])))
         spans = [(where[start], where[end - 1] + 1, label) for start, end, label in spans]
     kept, at = [], 0
     for start, end, label in spans:
