@@ -4745,11 +4745,8 @@ FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|lo
 def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     """Take the planted parts out of repositories made since before (also one the index registers as a submodule)."""
     known = set(before.repos) | ({".git"} & before.entries.keys()) | set(moved) if before else set()
-    top, removed = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else [], []
-    for repo in dict.fromkeys(top + nested_repositories()):
-        if repo not in known and (repo == ".git" or not walked_by_the_top_snapshot(repo)):
-            removed += disarm_repository(repo)
-    return removed
+    top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
+    return [item for repo in top + nested_repositories() if repo not in known for item in disarm_repository(repo)]
 
 
 def registered_repositories() -> list[str]:
@@ -4905,32 +4902,29 @@ def remove_at(folder_fd: int, name: str) -> None:
 
 def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
     """Make one path what it was (None: absent), never through a link; a hooks folder moved aside made again."""
-    (*folders, name), fds, held = path.split("/"), [base_fd], contextlib.ExitStack()
-    try:
-        for folder in folders:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(folder, dir_fd=fds[-1]) if was is not None and folder == "hooks" else None
-            fds.append(held.enter_context(opened(folder, FOLDER_FLAGS, fds[-1])))
-        if is_todo_file(path):
-            keep = set(was[1].split(b"\n")) if was is not None and was[0] == "todo" else set()
-            strip_exec_lines(fds[-1], name, keep)
+    (*folders, name), fds, kind = path.split("/"), [base_fd], was[0] if was else None
+    with contextlib.ExitStack() as held:
+        try:
+            for folder in folders:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(folder, dir_fd=fds[-1]) if kind and folder == "hooks" else None
+                fds.append(held.enter_context(opened(folder, FOLDER_FLAGS, fds[-1])))
+            if is_todo_file(path):
+                strip_exec_lines(fds[-1], name, set(was[1].split(b"\n")) if kind == "todo" else set())
+                return True
+            with contextlib.suppress(OSError):
+                if kind == "folder" and stat.S_ISDIR(os.lstat(name, dir_fd=fds[-1]).st_mode):
+                    return True       # still a folder: what is in it is put back on its own
+            remove_at(fds[-1], name)
+            if kind == "folder":
+                os.mkdir(name, dir_fd=fds[-1])
+            elif kind == "link":
+                os.symlink(os.fsdecode(was[1]), name, dir_fd=fds[-1])
+            elif kind == "file" and was[3] <= MAX_CONTROL_BYTES:   # one too big to keep stays gone: nothing runs
+                write_atomically(fds[-1], name, was[1], mode=was[2])
             return True
-        with contextlib.suppress(OSError):
-            if was is not None and was[0] == "folder" and stat.S_ISDIR(os.lstat(name, dir_fd=fds[-1]).st_mode):
-                return True       # still a folder: what is in it is put back on its own
-        remove_at(fds[-1], name)
-        kind = was[0] if was else None
-        if kind == "folder":
-            os.mkdir(name, dir_fd=fds[-1])
-        elif kind == "link":
-            os.symlink(os.fsdecode(was[1]), name, dir_fd=fds[-1])
-        elif kind == "file" and was[3] <= MAX_CONTROL_BYTES:   # one too big to keep stays gone: nothing runs
-            write_atomically(fds[-1], name, was[1], mode=was[2])
-        return True
-    except OSError:
-        return False              # a link on the way, or its folder cannot be made
-    finally:
-        held.close()
+        except OSError:
+            return False              # a link on the way, or its folder cannot be made
 
 
 # --- network allowlist proxy ---------------------------------------------------
@@ -5002,10 +4996,9 @@ def normal_host(raw: str) -> str | None:
 
 def entry_matches(entry: str, host: str, port: int, for_deny: bool) -> bool:
     """Exact host, "*.suffix" for any name below suffix, "*" every name; no wildcard allows an IP address."""
-    match = HOST_ENTRY.fullmatch(entry.strip().lower())
-    if not match:
+    if not (match := HOST_ENTRY.fullmatch(entry.strip().lower())):
         return False
-    name, wanted = match.group(1), match.group(2)
+    name, wanted = match.groups()
     port_ok = port == int(wanted) if wanted is not None else for_deny or port in DEFAULT_NETWORK_PORTS
     if name.startswith("*"):
         return port_ok and (for_deny or not ip_literal(host)) and (name == "*" or host.endswith(name[1:]))
@@ -5095,8 +5088,7 @@ def read_request_head(sock) -> tuple[bytes, bytes] | None:
     """(head, bytes after it) or None if the client sent no complete head in time."""
     data = b""
     while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536) if len(data) <= MAX_REQUEST_HEAD else b""
-        if not chunk:
+        if len(data) > MAX_REQUEST_HEAD or not (chunk := sock.recv(65536)):
             return None
         data += chunk
     return data.partition(b"\r\n\r\n")[::2]       # (head, rest)
@@ -5149,10 +5141,10 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
                 return send_proxy_error(client, 400, f"KeSi's proxy refused a malformed request: {problem}.")
             reason = network_refusal(request.host, request.port, policy := network_policy())
             targets, reason = checked_addresses(request.host, request.port, policy) if reason is None else ([], reason)
+            where = f"{request.host or '(invalid host)'}:{request.port}"
             if reason:
-                return refuse_host(client, request, reason)
+                return refuse_host(client, where, reason)
             if (upstream := connect_first(targets, request.port)) is None:
-                where = f"{request.host}:{request.port}"
                 return send_proxy_error(client, 502, f"KeSi's proxy could not connect to {where}.")
             with upstream:
                 client.settimeout(None)          # a tunnel may be idle as long as it likes,
@@ -5167,8 +5159,7 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
                 back.join()
 
 
-def refuse_host(client, request: ProxyRequest, reason: str) -> None:
-    where = f"{request.host or '(invalid host)'}:{request.port}"
+def refuse_host(client, where: str, reason: str) -> None:
     NETWORK_BLOCKED.append((next(REFUSALS), f"{where} ({reason})"))
     send_proxy_error(client, 403, f"KeSi's network allowlist blocked {where}: {reason}.\nSandboxed commands reach only "
                      "allowed hosts (package registries and git hosts by default). The user can add one to "
