@@ -4488,9 +4488,8 @@ def runs_only_git(command: str) -> bool:
 
 
 def git_pins(read_only: bool = False) -> list[str]:
-    """bwrap args pinning .git and what git runs code from, and other git dirs read-only (git at the top needs none, and
-    git refuses to write work-tree paths through `.git` only: a patch wrote into `.bare`); read_only: .git too."""
-    git, nested = BASE_DIR / ".git", nested_repositories()
+    """bwrap args: .git pinned (read_only: read-only); other git dirs (top git needs none) and its code read-only."""
+    git, nested = BASE_DIR / ".git", nested_repositories()    # git guards only `.git` itself: a patch wrote `.bare`
     mount = "--ro-bind" if read_only else "--bind"      # a `.git` file is pinned with the others (scan_workspace)
     pins = [mount, str(git), str(git)] if git.is_dir() and not git.is_symlink() else []
     paths = map(within_reach, [BASE_DIR / repo for repo in nested] + git_guarded_paths())
@@ -4511,8 +4510,7 @@ def top_git_dir() -> Path:
 
 def git_code_paths() -> list[Path]:
     """Paths outside .git/hooks git takes code from: what its config names, each link on linked hooks' way."""
-    named = paths_git_config_names()
-    targets = []
+    named, targets = paths_git_config_names(), []
     for folder in [top_git_dir() / "hooks", *named]:
         with contextlib.suppress(OSError):
             for path in [entry.path for entry in os.scandir(folder) if entry.is_symlink()]:
@@ -5097,8 +5095,7 @@ def read_request_head(sock) -> tuple[bytes, bytes] | None:
 def parse_proxy_request(head: bytes) -> tuple[ProxyRequest | None, str]:
     """A CONNECT host:port, or an http:// request rewritten for the origin; refused if read two ways (folded lines)."""
     request_line, *headers = head.split(b"\r\n")
-    start = re.fullmatch(rb"([A-Z]+) (\S+) HTTP/1\.[01]", request_line)
-    if not start:
+    if not (start := re.fullmatch(rb"([A-Z]+) (\S+) HTTP/1\.[01]", request_line)):
         return None, "the request line is not HTTP/1.x"
     if not all(HEADER_LINE.fullmatch(line) for line in headers):
         return None, "a header line is malformed (folded, a bare CR or LF, or a space before the colon)"
@@ -5107,8 +5104,7 @@ def parse_proxy_request(head: bytes) -> tuple[ProxyRequest | None, str]:
         return None, "the request gives its length in more than one way"
     method, target = start.group(1).decode(), start.group(2).decode("ascii", "replace")
     if method == "CONNECT":
-        authority = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]/@\s]+):(\d{1,5})", target)
-        if not authority:
+        if not (authority := re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]/@\s]+):(\d{1,5})", target)):
             return None, "CONNECT needs host:port"
         return ProxyRequest(normal_host(authority.group(1)), int(authority.group(2)), None), ""
     url = urllib.parse.urlsplit(target)
@@ -5220,13 +5216,12 @@ class QuietServer:
         self.slots = threading.BoundedSemaphore(MAX_PROXY_CONNECTIONS)
         super().__init__(*args)
 
-    def process_request(self, request, client_address):
+    def verify_request(self, request, client_address):      # refused (None): socketserver closes it
         if self.slots.acquire(blocking=False):
-            return super().process_request(request, client_address)
+            return True
         with contextlib.suppress(OSError):
             send_proxy_error(request, 503, f"KeSi's proxy already has {MAX_PROXY_CONNECTIONS} connections open "
                              "for this session, its limit. Close some, or wait for them to end, and try again.")
-        self.shutdown_request(request)
 
     def process_request_thread(self, request, client_address):
         try:
