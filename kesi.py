@@ -4435,11 +4435,9 @@ GIT_IDENTITY_ENV: dict[str, str] = {}     # read once at start-up by load_git_id
 def load_git_identity() -> None:
     """user.name and user.email, read by git once at start-up; a value with a control character is dropped."""
     listed = run_git(["config", "-z", "--get-regexp", r"^user\.(name|email)$"]) if sandbox_enabled() else None
-    config = {}
-    for item in (listed.stdout if listed else b"").decode("utf-8", errors="replace").split("\0"):
-        key, _, value = item.partition("\n")
-        if key.lower() in ("user.name", "user.email") and value and "\n" not in value and not control_characters(value):
-            config[key.lower()] = value
+    items = (listed.stdout if listed else b"").decode("utf-8", errors="replace").split("\0")
+    config = {key.lower(): value for key, _, value in (item.partition("\n") for item in items)
+              if key.lower() in GIT_IDENTITY.values() and value and "\n" not in value and not control_characters(value)}
     GIT_IDENTITY_ENV.clear()
     GIT_IDENTITY_ENV.update({name: config[key] for name, key in GIT_IDENTITY.items() if key in config})
 
@@ -4549,10 +4547,9 @@ def config_names_of(tree: Path) -> dict:
     listed = run_git(["-C", str(tree), "config", "--show-origin", "--null", "--get-regexp", GIT_NAMING_KEYS])
     top = run_git(["-C", str(tree), "rev-parse", "--show-toplevel"]) if tree == BASE_DIR else None
     top = Path(os.fsdecode(top.stdout.rstrip(b"\n"))) if top and top.returncode == 0 else tree   # git runs from there
-    found, origins, items = [], [], listed.stdout.split(b"\0") if listed else []
+    found, origins, items = [], [], os.fsdecode(listed.stdout).split("\0") if listed else []
     for origin, entry in zip(items[0::2], items[1::2]):
-        key_name, _, value = os.fsdecode(entry).partition("\n")
-        origin = os.fsdecode(origin)
+        key_name, _, value = entry.partition("\n")
         origins += [top / origin.removeprefix("file:")] if origin.startswith("file:") else []
         # A folder or file named; else a shell command (the paths in it). An include is read from its file's folder.
         shell = not key_name.startswith("alias.") or value.startswith("!")     # other aliases are git's own words
