@@ -5070,9 +5070,8 @@ def is_this_machine(ip) -> bool:
 def has_local_route(ip) -> bool:
     """Linux: a route of type local covers ip (`ip -6 route add local`; IPv6 picks an interface's source for it)."""
     with contextlib.suppress(OSError, ValueError, IndexError):
-        for fields in map(str.split, Path("/proc/net/ipv6_route").read_text().splitlines()):
-            if int(fields[8], 16) & 0x80000000 and ip in ipaddress.ip_network((int(fields[0], 16), int(fields[1], 16))):
-                return True      # RTF_LOCAL
+        return any(int(row[8], 16) & 0x80000000 and ip in ipaddress.ip_network((int(row[0], 16), int(row[1], 16)))
+                   for row in map(str.split, Path("/proc/net/ipv6_route").read_text().splitlines()))    # RTF_LOCAL
     return False
 
 
