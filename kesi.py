@@ -5349,28 +5349,27 @@ while True:
 
 
 # Exact credential formats masked in output before the model sees it: (label, pattern); group "keep" stays readable.
-CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, flags in [
-    ("private key", r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY[A-Z ]{0,40}-----(?:.*?-----END [A-Z ]{0,40}PRIVATE KEY"
-                    r"[A-Z ]{0,40}-----|.*)", re.S),
-    ("github token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})", 0),
-    ("gitlab token", r"\bgl(?:pat|rt|dt|ptt|ft|imt|oas|cbt|soat|agent)-[A-Za-z0-9_-]{20,}", 0),
-    ("anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{20,}", 0),
-    ("openai key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}", 0),
-    ("aws access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", 0),
-    ("aws secret key", r"(?P<keep>(?:aws_secret_access_key|secretaccesskey)[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9/+]{40}",
-     re.I),
-    ("slack token", r"\bxox[abeprs]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}", 0),
-    ("slack webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+", 0),
-    ("stripe key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|\bwhsec_[A-Za-z0-9]{24,}", 0),
-    ("google api key", r"\bAIza[0-9A-Za-z_-]{35}", 0),
-    ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b", 0),
-    ("pypi token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", 0),
-    ("hugging face token", r"\bhf_[A-Za-z0-9]{34,}\b", 0),
-    ("jwt", r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
-    ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]*:)[^/?#\s]+(?=@)", 0),
-    ("secret value", r"(?P<keep>^[ \t]*(?:(?:export|declare(?:[ \t]+-\w+)*)[ \t]+)?"
+CREDENTIAL_PATTERNS = [(label, re.compile(pattern)) for label, pattern in [
+    ("private key", r"(?s)-----BEGIN [A-Z ]{0,40}PRIVATE KEY[A-Z ]{0,40}-----(?:.*?-----END [A-Z ]{0,40}PRIVATE KEY"
+                    r"[A-Z ]{0,40}-----|.*)"),
+    ("github token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
+    ("gitlab token", r"\bgl(?:pat|rt|dt|ptt|ft|imt|oas|cbt|soat|agent)-[A-Za-z0-9_-]{20,}"),
+    ("anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
+    ("openai key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+    ("aws access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
+    ("aws secret key", r"(?i)(?P<keep>(?:aws_secret_access_|secretaccess)key[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9/+]{40}"),
+    ("slack token", r"\bxox[abeprs]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}"),
+    ("slack webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+"),
+    ("stripe key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|\bwhsec_[A-Za-z0-9]{24,}"),
+    ("google api key", r"\bAIza[0-9A-Za-z_-]{35}"),
+    ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b"),
+    ("pypi token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}"),
+    ("hugging face token", r"\bhf_[A-Za-z0-9]{34,}\b"),
+    ("jwt", r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]*:)[^/?#\s]+(?=@)"),
+    ("secret value", r"(?m)(?P<keep>^[ \t]*(?:(?:export|declare(?:[ \t]+-\w+)*)[ \t]+)?"
                      r"(?=[A-Z][A-Z0-9_]*?(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY))[A-Z][A-Z0-9_]*=[\"']?)(?![0-9]+\b)"
-                     r"(?:(?<=\")[^\"\n$][^\"\n]{5,}|(?<=')[^'\n]{6,}|(?<==)[^\s\"'$][^\s\"']{5,})", re.M),
+                     r"(?:(?<=\")[^\"\n$][^\"\n]{5,}|(?<=')[^'\n]{6,}|(?<==)[^\s\"'$][^\s\"']{5,})"),
 ]]
 
 
