@@ -4823,17 +4823,18 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
     removed, names = [], set(os.listdir(fd))
     if depth and "HEAD" not in names:      # modules/a of a submodule named a/b: a folder of git dirs, any deep
         return [item for name in names for item in disarm_git_dir_at(fd, name, f"{shown}/{name}", depth + 1)]
-    for name in names & {"hooks", "commondir", "config.worktree"}:
-        hooks = open_at(fd, name) if name == "hooks" else None
-        if hooks is None:                 # a link (or a file) in the hooks folder's place
-            remove_at(fd, name)
-            removed.append(f"{shown}/{name}")
-            continue
-        for hook in os.listdir(hooks):
-            if not hook.endswith(".sample") or stat.S_ISLNK(os.lstat(hook, dir_fd=hooks).st_mode):
-                remove_at(hooks, hook)
-                removed.append(f"{shown}/hooks/{hook}")
-        os.close(hooks)
+    planted = names & {"commondir", "config.worktree"}
+    try:                                  # in the hooks folder, all but the samples git writes
+        with opened("hooks", FOLDER_FLAGS, fd) as hooks:
+            for hook in os.listdir(hooks):
+                if not hook.endswith(".sample") or stat.S_ISLNK(os.lstat(hook, dir_fd=hooks).st_mode):
+                    remove_at(hooks, hook)
+                    removed.append(f"{shown}/hooks/{hook}")
+    except OSError:                       # a link or a file in its place, or one that could not be read: all of it
+        planted |= {"hooks"} & names
+    for name in planted:
+        remove_at(fd, name)
+        removed.append(f"{shown}/{name}")
     removed += disarm_config(fd, shown) if "config" in names else []
     for inner in ("modules", "worktrees") if depth < MAX_GIT_DEPTH else ():    # their git dirs' configs run code too
         with contextlib.suppress(OSError), opened(inner, FOLDER_FLAGS, fd) as inner_fd:
@@ -4847,11 +4848,6 @@ def disarm_git_dir_at(folder_fd: int, name: str, shown: str, depth: int) -> list
         with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, folder_fd) as sub:
             return disarm_git_dir(sub, shown, depth)
     return []
-
-
-def open_at(folder_fd: int, name: str) -> int | None:
-    with contextlib.suppress(OSError):
-        return os.open(name, FOLDER_FLAGS, dir_fd=folder_fd)
 
 
 def disarm_config(fd: int, shown: str) -> list[str]:
