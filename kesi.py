@@ -5016,8 +5016,7 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
         return [], f"its name could not be resolved ({exc})"
-    remote = [a for a in dict.fromkeys(info[4][0] for info in found) if not is_off_limits(a)]
-    if not remote:
+    if not (remote := [a for a in dict.fromkeys(info[4][0] for info in found) if not is_off_limits(a)]):
         return [], "it resolves only to this machine or to addresses not reachable on the internet"
     return remote, None
 
