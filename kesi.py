@@ -5029,18 +5029,12 @@ CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96", 
 
 
 def is_off_limits(address: str) -> bool:
+    """Not for a name: the address, or an IPv4 one its IPv6 form leads to (mapped, compatible, 6to4, Teredo, NAT64)."""
     ip = ipaddress.ip_address(address.split("%")[0])
-    return any(not a.is_global or a.is_multicast or any(a in n for n in NOT_GLOBAL if n.version == a.version)
-               or is_this_machine(a) for a in carried_addresses(ip))
-
-
-def carried_addresses(ip) -> list:
-    """ip, and each IPv4 address its IPv6 spelling leads to (mapped, compatible, 6to4, Teredo, NAT64)."""
-    if ip.version == 4:
-        return [ip]
-    carried = [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())]
-    carried += [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) for n in CARRIES_IPV4 if ip in n]
-    return [ip, *filter(None, carried)]
+    carried = [] if ip.version == 4 else [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())] + [
+        ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) for n in CARRIES_IPV4 if ip in n]
+    return any(not a.is_global or a.is_multicast or any(a in n for n in NOT_GLOBAL) or is_this_machine(a)
+               for a in [ip, *filter(None, carried)])    # `a in n` is False when the versions differ
 
 
 def is_this_machine(ip) -> bool:
