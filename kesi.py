@@ -4367,11 +4367,9 @@ GIT_IDENTITY_ENV: dict[str, str] = {}     # read once at start-up by load_git_id
 def load_git_identity() -> None:
     """user.name and user.email, read by git once at start-up; a value with a control character is dropped."""
     listed = run_git(["config", "-z", "--get-regexp", r"^user\.(name|email)$"]) if sandbox_enabled() else None
-    config = {}
-    for item in (listed.stdout if listed else b"").decode("utf-8", errors="replace").split("\0"):
-        key, _, value = item.partition("\n")
-        if key.lower() in ("user.name", "user.email") and value and "\n" not in value and not control_characters(value):
-            config[key.lower()] = value
+    items = (listed.stdout if listed else b"").decode("utf-8", errors="replace").split("\0")
+    config = {key.lower(): value for key, _, value in (item.partition("\n") for item in items)
+              if key.lower() in GIT_IDENTITY.values() and value and "\n" not in value and not control_characters(value)}
     GIT_IDENTITY_ENV.clear()
     GIT_IDENTITY_ENV.update({name: config[key] for name, key in GIT_IDENTITY.items() if key in config})
 
@@ -4420,9 +4418,8 @@ def runs_only_git(command: str) -> bool:
 
 
 def git_pins(read_only: bool = False) -> list[str]:
-    """bwrap args pinning .git and what git runs code from, and other git dirs read-only (git at the top needs none, and
-    git refuses to write work-tree paths through `.git` only: a patch wrote into `.bare`); read_only: .git too."""
-    git, nested = BASE_DIR / ".git", nested_repositories()
+    """bwrap args: .git pinned (read_only: read-only); other git dirs (top git needs none) and its code read-only."""
+    git, nested = BASE_DIR / ".git", nested_repositories()    # git guards only `.git` itself: a patch wrote `.bare`
     mount = "--ro-bind" if read_only else "--bind"      # a `.git` file is pinned with the others (scan_workspace)
     pins = [mount, str(git), str(git)] if git.is_dir() and not git.is_symlink() else []
     paths = map(within_reach, [BASE_DIR / repo for repo in nested] + git_guarded_paths())
@@ -4443,8 +4440,7 @@ def top_git_dir() -> Path:
 
 def git_code_paths() -> list[Path]:
     """Paths outside .git/hooks git takes code from: what its config names, each link on linked hooks' way."""
-    named = paths_git_config_names()
-    targets = []
+    named, targets = paths_git_config_names(), []
     for folder in [top_git_dir() / "hooks", *named]:
         with contextlib.suppress(OSError):
             for path in [entry.path for entry in os.scandir(folder) if entry.is_symlink()]:
@@ -4483,10 +4479,9 @@ def config_names_of(tree: Path) -> dict:
     listed = run_git(["-C", str(tree), "config", "--show-origin", "--null", "--get-regexp", GIT_NAMING_KEYS])
     top = run_git(["-C", str(tree), "rev-parse", "--show-toplevel"]) if tree == BASE_DIR else None
     top = Path(os.fsdecode(top.stdout.rstrip(b"\n"))) if top and top.returncode == 0 else tree   # git runs from there
-    found, origins, items = [], [], listed.stdout.split(b"\0") if listed else []
+    found, origins, items = [], [], os.fsdecode(listed.stdout).split("\0") if listed else []
     for origin, entry in zip(items[0::2], items[1::2]):
-        key_name, _, value = os.fsdecode(entry).partition("\n")
-        origin = os.fsdecode(origin)
+        key_name, _, value = entry.partition("\n")
         origins += [top / origin.removeprefix("file:")] if origin.startswith("file:") else []
         # A folder or file named; else a shell command (the paths in it). An include is read from its file's folder.
         shell = not key_name.startswith("alias.") or value.startswith("!")     # other aliases are git's own words
@@ -4567,16 +4562,12 @@ def named_path_entries(base_fd: int, path: str, snapshot: GitSnapshot, learn: bo
         yield from control_entries(fds[-1], path + "/", snapshot, learn, in_hooks)
 
 
-def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool = False,
-                    depth: int = 0):
-    """(relative path, (kind, bytes, mode)) of the control files below one open folder."""
-    try:
-        names, gitdirs = os.listdir(folder_fd), snapshot.gitdirs
-        snapshot.inodes.update({prefix[:-1]: os.fstat(folder_fd).st_ino} if "HEAD" in names else {})
-    except OSError:
-        return
-    if learn and "HEAD" in names:
-        gitdirs.add(prefix)
+def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: bool, in_hooks: bool, depth: int = 0):
+    """(relative path, (kind, bytes, mode)) of the control files below one open folder (an OSError: the caller's)."""
+    names, gitdirs = os.listdir(folder_fd), snapshot.gitdirs
+    if "HEAD" in names:
+        snapshot.inodes[prefix[:-1]] = os.fstat(folder_fd).st_ino
+        gitdirs.update([prefix] if learn else [])
     for name in names:
         path = prefix + name
         try:
@@ -4588,13 +4579,9 @@ def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: b
         elif stat.S_ISDIR(info.st_mode):
             if (name in GIT_DATA_FOLDERS and prefix in gitdirs) or depth >= MAX_GIT_DEPTH:
                 continue          # a repository's data (a submodule may be named lfs), or absurdly deep
-            if (child := open_at(folder_fd, name)) is None:
-                continue
-            try:
-                code = in_hooks or name == "hooks" or name in GIT_REMOTE_FOLDERS and prefix in gitdirs
+            code = in_hooks or name == "hooks" or name in GIT_REMOTE_FOLDERS and prefix in gitdirs
+            with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, folder_fd) as child:   # gone: skipped
                 yield from control_entries(child, path + "/", snapshot, learn, code, depth + 1)
-            finally:
-                os.close(child)
         elif is_todo_file(path):          # read whole, as git does: an exec line may follow 1 MB of comments
             if lines := exec_lines(read_control_file(folder_fd, name, MAX_TODO_BYTES)):
                 yield path, ("todo", b"\n".join(sorted(lines)), 0)
@@ -4685,11 +4672,8 @@ FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|lo
 def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     """Take the planted parts out of repositories made since before (also one the index registers as a submodule)."""
     known = set(before.repos) | ({".git"} & before.entries.keys()) | set(moved) if before else set()
-    top, removed = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else [], []
-    for repo in dict.fromkeys(top + nested_repositories()):
-        if repo not in known and (repo == ".git" or not walked_by_the_top_snapshot(repo)):
-            removed += disarm_repository(repo)
-    return removed
+    top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
+    return [item for repo in top + nested_repositories() if repo not in known for item in disarm_repository(repo)]
 
 
 def registered_repositories() -> list[str]:
@@ -4771,23 +4755,23 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
     removed, names = [], set(os.listdir(fd))
     if depth and "HEAD" not in names:      # modules/a of a submodule named a/b: a folder of git dirs, any deep
         return [item for name in names for item in disarm_git_dir_at(fd, name, f"{shown}/{name}", depth + 1)]
-    for name in names & {"hooks", "commondir", "config.worktree"}:
-        hooks = open_at(fd, name) if name == "hooks" else None
-        if hooks is None:                 # a link (or a file) in the hooks folder's place
-            remove_at(fd, name)
-            removed.append(f"{shown}/{name}")
-            continue
-        for hook in os.listdir(hooks):
-            if not hook.endswith(".sample") or stat.S_ISLNK(os.lstat(hook, dir_fd=hooks).st_mode):
-                remove_at(hooks, hook)
-                removed.append(f"{shown}/hooks/{hook}")
-        os.close(hooks)
+    planted = names & {"commondir", "config.worktree"}
+    try:                                  # in the hooks folder, all but the samples git writes
+        with opened("hooks", FOLDER_FLAGS, fd) as hooks:
+            for hook in os.listdir(hooks):
+                if not hook.endswith(".sample") or stat.S_ISLNK(os.lstat(hook, dir_fd=hooks).st_mode):
+                    remove_at(hooks, hook)
+                    removed.append(f"{shown}/hooks/{hook}")
+    except OSError:                       # a link or a file in its place, or one that could not be read: all of it
+        planted |= {"hooks"} & names
+    for name in planted:
+        remove_at(fd, name)
+        removed.append(f"{shown}/{name}")
     removed += disarm_config(fd, shown) if "config" in names else []
     for inner in ("modules", "worktrees") if depth < MAX_GIT_DEPTH else ():    # their git dirs' configs run code too
-        inner_fd = open_at(fd, inner)
-        for name in os.listdir(inner_fd) if inner_fd is not None else []:
-            removed += disarm_git_dir_at(inner_fd, name, f"{shown}/{inner}/{name}", depth + 1)
-        os.close(inner_fd) if inner_fd is not None else None
+        with contextlib.suppress(OSError), opened(inner, FOLDER_FLAGS, fd) as inner_fd:
+            removed += [item for name in os.listdir(inner_fd)
+                        for item in disarm_git_dir_at(inner_fd, name, f"{shown}/{inner}/{name}", depth + 1)]
     return removed
 
 
@@ -4796,11 +4780,6 @@ def disarm_git_dir_at(folder_fd: int, name: str, shown: str, depth: int) -> list
         with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, folder_fd) as sub:
             return disarm_git_dir(sub, shown, depth)
     return []
-
-
-def open_at(folder_fd: int, name: str) -> int | None:
-    with contextlib.suppress(OSError):
-        return os.open(name, FOLDER_FLAGS, dir_fd=folder_fd)
 
 
 def disarm_config(fd: int, shown: str) -> list[str]:
@@ -4846,32 +4825,29 @@ def remove_at(folder_fd: int, name: str) -> None:
 
 def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
     """Make one path what it was (None: absent), never through a link; a hooks folder moved aside made again."""
-    (*folders, name), fds, held = path.split("/"), [base_fd], contextlib.ExitStack()
-    try:
-        for folder in folders:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(folder, dir_fd=fds[-1]) if was is not None and folder == "hooks" else None
-            fds.append(held.enter_context(opened(folder, FOLDER_FLAGS, fds[-1])))
-        if is_todo_file(path):
-            keep = set(was[1].split(b"\n")) if was is not None and was[0] == "todo" else set()
-            strip_exec_lines(fds[-1], name, keep)
+    (*folders, name), fds, kind = path.split("/"), [base_fd], was[0] if was else None
+    with contextlib.ExitStack() as held:
+        try:
+            for folder in folders:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(folder, dir_fd=fds[-1]) if kind and folder == "hooks" else None
+                fds.append(held.enter_context(opened(folder, FOLDER_FLAGS, fds[-1])))
+            if is_todo_file(path):
+                strip_exec_lines(fds[-1], name, set(was[1].split(b"\n")) if kind == "todo" else set())
+                return True
+            with contextlib.suppress(OSError):
+                if kind == "folder" and stat.S_ISDIR(os.lstat(name, dir_fd=fds[-1]).st_mode):
+                    return True       # still a folder: what is in it is put back on its own
+            remove_at(fds[-1], name)
+            if kind == "folder":
+                os.mkdir(name, dir_fd=fds[-1])
+            elif kind == "link":
+                os.symlink(os.fsdecode(was[1]), name, dir_fd=fds[-1])
+            elif kind == "file" and was[3] <= MAX_CONTROL_BYTES:   # one too big to keep stays gone: nothing runs
+                write_atomically(fds[-1], name, was[1], mode=was[2])
             return True
-        with contextlib.suppress(OSError):
-            if was is not None and was[0] == "folder" and stat.S_ISDIR(os.lstat(name, dir_fd=fds[-1]).st_mode):
-                return True       # still a folder: what is in it is put back on its own
-        remove_at(fds[-1], name)
-        kind = was[0] if was else None
-        if kind == "folder":
-            os.mkdir(name, dir_fd=fds[-1])
-        elif kind == "link":
-            os.symlink(os.fsdecode(was[1]), name, dir_fd=fds[-1])
-        elif kind == "file" and was[3] <= MAX_CONTROL_BYTES:   # one too big to keep stays gone: nothing runs
-            write_atomically(fds[-1], name, was[1], mode=was[2])
-        return True
-    except OSError:
-        return False              # a link on the way, or its folder cannot be made
-    finally:
-        held.close()
+        except OSError:
+            return False              # a link on the way, or its folder cannot be made
 
 
 # --- network allowlist proxy ---------------------------------------------------
@@ -4943,10 +4919,9 @@ def normal_host(raw: str) -> str | None:
 
 def entry_matches(entry: str, host: str, port: int, for_deny: bool) -> bool:
     """Exact host, "*.suffix" for any name below suffix, "*" every name; no wildcard allows an IP address."""
-    match = HOST_ENTRY.fullmatch(entry.strip().lower())
-    if not match:
+    if not (match := HOST_ENTRY.fullmatch(entry.strip().lower())):
         return False
-    name, wanted = match.group(1), match.group(2)
+    name, wanted = match.groups()
     port_ok = port == int(wanted) if wanted is not None else for_deny or port in DEFAULT_NETWORK_PORTS
     if name.startswith("*"):
         return port_ok and (for_deny or not ip_literal(host)) and (name == "*" or host.endswith(name[1:]))
@@ -4973,8 +4948,7 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
         return [], f"its name could not be resolved ({exc})"
-    remote = [a for a in dict.fromkeys(info[4][0] for info in found) if not is_off_limits(a)]
-    if not remote:
+    if not (remote := [a for a in dict.fromkeys(info[4][0] for info in found) if not is_off_limits(a)]):
         return [], "it resolves only to this machine or to addresses not reachable on the internet"
     return remote, None
 
@@ -4987,18 +4961,12 @@ CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96", 
 
 
 def is_off_limits(address: str) -> bool:
+    """Not for a name: the address, or an IPv4 one its IPv6 form leads to (mapped, compatible, 6to4, Teredo, NAT64)."""
     ip = ipaddress.ip_address(address.split("%")[0])
-    return any(not a.is_global or a.is_multicast or any(a in n for n in NOT_GLOBAL if n.version == a.version)
-               or is_this_machine(a) for a in carried_addresses(ip))
-
-
-def carried_addresses(ip) -> list:
-    """ip, and each IPv4 address its IPv6 spelling leads to (mapped, compatible, 6to4, Teredo, NAT64)."""
-    if ip.version == 4:
-        return [ip]
-    carried = [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())]
-    carried += [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) for n in CARRIES_IPV4 if ip in n]
-    return [ip, *filter(None, carried)]
+    carried = [] if ip.version == 4 else [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())] + [
+        ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) for n in CARRIES_IPV4 if ip in n]
+    return any(not a.is_global or a.is_multicast or any(a in n for n in NOT_GLOBAL) or is_this_machine(a)
+               for a in [ip, *filter(None, carried)])    # `a in n` is False when the versions differ
 
 
 def is_this_machine(ip) -> bool:
@@ -5023,9 +4991,8 @@ def is_this_machine(ip) -> bool:
 def has_local_route(ip) -> bool:
     """Linux: a route of type local covers ip (`ip -6 route add local`; IPv6 picks an interface's source for it)."""
     with contextlib.suppress(OSError, ValueError, IndexError):
-        for fields in map(str.split, Path("/proc/net/ipv6_route").read_text().splitlines()):
-            if int(fields[8], 16) & 0x80000000 and ip in ipaddress.ip_network((int(fields[0], 16), int(fields[1], 16))):
-                return True      # RTF_LOCAL
+        return any(int(row[8], 16) & 0x80000000 and ip in ipaddress.ip_network((int(row[0], 16), int(row[1], 16)))
+                   for row in map(str.split, Path("/proc/net/ipv6_route").read_text().splitlines()))    # RTF_LOCAL
     return False
 
 
@@ -5036,8 +5003,7 @@ def read_request_head(sock) -> tuple[bytes, bytes] | None:
     """(head, bytes after it) or None if the client sent no complete head in time."""
     data = b""
     while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536) if len(data) <= MAX_REQUEST_HEAD else b""
-        if not chunk:
+        if len(data) > MAX_REQUEST_HEAD or not (chunk := sock.recv(65536)):
             return None
         data += chunk
     return data.partition(b"\r\n\r\n")[::2]       # (head, rest)
@@ -5046,8 +5012,7 @@ def read_request_head(sock) -> tuple[bytes, bytes] | None:
 def parse_proxy_request(head: bytes) -> tuple[ProxyRequest | None, str]:
     """A CONNECT host:port, or an http:// request rewritten for the origin; refused if read two ways (folded lines)."""
     request_line, *headers = head.split(b"\r\n")
-    start = re.fullmatch(rb"([A-Z]+) (\S+) HTTP/1\.[01]", request_line)
-    if not start:
+    if not (start := re.fullmatch(rb"([A-Z]+) (\S+) HTTP/1\.[01]", request_line)):
         return None, "the request line is not HTTP/1.x"
     if not all(HEADER_LINE.fullmatch(line) for line in headers):
         return None, "a header line is malformed (folded, a bare CR or LF, or a space before the colon)"
@@ -5056,8 +5021,7 @@ def parse_proxy_request(head: bytes) -> tuple[ProxyRequest | None, str]:
         return None, "the request gives its length in more than one way"
     method, target = start.group(1).decode(), start.group(2).decode("ascii", "replace")
     if method == "CONNECT":
-        authority = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]/@\s]+):(\d{1,5})", target)
-        if not authority:
+        if not (authority := re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]/@\s]+):(\d{1,5})", target)):
             return None, "CONNECT needs host:port"
         return ProxyRequest(normal_host(authority.group(1)), int(authority.group(2)), None), ""
     url = urllib.parse.urlsplit(target)
@@ -5090,10 +5054,10 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
                 return send_proxy_error(client, 400, f"KeSi's proxy refused a malformed request: {problem}.")
             reason = network_refusal(request.host, request.port, policy := network_policy())
             targets, reason = checked_addresses(request.host, request.port, policy) if reason is None else ([], reason)
+            where = f"{request.host or '(invalid host)'}:{request.port}"
             if reason:
-                return refuse_host(client, request, reason)
+                return refuse_host(client, where, reason)
             if (upstream := connect_first(targets, request.port)) is None:
-                where = f"{request.host}:{request.port}"
                 return send_proxy_error(client, 502, f"KeSi's proxy could not connect to {where}.")
             with upstream:
                 client.settimeout(None)          # a tunnel may be idle as long as it likes,
@@ -5108,8 +5072,7 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
                 back.join()
 
 
-def refuse_host(client, request: ProxyRequest, reason: str) -> None:
-    where = f"{request.host or '(invalid host)'}:{request.port}"
+def refuse_host(client, where: str, reason: str) -> None:
     NETWORK_BLOCKED.append((next(REFUSALS), f"{where} ({reason})"))
     send_proxy_error(client, 403, f"KeSi's network allowlist blocked {where}: {reason}.\nSandboxed commands reach only "
                      "allowed hosts (package registries and git hosts by default). The user can add one to "
@@ -5170,13 +5133,12 @@ class QuietServer:
         self.slots = threading.BoundedSemaphore(MAX_PROXY_CONNECTIONS)
         super().__init__(*args)
 
-    def process_request(self, request, client_address):
+    def verify_request(self, request, client_address):      # refused (None): socketserver closes it
         if self.slots.acquire(blocking=False):
-            return super().process_request(request, client_address)
+            return True
         with contextlib.suppress(OSError):
             send_proxy_error(request, 503, f"KeSi's proxy already has {MAX_PROXY_CONNECTIONS} connections open "
                              "for this session, its limit. Close some, or wait for them to end, and try again.")
-        self.shutdown_request(request)
 
     def process_request_thread(self, request, client_address):
         try:
@@ -5222,8 +5184,7 @@ def proxy_port(escalation: str | None = None) -> int | None:
 
 
 def command_environment(escalation: str | None = None, command: str = "") -> dict[str, str]:
-    """sandbox_environment, caches, proxy; git alone (git dirs writable) finds no program on PATH in the workspace
-    and reaches no repository by a local path (file, ext): its hooks would run beside the writable git dirs."""
+    """sandbox_environment, caches, proxy; git alone (git dirs writable): no workspace program, no local repo hooks."""
     env, port = sandbox_environment(), proxy_port(escalation)
     if escalation != "unsandboxed" and sandbox_enabled():   # but those the user set (any case): read-only inside
         root, chosen = BASE_DIR / ".kesi" / CACHE_FOLDER, {name.upper() for name in env}
@@ -5309,28 +5270,27 @@ while True:
 
 
 # Exact credential formats masked in output before the model sees it: (label, pattern); group "keep" stays readable.
-CREDENTIAL_PATTERNS = [(label, re.compile(pattern, flags)) for label, pattern, flags in [
-    ("private key", r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY[A-Z ]{0,40}-----(?:.*?-----END [A-Z ]{0,40}PRIVATE KEY"
-                    r"[A-Z ]{0,40}-----|.*)", re.S),
-    ("github token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})", 0),
-    ("gitlab token", r"\bgl(?:pat|rt|dt|ptt|ft|imt|oas|cbt|soat|agent)-[A-Za-z0-9_-]{20,}", 0),
-    ("anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{20,}", 0),
-    ("openai key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}", 0),
-    ("aws access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", 0),
-    ("aws secret key", r"(?P<keep>(?:aws_secret_access_key|secretaccesskey)[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9/+]{40}",
-     re.I),
-    ("slack token", r"\bxox[abeprs]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}", 0),
-    ("slack webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+", 0),
-    ("stripe key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|\bwhsec_[A-Za-z0-9]{24,}", 0),
-    ("google api key", r"\bAIza[0-9A-Za-z_-]{35}", 0),
-    ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b", 0),
-    ("pypi token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", 0),
-    ("hugging face token", r"\bhf_[A-Za-z0-9]{34,}\b", 0),
-    ("jwt", r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
-    ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]*:)[^/?#\s]+(?=@)", 0),
-    ("secret value", r"(?P<keep>^[ \t]*(?:(?:export|declare(?:[ \t]+-\w+)*)[ \t]+)?"
+CREDENTIAL_PATTERNS = [(label, re.compile(pattern)) for label, pattern in [
+    ("private key", r"(?s)-----BEGIN [A-Z ]{0,40}PRIVATE KEY[A-Z ]{0,40}-----(?:.*?-----END [A-Z ]{0,40}PRIVATE KEY"
+                    r"[A-Z ]{0,40}-----|.*)"),
+    ("github token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
+    ("gitlab token", r"\bgl(?:pat|rt|dt|ptt|ft|imt|oas|cbt|soat|agent)-[A-Za-z0-9_-]{20,}"),
+    ("anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
+    ("openai key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+    ("aws access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
+    ("aws secret key", r"(?i)(?P<keep>(?:aws_secret_access_|secretaccess)key[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9/+]{40}"),
+    ("slack token", r"\bxox[abeprs]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}"),
+    ("slack webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+"),
+    ("stripe key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|\bwhsec_[A-Za-z0-9]{24,}"),
+    ("google api key", r"\bAIza[0-9A-Za-z_-]{35}"),
+    ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b"),
+    ("pypi token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}"),
+    ("hugging face token", r"\bhf_[A-Za-z0-9]{34,}\b"),
+    ("jwt", r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]*:)[^/?#\s]+(?=@)"),
+    ("secret value", r"(?m)(?P<keep>^[ \t]*(?:(?:export|declare(?:[ \t]+-\w+)*)[ \t]+)?"
                      r"(?=[A-Z][A-Z0-9_]*?(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY))[A-Z][A-Z0-9_]*=[\"']?)(?![0-9]+\b)"
-                     r"(?:(?<=\")[^\"\n$][^\"\n]{5,}|(?<=')[^'\n]{6,}|(?<==)[^\s\"'$][^\s\"']{5,})", re.M),
+                     r"(?:(?<=\")[^\"\n$][^\"\n]{5,}|(?<=')[^'\n]{6,}|(?<==)[^\s\"'$][^\s\"']{5,})"),
 ]]
 
 
@@ -5341,17 +5301,13 @@ HIDDEN = re.compile("\x1b(?:\\[[0-?]*[ -/]*[@-~]?|][^\x07\x1b\n]*(?:\x07|\x1b\\\
 
 
 def mask_credentials(text: str) -> str:
-    """Replace well-known credential formats with a visible [masked: ...] marker; they are sought in the text without
-    what HIDDEN matches, and the marker replaces all of one, what was hidden inside it too."""
+    """Well-known credential formats, sought with HIDDEN taken out, replaced whole by a visible [masked: ...]."""
     view = HIDDEN.sub("", text)
     spans = sorted((m.end("keep") if m.re.groupindex else m.start(), m.end(), label)
                    for label, pattern in CREDENTIAL_PATTERNS for m in pattern.finditer(view))
     if spans and view != text:        # where[i]: the index in text of the view's i-th character
-        where, at = [], 0
-        for m in HIDDEN.finditer(text):       # the same matches sub took out, left to right
-            where.extend(range(at, m.start()))
-            at = m.end()
-        where.extend(range(at, len(text)))
+        cuts = [0, *(at for m in HIDDEN.finditer(text) for at in m.span()), len(text)]    # the matches sub took out
+        where = list(itertools.chain.from_iterable(map(range, cuts[::2], cuts[1::2])))
         spans = [(where[start], where[end - 1] + 1, label) for start, end, label in spans]
     kept, at = [], 0
     for start, end, label in spans:
