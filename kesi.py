@@ -1297,8 +1297,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     adopt_orphans()
     own_children = set(child_pids(os.getpid())) if ADOPTING else set()   # only a subreaper adopts: no /proc scan
     with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
-        planted = undo_background_changes()
-        git_before = git_control_snapshot()    # before the command starts: it cannot win a race
+        planted, git_before = git_state_before()    # before the command starts: it cannot win a race
         try:
             with command_start(command, escalation=escalation) as (argv, fds):
                 proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -4195,6 +4194,7 @@ SETID_BITS = 0o6000                     # S_ISUID | S_ISGID
 CREATING = os.O_CREAT | 0o20000000      # open uses its mode only with O_CREAT or __O_TMPFILE
 X32_BIT = 0x40000000                    # x86_64's x32 calls: refused, as other architectures
 OPENAT2, IO_URING_SETUP = 437, 425      # same numbers on both; their modes are in memory BPF cannot read
+KEY_CALLS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}      # add_key, request_key, keyctl
 
 # Audit arch number, and calls setting a mode: name: (number, mode argument[, open's flags: counts only when creating]).
 SECCOMP_ARCHES = {
@@ -4234,6 +4234,8 @@ def setid_filter(machine: str) -> bytes | None:
     program += [check for call in calls.values() for check in refuse_setid_mode(*call)]
     # openat2 and io_uring (its OPENAT) return ENOSYS: libc and runtimes fall back to openat, which the filter reads.
     program += [part for n in (OPENAT2, IO_URING_SETUP) for part in (jump_if_equal(n, skip_if_false=1), give(ENOSYS))]
+    # bwrap keeps the person's session keyring (Kerberos, cifs, stored tokens): no key calls inside, as in Docker.
+    program += [part for n in KEY_CALLS[machine] for part in (jump_if_equal(n, skip_if_false=1), give(EPERM))]
     return b"".join(program + [give(ALLOW)])
 
 
@@ -5408,8 +5410,8 @@ def start_background_task(command: str) -> tuple[str, bool]:
     make_cache_folder()
     adopt_orphans()
     with background_tasks_paused() as paused:     # the others, as for a command (see below)
-        planted = undo_background_changes()
-        remember_git_state(git_control_snapshot())       # what this task may change from now on
+        planted, snapshot = git_state_before()
+        remember_git_state(snapshot)                     # what this task may change from now on
         try:
             with command_start(command, background=True) as (argv, fds):
                 proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(), stdin=subprocess.DEVNULL,
@@ -5486,8 +5488,7 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
     for task in BACKGROUND_TASKS.values():
         if task.proc in running or task.proc.poll() is not None:
             log_task_end(task, how if task.proc in running else "ended by itself")
-    if planted := check_after_tasks():          # also what a task that ended by itself changed
-        ui(f"  {visible(planted.strip())}")
+    show_put_back(check_after_tasks())          # also what a task that ended by itself changed
 
 
 ADOPTING = False     # KeSi is the subreaper (Linux, no bwrap): a task's setsid or double-forked children are its to end
@@ -5626,13 +5627,24 @@ def undo_background_changes() -> str:
     servers = ", ".join(f"MCP server {visible(server.name)}" for server in sandboxed_mcp_servers() if base == BASE_DIR)
     if not tasks and not servers:
         return ""
-    # A task that ran beside a command may hold a descriptor of its writable .git (handed over a Unix socket).
-    restored = restore_git_control(snapshot, between=not beside & {task.id for task in tasks})
+    # A task that ran beside a command may hold a descriptor of its writable .git (handed over a Unix socket); so may
+    # a server, beside every command, and one that started before there was a .git to make read-only to it.
+    restored = restore_git_control(snapshot, between=not servers and not beside & {task.id for task in tasks})
     remember_git_state(snapshot)
     named = ", ".join(f"{task.id} ({visible(shorten(task.command, 40))})" for task in tasks)
     named = " or ".join(filter(None, [f"background task {named}" * bool(tasks), servers]))
     return put_back_notice(restored, f", which {named} changed between commands: git's "
                                      "control files run code later, outside the sandbox")
+
+
+def git_state_before() -> tuple[str, GitSnapshot | None]:
+    """With tasks paused: what they changed since the last check put back (a notice), then the state to start from."""
+    return undo_background_changes(), git_control_snapshot()
+
+
+def show_put_back(notice: str) -> None:          # to the person, where no tool result carries it
+    if notice:
+        ui(f"  {visible(notice.strip())}")
 
 
 def check_after_tasks() -> str:
@@ -6820,7 +6832,8 @@ def run_hook(hook: dict, stdin_text: str, project: bool) -> tuple[int | None, st
     with tempfile.TemporaryFile() as stdin, pausing as paused:
         stdin.write(stdin_text.encode())         # a file: a hook that reads nothing cannot block KeSi
         stdin.seek(0)
-        git_before = git_control_snapshot() if project else None
+        planted, git_before = git_state_before() if project else ("", None)
+        show_put_back(planted)
         try:
             with starting as (argv, fds):
                 proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=stdin, stdout=subprocess.PIPE,
@@ -7235,9 +7248,9 @@ class McpServer:
         text = " ".join([f"cd {shlex.quote(str(BASE_DIR if self.project else HOME_DIR))} &&",
                          *(f"{name}={shlex.quote(value)}" for name, value in env.items()), "exec", shlex.join(command)])
         with background_tasks_paused() as paused, command_start(text, True, escalation) as (argv, fds):
-            if planted := undo_background_changes():
-                ui(f"  {planted.strip()}")
-            remember_git_state(git_control_snapshot())       # what a sandboxed server may change from now on
+            planted, snapshot = git_state_before()
+            show_put_back(planted)
+            remember_git_state(snapshot)                     # what a sandboxed server may change from now on
             self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(escalation),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          pass_fds=fds, start_new_session=True)
@@ -7300,10 +7313,16 @@ class McpServer:
             self.proc.wait()
 
 
+def stop_mcp_servers(servers: dict) -> None:
+    """At exit: each server's whole group, then what sandboxed ones changed in git put back, as for tasks."""
+    for server in servers.values():
+        server.stop()
+    show_put_back(check_after_tasks())
+
+
 def sandboxed_mcp_servers() -> list[McpServer]:
-    """Background tasks in all but name: paused while KeSi looks, what they change in git put back."""
-    return [server for server in (MCP["servers"] or {}).values() if server.proc and server.sandboxed
-            and server.proc.poll() is None]
+    """Background tasks in all but name: paused while KeSi looks, what they changed in git put back (also once ended)."""
+    return [server for server in (MCP["servers"] or {}).values() if server.proc and server.sandboxed]
 
 
 def mcp_servers() -> dict[str, McpServer]:
@@ -7315,7 +7334,7 @@ def mcp_servers() -> dict[str, McpServer]:
         lines = [f"{name}: {json.dumps(entry)}" for name, entry in project.items()] if isinstance(project, dict) else []
         if lines and approved_project_file(".mcp.json", json.dumps(project, sort_keys=True).encode(), "\n".join(lines)):
             add_mcp_servers(servers, project, True)
-        atexit.register(lambda: [server.stop() for server in servers.values()])
+        atexit.register(stop_mcp_servers, servers)
         for server in servers.values():
             list_mcp_tools(server)
     return MCP["servers"]

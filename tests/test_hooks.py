@@ -175,9 +175,9 @@ def test_a_project_hook_does_not_run_headless(ws, main_in_process):
     assert "hooks in .kesi/settings.json not used: new or changed; start KeSi in a terminal to approve it" in err
 
 
-def sandboxed_kesi(ws, mock) -> Terminal:
+def sandboxed_kesi(ws, mock, *args) -> Terminal:
     env = checklib.kesi_subprocess_env(mock, TERM="dumb")
-    return Terminal([sys.executable, ROOT / "kesi.py"], ws, env)
+    return Terminal([sys.executable, ROOT / "kesi.py", *args], ws, env)
 
 
 PROBE = """#!/bin/sh
@@ -243,3 +243,26 @@ def test_a_project_hook_runs_only_as_approved_in_the_sandbox_and_its_allow_skips
         term.expect("you > ")
         assert term.leave() == 0
     assert not (ws / "event.json").exists()
+
+
+def test_a_project_hook_never_makes_a_background_tasks_plant_the_new_baseline(ws):
+    """A project hook starts from the state a command would: what tasks changed since the last check put back first."""
+    if kesi.sandbox_kind() != "bubblewrap":
+        pytest.skip("no usable bubblewrap here")
+    project_settings(ws, {"PostToolUse": [{"hooks": [hook("true")]}]})
+    plant = ("until [ -e go ]; do sleep 0.05; done; git init -q vendor/x && "
+             "git -C vendor/x config core.fsmonitor 'touch ../../PWNED'; sleep 600")
+    calls = [reply(tool_call("run_command", {"command": plant, "run_in_background": True})),
+             reply(tool_call("write_file", {"file_path": "go", "content": "now\n"})),
+             reply(tool_call("read_file", {"file_path": "go"}), delay=3),    # the task plants meanwhile; then a hook runs
+             reply(tool_call("run_command", {"command": "true"})), "done"]
+    with MockAPI(calls) as mock, sandboxed_kesi(ws, mock, "--permission-mode", "bypassPermissions") as term:
+        term.expect("Use hooks in .kesi/settings.json as it is now? [y/N] ")
+        term.type("y\n")
+        term.expect("you > ")
+        term.type("go\n")
+        term.expect("done")
+        term.expect("you > ")
+        assert term.leave() == 0
+    assert (ws / "vendor/x/.git/HEAD").exists(), term.seen
+    assert "fsmonitor" not in (ws / "vendor/x/.git/config").read_text(), term.seen

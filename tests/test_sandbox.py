@@ -8,8 +8,10 @@ a skip. "Outside" data lives in a uniquely named folder under the real home
 folder, removed afterwards; the network test only uses a socket on 127.0.0.1.
 """
 import contextlib
+import errno
 import io
 import os
+import platform
 import re
 import shutil
 import socket
@@ -366,3 +368,19 @@ def test_symlinked_env_files_are_not_masked_and_commands_still_run(ws, tmp_path_
     assert (output, is_error) == ("ok\n(exit code 0)", False)
     output, _ = kesi.run_command("cat .env")             # the mask really holds
     assert "KEY=1" not in output
+
+
+KEYCTL = {"x86_64": 250, "aarch64": 219}      # KEYCTL_GET_KEYRING_ID of the session keyring (-3), not created
+
+
+@pytest.mark.skipif(platform.machine() not in KEYCTL, reason="keyctl's number is known for x86_64 and aarch64 only")
+def test_the_persons_session_keyring_is_out_of_reach(sandboxed):
+    """bwrap keeps the caller's session keyring: Kerberos caches and stored tokens there must not be readable."""
+    probe = (f"import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+             f"print('keyctl', libc.syscall({KEYCTL[platform.machine()]}, 0, -3, 0), ctypes.get_errno())")
+    (sandboxed / "probe.py").write_text(probe + "\n")
+    outside = subprocess.run(["python3", "probe.py"], cwd=sandboxed, capture_output=True, text=True).stdout
+    if int(outside.split()[1]) < 0:
+        pytest.skip(f"this machine refuses keyctl outside the sandbox too: {outside}")
+    output, failed = sh("python3 probe.py")
+    assert f"keyctl -1 {errno.EPERM}" in output, output
