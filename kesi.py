@@ -4886,17 +4886,15 @@ def network_policy() -> NetworkPolicy:
     mine = [setting(user, "network", dict), setting(here, "network", dict)]
     project = setting(read_json_file(project_settings_file()), "network", dict)
     defaults = () if any(section.get("defaults") is False for section in mine) else DEFAULT_NETWORK_HOSTS
-    resolve = {normal_host(name): ip_literal(str(address))
-               for section in mine for name, address in setting(section, "resolve", dict).items()
-               if isinstance(name, str) and ip_literal(str(address)) and normal_host(name)}
+    resolve = {host: address for section in mine for name, value in setting(section, "resolve", dict).items()
+               if isinstance(name, str) and (host := normal_host(name)) and (address := ip_literal(str(value)))}
     return NetworkPolicy(allow=(*defaults, *entries(mine, "allow")),
                          deny=entries([*mine, project], "deny"), resolve=resolve)
 
 
 def setting(settings: dict, key: str, kind: type):
     """settings[key] if it has the type wanted (the files are edited by hand), else an empty one."""
-    value = settings.get(key)
-    return value if isinstance(value, kind) else kind()
+    return value if isinstance(value := settings.get(key), kind) else kind()
 
 
 def entries(sections: list[dict], kind: str) -> tuple:
