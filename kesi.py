@@ -5509,6 +5509,9 @@ class BackgroundTask:
 
 
 BACKGROUND_TASKS: dict[int, BackgroundTask] = {}
+ADOPTING = False     # KeSi is the subreaper (Linux, no bwrap): a task's setsid or double-forked children are its to end
+VFORK_WAITS = ("kernel_clone", "_do_fork", "do_fork")       # the kernel function a vfork parent waits in
+_git_baseline: list[tuple] = []     # the last check's (workspace, snapshot, tasks ended, tasks beside a command)
 
 
 def start_background_task(command: str) -> tuple[str, bool]:
@@ -5602,9 +5605,6 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
         ui(f"  {visible(planted.strip())}")
 
 
-ADOPTING = False     # KeSi is the subreaper (Linux, no bwrap): a task's setsid or double-forked children are its to end
-
-
 def adopt_orphans() -> None:
     global ADOPTING
     if sys.platform.startswith("linux") and sandbox_kind() != "bubblewrap" and not ADOPTING:
@@ -5683,9 +5683,6 @@ def moving_threads(pid: int) -> list[int]:
     return []                       # gone
 
 
-VFORK_WAITS = ("kernel_clone", "_do_fork", "do_fork")       # the kernel function a vfork parent waits in
-
-
 def thread_is_still(path: str) -> bool:
     with contextlib.suppress(OSError, IndexError):
         state = Path(path, "stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -5711,9 +5708,6 @@ def wait_until_sandboxed(proc, paused: list[int]) -> None:
                 if Path(f"/proc/{pid}/comm").read_text().removesuffix("\n") not in ("bwrap", "nsenter"):
                     return
         time.sleep(0.002)
-
-
-_git_baseline: list[tuple] = []     # the last check's (workspace, snapshot, tasks ended, tasks beside a command)
 
 
 def remember_git_state(snapshot: GitSnapshot | None, after_command: bool = False) -> None:
@@ -5758,6 +5752,7 @@ AUDIT_LOG = "audit.jsonl"             # among KeSi's records (see records_folder
 AUDIT_OUTPUT_CHARS = 2000             # head and tail of a command's output kept in the log
 AUDIT_COMMAND_BYTES = 100_000         # and of a command itself, as logged (JSON writes a character in up to 6)
 _approvals: dict[tuple[str, bool], str] = {}    # (command, background) -> who decided, until it runs
+_unwritten_audit: list[dict] = []      # entries a full disk refused: written with the next one that fits
 
 
 def note_approval(command, decision: str, background: bool = False) -> None:
@@ -5794,9 +5789,6 @@ def clip_for_audit(text: str, most: int = AUDIT_OUTPUT_CHARS) -> str:
     half = most // 2
     clipped = f"\n(... {len(text) - 2 * half:,} characters clipped ...)\n"
     return text if len(text) <= most else text[:half] + clipped + text[-half:]
-
-
-_unwritten_audit: list[dict] = []      # entries a full disk refused: written with the next one that fits
 
 
 def write_audit_entry(entry: dict) -> None:
@@ -6818,8 +6810,7 @@ def save_prompt_history() -> None:
 
 # --- a project's files that make things run (its hooks, its .mcp.json): only what the person approved -------------
 def approved_project_file(label: str, data: bytes, shown: str) -> bool:
-    """These exact bytes approved once (at the terminal; kept signed in this project's records, out of reach of
-    commands): a changed file is asked about again, and with nobody to ask it stays unused."""
+    """These exact bytes approved at the terminal once (signed in the records): a changed file is asked about again."""
     digest = hashlib.sha256(label.encode() + b"\0" + data).hexdigest()
     path = records_folder("approved.jsonl")
     with contextlib.suppress(OSError, ValueError):       # unreadable or forged records: asked again
@@ -6960,8 +6951,7 @@ def run_hook(hook: dict, stdin_text: str, project: bool) -> tuple[int | None, st
 
 
 def hooked_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str | None]:
-    """check_permission after PreToolUse hooks: deny refuses, ask asks even where a mode or rule allows, allow answers
-    the question it would ask yes; hard denials, deny rules and read-only modes still refuse."""
+    """check_permission after PreToolUse hooks: deny refuses, ask asks even if allowed, allow says yes; denials hold."""
     global ask_user
     decision, reason, _ = run_hooks("PreToolUse", name, tool_name=CLAUDE_CODE_NAME.get(name, name),
                                     tool_input=tool_input)
