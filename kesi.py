@@ -5486,8 +5486,7 @@ def network_line() -> str:
 # --- background tasks ----------------------------------------------------------
 # A dev server or watcher outlives its call, checked and sandboxed as a command (.git read-only: the user runs git too).
 # All end with KeSi: at exit, a crash, SIGHUP or SIGTERM, and under bwrap even SIGKILL (--die-with-parent, lifeline_fd).
-MAX_BACKGROUND_TASKS = 8               # running at once
-MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task
+MAX_BACKGROUND_TASKS, MAX_TASK_OUTPUT_BYTES = 8, 1_000_000     # running at once; the newest output kept per task
 
 
 @dataclass
@@ -5851,8 +5850,7 @@ MODELS = {   # model -> (cache minimum, context window, max output, thinks unask
     "claude-3-opus": (1024, 200_000, 4096, False), "claude-3-haiku": (2048, 200_000, 4096, False),
 }
 DEFAULT_CACHE_MINIMUM = 512     # for unknown models: a mark too short costs nothing, a missed cache the whole prefix
-LONG_PAUSE = 5 * 60             # a pause this long (seconds) outlives a 5-minute entry
-PAUSE_MEMORY = 60 * 60          # after a long pause, use 1-hour entries for this long
+LONG_PAUSE, PAUSE_MEMORY = 5 * 60, 60 * 60    # a pause (s) that outlives a 5-minute entry; then 1-hour ones this long
 
 
 def model_key(model: str) -> str:
@@ -5949,10 +5947,8 @@ def text_of(content) -> str:
 
 
 # Each request re-sends (and pays for) the whole journal: old tool output goes first (tools can rerun), then a summary.
-CLEAR_RESULTS_AT = 0.5       # share of the context window that triggers clearing
-COMPACT_AT = 0.8             # share that triggers automatic compaction
-KEEP_RECENT_RESULTS = 4      # the newest tool results always stay whole
-MIN_CLEARABLE_CHARS = 500
+CLEAR_RESULTS_AT, COMPACT_AT = 0.5, 0.8       # shares of the context window that trigger clearing, compaction
+KEEP_RECENT_RESULTS, MIN_CLEARABLE_CHARS = 4, 500     # the newest tool results, and short ones, always stay whole
 CLEARED_RESULT = "[old tool result cleared to save context; run the tool again if you need it]"
 COMPACT_PROMPT = ("Summarise our conversation so far so that it can replace the history. Do not call any tool: "
                   "answer with the summary only. Keep: the user's goals and instructions, decisions made, files "
@@ -6744,8 +6740,7 @@ def setup_readline() -> None:
 # Tab completes a /command (those /help lists) at the start of the line and an @path anywhere.
 SLASH_COMMANDS = [word.rstrip(",") for line in HELP.splitlines() for word in line.split()[:2] if word.startswith("/")]
 COMPLETIONS: list[str] = []            # the matches for the word being completed
-PROMPT_HISTORY = "prompt-history.jsonl"     # among KeSi's records
-MAX_HISTORY_ENTRIES = 1000
+PROMPT_HISTORY, MAX_HISTORY_ENTRIES = "prompt-history.jsonl", 1000     # among KeSi's records
 
 
 def complete(word: str, state: int) -> str | None:
