@@ -5374,8 +5374,7 @@ def network_line() -> str:
 # --- background tasks ----------------------------------------------------------
 # A dev server or watcher outlives its call, checked and sandboxed as a command (.git read-only: the user runs git too).
 # All end with KeSi: at exit, a crash, SIGHUP or SIGTERM, and under bwrap even SIGKILL (--die-with-parent, lifeline_fd).
-MAX_BACKGROUND_TASKS = 8               # running at once
-MAX_TASK_OUTPUT_BYTES = 1_000_000      # the newest output kept per task
+MAX_BACKGROUND_TASKS, MAX_TASK_OUTPUT_BYTES = 8, 1_000_000     # running at once; the newest output kept per task
 
 
 @dataclass
@@ -5397,6 +5396,9 @@ class BackgroundTask:
 
 
 BACKGROUND_TASKS: dict[int, BackgroundTask] = {}
+ADOPTING = False     # KeSi is the subreaper (Linux, no bwrap): a task's setsid or double-forked children are its to end
+VFORK_WAITS = ("kernel_clone", "_do_fork", "do_fork")       # the kernel function a vfork parent waits in
+_git_baseline: list[tuple] = []     # the last check's (workspace, snapshot, tasks ended, tasks beside a command)
 
 
 def start_background_task(command: str) -> tuple[str, bool]:
@@ -5489,9 +5491,6 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
     show_put_back(check_after_tasks())          # also what a task that ended by itself changed
 
 
-ADOPTING = False     # KeSi is the subreaper (Linux, no bwrap): a task's setsid or double-forked children are its to end
-
-
 def adopt_orphans() -> None:
     global ADOPTING
     if sys.platform.startswith("linux") and sandbox_kind() != "bubblewrap" and not ADOPTING:
@@ -5570,9 +5569,6 @@ def moving_threads(pid: int) -> list[int]:
     return []                       # gone
 
 
-VFORK_WAITS = ("kernel_clone", "_do_fork", "do_fork")       # the kernel function a vfork parent waits in
-
-
 def thread_is_still(path: str) -> bool:
     with contextlib.suppress(OSError, IndexError):
         state = Path(path, "stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -5598,9 +5594,6 @@ def wait_until_sandboxed(proc, paused: list[int]) -> None:
                 if Path(f"/proc/{pid}/comm").read_text().removesuffix("\n") not in ("bwrap", "nsenter"):
                     return
         time.sleep(0.002)
-
-
-_git_baseline: list[tuple] = []     # the last check's (workspace, snapshot, tasks ended, tasks beside a command)
 
 
 def remember_git_state(snapshot: GitSnapshot | None, after_command: bool = False) -> None:
@@ -5656,6 +5649,7 @@ AUDIT_LOG = "audit.jsonl"             # among KeSi's records (see records_folder
 AUDIT_OUTPUT_CHARS = 2000             # head and tail of a command's output kept in the log
 AUDIT_COMMAND_BYTES = 100_000         # and of a command itself, as logged (JSON writes a character in up to 6)
 _approvals: dict[tuple[str, bool], str] = {}    # (command, background) -> who decided, until it runs
+_unwritten_audit: list[dict] = []      # entries a full disk refused: written with the next one that fits
 
 
 def note_approval(command, decision: str, background: bool = False) -> None:
@@ -5692,9 +5686,6 @@ def clip_for_audit(text: str, most: int = AUDIT_OUTPUT_CHARS) -> str:
     half = most // 2
     clipped = f"\n(... {len(text) - 2 * half:,} characters clipped ...)\n"
     return text if len(text) <= most else text[:half] + clipped + text[-half:]
-
-
-_unwritten_audit: list[dict] = []      # entries a full disk refused: written with the next one that fits
 
 
 def write_audit_entry(entry: dict) -> None:
@@ -5757,8 +5748,7 @@ MODELS = {   # model -> (cache minimum, context window, max output, thinks unask
     "claude-3-opus": (1024, 200_000, 4096, False), "claude-3-haiku": (2048, 200_000, 4096, False),
 }
 DEFAULT_CACHE_MINIMUM = 512     # for unknown models: a mark too short costs nothing, a missed cache the whole prefix
-LONG_PAUSE = 5 * 60             # a pause this long (seconds) outlives a 5-minute entry
-PAUSE_MEMORY = 60 * 60          # after a long pause, use 1-hour entries for this long
+LONG_PAUSE, PAUSE_MEMORY = 5 * 60, 60 * 60    # a pause (s) that outlives a 5-minute entry; then 1-hour ones this long
 
 
 def model_key(model: str) -> str:
@@ -5855,10 +5845,8 @@ def text_of(content) -> str:
 
 
 # Each request re-sends (and pays for) the whole journal: old tool output goes first (tools can rerun), then a summary.
-CLEAR_RESULTS_AT = 0.5       # share of the context window that triggers clearing
-COMPACT_AT = 0.8             # share that triggers automatic compaction
-KEEP_RECENT_RESULTS = 4      # the newest tool results always stay whole
-MIN_CLEARABLE_CHARS = 500
+CLEAR_RESULTS_AT, COMPACT_AT = 0.5, 0.8       # shares of the context window that trigger clearing, compaction
+KEEP_RECENT_RESULTS, MIN_CLEARABLE_CHARS = 4, 500     # the newest tool results, and short ones, always stay whole
 CLEARED_RESULT = "[old tool result cleared to save context; run the tool again if you need it]"
 COMPACT_PROMPT = ("Summarise our conversation so far so that it can replace the history. Do not call any tool: "
                   "answer with the summary only. Keep: the user's goals and instructions, decisions made, files "
@@ -6650,8 +6638,7 @@ def setup_readline() -> None:
 # Tab completes a /command (those /help lists) at the start of the line and an @path anywhere.
 SLASH_COMMANDS = [word.rstrip(",") for line in HELP.splitlines() for word in line.split()[:2] if word.startswith("/")]
 COMPLETIONS: list[str] = []            # the matches for the word being completed
-PROMPT_HISTORY = "prompt-history.jsonl"     # among KeSi's records
-MAX_HISTORY_ENTRIES = 1000
+PROMPT_HISTORY, MAX_HISTORY_ENTRIES = "prompt-history.jsonl", 1000     # among KeSi's records
 
 
 def complete(word: str, state: int) -> str | None:
@@ -6716,8 +6703,7 @@ def save_prompt_history() -> None:
 
 # --- a project's files that make things run (its hooks, its .mcp.json): only what the person approved -------------
 def approved_project_file(label: str, data: bytes, shown: str) -> bool:
-    """These exact bytes approved once (at the terminal; kept signed in this project's records, out of reach of
-    commands): a changed file is asked about again, and with nobody to ask it stays unused."""
+    """These exact bytes approved at the terminal once (signed in the records): a changed file is asked about again."""
     digest = hashlib.sha256(label.encode() + b"\0" + data).hexdigest()
     path = records_folder("approved.jsonl")
     with contextlib.suppress(OSError, ValueError):       # unreadable or forged records: asked again
@@ -6859,8 +6845,7 @@ def run_hook(hook: dict, stdin_text: str, project: bool) -> tuple[int | None, st
 
 
 def hooked_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str | None]:
-    """check_permission after PreToolUse hooks: deny refuses, ask asks even where a mode or rule allows, allow answers
-    the question it would ask yes; hard denials, deny rules and read-only modes still refuse."""
+    """check_permission after PreToolUse hooks: deny refuses, ask asks even if allowed, allow says yes; denials hold."""
     global ask_user
     decision, reason, _ = run_hooks("PreToolUse", name, tool_name=CLAUDE_CODE_NAME.get(name, name),
                                     tool_input=tool_input)
