@@ -5183,10 +5183,10 @@ def proxy_port(escalation: str | None = None) -> int | None:
     return network_proxy().server_address[1] if sandbox_kind() == "seatbelt" else PROXY_PORT
 
 
-def command_environment(escalation: str | None = None, command: str = "") -> dict[str, str]:
+def command_environment(escalation: str | None = None, command: str = "", caches: bool = True) -> dict[str, str]:
     """sandbox_environment, caches, proxy; git alone (git dirs writable): no workspace program, no local repo hooks."""
     env, port = sandbox_environment(), proxy_port(escalation)
-    if escalation != "unsandboxed" and sandbox_enabled():   # but those the user set (any case): read-only inside
+    if caches and escalation != "unsandboxed" and sandbox_enabled():   # but those the user set: read-only inside
         root, chosen = BASE_DIR / ".kesi" / CACHE_FOLDER, {name.upper() for name in env}
         env |= {name: str(root / folder) for name, folder in CACHE_VARIABLES.items() if name.upper() not in chosen}
     if runs_only_git(command):
@@ -6767,7 +6767,8 @@ def project_hooks() -> dict:
         return {}
     if (data := json.dumps(section, sort_keys=True).encode()) not in HOOK_ANSWERS:
         HOOK_ANSWERS[data] = approved_project_file("hooks in .kesi/settings.json", data, "\n".join(
-            f"{event} ({matcher or 'all'}): {hook['command']}" for event, matcher, hook in entries))
+            f"{event} ({matcher or 'all'}, timeout {hook.get('timeout', HOOK_TIMEOUT)} s): {hook['command']}"
+            for event, matcher, hook in entries))
     return section if HOOK_ANSWERS[data] else {}
 
 
@@ -6850,12 +6851,14 @@ def hooked_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str
     decision, reason, _ = run_hooks("PreToolUse", name, tool_name=CLAUDE_CODE_NAME.get(name, name),
                                     tool_input=tool_input)
     if decision == "block":
-        return refuse(f"PreToolUse hook: {shorten(reason, 300)}", f"Error: a PreToolUse hook refused it: {reason}")
+        return refuse(f"PreToolUse hook: {one_line(shorten(reason, 300))}",
+                      f"Error: a PreToolUse hook refused it: {reason}")
 
-    def answer(question: Question):
+    def answer(question: Question):       # the hook's reason on one line, after KeSi's: it can hide nothing
         asked.append(question)
-        return (True, False) if decision == "allow" else person(Question(
-            question.detail, f"a PreToolUse hook asks: {reason}", question.diff, question.always))
+        why = "; ".join(filter(None, [question.reason, f"a PreToolUse hook asks: {one_line(shorten(reason, 300))}"]))
+        return (True, False) if decision == "allow" else person(Question(question.detail, why, question.diff,
+                                                                          question.always))
     person, asked, ask_user = ask_user, [], answer if decision else ask_user
     try:
         allowed, refusal = check_permission(name, tool_input, plan)
@@ -7234,7 +7237,8 @@ class McpServer:
             planted, snapshot = git_state_before()
             show_put_back(planted)
             remember_git_state(snapshot)                     # what a sandboxed server may change from now on
-            self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(escalation),
+            # Yours get no cache in .kesi/cache, which a project ships or its commands write: their sandbox's home is.
+            self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(escalation, "", self.project),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          pass_fds=fds, start_new_session=True)
             wait_until_sandboxed(self.proc, paused)
@@ -7304,7 +7308,7 @@ def stop_mcp_servers(servers: dict) -> None:
 
 
 def sandboxed_mcp_servers() -> list[McpServer]:
-    """Background tasks in all but name: paused while KeSi looks, what they changed in git put back (also once ended)."""
+    """Background tasks in all but name: paused while KeSi looks; what they changed in git (also ended) put back."""
     return [server for server in (MCP["servers"] or {}).values() if server.proc and server.sandboxed]
 
 
@@ -7315,7 +7319,11 @@ def mcp_servers() -> dict[str, McpServer]:
         add_mcp_servers(servers, read_json_file(user_settings_file(), yours=True).get("mcpServers"), False)
         project = read_json_file(BASE_DIR / ".mcp.json").get("mcpServers")
         lines = [f"{name}: {json.dumps(entry)}" for name, entry in project.items()] if isinstance(project, dict) else []
-        if lines and approved_project_file(".mcp.json", json.dumps(project, sort_keys=True).encode(), "\n".join(lines)):
+        if lines and not sandbox_enabled():       # as its hooks: a project's code runs only where a sandbox holds it
+            ui(paint("  (this project's .mcp.json servers are not started: they run only in the sandbox; it is off)",
+                     "error"))
+        elif lines and approved_project_file(".mcp.json", json.dumps(project, sort_keys=True).encode(),
+                                             "\n".join(lines)):
             add_mcp_servers(servers, project, True)
         atexit.register(stop_mcp_servers, servers)
         for server in servers.values():

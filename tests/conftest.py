@@ -105,12 +105,12 @@ def user_settings(tmp_path_factory, monkeypatch):
 @pytest.fixture
 def kesi_pty():
     """Factory: kesi_pty(folder, mock, *args, columns=200, **env) starts `kesi.py *args` on a real
-    pty (examples/ptyterm.py) against the mock with the sandbox off, its width from the pty's
+    pty (examples/ptyterm.py) against the mock with the sandbox off (unless env says), its width from the pty's
     window; stopped after the test however it ends. `with` it, and end with term.leave()."""
     started = []
 
     def start(folder, mock, *args, columns: int = 200, **env) -> Terminal:
-        env = checklib.kesi_subprocess_env(mock, KESI_SANDBOX="off", **env)
+        env = checklib.kesi_subprocess_env(mock, **{"KESI_SANDBOX": "off", **env})
         env.pop("COLUMNS", None)
         started.append(Terminal([sys.executable, ROOT / "kesi.py", *args], folder, env, columns=columns))
         return started[-1]

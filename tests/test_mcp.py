@@ -80,7 +80,7 @@ for line in sys.stdin:
                 open(".git/hooks/pre-commit", "w").write("#!/bin/sh\ntouch /tmp/owned\n")
                 text = "hooked"
             elif name == "where":               # where it started, and its env
-                text = f"{STARTED_IN}|{os.environ.get('KESI_PROBE')}"
+                text = f"{STARTED_IN}|{os.environ.get('KESI_PROBE')}|{os.environ.get('npm_config_cache')}"
             elif name == "write":
                 open(args["path"], "w").write("written by the MCP server")
                 text = "wrote " + args["path"]
@@ -221,7 +221,7 @@ def test_a_projects_mcp_json_is_used_only_as_approved_at_a_terminal(box, mcp, ke
     assert "mcp__proj__read_env" not in [t["name"] for t in mock.requests[0]["body"]["tools"]]
 
     long_call = echo("mcp__proj__echo", text="harmless words " * 40 + "ARGTAILMARKER")
-    with MockAPI([long_call, "echoed"]) as mock, kesi_pty(box, mock, TERM="dumb") as term:
+    with MockAPI([long_call, "echoed"]) as mock, kesi_pty(box, mock, TERM="dumb", KESI_SANDBOX="auto") as term:
         term.expect("you > ")
         term.type("go\n")
         term.expect("Use .mcp.json as it is now? [y/N] ")
@@ -240,12 +240,16 @@ def test_a_projects_mcp_json_is_used_only_as_approved_at_a_terminal(box, mcp, ke
 
     code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [env_call, "done"])   # approved: used
     assert "not used" not in out and "Permission denied" in results(mock)[0][0]           # and sandboxed
+    monkeypatch.setattr(kesi, "SANDBOX_DISABLED", kesi.SANDBOX_DISABLED)   # main() sets it from KESI_SANDBOX
+    code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [env_call, "done"], KESI_SANDBOX="off")
+    assert "servers are not started: they run only in the sandbox; it is off" in out     # approved, but unheld
+    assert "there is no tool named" in results(mock)[0][0]
 
     project["mcpServers"]["proj"]["args"].append("changed")
     (box / ".mcp.json").write_text(json.dumps(project))
     code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [env_call, "done"])
     assert ".mcp.json not used: new or changed" in out and "there is no tool named" in results(mock)[0][0]
-    with MockAPI(["fine"]) as mock, kesi_pty(box, mock, TERM="dumb") as term:
+    with MockAPI(["fine"]) as mock, kesi_pty(box, mock, TERM="dumb", KESI_SANDBOX="auto") as term:
         term.expect("you > ")
         term.type("go\n")
         term.expect("Use .mcp.json as it is now? [y/N] ")          # asked again
@@ -337,22 +341,24 @@ def test_a_rule_for_one_servers_tools_never_covers_another_server(box, mcp, user
         assert f"(MCP server {name} not used: " in out, out
     assert {t["name"] for t in mock.requests[0]["body"]["tools"] if t["name"].startswith("mcp__demo_x")} == {
         "mcp__demo_x__echo", "mcp__demo_x__read_env", "mcp__demo_x__write", "mcp__demo_x__plant", "mcp__demo_x__shot",
-        "mcp__demo_x__where"}
+        "mcp__demo_x__where", "mcp__demo_x__hook"}
 
 
 def test_a_servers_env_is_set_inside_never_on_the_launcher_and_yours_start_in_your_home(box, mcp, monkeypatch):
     monkeypatch.setattr(kesi, "MCP", {"servers": None, "tools": {}, "granted": set()})
     started = {}
+    monkeypatch.delenv("npm_config_cache", raising=False)
     for name, project in (("mine", False), ("theirs", True)):
         started[name] = kesi.McpServer(name, server(env={"KESI_PROBE": "in-the-server"}), project)
     kesi.MCP["servers"] = dict(started)
     try:
-        for name, folder in (("mine", kesi.HOME_DIR), ("theirs", box)):
+        # Yours get no cache in .kesi/cache, which a project ships and its commands write (npx would run from it).
+        for name, folder, cache in (("mine", kesi.HOME_DIR, None), ("theirs", box, box / ".kesi/cache/npm")):
             started[name].start()
             launcher = open(f"/proc/{started[name].proc.pid}/environ", "rb").read()   # bwrap: the dynamic loader's
             assert b"KESI_PROBE" not in launcher
             answer = started[name].request("tools/call", {"name": "where", "arguments": {}})
-            assert answer["content"][0]["text"] == f"{folder}|in-the-server", answer
+            assert answer["content"][0]["text"] == f"{folder}|in-the-server|{cache}", answer
         bad = kesi.McpServer("bad", server(env={"LD_PRELOAD=x": "y"}), True)
         with pytest.raises(ConnectionError, match='"env" of names and texts'):
             bad.start()
