@@ -3709,8 +3709,7 @@ def save_project_rule(text: str) -> bool:
 # Behind command_start() and sandbox_environment(): the file tools' jail cannot stop a shell, so commands run in an OS
 # sandbox (bwrap or seatbelt, seccomp, git guard, allowlist proxy) that hides home and secrets, writes to the workspace.
 
-SHELL_PATH = "/bin/sh"
-SANDBOX_EXEC = "/usr/bin/sandbox-exec"
+SHELL_PATH, SANDBOX_EXEC = "/bin/sh", "/usr/bin/sandbox-exec"
 # Of ~/.local only what programs run from: the rest holds keyrings, shell history and tokens.
 TOOLCHAIN_DIRS = [".local/bin", ".local/lib", ".local/share/uv", ".local/share/pipx", ".cargo", ".rustup",
                   ".bun", ".deno", ".volta", ".pyenv", ".rbenv", ".nodenv", ".nvm", ".asdf", ".mise",
@@ -3943,8 +3942,6 @@ class WorkspaceIndex:
 
     def __init__(self, base: Path, prune: bool):    # prune: no walk into dependency, cache folders (no masks then)
         self.base, self.prune, self.inotify, self.watching = base, prune, None, True
-        self.folders, self.marked, self.watched = {}, {}, {}      # watched: watch descriptor -> folder
-        self.stale: set[str] = set()          # folders to list again: one below could not be listed
         self.git_folders: dict[int, int] = {}   # inode -> device of each folder seen in a git dir: known under any name
         self.git_gone = False                   # one left the index (deleted, or moved: then found again)
         self.rebuild()
@@ -3953,7 +3950,8 @@ class WorkspaceIndex:
         self.close()
         fd = inotify_call("inotify_init1", os.O_NONBLOCK | os.O_CLOEXEC) if self.watching else -1
         self.inotify = fd if fd >= 0 else None
-        self.folders.clear(), self.marked.clear(), self.watched.clear(), self.stale.clear()
+        # watched: watch descriptor -> folder; stale: folders to list again, as one below could not be listed
+        self.folders, self.marked, self.watched, self.stale = {}, {}, {}, set()
         self.add_tree("", None)
 
     def close(self) -> None:
