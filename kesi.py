@@ -4215,8 +4215,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     for secret in secrets:
         kind = "dir" if secret.is_dir() else "file" if is_env_name(secret.name) else "empty"     # else a git config
         argv += ["--ro-bind", denied[kind], str(secret)]
-    # Empty home folders read-only, last: a write to ~ fails loudly, not vanishes (`pip install --user`). Not one
-    # holding the workspace, nor one a later tmpfs covers (~ = /home/ann, then /home): bwrap would refuse to start.
+    # Empty home folders read-only, last: a write to ~ fails, not vanishes; bwrap refuses one in BASE_DIR or covered.
     hidden = hidden_folders()
     argv += [arg for i, folder in enumerate(hidden) if not Path(folder).is_relative_to(BASE_DIR)
              and not any(Path(folder).is_relative_to(later) for later in hidden[i + 1:])
@@ -4364,7 +4363,7 @@ def start_shared_network() -> bool:
             holder = subprocess.Popen(holder_argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, pass_fds=(write_end,), start_new_session=True)
         with holder:                        # its stdin closed after: it ends; the descriptors keep the network
-            pid = json.loads(info.read() or b"{}")["child-pid"]
+            pid = json.loads(info.read())["child-pid"]     # none (bwrap failed): a ValueError
             spaces = ["net"] if os.geteuid() == 0 else ["user", "net"]   # others enter its user namespace first
             fds = [os.open(f"/proc/{pid}/ns/{space}", os.O_RDONLY | os.O_CLOEXEC) for space in spaces]
     _shared_network[:] = fds
@@ -4387,9 +4386,8 @@ def in_shared_network(argv: list[str]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------
-# Git's control files run code later, outside the sandbox (a hook, core.fsmonitor on `git status`). Mounts hold what
-# exists: .git pinned, `.git` files, hooks/, what config names read-only, config empty, every git dir unless the
-# command runs only git. The check after (git_control_snapshot) covers the rest: all there is without a sandbox.
+# Git's control files run code later, outside the sandbox (a hook, core.fsmonitor on `git status`): mounts pin what
+# exists (git_pins, scan_workspace); the check after (git_control_snapshot) covers the rest, all there is unsandboxed.
 
 # A rebase's `strategy` and a cherry-pick's `opts` name a merge program (`git merge-<strategy>`) --continue runs.
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strategy", "strategy_opts", "opts"}
