@@ -3758,13 +3758,12 @@ def sandbox_status() -> str:
 
 
 # The environment is an allowlist (no denylist names ACME_DEPLOY_KEY_BLOB): harmless names, toolchains bar secrets.
-SAFE_ENV_NAMES = {
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "NO_COLOR", "CLICOLOR", "FORCE_COLOR", "LANG",
-    "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "PWD", "COLUMNS", "LINES", "EDITOR", "VISUAL", "PAGER", "HOSTNAME",
-    "CI", "DEBIAN_FRONTEND", "SOURCE_DATE_EPOCH", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "CC", "CXX", "CFLAGS", "CXXFLAGS",
-    "CPPFLAGS", "LDFLAGS", "MAKEFLAGS", "PKG_CONFIG_PATH", "LD_LIBRARY_PATH", "MANPATH", "GOPATH", "GOROOT", "GOBIN",
-    "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOPROXY", "GOPRIVATE", "GOTOOLCHAIN", "CGO_ENABLED", "JAVA_HOME",
+SAFE_ENV_NAMES = {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "NO_COLOR", "CLICOLOR",
+    "FORCE_COLOR", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "PWD", "COLUMNS", "LINES", "EDITOR", "VISUAL",
+    "PAGER", "HOSTNAME", "CI", "DEBIAN_FRONTEND", "SOURCE_DATE_EPOCH", "SSL_CERT_FILE", "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "CC", "CXX", "CFLAGS",
+    "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "MAKEFLAGS", "PKG_CONFIG_PATH", "LD_LIBRARY_PATH", "MANPATH", "GOPATH", "GOROOT",
+    "GOBIN", "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOPROXY", "GOPRIVATE", "GOTOOLCHAIN", "CGO_ENABLED", "JAVA_HOME",
     "GEM_HOME", "GEM_PATH", "BUNDLE_PATH", "BUNDLE_GEMFILE", "VIRTUAL_ENV"}
 SAFE_ENV_PREFIXES = ("LC_", "XDG_", "KESI_", "PYTHON", "PYENV_", "UV_", "PIP_", "PIPX_", "POETRY_", "CONDA_", "NODE_",
                      "NPM_CONFIG_", "NVM_", "PNPM_", "YARN_", "BUN_", "DENO_", "VOLTA_", "CARGO_", "RUSTUP_", "RUST",
@@ -4272,7 +4271,6 @@ def refuse_setid_mode(number: int, mode_arg: int, flags_arg: int | None = None) 
 
 
 def setid_filter(machine: str) -> bytes | None:
-    """The BPF program for this architecture; None for one KeSi does not know."""
     if machine not in SECCOMP_ARCHES:
         return None
     arch, calls = SECCOMP_ARCHES[machine]
