@@ -3658,8 +3658,7 @@ def save_project_rule(text: str) -> bool:
 # Behind command_start() and sandbox_environment(): the file tools' jail cannot stop a shell, so commands run in an OS
 # sandbox (bwrap or seatbelt, seccomp, git guard, allowlist proxy) that hides home and secrets, writes to the workspace.
 
-SHELL_PATH = "/bin/sh"
-SANDBOX_EXEC = "/usr/bin/sandbox-exec"
+SHELL_PATH, SANDBOX_EXEC = "/bin/sh", "/usr/bin/sandbox-exec"
 # Of ~/.local only what programs run from: the rest holds keyrings, shell history and tokens.
 TOOLCHAIN_DIRS = [".local/bin", ".local/lib", ".local/share/uv", ".local/share/pipx", ".cargo", ".rustup",
                   ".bun", ".deno", ".volta", ".pyenv", ".rbenv", ".nodenv", ".nvm", ".asdf", ".mise",
@@ -3708,13 +3707,12 @@ def sandbox_status() -> str:
 
 
 # The environment is an allowlist (no denylist names ACME_DEPLOY_KEY_BLOB): harmless names, toolchains bar secrets.
-SAFE_ENV_NAMES = {
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "NO_COLOR", "CLICOLOR", "FORCE_COLOR", "LANG",
-    "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "PWD", "COLUMNS", "LINES", "EDITOR", "VISUAL", "PAGER", "HOSTNAME",
-    "CI", "DEBIAN_FRONTEND", "SOURCE_DATE_EPOCH", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "CC", "CXX", "CFLAGS", "CXXFLAGS",
-    "CPPFLAGS", "LDFLAGS", "MAKEFLAGS", "PKG_CONFIG_PATH", "LD_LIBRARY_PATH", "MANPATH", "GOPATH", "GOROOT", "GOBIN",
-    "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOPROXY", "GOPRIVATE", "GOTOOLCHAIN", "CGO_ENABLED", "JAVA_HOME",
+SAFE_ENV_NAMES = {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "NO_COLOR", "CLICOLOR",
+    "FORCE_COLOR", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "PWD", "COLUMNS", "LINES", "EDITOR", "VISUAL",
+    "PAGER", "HOSTNAME", "CI", "DEBIAN_FRONTEND", "SOURCE_DATE_EPOCH", "SSL_CERT_FILE", "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "CC", "CXX", "CFLAGS",
+    "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "MAKEFLAGS", "PKG_CONFIG_PATH", "LD_LIBRARY_PATH", "MANPATH", "GOPATH", "GOROOT",
+    "GOBIN", "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOPROXY", "GOPRIVATE", "GOTOOLCHAIN", "CGO_ENABLED", "JAVA_HOME",
     "GEM_HOME", "GEM_PATH", "BUNDLE_PATH", "BUNDLE_GEMFILE", "VIRTUAL_ENV"}
 SAFE_ENV_PREFIXES = ("LC_", "XDG_", "KESI_", "PYTHON", "PYENV_", "UV_", "PIP_", "PIPX_", "POETRY_", "CONDA_", "NODE_",
                      "NPM_CONFIG_", "NVM_", "PNPM_", "YARN_", "BUN_", "DENO_", "VOLTA_", "CARGO_", "RUSTUP_", "RUST",
@@ -3892,8 +3890,6 @@ class WorkspaceIndex:
 
     def __init__(self, base: Path, prune: bool):    # prune: no walk into dependency, cache folders (no masks then)
         self.base, self.prune, self.inotify, self.watching = base, prune, None, True
-        self.folders, self.marked, self.watched = {}, {}, {}      # watched: watch descriptor -> folder
-        self.stale: set[str] = set()          # folders to list again: one below could not be listed
         self.git_folders: dict[int, int] = {}   # inode -> device of each folder seen in a git dir: known under any name
         self.git_gone = False                   # one left the index (deleted, or moved: then found again)
         self.rebuild()
@@ -3902,7 +3898,8 @@ class WorkspaceIndex:
         self.close()
         fd = inotify_call("inotify_init1", os.O_NONBLOCK | os.O_CLOEXEC) if self.watching else -1
         self.inotify = fd if fd >= 0 else None
-        self.folders.clear(), self.marked.clear(), self.watched.clear(), self.stale.clear()
+        # watched: watch descriptor -> folder; stale: folders to list again, as one below could not be listed
+        self.folders, self.marked, self.watched, self.stale = {}, {}, {}, set()
         self.add_tree("", None)
 
     def close(self) -> None:
@@ -4166,8 +4163,7 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
     for secret in secrets:
         kind = "dir" if secret.is_dir() else "file" if is_env_name(secret.name) else "empty"     # else a git config
         argv += ["--ro-bind", denied[kind], str(secret)]
-    # Empty home folders read-only, last: a write to ~ fails loudly, not vanishes (`pip install --user`). Not one
-    # holding the workspace, nor one a later tmpfs covers (~ = /home/ann, then /home): bwrap would refuse to start.
+    # Empty home folders read-only, last: a write to ~ fails, not vanishes; bwrap refuses one in BASE_DIR or covered.
     hidden = hidden_folders()
     argv += [arg for i, folder in enumerate(hidden) if not Path(folder).is_relative_to(BASE_DIR)
              and not any(Path(folder).is_relative_to(later) for later in hidden[i + 1:])
@@ -4225,7 +4221,6 @@ def refuse_setid_mode(number: int, mode_arg: int, flags_arg: int | None = None) 
 
 
 def setid_filter(machine: str) -> bytes | None:
-    """The BPF program for this architecture; None for one KeSi does not know."""
     if machine not in SECCOMP_ARCHES:
         return None
     arch, calls = SECCOMP_ARCHES[machine]
@@ -4318,7 +4313,7 @@ def start_shared_network() -> bool:
             holder = subprocess.Popen(holder_argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, pass_fds=(write_end,), start_new_session=True)
         with holder:                        # its stdin closed after: it ends; the descriptors keep the network
-            pid = json.loads(info.read() or b"{}")["child-pid"]
+            pid = json.loads(info.read())["child-pid"]     # none (bwrap failed): a ValueError
             spaces = ["net"] if os.geteuid() == 0 else ["user", "net"]   # others enter its user namespace first
             fds = [os.open(f"/proc/{pid}/ns/{space}", os.O_RDONLY | os.O_CLOEXEC) for space in spaces]
     _shared_network[:] = fds
@@ -4341,9 +4336,8 @@ def in_shared_network(argv: list[str]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------
-# Git's control files run code later, outside the sandbox (a hook, core.fsmonitor on `git status`). Mounts hold what
-# exists: .git pinned, `.git` files, hooks/, what config names read-only, config empty, every git dir unless the
-# command runs only git. The check after (git_control_snapshot) covers the rest: all there is without a sandbox.
+# Git's control files run code later, outside the sandbox (a hook, core.fsmonitor on `git status`): mounts pin what
+# exists (git_pins, scan_workspace); the check after (git_control_snapshot) covers the rest, all there is unsandboxed.
 
 # A rebase's `strategy` and a cherry-pick's `opts` name a merge program (`git merge-<strategy>`) --continue runs.
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strategy", "strategy_opts", "opts"}
