@@ -3983,16 +3983,22 @@ class WorkspaceIndex:
             if inode is not None and here != inode:
                 return None
             wd = self.watch(fd, rel)          # before listing: what comes later is news
-            in_git = ".git" in rel.split("/") or self.git_folders.get(here) == info.st_dev
+            with os.scandir(fd) as listing:
+                kinds = {entry.name: ("link" if entry.is_symlink() else "folder" if entry.is_dir(follow_symlinks=False)
+                                      else "file", entry.inode()) for entry in listing}
+            # In a git dir: below .git, below one a .git file leads to, or one by content (is_git_dir: a bare one).
+            kind_of = {name: kind for name, (kind, _) in kinds.items()}
+            in_git = (".git" in rel.split("/") or self.git_folders.get(here) == info.st_dev or "commondir" in kind_of
+                      or "gitdir" in kind_of or kind_of.get("objects") == kind_of.get("refs") == "folder")
             self.git_folders.update({here: info.st_dev} if in_git else {})
             children, marks = {}, {}
-            with os.scandir(fd) as listing:
-                for entry in listing:
-                    kind = "link" if entry.is_symlink() else "folder" if entry.is_dir(follow_symlinks=False) else "file"
-                    if kind == "folder" and not (self.prune and is_ignored_name(entry.name)):
-                        children[entry.name] = entry.inode()
-                    if is_env_name(entry.name) or entry.name == ".git" or in_git and entry.name in GIT_CONFIGS:
-                        marks[entry.name] = kind
+            for name, (kind, number) in kinds.items():
+                if kind == "folder" and not (self.prune and is_ignored_name(name)):
+                    children[name] = number
+                if kind == "folder" and in_git:        # all below it too: modules/*, worktrees/*
+                    self.git_folders[number] = info.st_dev
+                if is_env_name(name) or name == ".git" or in_git and name in GIT_CONFIGS:
+                    marks[name] = kind
         except OSError as error:
             return self.unlisted(rel, inode, error)
         finally:
@@ -4131,13 +4137,25 @@ def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
 
 
 def linked_git_configs(dot_git: Path) -> list[Path]:
-    """The configs a `.git` file or link leads to (its git dir's, and its commondir's): maybe outside the workspace."""
+    """The configs a `.git` file or link leads to (its git dir's, its commondir's, their modules' and worktrees'):
+    maybe outside the workspace."""
     if (gitdir := git_dir_of(dot_git)) is None:
         return []
     common = read_pointer_file(gitdir / "commondir")
     folders = [gitdir, *([gitdir / common.strip()] if common else [])]
+    folders += [below for folder in folders for below in folders_below_git_dir(folder)]
     configs = [Path(os.path.normpath(folder / name)) for folder in folders for name in GIT_CONFIGS]
     return [c for c in dict.fromkeys(configs) if os.path.isfile(c) and not os.path.islink(c)]   # False on any error
+
+
+def folders_below_git_dir(git_dir: Path) -> list[Path]:
+    """Each folder below its modules/ and worktrees/ (their git dirs), data folders skipped; no link followed."""
+    found = []
+    for inner in ("modules", "worktrees"):
+        for below, folders, _ in os.walk(git_dir / inner):
+            folders[:] = [name for name in folders if name not in GIT_DATA_FOLDERS]
+            found.append(Path(below))
+    return found
 
 
 def bwrap_argv(command: str, background: bool = False, full_network: bool = False,
@@ -4390,7 +4408,8 @@ GIT_RUNNING_LETTERS = {"rebase": "xs", "merge": "s", "pull": "s", "cherry-pick":
 
 
 # A path into a git dir (clone into .git/branches names a remote), or a replace ref (it hides a file from git diff).
-GIT_DIR_OPERAND = re.compile(r"(?<![\w.-])\.git(/|$)|refs/replace|:replace/")     # also --directory=.git, :.git
+# Also a refspec glob with a destination ('+refs/*:refs/*', mirrors): it may write refs/replace from a remote.
+GIT_DIR_OPERAND = re.compile(r"(?<![\w.-])\.git(/|$)|refs/replace|:replace/|\*.*:|:.*\*|^--(mirror|refmap)")
 HARMLESS_REDIRECTION = re.compile(r"(?<!\S)(?:[12]?>&[12]|&?[12]?>>?[ \t]*/dev/null)(?=[ \t;&|]|$)")
 GIT_READ_ONLY_NOTE = ("\n(note: git dirs are read-only to commands that run more than git; run the git command on its "
                       "own at the workspace's top, e.g. `git add . && git commit -m msg`, without cd, -C, other "
@@ -4452,7 +4471,12 @@ GIT_NAMING_KEYS = (r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpas
                    r"includeif\..*\.path|alias\..*|pager\..*|(diff|sequence|web)\.(external|editor|browser)|"
                    r"gpg\.(.*\.)?program|credential\.(.*\.)?helper|filter\..*\.(clean|smudge|process)|"
                    r"merge\..*\.driver|diff\..*\.(textconv|command)|(diff|merge)tool\..*\.(cmd|path)|"
-                   r"remote\..*\.(uploadpack|receivepack))$")
+                   r"remote\..*\.(uploadpack|receivepack)|"
+                   # and the rest of git-config(1)'s keys whose value is a command or a program's path
+                   r"interactive\.difffilter|submodule\..*\.update|tar\..*\.command|trailer\..*\.(command|cmd)|"
+                   r"hook\..*\.command|(man|browser)\..*\.(cmd|path)|sendemail\.(.*\.)?(smtpserver|[a-z]*cmd)|"
+                   r"imap\.tunnel|instaweb\.httpd|gpg\.ssh\.defaultkeycommand|core\.alternaterefscommand|"
+                   r"uploadpack\.packobjectshook)$")
 
 
 def paths_git_config_names() -> list[Path]:
@@ -4472,19 +4496,26 @@ def config_names_of(tree: Path) -> dict:
     key = [env, *((path, read_pointer_file(path, True)) for path in files)]   # before git reads them
     if cached.get("key") == key:
         return cached
-    listed = run_git(["-C", str(tree), "config", "--show-origin", "--null", "--get-regexp", GIT_NAMING_KEYS])
+    ask = ["config", "--show-origin", "--null", "--get-regexp", GIT_NAMING_KEYS]
     top = run_git(["-C", str(tree), "rev-parse", "--show-toplevel"]) if tree == BASE_DIR else None
     top = Path(os.fsdecode(top.stdout.rstrip(b"\n"))) if top and top.returncode == 0 else tree   # git runs from there
-    found, origins, items = [], [], os.fsdecode(listed.stdout).split("\0") if listed else []
-    for origin, entry in zip(items[0::2], items[1::2]):
-        key_name, _, value = entry.partition("\n")
-        origins += [top / origin.removeprefix("file:")] if origin.startswith("file:") else []
-        # A folder or file named; else a shell command (the paths in it). An include is read from its file's folder.
-        shell = not key_name.startswith("alias.") or value.startswith("!")     # other aliases are git's own words
-        words = [value] if key_name.startswith("include") or key_name == "core.hookspath" else \
-            [word for word in value.lstrip("!").split() if shell and "/" in word and not word.startswith("-")]
-        base = origins[-1].parent if key_name.startswith("include") and origins else top
-        found += [Path(os.path.normpath(base / os.path.expanduser(word))) for word in words if word]
+    found, origins, answers, included = [], [], [run_git(["-C", str(tree), *ask])], set()
+    while answers:
+        items = os.fsdecode(listed.stdout).split("\0") if (listed := answers.pop()) else []
+        for origin, entry in zip(items[0::2], items[1::2]):
+            key_name, _, value = entry.partition("\n")
+            origins += [top / origin.removeprefix("file:")] if origin.startswith("file:") else []
+            # A folder or file named; else a shell command (the paths in it). An include is read from its file's folder.
+            shell = not key_name.startswith("alias.") or value.startswith("!")     # other aliases are git's own words
+            words = [value] if key_name.startswith("include") or key_name == "core.hookspath" else \
+                [word for word in value.lstrip("!").split() if shell and "/" in word and not word.startswith("-")]
+            base = origins[-1].parent if key_name.startswith("include") and origins else top
+            found += (paths := [Path(os.path.normpath(base / os.path.expanduser(word))) for word in words if word])
+            # An include whose condition is false now (onbranch:, gitdir:) is read as well: it may hold later.
+            for path in paths if key_name.startswith("include") and len(included) < 50 else []:
+                if path not in included:
+                    included.add(path)
+                    answers.append(run_git(["-C", str(tree), *ask[:1], "--file", str(path), *ask[1:]]))
     named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]   # an include's, as it is now
     return dict(files=files + named, found=found, key=key + [(path, read_pointer_file(path, True)) for path in named])
 

@@ -475,6 +475,49 @@ def test_what_git_config_names_is_guarded_wherever_it_is(box_or_bare, monkeypatc
     assert "planted" in output and not pwned(box, box.parent), (output, later)
 
 
+# rt22k: the keys git-config(1) documents as a command or a program's path, beyond the usual ones.
+PROGRAM_KEYS = {"interactive.diffFilter": "tools/run.sh", "tar.tgz.command": "tools/run.sh",
+                "trailer.sign.command": "tools/run.sh", "submodule.lib.update": "!sh tools/run.sh",
+                "hook.lint.command": "tools/run.sh", "man.viewer.cmd": "tools/run.sh"}
+
+
+@pytest.mark.parametrize("key", PROGRAM_KEYS)
+def test_a_program_any_config_key_names_is_guarded(box_or_bare, key):
+    box = box_or_bare
+    make_repo(box)
+    (box / "tools").mkdir()
+    (box / "tools" / "run.sh").write_text("#!/bin/sh\ntrue\n")
+    git(box, "config", key, PROGRAM_KEYS[key])
+    output, _ = sh("echo 'touch PWNED' >> tools/run.sh; echo planted")
+    assert "planted" in output and "PWNED" not in (box / "tools" / "run.sh").read_text(), output
+
+
+def test_what_an_include_for_another_branch_names_is_guarded_too(box_or_bare):
+    """includeIf onbranch:release is false on main, but its hooksPath holds as soon as the person switches."""
+    box = box_or_bare
+    make_repo(box)
+    (box / "release.inc").write_text("[core]\n\thooksPath = release-hooks\n")
+    git(box, "config", "includeIf.onbranch:release.path", "../release.inc")
+    output, _ = sh("mkdir -p release-hooks && " + HOOK.format("release-hooks") + "; echo planted")
+    assert "planted" in output and not (box / "release-hooks" / "pre-commit").exists(), output
+
+
+def test_configs_below_a_linked_git_dir_and_in_a_bare_repository_are_masked(box):
+    """A submodule's config below .bare (a .git file leads there), and a bare repository's (known by content)."""
+    make_repo(box)
+    for git_dir in (box / ".bare", box / "backup.git"):
+        (git_dir / "modules" / "lib" / "refs").mkdir(parents=True)
+        (git_dir / "objects").mkdir()
+        (git_dir / "refs").mkdir()
+        (git_dir / "HEAD").write_text("ref: refs/heads/main\n")
+        for config in (git_dir / "config", git_dir / "modules" / "lib" / "config"):
+            config.write_text("[remote \"origin\"]\n\turl = https://example.com/r?token=linkedmarker\n")
+    (box / "sub").mkdir()
+    (box / "sub" / ".git").write_text("gitdir: ../.bare\n")
+    output, _ = sh("cat .bare/modules/lib/config backup.git/config; grep -r linkedmarker .bare backup.git; echo end")
+    assert "linkedmarker" not in output and "end" in output, output
+
+
 def linked_hooks(root: Path) -> None:
     (root / "tools" / "hooks").mkdir(parents=True)
     subprocess.run(["rm", "-rf", str(root / ".git" / "hooks")], check=True)
@@ -1471,7 +1514,9 @@ def test_a_git_descriptor_a_command_hands_a_background_task_plants_nothing(box):
     ("git fetch o refs/replace/a:refs/replace/a", False), ("git fetch o +a:replace/a", False),   # rt22f
     ("git add .gitignore .github/x", True), ("git clone -q u d", False), ("git init", False),
     ("git worktree add -q r/replace rep", False), ("git apply --directory=.git p.diff", False),   # rt22j
-    ("git add :.git/x", False), ("git add my.git/x", True)])        # rt22g: a work tree written through a link into .git
+    ("git add :.git/x", False), ("git add my.git/x", True),        # rt22g: a work tree written through a link into .git
+    ("git fetch u '+refs/*:refs/*'", False), ("git fetch u '*:*'", False), ("git remote add --mirror=fetch m u", False),
+    ("git fetch u 'refs/heads/*:refs/remotes/u/*'", False), ("git log -- '*.py'", True)])   # rt22k: refspec globs
 def test_only_plain_built_in_git_counts_as_git_only(command, git_only):
     assert kesi.runs_only_git(command) is git_only
 
