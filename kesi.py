@@ -3196,42 +3196,43 @@ def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path
     return Path(os.path.normpath(path)) if (path := absolute_path(args[0], cwd)) else None
 
 
-def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) -> str | None:
+def hard_denial_reason(command: str, cwd: Path | None = None) -> str | None:
     """Why this command must never run, or None; cwd (None: the workspace) follows each cd: "cd ~; rm -rf ."."""
-    if depth > MAX_NESTING:
-        return "it nests commands too deeply to be checked"
-    for segments in shell_readings(command):
-        folder, previous = cwd or BASE_DIR, None
-        for segment, tokens, text_only in simple_commands(segments):
-            if tokens and program_name(tokens[0]) in ("cd", "pushd"):
-                previous, folder = folder, after_cd(tokens, folder, previous)
-            # Each word may be the program a wrapper starts (timeout -s KILL 5 sudo, find -exec); env -S makes words.
-            for words in ([] if text_only else [segment, tokens]):
-                for start in range(len(words)):
-                    if name := names_one_of(words[start], BLOCKED_COMMANDS, is_program=start == 0):
-                        return f"{name} would run with superuser rights"
-                    if is_root_removal(words[start:], folder, is_program=start == 0):
-                        return "it would delete the root folder, a system folder or a home folder"
-            nested = [line for start in range(1 if text_only else len(tokens))
-                      for line in handed_lines(tokens[start:]) if line != UNKNOWN_ALIAS]
-            for line in nested + command_line_words(segment, text_only):
-                if reason := hard_denial_reason(line, depth + 1, folder):
-                    return reason
+    for part in parts_run(command, cwd=cwd):
+        if isinstance(part, str):     # an alias a variable gives is left to deny rules; too deep is refused
+            if part != UNKNOWN_ALIAS:
+                return part
+            continue
+        segment, tokens, text_only, folder = part
+        # Each word may be the program a wrapper starts (timeout -s KILL 5 sudo, find -exec); env -S makes words.
+        for words in ([] if text_only else [segment, tokens]):
+            for start in range(len(words)):
+                if name := names_one_of(words[start], BLOCKED_COMMANDS, is_program=start == 0):
+                    return f"{name} would run with superuser rights"
+                if is_root_removal(words[start:], folder, is_program=start == 0):
+                    return "it would delete the root folder, a system folder or a home folder"
     return None
 
 
-def shell_readings(command: str) -> list[list[list[str]]]:
-    """The simple commands sh may run, as bash reads $'...' and as dash does; lines before an unclosed quote run."""
-    readings = (True, False) if "$'" in command else (True,)        # bash decodes $'...', dash does not
-    return [command_segments(command, ansi_c, partial=True) for ansi_c in readings]
-
-
-def simple_commands(segments: list[list[str]]) -> list[tuple[list[str], list[str], bool]]:
-    """(part, what it runs past wrappers, whether its words are mere text: grep sudo x, unless a part runs | sh)."""
-    commands = [unwrap_command(segment) for segment in segments]
-    feeds_a_shell = any(program_name(tokens[0]) in COMMAND_READERS for tokens in commands if tokens)
-    return [(segment, tokens, bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell)
-            for segment, tokens in zip(segments, commands)]
+def parts_run(command: str, depth: int = 0, cwd: Path | None = None):
+    """Each simple command sh may run, then those it hands a shell (sh -c, $(...), alias, git -c): (part, what it runs
+    past wrappers, whether its words are mere text, its folder); a str says why what runs cannot be read."""
+    if depth > MAX_NESTING:
+        yield "it nests commands too deeply to be checked"
+        return
+    for ansi_c in (True, False) if "$'" in command else (True,):     # bash decodes $'...', dash does not
+        segments = command_segments(command, ansi_c, partial=True)    # lines before an unclosed quote run
+        commands = [unwrap_command(segment) for segment in segments]
+        feeds_a_shell = any(program_name(tokens[0]) in COMMAND_READERS for tokens in commands if tokens)
+        folder, previous = cwd or BASE_DIR, None
+        for segment, tokens in zip(segments, commands):
+            if tokens and program_name(tokens[0]) in ("cd", "pushd"):
+                previous, folder = folder, after_cd(tokens, folder, previous)
+            text_only = bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell  # grep sudo x
+            yield segment, tokens, text_only, folder
+            handed = [line for start in range(1 if text_only else len(tokens)) for line in handed_lines(tokens[start:])]
+            for line in handed + command_line_words(segment, text_only):
+                yield from [line] if line == UNKNOWN_ALIAS else parts_run(line, depth + 1, folder)
 
 
 def command_line_words(words: list[str], text_only: bool) -> list[str]:
@@ -3606,23 +3607,18 @@ def word_matches(rule_word: str, word: str, prefix: bool) -> bool:
     return rule_word == word or (any(c in "*?[" for c in word) and fnmatch.fnmatchcase(rule_word, word))
 
 
-def runs_denied(wanted: tuple[list[str], list[str]], prefix: bool, command: str, depth: int = 0) -> bool:
+def runs_denied(wanted: tuple[list[str], list[str]], prefix: bool, command: str) -> bool:
     """Does a part run what a deny rule names? Read as hard denials are (wrappers, nested lines), aliases expanded."""
-    if depth > MAX_NESTING:
-        return False
-    for segments in shell_readings(command):
-        for segment, tokens, text_only in simple_commands(segments):
-            for start in range(1 if text_only else len(tokens)):      # echo git push runs no git
-                words = tokens[start:]
-                for line in handed_lines(words):      # alias values, git -c, rebase -x, submodule foreach
-                    if line == UNKNOWN_ALIAS or runs_denied(wanted, prefix, line, depth + 1):
-                        return True   # what it runs cannot be read: the deny rule wins
-                alias = git_alias(words) if wanted[0][:1] == ["git"] else None
-                if alias and alias != UNKNOWN_ALIAS and not alias.startswith("!"):
-                    words = ["git", *split_like_env(alias), *past_git_options(words[1:])[0][1:]]
-                if words_match(wanted, rule_words(words), prefix):
-                    return True
-            if any(runs_denied(wanted, prefix, line, depth + 1) for line in command_line_words(tokens, text_only)):
+    for part in parts_run(command):
+        if isinstance(part, str):
+            return True               # what it runs cannot be read: the deny rule wins
+        _, tokens, text_only, _ = part
+        for start in range(1 if text_only else len(tokens)):      # echo git push runs no git
+            words = tokens[start:]
+            alias = git_alias(words) if wanted[0][:1] == ["git"] else None
+            if alias and alias != UNKNOWN_ALIAS and not alias.startswith("!"):
+                words = ["git", *split_like_env(alias), *past_git_options(words[1:])[0][1:]]
+            if words_match(wanted, rule_words(words), prefix):
                 return True
     return False
 
