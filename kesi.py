@@ -3243,11 +3243,10 @@ def command_line_words(words: list[str], text_only: bool) -> list[str]:
 
 GIT_COMMAND_OPTIONS = {     # by subcommand, options whose value git hands to a shell as a command line
     "rebase": ("-x", "--exec"), "difftool": ("-x", "--extcmd"), "grep": ("-O", "--open-files-in-pager"),
-    "clone": ("-u", "--upload-pack"), "fetch": ("--upload-pack",), "pull": ("--upload-pack",),
-    "ls-remote": ("--upload-pack",), "push": ("--receive-pack", "--exec"),
-    "send-pack": ("--receive-pack", "--exec"), "fetch-pack": ("--upload-pack", "--exec"), "archive": ("--exec",),
-    "filter-branch": ("--env-filter", "--tree-filter", "--index-filter", "--parent-filter", "--msg-filter",
-                      "--commit-filter", "--tag-name-filter"),
+    "clone": ("-u", "--upload-pack"), "fetch": ("--upload-pack",), "pull": ("--upload-pack",), "archive": ("--exec",),
+    "ls-remote": ("--upload-pack",), "push": ("--receive-pack", "--exec"), "send-pack": ("--receive-pack", "--exec"),
+    "fetch-pack": ("--upload-pack", "--exec"),
+    "filter-branch": tuple(f"--{f}-filter" for f in ("env", "tree", "index", "parent", "msg", "commit", "tag-name")),
 }
 ATTACHED_ONLY = {"-O", "--open-files-in-pager"}       # git grep -O alone uses the default pager
 GIT_COMMAND_ARGUMENTS = {"submodule": "foreach", "bisect": "run"}   # the rest of the line is a command
@@ -3303,10 +3302,9 @@ def touches_forbidden(tokens: list[str], cwd: Path | None = None) -> bool:
     cwd = cwd or BASE_DIR
     for token in tokens[1:]:
         if token.startswith("-"):     # an attached value names a path too: --from-file=.env, -f.env
-            long = token.startswith("--")
-            if ("=" not in token) if long else len(token) <= 2:
-                continue
-            token = token.split("=", 1)[1] if long else token[2:]
+            token = token.partition("=")[2] if token.startswith("--") else token[2:]
+        if not token:
+            continue
         # split on ':' too: "git show HEAD:.env" prints a committed secret
         if any(is_ignored_name(part) for piece in token.split(":") for part in Path(piece).parts):
             return True
