@@ -3147,10 +3147,9 @@ def is_root_target(target: str, cwd: Path | None = None) -> bool:
     target = re.sub(r"\$(PWD\b|\{PWD\})", lambda _: str(cwd or BASE_DIR), target)   # rm -rf $PWD/..
     if (path := absolute_path(target, cwd)) is None:
         return False              # not readable without running it: the expansion rule asks
-    parts = path.split("/")    # "~/*", "./.[!.]*": the folder they empty
-    parts = list(itertools.takewhile(lambda part: not WHOLE_FOLDER_GLOB.fullmatch(part), parts))
+    parts = itertools.takewhile(lambda part: not WHOLE_FOLDER_GLOB.fullmatch(part), path.split("/"))
     try:
-        path = os.path.realpath("/".join(parts) or "/")   # .., //, symlinks
+        path = os.path.realpath("/".join(parts) or "/")   # .., //, symlinks; ~/* and ./.[!.]* empty their folder
     except (OSError, ValueError):
         return True
     return os.path.dirname(path) in ("/", "/home", "/Users") or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
@@ -3231,14 +3230,11 @@ def parts_run(command: str, depth: int = 0, cwd: Path | None = None):
             text_only = bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell  # grep sudo x
             yield segment, tokens, text_only, folder
             handed = [line for start in range(1 if text_only else len(tokens)) for line in handed_lines(tokens[start:])]
-            for line in handed + command_line_words(segment, text_only):
+            # and words that are command lines (sh -c '...', eval "..."); a text program's only if $(...) or `...`
+            handed += [word for word in segment if (not text_only or "$(" in word or "`" in word)
+                       and command_segments(word, partial=True) not in ([[word]], [])]
+            for line in handed:
                 yield from [line] if line == UNKNOWN_ALIAS else parts_run(line, depth + 1, folder)
-
-
-def command_line_words(words: list[str], text_only: bool) -> list[str]:
-    """Words that are command lines (sh -c '...', eval "..."); a text program's run only their $(...) and `...`."""
-    return [word for word in words if (not text_only or "$(" in word or "`" in word)
-            and command_segments(word, partial=True) not in ([[word]], [])]
 
 
 GIT_COMMAND_OPTIONS = {     # by subcommand, options whose value git hands to a shell as a command line
@@ -3550,8 +3546,7 @@ def command_matches(pattern: str, command: str, for_deny: bool) -> bool:
 
 
 def rule_words(tokens: list[str]) -> tuple[list[str], list[str]]:
-    """A command's (other words, options) as a deny rule sees them: /usr/bin/git -C . push is git push, rm -r x --force
-    is rm x -fr (short letters in one cluster; --rec, as GNU and git take any unambiguous abbreviation, is -r)."""
+    """A command's (other words, options) as a deny rule sees them: git -C . push is git push, rm -r x --force: -fr."""
     words = [program_name(tokens[0]), *tokens[1:]] if tokens else []
     if words[:1] == ["git"]:
         words = ["git", *past_git_options(words[1:])[0]]
@@ -3562,7 +3557,7 @@ def rule_words(tokens: list[str]) -> tuple[list[str], list[str]]:
         if word == "--":
             args += words[index + 1:]
             break
-        if word.startswith("--") and len(word) > 3:
+        if word.startswith("--") and len(word) > 3:   # GNU and git take any unambiguous abbreviation
             given = {letter for option, letter in OPTION_LETTERS.get(key, {}).items()
                      if option.startswith(word.split("=", 1)[0])}
             word = "-" + given.pop() if len(given) == 1 else word
