@@ -3167,24 +3167,18 @@ def brace_alternatives(word: str, limit: int = 64) -> list[str]:
     return words[:limit]
 
 
-def find_start_paths(tokens: list[str]) -> list[str]:
-    """The folders find walks: the words before its expression (-name, !, ( ...)."""
-    words = tokens[1:]
-    while words and words[0] in ("-H", "-L", "-P") or words[:1] == ["-D"] or words[:1] and words[0].startswith("-O"):
-        words = words[2:] if words[0] == "-D" else words[1:]
-    return list(itertools.takewhile(lambda word: not word.startswith("-") and word not in ("(", "!", ","), words))
-
-
 def is_root_removal(tokens: list[str], cwd: Path | None = None, is_program: bool = True) -> bool:
     program = names_one_of(tokens[0], REMOVAL_COMMANDS | {"find"}, is_program) if tokens else None
-    if program is None:
-        return False
-    if program == "find":         # find ~ -delete empties home as rm -rf ~ does
-        return "-delete" in tokens and any(is_root_target(path, cwd) for path in find_start_paths(tokens))
     words = tokens[1:]
+    if program == "find":         # find ~ -delete empties home as rm -rf ~ does
+        while words and (words[0] in ("-H", "-L", "-P", "-D") or words[0].startswith("-O")):
+            words = words[2:] if words[0] == "-D" else words[1:]
+        # it walks the words before its expression (-name, !, ( ...)
+        paths = itertools.takewhile(lambda word: not word.startswith("-") and word not in ("(", "!", ","), words)
+        return "-delete" in tokens and any(is_root_target(path, cwd) for path in paths)
     end = words.index("--") if "--" in words else len(words)     # after --, every word is a target
     targets = [word for word in words[:end] if not word.startswith("-")] + words[end + 1:]
-    return any(is_root_target(target, cwd) for target in targets)
+    return program is not None and any(is_root_target(target, cwd) for target in targets)
 
 
 def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path | None:
