@@ -3264,8 +3264,9 @@ def handed_lines(words: list[str]) -> list[str]:
     rest, config = past_git_options(words[1:])
     lines = [value.removeprefix("!") for key, value in config.items()
              if not key.lower().startswith(IDENTITY_KEYS + ("alias.",))]
-    if alias := git_alias(words):
-        lines.append(alias if alias == UNKNOWN_ALIAS else alias[1:] if alias.startswith("!") else "git " + alias)
+    if alias := git_alias(words):     # with its arguments: git co -f, co=checkout, is git checkout -f
+        lines.append(alias if alias == UNKNOWN_ALIAS else alias[1:] if alias.startswith("!")
+                     else f"git {alias} {shlex.join(rest[1:])}")
     subcommand, *args = rest or [""]
     if (after := GIT_COMMAND_ARGUMENTS.get(subcommand)) in args:    # past its options: foreach --recursive --quiet
         lines.append(" ".join(itertools.dropwhile(lambda word: word.startswith("-"), args[args.index(after) + 1:])))
@@ -3595,18 +3596,14 @@ def word_matches(rule_word: str, word: str, prefix: bool) -> bool:
 
 
 def runs_denied(wanted: tuple[list[str], list[str]], prefix: bool, command: str) -> bool:
-    """Does a part run what a deny rule names? Read as hard denials are (wrappers, nested lines), aliases expanded."""
+    """Does a part run what a deny rule names? Read as hard denials are: wrappers, nested lines, aliases."""
     for part in parts_run(command):
         if isinstance(part, str):
             return True               # what it runs cannot be read: the deny rule wins
         _, tokens, text_only, _ = part
-        for start in range(1 if text_only else len(tokens)):      # echo git push runs no git
-            words = tokens[start:]
-            alias = git_alias(words) if wanted[0][:1] == ["git"] else None
-            if alias and alias != UNKNOWN_ALIAS and not alias.startswith("!"):
-                words = ["git", *split_like_env(alias), *past_git_options(words[1:])[0][1:]]
-            if words_match(wanted, rule_words(words), prefix):
-                return True
+        if any(words_match(wanted, rule_words(tokens[start:]), prefix)
+               for start in range(1 if text_only else len(tokens))):     # echo git push runs no git
+            return True
     return False
 
 
