@@ -3264,10 +3264,10 @@ def handed_lines(words: list[str]) -> list[str]:
     rest, config = past_git_options(words[1:])
     lines = [value.removeprefix("!") for key, value in config.items()
              if not key.lower().startswith(IDENTITY_KEYS + ("alias.",))]
-    if alias := git_alias(words):     # with its arguments: git co -f, co=checkout, is git checkout -f
-        lines.append(alias if alias == UNKNOWN_ALIAS else alias[1:] if alias.startswith("!")
-                     else f"git {alias} {shlex.join(rest[1:])}")
     subcommand, *args = rest or [""]
+    if subcommand and (alias := git_alias(subcommand, config)):    # git co -f, co=checkout: git checkout -f
+        lines.append(alias if alias == UNKNOWN_ALIAS else alias[1:] if alias.startswith("!")
+                     else f"git {alias} {shlex.join(args)}")
     if (after := GIT_COMMAND_ARGUMENTS.get(subcommand)) in args:    # past its options: foreach --recursive --quiet
         lines.append(" ".join(itertools.dropwhile(lambda word: word.startswith("-"), args[args.index(after) + 1:])))
     return lines + option_values(args, GIT_COMMAND_OPTIONS.get(subcommand, ()))
@@ -3607,16 +3607,13 @@ def runs_denied(wanted: tuple[list[str], list[str]], prefix: bool, command: str)
     return False
 
 
-def git_alias(words: list[str]) -> str | None:
-    """What a git subcommand stands for if it is an alias (its -c options, else git's config)."""
-    if not words or program_name(words[0]) != "git":
+def git_alias(name: str, config: dict[str, str]) -> str | None:
+    """What a git subcommand stands for if it is an alias (git's -c options, else its config)."""
+    if name in git_commands():
         return None
-    rest, config = past_git_options(words[1:])
-    if not rest or rest[0] in git_commands():
-        return None
-    if aliases := [value for key, value in config.items() if key.lower().startswith("alias.") and key[6:] == rest[0]]:
+    if aliases := [value for key, value in config.items() if key.lower().startswith("alias.") and key[6:] == name]:
         return aliases[-1]
-    found = run_git(["config", "--get", f"alias.{rest[0]}"])
+    found = run_git(["config", "--get", f"alias.{name}"])
     return found.stdout.decode(errors="replace").strip() or None if found and found.returncode == 0 else None
 
 
