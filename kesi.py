@@ -3170,10 +3170,9 @@ def brace_alternatives(word: str, limit: int = 64) -> list[str]:
 def is_root_removal(tokens: list[str], cwd: Path | None = None, is_program: bool = True) -> bool:
     program = names_one_of(tokens[0], REMOVAL_COMMANDS | {"find"}, is_program) if tokens else None
     words = tokens[1:]
-    if program == "find":         # find ~ -delete empties home as rm -rf ~ does
+    if program == "find":         # find ~ -delete empties ~ as rm -rf ~ does; it walks the words before -name, !, (
         while words and (words[0] in ("-H", "-L", "-P", "-D") or words[0].startswith("-O")):
             words = words[2:] if words[0] == "-D" else words[1:]
-        # it walks the words before its expression (-name, !, ( ...)
         paths = itertools.takewhile(lambda word: not word.startswith("-") and word not in ("(", "!", ","), words)
         return "-delete" in tokens and any(is_root_target(path, cwd) for path in paths)
     end = words.index("--") if "--" in words else len(words)     # after --, every word is a target
@@ -3242,14 +3241,13 @@ ATTACHED_ONLY = {"-O", "--open-files-in-pager"}       # git grep -O alone uses t
 GIT_COMMAND_ARGUMENTS = {"submodule": "foreach", "bisect": "run"}   # the rest of the line is a command
 IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names, never commands
 GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}   # git -C path push
-OPTION_LETTERS = {     # long options that are a short one, for programs deny rules often name: rm --recursive is -r
-    "rm": {"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i"},
-    "cp": {"--recursive": "r", "--force": "f"}, "mv": {"--force": "f"}, "chmod": {"--recursive": "R"},
+OPTION_LETTERS = {     # options that are a short one, for programs deny rules often name: rm --recursive (or -R) is -r
+    "rm": {"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i", "R": "r"},
+    "cp": {"--recursive": "r", "--force": "f", "R": "r"}, "mv": {"--force": "f"}, "chmod": {"--recursive": "R"},
     "chown": {"--recursive": "R"}, "git push": {"--force": "f", "--delete": "d"}, "git checkout": {"--force": "f"},
     "git clean": {"--force": "f", "--dry-run": "n", "--quiet": "q", "--interactive": "i"},
     "git branch": {"--delete": "d", "--force": "f", "--move": "m"},
 }
-SAME_LETTERS = {"rm": {"R": "r"}, "cp": {"R": "r"}}     # and short letters that are the same: rm -R is rm -r
 UNKNOWN_ALIAS = "an alias whose value a variable gives"
 GIT_SYNONYMS = {"send-pack": "push"}     # the plumbing git push runs: a rule on push covers it
 
@@ -3557,7 +3555,7 @@ def rule_words(tokens: list[str]) -> tuple[list[str], list[str]]:
                      if option.startswith(word.split("=", 1)[0])}
             word = "-" + given.pop() if len(given) == 1 else word
         if re.fullmatch(r"-[A-Za-z]+", word):
-            letters |= {SAME_LETTERS.get(key, {}).get(letter, letter) for letter in word[1:]}
+            letters |= {OPTION_LETTERS.get(key, {}).get(letter, letter) for letter in word[1:]}
         elif word.startswith("-") and len(word) > 1:
             options.append(word)
         else:
