@@ -2947,8 +2947,7 @@ MAX_CHECKED_CHARS = 10_000       # longer commands always ask, as in Claude Code
 SEPARATORS = set(";&|()`\n")    # end one simple command, start the next
 HEREDOC_WORD = re.compile(r"""-?[ \t]*((?:'[^']*'|"[^"]*"|\\.|[^ \t\n;&|()<>'"\\])+)""")
 COMMAND_SUBSTITUTION = re.compile(r"\$\([^)]*\)?|`[^`]*`?")     # they run in an unquoted body
-ANSI_C_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
-                  "r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+ANSI_C_ESCAPES = dict(zip("abeEfnrtv", "\a\b\x1b\x1b\f\n\r\t\v")) | {c: c for c in "\\'\"?"}
 
 
 def decode_ansi_c(body: str) -> str:
@@ -3113,16 +3112,12 @@ def past_wrapper_options(tokens: list[str]) -> list[str]:
             has_value = bool(value)
         if letter and not has_value and tokens:
             value, tokens = tokens[0], tokens[1:]
-        if letter == "S":
-            tokens = split_like_env(value) + tokens
+        if letter == "S":             # its words, as env splits them (an unclosed quote: at spaces)
+            try:
+                tokens = shlex.split(value) + tokens
+            except ValueError:
+                tokens = value.split() + tokens
     return tokens
-
-
-def split_like_env(text: str) -> list[str]:
-    try:
-        return shlex.split(text)
-    except ValueError:
-        return text.split()
 
 
 def absolute_path(word: str, cwd: Path | None) -> str | None:
