@@ -3306,12 +3306,10 @@ def has_unsafe_option(tokens: list[str]) -> bool:
     """Is one of UNSAFE_OPTIONS given, in any spelling: --set=X, --se (as GNU takes it), -s X, -sX, a cluster (-us)?"""
     if tokens[0] == "date" and any(not t.startswith(("-", "+")) for t in tokens[1:]):
         return True               # date MMDDhhmm sets the clock, as -s does
-    for token in itertools.takewhile(lambda token: token != "--", tokens[1:]):
-        given, cluster = token.split("=", 1)[0], token[1:] if re.match(r"-[^-]", token) else ""
-        if any(len(given) > 2 and option.startswith(given) if option.startswith("--") else option[1] in cluster
-               for option in UNSAFE_OPTIONS.get(tokens[0], ())):
-            return True
-    return False
+    words = itertools.takewhile(lambda token: token != "--", tokens[1:])
+    return any(len(given := word.split("=", 1)[0]) > 2 and option.startswith(given) if option.startswith("--")
+               else re.match(r"-[^-]", word) and option[1] in word[1:]
+               for word in words for option in UNSAFE_OPTIONS.get(tokens[0], ()))
 
 
 def control_characters(text: str) -> list[str]:
