@@ -3292,12 +3292,8 @@ def touches_forbidden(tokens: list[str], cwd: Path | None = None) -> bool:
         # split on ':' too: "git show HEAD:.env" prints a committed secret
         if any(is_ignored_name(part) for piece in token.split(":") for part in Path(piece).parts):
             return True
-        candidate = cwd / token
-        try:
-            exists = candidate.exists() or candidate.is_symlink()
-        except (OSError, RuntimeError, TypeError, ValueError):
-            continue                            # no such name can exist (a NUL byte, a loop of links)
-        if exists and ((target := safe_path(candidate)) is None or is_ignored(target)):
+        candidate = cwd / token     # a name that cannot exist (a NUL byte, a loop of links) is not there: lexists
+        if os.path.lexists(candidate) and ((target := safe_path(candidate)) is None or is_ignored(target)):
             return True
     return False
 
