@@ -3202,8 +3202,7 @@ def hard_denial_reason(command: str, cwd: Path | None = None) -> str | None:
 
 
 def parts_run(command: str, depth: int = 0, cwd: Path | None = None):
-    """Each simple command sh may run, then those it hands a shell (sh -c, $(...), alias, git -c): (part, what it runs
-    past wrappers, whether its words are mere text, its folder); a str says why what runs cannot be read."""
+    """(part, what it runs past wrappers, are its words text, folder) of each command sh may run, nested ones too."""
     if depth > MAX_NESTING:
         yield "it nests commands too deeply to be checked"
         return
@@ -3222,7 +3221,7 @@ def parts_run(command: str, depth: int = 0, cwd: Path | None = None):
             handed += [word for word in segment if (not text_only or "$(" in word or "`" in word)
                        and command_segments(word, partial=True) not in ([[word]], [])]
             for line in handed:
-                yield from [line] if line == UNKNOWN_ALIAS else parts_run(line, depth + 1, folder)
+                yield from [line] if line == UNKNOWN_ALIAS else parts_run(line, depth + 1, folder)  # str: unread
 
 
 GIT_COMMAND_OPTIONS = {     # by subcommand, options whose value git hands to a shell as a command line
