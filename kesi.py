@@ -3221,7 +3221,7 @@ def parts_run(command: str, depth: int = 0, cwd: Path | None = None):
             handed += [word for word in segment if (not text_only or "$(" in word or "`" in word)
                        and command_segments(word, partial=True) not in ([[word]], [])]
             for line in handed:
-                yield from [line] if line == UNKNOWN_ALIAS else parts_run(line, depth + 1, folder)  # str: unread
+                yield from [line] if line == UNKNOWN_ALIAS else parts_run(line, depth + 1, folder)  # a str: unread
 
 
 GIT_COMMAND_OPTIONS = {     # by subcommand, options whose value git hands to a shell as a command line
