@@ -2912,8 +2912,7 @@ MAX_CHECKED_CHARS = 10_000       # longer commands always ask, as in Claude Code
 SEPARATORS = set(";&|()`\n")    # end one simple command, start the next
 HEREDOC_WORD = re.compile(r"""-?[ \t]*((?:'[^']*'|"[^"]*"|\\.|[^ \t\n;&|()<>'"\\])+)""")
 COMMAND_SUBSTITUTION = re.compile(r"\$\([^)]*\)?|`[^`]*`?")     # they run in an unquoted body
-ANSI_C_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
-                  "r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+ANSI_C_ESCAPES = dict(zip("abeEfnrtv", "\a\b\x1b\x1b\f\n\r\t\v")) | {c: c for c in "\\'\"?"}
 
 
 def decode_ansi_c(body: str) -> str:
@@ -3078,16 +3077,12 @@ def past_wrapper_options(tokens: list[str]) -> list[str]:
             has_value = bool(value)
         if letter and not has_value and tokens:
             value, tokens = tokens[0], tokens[1:]
-        if letter == "S":
-            tokens = split_like_env(value) + tokens
+        if letter == "S":             # its words, as env splits them (an unclosed quote: at spaces)
+            try:
+                tokens = shlex.split(value) + tokens
+            except ValueError:
+                tokens = value.split() + tokens
     return tokens
-
-
-def split_like_env(text: str) -> list[str]:
-    try:
-        return shlex.split(text)
-    except ValueError:
-        return text.split()
 
 
 def absolute_path(word: str, cwd: Path | None) -> str | None:
@@ -3112,10 +3107,9 @@ def is_root_target(target: str, cwd: Path | None = None) -> bool:
     target = re.sub(r"\$(PWD\b|\{PWD\})", lambda _: str(cwd or BASE_DIR), target)   # rm -rf $PWD/..
     if (path := absolute_path(target, cwd)) is None:
         return False              # not readable without running it: the expansion rule asks
-    parts = path.split("/")    # "~/*", "./.[!.]*": the folder they empty
-    parts = list(itertools.takewhile(lambda part: not WHOLE_FOLDER_GLOB.fullmatch(part), parts))
+    parts = itertools.takewhile(lambda part: not WHOLE_FOLDER_GLOB.fullmatch(part), path.split("/"))
     try:
-        path = os.path.realpath("/".join(parts) or "/")   # .., //, symlinks
+        path = os.path.realpath("/".join(parts) or "/")   # .., //, symlinks; ~/* and ./.[!.]* empty their folder
     except (OSError, ValueError):
         return True
     return os.path.dirname(path) in ("/", "/home", "/Users") or path == HOME_TEXT or HOME_TEXT.startswith(path + "/")
@@ -3133,24 +3127,17 @@ def brace_alternatives(word: str, limit: int = 64) -> list[str]:
     return words[:limit]
 
 
-def find_start_paths(tokens: list[str]) -> list[str]:
-    """The folders find walks: the words before its expression (-name, !, ( ...)."""
-    words = tokens[1:]
-    while words and words[0] in ("-H", "-L", "-P") or words[:1] == ["-D"] or words[:1] and words[0].startswith("-O"):
-        words = words[2:] if words[0] == "-D" else words[1:]
-    return list(itertools.takewhile(lambda word: not word.startswith("-") and word not in ("(", "!", ","), words))
-
-
 def is_root_removal(tokens: list[str], cwd: Path | None = None, is_program: bool = True) -> bool:
     program = names_one_of(tokens[0], REMOVAL_COMMANDS | {"find"}, is_program) if tokens else None
-    if program is None:
-        return False
-    if program == "find":         # find ~ -delete empties home as rm -rf ~ does
-        return "-delete" in tokens and any(is_root_target(path, cwd) for path in find_start_paths(tokens))
     words = tokens[1:]
+    if program == "find":         # find ~ -delete empties ~ as rm -rf ~ does; it walks the words before -name, !, (
+        while words and (words[0] in ("-H", "-L", "-P", "-D") or words[0].startswith("-O")):
+            words = words[2:] if words[0] == "-D" else words[1:]
+        paths = itertools.takewhile(lambda word: not word.startswith("-") and word not in ("(", "!", ","), words)
+        return "-delete" in tokens and any(is_root_target(path, cwd) for path in paths)
     end = words.index("--") if "--" in words else len(words)     # after --, every word is a target
     targets = [word for word in words[:end] if not word.startswith("-")] + words[end + 1:]
-    return any(is_root_target(target, cwd) for target in targets)
+    return program is not None and any(is_root_target(target, cwd) for target in targets)
 
 
 def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path | None:
@@ -3161,70 +3148,65 @@ def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path
     return Path(os.path.normpath(path)) if (path := absolute_path(args[0], cwd)) else None
 
 
-def hard_denial_reason(command: str, depth: int = 0, cwd: Path | None = None) -> str | None:
+def hard_denial_reason(command: str, cwd: Path | None = None) -> str | None:
     """Why this command must never run, or None; cwd (None: the workspace) follows each cd: "cd ~; rm -rf ."."""
-    if depth > MAX_NESTING:
-        return "it nests commands too deeply to be checked"
-    for segments in shell_readings(command):
-        folder, previous = cwd or BASE_DIR, None
-        for segment, tokens, text_only in simple_commands(segments):
-            if tokens and program_name(tokens[0]) in ("cd", "pushd"):
-                previous, folder = folder, after_cd(tokens, folder, previous)
-            # Each word may be the program a wrapper starts (timeout -s KILL 5 sudo, find -exec); env -S makes words.
-            for words in ([] if text_only else [segment, tokens]):
-                for start in range(len(words)):
-                    if name := names_one_of(words[start], BLOCKED_COMMANDS, is_program=start == 0):
-                        return f"{name} would run with superuser rights"
-                    if is_root_removal(words[start:], folder, is_program=start == 0):
-                        return "it would delete the root folder, a system folder or a home folder"
-            nested = [line for start in range(1 if text_only else len(tokens))
-                      for line in handed_lines(tokens[start:]) if line != UNKNOWN_ALIAS]
-            for line in nested + command_line_words(segment, text_only):
-                if reason := hard_denial_reason(line, depth + 1, folder):
-                    return reason
+    for part in parts_run(command, cwd=cwd):
+        if isinstance(part, str):     # an alias a variable gives is left to deny rules; too deep is refused
+            if part != UNKNOWN_ALIAS:
+                return part
+            continue
+        segment, tokens, text_only, folder = part
+        # Each word may be the program a wrapper starts (timeout -s KILL 5 sudo, find -exec); env -S makes words.
+        for words in ([] if text_only else [segment, tokens]):
+            for start in range(len(words)):
+                if name := names_one_of(words[start], BLOCKED_COMMANDS, is_program=start == 0):
+                    return f"{name} would run with superuser rights"
+                if is_root_removal(words[start:], folder, is_program=start == 0):
+                    return "it would delete the root folder, a system folder or a home folder"
     return None
 
 
-def shell_readings(command: str) -> list[list[list[str]]]:
-    """The simple commands sh may run, as bash reads $'...' and as dash does; lines before an unclosed quote run."""
-    readings = (True, False) if "$'" in command else (True,)        # bash decodes $'...', dash does not
-    return [command_segments(command, ansi_c, partial=True) for ansi_c in readings]
-
-
-def simple_commands(segments: list[list[str]]) -> list[tuple[list[str], list[str], bool]]:
-    """(part, what it runs past wrappers, whether its words are mere text: grep sudo x, unless a part runs | sh)."""
-    commands = [unwrap_command(segment) for segment in segments]
-    feeds_a_shell = any(program_name(tokens[0]) in COMMAND_READERS for tokens in commands if tokens)
-    return [(segment, tokens, bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell)
-            for segment, tokens in zip(segments, commands)]
-
-
-def command_line_words(words: list[str], text_only: bool) -> list[str]:
-    """Words that are command lines (sh -c '...', eval "..."); a text program's run only their $(...) and `...`."""
-    return [word for word in words if (not text_only or "$(" in word or "`" in word)
-            and command_segments(word, partial=True) not in ([[word]], [])]
+def parts_run(command: str, depth: int = 0, cwd: Path | None = None):
+    """(part, what it runs past wrappers, are its words text, folder) of each command sh may run, nested ones too."""
+    if depth > MAX_NESTING:
+        yield "it nests commands too deeply to be checked"
+        return
+    for ansi_c in (True, False) if "$'" in command else (True,):     # bash decodes $'...', dash does not
+        segments = command_segments(command, ansi_c, partial=True)    # lines before an unclosed quote run
+        commands = [unwrap_command(segment) for segment in segments]
+        feeds_a_shell = any(program_name(tokens[0]) in COMMAND_READERS for tokens in commands if tokens)
+        folder, previous = cwd or BASE_DIR, None
+        for segment, tokens in zip(segments, commands):
+            if tokens and program_name(tokens[0]) in ("cd", "pushd"):
+                previous, folder = folder, after_cd(tokens, folder, previous)
+            text_only = bool(tokens) and program_name(tokens[0]) in TEXT_PROGRAMS and not feeds_a_shell  # grep sudo x
+            yield segment, tokens, text_only, folder
+            handed = [line for start in range(1 if text_only else len(tokens)) for line in handed_lines(tokens[start:])]
+            # and words that are command lines (sh -c '...', eval "..."); a text program's only if $(...) or `...`
+            handed += [word for word in segment if (not text_only or "$(" in word or "`" in word)
+                       and command_segments(word, partial=True) not in ([[word]], [])]
+            for line in handed:
+                yield from [line] if line == UNKNOWN_ALIAS else parts_run(line, depth + 1, folder)  # a str: unread
 
 
 GIT_COMMAND_OPTIONS = {     # by subcommand, options whose value git hands to a shell as a command line
     "rebase": ("-x", "--exec"), "difftool": ("-x", "--extcmd"), "grep": ("-O", "--open-files-in-pager"),
-    "clone": ("-u", "--upload-pack"), "fetch": ("--upload-pack",), "pull": ("--upload-pack",),
-    "ls-remote": ("--upload-pack",), "push": ("--receive-pack", "--exec"),
-    "send-pack": ("--receive-pack", "--exec"), "fetch-pack": ("--upload-pack", "--exec"), "archive": ("--exec",),
-    "filter-branch": ("--env-filter", "--tree-filter", "--index-filter", "--parent-filter", "--msg-filter",
-                      "--commit-filter", "--tag-name-filter"),
+    "clone": ("-u", "--upload-pack"), "fetch": ("--upload-pack",), "pull": ("--upload-pack",), "archive": ("--exec",),
+    "ls-remote": ("--upload-pack",), "push": ("--receive-pack", "--exec"), "send-pack": ("--receive-pack", "--exec"),
+    "fetch-pack": ("--upload-pack", "--exec"),
+    "filter-branch": tuple(f"--{f}-filter" for f in ("env", "tree", "index", "parent", "msg", "commit", "tag-name")),
 }
 ATTACHED_ONLY = {"-O", "--open-files-in-pager"}       # git grep -O alone uses the default pager
 GIT_COMMAND_ARGUMENTS = {"submodule": "foreach", "bisect": "run"}   # the rest of the line is a command
 IDENTITY_KEYS = ("user.", "author.", "committer.")   # -c values that are names, never commands
 GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}   # git -C path push
-OPTION_LETTERS = {     # long options that are a short one, for programs deny rules often name: rm --recursive is -r
-    "rm": {"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i"},
-    "cp": {"--recursive": "r", "--force": "f"}, "mv": {"--force": "f"}, "chmod": {"--recursive": "R"},
+OPTION_LETTERS = {     # options that are a short one, for programs deny rules often name: rm --recursive (or -R) is -r
+    "rm": {"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i", "R": "r"},
+    "cp": {"--recursive": "r", "--force": "f", "R": "r"}, "mv": {"--force": "f"}, "chmod": {"--recursive": "R"},
     "chown": {"--recursive": "R"}, "git push": {"--force": "f", "--delete": "d"}, "git checkout": {"--force": "f"},
     "git clean": {"--force": "f", "--dry-run": "n", "--quiet": "q", "--interactive": "i"},
     "git branch": {"--delete": "d", "--force": "f", "--move": "m"},
 }
-SAME_LETTERS = {"rm": {"R": "r"}, "cp": {"R": "r"}}     # and short letters that are the same: rm -R is rm -r
 UNKNOWN_ALIAS = "an alias whose value a variable gives"
 GIT_SYNONYMS = {"send-pack": "push"}     # the plumbing git push runs: a rule on push covers it
 
@@ -3239,9 +3221,10 @@ def handed_lines(words: list[str]) -> list[str]:
     rest, config = past_git_options(words[1:])
     lines = [value.removeprefix("!") for key, value in config.items()
              if not key.lower().startswith(IDENTITY_KEYS + ("alias.",))]
-    if alias := git_alias(words):
-        lines.append(alias if alias == UNKNOWN_ALIAS else alias[1:] if alias.startswith("!") else "git " + alias)
     subcommand, *args = rest or [""]
+    if subcommand and (alias := git_alias(subcommand, config)):    # git co -f, co=checkout: git checkout -f
+        lines.append(alias if alias == UNKNOWN_ALIAS else alias[1:] if alias.startswith("!")
+                     else f"git {alias} {shlex.join(args)}")
     if (after := GIT_COMMAND_ARGUMENTS.get(subcommand)) in args:    # past its options: foreach --recursive --quiet
         lines.append(" ".join(itertools.dropwhile(lambda word: word.startswith("-"), args[args.index(after) + 1:])))
     return lines + option_values(args, GIT_COMMAND_OPTIONS.get(subcommand, ()))
@@ -3267,19 +3250,14 @@ def touches_forbidden(tokens: list[str], cwd: Path | None = None) -> bool:
     cwd = cwd or BASE_DIR
     for token in tokens[1:]:
         if token.startswith("-"):     # an attached value names a path too: --from-file=.env, -f.env
-            long = token.startswith("--")
-            if ("=" not in token) if long else len(token) <= 2:
-                continue
-            token = token.split("=", 1)[1] if long else token[2:]
+            token = token.partition("=")[2] if token.startswith("--") else token[2:]
+        if not token:
+            continue
         # split on ':' too: "git show HEAD:.env" prints a committed secret
         if any(is_ignored_name(part) for piece in token.split(":") for part in Path(piece).parts):
             return True
-        candidate = cwd / token
-        try:
-            exists = candidate.exists() or candidate.is_symlink()
-        except (OSError, RuntimeError, TypeError, ValueError):
-            continue                            # no such name can exist (a NUL byte, a loop of links)
-        if exists and ((target := safe_path(candidate)) is None or is_ignored(target)):
+        candidate = cwd / token     # a name that cannot exist (a NUL byte, a loop of links) is not there: lexists
+        if os.path.lexists(candidate) and ((target := safe_path(candidate)) is None or is_ignored(target)):
             return True
     return False
 
@@ -3288,12 +3266,10 @@ def has_unsafe_option(tokens: list[str]) -> bool:
     """Is one of UNSAFE_OPTIONS given, in any spelling: --set=X, --se (as GNU takes it), -s X, -sX, a cluster (-us)?"""
     if tokens[0] == "date" and any(not t.startswith(("-", "+")) for t in tokens[1:]):
         return True               # date MMDDhhmm sets the clock, as -s does
-    for token in itertools.takewhile(lambda token: token != "--", tokens[1:]):
-        given, cluster = token.split("=", 1)[0], token[1:] if re.match(r"-[^-]", token) else ""
-        if any(len(given) > 2 and option.startswith(given) if option.startswith("--") else option[1] in cluster
-               for option in UNSAFE_OPTIONS.get(tokens[0], ())):
-            return True
-    return False
+    words = itertools.takewhile(lambda token: token != "--", tokens[1:])
+    return any(len(given := word.split("=", 1)[0]) > 2 and option.startswith(given) if option.startswith("--")
+               else re.match(r"-[^-]", word) and option[1] in word[1:]
+               for word in words for option in UNSAFE_OPTIONS.get(tokens[0], ()))
 
 
 def control_characters(text: str) -> list[str]:
@@ -3516,8 +3492,7 @@ def command_matches(pattern: str, command: str, for_deny: bool) -> bool:
 
 
 def rule_words(tokens: list[str]) -> tuple[list[str], list[str]]:
-    """A command's (other words, options) as a deny rule sees them: /usr/bin/git -C . push is git push, rm -r x --force
-    is rm x -fr (short letters in one cluster; --rec, as GNU and git take any unambiguous abbreviation, is -r)."""
+    """A command's (other words, options) as a deny rule sees them: git -C . push is git push, rm -r x --force: -fr."""
     words = [program_name(tokens[0]), *tokens[1:]] if tokens else []
     if words[:1] == ["git"]:
         words = ["git", *past_git_options(words[1:])[0]]
@@ -3528,12 +3503,12 @@ def rule_words(tokens: list[str]) -> tuple[list[str], list[str]]:
         if word == "--":
             args += words[index + 1:]
             break
-        if word.startswith("--") and len(word) > 3:
+        if word.startswith("--") and len(word) > 3:   # GNU and git take any unambiguous abbreviation
             given = {letter for option, letter in OPTION_LETTERS.get(key, {}).items()
                      if option.startswith(word.split("=", 1)[0])}
             word = "-" + given.pop() if len(given) == 1 else word
         if re.fullmatch(r"-[A-Za-z]+", word):
-            letters |= {SAME_LETTERS.get(key, {}).get(letter, letter) for letter in word[1:]}
+            letters |= {OPTION_LETTERS.get(key, {}).get(letter, letter) for letter in word[1:]}
         elif word.startswith("-") and len(word) > 1:
             options.append(word)
         else:
@@ -3571,37 +3546,25 @@ def word_matches(rule_word: str, word: str, prefix: bool) -> bool:
     return rule_word == word or (any(c in "*?[" for c in word) and fnmatch.fnmatchcase(rule_word, word))
 
 
-def runs_denied(wanted: tuple[list[str], list[str]], prefix: bool, command: str, depth: int = 0) -> bool:
-    """Does a part run what a deny rule names? Read as hard denials are (wrappers, nested lines), aliases expanded."""
-    if depth > MAX_NESTING:
-        return False
-    for segments in shell_readings(command):
-        for segment, tokens, text_only in simple_commands(segments):
-            for start in range(1 if text_only else len(tokens)):      # echo git push runs no git
-                words = tokens[start:]
-                for line in handed_lines(words):      # alias values, git -c, rebase -x, submodule foreach
-                    if line == UNKNOWN_ALIAS or runs_denied(wanted, prefix, line, depth + 1):
-                        return True   # what it runs cannot be read: the deny rule wins
-                alias = git_alias(words) if wanted[0][:1] == ["git"] else None
-                if alias and alias != UNKNOWN_ALIAS and not alias.startswith("!"):
-                    words = ["git", *split_like_env(alias), *past_git_options(words[1:])[0][1:]]
-                if words_match(wanted, rule_words(words), prefix):
-                    return True
-            if any(runs_denied(wanted, prefix, line, depth + 1) for line in command_line_words(tokens, text_only)):
-                return True
+def runs_denied(wanted: tuple[list[str], list[str]], prefix: bool, command: str) -> bool:
+    """Does a part run what a deny rule names? Read as hard denials are: wrappers, nested lines, aliases."""
+    for part in parts_run(command):
+        if isinstance(part, str):
+            return True               # what it runs cannot be read: the deny rule wins
+        _, tokens, text_only, _ = part
+        if any(words_match(wanted, rule_words(tokens[start:]), prefix)
+               for start in range(1 if text_only else len(tokens))):     # echo git push runs no git
+            return True
     return False
 
 
-def git_alias(words: list[str]) -> str | None:
-    """What a git subcommand stands for if it is an alias (its -c options, else git's config)."""
-    if not words or program_name(words[0]) != "git":
+def git_alias(name: str, config: dict[str, str]) -> str | None:
+    """What a git subcommand stands for if it is an alias (git's -c options, else its config)."""
+    if name in git_commands():
         return None
-    rest, config = past_git_options(words[1:])
-    if not rest or rest[0] in git_commands():
-        return None
-    if aliases := [value for key, value in config.items() if key.lower().startswith("alias.") and key[6:] == rest[0]]:
+    if aliases := [value for key, value in config.items() if key.lower().startswith("alias.") and key[6:] == name]:
         return aliases[-1]
-    found = run_git(["config", "--get", f"alias.{rest[0]}"])
+    found = run_git(["config", "--get", f"alias.{name}"])
     return found.stdout.decode(errors="replace").strip() or None if found and found.returncode == 0 else None
 
 

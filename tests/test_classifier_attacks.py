@@ -214,6 +214,7 @@ def test_a_deny_rule_from_a_project_file_is_printed_visibly(ws, monkeypatch):
     ("Bash(rm -rf:*)", "rm --recursive --force build"), ("Bash(rm -rf:*)", "rm -R -f build"),
     ("Bash(rm -rf:*)", "rm --rec --for build"), ("Bash(rm -rf:*)", "rm -fR build"), ("Bash(rm -rf:*)", "/bin/r[m] -rf x"),
     ("Bash(git clean -fd:*)", "git clean --force -d"),
+    ("Bash(git push --force:*)", "git -c alias.p=push p --force"),      # an alias's arguments follow its value
 ])
 def test_a_deny_rule_holds_against_other_spellings_even_in_bypass_mode(ws, bypass_with_user_rules, rule, command):
     import subprocess
