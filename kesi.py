@@ -2039,18 +2039,16 @@ def budget_room(history: list[dict], agent, wanted: int) -> tuple[int, str | Non
 
 # --- what a model allows (the MODELS table, or the Models API) ------------------
 DEFAULT_MAX_TOKENS, THINKING_MAX_TOKENS = 8192, 32_000
-_LIMITS: dict[str, tuple] = {}
 
 
+@functools.cache
 def model_limits(model: str) -> tuple:
     """(context window, largest max_tokens, thinks unasked): the Models API's, asked once, else MODELS'."""
-    if model not in _LIMITS:
-        _, context, most, thinks = MODELS.get(model_key(model), (None, None, None, False))
-        with contextlib.suppress(Exception):    # no client yet, or an endpoint without the Models API: the table
-            info = CLIENT.with_options(max_retries=0).models.retrieve(model, timeout=10)
-            context, most = info.max_input_tokens or context, info.max_tokens or most
-        _LIMITS[model] = (context, most, thinks)
-    return _LIMITS[model]
+    _, context, most, thinks = MODELS.get(model_key(model), (None, None, None, False))
+    with contextlib.suppress(Exception):    # no client yet, or an endpoint without the Models API: the table
+        info = CLIENT.with_options(max_retries=0).models.retrieve(model, timeout=10)
+        context, most = info.max_input_tokens or context, info.max_tokens or most
+    return context, most, thinks
 
 
 def output_ceiling(model: str) -> int:
