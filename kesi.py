@@ -215,10 +215,7 @@ def shorten(text: str, limit: int) -> str:
 
 
 def ui(text: str = "", end: str = "\n") -> None:
-    try:
-        print(text, end=end, file=UI, flush=True)
-    except UnicodeEncodeError:   # a lone surrogate must not crash the loop
-        print(utf8_safe(text), end=end, file=UI, flush=True)
+    print(utf8_safe(text), end=end, file=UI, flush=True)     # a lone surrogate must not crash the loop
 
 
 def capable_terminal() -> bool:
