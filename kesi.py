@@ -284,8 +284,7 @@ IGNORE_FOLDED = {name.casefold() for name in IGNORE}
 
 def is_ignored_name(name: str) -> bool:
     """The one rule every tool applies to every name; case-insensitive: on macOS '.ENV' opens '.env'."""
-    folded = name.casefold()
-    return folded in IGNORE_FOLDED or folded.startswith(".env.")
+    return (folded := name.casefold()) in IGNORE_FOLDED or folded.startswith(".env.")
 
 
 def is_ignored(target: Path) -> bool:
@@ -391,13 +390,11 @@ def locate(path, make_folders: bool = False, follow_links: bool = True, must_exi
                 raise PathRefused(off_limits=True, hint=GIT_DIR_HINT)
             names.append(name)
         if not names:                             # the path names the jail itself
-            fd = folders.pop()
-            return JailEntry(fd, ".", BASE_DIR, os.fstat(fd))
+            return JailEntry(fd := folders.pop(), ".", BASE_DIR, os.fstat(fd))
         name = names.pop()                        # it ended in a folder after a '..'
         os.close(folders.pop())
-        folder_fd = folders.pop()
-        return JailEntry(folder_fd, name, BASE_DIR.joinpath(*names, name),
-                         os.stat(name, dir_fd=folder_fd, follow_symlinks=False))
+        info = os.stat(name, dir_fd=folders[-1], follow_symlinks=False)     # before the pop: on error, finally closes
+        return JailEntry(folders.pop(), name, BASE_DIR.joinpath(*names, name), info)
     except (OSError, ValueError) as exc:          # ValueError: a NUL in the name
         raise PathRefused() from exc
     finally:
