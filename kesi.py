@@ -325,8 +325,7 @@ def jail_parts(path) -> list[str]:
         raise PathRefused()
     text = os.fspath(path)
     if text.startswith("/"):
-        base = str(BASE_DIR).rstrip("/")
-        if text != base and not text.startswith(base + "/"):
+        if text != (base := str(BASE_DIR).rstrip("/")) and not text.startswith(base + "/"):
             raise PathRefused()
         text = text[len(base):]
     return [part for part in text.split("/") if part not in ("", ".")]
@@ -1726,8 +1725,7 @@ def check_command_permission(command, background: bool = False, escalate=None) -
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids this command.")
     given = {HEADLESS_ESCALATION, GRANTED_ESCALATIONS.get(key)}       # by --escalate, or for the session
     leaving = key and escalate and sandbox_enabled() and not given & {escalate, "unsandboxed"}
-    unasked = None if leaving else allowed_without_asking(verdict, key)
-    if unasked:
+    if not leaving and (unasked := allowed_without_asking(verdict, key)):
         note_approval(command, unasked, background)
         return True, None     # an empty command is refused by run_command itself
     unruled = rules_for_parts(key)[1]
@@ -2058,8 +2056,7 @@ def context_window() -> int:
 
 # --- API errors --------------------------------------------------------------
 def api_error_message(exc) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+    if isinstance(body := getattr(exc, "body", None), dict) and isinstance(body.get("error"), dict):
         return str(body["error"].get("message", exc))
     return str(getattr(exc, "message", None) or exc)
 
