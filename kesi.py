@@ -1554,14 +1554,12 @@ TOOL_FUNCS = {tool["name"]: func for tool, func in TOOL_PAIRS}
 
 # ==== I.6 Permissions: deny -> ask -> allow =================================
 
-# The model only asks; the program decides. A hard deny never runs (not even with a "yes"); read-only work runs;
-# the rest asks unless a mode or a rule allows it (in auto mode: the sandbox, for commands).
+# The model asks, KeSi decides: a hard deny never runs, read-only work runs, the rest asks unless a mode or rule allows.
 
 READ_ONLY_TOOLS = {"read_file", "list_files", "glob", "grep", "todo_write", "task",   # never ask
                    "background_output", "background_stop"}
 FILE_TOOLS = {"edit_file", "write_file"}   # ask, once per file
-# todo_write and task change nothing on disk (a sub-agent's calls are checked one by one); the background_ tools
-# only read or end a task checked when it started.
+# todo_write, task: nothing on disk (a sub-agent's calls are checked); background_*: read or end a task checked at start
 
 PERMISSION_MODES = {
     "default": "ask before edits and before commands that are not read-only",
