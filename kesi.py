@@ -804,14 +804,10 @@ class Edit:
     file_path: str       # as the model wrote it, for the messages
     target: Path
     data: bytes          # the file as read (its digest guards the write)
-    content: str
-    updated: str
+    old: str             # its text, and the text after the edit: the question shows their diff
+    new: str
     first: int           # where the first replacement starts
     count: int
-
-    @property
-    def diff(self) -> str:
-        return diff_lines(self.content, self.updated)
 
 
 def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edit | None, str | None]:
@@ -871,13 +867,13 @@ def edit_file(file_path, old_string, new_string, replace_all=False):
 def apply_edit(edit: Edit):
     """Write an edit planned by plan_edit (the permission prompt showed its diff)."""
     try:
-        new_data = edit.updated.encode("utf-8")
+        new_data = edit.new.encode("utf-8")
     except UnicodeEncodeError:
         return "Error: new_string contains characters that cannot be written as UTF-8.", True
     if error := replace_existing_file(edit.target, new_data, file_digest(edit.data)):
         return error, True
     READ_VERSIONS.pop(edit.target, None)
-    before = edit.content[:edit.first]            # LF, CR and CRLF each end one line
+    before = edit.old[:edit.first]            # LF, CR and CRLF each end one line
     line = before.count("\n") + before.count("\r") - before.count("\r\n") + 1
     if edit.count > 1:
         return f"Replaced {edit.count} occurrences in {edit.file_path} (first starting at line {line}).", False
@@ -934,13 +930,9 @@ class Write:
     """A write_file call worked out but not yet done."""
     file_path: str
     target: Path
-    data: bytes
-    old: str               # the current text ("" for a new file), for the diff
+    old: str               # the current text ("" for a new file), and the new: the question shows their diff
+    new: str
     expected: bytes | None  # digest of the file the model read; None: create a new file
-
-    @property
-    def diff(self) -> str:
-        return diff_lines(self.old, self.data.decode("utf-8"))
 
 
 WRITE_FILE_SPEC = spec(
@@ -960,7 +952,7 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
     if not isinstance(file_path, str) or not isinstance(content, str):
         return None, "Error: file_path and content must both be strings."
     try:
-        data = content.encode("utf-8")
+        content.encode("utf-8")
     except UnicodeEncodeError:
         return None, "Error: content contains characters that cannot be written as UTF-8."
     if (target := safe_write_path(file_path)) is None:
@@ -970,11 +962,11 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
             if entry.name == "." or entry.path == BASE_DIR:
                 return None, write_refusal(file_path)
             if entry.info is None:
-                return Write(file_path, entry.path, data, "", None), None
-            return plan_overwrite(file_path, entry, data)
+                return Write(file_path, entry.path, "", content, None), None
+            return plan_overwrite(file_path, entry, content)
     except PathRefused as refusal:
         if refusal.missing and not is_ignored(target):    # folders to be made: a new file
-            return Write(file_path, target, data, "", None), None
+            return Write(file_path, target, "", content, None), None
         return None, write_refusal(file_path, PathRefused(off_limits=True) if refusal.missing else refusal)
 
 
@@ -987,7 +979,7 @@ def write_refusal(file_path: str, refusal: PathRefused | None = None) -> str:
     return f"Error: writing to {file_path} is not allowed. Use a path relative to the working directory, inside it."
 
 
-def plan_overwrite(file_path: str, entry: JailEntry, data: bytes) -> tuple[Write | None, str | None]:
+def plan_overwrite(file_path: str, entry: JailEntry, content: str) -> tuple[Write | None, str | None]:
     target = entry.path
     if not stat.S_ISREG(entry.info.st_mode):
         return None, f"Error: {file_path} exists and is not a regular file; it cannot be overwritten."
@@ -1002,25 +994,25 @@ def plan_overwrite(file_path: str, entry: JailEntry, data: bytes) -> tuple[Write
     if file_digest(current) != expected:
         READ_VERSIONS.pop(target, None)
         return None, CHANGED_SINCE_READ
-    return Write(file_path, target, data, current.decode("utf-8", "replace"), expected), None
+    return Write(file_path, target, current.decode("utf-8", "replace"), content, expected), None
 
 
 def apply_write(write: Write):
     """Walk the path again, making folders; create the file (O_EXCL) or replace only the one the plan saw."""
-    file_path = write.file_path
+    file_path, data = write.file_path, write.new.encode("utf-8")
     try:
         with locate(file_path, make_folders=True) as entry:
             if entry.path != write.target:
                 return write_refusal(file_path), True
             if write.expected is None:
-                return create_file(file_path, entry, write.data)
+                return create_file(file_path, entry, data)
     except PathRefused as refusal:
         return write_refusal(file_path, refusal), True
-    if file_digest(write.data) == write.expected:
+    if file_digest(data) == write.expected:
         return f"{file_path} already has exactly this content; nothing was written.", False
-    error = replace_existing_file(write.target, write.data, write.expected)
+    error = replace_existing_file(write.target, data, write.expected)
     READ_VERSIONS.pop(write.target, None)
-    return (error, True) if error else (f"Overwrote {file_path} ({len(write.data)} bytes).", False)
+    return (error, True) if error else (f"Overwrote {file_path} ({len(data)} bytes).", False)
 
 
 def create_file(file_path: str, entry: JailEntry, data: bytes):
@@ -1688,7 +1680,7 @@ def check_write_permission(name: str, file_path, plan=None) -> tuple[bool, str |
         return True, None
     verb = "change" if (BASE_DIR / key).exists() else "create"
     question = Question(f"{name} wants to {verb} {key}", RUNS_LATER_REASON if later else None,
-                        plan.diff if plan is not None else "", None if later else f"Edit({key})")
+                        diff_lines(plan.old, plan.new) if plan is not None else "", None if later else f"Edit({key})")
     allowed, remember = ask_user(question)
     if allowed and remember and not save_project_rule(question.always):
         GRANTED_WRITES.add(key)
