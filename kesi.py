@@ -1146,9 +1146,7 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
     reader = threading.Thread(target=drain_output, args=(proc.stderr, errors, MAX_ERROR_CHARS))
     reader.start()
     try:
-        for raw in proc.stdout:
-            if (match := match_line(raw, folder, shown_as, is_git)) is None:
-                continue
+        for match in filter(None, (match_line(raw, folder, shown_as, is_git) for raw in proc.stdout)):
             total += 1
             if len(lines) < MAX_SEARCH_LINES:
                 lines.append(match)
@@ -2408,9 +2406,7 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
     """One result per tool_use, all in one user message; Ctrl-C ends the batch (the rest: "skipped") and the turn."""
     agent = agent or MAIN_AGENT
     results, interrupted = [], False
-    for block in blocks:
-        if block_type(block) != "tool_use":    # text in the same message needs no result
-            continue
+    for block in (b for b in blocks if block_type(b) == "tool_use"):    # text in the same message needs no result
         if interrupted:
             results.append(tool_result(block["id"], SKIPPED_TOOL, True))
             continue
