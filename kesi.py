@@ -1174,8 +1174,7 @@ SANDBOX_SYMPTOMS = ("Operation not permitted", "Permission denied", "Read-only f
 
 
 class HeadAndTail:
-    """Output in bounded memory, filled like a bytearray (from one thread, read from another): its first bytes (a test
-    summary), its newest (keep to 2 * keep), a count, and whether a private key block is open where those start."""
+    """Output in bounded memory (one thread adds, another reads): first and newest bytes, a count, an open key block."""
 
     def __init__(self, keep: int):
         self.keep, self.head, self.data, self.total, self.open = keep, bytearray(), bytearray(), 0, False
@@ -1231,8 +1230,7 @@ def key_block_open(data: bytes, at: int, was_open: bool) -> bool:
 
 
 def whole_lines(data: bytes, cut_before=False, cut_after=False, most: int | None = LINE_CUT, open=False) -> bytes:
-    """data less the line or private key block a cut split (open: data starts inside one, up to its END or the end):
-    masking then finds every credential whole, or none, also the ones that span spaces (`aws_secret_access_key = `)."""
+    """data less the line or private key block a cut split (open: it starts in one): masking sees each secret whole."""
     if cut_after:
         begins = [m.start() for m in PEM_BEGIN.finditer(data)] or ([0] if open else [])
         data = data[:begins[-1]] if begins and not PEM_END.search(data, begins[-1]) else data
