@@ -2738,8 +2738,7 @@ def apply_flags(args) -> None:
     COMMAND_LINE_RULES, removed = command_line_rules(args.allowed_tools, args.disallowed_tools)
     for agent in (MAIN_AGENT, SUB_AGENT):
         agent.tool_names = tuple(name for name in agent.tool_names if name not in removed)
-    extra = (args.append_system_prompt or "").strip()
-    MAIN_AGENT.rules = f"{SYSTEM_RULES}\n\n{extra}" if extra else SYSTEM_RULES
+    MAIN_AGENT.rules = "\n\n".join(filter(None, (SYSTEM_RULES, (args.append_system_prompt or "").strip())))
     if args.max_budget_usd is not None and price_for(MODEL) is None:
         raise SettingError(f"--max-budget-usd needs a price for the model {MODEL}; set KESI_PRICES "
                            '(e.g. {"input": 1, "output": 5, "cache_write": 1.25, "cache_read": 0.1}).')
