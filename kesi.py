@@ -165,8 +165,7 @@ def whole_number(name: str, raw: str, smallest: int) -> int:
     raise SettingError(f"{name} must be a whole number of at least {smallest}, got {raw!r}.")
 
 
-def sandbox_choice(setting: str, no_sandbox: str) -> str:
-    """KESI_SANDBOX=auto|off (also on, 0, no, false), or the series' KESI_NO_SANDBOX=1."""
+def sandbox_choice(setting: str, no_sandbox: str) -> str:     # KESI_NO_SANDBOX=1 is the series' name for off
     if no_sandbox not in ("", "0", "1"):
         raise SettingError(f"KESI_NO_SANDBOX must be 1 (sandbox off) or 0, got {no_sandbox!r}.")
     if setting and setting.lower() not in SANDBOX_CHOICES:
