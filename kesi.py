@@ -819,6 +819,8 @@ def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edi
         return None, "Error: old_string must not be empty (use write_file to create a file)."
     if old_string == new_string:
         return None, "Error: old_string and new_string are identical; there is nothing to change."
+    if new_string != utf8_safe(new_string):      # a lone surrogate: found before anyone is asked
+        return None, "Error: new_string contains characters that cannot be written as UTF-8."
     f, target, error = check_readable(file_path, verb="edited")
     if error:
         return None, error
@@ -865,11 +867,7 @@ def edit_file(file_path, old_string, new_string, replace_all=False):
 
 def apply_edit(edit: Edit):
     """Write an edit planned by plan_edit (the permission prompt showed its diff)."""
-    try:
-        new_data = edit.new.encode("utf-8")
-    except UnicodeEncodeError:
-        return "Error: new_string contains characters that cannot be written as UTF-8.", True
-    if error := replace_existing_file(edit.target, new_data, file_digest(edit.data)):
+    if error := replace_existing_file(edit.target, edit.new.encode("utf-8"), file_digest(edit.data)):
         return error, True
     READ_VERSIONS.pop(edit.target, None)
     before = edit.old[:edit.first]            # LF, CR and CRLF each end one line
@@ -950,9 +948,7 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
     """Check a write_file call, touching nothing: every reason it would fail is found before anyone is asked."""
     if not isinstance(file_path, str) or not isinstance(content, str):
         return None, "Error: file_path and content must both be strings."
-    try:
-        content.encode("utf-8")
-    except UnicodeEncodeError:
+    if content != utf8_safe(content):            # a lone surrogate
         return None, "Error: content contains characters that cannot be written as UTF-8."
     if (target := safe_write_path(file_path)) is None:
         return None, write_refusal(file_path)
