@@ -728,11 +728,9 @@ def walk_tree(top_fd: int, max_depth: int | None = None, prefix: str = ""):
                 continue                           # a git dir by another name: by name, as glob shows only names
             yield prefix + entry.name, entry
             if entry.is_dir(follow_symlinks=False) and (max_depth is None or depth < max_depth):
-                try:
+                with contextlib.suppress(OSError):       # gone since, or swapped for a link (O_NOFOLLOW)
                     sub = os.open(entry.name, FOLDER_FLAGS, dir_fd=folder_fd)
-                except OSError:
-                    continue
-                stack.append((sub, f"{prefix}{entry.name}/", depth + 1, iter(folder_entries(sub))))
+                    stack.append((sub, f"{prefix}{entry.name}/", depth + 1, iter(folder_entries(sub))))
     finally:
         for folder_fd, *_ in stack:
             os.close(folder_fd)
