@@ -2332,8 +2332,7 @@ def end_after_stream_failure(history, failure: StreamFailure, agent: Agent) -> A
 
 def end_after_refusal(history: list[dict], agent: Agent, details=None) -> Answer:
     """Remove the refused prompt and all after it (the API asks for a rephrase); say stop_details' reason."""
-    prompts = [i for i, m in enumerate(history) if is_user_prompt(m)]
-    del history[prompts[-1] if prompts else 0:]
+    del history[max((i for i, m in enumerate(history) if is_user_prompt(m)), default=0):]     # the last prompt on
     why = getattr(details, "explanation", None)
     return end_turn(history, agent, f"(the model declined this request{f': {shorten(why, 500)}' if why else ''}; "
                     "the prompt and its answer were removed from the conversation, so rephrase it or ask something "
