@@ -90,7 +90,8 @@ def read_env_file(path: Path) -> dict[str, str]:
     """KEY=VALUE lines, not put into os.environ; only a regular file (a repository's .env could be a FIFO)."""
     values, lines = {}, []
     with contextlib.suppress(OSError, UnicodeDecodeError):
-        lines = read_regular_file(path, follow=True, most=1_000_000)[0].decode("utf-8").splitlines()
+        if path.is_file() and path.stat().st_size <= 1_000_000:
+            lines = path.read_text(encoding="utf-8").splitlines()
     for line in map(str.strip, lines):
         key, equals, value = (part.strip() for part in line.removeprefix("export ").partition("="))
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
