@@ -1195,8 +1195,7 @@ class HeadAndTail:
                     self.open and offset <= first_kept)
 
     def clipped(self) -> str:
-        data, lost, open = self.since(0)
-        return clip_output(data, lost, open, bytes(self.head))
+        return clip_output(*self.since(0), bytes(self.head))      # since: data, lost, open
 
 
 def clip_output(data: bytes, lost: int = 0, open: bool = False, head: bytes | None = None) -> str:
