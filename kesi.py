@@ -967,8 +967,7 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
 def write_refusal(file_path: str, refusal: PathRefused | None = None) -> str:
     if refusal and refusal.off_limits:
         return f"Error: {file_path} is off-limits to tools and cannot be written.{refusal.hint}"
-    cause = refusal.__cause__ if refusal else None
-    if isinstance(cause, OSError):         # mkdir failed, or a file stands where a folder should be
+    if isinstance(cause := refusal and refusal.__cause__, OSError):    # mkdir failed, or a file is in a folder's place
         return f"Error: could not create the folder for {file_path}: {cause.strerror or cause}"
     return f"Error: writing to {file_path} is not allowed. Use a path relative to the working directory, inside it."
 
