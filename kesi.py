@@ -90,7 +90,8 @@ def read_env_file(path: Path) -> dict[str, str]:
     """KEY=VALUE lines, not put into os.environ; only a regular file (a repository's .env could be a FIFO)."""
     values, lines = {}, []
     with contextlib.suppress(OSError, UnicodeDecodeError):
-        lines = read_regular_file(path, follow=True, most=1_000_000)[0].decode("utf-8").splitlines()
+        if path.is_file() and path.stat().st_size <= 1_000_000:
+            lines = path.read_text(encoding="utf-8").splitlines()
     for line in map(str.strip, lines):
         key, equals, value = (part.strip() for part in line.removeprefix("export ").partition("="))
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
@@ -165,8 +166,7 @@ def whole_number(name: str, raw: str, smallest: int) -> int:
     raise SettingError(f"{name} must be a whole number of at least {smallest}, got {raw!r}.")
 
 
-def sandbox_choice(setting: str, no_sandbox: str) -> str:
-    """KESI_SANDBOX=auto|off (also on, 0, no, false), or the series' KESI_NO_SANDBOX=1."""
+def sandbox_choice(setting: str, no_sandbox: str) -> str:     # KESI_NO_SANDBOX=1 is the series' name for off
     if no_sandbox not in ("", "0", "1"):
         raise SettingError(f"KESI_NO_SANDBOX must be 1 (sandbox off) or 0, got {no_sandbox!r}.")
     if setting and setting.lower() not in SANDBOX_CHOICES:
@@ -215,10 +215,7 @@ def shorten(text: str, limit: int) -> str:
 
 
 def ui(text: str = "", end: str = "\n") -> None:
-    try:
-        print(text, end=end, file=UI, flush=True)
-    except UnicodeEncodeError:   # a lone surrogate must not crash the loop
-        print(utf8_safe(text), end=end, file=UI, flush=True)
+    print(utf8_safe(text), end=end, file=UI, flush=True)     # a lone surrogate must not crash the loop
 
 
 def capable_terminal() -> bool:
@@ -287,8 +284,7 @@ IGNORE_FOLDED = {name.casefold() for name in IGNORE}
 
 def is_ignored_name(name: str) -> bool:
     """The one rule every tool applies to every name; case-insensitive: on macOS '.ENV' opens '.env'."""
-    folded = name.casefold()
-    return folded in IGNORE_FOLDED or folded.startswith(".env.")
+    return (folded := name.casefold()) in IGNORE_FOLDED or folded.startswith(".env.")
 
 
 def is_ignored(target: Path) -> bool:
@@ -329,8 +325,7 @@ def jail_parts(path) -> list[str]:
         raise PathRefused()
     text = os.fspath(path)
     if text.startswith("/"):
-        base = str(BASE_DIR).rstrip("/")
-        if text != base and not text.startswith(base + "/"):
+        if text != (base := str(BASE_DIR).rstrip("/")) and not text.startswith(base + "/"):
             raise PathRefused()
         text = text[len(base):]
     return [part for part in text.split("/") if part not in ("", ".")]
@@ -394,13 +389,11 @@ def locate(path, make_folders: bool = False, follow_links: bool = True, must_exi
                 raise PathRefused(off_limits=True, hint=GIT_DIR_HINT)
             names.append(name)
         if not names:                             # the path names the jail itself
-            fd = folders.pop()
-            return JailEntry(fd, ".", BASE_DIR, os.fstat(fd))
+            return JailEntry(fd := folders.pop(), ".", BASE_DIR, os.fstat(fd))
         name = names.pop()                        # it ended in a folder after a '..'
         os.close(folders.pop())
-        folder_fd = folders.pop()
-        return JailEntry(folder_fd, name, BASE_DIR.joinpath(*names, name),
-                         os.stat(name, dir_fd=folder_fd, follow_symlinks=False))
+        info = os.stat(name, dir_fd=folders[-1], follow_symlinks=False)     # before the pop: on error, finally closes
+        return JailEntry(folders.pop(), name, BASE_DIR.joinpath(*names, name), info)
     except (OSError, ValueError) as exc:          # ValueError: a NUL in the name
         raise PathRefused() from exc
     finally:
@@ -736,11 +729,9 @@ def walk_tree(top_fd: int, max_depth: int | None = None, prefix: str = ""):
                 continue                           # a git dir by another name: by name, as glob shows only names
             yield prefix + entry.name, entry
             if entry.is_dir(follow_symlinks=False) and (max_depth is None or depth < max_depth):
-                try:
+                with contextlib.suppress(OSError):       # gone since, or swapped for a link (O_NOFOLLOW)
                     sub = os.open(entry.name, FOLDER_FLAGS, dir_fd=folder_fd)
-                except OSError:
-                    continue
-                stack.append((sub, f"{prefix}{entry.name}/", depth + 1, iter(folder_entries(sub))))
+                    stack.append((sub, f"{prefix}{entry.name}/", depth + 1, iter(folder_entries(sub))))
     finally:
         for folder_fd, *_ in stack:
             os.close(folder_fd)
@@ -811,14 +802,10 @@ class Edit:
     file_path: str       # as the model wrote it, for the messages
     target: Path
     data: bytes          # the file as read (its digest guards the write)
-    content: str
-    updated: str
+    old: str             # its text, and the text after the edit: the question shows their diff
+    new: str
     first: int           # where the first replacement starts
     count: int
-
-    @property
-    def diff(self) -> str:
-        return diff_lines(self.content, self.updated)
 
 
 def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edit | None, str | None]:
@@ -831,6 +818,8 @@ def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edi
         return None, "Error: old_string must not be empty (use write_file to create a file)."
     if old_string == new_string:
         return None, "Error: old_string and new_string are identical; there is nothing to change."
+    if new_string != utf8_safe(new_string):      # a lone surrogate: found before anyone is asked
+        return None, "Error: new_string contains characters that cannot be written as UTF-8."
     f, target, error = check_readable(file_path, verb="edited")
     if error:
         return None, error
@@ -877,14 +866,10 @@ def edit_file(file_path, old_string, new_string, replace_all=False):
 
 def apply_edit(edit: Edit):
     """Write an edit planned by plan_edit (the permission prompt showed its diff)."""
-    try:
-        new_data = edit.updated.encode("utf-8")
-    except UnicodeEncodeError:
-        return "Error: new_string contains characters that cannot be written as UTF-8.", True
-    if error := replace_existing_file(edit.target, new_data, file_digest(edit.data)):
+    if error := replace_existing_file(edit.target, edit.new.encode("utf-8"), file_digest(edit.data)):
         return error, True
     READ_VERSIONS.pop(edit.target, None)
-    before = edit.content[:edit.first]            # LF, CR and CRLF each end one line
+    before = edit.old[:edit.first]            # LF, CR and CRLF each end one line
     line = before.count("\n") + before.count("\r") - before.count("\r\n") + 1
     if edit.count > 1:
         return f"Replaced {edit.count} occurrences in {edit.file_path} (first starting at line {line}).", False
@@ -941,13 +926,9 @@ class Write:
     """A write_file call worked out but not yet done."""
     file_path: str
     target: Path
-    data: bytes
-    old: str               # the current text ("" for a new file), for the diff
+    old: str               # the current text ("" for a new file), and the new: the question shows their diff
+    new: str
     expected: bytes | None  # digest of the file the model read; None: create a new file
-
-    @property
-    def diff(self) -> str:
-        return diff_lines(self.old, self.data.decode("utf-8"))
 
 
 WRITE_FILE_SPEC = spec(
@@ -966,9 +947,7 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
     """Check a write_file call, touching nothing: every reason it would fail is found before anyone is asked."""
     if not isinstance(file_path, str) or not isinstance(content, str):
         return None, "Error: file_path and content must both be strings."
-    try:
-        data = content.encode("utf-8")
-    except UnicodeEncodeError:
+    if content != utf8_safe(content):            # a lone surrogate
         return None, "Error: content contains characters that cannot be written as UTF-8."
     if (target := safe_write_path(file_path)) is None:
         return None, write_refusal(file_path)
@@ -977,24 +956,23 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
             if entry.name == "." or entry.path == BASE_DIR:
                 return None, write_refusal(file_path)
             if entry.info is None:
-                return Write(file_path, entry.path, data, "", None), None
-            return plan_overwrite(file_path, entry, data)
+                return Write(file_path, entry.path, "", content, None), None
+            return plan_overwrite(file_path, entry, content)
     except PathRefused as refusal:
         if refusal.missing and not is_ignored(target):    # folders to be made: a new file
-            return Write(file_path, target, data, "", None), None
+            return Write(file_path, target, "", content, None), None
         return None, write_refusal(file_path, PathRefused(off_limits=True) if refusal.missing else refusal)
 
 
 def write_refusal(file_path: str, refusal: PathRefused | None = None) -> str:
     if refusal and refusal.off_limits:
         return f"Error: {file_path} is off-limits to tools and cannot be written.{refusal.hint}"
-    cause = refusal.__cause__ if refusal else None
-    if isinstance(cause, OSError):         # mkdir failed, or a file stands where a folder should be
+    if isinstance(cause := refusal and refusal.__cause__, OSError):    # mkdir failed, or a file is in a folder's place
         return f"Error: could not create the folder for {file_path}: {cause.strerror or cause}"
     return f"Error: writing to {file_path} is not allowed. Use a path relative to the working directory, inside it."
 
 
-def plan_overwrite(file_path: str, entry: JailEntry, data: bytes) -> tuple[Write | None, str | None]:
+def plan_overwrite(file_path: str, entry: JailEntry, content: str) -> tuple[Write | None, str | None]:
     target = entry.path
     if not stat.S_ISREG(entry.info.st_mode):
         return None, f"Error: {file_path} exists and is not a regular file; it cannot be overwritten."
@@ -1009,25 +987,25 @@ def plan_overwrite(file_path: str, entry: JailEntry, data: bytes) -> tuple[Write
     if file_digest(current) != expected:
         READ_VERSIONS.pop(target, None)
         return None, CHANGED_SINCE_READ
-    return Write(file_path, target, data, current.decode("utf-8", "replace"), expected), None
+    return Write(file_path, target, current.decode("utf-8", "replace"), content, expected), None
 
 
 def apply_write(write: Write):
     """Walk the path again, making folders; create the file (O_EXCL) or replace only the one the plan saw."""
-    file_path = write.file_path
+    file_path, data = write.file_path, write.new.encode("utf-8")
     try:
         with locate(file_path, make_folders=True) as entry:
             if entry.path != write.target:
                 return write_refusal(file_path), True
             if write.expected is None:
-                return create_file(file_path, entry, write.data)
+                return create_file(file_path, entry, data)
     except PathRefused as refusal:
         return write_refusal(file_path, refusal), True
-    if file_digest(write.data) == write.expected:
+    if file_digest(data) == write.expected:
         return f"{file_path} already has exactly this content; nothing was written.", False
-    error = replace_existing_file(write.target, write.data, write.expected)
+    error = replace_existing_file(write.target, data, write.expected)
     READ_VERSIONS.pop(write.target, None)
-    return (error, True) if error else (f"Overwrote {file_path} ({len(write.data)} bytes).", False)
+    return (error, True) if error else (f"Overwrote {file_path} ({len(data)} bytes).", False)
 
 
 def create_file(file_path: str, entry: JailEntry, data: bytes):
@@ -1161,9 +1139,7 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
     reader = threading.Thread(target=drain_output, args=(proc.stderr, errors, MAX_ERROR_CHARS))
     reader.start()
     try:
-        for raw in proc.stdout:
-            if (match := match_line(raw, folder, shown_as, is_git)) is None:
-                continue
+        for match in filter(None, (match_line(raw, folder, shown_as, is_git) for raw in proc.stdout)):
             total += 1
             if len(lines) < MAX_SEARCH_LINES:
                 lines.append(match)
@@ -1191,8 +1167,7 @@ SANDBOX_SYMPTOMS = ("Operation not permitted", "Permission denied", "Read-only f
 
 
 class HeadAndTail:
-    """Output in bounded memory, filled like a bytearray (from one thread, read from another): its first bytes (a test
-    summary), its newest (keep to 2 * keep), a count, and whether a private key block is open where those start."""
+    """Output in bounded memory (one thread adds, another reads): first and newest bytes, a count, an open key block."""
 
     def __init__(self, keep: int):
         self.keep, self.head, self.data, self.total, self.open = keep, bytearray(), bytearray(), 0, False
@@ -1219,8 +1194,7 @@ class HeadAndTail:
                     self.open and offset <= first_kept)
 
     def clipped(self) -> str:
-        data, lost, open = self.since(0)
-        return clip_output(data, lost, open, bytes(self.head))
+        return clip_output(*self.since(0), bytes(self.head))      # since: data, lost, open
 
 
 def clip_output(data: bytes, lost: int = 0, open: bool = False, head: bytes | None = None) -> str:
@@ -1248,8 +1222,7 @@ def key_block_open(data: bytes, at: int, was_open: bool) -> bool:
 
 
 def whole_lines(data: bytes, cut_before=False, cut_after=False, most: int | None = LINE_CUT, open=False) -> bytes:
-    """data less the line or private key block a cut split (open: data starts inside one, up to its END or the end):
-    masking then finds every credential whole, or none, also the ones that span spaces (`aws_secret_access_key = `)."""
+    """data less the line or private key block a cut split (open: it starts in one): masking sees each secret whole."""
     if cut_after:
         begins = [m.start() for m in PEM_BEGIN.finditer(data)] or ([0] if open else [])
         data = data[:begins[-1]] if begins and not PEM_END.search(data, begins[-1]) else data
@@ -1560,14 +1533,12 @@ TOOL_FUNCS = {tool["name"]: func for tool, func in TOOL_PAIRS}
 
 # ==== I.6 Permissions: deny -> ask -> allow =================================
 
-# The model only asks; the program decides. A hard deny never runs (not even with a "yes"); read-only work runs;
-# the rest asks unless a mode or a rule allows it (in auto mode: the sandbox, for commands).
+# The model asks, KeSi decides: a hard deny never runs, read-only work runs, the rest asks unless a mode or rule allows.
 
 READ_ONLY_TOOLS = {"read_file", "list_files", "glob", "grep", "todo_write", "task",   # never ask
                    "background_output", "background_stop"}
 FILE_TOOLS = {"edit_file", "write_file"}   # ask, once per file
-# todo_write and task change nothing on disk (a sub-agent's calls are checked one by one); the background_ tools
-# only read or end a task checked when it started.
+# todo_write, task: nothing on disk (a sub-agent's calls are checked); background_*: read or end a task checked at start
 
 PERMISSION_MODES = {
     "default": "ask before edits and before commands that are not read-only",
@@ -1696,7 +1667,7 @@ def check_write_permission(name: str, file_path, plan=None) -> tuple[bool, str |
         return True, None
     verb = "change" if (BASE_DIR / key).exists() else "create"
     question = Question(f"{name} wants to {verb} {key}", RUNS_LATER_REASON if later else None,
-                        plan.diff if plan is not None else "", None if later else f"Edit({key})")
+                        diff_lines(plan.old, plan.new) if plan is not None else "", None if later else f"Edit({key})")
     allowed, remember = ask_user(question)
     if allowed and remember and not save_project_rule(question.always):
         GRANTED_WRITES.add(key)
@@ -1731,8 +1702,7 @@ def check_command_permission(command, background: bool = False, escalate=None) -
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids this command.")
     given = {HEADLESS_ESCALATION, GRANTED_ESCALATIONS.get(key)}       # by --escalate, or for the session
     leaving = key and escalate and sandbox_enabled() and not given & {escalate, "unsandboxed"}
-    unasked = None if leaving else allowed_without_asking(verdict, key)
-    if unasked:
+    if not leaving and (unasked := allowed_without_asking(verdict, key)):
         note_approval(command, unasked, background)
         return True, None     # an empty command is refused by run_command itself
     unruled = rules_for_parts(key)[1]
@@ -2038,18 +2008,16 @@ def budget_room(history: list[dict], agent, wanted: int) -> tuple[int, str | Non
 
 # --- what a model allows (the MODELS table, or the Models API) ------------------
 DEFAULT_MAX_TOKENS, THINKING_MAX_TOKENS = 8192, 32_000
-_LIMITS: dict[str, tuple] = {}
 
 
+@functools.cache
 def model_limits(model: str) -> tuple:
     """(context window, largest max_tokens, thinks unasked): the Models API's, asked once, else MODELS'."""
-    if model not in _LIMITS:
-        _, context, most, thinks = MODELS.get(model_key(model), (None, None, None, False))
-        with contextlib.suppress(Exception):    # no client yet, or an endpoint without the Models API: the table
-            info = CLIENT.with_options(max_retries=0).models.retrieve(model, timeout=10)
-            context, most = info.max_input_tokens or context, info.max_tokens or most
-        _LIMITS[model] = (context, most, thinks)
-    return _LIMITS[model]
+    _, context, most, thinks = MODELS.get(model_key(model), (None, None, None, False))
+    with contextlib.suppress(Exception):    # no client yet, or an endpoint without the Models API: the table
+        info = CLIENT.with_options(max_retries=0).models.retrieve(model, timeout=10)
+        context, most = info.max_input_tokens or context, info.max_tokens or most
+    return context, most, thinks
 
 
 def output_ceiling(model: str) -> int:
@@ -2065,8 +2033,7 @@ def context_window() -> int:
 
 # --- API errors --------------------------------------------------------------
 def api_error_message(exc) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+    if isinstance(body := getattr(exc, "body", None), dict) and isinstance(body.get("error"), dict):
         return str(body["error"].get("message", exc))
     return str(getattr(exc, "message", None) or exc)
 
@@ -2363,8 +2330,7 @@ def end_after_stream_failure(history, failure: StreamFailure, agent: Agent) -> A
 
 def end_after_refusal(history: list[dict], agent: Agent, details=None) -> Answer:
     """Remove the refused prompt and all after it (the API asks for a rephrase); say stop_details' reason."""
-    prompts = [i for i, m in enumerate(history) if is_user_prompt(m)]
-    del history[prompts[-1] if prompts else 0:]
+    del history[max((i for i, m in enumerate(history) if is_user_prompt(m)), default=0):]     # the last prompt on
     why = getattr(details, "explanation", None)
     return end_turn(history, agent, f"(the model declined this request{f': {shorten(why, 500)}' if why else ''}; "
                     "the prompt and its answer were removed from the conversation, so rephrase it or ask something "
@@ -2428,9 +2394,7 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
     """One result per tool_use, all in one user message; Ctrl-C ends the batch (the rest: "skipped") and the turn."""
     agent = agent or MAIN_AGENT
     results, interrupted = [], False
-    for block in blocks:
-        if block_type(block) != "tool_use":    # text in the same message needs no result
-            continue
+    for block in (b for b in blocks if block_type(b) == "tool_use"):    # text in the same message needs no result
         if interrupted:
             results.append(tool_result(block["id"], SKIPPED_TOOL, True))
             continue
@@ -2764,8 +2728,7 @@ def apply_flags(args) -> None:
     COMMAND_LINE_RULES, removed = command_line_rules(args.allowed_tools, args.disallowed_tools)
     for agent in (MAIN_AGENT, SUB_AGENT):
         agent.tool_names = tuple(name for name in agent.tool_names if name not in removed)
-    extra = (args.append_system_prompt or "").strip()
-    MAIN_AGENT.rules = f"{SYSTEM_RULES}\n\n{extra}" if extra else SYSTEM_RULES
+    MAIN_AGENT.rules = "\n\n".join(filter(None, (SYSTEM_RULES, (args.append_system_prompt or "").strip())))
     if args.max_budget_usd is not None and price_for(MODEL) is None:
         raise SettingError(f"--max-budget-usd needs a price for the model {MODEL}; set KESI_PRICES "
                            '(e.g. {"input": 1, "output": 5, "cache_write": 1.25, "cache_read": 0.1}).')

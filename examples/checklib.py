@@ -87,7 +87,7 @@ def fresh_state() -> None:
     kesi.HEADLESS_ESCALATION = None
     kesi.TODOS.clear()
     kesi.METER.calls.clear()
-    kesi._LIMITS.clear()                          # each check's mock reports its own models
+    kesi.model_limits.cache_clear()               # each check's mock reports its own models
     kesi.CACHE_CLOCK = kesi.CacheClock()          # no pause remembered from an earlier check
     kesi.MAIN_AGENT.size_mark = kesi.SUB_AGENT.size_mark = None
     kesi.PERMISSION_MODE = "default"
