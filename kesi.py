@@ -1579,13 +1579,13 @@ def can_ask() -> bool:
 def ask_user(question: Question) -> tuple[bool, bool | str]:
     """(allowed, "a" answered) or (False, what to do instead); no terminal or EOF is no, the unclear is asked again."""
     ui(f"      [permission needed] {visible(question.detail)}".replace("\n", "\n        | "))
-    if question.reason:
-        ui(wrapped(f"      reason: {visible(question.reason)}", hang=" " * 8))
+    if question.reason:           # one line, as the rule below: neither can draw a question of its own
+        ui(wrapped(f"      reason: {one_line(question.reason)}", hang=" " * 8))
     cut = show_diff(question.diff, MAX_PREVIEW_LINES)
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
         return False, ""
-    always = f" / a = yes, and don't ask again: {visible(question.always)}" if question.always else ""
+    always = f" / a = yes, and don't ask again: {one_line(question.always)}" if question.always else ""
     options = f"y = yes{always} / n = no (n TEXT: tell KeSi what to do instead){' / d = the whole diff' * cut}"
     while True:
         try:
@@ -4907,7 +4907,7 @@ def checked_addresses(host: str, port: int, policy: NetworkPolicy) -> tuple[list
 # Never reached through a name: this machine (asked of the kernel each time) and what IANA marks not global
 # (private, 169.254.169.254, 198.18.0.0/15, ...); is_global follows IANA, NOT_GLOBAL is what older Pythons miss.
 NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
-    "192.0.0.0/24", "192.88.99.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16"))
+    "192.0.0.0/24", "192.88.99.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16", "100:0:0:1::/64"))
 CARRIES_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "64:ff9b::/96", "::ffff:0:0:0/96"))  # and SIIT
 
 
@@ -5222,33 +5222,41 @@ while True:
 
 # Exact credential formats masked in output before the model sees it: (label, pattern); group "keep" stays readable.
 CREDENTIAL_PATTERNS = [(label, re.compile(pattern)) for label, pattern in [
-    ("private key", r"(?s)-----BEGIN [A-Z ]{0,40}PRIVATE KEY[A-Z ]{0,40}-----(?:.*?-----END [A-Z ]{0,40}PRIVATE KEY"
-                    r"[A-Z ]{0,40}-----|.*)"),
+    ("private key", r"(?s)-{4,5} ?BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY[A-Z ]{0,40} ?-{4,5}(?:.*?-{4,5} ?END [A-Z0-9 ]{0,40}"
+                    r"PRIVATE KEY[A-Z ]{0,40} ?-{4,5}|.*)|PuTTY-User-Key-File-\d+:(?:.*?Private-MAC: \w+|.*)"),
+    ("age key", r"\bAGE-SECRET-KEY-1[0-9A-Z]{50,}"),
+    ("wireguard key", r"(?P<keep>PrivateKey\s*=\s*)[A-Za-z0-9+/]{42,43}="),
     ("github token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
-    ("gitlab token", r"\bgl(?:pat|rt|dt|ptt|ft|imt|oas|cbt|soat|agent)-[A-Za-z0-9_-]{20,}"),
+    ("gitlab token", r"\bgl(?:pat|rt|dt|ptt|ft|ffct|imt|oas|cbt|soat|agent)-[A-Za-z0-9_-]{20,}"),
     ("anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
     ("openai key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
     ("aws access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
-    ("aws secret key", r"(?i)(?P<keep>(?:aws_secret_access_|secretaccess)key[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9/+]{40}"),
-    ("slack token", r"\bxox[abeprs]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}"),
-    ("slack webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+"),
+    ("aws secret key", r"(?i)(?P<keep>(?:aws_)?secret_?access_?key[\"']?\s*[=:>]\s*[\"']?)[A-Za-z0-9/+]{40}"),
+    ("aws bedrock key", r"\bABSK[A-Za-z0-9+/=]{40,}|\bbedrock-api-key-[A-Za-z0-9+/=_-]{20,}"),
+    ("slack token", r"\bxox[a-z]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}"),
+    ("slack webhook", r"https://hooks\.slack\.com/(?:services|triggers|workflows)/[A-Za-z0-9/_-]+"),
     ("stripe key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|\bwhsec_[A-Za-z0-9]{24,}"),
     ("google api key", r"\bAIza[0-9A-Za-z_-]{35}"),
     ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b"),
     ("pypi token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}"),
     ("hugging face token", r"\bhf_[A-Za-z0-9]{34,}\b"),
     ("jwt", r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-    ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^:/?#\s@]*:)[^/?#\s]+(?=@)"),
-    ("secret value", r"(?m)(?P<keep>^[ \t]*(?:(?:export|declare(?:[ \t]+-\w+)*)[ \t]+)?"
+    ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*:(?://|\\/\\/)[^:/?#\s@]*:)"
+                 r"[^/?#\s]+(?=@)"),
+    # Also traced by set -x (+ export X=...), and an item of a JSON list (["DB_PASSWORD=..."]).
+    ("secret value", r"(?m)(?P<keep>(?:^[ \t]*(?:\++[ \t]+)?[\"']?|(?<=[\[,]\")|(?<=[\[,] \"))"
+                     r"(?:(?:export|declare(?:[ \t]+-\w+)*)[ \t]+)?"
                      r"(?=[A-Z][A-Z0-9_]*?(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY))[A-Z][A-Z0-9_]*=[\"']?)(?![0-9]+\b)"
                      r"(?:(?<=\")[^\"\n$][^\"\n]{5,}|(?<=')[^'\n]{6,}|(?<==)[^\s\"'$][^\s\"']{5,})"),
 ]]
 
 
 # What hides a credential from the patterns, not from a reader: NULs (UTF-16/32), terminal escapes (grep --color),
-# overstrikes (g\bg), other control and invisible characters.
+# overstrikes (g\bg), all else a terminal does not show (tags, selectors, isolates); and the tail of a text escape
+# glued to a token (\nghp_..., %20sk-ant-...), so that the token starts a word again (its \ or % stays).
 HIDDEN = re.compile("\x1b(?:\\[[0-?]*[ -/]*[@-~]?|][^\x07\x1b\n]*(?:\x07|\x1b\\\\)?|[ -/]*[0-~])?|[^\n]\x08|"
-                    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u180e\u200b-\u200f\u2060-\u2064\ufeff]")
+                    + TERMINAL_CONTROLS.pattern + r"|(?<=\\)(?:[nrtfvb]|x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4})(?=\w)"
+                    r"|(?<=%)[0-9A-Fa-f]{2}(?=\w)")
 
 
 def mask_credentials(text: str) -> str:
@@ -5598,7 +5606,7 @@ def check_after_tasks() -> str:
 # Each command, who allowed or refused it, when, how long, its exit and output; never compacted: /log says who ran what.
 AUDIT_LOG = "audit.jsonl"             # among KeSi's records (see records_folder)
 AUDIT_OUTPUT_CHARS = 2000             # head and tail of a command's output kept in the log
-AUDIT_COMMAND_BYTES = 100_000         # and of a command itself, as logged (JSON writes a character in up to 6)
+AUDIT_COMMAND_BYTES = 100_000         # and of a command itself, in the bytes the log holds (record_bytes)
 _approvals: dict[tuple[str, bool], str] = {}    # (command, background) -> who decided, until it runs
 _unwritten_audit: list[dict] = []      # entries a full disk refused: written with the next one that fits
 
@@ -5643,7 +5651,7 @@ def write_audit_entry(entry: dict) -> None:
     """Append one line to the audit log; a failure is said, never raised, and the entry is kept to retry."""
     if isinstance(entry.get("command"), str):       # head and tail; its JSON (a bound of its logged bytes) in budget
         most = AUDIT_COMMAND_BYTES
-        while len(json.dumps(command := clip_for_audit(entry["command"], most))) > AUDIT_COMMAND_BYTES + 100:
+        while len(record_bytes(command := clip_for_audit(entry["command"], most))) > AUDIT_COMMAND_BYTES + 100:
             most //= 2
         entry = {**entry, "command": command}
     _unwritten_audit.append({"at": datetime.datetime.now().isoformat(timespec="seconds"), **entry})
@@ -6008,11 +6016,15 @@ def record_key() -> bytes:
     raise OSError(f"{path} is not a KeSi key (a regular file of yours, mode 0600); remove it and KeSi makes one")
 
 
+def record_bytes(value) -> bytes:
+    return RECORD_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", as_line(value)).encode("utf-8", "backslashreplace")
+
+
 def record_lines(path: Path, entries: list) -> bytes:
     """Lines for a record file: line breaks of any reader's kind escaped, an HMAC of file name and line first."""
     key, lines = record_key(), []
     for entry in entries:
-        data = RECORD_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", as_line(entry)).encode("utf-8", "backslashreplace")
+        data = record_bytes(entry)
         lines.append(record_mac(key, path.name, data) + b" " + data + b"\n")
     return b"".join(lines)
 
@@ -6502,8 +6514,22 @@ def show_log(argument: str) -> None:
         ran += "; never started" if "not_started" in entry else ""
         ran += f"; sandbox {entry['sandbox']}" if entry.get("sandbox", "on") != "on" else ""
         task = f"[task {entry['background_task']}] " if entry.get("background_task") else ""
-        ui(f"  {one_line(entry.get('at', '?'))}  {task}{one_line(entry.get('command', ''))}")    # whole: it ran
-        ui(f"      {one_line(str(entry.get('decision', '?')) + ran)}")
+        ui(marked_lines(f"  {one_line(entry.get('at', '?'))}  {task}{one_line(entry.get('command', ''))}"))  # all of it
+        ui(marked_lines(f"      {one_line(str(entry.get('decision', '?')) + ran)}"))
+
+
+def marked_lines(text: str) -> str:
+    """Cut to the terminal's width (wide characters count two), each line after the first begun with "  | ": the
+    terminal's own wrap of a padded command could pass for another entry of /log."""
+    if (width := terminal_width()) is None:
+        return text
+    lines, line, used = [], "", 0
+    for char in text:
+        size = display_width(char)
+        if used + size > width - 1:
+            lines, line, used = lines + [line], "  | ", 4
+        line, used = line + char, used + size
+    return "\n".join(lines + [line])
 
 
 def is_slash_command(line: str) -> bool:
@@ -6804,6 +6830,8 @@ def hooked_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str
     if decision == "block":
         return refuse(f"PreToolUse hook: {one_line(shorten(reason, 300))}",
                       f"Error: a PreToolUse hook refused it: {reason}")
+    if decision == "allow" and name == "run_command" and isinstance(tool_input, dict) and tool_input.get("escalate"):
+        decision = None                    # more room than the sandbox: only the person gives that
 
     def answer(question: Question):       # the hook's reason on one line, after KeSi's: it can hide nothing
         asked.append(question)
@@ -6815,6 +6843,9 @@ def hooked_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str
         allowed, refusal = check_permission(name, tool_input, plan)
     finally:
         ask_user = person
+    if asked and decision == "allow" and name == "run_command":       # the audit log says who decided
+        key = (tool_input.get("command"), tool_input.get("run_in_background") is True)
+        _approvals[key] = _approvals.get(key, "").replace("allowed by the person", "allowed by a PreToolUse hook", 1)
     if allowed and decision == "ask" and not asked:
         allowed, instead = answer(Question(f"{name}({shorten(json.dumps(tool_input), 200)})"))
         refusal = None if allowed else refuse("refused; not run", refusal_for_model(instead))[1]

@@ -358,3 +358,22 @@ def test_no_command_pushes_another_out_of_the_log(ws, notices):
     notices.seek(notices.truncate(0))
     kesi.handle_slash("/log 9", None, [])
     assert "older entries are not shown" in notices.getvalue() and "echo before" not in notices.getvalue()
+
+
+def test_a_command_within_the_bound_is_logged_whole_whatever_its_characters(ws):
+    """rt25l: 34 KB of emoji was measured as JSON's \\u escapes (12 bytes each) and logged as head and tail only."""
+    command = "echo " + "\U0001f600" * 8_000 + " MIDDLE-RAN " + "\U0001f600" * 8_000
+    kesi.write_audit_entry({"command": command, "decision": "allowed by a rule"})
+    assert audit(ws)[-1]["command"] == command
+
+
+def test_a_padded_command_cannot_draw_an_entry_of_its_own_in_slash_log(ws, notices, monkeypatch):
+    """rt25l: the terminal's wrap of a command padded to the width showed its tail as another entry."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 80)
+    fake = "2026-01-01T00:00:00  git push --force"
+    for pad in range(70, 90):
+        kesi.write_audit_entry({"command": "echo hi #" + "\u4e00" * (pad // 3) + " " * pad + fake, "decision": "x"})
+    kesi.handle_slash("/log 20", None, [])
+    lines = notices.getvalue().splitlines()
+    assert all(kesi.display_width(line) <= 80 for line in lines), lines
+    assert not [line for line in lines if fake in line and not line.startswith("  | ")], lines

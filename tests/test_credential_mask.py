@@ -363,3 +363,26 @@ def test_neighbours_of_the_masked_formats_are_masked_too(ws):
         assert kesi.mask_credentials(line) != line, repr(line)
     for value in (key, key[4:], npm, secret, aws, lines[5][5:], lines[6][5:], lines[7][7:]):
         assert value not in output and value not in audit_outputs(ws), (value, output)
+
+
+def test_tokens_glued_to_text_escapes_hidden_by_invisible_characters_and_more_neighbours_are_masked(ws):
+    """rt25l: a token right after \\n, %20 or \\u0022 (no word boundary), escaped URL slashes, the STS XML,
+    set -x traces, JSON lists; tag, selector and isolate characters inside; more token families."""
+    token, secret, aws = "ghp_" + rand(36), rand(20), rand(40)
+    lines = [f"a\\n{token}", f"q=%20{token}", f"\\u0022{token}", f"https:\\/\\/u:{secret}@host",
+             f"<SecretAccessKey>{aws}</SecretAccessKey>", f"+ export API_TOKEN={secret}",
+             f'["A=1","DB_PASSWORD={secret}"]',
+             *(token[:4] + c + token[4:] for c in ("\U000e0041", "\ufe0f", "\u2066")),
+             "xoxc-" + rand(20), "glffct-" + rand(24), "AGE-SECRET-KEY-1" + rand(58).upper(),
+             "PrivateKey = " + rand(43) + "=", "ABSK" + rand(60), "secret_access_key = " + rand(40),
+             "https://hooks.slack.com/triggers/T0/1/" + rand(20),
+             "---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----\n" + rand(40) + "\n---- END SSH2 ENCRYPTED PRIVATE KEY ----"]
+    (ws / "out.txt").write_text("\n".join(lines) + "\n")
+    with checklib.sandbox_forced(None):
+        output, _ = kesi.run_command("cat out.txt")
+    for line in lines:
+        assert kesi.mask_credentials(line) != line, repr(line)
+    for value in (token[4:], secret, aws):
+        assert value not in output and value not in audit_outputs(ws), (value, output)
+    assert kesi.mask_credentials("risk-assessment-and-mitigation plan; 100%25 done") == \
+        "risk-assessment-and-mitigation plan; 100%25 done"

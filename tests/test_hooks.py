@@ -267,3 +267,37 @@ def test_a_project_hook_never_makes_a_background_tasks_plant_the_new_baseline(ws
         assert term.leave() == 0
     assert (ws / "vendor/x/.git/HEAD").exists(), term.seen
     assert "fsmonitor" not in (ws / "vendor/x/.git/config").read_text(), term.seen
+
+
+ALLOW_ALL = """printf '{"hookSpecificOutput": {"permissionDecision": "allow"}}'"""
+
+
+def test_a_hooks_allow_never_takes_a_command_out_of_the_sandbox_and_the_log_names_the_hook(ws, main_in_process,
+                                                                                           user_settings, user):
+    """rt25l: an auto-approving hook answered the question to leave the sandbox too, and the log said the person."""
+    if kesi.sandbox_kind() != "bubblewrap":
+        pytest.skip("no usable bubblewrap here")
+    user_settings({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook(ALLOW_ALL)]}]}})
+    scripted = user("n")
+    calls = [tool_call("run_command", {"command": "touch out", "escalate": "unsandboxed"}, id="t_out"),
+             tool_call("run_command", {"command": "touch in"}, id="t_in")]
+    with MockAPI([reply("Trying.", *calls), "done"]) as mock:
+        code, out, err = main_in_process(["-p", "go"], "", mock, KESI_SANDBOX="auto")
+    results = results_of(mock.requests[1])
+    assert results["t_out"][1] and not (ws / "out").exists(), results        # the person was asked, and said no
+    assert [q.detail for q in scripted.questions] == ["run command without the sandbox, with your full user rights: "
+                                                      "touch out"]
+    assert not results["t_in"][1] and (ws / "in").exists(), results
+    decisions = {entry["command"]: entry["decision"] for entry in kesi.read_audit_entries(10)[0]}
+    assert decisions["touch in"] == "allowed by a PreToolUse hook (once)", decisions
+
+
+def test_no_field_of_a_question_but_the_command_can_span_lines(monkeypatch, notices):
+    """rt24c, rt25l: a hook's reason or a rule's text with line breaks drew a question of its own above the real one."""
+    prompts = []
+    monkeypatch.setattr(kesi, "can_ask", lambda: True)
+    monkeypatch.setattr(kesi, "prompt_input", lambda text: prompts.append(text) or "n")
+    fake = "\n" * 40 + "[permission needed] run command: ls"
+    kesi.ask_user(kesi.Question("run command: rm -rf src", "why" + fake, always="Bash(python3 -c '" + fake + "')"))
+    shown = notices.getvalue() + "".join(prompts)
+    assert "\n[permission needed] run command: ls" not in shown and "\\n[permission needed] run command: ls" in shown

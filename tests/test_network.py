@@ -152,7 +152,8 @@ def test_names_that_lead_to_this_machine_are_refused(config):
     "255.255.255.255", "fd00::2", "ff0e::1", "fec0::1", "2001:db8::1", "3fff::1", "5f00::1", "64:ff9b:1::1",
     "::ffff:127.0.0.1", "::ffff:10.0.0.1", "::7f00:1", "2002:7f00:1::", "2002:a00:1::", "64:ff9b::a00:1",
     "64:ff9b::7f00:1", "2001:0:4136:e378:8000:63bf:80ff:fffe", "::ffff:198.18.0.1",
-    "::ffff:0:7f00:1", "::ffff:0:a00:1"])                           # SIIT spellings of 127.0.0.1, 10.0.0.1 (rt25c)
+    "::ffff:0:7f00:1", "::ffff:0:a00:1",                            # SIIT spellings of 127.0.0.1, 10.0.0.1 (rt25c)
+    "100:0:0:1::1"])                                                # RFC 9780's dummy prefix (rt25l)
 def test_addresses_not_reachable_on_the_internet_are_off_limits(address):
     assert kesi.is_off_limits(address)
 
