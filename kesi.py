@@ -18,8 +18,8 @@ later part can serve an earlier one). A reader who stops after Part I has seen t
   V.   Staying affordable: prompt caching and its clock, clearing old results, compaction.
   VI.  Sessions: signed records outside the workspace, save and resume.
   VII. The terminal: wrapping, light Markdown, the waiting note, slash commands, readline.
-  VIII. What Claude Code users reach for next: project files you approve, images, /model, your own /commands,
-        checkpoints and /rewind, MCP servers.
+  VIII. What Claude Code users reach for next: project files you approve, hooks, images, /model, your own
+        /commands, checkpoints and /rewind, MCP servers.
 
 Run it:   uv run kesi.py            (needs ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, env or .env)
 Headless: uv run kesi.py -p "explain what this project does"
