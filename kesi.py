@@ -268,14 +268,27 @@ BASE_DIR = Path.cwd().resolve()
 HOME_DIR = Path.home().resolve()
 
 
-def trusted_program(name: str) -> str | None:
-    """A program KeSi runs unsandboxed (bwrap, rg), found on PATH minus where a command could plant its own."""
+def lies_in(inner: Path, outer: Path) -> bool:
+    """inner is outer or below it, also under another name for it (a bind mount): folders compared by inode."""
+    with contextlib.suppress(OSError):
+        folder = os.stat(outer)
+        return any(os.path.samestat(os.stat(up), folder) for up in (inner, *inner.parents) if up.exists())
+    return inner.is_relative_to(outer)
+
+
+def trusted_path(path: str | None = None) -> str:
+    """PATH minus where a command could plant a program: the workspace (an activated .venv/bin), relative entries."""
     folders = []
-    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+    for folder in (os.environ.get("PATH", os.defpath) if path is None else path).split(os.pathsep):
         real = os.path.realpath(folder)       # $WS/bin -> /usr/bin: the link could be swapped later
-        if os.path.isabs(folder) and not any(Path(p).is_relative_to(BASE_DIR) for p in (folder, real)):
+        if os.path.isabs(folder) and not any(lies_in(Path(p), BASE_DIR) for p in (folder, real)):
             folders.append(real)
-    return shutil.which(name, path=os.pathsep.join(folders) or os.defpath)
+    return os.pathsep.join(folders) or os.defpath
+
+
+def trusted_program(name: str) -> str | None:
+    """A program KeSi runs unsandboxed (bwrap, rg)."""
+    return shutil.which(name, path=trusted_path())
 
 # Names file tools never show or touch, at any depth: noise (caches), secrets (.env, .git), and any ".env.*".
 IGNORE = {".git", "node_modules", "__pycache__", ".venv", "venv", ".env", ".DS_Store", ".pytest_cache", ".kesi"}
@@ -3409,7 +3422,7 @@ def read_json_file(path: Path, yours: bool = False) -> dict:
         if yours and opened_in_workspace(path, info):
             raise OSError(errno.EPERM, "it leads into this workspace, where commands can write")
         data = json.loads(text)
-    except (FileNotFoundError, ValueError):
+    except (FileNotFoundError, ValueError, RecursionError):        # nested 50,000 deep: Python's limit
         return {}
     except OSError as exc:
         notice_once(paint(f"  (ignored {visible(path)}: {exc.strerror}; it must be a regular file of at most 1 MB)",
@@ -5141,8 +5154,7 @@ def command_environment(escalation: str | None = None, command: str = "", caches
         root, chosen = BASE_DIR / ".kesi" / CACHE_FOLDER, {name.upper() for name in env}
         env |= {name: str(root / folder) for name, folder in CACHE_VARIABLES.items() if name.upper() not in chosen}
     if runs_only_git(command):
-        env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                                      if os.path.isabs(p) and not lies_in(Path(p), BASE_DIR))
+        env["PATH"] = trusted_path(env.get("PATH", ""))
         env["GIT_ALLOW_PROTOCOL"] = "http:https:ssh:git"
     if port:               # what curl, pip, uv, npm, cargo and git read to find a proxy (either case)
         url = f"http://127.0.0.1:{port}"
@@ -5984,14 +5996,6 @@ def opened_in_workspace(path: Path, info: os.stat_result) -> bool:
     return True
 
 
-def lies_in(inner: Path, outer: Path) -> bool:
-    """inner is outer or below it, also under another name for it (a bind mount): folders compared by inode."""
-    with contextlib.suppress(OSError):
-        folder = os.stat(outer)
-        return any(os.path.samestat(os.stat(up), folder) for up in (inner, *inner.parents) if up.exists())
-    return inner.is_relative_to(outer)
-
-
 def records_folder(*names: str) -> Path:
     """This project's records folder, or one inside it (append_records makes them)."""
     slug = re.sub(r"[^\w.-]", "-", str(BASE_DIR), flags=re.ASCII)[-60:]
@@ -6744,7 +6748,7 @@ def project_hooks() -> dict:
         return {}
     if (data := json.dumps(section, sort_keys=True).encode()) not in HOOK_ANSWERS:
         HOOK_ANSWERS[data] = approved_project_file("hooks in .kesi/settings.json", data, "\n".join(
-            f"{event} ({matcher or 'all'}, timeout {hook.get('timeout', HOOK_TIMEOUT)} s): {hook['command']}"
+            f"{event} ({matcher or 'all'}, timeout {hook_timeout(hook):g} s): {hook['command']}"
             for event, matcher, hook in entries))
     return section if HOOK_ANSWERS[data] else {}
 
@@ -6761,7 +6765,7 @@ def run_hooks(event: str, subject: str | None = None, **fields) -> tuple[str | N
     for hook, project in hooks:       # exit 2 blocks with stderr; exit 0 may print JSON; others: the person is told
         code, out, err = run_hook(hook, stdin, project)
         data = {}
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, RecursionError):
             data = json.loads(out) if code == 0 else {}
         data = data if isinstance(data, dict) else {}
         specific = data["hookSpecificOutput"] if isinstance(data.get("hookSpecificOutput"), dict) else {}
@@ -6784,10 +6788,15 @@ def for_model(text) -> str:
     return mask_credentials(clip_output(text.encode("utf-8", "replace"))).strip() if isinstance(text, str) else ""
 
 
+def hook_timeout(hook: dict) -> float:
+    """Its "timeout" when that is seconds (up to a day), else the default: the one the question shows."""
+    limit = hook.get("timeout")
+    return limit if type(limit) in (int, float) and 0 < limit <= 86_400 else HOOK_TIMEOUT
+
+
 def run_hook(hook: dict, stdin_text: str, project: bool) -> tuple[int | None, str, str]:
     """(exit code, None if it timed out; stdout; stderr); a project's starts as run_command's commands, sandboxed."""
-    command, outputs, limit = hook["command"], (bytearray(), bytearray()), hook.get("timeout")
-    limit = limit if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0 else HOOK_TIMEOUT
+    command, outputs, limit = hook["command"], (bytearray(), bytearray()), hook_timeout(hook)
     env = (command_environment(None, command) if project else dict(os.environ)) | {"CLAUDE_PROJECT_DIR": str(BASE_DIR)}
     starting, pausing = ((command_start(command), background_tasks_paused()) if project else
                          (contextlib.nullcontext(([SHELL_PATH, "-c", command], ())), contextlib.nullcontext([])))
@@ -6830,7 +6839,8 @@ def hooked_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str
     if decision == "block":
         return refuse(f"PreToolUse hook: {one_line(shorten(reason, 300))}",
                       f"Error: a PreToolUse hook refused it: {reason}")
-    if decision == "allow" and name == "run_command" and isinstance(tool_input, dict) and tool_input.get("escalate"):
+    command = tool_input if name == "run_command" and isinstance(tool_input, dict) else {}
+    if decision == "allow" and command.get("escalate"):
         decision = None                    # more room than the sandbox: only the person gives that
 
     def answer(question: Question):       # the hook's reason on one line, after KeSi's: it can hide nothing
@@ -6843,9 +6853,9 @@ def hooked_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str
         allowed, refusal = check_permission(name, tool_input, plan)
     finally:
         ask_user = person
-    if asked and decision == "allow" and name == "run_command":       # the audit log says who decided
-        key = (tool_input.get("command"), tool_input.get("run_in_background") is True)
-        _approvals[key] = _approvals.get(key, "").replace("allowed by the person", "allowed by a PreToolUse hook", 1)
+    key = (command.get("command"), command.get("run_in_background") is True)
+    if asked and decision == "allow" and isinstance(key[0], str) and key in _approvals:     # the log says who did
+        _approvals[key] = _approvals[key].replace("allowed by the person", "allowed by a PreToolUse hook", 1)
     if allowed and decision == "ask" and not asked:
         allowed, instead = answer(Question(f"{name}({shorten(json.dumps(tool_input), 200)})"))
         refusal = None if allowed else refuse("refused; not run", refusal_for_model(instead))[1]
@@ -7180,9 +7190,11 @@ def files_to_restore(entries: list[dict]) -> list[tuple[str, bytes | None, bytes
 def restore_file(name: str, was: bytes | None, now: bytes | None) -> bool:
     """Through write_file's jail and race-free writes, and only if the file is still as shown: no link followed."""
     with contextlib.suppress(PathRefused, OSError):
-        if was is not None:
-            return not (replace_existing_file(BASE_DIR / name, was, file_digest(now)) if now is not None
-                        else apply_write(Write(name, BASE_DIR / name, was, "", None))[1])
+        if was is not None and now is not None:
+            return not replace_existing_file(BASE_DIR / name, was, file_digest(now))
+        if was is not None:             # gone now: made anew with the kept bytes, never over one that appeared since
+            with locate(name, make_folders=True) as entry:
+                return entry.path == BASE_DIR / name and not create_file(name, entry, was)[1]
         with locate(name, follow_links=False) as entry:
             if entry.info is not None and file_digest(read_entry(entry)) == file_digest(now):
                 os.unlink(entry.name, dir_fd=entry.folder_fd)
@@ -7204,10 +7216,13 @@ class McpServer:
         self.timeout = wait if type(wait := config.get("timeout")) in (int, float) and wait > 0 else MCP_TIMEOUT
 
     def start(self) -> None:
-        command, env = [self.config.get("command"), *self.config.get("args", [])], dict(self.config.get("env", {}))
+        args, env = self.config.get("args", []), self.config.get("env", {})
+        command = [self.config.get("command"), *(args if type(args) is list else [None])]   # as the question showed
+        env = env if type(env) is dict else {"": ""}                                      # a list: refused below
         if not command[0] or not all(isinstance(word, str) for word in [*command, *env.values()]) \
                 or not all(re.fullmatch(r"[A-Za-z_]\w*", name, re.ASCII) for name in env):
-            raise ConnectionError('its settings need "command" and "args" as text, and "env" of names and texts')
+            raise ConnectionError('its settings need "command" as text, "args" as a list of texts and "env" of names '
+                                  'and texts')
         make_cache_folder()                              # KeSi's records folder exists, so the sandbox hides it
         self.sandboxed = self.project or self.config.get("sandbox") is not False
         escalation = None if self.sandboxed else "unsandboxed"
@@ -7219,8 +7234,7 @@ class McpServer:
             planted, snapshot = git_state_before()
             show_put_back(planted)
             remember_git_state(snapshot)                     # what a sandboxed server may change from now on
-            # Yours get no cache in .kesi/cache, which a project ships or its commands write: their sandbox's home is.
-            self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(escalation, "", self.project),
+            self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env=self.environment(escalation),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          pass_fds=fds, start_new_session=True)
             wait_until_sandboxed(self.proc, paused)
@@ -7231,6 +7245,14 @@ class McpServer:
         self.request("initialize", {"protocolVersion": MCP_PROTOCOL, "capabilities": {},
                                     "clientInfo": {"name": "kesi", "version": VERSION}})
         self.send({"method": "notifications/initialized"})
+
+    def environment(self, escalation: str | None) -> dict[str, str]:
+        """Yours find no program and no cache a project's commands write (an activated .venv/bin, .kesi/cache)."""
+        env = command_environment(escalation, "", caches=self.project)
+        if not self.project:
+            env["PATH"] = trusted_path(env.get("PATH", ""))
+            env.pop("VIRTUAL_ENV", None)
+        return env
 
     def send(self, message: dict) -> None:
         """As fast as the pipe takes it, up to the timeout: a server that stops reading cannot hang KeSi."""

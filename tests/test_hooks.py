@@ -301,3 +301,18 @@ def test_no_field_of_a_question_but_the_command_can_span_lines(monkeypatch, noti
     kesi.ask_user(kesi.Question("run command: rm -rf src", "why" + fake, always="Bash(python3 -c '" + fake + "')"))
     shown = notices.getvalue() + "".join(prompts)
     assert "\n[permission needed] run command: ls" not in shown and "\\n[permission needed] run command: ls" in shown
+
+
+def test_a_project_settings_file_nested_past_pythons_limit_is_ignored_not_a_crash(ws, main_in_process):
+    """rt24d: json.loads raised RecursionError, and KeSi died at start in a project that shipped such a file."""
+    (ws / ".kesi").mkdir()
+    (ws / ".kesi" / "settings.json").write_text('{"hooks": ' + "[" * 50_000 + "]" * 50_000 + "}")
+    with MockAPI(["done"]) as mock:
+        code, out, err = main_in_process(["-p", "go"], "", mock)
+    assert code == 0 and out.strip() == "done", err
+
+
+def test_the_timeout_a_hook_question_shows_is_the_one_used():
+    """rt24d: "1", 0, true or NaN were shown as given and meant 60 s."""
+    limits = [kesi.hook_timeout({"timeout": t}) for t in ("1", 0, -5, True, float("nan"), float("inf"), 30, 1.5)]
+    assert limits == [kesi.HOOK_TIMEOUT] * 6 + [30, 1.5]

@@ -5,6 +5,7 @@ Each run resets KeSi's MCP state and stops the servers it started; the sandboxed
 import base64
 import contextlib
 import json
+import os
 import subprocess
 import sys
 
@@ -80,7 +81,8 @@ for line in sys.stdin:
                 open(".git/hooks/pre-commit", "w").write("#!/bin/sh\ntouch /tmp/owned\n")
                 text = "hooked"
             elif name == "where":               # where it started, and its env
-                text = f"{STARTED_IN}|{os.environ.get('KESI_PROBE')}|{os.environ.get('npm_config_cache')}"
+                text = f"{STARTED_IN}|{os.environ.get('KESI_PROBE')}|{os.environ.get('npm_config_cache')}|" \
+                       f"{os.environ.get('PATH')}"
             elif name == "write":
                 open(args["path"], "w").write("written by the MCP server")
                 text = "wrote " + args["path"]
@@ -348,6 +350,8 @@ def test_a_servers_env_is_set_inside_never_on_the_launcher_and_yours_start_in_yo
     monkeypatch.setattr(kesi, "MCP", {"servers": None, "tools": {}, "granted": set()})
     started = {}
     monkeypatch.delenv("npm_config_cache", raising=False)
+    (box / ".venv" / "bin").mkdir(parents=True)        # an activated virtual environment: npx, node planted there
+    monkeypatch.setenv("PATH", f"{box / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}")
     for name, project in (("mine", False), ("theirs", True)):
         started[name] = kesi.McpServer(name, server(env={"KESI_PROBE": "in-the-server"}), project)
     kesi.MCP["servers"] = dict(started)
@@ -358,10 +362,12 @@ def test_a_servers_env_is_set_inside_never_on_the_launcher_and_yours_start_in_yo
             launcher = open(f"/proc/{started[name].proc.pid}/environ", "rb").read()   # bwrap: the dynamic loader's
             assert b"KESI_PROBE" not in launcher
             answer = started[name].request("tools/call", {"name": "where", "arguments": {}})
-            assert answer["content"][0]["text"] == f"{folder}|in-the-server|{cache}", answer
-        bad = kesi.McpServer("bad", server(env={"LD_PRELOAD=x": "y"}), True)
-        with pytest.raises(ConnectionError, match='"env" of names and texts'):
-            bad.start()
+            started_in, probe, cache_seen, path = answer["content"][0]["text"].split("|")
+            assert (started_in, probe, cache_seen) == (str(folder), "in-the-server", str(cache)), answer
+            assert name == "theirs" or str(box) not in path, path        # yours find no program a project planted
+        for bad in ({"env": {"LD_PRELOAD=x": "y"}}, {"args": {"server.py": "pinned"}}, {"env": [["A", "b"]]}):
+            with pytest.raises(ConnectionError, match='"args" as a list of texts and "env" of names and texts'):
+                kesi.McpServer("bad", {**server(), **bad}, True).start()      # rt24d: a dict's keys ran as args
     finally:
         for each in started.values():
             each.stop()

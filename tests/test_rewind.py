@@ -185,3 +185,13 @@ def test_a_file_over_the_limit_is_not_kept_and_rewind_says_so(ws, kesi_pty):
     shown = one_turn_then_rewind_files(ws, kesi_pty, script, "shrink it", "acceptEdits")
     assert "big.txt: left as it is: not kept (over 2 MB)" in shown
     assert not (ws / "small.txt").exists() and (ws / "big.txt").stat().st_size < kesi.MAX_KEPT_BYTES
+
+
+def test_a_file_deleted_after_its_checkpoint_comes_back_with_the_bytes_shown(ws, kesi_pty):
+    """rt24d: the preview said "put back (17 bytes)" and /rewind wrote the file empty."""
+    (ws / "a.txt").write_text("kept before edit\n")
+    script = [reply(tool_call("read_file", {"file_path": "a.txt"})),
+              reply(write("a.txt", "changed\n"), tool_call("run_command", {"command": "rm a.txt"})), "done"]
+    shown = one_turn_then_rewind_files(ws, kesi_pty, script, "change then delete", "bypassPermissions")
+    assert "a.txt: put back (17 bytes)" in shown, shown
+    assert (ws / "a.txt").read_text() == "kept before edit\n"
