@@ -277,18 +277,18 @@ def lies_in(inner: Path, outer: Path) -> bool:
 
 
 def trusted_path(path: str | None = None) -> str:
-    """PATH minus where a command could plant a program: the workspace (an activated .venv/bin), relative entries."""
+    """A PATH (or PYTHONPATH) minus where a command could plant: the workspace (an activated .venv/bin), relative."""
     folders = []
     for folder in (os.environ.get("PATH", os.defpath) if path is None else path).split(os.pathsep):
         real = os.path.realpath(folder)       # $WS/bin -> /usr/bin: the link could be swapped later
         if os.path.isabs(folder) and not any(lies_in(Path(p), BASE_DIR) for p in (folder, real)):
             folders.append(real)
-    return os.pathsep.join(folders) or os.defpath
+    return os.pathsep.join(folders)
 
 
 def trusted_program(name: str) -> str | None:
     """A program KeSi runs unsandboxed (bwrap, rg)."""
-    return shutil.which(name, path=trusted_path())
+    return shutil.which(name, path=trusted_path() or os.defpath)
 
 # Names file tools never show or touch, at any depth: noise (caches), secrets (.env, .git), and any ".env.*".
 IGNORE = {".git", "node_modules", "__pycache__", ".venv", "venv", ".env", ".DS_Store", ".pytest_cache", ".kesi"}
@@ -1591,7 +1591,8 @@ def can_ask() -> bool:
 
 def ask_user(question: Question) -> tuple[bool, bool | str]:
     """(allowed, "a" answered) or (False, what to do instead); no terminal or EOF is no, the unclear is asked again."""
-    ui(f"      [permission needed] {visible(question.detail)}".replace("\n", "\n        | "))
+    detail = f"      [permission needed] {visible(question.detail)}".replace("\n", "\n        | ")
+    ui(marked_lines(detail, "        | "))           # cut here: a line padded to the width cannot draw a question
     if question.reason:           # one line, as the rule below: neither can draw a question of its own
         ui(wrapped(f"      reason: {one_line(question.reason)}", hang=" " * 8))
     cut = show_diff(question.diff, MAX_PREVIEW_LINES)
@@ -1621,12 +1622,14 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
 
 
 def show_diff(diff: str, limit: int | None = None) -> bool:
-    """Print a diff under the question, cut at limit lines. True if cut."""
+    """Print a diff under the question: with a limit, that many lines of at most 400 characters. True if cut."""
     lines = diff.splitlines()
     for line in lines[:limit]:
-        ui(paint(f"        {visible(shorten(line, 400))}", {"+": "added", "-": "removed"}.get(line[:1], "quiet")))
-    if limit is not None and len(lines) > limit:
-        ui(f"        ... ({len(lines) - limit} more diff lines: answer d to see them all)")
+        shown = visible(shorten(line, 400) if limit else line)
+        ui(paint(marked_lines(f"        {shown}", "        | "), {"+": "added", "-": "removed"}.get(line[:1], "quiet")))
+    if limit is not None and (len(lines) > limit or any(len(line) > 400 for line in lines[:limit])):
+        more = f"{len(lines) - limit} more diff lines" if len(lines) > limit else "lines cut at 400 characters"
+        ui(f"        ... ({more}: answer d to see it all)")
         return True
     return False
 
@@ -5154,7 +5157,7 @@ def command_environment(escalation: str | None = None, command: str = "", caches
         root, chosen = BASE_DIR / ".kesi" / CACHE_FOLDER, {name.upper() for name in env}
         env |= {name: str(root / folder) for name, folder in CACHE_VARIABLES.items() if name.upper() not in chosen}
     if runs_only_git(command):
-        env["PATH"] = trusted_path(env.get("PATH", ""))
+        env["PATH"] = trusted_path(env.get("PATH", "")) or os.defpath
         env["GIT_ALLOW_PROTOCOL"] = "http:https:ssh:git"
     if port:               # what curl, pip, uv, npm, cargo and git read to find a proxy (either case)
         url = f"http://127.0.0.1:{port}"
@@ -6497,7 +6500,7 @@ def show_tasks() -> None:
     if not BACKGROUND_TASKS:
         ui("  No background tasks in this session.")
     for task in BACKGROUND_TASKS.values():
-        ui(f"  {task.id:>2}. {task.state():<22} {one_line(shorten(task.command, 100))}")
+        ui(marked_lines(f"  {task.id:>2}. {task.state():<22} {one_line(shorten(task.command, 100))}", "      | "))
 
 
 def show_log(argument: str) -> None:
@@ -6522,17 +6525,18 @@ def show_log(argument: str) -> None:
         ui(marked_lines(f"      {one_line(str(entry.get('decision', '?')) + ran)}"))
 
 
-def marked_lines(text: str) -> str:
-    """Cut to the terminal's width (wide characters count two), each line after the first begun with "  | ": the
-    terminal's own wrap of a padded command could pass for another entry of /log."""
+def marked_lines(text: str, mark: str = "  | ") -> str:
+    """Cut to the terminal's width here (tabs expanded, wide characters two), each line cut begun with mark: the
+    terminal's own wrap of a padded line could pass for another entry of /log, or another question."""
     if (width := terminal_width()) is None:
         return text
     lines, line, used = [], "", 0
-    for char in text:
-        size = display_width(char)
-        if used + size > width - 1:
-            lines, line, used = lines + [line], "  | ", 4
-        line, used = line + char, used + size
+    for char in text.expandtabs():
+        if char == "\n" or used + display_width(char) > width - 1:
+            lines.append(line)
+            line, used = ("", 0) if char == "\n" else (mark, display_width(mark))
+        if char != "\n":
+            line, used = line + char, used + display_width(char)
     return "\n".join(lines + [line])
 
 
@@ -7138,7 +7142,7 @@ def rewind(argument: str, history: list[dict]) -> None:
         return
     for number, turn in turns.items():
         files = [e["path"] for e in entries if e["turn"] == turn["turn"] and "path" in e]
-        ui(f"  {number:>3}. {turn['turn'][11:16]}  \"{one_line(turn['prompt'])}\"  {visible(', '.join(files)) or '-'}")
+        ui(f"  {number:>3}. {turn['turn'][11:16]}  \"{one_line(turn['prompt'])}\"  {one_line(', '.join(files)) or '-'}")
     ui(wrapped("  (after each turn: the files write_file and edit_file changed in it; files changed by commands, "
                "run_command or !command, are not kept: /rewind cannot restore them)"))
     try:
@@ -7160,8 +7164,8 @@ def rewind(argument: str, history: list[dict]) -> None:
         ui("  (nothing restored)")
         return
     for name, was, now in todo:
-        ui(f"  restored {visible(name)}" if restore_file(name, was, now) else paint(
-            f"  NOT restored {visible(name)}: it changed, or a link came into its path, since it was shown", "error"))
+        ui(f"  restored {one_line(name)}" if restore_file(name, was, now) else paint(
+            f"  NOT restored {one_line(name)}: it changed, or a link came into its path, since it was shown", "error"))
     READ_VERSIONS.clear()     # the model reads files again before it overwrites them
     if how in ("c", "b"):
         del history[turn["index"]:]
@@ -7182,7 +7186,7 @@ def files_to_restore(entries: list[dict]) -> list[tuple[str, bytes | None, bytes
         was = None if entry["data"] is None else codecs.decode(entry["data"].encode("ascii"), "base64")
         why = f"not kept ({entry['not_kept']})" if "not_kept" in entry else why or ("unchanged" if was == now else "")
         todo += [] if why else [(name, was, now)]
-        ui(f"    {visible(name)}: " + (f"left as it is: {why}" if why else "removed (it did not exist)"
+        ui(f"    {one_line(name)}: " + (f"left as it is: {why}" if why else "removed (it did not exist)"
                                      if was is None else f"put back ({len(was):,} bytes)"))
     return todo
 
@@ -7213,7 +7217,8 @@ class McpServer:
 
     def __init__(self, name: str, config: dict, project: bool):
         self.name, self.config, self.project, self.proc = name, config, project, None
-        self.timeout = wait if type(wait := config.get("timeout")) in (int, float) and wait > 0 else MCP_TIMEOUT
+        wait = config.get("timeout")
+        self.timeout = wait if type(wait) in (int, float) and 0 < wait <= 86_400 else MCP_TIMEOUT     # a day at most
 
     def start(self) -> None:
         args, env = self.config.get("args", []), self.config.get("env", {})
@@ -7247,10 +7252,11 @@ class McpServer:
         self.send({"method": "notifications/initialized"})
 
     def environment(self, escalation: str | None) -> dict[str, str]:
-        """Yours find no program and no cache a project's commands write (an activated .venv/bin, .kesi/cache)."""
+        """Yours find no program, module or cache a project's commands write (an activated .venv/bin, .kesi/cache)."""
         env = command_environment(escalation, "", caches=self.project)
         if not self.project:
-            env["PATH"] = trusted_path(env.get("PATH", ""))
+            env |= {name: trusted_path(env[name]) for name in ("PYTHONPATH", "NODE_PATH") if name in env}
+            env["PATH"] = trusted_path(env.get("PATH", "")) or os.defpath
             env.pop("VIRTUAL_ENV", None)
         return env
 

@@ -99,7 +99,7 @@ def test_d_shows_the_whole_diff_then_asks_again(ws, notices, monkeypatch):
     results, _ = kesi.run_tools([use("write_file", {"file_path": "big.txt", "content": old.replace("line", "LINE")})])
     assert not results[0]["is_error"] and not left
     shown = notices.getvalue()
-    assert "answer d to see them all" in shown and "d = the whole diff" in shown
+    assert "more diff lines: answer d to see it all" in shown and "d = the whole diff" in shown
     assert "+LINE 79" in shown and shown.count("Allow? [") == 2
 
 
@@ -248,3 +248,21 @@ def test_the_real_prompt_prints_the_preview(ws, notices, monkeypatch):
     question = kesi.Question("edit_file wants to change a.py", diff="-old\n+new", always="Edit(a.py)")
     assert kesi.ask_user(question) == (False, "")
     assert "        -old\n        +new\n" in notices.getvalue()
+
+
+def test_a_line_padded_to_the_width_cannot_draw_a_question_and_d_shows_long_lines_whole(ws, notices, monkeypatch):
+    """rt25m: a command padded with spaces wrapped on the terminal into a fake "[permission needed]" line; a long
+    line of a diff (an .envrc write) was cut at 400 characters, and d was not offered."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 80)
+    fake = "[permission needed] run command: python3 -m pytest -q"
+    kesi.ask_user(kesi.Question("rm -rf src #" + " " * 200 + fake))
+    lines = notices.getvalue().splitlines()
+    assert all(kesi.display_width(line) <= 80 for line in lines) and not [x for x in lines if x.startswith(fake)]
+    (ws / "notes.txt").write_text("short\n")
+    kesi.read_file("notes.txt")
+    left = real_prompt(monkeypatch, ["d", "n"])
+    hidden = "echo ok" + " " * 500 + "; cp -r ~/.ssh /tmp/x"
+    kesi.run_tools([use("write_file", {"file_path": "notes.txt", "content": hidden + "\n"})])
+    shown = notices.getvalue()
+    assert not left and "lines cut at 400 characters: answer d to see it all" in shown
+    assert "cp -r ~/.ssh /tmp/x" in shown.replace("\n        | ", "")
