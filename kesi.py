@@ -6840,10 +6840,12 @@ def hooked_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str
     global ask_user
     decision, reason, _ = run_hooks("PreToolUse", name, tool_name=CLAUDE_CODE_NAME.get(name, name),
                                     tool_input=tool_input)
+    command = tool_input if name == "run_command" and isinstance(tool_input, dict) else {}
+    key = (command.get("command"), command.get("run_in_background") is True)     # as the audit log knows it
     if decision == "block":
+        note_approval(key[0], "refused by a PreToolUse hook", key[1])
         return refuse(f"PreToolUse hook: {one_line(shorten(reason, 300))}",
                       f"Error: a PreToolUse hook refused it: {reason}")
-    command = tool_input if name == "run_command" and isinstance(tool_input, dict) else {}
     if decision == "allow" and command.get("escalate"):
         decision = None                    # more room than the sandbox: only the person gives that
 
@@ -6857,12 +6859,14 @@ def hooked_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str
         allowed, refusal = check_permission(name, tool_input, plan)
     finally:
         ask_user = person
-    key = (command.get("command"), command.get("run_in_background") is True)
     if asked and decision == "allow" and isinstance(key[0], str) and key in _approvals:     # the log says who did
         _approvals[key] = _approvals[key].replace("allowed by the person", "allowed by a PreToolUse hook", 1)
     if allowed and decision == "ask" and not asked:
         allowed, instead = answer(Question(f"{name}({shorten(json.dumps(tool_input), 200)})"))
         refusal = None if allowed else refuse("refused; not run", refusal_for_model(instead))[1]
+        if not allowed and isinstance(key[0], str) and _approvals.pop(key, None):       # allowed, then not
+            why = "refused by the person" if can_ask() else "refused: nobody to ask"
+            note_approval(key[0], f"{why} (a PreToolUse hook asked)", key[1])
     return allowed, refusal
 
 

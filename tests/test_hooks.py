@@ -316,3 +316,17 @@ def test_the_timeout_a_hook_question_shows_is_the_one_used():
     """rt24d: "1", 0, true or NaN were shown as given and meant 60 s."""
     limits = [kesi.hook_timeout({"timeout": t}) for t in ("1", 0, -5, True, float("nan"), float("inf"), 30, 1.5)]
     assert limits == [kesi.HOOK_TIMEOUT] * 6 + [30, 1.5]
+
+
+def test_commands_a_hook_refuses_are_in_the_audit_log_as_refused(ws, main_in_process, user_settings):
+    """rt25m: a hook's block left no entry, and an ask nobody could answer was logged as allowed in auto mode."""
+    decide = ("grep -q blocked && { echo no >&2; exit 2; }; "
+              """printf '{"hookSpecificOutput": {"permissionDecision": "ask"}}'""")
+    user_settings({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook(decide)]}]}})
+    calls = [tool_call("run_command", {"command": "echo blocked"}, id="t_block"),
+             tool_call("run_command", {"command": "echo asked"}, id="t_ask")]
+    with MockAPI([reply("Trying.", *calls), "done"]) as mock:
+        code, out, err = main_in_process(["-p", "go", "--permission-mode", "auto"], "", mock, KESI_SANDBOX="auto")
+    decisions = {entry["command"]: entry["decision"] for entry in kesi.read_audit_entries(10)[0]}
+    assert decisions == {"echo blocked": "refused by a PreToolUse hook",
+                         "echo asked": "refused: nobody to ask (a PreToolUse hook asked)"}, decisions
