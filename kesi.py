@@ -3930,10 +3930,13 @@ class WorkspaceIndex:
                                       else "file", entry.inode()) for entry in listing}
             # In a git dir: below .git, below one a .git file leads to, or one by content (is_git_dir: a bare one).
             kind_of = {name: kind for name, (kind, _) in kinds.items()}
-            in_git = (".git" in rel.split("/") or self.git_folders.get(here) == info.st_dev or "commondir" in kind_of
-                      or "gitdir" in kind_of or kind_of.get("objects") == kind_of.get("refs") == "folder")
+            by_content = ("commondir" in kind_of or "gitdir" in kind_of
+                          or kind_of.get("objects") == kind_of.get("refs") == "folder")
+            in_git = ".git" in rel.split("/") or self.git_folders.get(here) == info.st_dev or by_content
             self.git_folders.update({here: info.st_dev} if in_git else {})
             children, marks = {}, {}
+            if by_content and ".git" not in rel.split("/"):     # "/" names no file: this folder is a repository
+                marks["/"] = "git dir"                           # (bare, or `.bare` beside linked worktrees)
             for name, (kind, number) in kinds.items():
                 if kind == "folder" and not (self.prune and is_ignored_name(name)):
                     children[name] = number
@@ -4041,10 +4044,13 @@ def is_env_name(name: str) -> bool:
 
 
 def nested_repositories() -> list[str]:
-    """Other repositories' git dirs in the work tree (vendor/x, not in dependency folders unless registered)."""
+    """Other git dirs in the work tree (vendor/x/.git, backup.git; not in dependency folders unless registered)."""
     found = []
     for rel, marks in workspace_index().marked.items():
-        if ".git" not in marks or any(is_ignored_name(part) for part in rel.split("/") if part):
+        if any(is_ignored_name(part) for part in rel.split("/") if part):
+            continue
+        found += [rel] if "/" in marks and rel else []          # a git dir by what it holds, under any name
+        if ".git" not in marks:
             continue
         if marks[".git"] == "folder":
             found += [f"{rel}/.git"] if rel else []
@@ -4396,9 +4402,13 @@ def top_git_dir() -> Path:
 
 
 def git_code_paths() -> list[Path]:
-    """Paths outside .git/hooks git takes code from: what its config names, each link on linked hooks' way."""
+    """Paths outside .git/hooks git takes code from: what config names, each link on the way of any repository's hooks
+    (the top's, nested ones', their submodules' and worktrees'), and a hooks folder that is itself a link."""
     named, targets = paths_git_config_names(), []
-    for folder in [top_git_dir() / "hooks", *named]:
+    git_dirs = [top_git_dir(), *(BASE_DIR / repo for repo in nested_repositories())]
+    hooks = [folder / "hooks" for git_dir in git_dirs for folder in [git_dir, *folders_below_git_dir(git_dir)]]
+    targets += [Path(os.path.realpath(folder)) for folder in hooks[1:] if os.path.islink(folder)]
+    for folder in [*hooks, *named]:
         with contextlib.suppress(OSError):
             for path in [entry.path for entry in os.scandir(folder) if entry.is_symlink()]:
                 while os.path.islink(path) and len(targets) < 1000:
@@ -4545,14 +4555,18 @@ def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: b
             continue
         if stat.S_ISLNK(info.st_mode):
             yield path, ("link", os.readlink(name, dir_fd=folder_fd).encode(errors="surrogateescape"), 0)
+        elif stat.S_ISDIR(info.st_mode) and name == "refs" and prefix in gitdirs:   # of refs only replace/, which
+            with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, folder_fd) as refs, \
+                    opened("replace", FOLDER_FLAGS, refs) as child:            # hides a change from git diff
+                yield from control_entries(child, path + "/replace/", snapshot, learn, True, depth + 1)
         elif stat.S_ISDIR(info.st_mode):
             if (name in GIT_DATA_FOLDERS and prefix in gitdirs) or depth >= MAX_GIT_DEPTH:
                 continue          # a repository's data (a submodule may be named lfs), or absurdly deep
             code = in_hooks or name == "hooks" or name in GIT_REMOTE_FOLDERS and prefix in gitdirs
             with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, folder_fd) as child:   # gone: skipped
                 yield from control_entries(child, path + "/", snapshot, learn, code, depth + 1)
-        elif is_todo_file(path):          # read whole, as git does: an exec line may follow 1 MB of comments
-            if lines := exec_lines(read_control_file(folder_fd, name, MAX_TODO_BYTES)):
+        elif pick := guarded_lines(path):    # read whole, as git does: an exec line may follow 1 MB of comments
+            if lines := pick(read_control_file(folder_fd, name, MAX_TODO_BYTES)):
                 yield path, ("todo", b"\n".join(sorted(lines)), 0)
         elif in_hooks or name in GIT_CONTROL_NAMES:
             yield path, file_state(folder_fd, name, info)
@@ -4565,12 +4579,16 @@ def file_state(folder_fd: int, name: str, info: os.stat_result) -> tuple:
         stat.S_IMODE(info.st_mode), info.st_size
 
 
-# An "exec" line in a rebase's to-do list runs on `git rebase --continue`: those a command added are taken out.
+# Lines git acts on in files it otherwise keeps as data, those a command added taken out: an "exec" line in a rebase's
+# to-do list runs on `git rebase --continue`; a replace ref in packed-refs, or a graft, hides a change from git diff.
 TODO_FILES = {"rebase-merge/git-rebase-todo", "sequencer/todo"}
 
 
-def is_todo_file(path: str) -> bool:
-    return "/".join(path.split("/")[-2:]) in TODO_FILES
+def guarded_lines(path: str):
+    """The function that picks those lines out of this file's bytes; None for any other file."""
+    parts = path.split("/")
+    return exec_lines if "/".join(parts[-2:]) in TODO_FILES else replace_lines if parts[-1] == "packed-refs" else \
+        graft_lines if parts[-2:] == ["info", "grafts"] else None
 
 
 def exec_lines(data: bytes) -> set[bytes]:
@@ -4579,11 +4597,20 @@ def exec_lines(data: bytes) -> set[bytes]:
     return {line.strip() for line in data.splitlines() if line.split()[:1] in ([b"x"], [b"exec"])}
 
 
-def strip_exec_lines(folder_fd: int, name: str, keep: set[bytes]) -> None:
-    """Take out of a to-do list every exec line that is not in keep."""
+def replace_lines(data: bytes) -> set[bytes]:
+    found = b"refs/replace/" in data              # most packed-refs have none: no split of a big file
+    return {line.strip() for line in data.splitlines() if b"refs/replace/" in line} if found else set()
+
+
+def graft_lines(data: bytes) -> set[bytes]:
+    return {line.strip() for line in data.splitlines() if line.strip() and not line.startswith(b"#")}
+
+
+def strip_added_lines(folder_fd: int, name: str, keep: set[bytes], pick) -> None:
+    """Take out of such a file every line pick finds that is not in keep (a to-do list too large to read: all of it)."""
     if len(data := read_control_file(folder_fd, name, MAX_TODO_BYTES)) > MAX_TODO_BYTES:
-        return remove_at(folder_fd, name)
-    lines = [line for line in data.splitlines(keepends=True) if line.strip() not in exec_lines(line) - keep]
+        return remove_at(folder_fd, name) if pick is exec_lines else None
+    lines = [line for line in data.splitlines(keepends=True) if line.strip() not in pick(line) - keep]
     info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
     write_atomically(folder_fd, name, b"".join(lines), mode=stat.S_IMODE(info.st_mode))
 
@@ -4801,8 +4828,8 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(folder, dir_fd=fds[-1]) if kind and folder == "hooks" else None
                 fds.append(held.enter_context(opened(folder, FOLDER_FLAGS, fds[-1])))
-            if is_todo_file(path):
-                strip_exec_lines(fds[-1], name, set(was[1].split(b"\n")) if kind == "todo" else set())
+            if pick := guarded_lines(path):
+                strip_added_lines(fds[-1], name, set(was[1].split(b"\n")) if kind == "todo" else set(), pick)
                 return True
             with contextlib.suppress(OSError):
                 if kind == "folder" and stat.S_ISDIR(os.lstat(name, dir_fd=fds[-1]).st_mode):
@@ -5593,8 +5620,10 @@ def undo_background_changes() -> str:
     if not tasks and not servers:
         return ""
     # A task that ran beside a command may hold a descriptor of its writable .git (handed over a Unix socket); so may
-    # a server, beside every command, and one that started before there was a .git to make read-only to it.
-    restored = restore_git_control(snapshot, between=not servers and not beside & {task.id for task in tasks})
+    # a server, beside every command, and one that started before there was a .git to make read-only to it. A `.git`
+    # that was a link was never pinned: a task could swap a folder in for it.
+    pinned = snapshot is not None and snapshot.entries.get(".git", ("",))[0] == "folder"
+    restored = restore_git_control(snapshot, between=pinned and not servers and not beside & {t.id for t in tasks})
     remember_git_state(snapshot)
     named = ", ".join(f"{task.id} ({visible(shorten(task.command, 40))})" for task in tasks)
     named = " or ".join(filter(None, [f"background task {named}" * bool(tasks), servers]))

@@ -1756,3 +1756,39 @@ def test_a_nested_repository_moved_keeps_the_person_s_hooks_and_config(box_or_ba
     lib = next(p for p in (box / "vendor" / "lib", box / "vendor" / "b", box / "old-vendor" / "lib") if p.exists())
     assert (lib / ".git" / "hooks" / "pre-commit").read_text() == "#!/bin/sh\necho mine\n", output
     assert git(lib, "config", "alias.st").stdout == "status\n", output
+
+
+# --- rt22l: git dirs known by what they hold, other repositories' linked hooks, replace refs in data files ------
+
+@pytest.mark.parametrize("name", ["backup.git", ".bare"])
+def test_a_bare_repository_in_the_work_tree_is_guarded(box_or_bare, name):
+    """A local push target, or the `.bare` beside linked worktrees: its hooks run on the person's push or commit."""
+    box = box_or_bare
+    make_repo(box)
+    assert git(box, "init", "-q", "--bare", name).returncode == 0
+    output, _ = sh(f"printf '#!/bin/sh\\ntouch PWNED\\n' > {name}/hooks/pre-receive; echo planted")
+    assert "planted" in output and not (box / name / "hooks" / "pre-receive").exists(), output
+
+
+def test_the_script_a_nested_repositorys_hook_links_to_is_guarded(box_or_bare):
+    box = box_or_bare
+    lib = nested_repository(box)
+    (lib / "tools").mkdir()
+    (lib / "tools" / "hook.sh").write_text("#!/bin/sh\ntrue\n")
+    (lib / ".git" / "hooks" / "pre-commit").symlink_to("../../tools/hook.sh")
+    output, _ = sh("echo 'touch PWNED' >> vendor/lib/tools/hook.sh; echo planted")
+    assert "planted" in output and "PWNED" not in (lib / "tools" / "hook.sh").read_text(), output
+
+
+def test_replace_refs_and_grafts_planted_in_data_files_are_taken_out(bare):
+    """packed-refs and refs/replace are data git keeps, but a replace ref or graft hides a change from git diff."""
+    make_repo(bare)
+    head = git(bare, "rev-parse", "HEAD").stdout.strip()
+    (bare / ".git" / "packed-refs").write_text(f"# pack-refs with: peeled fully-peeled sorted\n{head} refs/heads/x\n")
+    plant = (f"printf '{head} refs/replace/{'1' * 40}\\n' >> .git/packed-refs && mkdir -p .git/refs/replace && "
+             f"echo {head} > .git/refs/replace/{'2' * 40} && mkdir -p .git/info && echo {head} > .git/info/grafts")
+    output, _ = sh(plant + "; echo planted")
+    assert "planted" in output and "refs/replace" not in (bare / ".git" / "packed-refs").read_text(), output
+    assert f"{head} refs/heads/x" in (bare / ".git" / "packed-refs").read_text()       # the rest kept
+    assert not list((bare / ".git" / "refs" / "replace").iterdir()), output
+    assert not (bare / ".git" / "info" / "grafts").read_text().strip(), output
