@@ -5273,7 +5273,8 @@ CREDENTIAL_PATTERNS = [(label, re.compile(pattern)) for label, pattern in [
     ("anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
     ("openai key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
     ("aws access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
-    ("aws secret key", r"(?i)(?P<keep>(?:aws_)?secret_?access_?key[\"']?\s*[=:>]\s*[\"']?)[A-Za-z0-9/+]{40}"),
+    ("aws secret key", r"(?i)(?P<keep>(?:aws[_-]?)?secret[_-]?(?:access[_-]?)?key[\"']?\s*[=:>]\s*[\"']?)"
+                       r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
     ("aws bedrock key", r"\bABSK[A-Za-z0-9+/=]{40,}|\bbedrock-api-key-[A-Za-z0-9+/=_-]{20,}"),
     ("slack token", r"\bxox[a-z]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}"),
     ("slack webhook", r"https://hooks\.slack\.com/(?:services|triggers|workflows)/[A-Za-z0-9/_-]+"),
@@ -5284,9 +5285,9 @@ CREDENTIAL_PATTERNS = [(label, re.compile(pattern)) for label, pattern in [
     ("hugging face token", r"\bhf_[A-Za-z0-9]{34,}\b"),
     ("jwt", r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
     ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*:(?://|\\/\\/)[^:/?#\s@]*:)"
-                 r"[^/?#\s]+(?=@)"),
-    # Also traced by set -x (+ export X=...), and an item of a JSON list (["DB_PASSWORD=..."]).
-    ("secret value", r"(?m)(?P<keep>(?:^[ \t]*(?:\++[ \t]+)?[\"']?|(?<=[\[,]\")|(?<=[\[,] \"))"
+                 r"\S{1,256}(?=@)"),                           # / ? # and @ too: libraries take them unencoded
+    # Also traced by set -x (+ export X=...), an item of a JSON list (["DB_PASSWORD=..."]), after a blank (ENV, -e, ps).
+    ("secret value", r"(?m)(?P<keep>(?:^[ \t]*(?:\++[ \t]+)?[\"']?|(?<=[\[,]\")|(?<=[\[,] \")|(?<=[ \t]))"
                      r"(?:(?:export|declare(?:[ \t]+-\w+)*)[ \t]+)?"
                      r"(?=[A-Z][A-Z0-9_]*?(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY))[A-Z][A-Z0-9_]*=[\"']?)(?![0-9]+\b)"
                      r"(?:(?<=\")[^\"\n$][^\"\n]{5,}|(?<=')[^'\n]{6,}|(?<==)[^\s\"'$][^\s\"']{5,})"),
@@ -5297,8 +5298,10 @@ CREDENTIAL_PATTERNS = [(label, re.compile(pattern)) for label, pattern in [
 # overstrikes (g\bg), all else a terminal does not show (tags, selectors, isolates); and the tail of a text escape
 # glued to a token (\nghp_..., %20sk-ant-...), so that the token starts a word again (its \ or % stays).
 HIDDEN = re.compile("\x1b(?:\\[[0-?]*[ -/]*[@-~]?|][^\x07\x1b\n]*(?:\x07|\x1b\\\\)?|[ -/]*[0-~])?|[^\n]\x08|"
-                    + TERMINAL_CONTROLS.pattern + r"|(?<=\\)(?:[nrtfvb]|x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4})(?=\w)"
-                    r"|(?<=%)[0-9A-Fa-f]{2}(?=\w)")
+                    + TERMINAL_CONTROLS.pattern +
+                    # NULs and colour codes as cat -v, repr, sed -n l and JSON spell them (UTF-16 text shown escaped)
+                    r"|\^@|\\(?:x00|u0000|000|0(?![0-7]))|(?:\\(?:x1[bB]|u001[bB]|e|033)|\^\[)\[[0-?]*[ -/]*[@-~]"
+                    r"|(?<=\\)(?:[nrtfvb]|x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4})(?=\w)|(?<=%)[0-9A-Fa-f]{2}(?=\w)")
 
 
 def mask_credentials(text: str) -> str:

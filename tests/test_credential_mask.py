@@ -386,3 +386,19 @@ def test_tokens_glued_to_text_escapes_hidden_by_invisible_characters_and_more_ne
         assert value not in output and value not in audit_outputs(ws), (value, output)
     assert kesi.mask_credentials("risk-assessment-and-mitigation plan; 100%25 done") == \
         "risk-assessment-and-mitigation plan; 100%25 done"
+
+
+def test_tokens_in_escaped_utf16_after_escaped_colours_and_assignments_after_a_blank_are_masked(ws):
+    """rt25m: UTF-16 text with its NULs shown as cat -v, repr or sed -n l do (^@, \\x00, \\000); a token after an
+    escaped colour code; a URL password with # / ?; aws-secret-access-key: and secret_key =; ENV, - X=, ps."""
+    token, secret = "ghp_" + rand(36), rand(16)
+    lines = ["^@".join(token), "b'" + "".join(c + "\\x00" for c in token) + "'", "".join("\\000" + c for c in token),
+             "'\\x1b[1m" + token + "'", "\\u001b[32m" + token, "^[[31m" + token, f"postgresql://u:p#{secret}/x@db",
+             "aws-secret-access-key: " + secret + rand(24), 'secret_key = "' + secret + rand(24) + '"',
+             f"  - POSTGRES_PASSWORD={secret}", f"ENV API_TOKEN={secret}", f"USER=x DB_PASSWORD={secret} ls"]
+    (ws / "out.txt").write_text("\n".join(lines) + "\n")
+    with checklib.sandbox_forced(None):
+        output, _ = kesi.run_command("cat out.txt")
+    for line in lines:
+        assert kesi.mask_credentials(line) != line, repr(line)
+    assert token[4:] not in output.replace("^@", "").replace("\\x00", "").replace("\\000", "") and secret not in output
