@@ -373,7 +373,8 @@ def test_a_padded_command_cannot_draw_an_entry_of_its_own_in_slash_log(ws, notic
     fake = "2026-01-01T00:00:00  git push --force"
     for pad in range(70, 90):
         kesi.write_audit_entry({"command": "echo hi #" + "\u4e00" * (pad // 3) + " " * pad + fake, "decision": "x"})
-    kesi.handle_slash("/log 20", None, [])
+        kesi.write_audit_entry({"command": "echo hi #" + "\t" * (pad // 8) + fake, "decision": "x"})   # rt25m: tabs
+    kesi.handle_slash("/log 40", None, [])
     lines = notices.getvalue().splitlines()
     assert all(kesi.display_width(line) <= 80 for line in lines), lines
     assert not [line for line in lines if fake in line and not line.startswith("  | ")], lines

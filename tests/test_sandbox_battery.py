@@ -1792,3 +1792,19 @@ def test_replace_refs_and_grafts_planted_in_data_files_are_taken_out(bare):
     assert f"{head} refs/heads/x" in (bare / ".git" / "packed-refs").read_text()       # the rest kept
     assert not list((bare / ".git" / "refs" / "replace").iterdir()), output
     assert not (bare / ".git" / "info" / "grafts").read_text().strip(), output
+
+
+def test_a_top_git_link_a_task_swaps_for_a_planted_folder_is_put_back(box):
+    """rt22l: a `.git` that is a link was never pinned, yet the check between commands skipped it as if it were."""
+    make_repo(box)
+    os.rename(box / ".git", box / ".repo")
+    (box / ".git").symlink_to(".repo")
+    sh("true")                                       # the state tasks start from: .git a link
+    text, failed = kesi.start_background_task("rm .git && mkdir -p .git/hooks && printf '#!/bin/sh\\ntouch PWNED\\n' "
+                                              "> .git/hooks/pre-commit && touch swapped; sleep 60")
+    assert not failed, text
+    deadline = time.monotonic() + 60
+    while not (box / "swapped").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    kesi.stop_background_tasks()
+    assert (box / "swapped").exists() and (box / ".git").is_symlink(), list(box.iterdir())
