@@ -4306,7 +4306,8 @@ def in_shared_network(argv: list[str]) -> list[str]:
 # exists (git_pins, scan_workspace); the check after (git_control_snapshot) covers the rest, all there is unsandboxed.
 
 # A rebase's `strategy` and a cherry-pick's `opts` name a merge program (`git merge-<strategy>`) --continue runs.
-GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strategy", "strategy_opts", "opts"}
+GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strategy", "strategy_opts", "opts",
+                     "attributes", "exclude"}        # info/: git never writes them; one can hide a diff, or a file
 GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
 GIT_REMOTE_FOLDERS = {"branches", "remotes"}    # old-style remotes, every file a control file: a URL git pushes to
 MAX_GIT_DEPTH = 40                 # submodules nest; deeper than this is no repository git would use
@@ -4364,9 +4365,18 @@ GIT_READ_ONLY_NOTE = ("\n(note: git dirs are read-only to commands that run more
                       "programs, globs, redirections or variables)")
 
 
-@functools.lru_cache(maxsize=8)     # pure, and asked up to 3 times per command (argv, environment, its result)
 def runs_only_git(command: str) -> bool:
-    """Every part `git <built-in>` at the top, no option running a program or writing a file, redirection or glob?"""
+    """plain_git_operands, none of which leads into the top git dir through a link (`git mv lnk/x lnk/info/y`)."""
+    operands = plain_git_operands(command)
+    top = {os.path.realpath(BASE_DIR / ".git"), os.path.realpath(top_git_dir())}
+    return operands is not None and not any(Path(os.path.realpath(BASE_DIR / word.split("=", 1)[-1].lstrip(":")))
+                                            .is_relative_to(git_dir) for word in operands for git_dir in top)
+
+
+@functools.lru_cache(maxsize=8)     # pure, and asked up to 3 times per command (argv, environment, its result)
+def plain_git_operands(command: str) -> tuple[str, ...] | None:
+    """Every part `git <built-in>` at the top, no option running a program or writing a file, redirection or glob?
+    Then the words after each subcommand; else None."""
     command = HARMLESS_REDIRECTION.sub(" ", command)
     expands = set(shell_expansions(command)) & set("$`()<>*?[") or re.search(r"(^|\s)~|\{[^{}]*(,|\.\.)", command)
     segments = None if control_characters(command) or expands else command_segments(command)
@@ -4376,8 +4386,8 @@ def runs_only_git(command: str) -> bool:
                 or re.fullmatch(r"--..+", word) and any(o.startswith(word.split("=")[0]) for o in GIT_RUNNING_OPTIONS)
                 or re.fullmatch(r"-[^-].*", word) and set(word[1:]) & set(GIT_RUNNING_LETTERS.get(words[1], ""))
                 for word in words[2:]):
-            return False
-    return bool(segments)
+            return None
+    return tuple(word for words in segments for word in words[2:]) if segments else None
 
 
 def git_pins(read_only: bool = False) -> list[str]:

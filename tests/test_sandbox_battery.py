@@ -1808,3 +1808,16 @@ def test_a_top_git_link_a_task_swaps_for_a_planted_folder_is_put_back(box):
         time.sleep(0.05)
     kesi.stop_background_tasks()
     assert (box / "swapped").exists() and (box / ".git").is_symlink(), list(box.iterdir())
+
+
+def test_git_through_a_work_tree_link_into_git_is_not_git_only_and_info_files_are_guarded(bare):
+    """rt22m: `git mv` renamed .git/COMMIT_EDITMSG to info/attributes through `lnk -> .git` (a diff hidden)."""
+    make_repo(bare)
+    (bare / "lnk").symlink_to(".git")
+    assert kesi.runs_only_git("git mv -f a.txt b.txt") and kesi.runs_only_git("git commit -m 'x: y'")
+    assert not kesi.runs_only_git("git mv -f lnk/COMMIT_EDITMSG lnk/info/attributes")
+    assert not kesi.runs_only_git("git add lnk")
+    output, _ = sh("mkdir -p .git/info && echo 'a.txt -diff' > .git/info/attributes && echo 'PWNED' >> "
+                   ".git/info/exclude; echo planted")
+    assert "planted" in output and not (bare / ".git" / "info" / "attributes").exists(), output
+    assert "PWNED" not in (bare / ".git" / "info" / "exclude").read_text()
