@@ -1583,6 +1583,7 @@ class Question:
     reason: str | None = None
     diff: str = ""               # the whole change; the prompt shows its start, "d" all of it
     always: str | None = None    # what "a" keeps (a rule, shown before it is saved); None: no "a"
+    beyond_rules: bool = False   # what no rule or mode but bypass allows (a file run later): a hook's allow neither
 
 
 def can_ask() -> bool:
@@ -1683,7 +1684,8 @@ def check_write_permission(name: str, file_path, plan=None) -> tuple[bool, str |
         return True, None
     verb = "change" if (BASE_DIR / key).exists() else "create"
     question = Question(f"{name} wants to {verb} {key}", RUNS_LATER_REASON if later else None,
-                        diff_lines(plan.old, plan.new) if plan is not None else "", None if later else f"Edit({key})")
+                        diff_lines(plan.old, plan.new) if plan is not None else "", None if later else f"Edit({key})",
+                        beyond_rules=later)
     allowed, remember = ask_user(question)
     if allowed and remember and not save_project_rule(question.always):
         GRANTED_WRITES.add(key)
@@ -6893,9 +6895,11 @@ def hooked_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str
 
     def answer(question: Question):       # the hook's reason on one line, after KeSi's: it can hide nothing
         asked.append(question)
-        why = "; ".join(filter(None, [question.reason, f"a PreToolUse hook asks: {one_line(shorten(reason, 300))}"]))
-        return (True, False) if decision == "allow" else person(Question(question.detail, why, question.diff,
-                                                                          question.always))
+        if decision == "allow" and not question.beyond_rules:        # an allow is a rule: it covers what rules do
+            return True, False
+        said = "allows it (only you can allow this)" if decision == "allow" else "asks"
+        why = "; ".join(filter(None, [question.reason, f"a PreToolUse hook {said}: {one_line(shorten(reason, 300))}"]))
+        return person(Question(question.detail, why, question.diff, question.always))
     person, asked, ask_user = ask_user, [], answer if decision else ask_user
     try:
         allowed, refusal = check_permission(name, tool_input, plan)

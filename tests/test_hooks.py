@@ -277,16 +277,18 @@ def test_a_hooks_allow_never_takes_a_command_out_of_the_sandbox_and_the_log_name
     """rt25l: an auto-approving hook answered the question to leave the sandbox too, and the log said the person."""
     if kesi.sandbox_kind() != "bubblewrap":
         pytest.skip("no usable bubblewrap here")
-    user_settings({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook(ALLOW_ALL)]}]}})
-    scripted = user("n")
+    user_settings({"hooks": {"PreToolUse": [{"matcher": "Bash|Write", "hooks": [hook(ALLOW_ALL)]}]}})
+    scripted = user("n", "n")
     calls = [tool_call("run_command", {"command": "touch out", "escalate": "unsandboxed"}, id="t_out"),
-             tool_call("run_command", {"command": "touch in"}, id="t_in")]
+             tool_call("run_command", {"command": "touch in"}, id="t_in"),       # rt24e: nor a file run later
+             tool_call("write_file", {"file_path": ".envrc", "content": "touch owned\n"}, id="t_envrc")]
     with MockAPI([reply("Trying.", *calls), "done"]) as mock:
         code, out, err = main_in_process(["-p", "go"], "", mock, KESI_SANDBOX="auto")
     results = results_of(mock.requests[1])
     assert results["t_out"][1] and not (ws / "out").exists(), results        # the person was asked, and said no
     assert [q.detail for q in scripted.questions] == ["run command without the sandbox, with your full user rights: "
-                                                      "touch out"]
+                                                      "touch out", "write_file wants to create .envrc"]
+    assert results["t_envrc"][1] and not (ws / ".envrc").exists(), results
     assert not results["t_in"][1] and (ws / "in").exists(), results
     decisions = {entry["command"]: entry["decision"] for entry in kesi.read_audit_entries(10)[0]}
     assert decisions["touch in"] == "allowed by a PreToolUse hook (once)", decisions
