@@ -5195,6 +5195,8 @@ def command_environment(escalation: str | None = None, command: str = "", caches
     if caches and escalation != "unsandboxed" and sandbox_enabled():   # but those the user set: read-only inside
         root, chosen = BASE_DIR / ".kesi" / CACHE_FOLDER, {name.upper() for name in env}
         env |= {name: str(root / folder) for name, folder in CACHE_VARIABLES.items() if name.upper() not in chosen}
+    if escalation == "unsandboxed" and sandbox_enabled():   # a planted .pyc is never checked against its source
+        env["PYTHONPYCACHEPREFIX"] = private_pycache()
     if runs_only_git(command):
         env["PATH"] = trusted_path(env.get("PATH", "")) or os.defpath
         env["GIT_ALLOW_PROTOCOL"] = "http:https:ssh:git"
@@ -5203,6 +5205,14 @@ def command_environment(escalation: str | None = None, command: str = "", caches
         env.update({name: url for base in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY") for name in (base, base.lower())})
         env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1"    # servers inside the sandbox
     return env
+
+
+@functools.cache
+def private_pycache() -> str:
+    """Where Python run outside the sandbox keeps bytecode: not the __pycache__ sandboxed commands write."""
+    folder = tempfile.mkdtemp(prefix="kesi-pycache-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 def network_available() -> bool:
@@ -5279,14 +5289,14 @@ CREDENTIAL_PATTERNS = [(label, re.compile(pattern)) for label, pattern in [
     ("private key", r"(?s)-{4,5} ?BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY[A-Z ]{0,40} ?-{4,5}(?:.*?-{4,5} ?END [A-Z0-9 ]{0,40}"
                     r"PRIVATE KEY[A-Z ]{0,40} ?-{4,5}|.*)|PuTTY-User-Key-File-\d+:(?:.*?Private-MAC: \w+|.*)"),
     ("age key", r"\bAGE-SECRET-KEY-1[0-9A-Z]{50,}"),
-    ("wireguard key", r"(?P<keep>PrivateKey\s*=\s*)[A-Za-z0-9+/]{42,43}="),
+    ("wireguard key", r"(?P<keep>(?:PrivateKey|private-key)\s*=\s*)[A-Za-z0-9+/]{42,43}="),
     ("github token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
     ("gitlab token", r"\bgl(?:pat|rt|dt|ptt|ft|ffct|imt|oas|cbt|soat|agent)-[A-Za-z0-9_-]{20,}"),
     ("anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
     ("openai key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
     ("aws access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
-    ("aws secret key", r"(?i)(?P<keep>(?:aws[_-]?)?secret[_-]?(?:access[_-]?)?key[\"']?\s*[=:>]\s*[\"']?)"
-                       r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
+    ("aws secret key", r"(?i)(?P<keep>(?:aws[_-]?)?secret[_-]?(?:access[_-]?)?key(?:\\?[\"'])?\s*[=:>]\s*"
+                       r"(?:\\?[\"'])?)(?:[A-Za-z0-9+]|\\?/){40}(?![A-Za-z0-9/+=])"),     # also JSON's \/ and \"
     ("aws bedrock key", r"\bABSK[A-Za-z0-9+/=]{40,}|\bbedrock-api-key-[A-Za-z0-9+/=_-]{20,}"),
     ("slack token", r"\bxox[a-z]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}"),
     ("slack webhook", r"https://hooks\.slack\.com/(?:services|triggers|workflows)/[A-Za-z0-9/_-]+"),
@@ -5299,10 +5309,12 @@ CREDENTIAL_PATTERNS = [(label, re.compile(pattern)) for label, pattern in [
     ("password", r"(?P<keep>(?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*:(?://|\\/\\/)[^:/?#\s@]*:)"
                  r"\S{1,256}(?=@)"),                           # / ? # and @ too: libraries take them unencoded
     # Also traced by set -x (+ export X=...), an item of a JSON list (["DB_PASSWORD=..."]), after a blank (ENV, -e, ps).
-    ("secret value", r"(?m)(?P<keep>(?:^[ \t]*(?:\++[ \t]+)?[\"']?|(?<=[\[,]\")|(?<=[\[,] \")|(?<=[ \t]))"
-                     r"(?:(?:export|declare(?:[ \t]+-\w+)*)[ \t]+)?"
-                     r"(?=[A-Z][A-Z0-9_]*?(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY))[A-Z][A-Z0-9_]*=[\"']?)(?![0-9]+\b)"
-                     r"(?:(?<=\")[^\"\n$][^\"\n]{5,}|(?<=')[^'\n]{6,}|(?<==)[^\s\"'$][^\s\"']{5,})"),
+    # A quote before the name ('X_TOKEN=a b', as set -x prints it) holds the value up to the closing quote.
+    ("secret value", r"(?m)(?P<keep>(?:^[ \t]*(?:\++[ \t]+)?|(?<=[\[,;=])|(?<=[\[,] )|(?<=[ \t]))(?P<q>[\"'])?"
+                     r"(?:(?:export|declare(?:[ \t]+-\w+)*)[ \t]+(?P<q2>[\"'])?)?"
+                     r"(?=[A-Z][A-Z0-9_]*?(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY))[A-Z][A-Z0-9_]*=[\"']?)"
+                     r"(?![0-9]+(?:[\s\"']|$))(?:(?<=\")[^\"\n$][^\"\n]{5,}|(?<=')[^'\n]{6,}|(?(q)[^\"'\n]{6,}|"
+                     r"(?(q2)[^\"'\n]{6,}|(?<==)[^\s\"'$][^\s\"']{5,})))"),
 ]]
 
 
@@ -5310,9 +5322,11 @@ CREDENTIAL_PATTERNS = [(label, re.compile(pattern)) for label, pattern in [
 # overstrikes (g\bg), all else a terminal does not show (tags, selectors, isolates); and the tail of a text escape
 # glued to a token (\nghp_..., %20sk-ant-...), so that the token starts a word again (its \ or % stays).
 HIDDEN = re.compile("\x1b(?:\\[[0-?]*[ -/]*[@-~]?|][^\x07\x1b\n]*(?:\x07|\x1b\\\\)?|[ -/]*[0-~])?|[^\n]\x08|"
+                    "\x9b[0-?]*[ -/]*[@-~]|"                     # the one-character CSI
                     + TERMINAL_CONTROLS.pattern +
                     # NULs and colour codes as cat -v, repr, sed -n l and JSON spell them (UTF-16 text shown escaped)
-                    r"|\^@|\\(?:x00|u0000|000|0(?![0-7]))|(?:\\(?:x1[bB]|u001[bB]|e|033)|\^\[)\[[0-?]*[ -/]*[@-~]"
+                    r"|\^@|\\(?:x00|u0000|000|0(?![0-7]))|(?:\\(?:x1[bB]|u001[bB]|[ux]\{1[bB]\}|e|033)|\^\[)"
+                    r"(?:\[[0-?]*[ -/]*[@-~]|[ -/]*[0-~])"
                     r"|(?<=\\)(?:[nrtfvb]|x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4})(?=\w)|(?<=%)[0-9A-Fa-f]{2}(?=\w)")
 
 
@@ -6826,7 +6840,7 @@ def run_hooks(event: str, subject: str | None = None, **fields) -> tuple[str | N
                                                                           ("UserPromptSubmit", "SessionStart")))))
         if code not in (0, 2):
             ui(paint(f"  ({event} hook `{visible(shorten(hook['command'], 60))}` failed"
-                     f"{f' (exit code {code})' * (code is not None)}: {visible(shorten(err.strip(), 300))})", "error"))
+                     f"{f' (exit code {code})' * (code is not None)}: {one_line(shorten(err.strip(), 300))})", "error"))
     decision = next((d for d in ("block", "ask", "allow") if d in verdicts), None)
     return (decision, "\n".join(filter(None, verdicts[decision])) or f"(a {event} hook said so)",
             "\n\n".join(f"Context from a {event} hook:\n{context}" for context in contexts if context))
@@ -6908,7 +6922,7 @@ def hooked_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str
     if asked and decision == "allow" and isinstance(key[0], str) and key in _approvals:     # the log says who did
         _approvals[key] = _approvals[key].replace("allowed by the person", "allowed by a PreToolUse hook", 1)
     if allowed and decision == "ask" and not asked:
-        allowed, instead = answer(Question(f"{name}({shorten(json.dumps(tool_input), 200)})"))
+        allowed, instead = answer(Question(f"{name}({json.dumps(tool_input)})"))       # whole: what a y runs
         refusal = None if allowed else refuse("refused; not run", refusal_for_model(instead))[1]
         if not allowed and isinstance(key[0], str) and _approvals.pop(key, None):       # allowed, then not
             why = "refused by the person" if can_ask() else "refused: nobody to ask"
@@ -7304,9 +7318,10 @@ class McpServer:
     def environment(self, escalation: str | None) -> dict[str, str]:
         """Yours find no program, module or cache a project's commands write (an activated .venv/bin, .kesi/cache)."""
         env = command_environment(escalation, "", caches=self.project)
-        if not self.project:
+        if not self.project:        # paths filtered; any other variable naming the workspace left out (NODE_OPTIONS)
             env |= {name: trusted_path(env[name]) for name in ("PYTHONPATH", "NODE_PATH") if name in env}
             env["PATH"] = trusted_path(env.get("PATH", "")) or os.defpath
+            env = {name: value for name, value in env.items() if str(BASE_DIR) not in value or name == "PWD"}
             env.pop("VIRTUAL_ENV", None)
         return env
 

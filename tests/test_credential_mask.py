@@ -402,3 +402,22 @@ def test_tokens_in_escaped_utf16_after_escaped_colours_and_assignments_after_a_b
     for line in lines:
         assert kesi.mask_credentials(line) != line, repr(line)
     assert token[4:] not in output.replace("^@", "").replace("\\x00", "").replace("\\000", "") and secret not in output
+
+
+def test_assignments_with_numeric_starts_quoted_names_and_escaped_tput_resets_are_masked(ws):
+    """rt25n: TELEGRAM_BOT_TOKEN=123:..., "X_PASSWORD=..." after a blank, --env=, a=1;X=, set -x's quoted word;
+    an escaped tput sgr0 (^[(B, \\033(B) or Rust's \\u{1b} before a token; a one-character CSI inside one."""
+    token, secret = "ghp_" + rand(36), rand(16)
+    aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + rand(10)
+    lines = [f"TELEGRAM_BOT_TOKEN=123456789:{secret}", f"DB_PASSWORD=2024-{secret}",
+             f'  - "POSTGRES_PASSWORD={secret}"', f'docker run -e "REDIS_PASSWORD={secret}"',
+             f"--env=DB_PASSWORD={secret}", f"a=1;DB_PASSWORD={secret}",
+             f"+ export 'DB_PASSWORD=Winter is {secret}; 2024!'",
+             "Token:^[(B^[[m" + token, "Token:\\033(B\\033[m" + token, "\\u{1b}[0m" + token,
+             token[:10] + "\x9b-m" + token[10:], '"SecretAccessKey":"' + aws.replace("/", "\\/") + '"',
+             '\\"SecretAccessKey\\":\\"' + aws + '\\"', "private-key=" + rand(43) + "=", f"['API_TOKEN={secret}']"]
+    for line in lines:
+        masked = kesi.mask_credentials(line)
+        assert masked != line and secret not in masked and token[4:] not in masked and aws[-10:] not in masked, line
+    for plain in ("PORT=8080", "MAX_TOKENS=4096", "TOKEN_LIMIT=100 ok"):
+        assert kesi.mask_credentials(plain) == plain

@@ -82,7 +82,7 @@ for line in sys.stdin:
                 text = "hooked"
             elif name == "where":               # where it started, and its env
                 text = f"{STARTED_IN}|{os.environ.get('KESI_PROBE')}|{os.environ.get('npm_config_cache')}|" \
-                       f"{os.environ.get('PATH')}"
+                       f"{os.environ.get('PATH')}|{os.environ.get('NODE_OPTIONS')}"
             elif name == "write":
                 open(args["path"], "w").write("written by the MCP server")
                 text = "wrote " + args["path"]
@@ -352,6 +352,7 @@ def test_a_servers_env_is_set_inside_never_on_the_launcher_and_yours_start_in_yo
     monkeypatch.delenv("npm_config_cache", raising=False)
     (box / ".venv" / "bin").mkdir(parents=True)        # an activated virtual environment: npx, node planted there
     monkeypatch.setenv("PATH", f"{box / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("NODE_OPTIONS", f"--require {box / '.pnp.cjs'}")     # rt24e: Yarn PnP, set by direnv
     for name, project in (("mine", False), ("theirs", True)):
         started[name] = kesi.McpServer(name, server(env={"KESI_PROBE": "in-the-server"}), project)
     kesi.MCP["servers"] = dict(started)
@@ -362,9 +363,9 @@ def test_a_servers_env_is_set_inside_never_on_the_launcher_and_yours_start_in_yo
             launcher = open(f"/proc/{started[name].proc.pid}/environ", "rb").read()   # bwrap: the dynamic loader's
             assert b"KESI_PROBE" not in launcher
             answer = started[name].request("tools/call", {"name": "where", "arguments": {}})
-            started_in, probe, cache_seen, path = answer["content"][0]["text"].split("|")
+            started_in, probe, cache_seen, path, node_options = answer["content"][0]["text"].split("|")
             assert (started_in, probe, cache_seen) == (str(folder), "in-the-server", str(cache)), answer
-            assert name == "theirs" or str(box) not in path, path        # yours find no program a project planted
+            assert name == "theirs" or str(box) not in path + node_options, answer   # nor what a project planted
         for bad in ({"env": {"LD_PRELOAD=x": "y"}}, {"args": {"server.py": "pinned"}}, {"env": [["A", "b"]]}):
             with pytest.raises(ConnectionError, match='"args" as a list of texts and "env" of names and texts'):
                 kesi.McpServer("bad", {**server(), **bad}, True).start()      # rt24d: a dict's keys ran as args

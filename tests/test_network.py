@@ -684,3 +684,15 @@ def test_network_command_lists_the_policy(ws, config, monkeypatch):
     assert "allowed hosts: pypi.org," in text and "extra.example" in text
     assert "denied hosts:  gitlab.com" in text and "planted.example" not in text.split("ignored")[0]
     assert "allow\" hosts in .kesi/settings.json are ignored" in text
+
+
+def test_python_run_outside_the_sandbox_keeps_its_bytecode_where_no_command_writes(sandboxed, monkeypatch):
+    """rt25n: a sandboxed command planted an unchecked .pyc in __pycache__; an escalated `python3 main.py` ran it."""
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)          # the tests' shared cache: a person has none
+    kesi.set_headless_escalation("unsandboxed")
+    try:
+        output, _ = kesi.run_command("python3 -c 'import sys; print(sys.pycache_prefix)'")
+    finally:
+        kesi.set_headless_escalation(None)
+    prefix = output.split()[0]
+    assert prefix.startswith("/") and str(sandboxed) not in prefix, output

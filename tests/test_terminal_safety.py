@@ -63,8 +63,9 @@ def test_no_escape_from_model_or_tool_text_reaches_the_terminal(tmp_path):
             term.expect("you > ")
             term.type("go\n")
             term.expect("[permission needed] run command: python -m pytest -q")
-            term.expect("spoofed-tail-mark")          # the whole command, on the prompt itself
             term.expect("Allow? [")
+            shown = term.seen.split("[permission needed] run command: python -m pytest -q")[-1]
+            assert "spoofed-tail-mark" in shown.replace("\r\n        | ", ""), shown   # all of it, cut by KeSi alone
             term.type("n\n")
             term.expect("[permission needed] write_file wants to create notes.txt")
             term.expect("Allow? [")
