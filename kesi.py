@@ -5617,9 +5617,9 @@ def sandbox_processes(roots: list[int]) -> list[int]:
 
 def wait_until_sandboxed(proc, paused: list[int]) -> None:
     """While tasks are paused: until bwrap has made its mounts and started the first program inside, or ended."""
-    deadline = time.monotonic() + 30
-    while paused and proc.poll() is None and time.monotonic() < deadline:
-        for pid in sandbox_processes([proc.pid]):
+    inside, deadline = Path(proc.args[0]).name in ("bwrap", "nsenter"), time.monotonic() + 30   # else no mounts
+    while paused and inside and proc.poll() is None and time.monotonic() < deadline:
+        for pid in sandbox_processes([proc.pid])[1:]:     # not proc: till its exec ends it bears KeSi's own name
             with contextlib.suppress(OSError):      # gone: it does not count
                 if Path(f"/proc/{pid}/comm").read_text().removesuffix("\n") not in ("bwrap", "nsenter"):
                     return

@@ -182,7 +182,8 @@ def sandbox_states(task) -> list[str]:
 def test_a_background_task_cannot_rename_a_folder_while_the_next_command_is_set_up(box, monkeypatch):
     """Red team 3 and 9: a task renames a folder (made after it started, so not anchored in its sandbox)
     after KeSi's look but before bwrap's mounts; the mask landed on a path bwrap made anew. The task waits
-    for `go`, which KeSi's set-up of the next command writes here just after its look (git_pins)."""
+    for `go`, which KeSi's set-up of the next command writes here just after its look (git_pins). It leaked again
+    under load (race22): bwrap, read before its exec ended, still bore KeSi's name and passed for the program inside."""
     sh(f"mkdir cfg && echo T={SECRET} > cfg/.env")
     text, failed = kesi.start_background_task("while [ ! -e go ]; do sleep 0.01; done; mv -T n o; echo moved")
     assert not failed, text
@@ -192,8 +193,9 @@ def test_a_background_task_cannot_rename_a_folder_while_the_next_command_is_set_
 
     def look_done(*args, **kwargs):
         (box / "go").touch()
-        deadline = time.monotonic() + 30            # until the task has moved it, or is seen stopped
-        while (box / "n").exists() and set(sandbox_states(task)) - {"T", "t"} and time.monotonic() < deadline:
+        # Until the task has moved it, or is seen stopped: a zombie is too (a `sleep` its stopped shell never reaped).
+        deadline = time.monotonic() + 30
+        while (box / "n").exists() and set(sandbox_states(task)) - {"T", "t", "Z"} and time.monotonic() < deadline:
             time.sleep(0.01)
         return real(*args, **kwargs)
 
