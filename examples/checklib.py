@@ -8,10 +8,12 @@ workspace and, where a model is involved, against the local mock Messages API
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import secrets
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -191,13 +193,22 @@ def workspace(files: dict | None = None):
 def mock_client(script=None, *, max_retries: int = 2, **mock_options):
     """Start the mock API and yield (mock, client) with the real SDK pointed at it."""
     with MockAPI(script, **mock_options) as mock:
-        client = anthropic.Anthropic(base_url=mock.url, api_key="test-key", max_retries=max_retries)
+        http = anthropic.DefaultHttpxClient(verify=shared_tls_context())     # the SDK's own defaults
+        client = anthropic.Anthropic(base_url=mock.url, api_key="test-key", max_retries=max_retries, http_client=http)
         previous = kesi.CLIENT
         kesi.CLIENT = client
         try:
             yield mock, client
         finally:
             kesi.CLIENT = previous
+            http.close()
+
+
+@functools.cache
+def shared_tls_context() -> ssl.SSLContext:
+    """One TLS context for every mock client: loading the CA bundle anew costs tens of milliseconds a client,
+    and the mock speaks plain HTTP anyway."""
+    return ssl.create_default_context()
 
 
 def kesi_subprocess_env(mock=None, **extra) -> dict:

@@ -971,7 +971,7 @@ class MockAPI:
         self._server.mock = self
         self.port = self._server.server_address[1]
         thread = threading.Thread(target=self._server.serve_forever,
-                                  kwargs={"poll_interval": 0.05}, daemon=True)
+                                  kwargs={"poll_interval": 0.01}, daemon=True)
         thread.start()
         return self
 

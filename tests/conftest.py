@@ -118,3 +118,38 @@ def kesi_pty():
     yield start
     for term in started:
         term.close(seconds=0)
+
+
+@pytest.fixture
+def main_in_process(ws, monkeypatch, capsys):
+    """Call kesi.main(argv) in this process with piped stdin, against a mock.
+
+    Starting Python and importing the SDK costs seconds, so only the tests whose subject is the
+    process (its exit, signals, streams) start a real child; the rest drive the same main() here.
+    Returns run(argv, stdin, mock, **env) -> (exit code, stdout, stderr).
+    """
+    saved_environ = dict(os.environ)     # main() may add keys from a .env file
+
+    def run(argv, stdin="", mock=None, **env):
+        for name in list(os.environ):
+            if name.startswith(("ANTHROPIC_", "KESI_")):
+                monkeypatch.delenv(name)
+        for name, value in {**(mock.env() if mock else {}), **env}.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        for name in ("MODEL", "CLIENT", "PERMISSION_MODE", "SESSION_FILE", "MAX_TURNS", "MAX_BUDGET_USD",
+                     "COMMAND_LINE_RULES", "MAX_TOKENS", "PRICE_OVERRIDE", "CONTEXT_WINDOW"):
+            monkeypatch.setattr(kesi, name, getattr(kesi, name))
+        monkeypatch.setattr(kesi, "UI", sys.stdout)
+        monkeypatch.setattr(kesi.MAIN_AGENT, "echo", True)
+        capsys.readouterr()
+        try:
+            code = kesi.main(argv)
+        except SystemExit as exc:              # argparse's usage errors end the process so
+            code = exc.code
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    yield run
+    os.environ.clear()
+    os.environ.update(saved_environ)

@@ -3,6 +3,7 @@
 ANTHROPIC_MODEL, -r/--resume ID, result subtypes, the session id on every
 stream-json line, Write(...) rules, and plan mode."""
 import json
+import os
 import subprocess
 import sys
 
@@ -13,8 +14,28 @@ KESI = str(ROOT / "kesi.py")
 
 
 def run(cwd, *args, mock=None, **env):
-    return subprocess.run([sys.executable, KESI, *args], cwd=cwd, input="", capture_output=True, text=True,
-                          timeout=120, env=kesi_subprocess_env(mock, KESI_SANDBOX="off", **env))
+    return finish(start(cwd, *args, mock=mock, **env))
+
+
+def start(cwd, *args, mock=None, **env) -> subprocess.Popen:
+    """kesi.py started with an empty piped stdin: runs that do not depend on each other go side by side, as each
+    is a Python starting up and importing the SDK."""
+    empty, writer = os.pipe()
+    os.close(writer)
+    try:
+        return subprocess.Popen([sys.executable, KESI, *args], cwd=cwd, stdin=empty, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=kesi_subprocess_env(mock, KESI_SANDBOX="off", **env))
+    finally:
+        os.close(empty)
+
+
+def finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()                                       # after a timeout; a no-op once it ended
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def results_of(mock, request: int) -> list[dict]:
@@ -24,20 +45,20 @@ def results_of(mock, request: int) -> list[dict]:
 def test_claude_code_flag_and_tool_names(tmp_path):
     script = [reply(tool_call("run_command", {"command": "touch made.txt"}),
                     tool_call("write_file", {"file_path": "notes.md", "content": "hi\n"})), "done"]
-    with MockAPI(script) as mock:
-        proc = run(tmp_path, "-p", "go", "--allowedTools", "Bash(touch made.txt:*) Write Read",
-                   "--disallowedTools", "Grep,Task", mock=mock)
+    (no_bash := tmp_path / "no-bash").mkdir(), (bare := tmp_path / "bare-bash").mkdir()
+    with MockAPI(script) as mock, MockAPI(["ok"]) as no_bash_mock, MockAPI() as bare_mock:
+        started = [start(tmp_path, "-p", "go", "--allowedTools", "Bash(touch made.txt:*) Write Read",
+                         "--disallowedTools", "Grep,Task", mock=mock),
+                   start(no_bash, "-p", "go", "--disallowed-tools", "Bash", mock=no_bash_mock),
+                   start(bare, "-p", "go", "--allowedTools", "Bash", mock=bare_mock)]
+        proc, _, bare_proc = [finish(each) for each in started]
     assert proc.returncode == 0, proc.stderr
     tools = [t["name"] for t in mock.requests[0]["body"]["tools"]]
     assert "grep" not in tools and "task" not in tools and "read_file" in tools
     assert [r["is_error"] for r in results_of(mock, 1)] == [False, False]
     assert (tmp_path / "made.txt").exists() and (tmp_path / "notes.md").read_text() == "hi\n"
-    with MockAPI(["ok"]) as mock:
-        proc = run(tmp_path, "-p", "go", "--disallowed-tools", "Bash", mock=mock)
-    assert "run_command" not in [t["name"] for t in mock.requests[0]["body"]["tools"]]
-    with MockAPI() as mock:
-        proc = run(tmp_path, "-p", "go", "--allowedTools", "Bash", mock=mock)
-    assert proc.returncode == 2 and "--permission-mode auto" in proc.stderr and mock.requests == []
+    assert "run_command" not in [t["name"] for t in no_bash_mock.requests[0]["body"]["tools"]]
+    assert bare_proc.returncode == 2 and "--permission-mode auto" in bare_proc.stderr and bare_mock.requests == []
 
 
 def test_write_rules_in_settings_allow_edits(tmp_path):
@@ -55,16 +76,18 @@ def test_write_rules_in_settings_allow_edits(tmp_path):
 def test_anthropic_model_and_the_permission_mode_spellings(tmp_path):
     # --permission-mode plan, with ANTHROPIC_MODEL too: test_plan_mode_tells_the_model_and_refuses_changes.
     script = [reply(tool_call("write_file", {"file_path": "a.md", "content": "a\n"})), "done"]
-    with MockAPI(script) as mock:
-        proc = run(tmp_path, "-p", "go", "--permissionMode", "acceptEdits", mock=mock,
-                   ANTHROPIC_MODEL="claude-sonnet-4-5")
+    (both := tmp_path / "both-models").mkdir()
+    with MockAPI(script) as mock, MockAPI(["ok"]) as both_mock:
+        started = [start(tmp_path, "-p", "go", "--permissionMode", "acceptEdits", mock=mock,
+                         ANTHROPIC_MODEL="claude-sonnet-4-5"),
+                   start(both, "-p", "go", mock=both_mock, ANTHROPIC_MODEL="claude-sonnet-4-5",
+                         KESI_MODEL="claude-haiku-4-5")]
+        proc, _ = [finish(each) for each in started]
     assert proc.returncode == 0, proc.stderr
     assert mock.requests[0]["body"]["model"] == "claude-sonnet-4-5"
     assert results_of(mock, 1)[0]["is_error"] is False
     assert "plan mode, which is read-only" in proc.stderr or (tmp_path / "a.md").exists()
-    with MockAPI(["ok"]) as mock:
-        run(tmp_path, "-p", "go", mock=mock, ANTHROPIC_MODEL="claude-sonnet-4-5", KESI_MODEL="claude-haiku-4-5")
-    assert mock.requests[0]["body"]["model"] == "claude-haiku-4-5"        # KeSi's own setting wins
+    assert both_mock.requests[0]["body"]["model"] == "claude-haiku-4-5"        # KeSi's own setting wins
 
 
 def test_plan_mode_tells_the_model_and_refuses_changes(tmp_path):

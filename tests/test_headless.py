@@ -1,7 +1,6 @@
 """Headless mode (-p) as scripts and CI use it: real kesi.py child processes
-against the mock API. stdout carries only the answer; errors and progress go
-to stderr; piped input is joined to the prompt."""
-import contextlib
+against the mock API (flag checks: main() in this process). stdout carries only
+the answer; errors and progress go to stderr; piped input is joined to the prompt."""
 import json
 import subprocess
 import sys
@@ -112,26 +111,18 @@ def test_max_budget_stops_before_a_request_that_could_pass_it(tmp_path):
     assert result["total_cost_usd"] <= 0.15 and 1 <= len(mock.requests) < 20
 
 
-def test_bad_flag_values_are_usage_errors(tmp_path):
+def test_bad_flag_values_are_usage_errors(main_in_process):
     cases = [(["--max-turns", "0"], "at least 1"), (["--max-budget-usd", "-1"], "above 0"),
              (["--allowed-tools", "run_command"], "name the commands"),
              (["--disallowed-tools", "Frobnicate"], "not understood"),
              (["--max-budget-usd", "1", "--model", "other-vendor-model"], "KESI_PRICES"),
              (["--output-format", "json"], "headless")]
-    with contextlib.ExitStack() as stack:              # side by side: each is a Python starting up
-        started = []
-        for args, says in cases:
-            mock = stack.enter_context(MockAPI())
-            proc = subprocess.Popen(
-                [sys.executable, KESI, *(["-p", "hi"] if args[0] != "--output-format" else []), *args], cwd=tmp_path,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                env=kesi_subprocess_env(mock, KESI_SANDBOX="off"))
-            stack.callback(proc.kill)                  # after a failed assertion; a no-op once it ended
-            started.append((args, says, mock, proc))
-        for args, says, mock, proc in started:
-            _, stderr = proc.communicate(timeout=120)
-            assert proc.returncode == 2 and says in stderr, (args, stderr)
-            assert "Traceback" not in stderr and mock.requests == []
+    for args, says in cases:                           # main() in this process: a flag's check is the subject
+        with MockAPI() as mock:
+            code, _, stderr = main_in_process([*(["-p", "hi"] if args[0] != "--output-format" else []), *args],
+                                              mock=mock, KESI_SANDBOX="off")
+        assert code == 2 and says in stderr, (args, stderr)
+        assert "Traceback" not in stderr and mock.requests == []
 
 
 def test_append_system_prompt_and_tool_flags_reach_the_request_and_the_decision(tmp_path):

@@ -13,7 +13,6 @@ import checklib
 import kesi
 from mock_api import MockAPI, reply, tool_call
 from ptyterm import Terminal
-from test_repl import main_in_process  # noqa: F401  (a fixture)
 
 ROOT = Path(kesi.__file__).resolve().parent
 

@@ -146,7 +146,8 @@ def test_api_errors_read_well_and_leave_only_the_prompt(mock_client, step, retri
 
 
 def test_the_sdk_retries_5xx_with_growing_retry_counts(mock_client):
-    answer, _, mock, _ = run(mock_client, MockAPI.mode("500-then-ok", failures=2))
+    failure = error(500, "Internal server error", headers={"retry-after-ms": "1"})    # not the SDK's backoff of ~1.5 s
+    answer, _, mock, _ = run(mock_client, [failure, failure, reply("ok")])
     assert answer.ok and [r["retry_count"] for r in mock.requests] == [0, 1, 2]
 
 

@@ -16,7 +16,6 @@ from checklib import tool_results
 from mock_api import MockAPI, reply, tool_call
 from test_images import gif, png
 from test_permissions import KESI, child_env
-from test_repl import main_in_process  # noqa: F401  (a fixture)
 from test_terminal_ux import leave
 
 # Modes (argv[1]): ok; crash (exits in tools/call); garbage (a flood of non-JSON lines); hang (never answers a call);

@@ -9,7 +9,6 @@ import pytest
 
 import kesi
 from mock_api import MockAPI, reply, tool_call
-from test_repl import main_in_process  # noqa: F401  (a fixture)
 from test_terminal_ux import leave, prompts_sent
 
 

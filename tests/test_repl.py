@@ -6,7 +6,6 @@ KeSi actually sent is the best evidence of what its journal contains.
 """
 import builtins
 import io
-import os
 import subprocess
 import sys
 
@@ -39,38 +38,6 @@ def sent(mock):
 
 def user_text(message) -> str:
     return kesi.text_of(message["content"])
-
-
-@pytest.fixture
-def main_in_process(ws, monkeypatch, capsys):
-    """Call kesi.main(argv) in this process with piped stdin, against a mock.
-
-    Starting Python and importing the SDK costs seconds, so only a few tests
-    below start a real child process; the rest drive the same main() here.
-    Returns run(argv, stdin, mock, **env) -> (exit code, stdout, stderr).
-    """
-    saved_environ = dict(os.environ)     # main() may add keys from a .env file
-
-    def run(argv, stdin="", mock=None, **env):
-        for name in list(os.environ):
-            if name.startswith(("ANTHROPIC_", "KESI_")):
-                monkeypatch.delenv(name)
-        for name, value in {**(mock.env() if mock else {}), **env}.items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        for name in ("MODEL", "CLIENT", "PERMISSION_MODE", "SESSION_FILE", "MAX_TURNS", "MAX_BUDGET_USD",
-                     "COMMAND_LINE_RULES", "MAX_TOKENS", "PRICE_OVERRIDE", "CONTEXT_WINDOW"):
-            monkeypatch.setattr(kesi, name, getattr(kesi, name))
-        monkeypatch.setattr(kesi, "UI", sys.stdout)
-        monkeypatch.setattr(kesi.MAIN_AGENT, "echo", True)
-        capsys.readouterr()
-        code = kesi.main(argv)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    yield run
-    os.environ.clear()
-    os.environ.update(saved_environ)
 
 
 # --- REPL: what reaches the API (a real child process) --------------------------------

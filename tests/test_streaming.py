@@ -116,7 +116,7 @@ def test_an_error_before_the_stream_opens_appends_nothing(ws, mock_client):
 
 
 def test_overload_before_the_stream_opens_is_retried_by_the_sdk(ws, mock_client):
-    mock, client = mock_client([error(529, "Overloaded"), reply("Back again.")])
+    mock, client = mock_client([error(529, "Overloaded", headers={"retry-after-ms": "1"}), reply("Back again.")])
     assert kesi.run_agent(client, [{"role": "user", "content": "hi"}]).text == "Back again."
     assert [r["status"] for r in mock.requests] == [529, 200]
 
