@@ -5607,12 +5607,23 @@ def thread_is_still(path: str) -> bool:
 
 
 def sandbox_processes(roots: list[int]) -> list[int]:
-    """Each bwrap in roots and all below it (orphans in a sandbox are adopted there); nothing read but the tree."""
+    """Each bwrap in roots and all below it, then all else in their pid namespaces: a process that exits as it forks
+    hands its child to the sandbox's init, maybe after this walk of children lists passed there (a fork chain)."""
     found, stack = [], list(roots)
     while stack:
         found.append(pid := stack.pop())
         stack += child_pids(pid)
-    return found
+    if not (namespaces := {pid_namespace(pid) for pid in found} - {pid_namespace("self"), None}):
+        return found
+    known = set(found)
+    return found + [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+                    if pid not in known and pid_namespace(pid) in namespaces]
+
+
+def pid_namespace(pid) -> str | None:
+    with contextlib.suppress(OSError):
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    return None
 
 
 def wait_until_sandboxed(proc, paused: list[int]) -> None:
@@ -5661,8 +5672,14 @@ def undo_background_changes() -> str:
 
 
 def git_state_before() -> tuple[str, GitSnapshot | None]:
-    """With tasks paused: what they changed since the last check put back (a notice), then the state to start from."""
-    return undo_background_changes(), git_control_snapshot()
+    """With tasks paused: what they changed since the last check put back (a notice), then the state to start from.
+    A process the pause missed (a fork chain outruns a scan of /proc) may plant between the two: look again."""
+    planted, snapshot = undo_background_changes(), git_control_snapshot()
+    for _ in range(3):
+        if not (again := undo_background_changes()):
+            break
+        planted, snapshot = planted + again, git_control_snapshot()
+    return planted, snapshot
 
 
 def show_put_back(notice: str) -> None:          # to the person, where no tool result carries it
@@ -6860,12 +6877,11 @@ def run_hook(hook: dict, stdin_text: str, project: bool) -> tuple[int | None, st
     """(exit code, None if it timed out; stdout; stderr); a project's starts as run_command's commands, sandboxed."""
     command, outputs, limit = hook["command"], (bytearray(), bytearray()), hook_timeout(hook)
     env = (command_environment(None, command) if project else dict(os.environ)) | {"CLAUDE_PROJECT_DIR": str(BASE_DIR)}
-    starting, pausing = ((command_start(command), background_tasks_paused()) if project else
-                         (contextlib.nullcontext(([SHELL_PATH, "-c", command], ())), contextlib.nullcontext([])))
-    with tempfile.TemporaryFile() as stdin, pausing as paused:
+    starting = command_start(command) if project else contextlib.nullcontext(([SHELL_PATH, "-c", command], ()))
+    with tempfile.TemporaryFile() as stdin, background_tasks_paused() as paused:
         stdin.write(stdin_text.encode())         # a file: a hook that reads nothing cannot block KeSi
-        stdin.seek(0)
-        planted, git_before = git_state_before() if project else ("", None)
+        stdin.seek(0)                            # yours may run git outside the sandbox: tasks' plants go first
+        planted, git_before = git_state_before() if project else (undo_background_changes(), None)
         show_put_back(planted)
         try:
             with starting as (argv, fds):
@@ -6944,7 +6960,7 @@ def submitted_prompt(prompt):
     """UserPromptSubmit hooks: exit 2 or a block keeps the prompt from the model (None); else their stdout joins it."""
     decision, reason, context = run_hooks("UserPromptSubmit", prompt=text_of(prompt))
     if decision == "block":
-        ui(paint(f"  (a UserPromptSubmit hook blocked this prompt: {visible(reason)})", "error"))
+        ui(paint(f"  (a UserPromptSubmit hook blocked this prompt: {one_line(shorten(reason, 300))})", "error"))
     return None if decision == "block" else join_prompt(prompt, context) if context else prompt
 
 
@@ -7222,7 +7238,7 @@ def rewind(argument: str, history: list[dict]) -> None:
     todo = files_to_restore(entries[entries.index(turn):]) if how in ("f", "b") else []
     if how in ("c", "b"):
         ui(f"    conversation: back to {turn['index']} messages (from {len(history)})")
-    for entry in [e for e in read_audit_entries(500)[0] if "started" in e and e["at"] >= turn["turn"][:19]][-5:]:
+    for entry in [e for e in read_audit_entries(500)[0] if "started" in e and e["at"] >= turn["turn"][:19]]:
         ui(f"    not covered: what this command changed stays: $ {one_line(shorten(str(entry.get('command')), 90))}")
     if not (todo or how in ("c", "b")) or not confirmed(f"  Restore this, as it was just before turn {pick}? [y/N] "):
         ui("  (nothing restored)")
@@ -7435,12 +7451,13 @@ def list_mcp_tools(server: McpServer) -> None:
         full = f"mcp__{MCP_UNSAFE.sub('_', server.name)}__{MCP_UNSAFE.sub('_', str(name))}"
         about = shorten(f"(MCP server {server.name}) {about if isinstance(about, str) else ''}".strip(), 4000)
         spec = json.dumps({"name": full, "description": about, "input_schema": schema}, ensure_ascii=False)
-        if name and isinstance(name, str) and full not in MCP["tools"] and len(full) <= 64 \
+        if name and isinstance(name, str) and full not in MCP["tools"] and len(full) <= 64 and "___" not in full \
                 and isinstance(schema, dict) and schema.get("type") == "object" and len(spec) <= 20_000:
             MCP["tools"][full] = (server, json.loads(utf8_safe(spec)), functools.partial(call_mcp_tool, server, name))
         else:
             ui(paint(f"  (MCP tool {visible(shorten(str(name), 80))} of {visible(server.name)} not offered: it needs "
-                     "a name of its own (mcp__server__tool in 64 characters) and an inputSchema of type object, within "
+                     "a name of its own (mcp__server__tool in 64 characters, no ___: a server name ending in _ or a "
+                     "tool name starting with one could pass for another's) and an inputSchema of type object, within "
                      "20,000 characters)", "error"))
 
 

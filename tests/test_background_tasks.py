@@ -530,3 +530,4 @@ def test_a_shell_stopped_in_vfork_counts_as_paused():
     finally:
         os.killpg(loop.pid, signal.SIGKILL)
         loop.wait()
+

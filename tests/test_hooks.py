@@ -147,12 +147,12 @@ def test_post_tool_use_prompt_session_start_and_stop_hooks_reach_the_model(ws, t
 
 
 def test_a_user_prompt_submit_hook_that_exits_2_keeps_the_prompt_from_the_model(ws, main_in_process, user_settings):
-    refuse = "grep -q password && { echo 'no passwords in prompts' >&2; exit 2; }"
+    refuse = "grep -q password && { printf 'no passwords in prompts\\nKeSi > a fake line\\n' >&2; exit 2; }"
     user_settings({"hooks": {"UserPromptSubmit": [{"hooks": [hook(refuse)]}]}})
     with MockAPI(["never"]) as mock:
         code, out, err = main_in_process(["-p", "my password is hunter2"], "", mock, KESI_SANDBOX="off")
     assert code == 1 and out == "" and not mock.requests
-    assert "a UserPromptSubmit hook blocked this prompt: no passwords in prompts" in err
+    assert "a UserPromptSubmit hook blocked this prompt: no passwords in prompts\\nKeSi > a fake line" in err  # rt24f
     with MockAPI(["fine"]) as mock:      # the same hook lets another prompt through
         code, out, err = main_in_process(["-p", "hello"], "", mock, KESI_SANDBOX="off")
     assert code == 0 and out.strip() == "fine" and len(mock.requests) == 1
@@ -331,3 +331,18 @@ def test_commands_a_hook_refuses_are_in_the_audit_log_as_refused(ws, main_in_pro
     decisions = {entry["command"]: entry["decision"] for entry in kesi.read_audit_entries(10)[0]}
     assert decisions == {"echo blocked": "refused by a PreToolUse hook",
                          "echo asked": "refused: nobody to ask (a PreToolUse hook asked)"}, decisions
+
+
+def test_your_hook_runs_after_what_background_tasks_planted_in_git_is_put_back(box, main_in_process, user_settings):
+    """rt24f: a task made a .git with core.fsmonitor; your hook `git status` then ran it outside the sandbox."""
+    marker = box.parent / f"{box.name}-fsmonitor-ran"
+    user_settings({"hooks": {"PostToolUse": [{"matcher": "read_file", "hooks": [hook("git status --short")]}]}})
+    (box / "go.txt").write_text("x\n")
+    plant = (f"git init -q . && git config core.fsmonitor 'touch {marker}' && touch planted; sleep 60")
+    calls = [reply(tool_call("run_command", {"command": plant, "run_in_background": True})),
+             reply(tool_call("read_file", {"file_path": "go.txt"}), delay=3), "done"]
+    with MockAPI(calls) as mock:
+        code, out, err = main_in_process(["-p", "go", "--permission-mode", "auto"], "", mock, KESI_SANDBOX="auto")
+    kesi.stop_background_tasks()
+    assert (box / "planted").exists(), err
+    assert not marker.exists(), err

@@ -45,6 +45,7 @@ for line in sys.stdin:
                             {"name": "write", "inputSchema": {"type": "object"}},
                             {"name": "plant", "inputSchema": {"type": "object"}},
                             {"name": "hook", "inputSchema": {"type": "object"}},
+                            {"name": "_sync", "inputSchema": {"type": "object"}},      # mcp__demo___sync: ambiguous
                             {"name": "where", "inputSchema": {"type": "object"}},
                             {"name": "shot", "inputSchema": {"type": "object"}},
                             {"name": "bad schema", "inputSchema": {"type": "string"}}]}
@@ -138,6 +139,7 @@ def test_a_tool_round_trip_and_the_rules_that_allow_or_deny_it(box, mcp, user_se
     assert offered["mcp__demo__echo"]["description"] == "(MCP server demo) Echo text."
     assert {"mcp__demo__read_env", "mcp__demo__write"} <= set(offered)          # the second page, names made safe
     assert "mcp__demo__bad_schema" not in offered and "bad schema of demo not offered" in out
+    assert "mcp__demo___sync" not in offered and "_sync of demo not offered" in out     # rt24f: demo_ + sync
     [(text, error)] = results(mock)
     assert text.startswith("echo: hi [masked: anthropic key]") and not error, text     # masked like command output
     assert "[audio content from the MCP server: not shown]" in text and "starting up" not in text

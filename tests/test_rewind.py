@@ -195,3 +195,11 @@ def test_a_file_deleted_after_its_checkpoint_comes_back_with_the_bytes_shown(ws,
     shown = one_turn_then_rewind_files(ws, kesi_pty, script, "change then delete", "bypassPermissions")
     assert "a.txt: put back (17 bytes)" in shown, shown
     assert (ws / "a.txt").read_text() == "kept before edit\n"
+
+
+def test_rewind_names_every_command_of_the_turns_it_undoes(ws, kesi_pty):
+    """rt24f: only the last five were listed, and an earlier command that planted a Makefile went unmentioned."""
+    calls = [tool_call("run_command", {"command": f"echo {n} > cmd{n}.txt"}) for n in range(7)]
+    script = [reply(*calls, write("tool.txt", "x")), "done"]
+    shown = one_turn_then_rewind_files(ws, kesi_pty, script, "seven commands", "bypassPermissions")
+    assert all(f"$ echo {n} > cmd{n}.txt" in shown for n in range(7)), shown
