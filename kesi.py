@@ -5312,8 +5312,9 @@ CREDENTIAL_PATTERNS = [(label, re.compile(pattern)) for label, pattern in [
     # A quote before the name ('X_TOKEN=a b', as set -x prints it) holds the value up to the closing quote.
     ("secret value", r"(?m)(?P<keep>(?:^[ \t]*(?:\++[ \t]+)?|(?<=[\[,;=])|(?<=[\[,] )|(?<=[ \t]))(?P<q>[\"'])?"
                      r"(?:(?:export|declare(?:[ \t]+-\w+)*)[ \t]+(?P<q2>[\"'])?)?"
-                     r"(?=[A-Z][A-Z0-9_]*?(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY))[A-Z][A-Z0-9_]*=[\"']?)"
-                     r"(?![0-9]+(?:[\s\"']|$))(?:(?<=\")[^\"\n$][^\"\n]{5,}|(?<=')[^'\n]{6,}|(?(q)[^\"'\n]{6,}|"
+                     r"(?=[A-Z][A-Z0-9_]*?(?:(?P<pw>PASSWORD|PASSWD|SECRET|API_KEY)|TOKEN))[A-Z][A-Z0-9_]*="
+                     r"(?:\\?[\"'])?)(?(pw)|(?![0-9]+(?:[\s\"'\\]|$)))"  # all digits: TOKEN_TTL=3600; a password
+                     r"(?:(?<=\")[^\"\n$][^\"\n]{5,}|(?<=')[^'\n]{6,}|(?(q)[^\"'\n]{6,}|"
                      r"(?(q2)[^\"'\n]{6,}|(?<==)[^\s\"'$][^\s\"']{5,})))"),
 ]]
 

@@ -421,3 +421,14 @@ def test_assignments_with_numeric_starts_quoted_names_and_escaped_tput_resets_ar
         assert masked != line and secret not in masked and token[4:] not in masked and aws[-10:] not in masked, line
     for plain in ("PORT=8080", "MAX_TOKENS=4096", "TOKEN_LIMIT=100 ok"):
         assert kesi.mask_credentials(plain) == plain
+
+
+def test_an_all_digit_password_and_a_value_in_escaped_json_quotes_are_masked():
+    """rt25o: the all-digit exception (TOKEN_TTL=3600) let numeric passwords through; \\" hid a quoted value."""
+    secret = "4815162342108"
+    for line in (f'export DB_PASSWORD="{secret}"', f"ADMIN_PASSWORD={secret}",
+                 '"export API_TOKEN=\\"Zq8 long secret phrase\\""'):
+        masked = kesi.mask_credentials(line)
+        assert secret not in masked and "secret phrase" not in masked, masked
+    for plain in ("TOKEN_TTL=3600", "MAX_TOKENS=4096"):
+        assert kesi.mask_credentials(plain) == plain
