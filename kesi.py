@@ -3933,7 +3933,7 @@ class WorkspaceIndex:
             # In a git dir: below .git, below one a .git file leads to, or one by content (is_git_dir: a bare one).
             kind_of = {name: kind for name, (kind, _) in kinds.items()}
             by_content = ("commondir" in kind_of or "gitdir" in kind_of
-                          or kind_of.get("objects") == kind_of.get("refs") == "folder")
+                          or {kind_of.get("objects"), kind_of.get("refs")} <= {"folder", "link"})   # git follows links
             in_git = ".git" in rel.split("/") or self.git_folders.get(here) == info.st_dev or by_content
             self.git_folders.update({here: info.st_dev} if in_git else {})
             children, marks = {}, {}

@@ -1760,12 +1760,16 @@ def test_a_nested_repository_moved_keeps_the_person_s_hooks_and_config(box_or_ba
 
 # --- rt22l: git dirs known by what they hold, other repositories' linked hooks, replace refs in data files ------
 
-@pytest.mark.parametrize("name", ["backup.git", ".bare"])
+@pytest.mark.parametrize("name", ["backup.git", ".bare", "linked.git"])
 def test_a_bare_repository_in_the_work_tree_is_guarded(box_or_bare, name):
-    """A local push target, or the `.bare` beside linked worktrees: its hooks run on the person's push or commit."""
+    """A local push target, or the `.bare` beside linked worktrees: its hooks run on the person's push or commit.
+    rt22o: git takes a folder whose objects/ is a link for a repository too."""
     box = box_or_bare
     make_repo(box)
     assert git(box, "init", "-q", "--bare", name).returncode == 0
+    if name == "linked.git":
+        (box / name / "objects").rename(box / "objs")
+        (box / name / "objects").symlink_to("../objs")
     output, _ = sh(f"printf '#!/bin/sh\\ntouch PWNED\\n' > {name}/hooks/pre-receive; echo planted")
     assert "planted" in output and not (box / name / "hooks" / "pre-receive").exists(), output
 
