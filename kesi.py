@@ -353,6 +353,15 @@ def is_git_dir(folder: str | Path = ".", dir_fd: int | None = None) -> bool:
 
 
 GIT_DIR_HINT = " It is in a git directory (known by what it holds): git's own files are off-limits; use git commands."
+GIT_DIR_MADE_HINT = (" Made here, it would turn its folder into a git directory (objects and refs together, or a "
+                     "commondir or gitdir file), and git runs code from those: the file tools never make one; use git.")
+
+
+def would_make_git_dir(name: str, dir_fd: int) -> bool:
+    """Whether creating name in this folder makes it a git dir (is_git_dir), which git may run hooks and config from."""
+    other = {"objects": "refs", "refs": "objects"}.get(name)
+    return name in ("commondir", "gitdir") or other is not None and os.access(other, os.F_OK, dir_fd=dir_fd,
+                                                                             follow_symlinks=False)
 
 
 def locate(path, make_folders: bool = False, follow_links: bool = True, must_exist: bool = False) -> JailEntry:
@@ -373,6 +382,8 @@ def locate(path, make_folders: bool = False, follow_links: bool = True, must_exi
             try:
                 info = os.stat(name, dir_fd=folders[-1], follow_symlinks=False)
             except FileNotFoundError:
+                if not must_exist and would_make_git_dir(name, folders[-1]):
+                    raise PathRefused(off_limits=True, hint=GIT_DIR_MADE_HINT) from None
                 if not pending and not must_exist:
                     return JailEntry(folders.pop(), name, BASE_DIR.joinpath(*names, name), None)
                 if not (pending and make_folders):
@@ -3933,7 +3944,7 @@ class WorkspaceIndex:
             # In a git dir: below .git, below one a .git file leads to, or one by content (is_git_dir: a bare one).
             kind_of = {name: kind for name, (kind, _) in kinds.items()}
             by_content = ("commondir" in kind_of or "gitdir" in kind_of
-                          or {kind_of.get("objects"), kind_of.get("refs")} <= {"folder", "link"})   # git follows links
+                          or "objects" in kind_of and "refs" in kind_of)     # of any kind: git only asks access()
             in_git = ".git" in rel.split("/") or self.git_folders.get(here) == info.st_dev or by_content
             self.git_folders.update({here: info.st_dev} if in_git else {})
             children, marks = {}, {}
@@ -4440,7 +4451,7 @@ GIT_NAMING_KEYS = (r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpas
                    r"interactive\.difffilter|submodule\..*\.update|tar\..*\.command|trailer\..*\.(command|cmd)|"
                    r"hook\..*\.command|(man|browser)\..*\.(cmd|path)|sendemail\.(.*\.)?(smtpserver|[a-z]*cmd)|"
                    r"imap\.tunnel|instaweb\.httpd|gpg\.ssh\.defaultkeycommand|core\.alternaterefscommand|"
-                   r"uploadpack\.packobjectshook)$")
+                   r"uploadpack\.packobjectshook|init\.templatedir|guitool\..*\.cmd)$")   # a template: copied to clones
 
 
 def paths_git_config_names() -> list[Path]:
@@ -4471,7 +4482,8 @@ def config_names_of(tree: Path) -> dict:
             origins += [top / origin.removeprefix("file:")] if origin.startswith("file:") else []
             # A folder or file named; else a shell command (the paths in it). An include is read from its file's folder.
             shell = not key_name.startswith("alias.") or value.startswith("!")     # other aliases are git's own words
-            words = [value] if key_name.startswith("include") or key_name == "core.hookspath" else \
+            whole = key_name.startswith("include") or key_name in ("core.hookspath", "init.templatedir")   # folders
+            words = [value] if whole else \
                 [word for word in value.lstrip("!").split() if shell and "/" in word and not word.startswith("-")]
             base = origins[-1].parent if key_name.startswith("include") and origins else top
             found += (paths := [Path(os.path.normpath(base / os.path.expanduser(word))) for word in words if word])
@@ -4480,6 +4492,7 @@ def config_names_of(tree: Path) -> dict:
                 if path not in included:
                     included.add(path)
                     answers.append(run_git(["-C", str(tree), *ask[:1], "--file", str(path), *ask[1:]]))
+    found += [top / os.path.expanduser(os.environ["GIT_TEMPLATE_DIR"])] if os.environ.get("GIT_TEMPLATE_DIR") else []
     named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]   # an include's, as it is now
     return dict(files=files + named, found=found, key=key + [(path, read_pointer_file(path, True)) for path in named])
 
@@ -4505,6 +4518,9 @@ def named_work_tree_paths() -> list[str]:
     inside = [path.relative_to(BASE_DIR).as_posix() for path in git_code_paths()
               if path.is_relative_to(BASE_DIR) and path != BASE_DIR]
     return [path for path in dict.fromkeys(inside) if path.split("/")[0] != ".git"]
+
+
+KESI_STARTED = time.time() - 1       # a second early: file times come from a coarser clock
 
 
 @dataclass
@@ -4681,7 +4697,31 @@ def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     """Take the planted parts out of repositories made since before (also one the index registers as a submodule)."""
     known = set(before.repos) | ({".git"} & before.entries.keys()) | set(moved) if before else set()
     top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
-    return [item for repo in top + nested_repositories() if repo not in known for item in disarm_repository(repo)]
+    new = [repo for repo in top + nested_repositories() if repo not in known]
+    return [item for repo in new for item in disarm_repository(repo) + disarm_named_paths(repo)]
+
+
+def disarm_named_paths(repo: str) -> list[str]:
+    """In a new repository's work tree, what config names (your relative core.hooksPath) made or changed since KeSi
+    started goes (a command made it: nothing to put back); older files are the project's, as you had them."""
+    tree = BASE_DIR / repo.removesuffix(".git").rstrip("/")
+    if repo != ".git" and not repo.endswith("/.git"):
+        return []                             # a bare one: no work tree (a planted core.worktree is unset)
+    named = [path for path in config_names_of(tree)["found"] if path.is_relative_to(tree) and path != tree]
+    changed = [path.relative_to(BASE_DIR).as_posix() for path in named if changed_since(path, KESI_STARTED)]
+    with opened(BASE_DIR) as base_fd:
+        return [path for path in changed if put_back(base_fd, path, None)]
+
+
+def changed_since(path: Path, moment: float) -> bool:
+    """Whether path, or anything below it (no link followed), was made or changed since moment: ctime, which no
+    command can set back (a file moved or linked in gets a new one too)."""
+    try:
+        return os.lstat(path).st_ctime >= moment or stat.S_ISDIR(os.lstat(path).st_mode) and any(
+            os.lstat(os.path.join(folder, name)).st_ctime >= moment
+            for folder, folders, files in itertools.islice(os.walk(path), 10_000) for name in folders + files)
+    except OSError:
+        return os.path.lexists(path)         # changing under KeSi's look: not the person's untouched file
 
 
 def registered_repositories() -> list[str]:

@@ -104,3 +104,16 @@ def test_hook_scripts_linked_from_a_git_file_repository_are_read_only_to_command
     output, failed = kesi.run_command("echo 'touch PWNED' >> scripts/hook.sh", timeout=30)
     assert failed and "Read-only file system" in output, output
     assert (box / "scripts" / "hook.sh").read_text() == "#!/bin/sh\ntrue\n"
+
+
+def test_the_file_tools_never_turn_a_folder_into_a_git_dir(ws):
+    """rt22p: config, HEAD and objects/ written first, then refs/ made src a git dir whose planted core.fsmonitor
+    the person's `git status` ran; no command ran, so no check after one saw it."""
+    for path in ("src/config", "src/HEAD", "src/objects/info/keep"):
+        assert not kesi.write_file(path, "x\n")[1], path
+    for path in ("src/refs/heads/keep", "src/refs", "src/commondir", "lib/gitdir"):
+        output, is_error = kesi.write_file(path, "x\n")
+        assert is_error and "git directory" in output and "git commands" not in output, output
+    assert not (ws / "src" / "refs").exists() and not kesi.is_git_dir(ws / "src")
+    assert not (ws / "lib" / "gitdir").exists()
+

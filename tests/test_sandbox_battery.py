@@ -1760,18 +1760,52 @@ def test_a_nested_repository_moved_keeps_the_person_s_hooks_and_config(box_or_ba
 
 # --- rt22l: git dirs known by what they hold, other repositories' linked hooks, replace refs in data files ------
 
-@pytest.mark.parametrize("name", ["backup.git", ".bare", "linked.git"])
+@pytest.mark.parametrize("name", ["backup.git", ".bare", "linked.git", "filed.git"])
 def test_a_bare_repository_in_the_work_tree_is_guarded(box_or_bare, name):
     """A local push target, or the `.bare` beside linked worktrees: its hooks run on the person's push or commit.
-    rt22o: git takes a folder whose objects/ is a link for a repository too."""
+    rt22o: git takes a folder whose objects/ is a link for a repository too; rt22p: or whose refs is a file git
+    may enter (it only asks access())."""
     box = box_or_bare
     make_repo(box)
     assert git(box, "init", "-q", "--bare", name).returncode == 0
     if name == "linked.git":
         (box / name / "objects").rename(box / "objs")
         (box / name / "objects").symlink_to("../objs")
+    if name == "filed.git":
+        shutil.rmtree(box / name / "refs")
+        (box / name / "refs").write_text("")
+        (box / name / "refs").chmod(0o755)
+        assert git(box / name, "rev-parse", "--git-dir").stdout.strip() == ".", "git takes it for a repository"
     output, _ = sh(f"printf '#!/bin/sh\\ntouch PWNED\\n' > {name}/hooks/pre-receive; echo planted")
     assert "planted" in output and not (box / name / "hooks" / "pre-receive").exists(), output
+
+
+def test_a_template_folder_git_config_names_is_guarded(box_or_bare):
+    """rt22p: init.templateDir's hooks are copied into each repository the person clones or makes later, and run."""
+    box = box_or_bare
+    make_repo(box)
+    git(box, "config", "init.templateDir", "tpl")
+    output, _ = sh("mkdir -p tpl/hooks && echo 'touch PWNED' > tpl/hooks/post-checkout; echo planted")
+    assert "planted" in output and not (box / "tpl" / "hooks" / "post-checkout").exists(), output
+
+
+def test_a_new_repository_keeps_no_hook_your_relative_hooks_path_names(box_or_bare, tmp_path_factory, monkeypatch):
+    """rt22p: with your core.hooksPath = .githooks, a repository made in the same command as its .githooks had the
+    plant taken for its starting point. What the command made goes; a project's older .githooks stays."""
+    box = box_or_bare
+    make_repo(box)
+    config = tmp_path_factory.mktemp("config") / "gitconfig"
+    config.write_text("[core]\n\thooksPath = .githooks\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    plant = "mkdir -p {0}/.githooks && echo 'touch PWNED' > {0}/.githooks/pre-commit && git init -q {0}; echo planted"
+    output, _ = sh(plant.format("vendor/x"))
+    assert "planted" in output and not (box / "vendor" / "x" / ".githooks" / "pre-commit").exists(), output
+    assert "vendor/x/.githooks" in output, output
+    (box / "old" / ".githooks").mkdir(parents=True)                 # a project's own, from before KeSi started
+    (box / "old" / ".githooks" / "pre-commit").write_text("#!/bin/sh\necho ours\n")
+    monkeypatch.setattr(kesi, "KESI_STARTED", time.time() + 1)
+    output, _ = sh("git init -q old; echo made")
+    assert "made" in output and (box / "old" / ".githooks" / "pre-commit").exists(), output
 
 
 def test_the_script_a_nested_repositorys_hook_links_to_is_guarded(box_or_bare):
