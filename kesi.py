@@ -7279,7 +7279,7 @@ def rewind(argument: str, history: list[dict]) -> None:
     todo = files_to_restore(entries[entries.index(turn):]) if how in ("f", "b") else []
     if how in ("c", "b"):
         ui(f"    conversation: back to {turn['index']} messages (from {len(history)})")
-    for entry in [e for e in read_audit_entries(500)[0] if "started" in e and e["at"] >= turn["turn"][:19]]:
+    for entry in [e for e in audit_entries_since(turn["turn"][:19]) if "started" in e]:
         ui(f"    not covered: what this command changed stays: $ {one_line(shorten(str(entry.get('command')), 90))}")
     if not (todo or how in ("c", "b")) or not confirmed(f"  Restore this, as it was just before turn {pick}? [y/N] "):
         ui("  (nothing restored)")
@@ -7294,6 +7294,14 @@ def rewind(argument: str, history: list[dict]) -> None:
         restore_todos(history)
         save_session(history)
         ui(f"  conversation rewound to just before turn {pick} ({len(history)} messages)")
+
+
+def audit_entries_since(moment: str) -> list[dict]:
+    """Every audit entry from moment on, read back from the log's end as far as that takes (refusals count too)."""
+    limit = 500
+    while len(entries := read_audit_entries(limit)[0]) == limit and entries[0].get("at", "") >= moment:
+        limit *= 4
+    return [entry for entry in entries if entry.get("at", "") >= moment]
 
 
 def files_to_restore(entries: list[dict]) -> list[tuple[str, bytes | None, bytes | None]]:

@@ -203,3 +203,13 @@ def test_rewind_names_every_command_of_the_turns_it_undoes(ws, kesi_pty):
     script = [reply(*calls, write("tool.txt", "x")), "done"]
     shown = one_turn_then_rewind_files(ws, kesi_pty, script, "seven commands", "bypassPermissions")
     assert all(f"$ echo {n} > cmd{n}.txt" in shown for n in range(7)), shown
+
+
+def test_rewind_names_a_command_however_many_refusals_came_after_it(ws, kesi_pty):
+    """rt24g: 500 refused commands (each an audit entry) pushed the one that planted a Makefile out of the list."""
+    calls = [tool_call("run_command", {"command": "echo planted > Makefile"}),
+             *(tool_call("run_command", {"command": f"sudo true {n}"}) for n in range(520))]
+    script = [reply(*calls, write("tool.txt", "x")), "done"]
+    shown = one_turn_then_rewind_files(ws, kesi_pty, script, "many refusals", "bypassPermissions")
+    assert "$ echo planted > Makefile" in shown and "sudo true" not in shown, shown
+
