@@ -7404,12 +7404,13 @@ class McpServer:
         self.send({"id": (number := next(self.ids)), "method": method, "params": params})
         wait = self.timeout if method == "tools/call" else max(self.timeout, MCP_TIMEOUT)    # starting may take long
         deadline, noise = time.monotonic() + wait, 0
-        while True:
+        late = ConnectionError(f"it did not answer {method} within {wait:g} s")
+        while time.monotonic() < deadline:          # also when it floods notifications or requests of its own
             while b"\n" not in self.buffer:        # line by line: a server that hangs, or floods a line, ends the wait
                 if len(self.buffer) > MCP_LINE_BYTES:
                     raise ConnectionError(f"it sent a line over {MCP_LINE_BYTES:,} bytes")
                 if not select.select([self.proc.stdout], [], [], max(deadline - time.monotonic(), 0))[0]:
-                    raise ConnectionError(f"it did not answer {method} within {wait:g} s")
+                    raise late
                 if not (chunk := os.read(self.proc.stdout.fileno(), 65536)):      # it ends: its code, its stderr
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         self.proc.wait(timeout=3)
@@ -7433,6 +7434,7 @@ class McpServer:
                 if isinstance(result := message.get("result"), dict):
                     return result
                 raise ConnectionError(f"its answer to {method} holds no result object")
+        raise late
 
     def stop(self) -> None:
         if self.proc is not None:                 # its whole group: also what outlived the server itself
@@ -7475,9 +7477,11 @@ def add_mcp_servers(servers: dict, section, project: bool) -> None:
     """A name made safe with no "__" and no other's: then a rule for one server's tools never covers another's."""
     for name, config in section.items() if isinstance(section, dict) else ():
         safe = MCP_UNSAFE.sub("_", name)
-        if "__" in safe or safe in {MCP_UNSAFE.sub("_", taken) for taken in servers} or not isinstance(config, dict):
-            ui(paint(f"  (MCP server {visible(name)} not used: its settings need an object, and a name that has no "
-                     "__ and is not another server's, also with characters other than A-Z a-z 0-9 _ - as _)", "error"))
+        if "__" in safe or safe in {MCP_UNSAFE.sub("_", taken) for taken in servers} or not isinstance(config, dict) \
+                or not name.isprintable():       # it is shown in notices and questions: no line break
+            ui(paint(f"  (MCP server {one_line(name)} not used: its settings need an object, and a name that has no "
+                     "__ and is not another server's, also with characters other than A-Z a-z 0-9 _ - as _, "
+                     "and no line break or other control)", "error"))
         elif name:
             servers[name] = McpServer(name, config, project)
 

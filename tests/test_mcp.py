@@ -19,7 +19,7 @@ from test_permissions import KESI, child_env
 from test_terminal_ux import leave
 
 # Modes (argv[1]): ok; crash (exits in tools/call); garbage (a flood of non-JSON lines); hang (never answers a call);
-# deaf (stops reading after its tools/list).
+# chatty (a flood of notifications instead of the answer); deaf (stops reading after its tools/list).
 SERVER = r'''
 import json, os, sys, time
 MODE, STARTED_IN = sys.argv[1], os.getcwd()
@@ -58,6 +58,8 @@ for line in sys.stdin:
             sys.exit(3)
         if MODE == "hang":
             time.sleep(600)
+        if MODE == "chatty":                # valid messages, never the answer, faster than KeSi reads them
+            os.execvp("yes", ["yes", '{"jsonrpc": "2.0", "method": "notifications/progress"}'])
         if MODE == "garbage":
             for _ in range(300):
                 print("not json at all", flush=True)
@@ -183,6 +185,16 @@ def test_the_server_runs_in_the_sandbox(box, mcp, user_settings, tmp_path_factor
     assert not near_error and (box / "inside.txt").read_text() == "written by the MCP server"
     answers = [json.loads(line) for line in (box / "answers.jsonl").read_text().splitlines()]
     assert answers == [{"jsonrpc": "2.0", "id": "s1", "error": {"code": -32601, "message": "Method not found"}}] * 4
+
+
+def test_a_server_that_floods_notifications_is_stopped_at_its_timeout(box, mcp, user_settings):
+    """rt24g: the timeout was only checked while no line came, so endless valid notifications hung KeSi."""
+    user_settings({"mcpServers": {"chatty": server("chatty", timeout=1), "bad\nname": server()}})
+    code, out, mock = mcp(["--permission-mode", "bypassPermissions"],
+                          [echo("mcp__chatty__echo"), "KeSi went on"])
+    assert code == 0 and "KeSi went on" in out, out
+    assert "chatty failed: it did not answer tools/call within 1 s" in results(mock)[0][0]
+    assert "(MCP server bad\\nname not used:" in out and "no line break" in out, out
 
 
 def test_a_server_that_crashes_floods_or_hangs_gives_a_clear_error_and_kesi_goes_on(box, mcp, user_settings):
