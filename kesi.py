@@ -4388,8 +4388,7 @@ def runs_only_git(command: str) -> bool:
 
 @functools.lru_cache(maxsize=8)     # pure, and asked up to 3 times per command (argv, environment, its result)
 def plain_git_operands(command: str) -> tuple[str, ...] | None:
-    """Every part `git <built-in>` at the top, no option running a program or writing a file, redirection or glob?
-    Then the words after each subcommand; else None."""
+    """The words after each `git <built-in>` if it runs only those: no glob, redirection, option that runs or writes."""
     command = HARMLESS_REDIRECTION.sub(" ", command)
     expands = set(shell_expansions(command)) & set("$`()<>*?[") or re.search(r"(^|\s)~|\{[^{}]*(,|\.\.)", command)
     segments = None if control_characters(command) or expands else command_segments(command)
@@ -4425,8 +4424,7 @@ def top_git_dir() -> Path:
 
 
 def git_code_paths() -> list[Path]:
-    """Paths outside .git/hooks git takes code from: what config names, each link on the way of any repository's hooks
-    (the top's, nested ones', their submodules' and worktrees'), and a hooks folder that is itself a link."""
+    """Paths outside .git/hooks git takes code from: what configs name, each link on the way of any hooks folder."""
     named, targets = paths_git_config_names(), []
     git_dirs = [top_git_dir(), *(BASE_DIR / repo for repo in nested_repositories())]
     hooks = [folder / "hooks" for git_dir in git_dirs for folder in [git_dir, *folders_below_git_dir(git_dir)]]
@@ -4802,7 +4800,7 @@ def disarm_repository(repo: str) -> list[str]:
 def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
     removed, names = [], set(os.listdir(fd))
     if depth and "HEAD" not in names:      # modules/a of a submodule named a/b: a folder of git dirs, any deep
-        return [item for name in names for item in disarm_git_dir_at(fd, name, f"{shown}/{name}", depth + 1)]
+        return disarm_git_dirs_in(fd, shown, depth + 1)
     planted = names & {"commondir", "config.worktree"}
     try:                                  # in the hooks folder, all but the samples git writes
         with opened("hooks", FOLDER_FLAGS, fd) as hooks:
@@ -4818,16 +4816,16 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
     removed += disarm_config(fd, shown) if "config" in names else []
     for inner in ("modules", "worktrees") if depth < MAX_GIT_DEPTH else ():    # their git dirs' configs run code too
         with contextlib.suppress(OSError), opened(inner, FOLDER_FLAGS, fd) as inner_fd:
-            removed += [item for name in os.listdir(inner_fd)
-                        for item in disarm_git_dir_at(inner_fd, name, f"{shown}/{inner}/{name}", depth + 1)]
+            removed += disarm_git_dirs_in(inner_fd, f"{shown}/{inner}", depth + 1)
     return removed
 
 
-def disarm_git_dir_at(folder_fd: int, name: str, shown: str, depth: int) -> list[str]:
-    if depth <= MAX_GIT_DEPTH:
+def disarm_git_dirs_in(folder_fd: int, shown: str, depth: int) -> list[str]:
+    removed = []
+    for name in os.listdir(folder_fd) if depth <= MAX_GIT_DEPTH else ():
         with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, folder_fd) as sub:
-            return disarm_git_dir(sub, shown, depth)
-    return []
+            removed += disarm_git_dir(sub, f"{shown}/{name}", depth)
+    return removed
 
 
 def disarm_config(fd: int, shown: str) -> list[str]:
@@ -5153,12 +5151,11 @@ def relay_back(upstream, client, sent: threading.Event) -> None:
     watch = select.poll()
     watch.register(upstream, select.POLLIN)
     watch.register(client, 0)                        # POLLHUP and POLLERR are always reported
-    heard, done_sending = time.monotonic(), False
+    heard = time.monotonic()
     with contextlib.suppress(OSError):
         while True:
-            ready = dict(watch.poll(1000))
-            if sent.is_set() and not done_sending:
-                heard, done_sending = time.monotonic(), True
+            ready, done_sending = dict(watch.poll(1000)), sent.is_set()
+            heard = heard if done_sending else time.monotonic()      # silence counts from the client's last byte
             if client.fileno() in ready or done_sending and time.monotonic() - heard > PROXY_LINGER_SECONDS:
                 upstream.shutdown(socket.SHUT_RDWR)  # ends relay() too, even inside a blocked sendall
                 break
@@ -5285,6 +5282,7 @@ def forwarder_python() -> str | None:
 
 # Runs inside the sandbox as pid 1 (bwrap --as-pid-1), argv: port, socket, command (started once it listens). As init it
 # outlives the grace wrapper's "kill -1" (background jobs keep the network), reaps orphans, and passes on the exit code.
+# Its relay is the proxy's own, one logic on both sides of the socket.
 PROXY_FORWARDER = """
 import contextlib, ctypes, os, signal, socket, sys, threading
 # Die with bwrap, as --die-with-parent means: without asking again here, this pid 1 once outlived a SIGKILLed KeSi.
@@ -5293,13 +5291,7 @@ written, path, command = sys.argv[1], sys.argv[2], sys.argv[3:]
 # A port the kernel picks: in the shared network a server left running could take a fixed one, and see all requests.
 listener = socket.create_server(("127.0.0.1", 0))
 port = str(listener.getsockname()[1])
-def relay(source, target):
-    with contextlib.suppress(OSError):
-        while data := source.recv(65536):
-            target.sendall(data)
-    with contextlib.suppress(OSError):
-        target.shutdown(socket.SHUT_WR)
-def serve(client):
+""" + inspect.getsource(relay) + """def serve(client):
     with client, socket.socket(socket.AF_UNIX) as proxy, contextlib.suppress(OSError):
         proxy.connect(path)
         back = threading.Thread(target=relay, args=(proxy, client), daemon=True)
