@@ -316,6 +316,12 @@ class PathRefused(Exception):
         super().__init__("off-limits" if off_limits else "outside the jail or missing")
         self.off_limits, self.missing, self.hint = off_limits, missing, hint   # hint: said after the refusal
 
+    def text(self, path, verb: str, advice: str = "") -> str:
+        """The tool's error for the model: what cannot be done to path, and why."""
+        if self.off_limits:
+            return f"Error: {path} is off-limits to tools and cannot be {verb}.{self.hint}"
+        return f"Error: {path} was not found or is outside the working directory.{advice}"
+
 
 @dataclass
 class JailEntry(contextlib.AbstractContextManager):   # `with locate(...) as entry` closes its folder
@@ -521,10 +527,8 @@ def check_readable(file_path, verb: str = "read"):
                 return None, None, f"Error: {file_path} is not a regular text file.{hint}"
             return open_regular_file(entry), entry.path, None
     except PathRefused as refused:
-        if refused.off_limits:
-            return None, None, f"Error: {file_path} is off-limits to tools and cannot be {verb}.{refused.hint}"
-        return None, None, (f"Error: {file_path} was not found, or it is outside the working directory. "
-                            "Use a path relative to the working directory; list_files or glob show what exists.")
+        return None, None, refused.text(file_path, verb, " Use a path relative to the working directory; "
+                                        "list_files or glob show what exists.")
     except OSError as exc:        # swapped for a link or a FIFO since the walk
         return None, None, f"Error: could not read {file_path}: {exc.strerror or exc}"
 
@@ -682,9 +686,7 @@ def list_files(path="."):
                 return f"Error: {path} is not a directory (use read_file for files).", True
             entries = sorted(walk_tree(open_folder(entry), max_depth=1))    # without ignored names and git dirs
     except PathRefused as refused:
-        if refused.off_limits:
-            return f"Error: {path} is off-limits to tools.{refused.hint}", True
-        return f"Error: directory {path} was not found or is outside the working directory.", True
+        return refused.text(path, "listed"), True
     except OSError as exc:
         return f"Error: could not list {path}: {exc.strerror or exc}", True
     folder = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
@@ -765,11 +767,8 @@ GLOB_SPEC = spec(
 
 def glob_files(pattern):
     """The glob tool; it walks the tree itself to prune ignored folders instead of scanning node_modules."""
-    if not isinstance(pattern, str) or not pattern.strip():
-        return "Error: pattern must be a non-empty glob such as *.py or src/**/*.ts.", True
-    pattern = pattern.strip()
-    if Path(pattern) == Path("."):
-        return "Error: pattern must name files, for example **/*.py.", True
+    if not isinstance(pattern, str) or Path(pattern := pattern.strip()) == Path("."):     # "", " " and "./" too
+        return "Error: pattern must name files, such as *.py or src/**/*.ts.", True
     if is_outside_pattern(pattern):
         return "Error: pattern must be relative to the working directory (no ~, absolute paths or '..').", True
     dirs_only = pattern.endswith("/")          # "src/*/" means folders, as in pathlib
@@ -979,7 +978,7 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
 
 def write_refusal(file_path: str, refusal: PathRefused | None = None) -> str:
     if refusal and refusal.off_limits:
-        return f"Error: {file_path} is off-limits to tools and cannot be written.{refusal.hint}"
+        return refusal.text(file_path, "written")
     if isinstance(cause := refusal and refusal.__cause__, OSError):    # mkdir failed, or a file is in a folder's place
         return f"Error: could not create the folder for {file_path}: {cause.strerror or cause}"
     return f"Error: writing to {file_path} is not allowed. Use a path relative to the working directory, inside it."
@@ -1088,9 +1087,7 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
                 return f"Error: {path} is neither a file nor a directory.", True
             start_fd = open_folder(entry) if folder else open_regular_fd(entry)
     except PathRefused as refused:
-        if refused.off_limits:
-            return f"Error: {path} is off-limits to tools and cannot be searched.{refused.hint}", True
-        return f"Error: {path} was not found or is outside the working directory.", True
+        return refused.text(path, "searched"), True
     except OSError:
         return f"Error: {path} is neither a file nor a directory.", True
     try:
@@ -2481,7 +2478,7 @@ SUB_AGENT = Agent("sub-agent", ("read_file", "list_files", "glob", "grep"), rule
 
 VERSION = "0.1.0"
 BANNER = "KeSi, a small coding agent. /help lists commands, /exit leaves."
-NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your environment or in ~/.config/kesi/env, "
+NO_KEY = ("an Anthropic API key is needed. Set ANTHROPIC_API_KEY in your environment or in ~/.config/kesi/env, "
           "or put the line ANTHROPIC_API_KEY=sk-ant-... in a .env file in this folder (see .env.example).")
 
 
@@ -2777,8 +2774,7 @@ def main(argv=None) -> int:
     except SettingError as exc:
         return refuse_to_start(visible(exc))
     if not (settings.api_key or settings.auth_token):
-        print(NO_KEY, file=sys.stderr)
-        return 2
+        return refuse_to_start(NO_KEY)
     CLIENT = LazyClient(settings)
     if MAX_TOKENS and MAX_TOKENS > (most := model_limits(MODEL)[1] or MAX_TOKENS):   # the Models API if set
         return refuse_to_start(f"KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(MODEL)} can write "
