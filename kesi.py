@@ -706,10 +706,11 @@ def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
     return None
 
 
-def capped_listing(items: list[str], cap: int) -> str:
+def capped_listing(items: list[str], cap: int, total: int | None = None, count: str = "") -> str:
+    """The first cap items, then how many there are (count: said instead of '{total} entries in total')."""
     shown = "\n".join(items[:cap])
-    if len(items) > cap:
-        shown += f"\n({len(items)} entries in total; showing the first {cap}. Narrow the path or pattern.)"
+    if (total := len(items) if total is None else total) > cap:
+        shown += f"\n({count or f'{total} entries in total'}; showing the first {cap}. Narrow the path or pattern.)"
     return shown
 
 
@@ -1106,11 +1107,8 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
     finally:
         os.close(start_fd)
     if total:
-        shown = "\n".join(lines)
-        if total > len(lines):
-            more = f"{total:,}" if total < MAX_COUNTED_LINES else f"more than {MAX_COUNTED_LINES:,}"
-            shown += f"\n({more} matching lines; showing the first {len(lines)}. Narrow the search.)"
-        return shown, False
+        more = f"{total:,}" if total < MAX_COUNTED_LINES else f"more than {MAX_COUNTED_LINES:,}"
+        return capped_listing(lines, MAX_SEARCH_LINES, total, f"{more} matching lines"), False
     if code == 1 or code == 0:
         return f"No matches for {pattern}.", False
     return f"Search failed: {stderr.strip()[:MAX_ERROR_CHARS] or 'rg gave no error message'}", True
