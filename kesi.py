@@ -810,18 +810,17 @@ def diff_lines(old: str, new: str) -> str:
 
 
 @dataclass
-class Edit:
-    """An edit worked out but not yet written: what edit_file will do."""
-    file_path: str       # as the model wrote it, for the messages
+class Write:
+    """A change of edit_file or write_file worked out but not yet written; apply_write writes both."""
+    file_path: str          # as the model wrote it, for the messages
     target: Path
-    data: bytes          # the file as read (its digest guards the write)
-    old: str             # its text, and the text after the edit: the question shows their diff
+    old: str                # the current text ("" for a new file), and the new: the question shows their diff
     new: str
-    first: int           # where the first replacement starts
-    count: int
+    expected: bytes | None  # digest of the file as read, which guards the write; None: create a new file
+    done: str = ""          # what an edit says once written
 
 
-def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edit | None, str | None]:
+def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Write | None, str | None]:
     """Check an edit_file call and compute its result, touching nothing: (edit, None) or (None, error)."""
     if not all(isinstance(v, str) for v in (file_path, old_string, new_string)):
         return None, "Error: file_path, old_string and new_string must all be strings."
@@ -859,7 +858,11 @@ def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edi
         if error:
             return None, error
         count, updated = 1, content[:first] + new_string + content[first + len(old_string):]
-    return Edit(file_path, target, data, content, updated, first, count), None
+    before = content[:first]            # LF, CR and CRLF each end one line
+    line = before.count("\n") + before.count("\r") - before.count("\r\n") + 1
+    done = (f"Replaced {count} occurrences in {file_path} (first starting at line {line})." if count > 1
+            else f"Edited {file_path} (starting at line {line}).")
+    return Write(file_path, target, content, updated, file_digest(data), done), None
 
 
 EDIT_FILE_SPEC = spec(
@@ -874,19 +877,7 @@ EDIT_FILE_SPEC = spec(
 
 def edit_file(file_path, old_string, new_string, replace_all=False):
     edit, error = plan_edit(file_path, old_string, new_string, replace_all)
-    return (error, True) if error else apply_edit(edit)
-
-
-def apply_edit(edit: Edit):
-    """Write an edit planned by plan_edit (the permission prompt showed its diff)."""
-    if error := replace_existing_file(edit.target, edit.new.encode("utf-8"), file_digest(edit.data)):
-        return error, True
-    READ_VERSIONS.pop(edit.target, None)
-    before = edit.old[:edit.first]            # LF, CR and CRLF each end one line
-    line = before.count("\n") + before.count("\r") - before.count("\r\n") + 1
-    if edit.count > 1:
-        return f"Replaced {edit.count} occurrences in {edit.file_path} (first starting at line {line}).", False
-    return f"Edited {edit.file_path} (starting at line {line}).", False
+    return (error, True) if error else apply_write(edit)
 
 
 CHANGED_SINCE_READ = ("Error: the file changed after you read it. Read it again with "
@@ -932,16 +923,6 @@ def replace_existing_file(target: Path, data: bytes, expected_digest: bytes) -> 
     except OSError as exc:
         return f"Error: could not write {relative(target)}: {exc.strerror or exc}"
     return None
-
-
-@dataclass
-class Write:
-    """A write_file call worked out but not yet done."""
-    file_path: str
-    target: Path
-    old: str               # the current text ("" for a new file), and the new: the question shows their diff
-    new: str
-    expected: bytes | None  # digest of the file the model read; None: create a new file
 
 
 WRITE_FILE_SPEC = spec(
@@ -1004,21 +985,21 @@ def plan_overwrite(file_path: str, entry: JailEntry, content: str) -> tuple[Writ
 
 
 def apply_write(write: Write):
-    """Walk the path again, making folders; create the file (O_EXCL) or replace only the one the plan saw."""
+    """Walk the path again (making folders for a new file); create it (O_EXCL) or replace only the one the plan saw."""
     file_path, data = write.file_path, write.new.encode("utf-8")
     try:
-        with locate(file_path, make_folders=True) as entry:
+        with locate(file_path, make_folders=write.expected is None) as entry:
             if entry.path != write.target:
                 return write_refusal(file_path), True
             if write.expected is None:
                 return create_file(file_path, entry, data)
-    except PathRefused as refusal:
-        return write_refusal(file_path, refusal), True
+    except PathRefused as refusal:      # missing: the file an edit or overwrite saw has gone since
+        return (CHANGED_SINCE_READ if refusal.missing else write_refusal(file_path, refusal)), True
     if file_digest(data) == write.expected:
         return f"{file_path} already has exactly this content; nothing was written.", False
     error = replace_existing_file(write.target, data, write.expected)
     READ_VERSIONS.pop(write.target, None)
-    return (error, True) if error else (f"Overwrote {file_path} ({len(data)} bytes).", False)
+    return (error, True) if error else (write.done or f"Overwrote {file_path} ({len(data)} bytes).", False)
 
 
 def create_file(file_path: str, entry: JailEntry, data: bytes):
@@ -2388,7 +2369,7 @@ class Verdict:
     plan: object = None   # allow: a file tool's change, worked out once for the diff and the write
 
 
-PLANNED_TOOLS = {"edit_file": (lambda a: plan_edit(**a), apply_edit),     # planned before the question, applied after
+PLANNED_TOOLS = {"edit_file": (lambda a: plan_edit(**a), apply_write),     # planned before the question, applied after
                  "write_file": (lambda a: plan_write(**a), apply_write)}
 
 
