@@ -967,21 +967,19 @@ def write_refusal(file_path: str, refusal: PathRefused | None = None) -> str:
 
 
 def plan_overwrite(file_path: str, entry: JailEntry, content: str) -> tuple[Write | None, str | None]:
-    target = entry.path
     if not stat.S_ISREG(entry.info.st_mode):
         return None, f"Error: {file_path} exists and is not a regular file; it cannot be overwritten."
-    if (expected := READ_VERSIONS.get(target)) is None:
+    if (expected := READ_VERSIONS.get(entry.path)) is None:
         return None, (f"Error: {file_path} already exists. Read it in full with read_file before "
                       "overwriting it (or use edit_file for a small change).")
     try:
-        current = read_entry(entry)
+        current, problem = read_entry(entry), CHANGED_SINCE_READ
     except OSError as exc:
-        READ_VERSIONS.pop(target, None)
-        return None, f"Error: could not check the current content of {file_path}: {exc.strerror or exc}"
-    if file_digest(current) != expected:
-        READ_VERSIONS.pop(target, None)
-        return None, CHANGED_SINCE_READ
-    return Write(file_path, target, current.decode("utf-8", "replace"), content, expected), None
+        current, problem = None, f"Error: could not check the current content of {file_path}: {exc.strerror or exc}"
+    if current is None or file_digest(current) != expected:
+        READ_VERSIONS.pop(entry.path, None)       # the version read is no longer what is there
+        return None, problem
+    return Write(file_path, entry.path, current.decode("utf-8", "replace"), content, expected), None
 
 
 def apply_write(write: Write):
@@ -2369,15 +2367,14 @@ class Verdict:
     plan: object = None   # allow: a file tool's change, worked out once for the diff and the write
 
 
-PLANNED_TOOLS = {"edit_file": (lambda a: plan_edit(**a), apply_write),     # planned before the question, applied after
-                 "write_file": (lambda a: plan_write(**a), apply_write)}
+PLANNED_TOOLS = {"edit_file": plan_edit, "write_file": plan_write}   # planned before the question, applied after
 
 
 def judge_call(name: str, tool_input, agent: Agent) -> Verdict:
     """Whether a call could run at all (if not, refused unasked with the tool's reason), then whether it may."""
     if problem := argument_problem(name, tool_input, agent):
         return Verdict("cannot", problem)
-    plan, error = PLANNED_TOOLS[name][0](tool_input) if name in PLANNED_TOOLS else (None, None)
+    plan, error = PLANNED_TOOLS[name](**tool_input) if name in PLANNED_TOOLS else (None, None)
     if error:
         return Verdict("cannot", error)
     allowed, refusal = hooked_permission(name, tool_input, plan)     # PreToolUse hooks first (Part VIII)
@@ -2442,7 +2439,7 @@ def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
     """Run a checked call (or apply its plan); an exception becomes a result."""
     try:
         keep_checkpoint(plan)             # a file tool's target as it was, for /rewind (Part VIII)
-        output, is_error = PLANNED_TOOLS[name][1](plan) if plan is not None else tool_table()[1][name](**tool_input)
+        output, is_error = apply_write(plan) if plan is not None else tool_table()[1][name](**tool_input)
     except Exception as exc:       # not KeyboardInterrupt: the user wants control back, it is no tool failure
         output, is_error = f"Error: {name} failed: {type(exc).__name__}: {exc}", True
     return output if isinstance(output, list) else utf8_safe(str(output)), bool(is_error)   # list: an image
