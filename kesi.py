@@ -1704,12 +1704,10 @@ def check_command_permission(command, background: bool = False, escalate=None) -
         note_approval(command, f"refused by {mode}", background)
         return refuse(f"{mode} ({reason})", f"Error: KeSi is in {mode}; this command needs approval ({reason}).")
     rules = [] if leaving else list(dict.fromkeys(rule for _, _, rule in unruled if rule))
-    if leaving:
-        question = Question(f"run command {ESCALATION_LEVELS[escalate]}: {command}",
-                            "the model asked to leave the sandbox", always="this exact command, for this session")
-    else:
-        question = Question(f"run command{' in the background' * background}: {command}", reason,
-                            always=", ".join(rules) or None)
+    question = (Question(f"run command {ESCALATION_LEVELS[escalate]}: {command}", "the model asked to leave the "
+                         "sandbox", always="this exact command, for this session") if leaving else
+                Question(f"run command{' in the background' * background}: {command}", reason,
+                         always=", ".join(rules) or None))
     allowed, remember = ask_user(question)
     if allowed and leaving:          # leaving the sandbox is its own question, whatever the mode
         grant_escalation(key, escalate, remember)
