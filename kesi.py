@@ -706,11 +706,12 @@ def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
     return None
 
 
-def capped_listing(items: list[str], cap: int, total: int | None = None, count: str = "") -> str:
-    """The first cap items, then how many there are (count: said instead of '{total} entries in total')."""
+def capped_listing(items: list[str], cap: int, count: str = "") -> str:
+    """The first cap items, then how many there are (count: said instead of 'N entries in total')."""
     shown = "\n".join(items[:cap])
-    if (total := len(items) if total is None else total) > cap:
-        shown += f"\n({count or f'{total} entries in total'}; showing the first {cap}. Narrow the path or pattern.)"
+    if len(items) > cap:
+        count = count or f"{len(items)} entries in total"
+        shown += f"\n({count}; showing the first {cap}. Narrow the path or pattern.)"
     return shown
 
 
@@ -1025,7 +1026,7 @@ def create_file(file_path: str, entry: JailEntry, data: bytes):
 # rg starts at a descriptor grep holds (its cwd, or stdin), so its start cannot be swapped; --no-follow: no links below.
 
 MAX_SEARCH_LINES = 100
-MAX_COUNTED_LINES = 10_000     # stop rg after this many matches; counting is enough
+MAX_COUNTED_LINES = 10_000     # stop rg after this many matches (kept: a few MB); counting is enough
 MAX_ERROR_CHARS = 2000
 GREP_TIMEOUT = 10
 RG_PATH = trusted_program("rg")   # found once, at start
@@ -1076,7 +1077,7 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
         shown_as = "" if entry.path == BASE_DIR else relative(entry.path)
         argv = grep_argv(pattern, glob, bool(ignore_case), "." if folder else "-")
         with background_tasks_paused():     # rg opens by path: no task swaps a folder for a link meanwhile
-            code, lines, total, stderr = run_rg(argv, start_fd, folder, shown_as)
+            code, lines, stderr = run_rg(argv, start_fd, folder, shown_as)
     except FileNotFoundError:
         return "Error: the rg command was not found; install ripgrep to use grep.", True
     except subprocess.TimeoutExpired:
@@ -1085,9 +1086,9 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
         return f"Error: could not run the search: {exc}", True
     finally:
         os.close(start_fd)
-    if total:
-        more = f"{total:,}" if total < MAX_COUNTED_LINES else f"more than {MAX_COUNTED_LINES:,}"
-        return capped_listing(lines, MAX_SEARCH_LINES, total, f"{more} matching lines"), False
+    if lines:
+        more = f"{len(lines):,}" if len(lines) < MAX_COUNTED_LINES else f"more than {MAX_COUNTED_LINES:,}"
+        return capped_listing(lines, MAX_SEARCH_LINES, f"{more} matching lines"), False
     if code == 1 or code == 0:
         return f"No matches for {pattern}.", False
     return f"Search failed: {stderr.strip()[:MAX_ERROR_CHARS] or 'rg gave no error message'}", True
@@ -1114,24 +1115,20 @@ def match_line(raw: bytes, folder: bool, shown_as: str, is_git) -> str | None:
     return f"{utf8_safe(name)}:{rest.decode('utf-8', errors='replace')}"
 
 
-def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple[int, list[str], int, str]:
-    """Keep rg's first lines and count the rest up to MAX_COUNTED_LINES, then stop it: bounded memory and time."""
+def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple[int, list[str], str]:
+    """rg's first MAX_COUNTED_LINES matches, then it is stopped: bounded memory and time."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, **rg_start(start_fd, folder))
     fired = threading.Event()
     timer = threading.Timer(GREP_TIMEOUT, lambda: (fired.set(), stop_process_group(proc, 0)))
     timer.start()
-    lines, total, errors = [], 0, bytearray()
+    errors = bytearray()
     is_git = functools.cache(lambda below: is_git_dir(below, start_fd))   # a few stats per folder with a match
     reader = threading.Thread(target=drain_output, args=(proc.stderr, errors, MAX_ERROR_CHARS))
     reader.start()
     try:
-        for match in filter(None, (match_line(raw, folder, shown_as, is_git) for raw in proc.stdout)):
-            total += 1
-            if len(lines) < MAX_SEARCH_LINES:
-                lines.append(match)
-            if total >= MAX_COUNTED_LINES:
-                break
+        matches = (match_line(raw, folder, shown_as, is_git) for raw in proc.stdout)
+        lines = list(itertools.islice(filter(None, matches), MAX_COUNTED_LINES))
     finally:
         timer.cancel()
         stop_process_group(proc, 0)
@@ -1140,7 +1137,7 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
         proc.stdout.close()
     if fired.is_set():
         raise subprocess.TimeoutExpired(argv, GREP_TIMEOUT)
-    return proc.returncode, lines, total, errors.decode("utf-8", errors="replace")
+    return proc.returncode, lines, errors.decode("utf-8", errors="replace")
 
 
 # ==== I.4 run_command =======================================================
