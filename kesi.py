@@ -550,11 +550,10 @@ string, integer, boolean = typed("string"), typed("integer"), typed("boolean")
 
 
 READ_FILE_SPEC = spec(
-    "read_file",
-    "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not part of the file. Returns "
-    f"up to {MAX_READ_LINES} lines; use offset and limit for more. A view marked PARTIAL is not a full read for "
-    "write_file. PNG, JPEG, GIF and WebP files come back as images; other binary files and hidden names are "
-    "refused. Read before you edit.",
+    "read_file", "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not part of the "
+    f"file. Returns up to {MAX_READ_LINES} lines; use offset and limit for more. A view marked PARTIAL is not a full "
+    "read for write_file. PNG, JPEG, GIF and WebP files come back as images; other binary files and hidden names "
+    "are refused. Read before you edit.",
     {"file_path": string("Relative path."),
      "offset": integer("First line, 1-based."), "limit": integer("Number of lines.")}, ["file_path"])
 
@@ -672,8 +671,7 @@ def read_lines(f, start: int, count: int) -> LinesRead:
 
 
 LIST_FILES_SPEC = spec(
-    "list_files",
-    f"List one directory, one level deep; folder names end with /. Hidden names are left out; at most "
+    "list_files", "List one directory, one level deep; folder names end with /. Hidden names are left out; at most "
     f"{MAX_LIST_FILES} entries.",
     {"path": string("Relative directory; omit for the working directory.")}, [])
 
@@ -761,8 +759,7 @@ def folder_entries(folder_fd: int) -> list[os.DirEntry]:
 
 
 GLOB_SPEC = spec(
-    "glob",
-    "Find files by path pattern: *.py (top level), **/*.py (any depth), src/**/test_*.ts. "
+    "glob", "Find files by path pattern: *.py (top level), **/*.py (any depth), src/**/test_*.ts. "
     f"Relative paths sorted by name, folders end with /, at most {MAX_LIST_FILES}.",
     {"pattern": string("Glob pattern, relative.")}, ["pattern"])
 
@@ -867,10 +864,9 @@ def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Wri
 
 
 EDIT_FILE_SPEC = spec(
-    "edit_file",
-    "Replace old_string with new_string in an existing text file you have read. old_string must match "
-    "exactly (whitespace included, without the line-number prefix) and occur once unless replace_all is "
-    "true; add surrounding lines to make it unique. Prefer this to write_file for partial changes.",
+    "edit_file", "Replace old_string with new_string in an existing text file you have read. old_string must match "
+    "exactly (whitespace included, without the line-number prefix) and occur once unless replace_all is true; add "
+    "surrounding lines to make it unique. Prefer this to write_file for partial changes.",
     {"file_path": string("Relative path."), "old_string": string("Exact text to replace; non-empty."),
      "new_string": string("Replacement; empty deletes."), "replace_all": boolean("Replace every occurrence.")},
     ["file_path", "old_string", "new_string"])
@@ -927,9 +923,8 @@ def replace_existing_file(target: Path, data: bytes, expected_digest: bytes) -> 
 
 
 WRITE_FILE_SPEC = spec(
-    "write_file",
-    "Create a UTF-8 text file (missing folders too) or replace a whole file. Overwriting needs a full read_file "
-    "first and is refused if the file changed since.",
+    "write_file", "Create a UTF-8 text file (missing folders too) or replace a whole file. Overwriting needs a full "
+    "read_file first and is refused if the file changed since.",
     {"file_path": string("Relative path."), "content": string("The complete text.")}, ["file_path", "content"])
 
 
@@ -1048,8 +1043,7 @@ def grep_argv(pattern: str, glob: str | None, ignore_case: bool, where: str) -> 
 
 
 GREP_SPEC = spec(
-    "grep",
-    "Search file contents with ripgrep (Rust regex, no look-around). Returns path:line:text, "
+    "grep", "Search file contents with ripgrep (Rust regex, no look-around). Returns path:line:text, "
     f"at most {MAX_SEARCH_LINES} lines; hidden names are skipped.",
     {"pattern": string("Text or regular expression."), "path": string("Relative file or folder; omit for everything."),
      "glob": string("Only files matching this glob, e.g. *.py."), "ignore_case": boolean("Ignore case.")}, ["pattern"])
@@ -1222,13 +1216,11 @@ def whole_lines(data: bytes, cut_before=False, cut_after=False, most: int | None
     return data
 
 
-RUN_COMMAND_SPEC = spec(
-    "run_command",
-    # What it is for, and cat/sed/echo on files, the rules say (SYSTEM_RULES, "Choosing tools").
-    "Run a command line with /bin/sh in the working directory; returns stdout and stderr "
-    "combined, and the exit code. No input (interactive programs fail); stopped at its timeout; "
-    "long output keeps head and tail. Each call is a fresh shell (cd and variables do not "
-    "persist: `cd sub && make`); background jobs are stopped at the end, unless run_in_background.",
+RUN_COMMAND_SPEC = spec(   # what it is for, and cat/sed/echo on files, the rules say (SYSTEM_RULES, "Choosing tools")
+    "run_command", "Run a command line with /bin/sh in the working directory; returns stdout and stderr combined, "
+    "and the exit code. No input (interactive programs fail); stopped at its timeout; long output keeps head and "
+    "tail. Each call is a fresh shell (cd and variables do not persist: `cd sub && make`); background jobs are "
+    "stopped at the end, unless run_in_background.",
     {"command": string("The shell command, e.g. python -m pytest -q"),
      "timeout": integer("Seconds; only lower than the default."),
      "run_in_background": boolean("For servers and watchers: returns a task id at once."),
@@ -1445,8 +1437,7 @@ def set_todos(todos: list[dict]) -> None:
 
 
 TODO_WRITE_SPEC = spec(
-    "todo_write",
-    "A short visible plan for multi-step work. Send the whole list each time, one item "
+    "todo_write", "A short visible plan for multi-step work. Send the whole list each time, one item "
     "in_progress; mark items completed when done. Skip for one-step tasks.",
     {"todos": {"type": "array", "description": "The full, updated list.",
                "items": {"type": "object", "additionalProperties": False, "required": ["content", "status"],
@@ -1480,9 +1471,9 @@ answer with a compact conclusion: the facts found, with file paths and line numb
 will see, so include what it needs and nothing else. You cannot change anything."""
 
 TASK_SPEC = spec(
-    "task",
-    "Hand a research question to a sub-agent with a fresh context and read-only tools (list_files, glob, grep, "
-    "read_file); only its conclusion comes back. For broad questions about a big codebase; do simple lookups yourself.",
+    "task", "Hand a research question to a sub-agent with a fresh context and read-only tools (list_files, glob, "
+    "grep, read_file); only its conclusion comes back. For broad questions about a big codebase; do simple lookups "
+    "yourself.",
     {"prompt": string("The question, with all the context it needs."),
      "description": string("A few words shown to the user.")}, ["prompt"])
 
