@@ -1442,8 +1442,7 @@ TODO_WRITE_SPEC = spec(
     {"todos": {"type": "array", "description": "The full, updated list.",
                "items": {"type": "object", "additionalProperties": False, "required": ["content", "status"],
                          "properties": {"content": string("The step."),
-                                        "status": {"type": "string", "enum": list(TODO_STATES)}}}}},
-    ["todos"])
+                                        "status": {"type": "string", "enum": list(TODO_STATES)}}}}}, ["todos"])
 
 
 def todo_write(todos):
