@@ -316,6 +316,12 @@ class PathRefused(Exception):
         super().__init__("off-limits" if off_limits else "outside the jail or missing")
         self.off_limits, self.missing, self.hint = off_limits, missing, hint   # hint: said after the refusal
 
+    def text(self, path, verb: str, advice: str = "") -> str:
+        """The tool's error for the model: what cannot be done to path, and why."""
+        if self.off_limits:
+            return f"Error: {path} is off-limits to tools and cannot be {verb}.{self.hint}"
+        return f"Error: {path} was not found or is outside the working directory.{advice}"
+
 
 @dataclass
 class JailEntry(contextlib.AbstractContextManager):   # `with locate(...) as entry` closes its folder
@@ -532,10 +538,8 @@ def check_readable(file_path, verb: str = "read"):
                 return None, None, f"Error: {file_path} is not a regular text file.{hint}"
             return open_regular_file(entry), entry.path, None
     except PathRefused as refused:
-        if refused.off_limits:
-            return None, None, f"Error: {file_path} is off-limits to tools and cannot be {verb}.{refused.hint}"
-        return None, None, (f"Error: {file_path} was not found, or it is outside the working directory. "
-                            "Use a path relative to the working directory; list_files or glob show what exists.")
+        return None, None, refused.text(file_path, verb, " Use a path relative to the working directory; "
+                                        "list_files or glob show what exists.")
     except OSError as exc:        # swapped for a link or a FIFO since the walk
         return None, None, f"Error: could not read {file_path}: {exc.strerror or exc}"
 
@@ -557,11 +561,10 @@ string, integer, boolean = typed("string"), typed("integer"), typed("boolean")
 
 
 READ_FILE_SPEC = spec(
-    "read_file",
-    "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not part of the file. Returns "
-    f"up to {MAX_READ_LINES} lines; use offset and limit for more. A view marked PARTIAL is not a full read for "
-    "write_file. PNG, JPEG, GIF and WebP files come back as images; other binary files and hidden names are "
-    "refused. Read before you edit.",
+    "read_file", "Read a UTF-8 text file. Each line comes as number, tab, text; the numbers are not part of the "
+    f"file. Returns up to {MAX_READ_LINES} lines; use offset and limit for more. A view marked PARTIAL is not a full "
+    "read for write_file. PNG, JPEG, GIF and WebP files come back as images; other binary files and hidden names "
+    "are refused. Read before you edit.",
     {"file_path": string("Relative path."),
      "offset": integer("First line, 1-based."), "limit": integer("Number of lines.")}, ["file_path"])
 
@@ -679,8 +682,7 @@ def read_lines(f, start: int, count: int) -> LinesRead:
 
 
 LIST_FILES_SPEC = spec(
-    "list_files",
-    f"List one directory, one level deep; folder names end with /. Hidden names are left out; at most "
+    "list_files", "List one directory, one level deep; folder names end with /. Hidden names are left out; at most "
     f"{MAX_LIST_FILES} entries.",
     {"path": string("Relative directory; omit for the working directory.")}, [])
 
@@ -693,9 +695,7 @@ def list_files(path="."):
                 return f"Error: {path} is not a directory (use read_file for files).", True
             entries = sorted(walk_tree(open_folder(entry), max_depth=1))    # without ignored names and git dirs
     except PathRefused as refused:
-        if refused.off_limits:
-            return f"Error: {path} is off-limits to tools.{refused.hint}", True
-        return f"Error: directory {path} was not found or is outside the working directory.", True
+        return refused.text(path, "listed"), True
     except OSError as exc:
         return f"Error: could not list {path}: {exc.strerror or exc}", True
     folder = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
@@ -715,10 +715,12 @@ def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
     return None
 
 
-def capped_listing(items: list[str], cap: int) -> str:
+def capped_listing(items: list[str], cap: int, count: str = "") -> str:
+    """The first cap items, then how many there are (count: said instead of 'N entries in total')."""
     shown = "\n".join(items[:cap])
     if len(items) > cap:
-        shown += f"\n({len(items)} entries in total; showing the first {cap}. Narrow the path or pattern.)"
+        count = count or f"{len(items)} entries in total"
+        shown += f"\n({count}; showing the first {cap}. Narrow the path or pattern.)"
     return shown
 
 
@@ -768,19 +770,15 @@ def folder_entries(folder_fd: int) -> list[os.DirEntry]:
 
 
 GLOB_SPEC = spec(
-    "glob",
-    "Find files by path pattern: *.py (top level), **/*.py (any depth), src/**/test_*.ts. "
+    "glob", "Find files by path pattern: *.py (top level), **/*.py (any depth), src/**/test_*.ts. "
     f"Relative paths sorted by name, folders end with /, at most {MAX_LIST_FILES}.",
     {"pattern": string("Glob pattern, relative.")}, ["pattern"])
 
 
 def glob_files(pattern):
     """The glob tool; it walks the tree itself to prune ignored folders instead of scanning node_modules."""
-    if not isinstance(pattern, str) or not pattern.strip():
-        return "Error: pattern must be a non-empty glob such as *.py or src/**/*.ts.", True
-    pattern = pattern.strip()
-    if Path(pattern) == Path("."):
-        return "Error: pattern must name files, for example **/*.py.", True
+    if not isinstance(pattern, str) or Path(pattern := pattern.strip()) == Path("."):     # "", " " and "./" too
+        return "Error: pattern must name files, such as *.py or src/**/*.ts.", True
     if is_outside_pattern(pattern):
         return "Error: pattern must be relative to the working directory (no ~, absolute paths or '..').", True
     dirs_only = pattern.endswith("/")          # "src/*/" means folders, as in pathlib
@@ -821,18 +819,17 @@ def diff_lines(old: str, new: str) -> str:
 
 
 @dataclass
-class Edit:
-    """An edit worked out but not yet written: what edit_file will do."""
-    file_path: str       # as the model wrote it, for the messages
+class Write:
+    """A change of edit_file or write_file worked out but not yet written; apply_write writes both."""
+    file_path: str          # as the model wrote it, for the messages
     target: Path
-    data: bytes          # the file as read (its digest guards the write)
-    old: str             # its text, and the text after the edit: the question shows their diff
+    old: str                # the current text ("" for a new file), and the new: the question shows their diff
     new: str
-    first: int           # where the first replacement starts
-    count: int
+    expected: bytes | None  # digest of the file as read, which guards the write; None: create a new file
+    done: str = ""          # what an edit says once written
 
 
-def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edit | None, str | None]:
+def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Write | None, str | None]:
     """Check an edit_file call and compute its result, touching nothing: (edit, None) or (None, error)."""
     if not all(isinstance(v, str) for v in (file_path, old_string, new_string)):
         return None, "Error: file_path, old_string and new_string must all be strings."
@@ -870,14 +867,17 @@ def plan_edit(file_path, old_string, new_string, replace_all=False) -> tuple[Edi
         if error:
             return None, error
         count, updated = 1, content[:first] + new_string + content[first + len(old_string):]
-    return Edit(file_path, target, data, content, updated, first, count), None
+    before = content[:first]            # LF, CR and CRLF each end one line
+    line = before.count("\n") + before.count("\r") - before.count("\r\n") + 1
+    done = (f"Replaced {count} occurrences in {file_path} (first starting at line {line})." if count > 1
+            else f"Edited {file_path} (starting at line {line}).")
+    return Write(file_path, target, content, updated, file_digest(data), done), None
 
 
 EDIT_FILE_SPEC = spec(
-    "edit_file",
-    "Replace old_string with new_string in an existing text file you have read. old_string must match "
-    "exactly (whitespace included, without the line-number prefix) and occur once unless replace_all is "
-    "true; add surrounding lines to make it unique. Prefer this to write_file for partial changes.",
+    "edit_file", "Replace old_string with new_string in an existing text file you have read. old_string must match "
+    "exactly (whitespace included, without the line-number prefix) and occur once unless replace_all is true; add "
+    "surrounding lines to make it unique. Prefer this to write_file for partial changes.",
     {"file_path": string("Relative path."), "old_string": string("Exact text to replace; non-empty."),
      "new_string": string("Replacement; empty deletes."), "replace_all": boolean("Replace every occurrence.")},
     ["file_path", "old_string", "new_string"])
@@ -885,19 +885,7 @@ EDIT_FILE_SPEC = spec(
 
 def edit_file(file_path, old_string, new_string, replace_all=False):
     edit, error = plan_edit(file_path, old_string, new_string, replace_all)
-    return (error, True) if error else apply_edit(edit)
-
-
-def apply_edit(edit: Edit):
-    """Write an edit planned by plan_edit (the permission prompt showed its diff)."""
-    if error := replace_existing_file(edit.target, edit.new.encode("utf-8"), file_digest(edit.data)):
-        return error, True
-    READ_VERSIONS.pop(edit.target, None)
-    before = edit.old[:edit.first]            # LF, CR and CRLF each end one line
-    line = before.count("\n") + before.count("\r") - before.count("\r\n") + 1
-    if edit.count > 1:
-        return f"Replaced {edit.count} occurrences in {edit.file_path} (first starting at line {line}).", False
-    return f"Edited {edit.file_path} (starting at line {line}).", False
+    return (error, True) if error else apply_write(edit)
 
 
 CHANGED_SINCE_READ = ("Error: the file changed after you read it. Read it again with "
@@ -945,20 +933,9 @@ def replace_existing_file(target: Path, data: bytes, expected_digest: bytes) -> 
     return None
 
 
-@dataclass
-class Write:
-    """A write_file call worked out but not yet done."""
-    file_path: str
-    target: Path
-    old: str               # the current text ("" for a new file), and the new: the question shows their diff
-    new: str
-    expected: bytes | None  # digest of the file the model read; None: create a new file
-
-
 WRITE_FILE_SPEC = spec(
-    "write_file",
-    "Create a UTF-8 text file (missing folders too) or replace a whole file. Overwriting needs a full read_file "
-    "first and is refused if the file changed since.",
+    "write_file", "Create a UTF-8 text file (missing folders too) or replace a whole file. Overwriting needs a full "
+    "read_file first and is refused if the file changed since.",
     {"file_path": string("Relative path."), "content": string("The complete text.")}, ["file_path", "content"])
 
 
@@ -990,46 +967,44 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
 
 def write_refusal(file_path: str, refusal: PathRefused | None = None) -> str:
     if refusal and refusal.off_limits:
-        return f"Error: {file_path} is off-limits to tools and cannot be written.{refusal.hint}"
+        return refusal.text(file_path, "written")
     if isinstance(cause := refusal and refusal.__cause__, OSError):    # mkdir failed, or a file is in a folder's place
         return f"Error: could not create the folder for {file_path}: {cause.strerror or cause}"
     return f"Error: writing to {file_path} is not allowed. Use a path relative to the working directory, inside it."
 
 
 def plan_overwrite(file_path: str, entry: JailEntry, content: str) -> tuple[Write | None, str | None]:
-    target = entry.path
     if not stat.S_ISREG(entry.info.st_mode):
         return None, f"Error: {file_path} exists and is not a regular file; it cannot be overwritten."
-    if (expected := READ_VERSIONS.get(target)) is None:
+    if (expected := READ_VERSIONS.get(entry.path)) is None:
         return None, (f"Error: {file_path} already exists. Read it in full with read_file before "
                       "overwriting it (or use edit_file for a small change).")
     try:
-        current = read_entry(entry)
+        current, problem = read_entry(entry), CHANGED_SINCE_READ
     except OSError as exc:
-        READ_VERSIONS.pop(target, None)
-        return None, f"Error: could not check the current content of {file_path}: {exc.strerror or exc}"
-    if file_digest(current) != expected:
-        READ_VERSIONS.pop(target, None)
-        return None, CHANGED_SINCE_READ
-    return Write(file_path, target, current.decode("utf-8", "replace"), content, expected), None
+        current, problem = None, f"Error: could not check the current content of {file_path}: {exc.strerror or exc}"
+    if current is None or file_digest(current) != expected:
+        READ_VERSIONS.pop(entry.path, None)       # the version read is no longer what is there
+        return None, problem
+    return Write(file_path, entry.path, current.decode("utf-8", "replace"), content, expected), None
 
 
 def apply_write(write: Write):
-    """Walk the path again, making folders; create the file (O_EXCL) or replace only the one the plan saw."""
+    """Walk the path again (making folders for a new file); create it (O_EXCL) or replace only the one the plan saw."""
     file_path, data = write.file_path, write.new.encode("utf-8")
     try:
-        with locate(file_path, make_folders=True) as entry:
+        with locate(file_path, make_folders=write.expected is None) as entry:
             if entry.path != write.target:
                 return write_refusal(file_path), True
             if write.expected is None:
                 return create_file(file_path, entry, data)
-    except PathRefused as refusal:
-        return write_refusal(file_path, refusal), True
+    except PathRefused as refusal:      # missing: the file an edit or overwrite saw has gone since
+        return (CHANGED_SINCE_READ if refusal.missing else write_refusal(file_path, refusal)), True
     if file_digest(data) == write.expected:
         return f"{file_path} already has exactly this content; nothing was written.", False
     error = replace_existing_file(write.target, data, write.expected)
     READ_VERSIONS.pop(write.target, None)
-    return (error, True) if error else (f"Overwrote {file_path} ({len(data)} bytes).", False)
+    return (error, True) if error else (write.done or f"Overwrote {file_path} ({len(data)} bytes).", False)
 
 
 def create_file(file_path: str, entry: JailEntry, data: bytes):
@@ -1057,7 +1032,7 @@ def create_file(file_path: str, entry: JailEntry, data: bytes):
 # rg starts at a descriptor grep holds (its cwd, or stdin), so its start cannot be swapped; --no-follow: no links below.
 
 MAX_SEARCH_LINES = 100
-MAX_COUNTED_LINES = 10_000     # stop rg after this many matches; counting is enough
+MAX_COUNTED_LINES = 10_000     # stop rg after this many matches (kept: a few MB); counting is enough
 MAX_ERROR_CHARS = 2000
 GREP_TIMEOUT = 10
 RG_PATH = trusted_program("rg")   # found once, at start
@@ -1079,8 +1054,7 @@ def grep_argv(pattern: str, glob: str | None, ignore_case: bool, where: str) -> 
 
 
 GREP_SPEC = spec(
-    "grep",
-    "Search file contents with ripgrep (Rust regex, no look-around). Returns path:line:text, "
+    "grep", "Search file contents with ripgrep (Rust regex, no look-around). Returns path:line:text, "
     f"at most {MAX_SEARCH_LINES} lines; hidden names are skipped.",
     {"pattern": string("Text or regular expression."), "path": string("Relative file or folder; omit for everything."),
      "glob": string("Only files matching this glob, e.g. *.py."), "ignore_case": boolean("Ignore case.")}, ["pattern"])
@@ -1099,9 +1073,7 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
                 return f"Error: {path} is neither a file nor a directory.", True
             start_fd = open_folder(entry) if folder else open_regular_fd(entry)
     except PathRefused as refused:
-        if refused.off_limits:
-            return f"Error: {path} is off-limits to tools and cannot be searched.{refused.hint}", True
-        return f"Error: {path} was not found or is outside the working directory.", True
+        return refused.text(path, "searched"), True
     except OSError:
         return f"Error: {path} is neither a file nor a directory.", True
     try:
@@ -1110,7 +1082,7 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
         shown_as = "" if entry.path == BASE_DIR else relative(entry.path)
         argv = grep_argv(pattern, glob, bool(ignore_case), "." if folder else "-")
         with background_tasks_paused():     # rg opens by path: no task swaps a folder for a link meanwhile
-            code, lines, total, stderr = run_rg(argv, start_fd, folder, shown_as)
+            code, lines, stderr = run_rg(argv, start_fd, folder, shown_as)
     except FileNotFoundError:
         return "Error: the rg command was not found; install ripgrep to use grep.", True
     except subprocess.TimeoutExpired:
@@ -1119,12 +1091,9 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
         return f"Error: could not run the search: {exc}", True
     finally:
         os.close(start_fd)
-    if total:
-        shown = "\n".join(lines)
-        if total > len(lines):
-            more = f"{total:,}" if total < MAX_COUNTED_LINES else f"more than {MAX_COUNTED_LINES:,}"
-            shown += f"\n({more} matching lines; showing the first {len(lines)}. Narrow the search.)"
-        return shown, False
+    if lines:
+        more = f"{len(lines):,}" if len(lines) < MAX_COUNTED_LINES else f"more than {MAX_COUNTED_LINES:,}"
+        return capped_listing(lines, MAX_SEARCH_LINES, f"{more} matching lines"), False
     if code == 1 or code == 0:
         return f"No matches for {pattern}.", False
     return f"Search failed: {stderr.strip()[:MAX_ERROR_CHARS] or 'rg gave no error message'}", True
@@ -1151,24 +1120,20 @@ def match_line(raw: bytes, folder: bool, shown_as: str, is_git) -> str | None:
     return f"{utf8_safe(name)}:{rest.decode('utf-8', errors='replace')}"
 
 
-def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple[int, list[str], int, str]:
-    """Keep rg's first lines and count the rest up to MAX_COUNTED_LINES, then stop it: bounded memory and time."""
+def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple[int, list[str], str]:
+    """rg's first MAX_COUNTED_LINES matches, then it is stopped: bounded memory and time."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, **rg_start(start_fd, folder))
     fired = threading.Event()
     timer = threading.Timer(GREP_TIMEOUT, lambda: (fired.set(), stop_process_group(proc, 0)))
     timer.start()
-    lines, total, errors = [], 0, bytearray()
+    errors = bytearray()
     is_git = functools.cache(lambda below: is_git_dir(below, start_fd))   # a few stats per folder with a match
     reader = threading.Thread(target=drain_output, args=(proc.stderr, errors, MAX_ERROR_CHARS))
     reader.start()
     try:
-        for match in filter(None, (match_line(raw, folder, shown_as, is_git) for raw in proc.stdout)):
-            total += 1
-            if len(lines) < MAX_SEARCH_LINES:
-                lines.append(match)
-            if total >= MAX_COUNTED_LINES:
-                break
+        matches = (match_line(raw, folder, shown_as, is_git) for raw in proc.stdout)
+        lines = list(itertools.islice(filter(None, matches), MAX_COUNTED_LINES))
     finally:
         timer.cancel()
         stop_process_group(proc, 0)
@@ -1177,7 +1142,7 @@ def run_rg(argv: list[str], start_fd: int, folder: bool, shown_as: str) -> tuple
         proc.stdout.close()
     if fired.is_set():
         raise subprocess.TimeoutExpired(argv, GREP_TIMEOUT)
-    return proc.returncode, lines, total, errors.decode("utf-8", errors="replace")
+    return proc.returncode, lines, errors.decode("utf-8", errors="replace")
 
 
 # ==== I.4 run_command =======================================================
@@ -1262,13 +1227,11 @@ def whole_lines(data: bytes, cut_before=False, cut_after=False, most: int | None
     return data
 
 
-RUN_COMMAND_SPEC = spec(
-    "run_command",
-    # What it is for, and cat/sed/echo on files, the rules say (SYSTEM_RULES, "Choosing tools").
-    "Run a command line with /bin/sh in the working directory; returns stdout and stderr "
-    "combined, and the exit code. No input (interactive programs fail); stopped at its timeout; "
-    "long output keeps head and tail. Each call is a fresh shell (cd and variables do not "
-    "persist: `cd sub && make`); background jobs are stopped at the end, unless run_in_background.",
+RUN_COMMAND_SPEC = spec(   # what it is for, and cat/sed/echo on files, the rules say (SYSTEM_RULES, "Choosing tools")
+    "run_command", "Run a command line with /bin/sh in the working directory; returns stdout and stderr combined, "
+    "and the exit code. No input (interactive programs fail); stopped at its timeout; long output keeps head and "
+    "tail. Each call is a fresh shell (cd and variables do not persist: `cd sub && make`); background jobs are "
+    "stopped at the end, unless run_in_background.",
     {"command": string("The shell command, e.g. python -m pytest -q"),
      "timeout": integer("Seconds; only lower than the default."),
      "run_in_background": boolean("For servers and watchers: returns a task id at once."),
@@ -1485,14 +1448,12 @@ def set_todos(todos: list[dict]) -> None:
 
 
 TODO_WRITE_SPEC = spec(
-    "todo_write",
-    "A short visible plan for multi-step work. Send the whole list each time, one item "
+    "todo_write", "A short visible plan for multi-step work. Send the whole list each time, one item "
     "in_progress; mark items completed when done. Skip for one-step tasks.",
     {"todos": {"type": "array", "description": "The full, updated list.",
                "items": {"type": "object", "additionalProperties": False, "required": ["content", "status"],
                          "properties": {"content": string("The step."),
-                                        "status": {"type": "string", "enum": list(TODO_STATES)}}}}},
-    ["todos"])
+                                        "status": {"type": "string", "enum": list(TODO_STATES)}}}}}, ["todos"])
 
 
 def todo_write(todos):
@@ -1520,9 +1481,9 @@ answer with a compact conclusion: the facts found, with file paths and line numb
 will see, so include what it needs and nothing else. You cannot change anything."""
 
 TASK_SPEC = spec(
-    "task",
-    "Hand a research question to a sub-agent with a fresh context and read-only tools (list_files, glob, grep, "
-    "read_file); only its conclusion comes back. For broad questions about a big codebase; do simple lookups yourself.",
+    "task", "Hand a research question to a sub-agent with a fresh context and read-only tools (list_files, glob, "
+    "grep, read_file); only its conclusion comes back. For broad questions about a big codebase; do simple lookups "
+    "yourself.",
     {"prompt": string("The question, with all the context it needs."),
      "description": string("A few words shown to the user.")}, ["prompt"])
 
@@ -1741,12 +1702,10 @@ def check_command_permission(command, background: bool = False, escalate=None) -
         note_approval(command, f"refused by {mode}", background)
         return refuse(f"{mode} ({reason})", f"Error: KeSi is in {mode}; this command needs approval ({reason}).")
     rules = [] if leaving else list(dict.fromkeys(rule for _, _, rule in unruled if rule))
-    if leaving:
-        question = Question(f"run command {ESCALATION_LEVELS[escalate]}: {command}",
-                            "the model asked to leave the sandbox", always="this exact command, for this session")
-    else:
-        question = Question(f"run command{' in the background' * background}: {command}", reason,
-                            always=", ".join(rules) or None)
+    question = (Question(f"run command {ESCALATION_LEVELS[escalate]}: {command}", "the model asked to leave the "
+                         "sandbox", always="this exact command, for this session") if leaving else
+                Question(f"run command{' in the background' * background}: {command}", reason,
+                         always=", ".join(rules) or None))
     allowed, remember = ask_user(question)
     if allowed and leaving:          # leaving the sandbox is its own question, whatever the mode
         grant_escalation(key, escalate, remember)
@@ -2404,15 +2363,14 @@ class Verdict:
     plan: object = None   # allow: a file tool's change, worked out once for the diff and the write
 
 
-PLANNED_TOOLS = {"edit_file": (lambda a: plan_edit(**a), apply_edit),     # planned before the question, applied after
-                 "write_file": (lambda a: plan_write(**a), apply_write)}
+PLANNED_TOOLS = {"edit_file": plan_edit, "write_file": plan_write}   # planned before the question, applied after
 
 
 def judge_call(name: str, tool_input, agent: Agent) -> Verdict:
     """Whether a call could run at all (if not, refused unasked with the tool's reason), then whether it may."""
     if problem := argument_problem(name, tool_input, agent):
         return Verdict("cannot", problem)
-    plan, error = PLANNED_TOOLS[name][0](tool_input) if name in PLANNED_TOOLS else (None, None)
+    plan, error = PLANNED_TOOLS[name](**tool_input) if name in PLANNED_TOOLS else (None, None)
     if error:
         return Verdict("cannot", error)
     allowed, refusal = hooked_permission(name, tool_input, plan)     # PreToolUse hooks first (Part VIII)
@@ -2477,7 +2435,7 @@ def execute(name: str, tool_input: dict, plan=None) -> tuple[str, bool]:
     """Run a checked call (or apply its plan); an exception becomes a result."""
     try:
         keep_checkpoint(plan)             # a file tool's target as it was, for /rewind (Part VIII)
-        output, is_error = PLANNED_TOOLS[name][1](plan) if plan is not None else tool_table()[1][name](**tool_input)
+        output, is_error = apply_write(plan) if plan is not None else tool_table()[1][name](**tool_input)
     except Exception as exc:       # not KeyboardInterrupt: the user wants control back, it is no tool failure
         output, is_error = f"Error: {name} failed: {type(exc).__name__}: {exc}", True
     return output if isinstance(output, list) else utf8_safe(str(output)), bool(is_error)   # list: an image
@@ -2492,7 +2450,7 @@ SUB_AGENT = Agent("sub-agent", ("read_file", "list_files", "glob", "grep"), rule
 
 VERSION = "0.1.0"
 BANNER = "KeSi, a small coding agent. /help lists commands, /exit leaves."
-NO_KEY = ("KeSi needs an Anthropic API key. Set ANTHROPIC_API_KEY in your environment or in ~/.config/kesi/env, "
+NO_KEY = ("an Anthropic API key is needed. Set ANTHROPIC_API_KEY in your environment or in ~/.config/kesi/env, "
           "or put the line ANTHROPIC_API_KEY=sk-ant-... in a .env file in this folder (see .env.example).")
 
 
@@ -2788,8 +2746,7 @@ def main(argv=None) -> int:
     except SettingError as exc:
         return refuse_to_start(visible(exc))
     if not (settings.api_key or settings.auth_token):
-        print(NO_KEY, file=sys.stderr)
-        return 2
+        return refuse_to_start(NO_KEY)
     CLIENT = LazyClient(settings)
     if MAX_TOKENS and MAX_TOKENS > (most := model_limits(MODEL)[1] or MAX_TOKENS):   # the Models API if set
         return refuse_to_start(f"KESI_MAX_TOKENS={MAX_TOKENS} is above the most {visible(MODEL)} can write "

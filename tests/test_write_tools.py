@@ -419,3 +419,19 @@ def test_replace_all_refuses_a_result_too_big_to_hold(ws):
     result, is_error = kesi.edit_file("bomb.txt", "a", "b" * 300, replace_all=True)
     assert is_error and "edit fewer at a time" in result, result[:200]
     assert path.read_text() == "a" * 1_000_000
+
+
+@pytest.mark.parametrize("tool", ["edit_file", "write_file"])
+def test_a_planned_change_whose_folder_went_makes_no_folders(ws, tool):
+    """Between the question and the write the folder is removed: refused as a change, nothing is made again."""
+    (ws / "d").mkdir()
+    (ws / "d" / "f.txt").write_text("alpha\n")
+    kesi.read_file("d/f.txt")
+    plan, error = (kesi.plan_edit("d/f.txt", "alpha", "beta") if tool == "edit_file"
+                   else kesi.plan_write("d/f.txt", "beta\n"))
+    assert error is None and plan.expected is not None
+    (ws / "d" / "f.txt").unlink()
+    (ws / "d").rmdir()
+    output, is_error = kesi.apply_write(plan)
+    assert is_error and "changed after you read it" in output
+    assert not (ws / "d").exists()

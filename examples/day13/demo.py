@@ -42,7 +42,7 @@ def main() -> int:
         print(f"KeSi: {exc}", file=sys.stderr)
         return 2
     if not (settings.api_key or settings.auth_token):
-        print(kesi.NO_KEY, file=sys.stderr)
+        print(f"KeSi: {kesi.NO_KEY}", file=sys.stderr)
         return 2
     kesi.apply_settings(settings)
     kesi.MODEL = args.model or kesi.MODEL
