@@ -1282,15 +1282,10 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     env, blocked_before = command_environment(escalation, command), NETWORK_BLOCKED[-1][0] if NETWORK_BLOCKED else 0
     adopt_orphans()
     own_children = set(child_pids(os.getpid())) if ADOPTING else set()   # only a subreaper adopts: no /proc scan
-    with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
-        planted, git_before = git_state_before()    # before the command starts: it cannot win a race
-        try:
-            with command_start(command, escalation=escalation) as (argv, fds):
-                proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, pass_fds=fds, start_new_session=True)
-        except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
-            return f"Error: could not start the command: {exc}", True    # logged by audit_never_started
-        wait_until_sandboxed(proc, paused)
+    try:
+        proc, planted, git_before = start_command(command, escalation=escalation, env=env)
+    except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
+        return f"Error: could not start the command: {exc}", True    # logged by audit_never_started
     decision = approval_of(command, False)
     captured, overflow = HeadAndTail(MAX_OUTPUT_BYTES // 2), threading.Event()
     on_full = lambda: (overflow.set(), stop_process_group(proc, KILL_GRACE_SECONDS))
@@ -1327,6 +1322,20 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
                 text += planted + guarded
                 audit_command(command, decision, started, time.time() - started, proc.returncode, text, escalation)
     return text, failed or bool(guarded)
+
+
+def start_command(command: str, *, background: bool = False, escalation: str | None = None, env=None, **pipes):
+    """(process, notice of git changes put back, git state before it): every command, task, hook and server starts
+    so; a background one's git changes are checked from its start. Raises OSError or ValueError for the caller."""
+    pipes = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} | pipes
+    with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
+        planted, git_before = git_state_before()    # before the command starts: it cannot win a race
+        if background:
+            remember_git_state(git_before)           # what it may change from now on
+        with command_start(command, background, escalation) as (argv, fds):
+            proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, pass_fds=fds, start_new_session=True, **pipes)
+        wait_until_sandboxed(proc, paused)
+    return proc, planted, git_before
 
 
 def wait_for_command(proc, limit: float) -> str:
@@ -5440,17 +5449,10 @@ def start_background_task(command: str) -> tuple[str, bool]:
     shared = start_shared_network()
     make_cache_folder()
     adopt_orphans()
-    with background_tasks_paused() as paused:     # the others, as for a command (see below)
-        planted, snapshot = git_state_before()
-        remember_git_state(snapshot)                     # what this task may change from now on
-        try:
-            with command_start(command, background=True) as (argv, fds):
-                proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(), stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=fds,
-                                        start_new_session=True)
-        except (OSError, ValueError) as exc:
-            return f"Error: could not start the command: {exc}", True
-        wait_until_sandboxed(proc, paused)
+    try:
+        proc, planted, _ = start_command(command, background=True, env=command_environment())
+    except (OSError, ValueError) as exc:
+        return f"Error: could not start the command: {exc}", True
     if not BACKGROUND_TASKS:
         atexit.register(stop_background_tasks)
     output = HeadAndTail(MAX_TASK_OUTPUT_BYTES)
@@ -6878,19 +6880,15 @@ def run_hook(hook: dict, stdin_text: str, project: bool) -> tuple[int | None, st
     """(exit code, None if it timed out; stdout; stderr); a project's starts as run_command's commands, sandboxed."""
     command, outputs, limit = hook["command"], (bytearray(), bytearray()), hook_timeout(hook)
     env = (command_environment(None, command) if project else dict(os.environ)) | {"CLAUDE_PROJECT_DIR": str(BASE_DIR)}
-    starting = command_start(command) if project else contextlib.nullcontext(([SHELL_PATH, "-c", command], ()))
-    with tempfile.TemporaryFile() as stdin, background_tasks_paused() as paused:
+    with tempfile.TemporaryFile() as stdin:
         stdin.write(stdin_text.encode())         # a file: a hook that reads nothing cannot block KeSi
         stdin.seek(0)                            # yours may run git outside the sandbox: tasks' plants go first
-        planted, git_before = git_state_before() if project else (undo_background_changes(), None)
-        show_put_back(planted)
         try:
-            with starting as (argv, fds):
-                proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=stdin, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True)
+            proc, planted, git_before = start_command(command, escalation=None if project else "unsandboxed", env=env,
+                                                      stdin=stdin, stderr=subprocess.PIPE)
         except (OSError, ValueError) as exc:
             return 1, "", f"could not start: {exc}"
-        wait_until_sandboxed(proc, paused)
+    show_put_back(planted)
     readers = [threading.Thread(target=drain_output, daemon=True, args=(pipe, kept, HOOK_OUTPUT_BYTES,
                lambda: kill_group(proc.pid))) for pipe, kept in zip((proc.stdout, proc.stderr), outputs)]
     for reader in readers:
@@ -7316,14 +7314,10 @@ class McpServer:
         # your home (an empty one in the sandbox): no file a project plants is found through the current folder.
         text = " ".join([f"cd {shlex.quote(str(BASE_DIR if self.project else HOME_DIR))} &&",
                          *(f"{name}={shlex.quote(value)}" for name, value in env.items()), "exec", shlex.join(command)])
-        with background_tasks_paused() as paused, command_start(text, True, escalation) as (argv, fds):
-            planted, snapshot = git_state_before()
-            show_put_back(planted)
-            remember_git_state(snapshot)                     # what a sandboxed server may change from now on
-            self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env=self.environment(escalation),
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         pass_fds=fds, start_new_session=True)
-            wait_until_sandboxed(self.proc, paused)
+        self.proc, planted, _ = start_command(text, background=True, escalation=escalation,
+                                              env=self.environment(escalation), stdin=subprocess.PIPE,
+                                              stderr=subprocess.PIPE)
+        show_put_back(planted)
         os.set_blocking(self.proc.stdin.fileno(), False)                          # see send
         self.buffer, self.stderr, self.ids = b"", bytearray(), itertools.count(1)  # stderr drained, or a full pipe
         self.drain = threading.Thread(target=drain_output, args=(self.proc.stderr, self.stderr, 2000), daemon=True)
