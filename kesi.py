@@ -1277,7 +1277,6 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
         return "Error: timeout must be a positive number of seconds.", True
     limit, started = min(limit, COMMAND_TIMEOUT), time.time()
-    make_cache_folder()
     escalation = escalation_for(command)
     env, blocked_before = command_environment(escalation, command), NETWORK_BLOCKED[-1][0] if NETWORK_BLOCKED else 0
     adopt_orphans()
@@ -1328,6 +1327,7 @@ def start_command(command: str, *, background: bool = False, escalation: str | N
     """(process, notice of git changes put back, git state before it): every command, task, hook and server starts
     so; a background one's git changes are checked from its start. Raises OSError or ValueError for the caller."""
     pipes = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} | pipes
+    make_cache_folder()                              # KeSi's records folder exists, so the sandbox hides it
     with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
         planted, git_before = git_state_before()    # before the command starts: it cannot win a race
         if background:
@@ -5447,7 +5447,6 @@ def start_background_task(command: str) -> tuple[str, bool]:
         return (f"Error: {running} background tasks are running already, the most KeSi allows; "
                 "stop one with background_stop first."), True
     shared = start_shared_network()
-    make_cache_folder()
     adopt_orphans()
     try:
         proc, planted, _ = start_command(command, background=True, env=command_environment())
@@ -7307,7 +7306,6 @@ class McpServer:
                 or not all(re.fullmatch(r"[A-Za-z_]\w*", name, re.ASCII) for name in env):
             raise ConnectionError('its settings need "command" as text, "args" as a list of texts and "env" of names '
                                   'and texts')
-        make_cache_folder()                              # KeSi's records folder exists, so the sandbox hides it
         self.sandboxed = self.project or self.config.get("sandbox") is not False
         escalation = None if self.sandboxed else "unsandboxed"
         # Its env is set by the shell for it alone, never on the launcher (bwrap would obey LD_PRELOAD). Yours start in
