@@ -5441,6 +5441,11 @@ VFORK_WAITS = ("kernel_clone", "_do_fork", "do_fork")       # the kernel functio
 _git_baseline: list[tuple] = []     # the last check's (workspace, snapshot, tasks ended, tasks beside a command)
 
 
+def long_lived() -> list:
+    """Sandboxed, they outlive a call (also ended): background tasks, and MCP servers but yours unsandboxed."""
+    return [*BACKGROUND_TASKS.values(), *(one for one in (MCP["servers"] or {}).values() if one.proc and one.sandboxed)]
+
+
 def start_background_task(command: str) -> tuple[str, bool]:
     """Start it, log it (its end is logged when it is stopped), return its id."""
     if (running := sum(task.proc.poll() is None for task in BACKGROUND_TASKS.values())) >= MAX_BACKGROUND_TASKS:
@@ -5580,8 +5585,7 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 @contextlib.contextmanager
 def background_tasks_paused():
     """Stop the running tasks' sandboxes for the with-block; yields their bwraps' pids (none: nothing paused)."""
-    tasks = [*BACKGROUND_TASKS.values(), *sandboxed_mcp_servers()] if sandbox_kind() == "bubblewrap" else []
-    roots = [task.proc.pid for task in tasks if task.proc.poll() is None]
+    roots = [one.proc.pid for one in long_lived() if one.proc.poll() is None] if sandbox_kind() == "bubblewrap" else []
     try:
         calm, deadline = 0, time.monotonic() + 10
         while roots and calm < 2 and time.monotonic() < deadline:    # twice in a row: none forked or woke one
@@ -5640,8 +5644,9 @@ def wait_until_sandboxed(proc, paused: list[int]) -> None:
 
 
 def remember_git_state(snapshot: GitSnapshot | None, after_command: bool = False) -> None:
-    ended = {task.id for task in BACKGROUND_TASKS.values() if task.proc.poll() is not None}
-    beside = {*(_git_baseline[0][3] if _git_baseline else ()), *(BACKGROUND_TASKS if after_command else ())} - ended
+    ended = {task.proc for task in BACKGROUND_TASKS.values() if task.proc.poll() is not None}    # servers: never
+    beside = {*(_git_baseline[0][3] if _git_baseline else ()),
+              *(task.proc for task in BACKGROUND_TASKS.values() if after_command)} - ended
     _git_baseline[:] = [(BASE_DIR, snapshot, ended, beside)]
 
 
@@ -5657,18 +5662,17 @@ def check_git_control(before: GitSnapshot | None) -> str:
 def undo_background_changes() -> str:
     """With tasks paused: put back what they changed in git since the last check; a notice naming them, or ""."""
     base, snapshot, ended, beside = _git_baseline[0] if _git_baseline else (None, None, set(), set())
-    tasks = [task for task in BACKGROUND_TASKS.values() if task.id not in ended and base == BASE_DIR]
-    servers = ", ".join(f"MCP server {visible(server.name)}" for server in sandboxed_mcp_servers() if base == BASE_DIR)
-    if not tasks and not servers:
+    if not (watched := [one for one in long_lived() if one.proc not in ended] if base == BASE_DIR else []):
         return ""
     # A task that ran beside a command may hold a descriptor of its writable .git (handed over a Unix socket); so may
     # a server, beside every command, and one that started before there was a .git to make read-only to it. A `.git`
     # that was a link was never pinned: a task could swap a folder in for it.
     pinned = snapshot is not None and snapshot.entries.get(".git", ("",))[0] == "folder"
-    restored = restore_git_control(snapshot, between=pinned and not servers and not beside & {t.id for t in tasks})
+    held = any(one.proc in beside or isinstance(one, McpServer) for one in watched)
+    restored = restore_git_control(snapshot, between=pinned and not held)
     remember_git_state(snapshot)
-    named = ", ".join(f"{task.id} ({visible(shorten(task.command, 40))})" for task in tasks)
-    named = " or ".join(filter(None, [f"background task {named}" * bool(tasks), servers]))
+    named = " or ".join(f"MCP server {visible(one.name)}" if isinstance(one, McpServer) else
+                        f"background task {one.id} ({visible(shorten(one.command, 40))})" for one in watched)
     return put_back_notice(restored, f", which {named} changed between commands: git's "
                                      "control files run code later, outside the sandbox")
 
@@ -7389,11 +7393,6 @@ def stop_mcp_servers(servers: dict) -> None:
     for server in servers.values():
         server.stop()
     show_put_back(check_after_tasks())
-
-
-def sandboxed_mcp_servers() -> list[McpServer]:
-    """Background tasks in all but name: paused while KeSi looks; what they changed in git (also ended) put back."""
-    return [server for server in (MCP["servers"] or {}).values() if server.proc and server.sandboxed]
 
 
 def mcp_servers() -> dict[str, McpServer]:
