@@ -5509,8 +5509,9 @@ def log_task_end(task: BackgroundTask, how: str) -> None:
 
 
 def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> None:
-    """TERM the running tasks' process groups (all, or tasks'), one grace period for all, then KILL the rest."""
-    running = [t.proc for t in (BACKGROUND_TASKS.values() if tasks is None else tasks) if t.proc.poll() is None]
+    """TERM the running tasks' (or MCP servers') process groups, one grace period for all, then KILL the rest."""
+    running = [t.proc for t in (BACKGROUND_TASKS.values() if tasks is None else tasks)
+               if t.proc and t.proc.poll() is None]
     send_signal([proc.pid for proc in running], signal.SIGTERM, os.killpg)
     deadline = time.monotonic() + KILL_GRACE_SECONDS
     with contextlib.suppress(KeyboardInterrupt):      # a Ctrl-C: no more patience, KILL now
@@ -7388,13 +7389,6 @@ class McpServer:
             self.proc.wait()
 
 
-def stop_mcp_servers(servers: dict) -> None:
-    """At exit: each server's whole group, then what sandboxed ones changed in git put back, as for tasks."""
-    for server in servers.values():
-        server.stop()
-    show_put_back(check_after_tasks())
-
-
 def mcp_servers() -> dict[str, McpServer]:
     """Yours (settings.json's "mcpServers"), then a project's .mcp.json as approved (one line a server: all is seen)."""
     if MCP["servers"] is None:
@@ -7408,7 +7402,7 @@ def mcp_servers() -> dict[str, McpServer]:
         elif lines and approved_project_file(".mcp.json", json.dumps(project, sort_keys=True).encode(),
                                              "\n".join(lines)):
             add_mcp_servers(servers, project, True)
-        atexit.register(stop_mcp_servers, servers)
+        atexit.register(stop_background_tasks, servers.values())      # as tasks: git changes put back too
         for server in servers.values():
             list_mcp_tools(server)
     return MCP["servers"]
