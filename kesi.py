@@ -5438,7 +5438,7 @@ class BackgroundTask:
 BACKGROUND_TASKS: dict[int, BackgroundTask] = {}
 ADOPTING = False     # KeSi is the subreaper (Linux, no bwrap): a task's setsid or double-forked children are its to end
 VFORK_WAITS = ("kernel_clone", "_do_fork", "do_fork")       # the kernel function a vfork parent waits in
-_git_baseline: list[tuple] = []     # the last check's (workspace, snapshot, tasks ended, tasks beside a command)
+_git_baseline = [(None, None, set(), set())]    # the last check: workspace, snapshot, tasks ended, beside a command
 
 
 def long_lived() -> list:
@@ -5646,8 +5646,7 @@ def wait_until_sandboxed(proc, paused: list[int]) -> None:
 
 def remember_git_state(snapshot: GitSnapshot | None, after_command: bool = False) -> None:
     ended = {task.proc for task in BACKGROUND_TASKS.values() if task.proc.poll() is not None}    # servers: never
-    beside = {*(_git_baseline[0][3] if _git_baseline else ()),
-              *(task.proc for task in BACKGROUND_TASKS.values() if after_command)} - ended
+    beside = {*_git_baseline[0][3], *(task.proc for task in BACKGROUND_TASKS.values() if after_command)} - ended
     _git_baseline[:] = [(BASE_DIR, snapshot, ended, beside)]
 
 
@@ -5662,7 +5661,7 @@ def check_git_control(before: GitSnapshot | None) -> str:
 
 def undo_background_changes() -> str:
     """With tasks paused: put back what they changed in git since the last check; a notice naming them, or ""."""
-    base, snapshot, ended, beside = _git_baseline[0] if _git_baseline else (None, None, set(), set())
+    base, snapshot, ended, beside = _git_baseline[0]
     if not (watched := [one for one in long_lived() if one.proc not in ended] if base == BASE_DIR else []):
         return ""
     # A task that ran beside a command may hold a descriptor of its writable .git (handed over a Unix socket); so may
@@ -7317,9 +7316,8 @@ class McpServer:
         # your home (an empty one in the sandbox): no file a project plants is found through the current folder.
         text = " ".join([f"cd {shlex.quote(str(BASE_DIR if self.project else HOME_DIR))} &&",
                          *(f"{name}={shlex.quote(value)}" for name, value in env.items()), "exec", shlex.join(command)])
-        self.proc, planted, _ = start_command(text, background=True, escalation=escalation,
-                                              env=self.environment(escalation), stdin=subprocess.PIPE,
-                                              stderr=subprocess.PIPE)
+        self.proc, planted, _ = start_command(text, background=True, escalation=escalation, stdin=subprocess.PIPE,
+                                              stderr=subprocess.PIPE, env=self.environment(escalation))
         show_put_back(planted)
         os.set_blocking(self.proc.stdin.fileno(), False)                          # see send
         self.buffer, self.stderr, self.ids = b"", bytearray(), itertools.count(1)  # stderr drained, or a full pipe
