@@ -5678,10 +5678,9 @@ def undo_background_changes() -> str:
 
 
 def git_state_before() -> tuple[str, GitSnapshot | None]:
-    """With tasks paused: what they changed since the last check put back (a notice), then the state to start from.
-    A process the pause missed (a fork chain outruns a scan of /proc) may plant between the two: look again."""
+    """With tasks paused: what they changed since the last check put back (a notice), then the state to start from."""
     planted, snapshot = undo_background_changes(), git_control_snapshot()
-    for _ in range(3):
+    for _ in range(3):       # a process the pause missed (a fork chain outran its scan) may plant meanwhile: again
         if not (again := undo_background_changes()):
             break
         planted, snapshot = planted + again, git_control_snapshot()
