@@ -1251,20 +1251,14 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
         return "Error: timeout must be a positive number of seconds.", True
     limit, started = min(limit, COMMAND_TIMEOUT), time.time()
-    make_cache_folder()
     escalation = escalation_for(command)
     env, blocked_before = command_environment(escalation, command), NETWORK_BLOCKED[-1][0] if NETWORK_BLOCKED else 0
     adopt_orphans()
     own_children = set(child_pids(os.getpid())) if ADOPTING else set()   # only a subreaper adopts: no /proc scan
-    with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
-        planted, git_before = git_state_before()    # before the command starts: it cannot win a race
-        try:
-            with command_start(command, escalation=escalation) as (argv, fds):
-                proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, pass_fds=fds, start_new_session=True)
-        except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
-            return f"Error: could not start the command: {exc}", True    # logged by audit_never_started
-        wait_until_sandboxed(proc, paused)
+    try:
+        proc, planted, git_before = start_command(command, escalation=escalation, env=env)
+    except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
+        return f"Error: could not start the command: {exc}", True    # logged by audit_never_started
     decision = approval_of(command, False)
     captured, overflow = HeadAndTail(MAX_OUTPUT_BYTES // 2), threading.Event()
     on_full = lambda: (overflow.set(), stop_process_group(proc, KILL_GRACE_SECONDS))
@@ -1301,6 +1295,21 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
                 text += planted + guarded
                 audit_command(command, decision, started, time.time() - started, proc.returncode, text, escalation)
     return text, failed or bool(guarded)
+
+
+def start_command(command: str, *, background: bool = False, escalation: str | None = None, env=None, **pipes):
+    """(process, notice of git changes put back, git state before it): every command, task, hook and server starts
+    so; a background one's git changes are checked from its start. Raises OSError or ValueError for the caller."""
+    pipes = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} | pipes
+    make_cache_folder()                              # KeSi's records folder exists, so the sandbox hides it
+    with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
+        planted, git_before = git_state_before()    # before the command starts: it cannot win a race
+        if background:
+            remember_git_state(git_before)           # what it may change from now on
+        with command_start(command, background, escalation) as (argv, fds):
+            proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, pass_fds=fds, start_new_session=True, **pipes)
+        wait_until_sandboxed(proc, paused)
+    return proc, planted, git_before
 
 
 def wait_for_command(proc, limit: float) -> str:
@@ -5418,7 +5427,12 @@ class BackgroundTask:
 BACKGROUND_TASKS: dict[int, BackgroundTask] = {}
 ADOPTING = False     # KeSi is the subreaper (Linux, no bwrap): a task's setsid or double-forked children are its to end
 VFORK_WAITS = ("kernel_clone", "_do_fork", "do_fork")       # the kernel function a vfork parent waits in
-_git_baseline: list[tuple] = []     # the last check's (workspace, snapshot, tasks ended, tasks beside a command)
+_git_baseline = [(None, None, set(), set())]    # the last check: workspace, snapshot, tasks ended, beside a command
+
+
+def long_lived() -> list:
+    """Sandboxed, they outlive a call (also ended): background tasks, and MCP servers but yours unsandboxed."""
+    return [*BACKGROUND_TASKS.values(), *(one for one in (MCP["servers"] or {}).values() if one.proc and one.sandboxed)]
 
 
 def start_background_task(command: str) -> tuple[str, bool]:
@@ -5427,19 +5441,11 @@ def start_background_task(command: str) -> tuple[str, bool]:
         return (f"Error: {running} background tasks are running already, the most KeSi allows; "
                 "stop one with background_stop first."), True
     shared = start_shared_network()
-    make_cache_folder()
     adopt_orphans()
-    with background_tasks_paused() as paused:     # the others, as for a command (see below)
-        planted, snapshot = git_state_before()
-        remember_git_state(snapshot)                     # what this task may change from now on
-        try:
-            with command_start(command, background=True) as (argv, fds):
-                proc = subprocess.Popen(argv, cwd=BASE_DIR, env=command_environment(), stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=fds,
-                                        start_new_session=True)
-        except (OSError, ValueError) as exc:
-            return f"Error: could not start the command: {exc}", True
-        wait_until_sandboxed(proc, paused)
+    try:
+        proc, planted, _ = start_command(command, background=True, env=command_environment())
+    except (OSError, ValueError) as exc:
+        return f"Error: could not start the command: {exc}", True
     if not BACKGROUND_TASKS:
         atexit.register(stop_background_tasks)
     output = HeadAndTail(MAX_TASK_OUTPUT_BYTES)
@@ -5492,8 +5498,9 @@ def log_task_end(task: BackgroundTask, how: str) -> None:
 
 
 def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> None:
-    """TERM the running tasks' process groups (all, or tasks'), one grace period for all, then KILL the rest."""
-    running = [t.proc for t in (BACKGROUND_TASKS.values() if tasks is None else tasks) if t.proc.poll() is None]
+    """TERM the running tasks' (or MCP servers') process groups, one grace period for all, then KILL the rest."""
+    running = [t.proc for t in (BACKGROUND_TASKS.values() if tasks is None else tasks)
+               if t.proc and t.proc.poll() is None]
     send_signal([proc.pid for proc in running], signal.SIGTERM, os.killpg)
     deadline = time.monotonic() + KILL_GRACE_SECONDS
     with contextlib.suppress(KeyboardInterrupt):      # a Ctrl-C: no more patience, KILL now
@@ -5568,8 +5575,7 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 @contextlib.contextmanager
 def background_tasks_paused():
     """Stop the running tasks' sandboxes for the with-block; yields their bwraps' pids (none: nothing paused)."""
-    tasks = [*BACKGROUND_TASKS.values(), *sandboxed_mcp_servers()] if sandbox_kind() == "bubblewrap" else []
-    roots = [task.proc.pid for task in tasks if task.proc.poll() is None]
+    roots = [one.proc.pid for one in long_lived() if one.proc.poll() is None] if sandbox_kind() == "bubblewrap" else []
     try:
         calm, deadline = 0, time.monotonic() + 10
         while roots and calm < 2 and time.monotonic() < deadline:    # twice in a row: none forked or woke one
@@ -5628,8 +5634,8 @@ def wait_until_sandboxed(proc, paused: list[int]) -> None:
 
 
 def remember_git_state(snapshot: GitSnapshot | None, after_command: bool = False) -> None:
-    ended = {task.id for task in BACKGROUND_TASKS.values() if task.proc.poll() is not None}
-    beside = {*(_git_baseline[0][3] if _git_baseline else ()), *(BACKGROUND_TASKS if after_command else ())} - ended
+    ended = {task.proc for task in BACKGROUND_TASKS.values() if task.proc.poll() is not None}    # servers: never
+    beside = {*_git_baseline[0][3], *(task.proc for task in BACKGROUND_TASKS.values() if after_command)} - ended
     _git_baseline[:] = [(BASE_DIR, snapshot, ended, beside)]
 
 
@@ -5644,28 +5650,26 @@ def check_git_control(before: GitSnapshot | None) -> str:
 
 def undo_background_changes() -> str:
     """With tasks paused: put back what they changed in git since the last check; a notice naming them, or ""."""
-    base, snapshot, ended, beside = _git_baseline[0] if _git_baseline else (None, None, set(), set())
-    tasks = [task for task in BACKGROUND_TASKS.values() if task.id not in ended and base == BASE_DIR]
-    servers = ", ".join(f"MCP server {visible(server.name)}" for server in sandboxed_mcp_servers() if base == BASE_DIR)
-    if not tasks and not servers:
+    base, snapshot, ended, beside = _git_baseline[0]
+    if not (watched := [one for one in long_lived() if one.proc not in ended] if base == BASE_DIR else []):
         return ""
     # A task that ran beside a command may hold a descriptor of its writable .git (handed over a Unix socket); so may
     # a server, beside every command, and one that started before there was a .git to make read-only to it. A `.git`
     # that was a link was never pinned: a task could swap a folder in for it.
     pinned = snapshot is not None and snapshot.entries.get(".git", ("",))[0] == "folder"
-    restored = restore_git_control(snapshot, between=pinned and not servers and not beside & {t.id for t in tasks})
+    held = any(one.proc in beside or isinstance(one, McpServer) for one in watched)
+    restored = restore_git_control(snapshot, between=pinned and not held)
     remember_git_state(snapshot)
-    named = ", ".join(f"{task.id} ({visible(shorten(task.command, 40))})" for task in tasks)
-    named = " or ".join(filter(None, [f"background task {named}" * bool(tasks), servers]))
+    named = " or ".join(f"MCP server {visible(one.name)}" if isinstance(one, McpServer) else
+                        f"background task {one.id} ({visible(shorten(one.command, 40))})" for one in watched)
     return put_back_notice(restored, f", which {named} changed between commands: git's "
                                      "control files run code later, outside the sandbox")
 
 
 def git_state_before() -> tuple[str, GitSnapshot | None]:
-    """With tasks paused: what they changed since the last check put back (a notice), then the state to start from.
-    A process the pause missed (a fork chain outruns a scan of /proc) may plant between the two: look again."""
+    """With tasks paused: what they changed since the last check put back (a notice), then the state to start from."""
     planted, snapshot = undo_background_changes(), git_control_snapshot()
-    for _ in range(3):
+    for _ in range(3):       # a process the pause missed (a fork chain outran its scan) may plant meanwhile: again
         if not (again := undo_background_changes()):
             break
         planted, snapshot = planted + again, git_control_snapshot()
@@ -6867,19 +6871,15 @@ def run_hook(hook: dict, stdin_text: str, project: bool) -> tuple[int | None, st
     """(exit code, None if it timed out; stdout; stderr); a project's starts as run_command's commands, sandboxed."""
     command, outputs, limit = hook["command"], (bytearray(), bytearray()), hook_timeout(hook)
     env = (command_environment(None, command) if project else dict(os.environ)) | {"CLAUDE_PROJECT_DIR": str(BASE_DIR)}
-    starting = command_start(command) if project else contextlib.nullcontext(([SHELL_PATH, "-c", command], ()))
-    with tempfile.TemporaryFile() as stdin, background_tasks_paused() as paused:
+    with tempfile.TemporaryFile() as stdin:
         stdin.write(stdin_text.encode())         # a file: a hook that reads nothing cannot block KeSi
         stdin.seek(0)                            # yours may run git outside the sandbox: tasks' plants go first
-        planted, git_before = git_state_before() if project else (undo_background_changes(), None)
-        show_put_back(planted)
         try:
-            with starting as (argv, fds):
-                proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdin=stdin, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True)
+            proc, planted, git_before = start_command(command, escalation=None if project else "unsandboxed", env=env,
+                                                      stdin=stdin, stderr=subprocess.PIPE)
         except (OSError, ValueError) as exc:
             return 1, "", f"could not start: {exc}"
-        wait_until_sandboxed(proc, paused)
+    show_put_back(planted)
     readers = [threading.Thread(target=drain_output, daemon=True, args=(pipe, kept, HOOK_OUTPUT_BYTES,
                lambda: kill_group(proc.pid))) for pipe, kept in zip((proc.stdout, proc.stderr), outputs)]
     for reader in readers:
@@ -7306,21 +7306,15 @@ class McpServer:
                 or not all(re.fullmatch(r"[A-Za-z_]\w*", name, re.ASCII) for name in env):
             raise ConnectionError('its settings need "command" as text, "args" as a list of texts and "env" of names '
                                   'and texts')
-        make_cache_folder()                              # KeSi's records folder exists, so the sandbox hides it
         self.sandboxed = self.project or self.config.get("sandbox") is not False
         escalation = None if self.sandboxed else "unsandboxed"
         # Its env is set by the shell for it alone, never on the launcher (bwrap would obey LD_PRELOAD). Yours start in
         # your home (an empty one in the sandbox): no file a project plants is found through the current folder.
         text = " ".join([f"cd {shlex.quote(str(BASE_DIR if self.project else HOME_DIR))} &&",
                          *(f"{name}={shlex.quote(value)}" for name, value in env.items()), "exec", shlex.join(command)])
-        with background_tasks_paused() as paused, command_start(text, True, escalation) as (argv, fds):
-            planted, snapshot = git_state_before()
-            show_put_back(planted)
-            remember_git_state(snapshot)                     # what a sandboxed server may change from now on
-            self.proc = subprocess.Popen(argv, cwd=BASE_DIR, env=self.environment(escalation),
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         pass_fds=fds, start_new_session=True)
-            wait_until_sandboxed(self.proc, paused)
+        self.proc, planted, _ = start_command(text, background=True, escalation=escalation, stdin=subprocess.PIPE,
+                                              stderr=subprocess.PIPE, env=self.environment(escalation))
+        show_put_back(planted)
         os.set_blocking(self.proc.stdin.fileno(), False)                          # see send
         self.buffer, self.stderr, self.ids = b"", bytearray(), itertools.count(1)  # stderr drained, or a full pipe
         self.drain = threading.Thread(target=drain_output, args=(self.proc.stderr, self.stderr, 2000), daemon=True)
@@ -7391,18 +7385,6 @@ class McpServer:
             self.proc.wait()
 
 
-def stop_mcp_servers(servers: dict) -> None:
-    """At exit: each server's whole group, then what sandboxed ones changed in git put back, as for tasks."""
-    for server in servers.values():
-        server.stop()
-    show_put_back(check_after_tasks())
-
-
-def sandboxed_mcp_servers() -> list[McpServer]:
-    """Background tasks in all but name: paused while KeSi looks; what they changed in git (also ended) put back."""
-    return [server for server in (MCP["servers"] or {}).values() if server.proc and server.sandboxed]
-
-
 def mcp_servers() -> dict[str, McpServer]:
     """Yours (settings.json's "mcpServers"), then a project's .mcp.json as approved (one line a server: all is seen)."""
     if MCP["servers"] is None:
@@ -7416,7 +7398,7 @@ def mcp_servers() -> dict[str, McpServer]:
         elif lines and approved_project_file(".mcp.json", json.dumps(project, sort_keys=True).encode(),
                                              "\n".join(lines)):
             add_mcp_servers(servers, project, True)
-        atexit.register(stop_mcp_servers, servers)
+        atexit.register(stop_background_tasks, servers.values())      # as tasks: git changes put back too
         for server in servers.values():
             list_mcp_tools(server)
     return MCP["servers"]
