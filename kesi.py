@@ -5525,8 +5525,11 @@ def adopt_orphans() -> None:
 
 
 def stop_orphans(spare: set[int] = frozenset()) -> None:
-    """KILL and reap, round by round, all KeSi adopted (whose it was cannot be told) but running tasks and spare."""
-    known = spare | {task.proc.pid for task in BACKGROUND_TASKS.values() if task.proc.returncode is None}
+    """KILL and reap, round by round, all KeSi adopted (whose it was cannot be told) but running tasks, MCP servers
+    and spare."""
+    servers = [server.proc for server in (MCP["servers"] or {}).values() if server.proc]
+    known = spare | {proc.pid for proc in [task.proc for task in BACKGROUND_TASKS.values()] + servers
+                     if proc.returncode is None}
     for _ in range(1000):
         if not (orphans := [pid for pid in child_pids(os.getpid()) if pid not in known]):
             return

@@ -197,6 +197,21 @@ def test_a_server_that_floods_notifications_is_stopped_at_its_timeout(box, mcp, 
     assert "(MCP server bad\\nname not used:" in out and "no line break" in out, out
 
 
+def test_stopping_a_task_without_bwrap_leaves_your_servers_running(ws, mcp, user_settings, monkeypatch):
+    """Without bwrap KeSi adopts what tasks leave behind and ends it with them (/mode, /revoke): never its servers."""
+    monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)
+    monkeypatch.setattr(kesi, "MCP", {"servers": None, "tools": {}, "granted": set()})
+    user_settings({"mcpServers": {"demo": server()}})
+    demo = kesi.mcp_servers()["demo"]
+    try:
+        assert "Started background task" in kesi.start_background_task("sleep 30")[0]
+        kesi.stop_background_tasks(list(kesi.BACKGROUND_TASKS.values()), "stopped: permission taken back")
+        assert demo.proc.poll() is None and kesi.call_mcp_tool(demo, "echo", text="hi")[0].startswith("echo: hi")
+        assert demo.proc.pid == kesi.MCP["servers"]["demo"].proc.pid      # the same server, not one started anew
+    finally:
+        demo.stop()
+
+
 def test_a_server_that_crashes_floods_or_hangs_gives_a_clear_error_and_kesi_goes_on(box, mcp, user_settings):
     user_settings({"mcpServers": {"crashy": server("crash"), "noisy": server("garbage"),
                                   "slow": server("hang", timeout=1), "deaf": server("deaf", timeout=1),
