@@ -129,6 +129,7 @@ def main_in_process(ws, monkeypatch, capsys):
     Returns run(argv, stdin, mock, **env) -> (exit code, stdout, stderr).
     """
     saved_environ = dict(os.environ)     # main() may add keys from a .env file
+    tool_names = [(agent, agent.tool_names) for agent in (kesi.MAIN_AGENT, kesi.SUB_AGENT)]
 
     def run(argv, stdin="", mock=None, **env):
         for name in list(os.environ):
@@ -142,6 +143,8 @@ def main_in_process(ws, monkeypatch, capsys):
             monkeypatch.setattr(kesi, name, getattr(kesi, name))
         monkeypatch.setattr(kesi, "UI", sys.stdout)
         monkeypatch.setattr(kesi.MAIN_AGENT, "echo", True)
+        for agent, names in tool_names:          # each run starts with all tools (--disallowed-tools takes some)
+            monkeypatch.setattr(agent, "tool_names", names)
         capsys.readouterr()
         try:
             code = kesi.main(argv)

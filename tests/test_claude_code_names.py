@@ -3,55 +3,40 @@
 ANTHROPIC_MODEL, -r/--resume ID, result subtypes, the session id on every
 stream-json line, Write(...) rules, and plan mode."""
 import json
-import os
 import subprocess
-import sys
 
-from checklib import ROOT, kesi_subprocess_env
+import pytest
+
+import checklib
 from mock_api import MockAPI, reply, tool_call
 
-KESI = str(ROOT / "kesi.py")
 
-
-def run(cwd, *args, mock=None, **env):
-    return finish(start(cwd, *args, mock=mock, **env))
-
-
-def start(cwd, *args, mock=None, **env) -> subprocess.Popen:
-    """kesi.py started with an empty piped stdin: runs that do not depend on each other go side by side, as each
-    is a Python starting up and importing the SDK."""
-    empty, writer = os.pipe()
-    os.close(writer)
-    try:
-        return subprocess.Popen([sys.executable, KESI, *args], cwd=cwd, stdin=empty, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True,
-                                env=kesi_subprocess_env(mock, KESI_SANDBOX="off", **env))
-    finally:
-        os.close(empty)
-
-
-def finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
-    try:
-        out, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()                                       # after a timeout; a no-op once it ended
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+@pytest.fixture
+def run(main_in_process):
+    """run(folder, *args, mock=, **env): kesi.py's main() with these flags, in folder, with an empty piped stdin,
+    here in this process (flags and output are the subject, not the process: a child would spend its seconds
+    importing the SDK); the exit code, stdout and stderr as a CompletedProcess. Each run starts afresh."""
+    def in_folder(cwd, *args, mock=None, **env):
+        checklib.fresh_state()
+        checklib.use_base_dir(cwd)
+        code, out, err = main_in_process(list(args), "", mock, KESI_SANDBOX="off", **env)
+        return subprocess.CompletedProcess(args, code, out, err)
+    return in_folder
 
 
 def results_of(mock, request: int) -> list[dict]:
     return mock.requests[request]["body"]["messages"][-1]["content"]
 
 
-def test_claude_code_flag_and_tool_names(tmp_path):
+def test_claude_code_flag_and_tool_names(tmp_path, run):
     script = [reply(tool_call("run_command", {"command": "touch made.txt"}),
                     tool_call("write_file", {"file_path": "notes.md", "content": "hi\n"})), "done"]
     (no_bash := tmp_path / "no-bash").mkdir(), (bare := tmp_path / "bare-bash").mkdir()
     with MockAPI(script) as mock, MockAPI(["ok"]) as no_bash_mock, MockAPI() as bare_mock:
-        started = [start(tmp_path, "-p", "go", "--allowedTools", "Bash(touch made.txt:*) Write Read",
-                         "--disallowedTools", "Grep,Task", mock=mock),
-                   start(no_bash, "-p", "go", "--disallowed-tools", "Bash", mock=no_bash_mock),
-                   start(bare, "-p", "go", "--allowedTools", "Bash", mock=bare_mock)]
-        proc, _, bare_proc = [finish(each) for each in started]
+        proc = run(tmp_path, "-p", "go", "--allowedTools", "Bash(touch made.txt:*) Write Read",
+                   "--disallowedTools", "Grep,Task", mock=mock)
+        run(no_bash, "-p", "go", "--disallowed-tools", "Bash", mock=no_bash_mock)
+        bare_proc = run(bare, "-p", "go", "--allowedTools", "Bash", mock=bare_mock)
     assert proc.returncode == 0, proc.stderr
     tools = [t["name"] for t in mock.requests[0]["body"]["tools"]]
     assert "grep" not in tools and "task" not in tools and "read_file" in tools
@@ -61,7 +46,7 @@ def test_claude_code_flag_and_tool_names(tmp_path):
     assert bare_proc.returncode == 2 and "--permission-mode auto" in bare_proc.stderr and bare_mock.requests == []
 
 
-def test_write_rules_in_settings_allow_edits(tmp_path):
+def test_write_rules_in_settings_allow_edits(tmp_path, run):
     config = tmp_path / "config"
     (config / "kesi").mkdir(parents=True)
     (config / "kesi" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Write(docs/**)"]}}))
@@ -73,16 +58,14 @@ def test_write_rules_in_settings_allow_edits(tmp_path):
     assert [r["is_error"] for r in results_of(mock, 1)] == [False, True]
 
 
-def test_anthropic_model_and_the_permission_mode_spellings(tmp_path):
+def test_anthropic_model_and_the_permission_mode_spellings(tmp_path, run):
     # --permission-mode plan, with ANTHROPIC_MODEL too: test_plan_mode_tells_the_model_and_refuses_changes.
     script = [reply(tool_call("write_file", {"file_path": "a.md", "content": "a\n"})), "done"]
     (both := tmp_path / "both-models").mkdir()
     with MockAPI(script) as mock, MockAPI(["ok"]) as both_mock:
-        started = [start(tmp_path, "-p", "go", "--permissionMode", "acceptEdits", mock=mock,
-                         ANTHROPIC_MODEL="claude-sonnet-4-5"),
-                   start(both, "-p", "go", mock=both_mock, ANTHROPIC_MODEL="claude-sonnet-4-5",
-                         KESI_MODEL="claude-haiku-4-5")]
-        proc, _ = [finish(each) for each in started]
+        proc = run(tmp_path, "-p", "go", "--permissionMode", "acceptEdits", mock=mock,
+                   ANTHROPIC_MODEL="claude-sonnet-4-5")
+        run(both, "-p", "go", mock=both_mock, ANTHROPIC_MODEL="claude-sonnet-4-5", KESI_MODEL="claude-haiku-4-5")
     assert proc.returncode == 0, proc.stderr
     assert mock.requests[0]["body"]["model"] == "claude-sonnet-4-5"
     assert results_of(mock, 1)[0]["is_error"] is False
@@ -90,7 +73,7 @@ def test_anthropic_model_and_the_permission_mode_spellings(tmp_path):
     assert both_mock.requests[0]["body"]["model"] == "claude-haiku-4-5"        # KeSi's own setting wins
 
 
-def test_plan_mode_tells_the_model_and_refuses_changes(tmp_path):
+def test_plan_mode_tells_the_model_and_refuses_changes(tmp_path, run):
     script = [reply(tool_call("run_command", {"command": "touch x"}),
                     tool_call("write_file", {"file_path": "a.md", "content": "a\n"})), "The plan: 1. touch x."]
     with MockAPI(script) as mock:
@@ -105,7 +88,7 @@ def test_plan_mode_tells_the_model_and_refuses_changes(tmp_path):
     assert results_of(mock, 1)[1]["is_error"] is True and not (tmp_path / "a.md").exists()
 
 
-def test_resume_by_id_and_the_session_id_on_every_stream_json_line(tmp_path):
+def test_resume_by_id_and_the_session_id_on_every_stream_json_line(tmp_path, run):
     with MockAPI([reply("Looking.", tool_call("list_files", {})), "Two files."]) as mock:
         proc = run(tmp_path, "-p", "what is here?", "--output-format", "stream-json", mock=mock)
     assert proc.returncode == 0, proc.stderr
@@ -130,7 +113,7 @@ def test_resume_by_id_and_the_session_id_on_every_stream_json_line(tmp_path):
     assert proc.returncode == 2 and "no saved session with id no-such-id" in proc.stderr and mock.requests == []
 
 
-def test_result_subtypes_are_claude_codes(tmp_path):
+def test_result_subtypes_are_claude_codes(tmp_path, run):
     # The other subtypes are asserted in test_headless.py, by the runs that already end so:
     # "success" and "error_during_execution" by the --output-format json tests, and
     # "error_max_budget_usd" by test_max_budget_stops_before_a_request_that_could_pass_it.

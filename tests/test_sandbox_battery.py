@@ -1644,7 +1644,8 @@ def test_an_exec_line_after_a_megabyte_of_a_to_do_list_is_taken_out(box_or_bare)
     make_repo(box)
     (box / "b.txt").write_text("b\n")
     git(box, "add", "b.txt"), git(box, "commit", "-qm", "second")
-    pad = "python3 -c \"open('.git/rebase-merge/git-rebase-todo', 'a').write(('# ' + 'p' * 98 + '\\n') * 11000 + " \
+    # 1.1 MB in long comment lines: git takes seconds a thousand lines to go on after a rebase's to-do list
+    pad = "python3 -c \"open('.git/rebase-merge/git-rebase-todo', 'a').write(('# ' + 'p' * 998 + '\\n') * 1100 + " \
           "'exec touch PWNED\\n')\""
     sh(f"GIT_SEQUENCE_EDITOR='sed -i 1s/^pick/edit/' git rebase -i HEAD~1 >/dev/null 2>&1; {pad}")
     later = subprocess.run(["git", "rebase", "--continue"], cwd=box, env={**os.environ, **GIT_ENV},
