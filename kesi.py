@@ -1503,7 +1503,7 @@ def task(prompt, description=""):
         return "Error: prompt must describe what the sub-agent should find out.", True
     if CLIENT is None:
         return "Error: no API client is available for a sub-agent.", True
-    ui(f"  [sub-agent] {visible(shorten(description or prompt, 80))}")
+    ui(f"  [sub-agent] {visible(shorten(str(description or prompt), 80))}")
     saved_versions = dict(READ_VERSIONS)   # its reads must not license the main agent's writes
     try:
         answer = run_agent(CLIENT, [{"role": "user", "content": prompt}], SUB_AGENT)

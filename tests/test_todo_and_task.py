@@ -90,6 +90,16 @@ def test_task_needs_a_prompt_and_a_client(ws, monkeypatch):
     assert is_error and "no API client" in output
 
 
+def test_a_description_that_is_not_text_still_runs_the_sub_agent(ws, mock_client, monkeypatch):
+    """Called directly (not through call_tool's schema check), an odd description is shown, never raised on."""
+    mock, client = mock_client([reply("found it")])
+    monkeypatch.setattr(kesi, "CLIENT", client)
+    shown = capture_ui()
+    assert kesi.task(".", description=True) == ("found it", False)
+    assert "[sub-agent] True" in shown.getvalue()
+    assert mock.requests[-1]["body"]["messages"][0]["content"] == "."
+
+
 def test_interrupted_sub_agent_interrupts_the_batch(ws, monkeypatch, notices):
     monkeypatch.setattr(kesi, "CLIENT", object())
     monkeypatch.setattr(kesi, "run_agent",
