@@ -285,6 +285,7 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import kesi
 kesi.BASE_DIR, kesi.UI = Path.cwd(), io.StringIO()
+kesi.anthropic.Anthropic         # the SDK loads in a thread: under the limit below it would write truncated .pyc files
 kesi.write_audit_entry({"command": "echo before"})
 log = kesi.records_folder() / kesi.AUDIT_LOG
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)       # past the limit a write fails (EFBIG) instead of killing
@@ -299,14 +300,20 @@ print(repr(([e["command"][:18] for e in during[0]], [e["command"][:18] for e in 
 """
 
 
+def run_with_a_full_disk(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    # No bytecode written: a .pyc cut short by the limit would break every later import from the shared cache (a
+    # CI run lost 108 tests to a truncated pydantic .pyc that way).
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "PYTHONDONTWRITEBYTECODE": "1"}
+    (tmp_path / "ws").mkdir()
+    return subprocess.run([sys.executable, "-c", script, str(Path(kesi.__file__).parent)], cwd=tmp_path / "ws",
+                          env=env, capture_output=True, text=True, timeout=60)
+
+
 def test_a_full_disk_hides_no_entry_and_glues_none_to_the_next(tmp_path):
     """With the disk full, a long entry was half written: it vanished from /log, and the next entry, glued to
     it, was called a forgery (rt25b 65-66). Now a write is all or nothing, and a refused entry is kept, shown
     by /log, and written with the next one."""
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
-    (tmp_path / "ws").mkdir()
-    done = subprocess.run([sys.executable, "-c", FULL_DISK, str(Path(kesi.__file__).parent)], cwd=tmp_path / "ws",
-                          env=env, capture_output=True, text=True, timeout=60)
+    done = run_with_a_full_disk(FULL_DISK, tmp_path)
     assert done.returncode == 0, done.stderr
     during, after, forged, said = eval(done.stdout)
     assert during == ["echo before", "echo HIDDEN-ACTION"] and said
@@ -331,11 +338,7 @@ def test_a_task_that_ends_by_itself_is_logged_with_its_exit_code_and_output(ws, 
 
 def test_what_a_full_disk_still_refuses_at_exit_is_shown(tmp_path):
     """The kept entries were lost when KeSi exited with the disk still full (rt25c 14): now they are shown."""
-    script = FULL_DISK.split("during = ")[0] + "kesi.UI = sys.stdout\n"
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
-    (tmp_path / "ws").mkdir()
-    done = subprocess.run([sys.executable, "-c", script, str(Path(kesi.__file__).parent)], cwd=tmp_path / "ws",
-                          env=env, capture_output=True, text=True, timeout=60)
+    done = run_with_a_full_disk(FULL_DISK.split("during = ")[0] + "kesi.UI = sys.stdout\n", tmp_path)
     assert done.returncode == 0, done.stderr
     assert "(not in the audit log: " in done.stdout and "echo HIDDEN-ACTION ppp" in done.stdout, done.stdout
 
