@@ -3195,7 +3195,7 @@ def option_values(words: list[str], options: tuple[str, ...]) -> list[str]:
         for option in options:
             if option.startswith("--"):
                 name, has_value, value = word.partition("=")
-                given = len(name) > 3 and option.startswith(name)
+                given = len(name) > 2 and option.startswith(name)
             elif given := re.match(rf"-[A-Za-z]*{option[1]}", word):
                 has_value = bool(value := word[word.index(option[1], 1) + 1:])
             if given:
@@ -3461,7 +3461,7 @@ def rule_words(tokens: list[str]) -> tuple[list[str], list[str]]:
         if word == "--":
             args += words[index + 1:]
             break
-        if word.startswith("--") and len(word) > 3:   # GNU and git take any unambiguous abbreviation
+        if word.startswith("--") and len(word) > 2:   # GNU and git take any unambiguous abbreviation, even --u
             given = {letter for option, letter in OPTION_LETTERS.get(key, {}).items()
                      if option.startswith(word.split("=", 1)[0])}
             word = "-" + given.pop() if len(given) == 1 else word
@@ -3499,7 +3499,7 @@ def word_matches(rule_word: str, word: str, prefix: bool) -> bool:
     """A prefix rule's short letters if the command gives more (rm -rfv), --rec for --recursive, a glob as sh would."""
     if prefix and all(re.fullmatch(r"-[A-Za-z]+", w) for w in (rule_word, word)):
         return set(rule_word[1:]) <= set(word[1:])
-    if rule_word.startswith("--") and word.startswith("--") and len(word) > 3:
+    if rule_word.startswith("--") and word.startswith("--") and len(word) > 2:
         return rule_word.split("=", 1)[0].startswith(word.split("=", 1)[0])
     return rule_word == word or (any(c in "*?[" for c in word) and fnmatch.fnmatchcase(rule_word, word))
 

@@ -335,3 +335,10 @@ def test_deny_rules_in_bypass_mode_catch_what_runs_them_and_nothing_else(bypass_
         assert not allowed and "deny rule" in refusal, command
     else:
         assert (allowed, refusal) == (True, None), command
+
+
+def test_a_one_letter_long_option_is_read_as_the_option_it_abbreviates():
+    """git took `--u=...` for --upload-pack and GNU rm `--r --f` for -rf, but only abbreviations of four or more
+    characters were read (found by a trim pass)."""
+    assert kesi.hard_denial_reason('git clone --u="sudo id" a b')
+    assert kesi.command_matches("rm -rf:*", "rm --r --f x", True)
