@@ -293,17 +293,18 @@ def test_the_sandbox_ends_when_kesi_dies_before_bwrap_watches_it(box, tmp_path, 
                             capture_output=True, text=True, timeout=60)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     try:
-        for _ in range(600):       # bwrap waits for KeSi to be gone, then sets up: slow on a loaded machine
-            if not marker_alive(marker):
+        for _ in range(600):       # bwrap waits for KeSi to be gone, then sets up, runs, ends: slow when loaded
+            reports = [json.loads(line) for line in status.read_text().splitlines()
+                       if line.strip().endswith("}")] if status.exists() else []
+            if reports and "exit-code" in reports[-1]:
                 break
             time.sleep(0.1)
-        assert not marker_alive(marker), status.read_text() if status.exists() else "bwrap not started"
+        assert not marker_alive(marker), reports or "bwrap not started"
     finally:
         for entry in Path("/proc").iterdir():       # only this run's processes: their argv holds the marker
             with contextlib.suppress(OSError, ValueError):
                 if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
                     os.kill(int(entry.name), signal.SIGKILL)
-    reports = [json.loads(line) for line in status.read_text().splitlines() if line.strip()]
     assert "child-pid" in reports[0] and reports[-1] == {"exit-code": 128 + signal.SIGKILL}, reports
 
 
