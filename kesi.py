@@ -2984,8 +2984,8 @@ SIMPLE_WRAPPERS = {"command", "builtin", "exec", "nohup", "noglob", "time", "env
 # Wrapper options that take a value (env -u NAME, exec -a NAME, env -C DIR); env -S splits it into words that run.
 WRAPPER_SHORT_VALUES = set("uCSPa")
 WRAPPER_LONG_VALUES = {"--unset": "u", "--chdir": "C", "--split-string": "S", "--argv0": "a"}
-SHELL_COMMANDS = {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "busybox"}
-COMMAND_READERS = SHELL_COMMANDS | {"eval", "source", ".", "xargs", "parallel"}   # they run what they read: | sh
+COMMAND_READERS = {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "busybox",
+                   "eval", "source", ".", "xargs", "parallel"}   # they run what they read: | sh
 TEXT_PROGRAMS = {"echo", "printf", "grep", "egrep", "fgrep", "rg", "ag", "ack", "man", "info", "whatis",
                  "apropos", "which", "whereis", "type", "git", "cat", "head", "tail", "wc", "ls", "stat",
                  "diff", "du", "date", "pwd", "test", "["}     # their words are text: "grep sudo x" runs no sudo
