@@ -2851,7 +2851,7 @@ def exit_now(code: int) -> None:
 # ============================================================================
 # Behind classify_command(), command_key() and matching_rule(): the lexer, hard denials, rules and escalation.
 
-# Deliberately short: each entry is harmless with any arguments but UNSAFE_OPTIONS (cd: see part_question).
+# Deliberately short: each entry is harmless with any arguments but UNSAFE_OPTIONS (cd: see part_questions).
 SAFE_COMMANDS = [tuple(command.split()) for command in ("ls", "pwd", "cat", "head", "tail", "wc", "echo", "which",
                  "diff", "stat", "du", "date", "grep", "cd", "git status", "git log", "git diff", "git show")]
 # They set the clock (date -s), read names from a file the path check cannot see (-f .env) or trees and links (-r).
@@ -2984,8 +2984,8 @@ SIMPLE_WRAPPERS = {"command", "builtin", "exec", "nohup", "noglob", "time", "env
 # Wrapper options that take a value (env -u NAME, exec -a NAME, env -C DIR); env -S splits it into words that run.
 WRAPPER_SHORT_VALUES = set("uCSPa")
 WRAPPER_LONG_VALUES = {"--unset": "u", "--chdir": "C", "--split-string": "S", "--argv0": "a"}
-SHELL_COMMANDS = {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "busybox"}
-COMMAND_READERS = SHELL_COMMANDS | {"eval", "source", ".", "xargs", "parallel"}   # they run what they read: | sh
+COMMAND_READERS = {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "busybox",
+                   "eval", "source", ".", "xargs", "parallel"}   # they run what they read: | sh
 TEXT_PROGRAMS = {"echo", "printf", "grep", "egrep", "fgrep", "rg", "ag", "ack", "man", "info", "whatis",
                  "apropos", "which", "whereis", "type", "git", "cat", "head", "tail", "wc", "ls", "stat",
                  "diff", "du", "date", "pwd", "test", "["}     # their words are text: "grep sudo x" runs no sudo
@@ -3106,9 +3106,9 @@ def after_cd(tokens: list[str], cwd: Path | None, previous: Path | None) -> Path
     return Path(os.path.normpath(path)) if (path := absolute_path(args[0], cwd)) else None
 
 
-def hard_denial_reason(command: str, cwd: Path | None = None) -> str | None:
-    """Why this command must never run, or None; cwd (None: the workspace) follows each cd: "cd ~; rm -rf ."."""
-    for part in parts_run(command, cwd=cwd):
+def hard_denial_reason(command: str) -> str | None:
+    """Why this command must never run, or None; paths are read from the folder of each cd: "cd ~; rm -rf ."."""
+    for part in parts_run(command):
         if isinstance(part, str):     # an alias a variable gives is left to deny rules; too deep is refused
             if part != UNKNOWN_ALIAS:
                 return part
@@ -3279,28 +3279,24 @@ def part_questions(segments: list[list[str]]) -> list[tuple[list[str], str]]:
     """(part, why it asks) for each part that is not read-only; paths after a cd are read from its folder."""
     asks, cwd = [], BASE_DIR
     for tokens in segments:
-        why, cwd = part_question(tokens, cwd)
+        if cwd is None:
+            why = "it follows a cd that needs a question, so its paths cannot be checked"
+        elif tokens[0] == "cd":
+            target = safe_path(cwd / tokens[1]) if len(tokens) == 2 and not tokens[1].startswith("-") else None
+            cwd = target if target and target.is_dir() else None
+            why = None if cwd else "cd may leave the workspace (only cd to a folder in it is read-only)"
+        elif not any(tuple(tokens[:len(safe)]) == safe for safe in SAFE_COMMANDS):
+            why = f"{' '.join(tokens[:2]) if tokens[0] == 'git' else tokens[0]} is not on the read-only list"
+        elif tokens[0] == "git" and any(t.split("=", 1)[0] in GIT_SENSITIVE_OPTIONS for t in tokens[1:]):
+            why = "the git command has options that write files or run programs"
+        elif touches_forbidden(tokens, cwd):
+            why = "it touches a path that tools may not read"
+        elif has_unsafe_option(tokens):
+            why = f"{tokens[0]} has an option that changes the system or reads names from files or folders"
+        else:
+            continue
         asks += [(tokens, why)] if why else []
     return asks
-
-
-def part_question(tokens: list[str], cwd: Path | None) -> tuple[str | None, Path | None]:
-    if cwd is None:
-        return "it follows a cd that needs a question, so its paths cannot be checked", None
-    if tokens[0] == "cd":
-        target = safe_path(cwd / tokens[1]) if len(tokens) == 2 and not tokens[1].startswith("-") else None
-        if target and target.is_dir():
-            return None, target
-        return "cd may leave the workspace (only cd to a folder in it is read-only)", None
-    if not any(tuple(tokens[:len(safe)]) == safe for safe in SAFE_COMMANDS):
-        return f"{' '.join(tokens[:2]) if tokens[0] == 'git' else tokens[0]} is not on the read-only list", cwd
-    if tokens[0] == "git" and any(t.split("=", 1)[0] in GIT_SENSITIVE_OPTIONS for t in tokens[1:]):
-        return "the git command has options that write files or run programs", cwd
-    if touches_forbidden(tokens, cwd):
-        return "it touches a path that tools may not read", cwd
-    if has_unsafe_option(tokens):
-        return f"{tokens[0]} has an option that changes the system or reads names from files or folders", cwd
-    return None, cwd
 
 
 def command_key(command) -> str | None:
@@ -3365,7 +3361,7 @@ def set_headless_escalation(level: str | None) -> None:
 def escalation_for(command: str) -> str | None:
     """None (the sandbox as it is), "network" or "unsandboxed"; a once-only answer is used up here."""
     key = command_key(command)
-    return (ESCALATE_ONCE.pop(key, None) if key else None) or GRANTED_ESCALATIONS.get(key) or HEADLESS_ESCALATION
+    return ESCALATE_ONCE.pop(key, None) or GRANTED_ESCALATIONS.get(key) or HEADLESS_ESCALATION
 
 
 # --- rules that persist: Bash(...) and Edit(...) ------------------------------------
