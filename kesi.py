@@ -3821,7 +3821,7 @@ class WorkspaceIndex:
         self.inotify = fd if fd >= 0 else None
         # watched: watch descriptor -> folder; stale: folders to list again, as one below could not be listed
         self.folders, self.marked, self.watched, self.stale = {}, {}, {}, set()
-        self.add_tree("", None)
+        self.list_tree("", None)
 
     def close(self) -> None:
         if self.inotify is not None:
@@ -3842,7 +3842,8 @@ class WorkspaceIndex:
             if not changed:
                 return
             for rel in sorted(changed):
-                self.update(rel)
+                if rel in self.folders:       # else no longer known: gone, or listed where it moved
+                    self.list_tree(rel, self.folders[rel][0])
 
     def changed_folders(self) -> set[str] | None:
         """The folders with news since the last look; None when the kernel dropped some."""
@@ -3863,27 +3864,19 @@ class WorkspaceIndex:
                 if wd in self.watched:
                     changed.add(self.watched[wd])
 
-    def update(self, rel: str) -> None:
-        """List one known folder again: what left it is forgotten, what is new is added in full."""
-        old = self.folders.get(rel)
-        children = self.list_folder(rel, old[0]) if old else None
-        if children is None:
-            return self.forget(rel) if old else None
-        for name, inode in old[2].items():
-            if children.get(name) != inode:
-                self.drop(f"{rel}/{name}" if rel else name)
-        for name, inode in list(children.items()):      # a copy: one that cannot be listed leaves it
-            if old[2].get(name) != inode:
-                self.add_tree(f"{rel}/{name}" if rel else name, inode)
-
-    def add_tree(self, top: str, inode: int | None) -> None:
+    def list_tree(self, top: str, inode: int | None) -> None:
+        """List a folder again (inode: the one known) and, in full, each folder new below it; what left is dropped."""
         stack = [(top, inode)]
         while stack:
             rel, inode = stack.pop()
+            old = self.folders.get(rel, (0, 0, {}))[2]
             if (children := self.list_folder(rel, inode)) is None:
                 self.forget(rel)
                 continue
-            stack += [(f"{rel}/{name}" if rel else name, child) for name, child in children.items()]
+            for name, child in old.items():
+                if children.get(name) != child:
+                    self.drop(os.path.join(rel, name))
+            stack += [(os.path.join(rel, name), child) for name, child in children.items() if old.get(name) != child]
 
     def forget(self, rel: str) -> None:
         """A folder that cannot be listed leaves its parent's record too, so the parent is listed again next look."""
@@ -3896,37 +3889,31 @@ class WorkspaceIndex:
     def list_folder(self, rel: str, inode: int | None) -> dict[str, int] | None:
         """Watch and list one folder, opened without following a link; None if gone or not the one listed (inode)."""
         try:
-            fd = os.open(self.base / rel, FOLDER_FLAGS)
+            with opened(self.base / rel) as fd:
+                here = (info := os.fstat(fd)).st_ino
+                if inode is not None and here != inode:
+                    return None
+                wd = self.watch(fd, rel)          # before listing: what comes later is news
+                with os.scandir(fd) as listing:
+                    kinds = {e.name: ("link" if e.is_symlink() else "folder" if e.is_dir(follow_symlinks=False)
+                                      else "file", e.inode()) for e in listing}
         except OSError as error:
             return self.unlisted(rel, inode, error)
-        try:
-            here = (info := os.fstat(fd)).st_ino
-            if inode is not None and here != inode:
-                return None
-            wd = self.watch(fd, rel)          # before listing: what comes later is news
-            with os.scandir(fd) as listing:
-                kinds = {entry.name: ("link" if entry.is_symlink() else "folder" if entry.is_dir(follow_symlinks=False)
-                                      else "file", entry.inode()) for entry in listing}
-            # In a git dir: below .git, below one a .git file leads to, or one by content (is_git_dir: a bare one).
-            kind_of = {name: kind for name, (kind, _) in kinds.items()}
-            by_content = ("commondir" in kind_of or "gitdir" in kind_of
-                          or "objects" in kind_of and "refs" in kind_of)     # of any kind: git only asks access()
-            in_git = ".git" in rel.split("/") or self.git_folders.get(here) == info.st_dev or by_content
-            self.git_folders.update({here: info.st_dev} if in_git else {})
-            children, marks = {}, {}
-            if by_content and ".git" not in rel.split("/"):     # "/" names no file: this folder is a repository
-                marks["/"] = "git dir"                           # (bare, or `.bare` beside linked worktrees)
-            for name, (kind, number) in kinds.items():
-                if kind == "folder" and not (self.prune and is_ignored_name(name)):
-                    children[name] = number
-                if kind == "folder" and in_git:        # all below it too: modules/*, worktrees/*
-                    self.git_folders[number] = info.st_dev
-                if is_env_name(name) or name == ".git" or in_git and name in GIT_CONFIGS:
-                    marks[name] = kind
-        except OSError as error:
-            return self.unlisted(rel, inode, error)
-        finally:
-            os.close(fd)
+        # In a git dir: below .git, below one a .git file leads to, or one by content (is_git_dir: a bare one).
+        by_content = ("commondir" in kinds or "gitdir" in kinds
+                      or "objects" in kinds and "refs" in kinds)     # of any kind: git only asks access()
+        in_git = ".git" in rel.split("/") or self.git_folders.get(here) == info.st_dev or by_content
+        self.git_folders.update({here: info.st_dev} if in_git else {})
+        children, marks = {}, {}
+        if by_content and ".git" not in rel.split("/"):     # "/" names no file: this folder is a repository
+            marks["/"] = "git dir"                           # (bare, or `.bare` beside linked worktrees)
+        for name, (kind, number) in kinds.items():
+            if kind == "folder" and not (self.prune and is_ignored_name(name)):
+                children[name] = number
+            if kind == "folder" and in_git:        # all below it too: modules/*, worktrees/*
+                self.git_folders[number] = info.st_dev
+            if is_env_name(name) or name == ".git" or in_git and name in GIT_CONFIGS:
+                marks[name] = kind
         self.folders[rel] = (here, wd, children)
         self.marked.pop(rel, None)
         self.marked.update({rel: marks} if marks else {})
