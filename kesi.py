@@ -3755,10 +3755,9 @@ def sandbox_spec(git_read_only: bool = False, full_network: bool = False) -> tup
     params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)),
               ("RECORDS_DIR", os.path.realpath(records_root())), ("CONFIG_DIR", os.path.realpath(user_config_folder())),
               ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
-    params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
-    params += [(f"TOOLCHAIN_SECRET_{i}", path) for i, path in enumerate(secrets)]
-    git_dirs = [".git", *nested_repositories()] if git_read_only else []
-    params += [(f"GIT_DIR_{i}", str(BASE_DIR / repo)) for i, repo in enumerate(git_dirs)]
+    git_dirs = [str(BASE_DIR / repo) for repo in [".git", *nested_repositories()]] if git_read_only else []
+    numbered = {"TOOLCHAIN": tools, "TOOLCHAIN_SECRET": secrets, "GIT_DIR": git_dirs}     # TOOLCHAIN_0, ...
+    params += [(f"{name}_{i}", path) for name, paths in numbered.items() for i, path in enumerate(paths)]
     readable = " ".join(f'(subpath (param "TOOLCHAIN_{i}"))' for i in range(len(tools)))
     proxy = None if full_network else network_proxy("seatbelt")
     profile = "\n".join([
@@ -4051,8 +4050,7 @@ def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
 
 
 def linked_git_configs(dot_git: Path) -> list[Path]:
-    """The configs a `.git` file or link leads to (its git dir's, its commondir's, their modules' and worktrees'):
-    maybe outside the workspace."""
+    """Configs a `.git` file or link leads to (git dir, commondir, their modules, worktrees), maybe not in BASE_DIR."""
     if (gitdir := git_dir_of(dot_git)) is None:
         return []
     common = read_pointer_file(gitdir / "commondir")
