@@ -3751,10 +3751,9 @@ def sandbox_spec(git_read_only: bool = False, full_network: bool = False) -> tup
     params = [("BASE_DIR", str(BASE_DIR)), ("HOME_DIR", str(HOME_DIR)),
               ("RECORDS_DIR", os.path.realpath(records_root())), ("CONFIG_DIR", os.path.realpath(user_config_folder())),
               ("TMP_DIR", os.path.realpath(tempfile.gettempdir()))]
-    params += [(f"TOOLCHAIN_{i}", path) for i, path in enumerate(tools)]
-    params += [(f"TOOLCHAIN_SECRET_{i}", path) for i, path in enumerate(secrets)]
-    git_dirs = [".git", *nested_repositories()] if git_read_only else []
-    params += [(f"GIT_DIR_{i}", str(BASE_DIR / repo)) for i, repo in enumerate(git_dirs)]
+    git_dirs = [str(BASE_DIR / repo) for repo in [".git", *nested_repositories()]] if git_read_only else []
+    numbered = {"TOOLCHAIN": tools, "TOOLCHAIN_SECRET": secrets, "GIT_DIR": git_dirs}     # TOOLCHAIN_0, ...
+    params += [(f"{name}_{i}", path) for name, paths in numbered.items() for i, path in enumerate(paths)]
     readable = " ".join(f'(subpath (param "TOOLCHAIN_{i}"))' for i in range(len(tools)))
     proxy = None if full_network else network_proxy("seatbelt")
     profile = "\n".join([
@@ -3817,7 +3816,7 @@ class WorkspaceIndex:
         self.inotify = fd if fd >= 0 else None
         # watched: watch descriptor -> folder; stale: folders to list again, as one below could not be listed
         self.folders, self.marked, self.watched, self.stale = {}, {}, {}, set()
-        self.add_tree("", None)
+        self.list_tree("", None)
 
     def close(self) -> None:
         if self.inotify is not None:
@@ -3838,7 +3837,8 @@ class WorkspaceIndex:
             if not changed:
                 return
             for rel in sorted(changed):
-                self.update(rel)
+                if rel in self.folders:       # else no longer known: gone, or listed where it moved
+                    self.list_tree(rel, self.folders[rel][0])
 
     def changed_folders(self) -> set[str] | None:
         """The folders with news since the last look; None when the kernel dropped some."""
@@ -3859,27 +3859,19 @@ class WorkspaceIndex:
                 if wd in self.watched:
                     changed.add(self.watched[wd])
 
-    def update(self, rel: str) -> None:
-        """List one known folder again: what left it is forgotten, what is new is added in full."""
-        old = self.folders.get(rel)
-        children = self.list_folder(rel, old[0]) if old else None
-        if children is None:
-            return self.forget(rel) if old else None
-        for name, inode in old[2].items():
-            if children.get(name) != inode:
-                self.drop(f"{rel}/{name}" if rel else name)
-        for name, inode in list(children.items()):      # a copy: one that cannot be listed leaves it
-            if old[2].get(name) != inode:
-                self.add_tree(f"{rel}/{name}" if rel else name, inode)
-
-    def add_tree(self, top: str, inode: int | None) -> None:
+    def list_tree(self, top: str, inode: int | None) -> None:
+        """List a folder again (inode: the one known) and, in full, each folder new below it; what left is dropped."""
         stack = [(top, inode)]
         while stack:
             rel, inode = stack.pop()
+            old = self.folders.get(rel, (0, 0, {}))[2]
             if (children := self.list_folder(rel, inode)) is None:
                 self.forget(rel)
                 continue
-            stack += [(f"{rel}/{name}" if rel else name, child) for name, child in children.items()]
+            for name, child in old.items():
+                if children.get(name) != child:
+                    self.drop(os.path.join(rel, name))
+            stack += [(os.path.join(rel, name), child) for name, child in children.items() if old.get(name) != child]
 
     def forget(self, rel: str) -> None:
         """A folder that cannot be listed leaves its parent's record too, so the parent is listed again next look."""
@@ -3892,37 +3884,31 @@ class WorkspaceIndex:
     def list_folder(self, rel: str, inode: int | None) -> dict[str, int] | None:
         """Watch and list one folder, opened without following a link; None if gone or not the one listed (inode)."""
         try:
-            fd = os.open(self.base / rel, FOLDER_FLAGS)
+            with opened(self.base / rel) as fd:
+                here = (info := os.fstat(fd)).st_ino
+                if inode is not None and here != inode:
+                    return None
+                wd = self.watch(fd, rel)          # before listing: what comes later is news
+                with os.scandir(fd) as listing:
+                    kinds = {e.name: ("link" if e.is_symlink() else "folder" if e.is_dir(follow_symlinks=False)
+                                      else "file", e.inode()) for e in listing}
         except OSError as error:
             return self.unlisted(rel, inode, error)
-        try:
-            here = (info := os.fstat(fd)).st_ino
-            if inode is not None and here != inode:
-                return None
-            wd = self.watch(fd, rel)          # before listing: what comes later is news
-            with os.scandir(fd) as listing:
-                kinds = {entry.name: ("link" if entry.is_symlink() else "folder" if entry.is_dir(follow_symlinks=False)
-                                      else "file", entry.inode()) for entry in listing}
-            # In a git dir: below .git, below one a .git file leads to, or one by content (is_git_dir: a bare one).
-            kind_of = {name: kind for name, (kind, _) in kinds.items()}
-            by_content = ("commondir" in kind_of or "gitdir" in kind_of
-                          or "objects" in kind_of and "refs" in kind_of)     # of any kind: git only asks access()
-            in_git = ".git" in rel.split("/") or self.git_folders.get(here) == info.st_dev or by_content
-            self.git_folders.update({here: info.st_dev} if in_git else {})
-            children, marks = {}, {}
-            if by_content and ".git" not in rel.split("/"):     # "/" names no file: this folder is a repository
-                marks["/"] = "git dir"                           # (bare, or `.bare` beside linked worktrees)
-            for name, (kind, number) in kinds.items():
-                if kind == "folder" and not (self.prune and is_ignored_name(name)):
-                    children[name] = number
-                if kind == "folder" and in_git:        # all below it too: modules/*, worktrees/*
-                    self.git_folders[number] = info.st_dev
-                if is_env_name(name) or name == ".git" or in_git and name in GIT_CONFIGS:
-                    marks[name] = kind
-        except OSError as error:
-            return self.unlisted(rel, inode, error)
-        finally:
-            os.close(fd)
+        # In a git dir: below .git, below one a .git file leads to, or one by content (is_git_dir: a bare one).
+        by_content = ("commondir" in kinds or "gitdir" in kinds
+                      or "objects" in kinds and "refs" in kinds)     # of any kind: git only asks access()
+        in_git = ".git" in rel.split("/") or self.git_folders.get(here) == info.st_dev or by_content
+        self.git_folders.update({here: info.st_dev} if in_git else {})
+        children, marks = {}, {}
+        if by_content and ".git" not in rel.split("/"):     # "/" names no file: this folder is a repository
+            marks["/"] = "git dir"                           # (bare, or `.bare` beside linked worktrees)
+        for name, (kind, number) in kinds.items():
+            if kind == "folder" and not (self.prune and is_ignored_name(name)):
+                children[name] = number
+            if kind == "folder" and in_git:        # all below it too: modules/*, worktrees/*
+                self.git_folders[number] = info.st_dev
+            if is_env_name(name) or name == ".git" or in_git and name in GIT_CONFIGS:
+                marks[name] = kind
         self.folders[rel] = (here, wd, children)
         self.marked.pop(rel, None)
         self.marked.update({rel: marks} if marks else {})
@@ -4060,8 +4046,7 @@ def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
 
 
 def linked_git_configs(dot_git: Path) -> list[Path]:
-    """The configs a `.git` file or link leads to (its git dir's, its commondir's, their modules' and worktrees'):
-    maybe outside the workspace."""
+    """Configs a `.git` file or link leads to (git dir, commondir, their modules, worktrees), maybe not in BASE_DIR."""
     if (gitdir := git_dir_of(dot_git)) is None:
         return []
     common = read_pointer_file(gitdir / "commondir")
