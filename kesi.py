@@ -4282,8 +4282,8 @@ def in_shared_network(argv: list[str]) -> list[str]:
 
 # ----------------------------------------------------------------------------
 # Git's control files run code later, outside the sandbox (a hook, core.fsmonitor on `git status`). As in Codex's
-# Linux sandbox, git dirs are read-only mounts (git_pins, scan_workspace), but the top .git to plain git alone. The
-# check after (git_control_snapshot, restore_git_control) covers what no mount or fixed deny-write list (as in
+# Linux sandbox, git dirs are read-only mounts (git_pins, scan_workspace); plain git alone gets the top .git writable.
+# The check after (git_control_snapshot, restore_git_control) covers what no mount or fixed deny-write list (as in
 # sandbox-runtime) can: plain git's own writes, paths not made yet, new repositories; and all of it unsandboxed.
 
 # A rebase's `strategy` and a cherry-pick's `opts` name a merge program (`git merge-<strategy>`) --continue runs.
