@@ -4262,8 +4262,10 @@ def in_shared_network(argv: list[str]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------
-# Git's control files run code later, outside the sandbox (a hook, core.fsmonitor on `git status`): mounts pin what
-# exists (git_pins, scan_workspace); the check after (git_control_snapshot) covers the rest, all there is unsandboxed.
+# Git's control files run code later, outside the sandbox (a hook, core.fsmonitor on `git status`). As in Codex's
+# Linux sandbox, git dirs are read-only mounts (git_pins, scan_workspace); plain git alone gets the top .git writable.
+# The check after (git_control_snapshot, restore_git_control) covers what no mount or fixed deny-write list (as in
+# sandbox-runtime) can: plain git's own writes, paths not made yet, new repositories; and all of it unsandboxed.
 
 # A rebase's `strategy` and a cherry-pick's `opts` name a merge program (`git merge-<strategy>`) --continue runs.
 GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strategy", "strategy_opts", "opts",
@@ -4538,8 +4540,8 @@ def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: b
             code = in_hooks or name == "hooks" or name in GIT_REMOTE_FOLDERS and prefix in gitdirs
             with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, folder_fd) as child:   # gone: skipped
                 yield from control_entries(child, path + "/", snapshot, learn, code, depth + 1)
-        elif pick := guarded_lines(path):    # read whole, as git does: an exec line may follow 1 MB of comments
-            if lines := pick(read_control_file(folder_fd, name, MAX_TODO_BYTES)):
+        elif pattern := guarded_lines(path):    # read whole, as git does: an exec line may follow 1 MB of comments
+            if lines := picked_lines(read_control_file(folder_fd, name, MAX_TODO_BYTES), pattern):
                 yield path, ("todo", b"\n".join(sorted(lines)), 0)
         elif in_hooks or name in GIT_CONTROL_NAMES:
             yield path, file_state(folder_fd, name, info)
@@ -4554,36 +4556,32 @@ def file_state(folder_fd: int, name: str, info: os.stat_result) -> tuple:
 
 # Lines git acts on in files it otherwise keeps as data, those a command added taken out: an "exec" line in a rebase's
 # to-do list runs on `git rebase --continue`; a replace ref in packed-refs, or a graft, hides a change from git diff.
-TODO_FILES = {"rebase-merge/git-rebase-todo", "sequencer/todo"}
+EXEC_LINE = re.compile(rb"\s*(x|exec)(\s.*)?", re.DOTALL)
+REPLACE_LINE = re.compile(rb".*refs/replace/.*", re.DOTALL)
+GUARDED_LINES = {"rebase-merge/git-rebase-todo": EXEC_LINE, "sequencer/todo": EXEC_LINE, "packed-refs": REPLACE_LINE,
+                 "info/grafts": re.compile(rb"(?!#)\s*\S.*", re.DOTALL)}    # grafts: all but blank and # lines
 
 
-def guarded_lines(path: str):
-    """The function that picks those lines out of this file's bytes; None for any other file."""
+def guarded_lines(path: str) -> re.Pattern | None:
+    """The pattern of those lines in this file; None for any other file."""
     parts = path.split("/")
-    return exec_lines if "/".join(parts[-2:]) in TODO_FILES else replace_lines if parts[-1] == "packed-refs" else \
-        graft_lines if parts[-2:] == ["info", "grafts"] else None
+    return GUARDED_LINES.get("/".join(parts[-2:])) or GUARDED_LINES.get(parts[-1])
 
 
-def exec_lines(data: bytes) -> set[bytes]:
-    if len(data) > MAX_TODO_BYTES:
+def picked_lines(data: bytes, pattern: re.Pattern) -> set[bytes]:
+    """The lines of a file's bytes pattern picks, stripped; a to-do list too large to read: one saying so."""
+    if len(data) > MAX_TODO_BYTES and pattern is EXEC_LINE:
         return {b"(too large to read: removed)"}
-    return {line.strip() for line in data.splitlines() if line.split()[:1] in ([b"x"], [b"exec"])}
+    if pattern is REPLACE_LINE and b"refs/replace/" not in data:
+        return set()                  # most packed-refs have none: no split of a big file
+    return {line.strip() for line in data.splitlines() if pattern.fullmatch(line)}
 
 
-def replace_lines(data: bytes) -> set[bytes]:
-    found = b"refs/replace/" in data              # most packed-refs have none: no split of a big file
-    return {line.strip() for line in data.splitlines() if b"refs/replace/" in line} if found else set()
-
-
-def graft_lines(data: bytes) -> set[bytes]:
-    return {line.strip() for line in data.splitlines() if line.strip() and not line.startswith(b"#")}
-
-
-def strip_added_lines(folder_fd: int, name: str, keep: set[bytes], pick) -> None:
-    """Take out of such a file every line pick finds that is not in keep (a to-do list too large to read: all of it)."""
+def strip_added_lines(folder_fd: int, name: str, keep: set[bytes], pattern: re.Pattern) -> None:
+    """Take out of such a file every line pattern picks not in keep (a to-do list too large to read: all of it)."""
     if len(data := read_control_file(folder_fd, name, MAX_TODO_BYTES)) > MAX_TODO_BYTES:
-        return remove_at(folder_fd, name) if pick is exec_lines else None
-    lines = [line for line in data.splitlines(keepends=True) if line.strip() not in pick(line) - keep]
+        return remove_at(folder_fd, name) if pattern is EXEC_LINE else None
+    lines = [line for line in data.splitlines(keepends=True) if not pattern.fullmatch(line) or line.strip() in keep]
     info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
     write_atomically(folder_fd, name, b"".join(lines), mode=stat.S_IMODE(info.st_mode))
 
@@ -4744,11 +4742,14 @@ def disarm_repository(repo: str) -> list[str]:
         os.close(fd)
 
 
-def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
-    removed, names = [], set(os.listdir(fd))
-    if depth and "HEAD" not in names:      # modules/a of a submodule named a/b: a folder of git dirs, any deep
-        return disarm_git_dirs_in(fd, shown, depth + 1)
-    planted = names & {"commondir", "config.worktree"}
+def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = False) -> list[str]:
+    removed, names = [], os.listdir(fd)
+    if holds_git_dirs or depth and "HEAD" not in names:    # modules/, or modules/a of a submodule named a/b: any deep
+        for name in names if depth < MAX_GIT_DEPTH else ():
+            with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, fd) as sub:
+                removed += disarm_git_dir(sub, f"{shown}/{name}", depth + 1)
+        return removed
+    planted = {"commondir", "config.worktree"}.intersection(names)
     try:                                  # in the hooks folder, all but the samples git writes
         with opened("hooks", FOLDER_FLAGS, fd) as hooks:
             for hook in os.listdir(hooks):
@@ -4756,22 +4757,14 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0) -> list[str]:
                     remove_at(hooks, hook)
                     removed.append(f"{shown}/hooks/{hook}")
     except OSError:                       # a link or a file in its place, or one that could not be read: all of it
-        planted |= {"hooks"} & names
+        planted |= {"hooks"}.intersection(names)
     for name in planted:
         remove_at(fd, name)
         removed.append(f"{shown}/{name}")
     removed += disarm_config(fd, shown) if "config" in names else []
-    for inner in ("modules", "worktrees") if depth < MAX_GIT_DEPTH else ():    # their git dirs' configs run code too
+    for inner in ("modules", "worktrees"):        # their git dirs' configs run code too
         with contextlib.suppress(OSError), opened(inner, FOLDER_FLAGS, fd) as inner_fd:
-            removed += disarm_git_dirs_in(inner_fd, f"{shown}/{inner}", depth + 1)
-    return removed
-
-
-def disarm_git_dirs_in(folder_fd: int, shown: str, depth: int) -> list[str]:
-    removed = []
-    for name in os.listdir(folder_fd) if depth <= MAX_GIT_DEPTH else ():
-        with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, folder_fd) as sub:
-            removed += disarm_git_dir(sub, f"{shown}/{name}", depth)
+            removed += disarm_git_dir(inner_fd, f"{shown}/{inner}", depth, holds_git_dirs=True)
     return removed
 
 
@@ -4825,8 +4818,8 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(folder, dir_fd=fds[-1]) if kind and folder == "hooks" else None
                 fds.append(held.enter_context(opened(folder, FOLDER_FLAGS, fds[-1])))
-            if pick := guarded_lines(path):
-                strip_added_lines(fds[-1], name, set(was[1].split(b"\n")) if kind == "todo" else set(), pick)
+            if pattern := guarded_lines(path):
+                strip_added_lines(fds[-1], name, set(was[1].split(b"\n")) if kind == "todo" else set(), pattern)
                 return True
             with contextlib.suppress(OSError):
                 if kind == "folder" and stat.S_ISDIR(os.lstat(name, dir_fd=fds[-1]).st_mode):
