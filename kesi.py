@@ -4850,6 +4850,7 @@ PROXY_PORT = 3128                     # as written in HTTP_PROXY; the forwarder 
 PROXY_SOCKET_INSIDE = "/run/kesi/proxy.sock"
 MAX_REQUEST_HEAD = 65536
 PROXY_CONNECT_TIMEOUT = 10
+PROXY_HEAD_SECONDS = 30               # to send a whole request head, however slowly it trickles
 PROXY_LINGER_SECONDS = 60             # a server this long silent after the command finished sending is let go
 MAX_PROXY_CONNECTIONS = 64            # open at once per session: uv downloads 50 at a time
 HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")
@@ -4985,9 +4986,13 @@ ProxyRequest = collections.namedtuple("ProxyRequest", "host port upstream_head")
 
 def read_request_head(sock) -> tuple[bytes, bytes] | None:
     """(head, bytes after it) or None if the client sent no complete head in time."""
-    data = b""
+    data, deadline = b"", time.monotonic() + PROXY_HEAD_SECONDS
     while b"\r\n\r\n" not in data:
-        if len(data) > MAX_REQUEST_HEAD or not (chunk := sock.recv(65536)):
+        # One deadline for the whole head, not per read: a byte every 20 s would otherwise hold a slot for ever.
+        if (left := deadline - time.monotonic()) <= 0 or len(data) > MAX_REQUEST_HEAD:
+            return None
+        sock.settimeout(left)
+        if not (chunk := sock.recv(65536)):
             return None
         data += chunk
     return data.partition(b"\r\n\r\n")[::2]       # (head, rest)
@@ -5029,7 +5034,6 @@ class AllowlistProxyHandler(socketserver.BaseRequestHandler):
 
     def handle(self):
         client = self.request
-        client.settimeout(PROXY_CONNECT_TIMEOUT * 3)       # for the request head only
         with contextlib.suppress(OSError):
             if (got := read_request_head(client)) is None:
                 return send_proxy_error(client, 400, "KeSi's proxy got no complete HTTP request.")

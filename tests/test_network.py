@@ -349,6 +349,40 @@ def test_the_proxy_holds_at_most_its_cap_of_connections(ws):
         proxy.server_close()
 
 
+def test_a_request_head_sent_a_byte_at_a_time_loses_its_slot_at_the_deadline(ws, config, monkeypatch):
+    """Every slot was held by a client that sent one byte of its request head every 20 s: the read timeout was per
+    read, so the slots never came back and later commands had no network (rt25 33). The head has one deadline."""
+    monkeypatch.setattr(kesi, "PROXY_HEAD_SECONDS", 2)
+    proxy = kesi.start_network_proxy("bubblewrap")
+    slow, stop = [], threading.Event()
+
+    def trickle():                             # a byte every 0.5 s, each within any per-read timeout
+        while not stop.wait(0.5):
+            for client in slow:
+                with contextlib.suppress(OSError):
+                    client.send(b"G")
+    try:
+        for _ in range(kesi.MAX_PROXY_CONNECTIONS):
+            slow.append(socket.socket(socket.AF_UNIX))
+            slow[-1].connect(proxy.server_address)
+        threading.Thread(target=trickle, daemon=True).start()
+        for client in slow:
+            client.settimeout(30)
+            client.makefile("rb").read()          # returns once the proxy closes it; times out if it never does
+        for _ in range(200):                      # the slot is released once its thread has ended
+            answer = proxy_answer(proxy, b"GET http://blocked.kesi/ HTTP/1.1\r\n\r\n")
+            if not answer.startswith("HTTP/1.1 503"):
+                break
+            time.sleep(0.05)
+        assert answer.startswith("HTTP/1.1 403"), answer
+    finally:
+        stop.set()
+        for client in slow:
+            client.close()
+        proxy.shutdown()
+        proxy.server_close()
+
+
 @pytest.mark.parametrize("end", ["closed", "half-closed and kept"])
 def test_a_tunnel_frees_its_slot_once_the_commands_end_of_it_is_gone(ws, config, monkeypatch, end):
     """A task opened as many tunnels as the cap allows to a server that never closes, then ended: each slot was
