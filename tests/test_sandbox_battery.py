@@ -2027,3 +2027,13 @@ def test_git_credentials_beside_the_config_read_as_empty(box):
     decoded = [base64.b64decode(line, validate=True) for line in output.splitlines()
                if line and len(line) % 4 == 0 and set(line) <= set(string.ascii_letters + string.digits + "+/=")]
     assert "end" in output and not any(b"tok" in text for text in decoded), (output, decoded)
+
+
+def test_the_check_at_exit_survives_a_deep_chain_a_task_planted(box, notices, monkeypatch):
+    """rt22 row 63: KeSi's check at exit died with a RecursionError traceback, the plant left in place."""
+    monkeypatch.setitem(BACKGROUND_PLANTS, "deep", BACKGROUND_PLANTS["a new repository"] + " && " +
+                        DEEP_CHAIN.format("src/.git/hooks/deep"))
+    plant_in_the_background(box, "deep").proc.wait(timeout=30)
+    kesi.stop_background_tasks()                   # as at KeSi's exit
+    assert "src/.git/config: core.fsmonitor" in notices.getvalue(), notices.getvalue()
+    assert not pwned(box), used_later(box)
