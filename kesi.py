@@ -4951,7 +4951,7 @@ def planted_config_keys(items: list[tuple[str, str]]) -> list[str]:
     and a branch's remote that names no remote kept (it may be a path itself)."""
     def remote(key: str) -> str:
         return key.split(".", 1)[1].rsplit(".", 1)[0]
-    remotes = {remote(key) for key, _ in items if key.lower().startswith("remote.")}
+    remotes = {remote(key) for key, _ in items if re.fullmatch(r"remote\..+\.url", key.lower())}
     local = {remote(key) for key, value in items
              if re.fullmatch(r"remote\..+\.(url|pushurl)", key.lower()) and not NETWORK_URL.fullmatch(value)}
     return list(dict.fromkeys(key for key, value in items if not FRESH_CONFIG_KEYS.fullmatch(key.lower())
