@@ -4648,12 +4648,13 @@ def restore_git_control(before: GitSnapshot | None, between: bool = False) -> li
     return restored
 
 
-def fail_closed(step) -> list[str]:
+def fail_closed(step, repo: str = "") -> list[str]:
+    """step() (or step(repo): one repository's part); if it raises, an Unsafe notice for that repository or all."""
     try:
-        return step()
+        return step(repo) if repo else step()
     except Exception as error:        # a bug, or what no one foresaw: said, never a silent pass
-        return [unsafe("", f"git's control files (KeSi's check failed: {error!r}; check .git and each repository "
-                           "the command made before you run git)")]
+        return [unsafe(repo, f"{repo or 'git control files'} (KeSi's check failed: {error!r}; check .git and each "
+                             "repository the command made before you run git)")]
 
 
 def git_start_state() -> GitSnapshot | None:
@@ -4734,7 +4735,7 @@ def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     known = set(before.repos) | ({".git"} & before.entries.keys()) | set(moved) if before else set()
     top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
     new = [repo for repo in top + nested_repositories() if repo not in known]
-    return [item for repo in new for item in disarm_repository(repo) + disarm_named_paths(repo)]
+    return [item for repo in new for item in disarm_repository(repo) + fail_closed(disarm_named_paths, repo)]
 
 
 def disarm_named_paths(repo: str) -> list[str]:
