@@ -4058,7 +4058,8 @@ def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
 
 
 def linked_git_configs(dot_git: Path) -> list[Path]:
-    """Configs a `.git` file or link leads to (git dir, commondir, their modules, worktrees), maybe not in BASE_DIR."""
+    """Configs and old-style remotes a `.git` file or link leads to (git dir, commondir, their modules, worktrees),
+    maybe not in BASE_DIR."""
     if (gitdir := git_dir_of(dot_git)) is None:
         return []
     common = read_pointer_file(gitdir / "commondir")
