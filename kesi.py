@@ -4626,13 +4626,10 @@ def read_control_file(folder_fd: int, name: str, most: int = MAX_CONTROL_BYTES) 
 class Unsafe(str):
     """A notice of a plant the check could not take out, at path ("": anywhere): said loudly, and the next command
     starts with that path as last checked (a repository: new), so the check after it tries again."""
-    path = ""
-
-
-def unsafe(path: str, text: str) -> Unsafe:
-    notice = Unsafe(text)
-    notice.path = path
-    return notice
+    def __new__(cls, path: str, text: str):
+        notice = super().__new__(cls, text)
+        notice.path = path
+        return notice
 
 
 _unsafe_since: list = []     # [(workspace, the last state checked, the paths not made safe)] after such a check
@@ -4654,7 +4651,7 @@ def fail_closed(step, repo: str = "") -> list[str]:
     try:
         return step(repo) if repo else step()
     except Exception as error:        # a bug, or what no one foresaw: said, never a silent pass
-        return [unsafe(repo, f"{repo or 'git control files'} (KeSi's check failed: {error!r}; check .git and each "
+        return [Unsafe(repo, f"{repo or 'git control files'} (KeSi's check failed: {error!r}; check .git and each "
                              "repository the command made before you run git)")]
 
 
@@ -4696,7 +4693,7 @@ def put_back_changes(before: GitSnapshot, between: bool, moves: dict[str, str]) 
                      and not any(path == repo or path.startswith(repo + "/") for repo in gone))
     with opened(BASE_DIR) as base_fd:
         done = [path if put_back(base_fd, path, was.get(path)) else
-                unsafe(path, f"{path} (it could not be put back: check it before you run git)") for path in changed]
+                Unsafe(path, f"{path} (it could not be put back: check it before you run git)") for path in changed]
     return done + [f"{old} (found at {new}: checked there, not moved back)" for new, old in moves.items()]
 
 
@@ -4828,7 +4825,7 @@ def disarm_repository(repo: str) -> list[str]:
         kind = os.stat(last, dir_fd=fd, follow_symlinks=False).st_mode
     except OSError as error:             # no such path (a name too long for one): nothing there git could use
         return [] if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG) else \
-            [unsafe(repo, f"{repo} (a link on its way: check it, or remove it, before you use git there)")]
+            [Unsafe(repo, f"{repo} (a link on its way: check it, or remove it, before you use git there)")]
     try:
         if not stat.S_ISDIR(kind):
             remove_at(fd, last)          # a `.git` git_dir_of could not tell where git would take it
@@ -4861,14 +4858,13 @@ def move_aside(fd: int, name: str, repo: str, error: Exception) -> str:
         os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
         return f"{repo} (it could not be disarmed ({error}), so it was moved to {aside}: check it before you use it)"
     except OSError:
-        return unsafe(repo, f"{repo} ({error}): git may run code planted there, outside the sandbox. Remove it, or "
+        return Unsafe(repo, f"{repo} ({error}): git may run code planted there, outside the sandbox. Remove it, or "
                             "check its config, hooks and rebase state, before you run git in or above it")
 
 
-# In a new repository, state git later runs from: a rebase's or cherry-pick's to-do (`exec` lines run on --continue),
-# old-style remotes (a URL git pushes to); and what else fresh git never writes: commondir, config.worktree.
-NEW_REPOSITORY_REMOVED = {"commondir", "config.worktree", "rebase-merge", "rebase-apply", "sequencer",
-                          *GIT_REMOTE_FOLDERS}
+# In a new repository, state git later runs from: a rebase's or cherry-pick's to-do (`exec` lines run on --continue);
+# what else fresh git never writes: commondir, config.worktree. (Old-style remotes, a URL git pushes to, as hooks.)
+NEW_REPOSITORY_REMOVED = {"commondir", "config.worktree", "rebase-merge", "rebase-apply", "sequencer"}
 
 
 def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = False) -> list[str]:
@@ -4879,15 +4875,17 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = F
             with opened(name, FOLDER_FLAGS, fd) as sub:
                 removed += disarm_git_dir(sub, f"{shown}/{name}", depth + 1)
         return removed
-    planted = {name for name in NEW_REPOSITORY_REMOVED.intersection(names) if holds_anything(fd, name)}
-    try:                                  # in the hooks folder, all but the samples git writes
-        with opened("hooks", FOLDER_FLAGS, fd) as hooks:
-            for hook in os.listdir(hooks):
-                if not hook.endswith(".sample") or stat.S_ISLNK(os.lstat(hook, dir_fd=hooks).st_mode):
-                    remove_at(hooks, hook)
-                    removed.append(f"{shown}/hooks/{hook}")
-    except OSError:                       # a link or a file in its place, or one that could not be read: all of it
-        planted |= {"hooks"}.intersection(names)
+    planted = NEW_REPOSITORY_REMOVED.intersection(names)
+    for folder in ("hooks", *GIT_REMOTE_FOLDERS):     # all in them, but the hook samples git writes
+        try:
+            with opened(folder, FOLDER_FLAGS, fd) as inner:
+                for entry in os.listdir(inner):
+                    if folder != "hooks" or not entry.endswith(".sample") or \
+                            stat.S_ISLNK(os.lstat(entry, dir_fd=inner).st_mode):
+                        remove_at(inner, entry)
+                        removed.append(f"{shown}/{folder}/{entry}")
+        except OSError:                   # a link or a file in its place, or one that could not be read: all of it
+            planted |= {folder}.intersection(names)
     for name in sorted(planted):
         remove_at(fd, name)
         removed.append(f"{shown}/{name}")
@@ -4896,13 +4894,6 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = F
         with opened(inner, FOLDER_FLAGS, fd) as inner_fd:
             removed += disarm_git_dir(inner_fd, f"{shown}/{inner}", depth, holds_git_dirs=True)
     return removed
-
-
-def holds_anything(fd: int, name: str) -> bool:
-    """False for an empty folder (git init's branches/), True for anything else."""
-    with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, fd) as folder:
-        return bool(os.listdir(folder))
-    return True
 
 
 def real_folders(fd: int, names: list[str]) -> list[str]:
