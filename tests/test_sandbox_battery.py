@@ -1881,7 +1881,8 @@ NEW_FSMONITOR = ("git init -q sub && git -C sub -c user.name=a -c user.email=b c
 def person_s_git_later(root: Path, repo: str = "sub") -> str:
     """The person, later, outside: registers the new repository, then status and a commit at the top and in it."""
     later = git(root, "add", repo).stderr + git_everywhere(root)
-    return later + git(root / repo, "status").stdout + git(root / repo, "commit", "-q", "--allow-empty", "-m", "x").stderr
+    later += git(root / repo, "status").stdout
+    return later + git(root / repo, "commit", "-q", "--allow-empty", "-m", "x").stderr
 
 
 @pytest.mark.parametrize("chain", ["sub/.git/hooks/deep", "sub/.git/config.lock", "sub/.git/modules/m",
@@ -1913,7 +1914,8 @@ def test_the_check_never_raises_and_keeps_no_plant_as_its_baseline(box, monkeypa
     monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
     output, _ = sh("echo next")
     assert "sub/.git/config: core.fsmonitor" in output, output
-    assert not pwned(box), person_s_git_later(box)
+    later = person_s_git_later(box)
+    assert not pwned(box), later
 
 
 @pytest.fixture(params=["TMPDIR elsewhere", "TMPDIR on it"])
@@ -1950,7 +1952,8 @@ def test_a_full_disk_leaves_no_plant_in_a_new_repository(small_disk, fill):
     subprocess.run(["rm", "-rf", str(root / "fill"), str(root / "fill2"), str(root / "many")], check=True)
     config = root / "sub" / ".git" / "config"
     assert not config.exists() or "fsmonitor" not in config.read_text(), output
-    assert not pwned(root), (output, person_s_git_later(root))
+    later = person_s_git_later(root)
+    assert not pwned(root), (output, later)
 
 
 def test_a_new_repository_keeps_no_rebase_or_sequencer_state(box):
@@ -2036,4 +2039,24 @@ def test_the_check_at_exit_survives_a_deep_chain_a_task_planted(box, notices, mo
     plant_in_the_background(box, "deep").proc.wait(timeout=30)
     kesi.stop_background_tasks()                   # as at KeSi's exit
     assert "src/.git/config: core.fsmonitor" in notices.getvalue(), notices.getvalue()
-    assert not pwned(box), used_later(box)
+    later = used_later(box)
+    assert not pwned(box), later
+
+
+def test_a_full_disk_leaves_no_plant_in_a_known_config(small_disk, monkeypatch):
+    """A put-back in a known place on a full disk: the planted file goes first (no room needed); when the person's
+    larger one cannot be written back, they are warned, and the next check writes it back."""
+    root = small_disk
+    with (root / ".git" / "config").open("a") as config:
+        config.write("# the person's notes\n" * 1000)                # 20 KB: more than the plant frees
+    mine = (root / ".git" / "config").read_text()
+    monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)          # the check after the command is all there is
+    output, _ = sh("printf '[core]\\n\\tfsmonitor = touch PWNED\\n' > .git/config && fallocate -l "
+                   "$(df --output=avail -B1 . | tail -1) fill; dd if=/dev/zero of=fill2 bs=4k 2>/dev/null; "
+                   "echo planted")
+    assert "planted" in output and "WARNING" in output and ".git/config" in output, output
+    subprocess.run(["rm", "-f", str(root / "fill"), str(root / "fill2")], check=True)
+    later = git_everywhere(root)
+    assert not pwned(root), (output, later)
+    output, _ = sh("echo next")
+    assert (root / ".git" / "config").read_text() == mine, output
