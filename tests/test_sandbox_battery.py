@@ -1102,7 +1102,8 @@ def test_what_a_background_task_plants_is_put_back_when_it_is_stopped(bare):
     plant_in_the_background(box, "a hook in a nested repository", then="; sleep 60")
     output, failed = kesi.background_stop(1)
     assert not failed and "KeSi put back vendor/lib/.git/hooks/pre-commit, which background task 1" in output, output
-    assert not pwned(box), used_later(box)
+    later = used_later(box)
+    assert not pwned(box), later
 
 
 def test_changes_of_the_person_to_the_top_repository_are_kept_while_a_task_runs(box):
@@ -1118,7 +1119,8 @@ def test_what_a_background_task_plants_is_put_back_when_kesi_stops_it_at_exit(bo
     plant_in_the_background(box, "a new repository", then="; sleep 60")
     kesi.stop_background_tasks()                   # as at KeSi's exit
     assert "KeSi put back src/.git/config: core.fsmonitor, which background task 1" in notices.getvalue()
-    assert not pwned(box), used_later(box)
+    later = used_later(box)
+    assert not pwned(box), later
 
 
 ESCAPED_KEY = "\\033]52;c;ZWNobyBwd25lZAo=\\007\\033[2J\\033[HAll good: nothing to report"
@@ -1643,7 +1645,8 @@ def test_a_background_task_that_ended_by_itself_is_checked_at_exit(box, notices)
     plant_in_the_background(box, "a new repository").proc.wait(timeout=30)
     kesi.stop_background_tasks()                   # as at KeSi's exit
     assert "KeSi put back src/.git/config: core.fsmonitor, which background task 1" in notices.getvalue()
-    assert not pwned(box), used_later(box)
+    later = used_later(box)
+    assert not pwned(box), later
 
 
 def test_an_exec_line_after_a_megabyte_of_a_to_do_list_is_taken_out(box_or_bare):
