@@ -5807,6 +5807,9 @@ def check_git_control(before: GitSnapshot | None) -> str:
     with background_tasks_paused():
         restored = restore_git_control(before)
         remember_git_state(before, after_command=True)
+    if unsafe := [notice for notice in restored if isinstance(notice, Unsafe)]:
+        # the person must act on it, and sees but one line of a command's result: shown to them here
+        ui(paint(f"  {visible(put_back_notice(unsafe, '').strip())}", "error"))
     return put_back_notice(restored, ": git's control files run code later, outside the sandbox, so commands may "
                                      "not change them; ask the user to do it")
 

@@ -1906,13 +1906,15 @@ def test_a_deep_folder_chain_stops_no_part_of_the_check(box, chain):
     assert not pwned(box), (output, later)
 
 
-def test_the_check_never_raises_and_keeps_no_plant_as_its_baseline(box, monkeypatch):
-    """Whatever fails in the check is said loudly, and the repository is not the next command's clean baseline."""
+def test_the_check_never_raises_and_keeps_no_plant_as_its_baseline(box, monkeypatch, notices):
+    """Whatever fails in the check is said loudly (to the person too), and the repository is not the next command's
+    clean baseline."""
     make_repo(box)
     monkeypatch.setattr(kesi, "disarm_git_dir", lambda *a, **k: 1 / 0)     # any bug at all
     monkeypatch.setattr(os, "rename", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.EPERM, "no")))
     output, failed = sh(NEW_FSMONITOR + "; echo planted")
     assert failed and "could not make" in output and "sub/.git" in output, output
+    assert "WARNING: KeSi could not make safe sub/.git" in notices.getvalue(), notices.getvalue()
     monkeypatch.undo()
     monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
     output, _ = sh("echo next")
