@@ -4675,6 +4675,7 @@ def git_start_state() -> GitSnapshot | None:
 
 
 def put_back_changes(before: GitSnapshot, between: bool, moves: dict[str, str]) -> list[str]:
+    """Known control files made what they were before; moves gets each git dir moved whole (new path -> old)."""
     after = git_control_snapshot(before)
     where = {inode: path for path, inode in after.inodes.items() if path not in before.inodes} if after else {}
     # New git dir -> old one, for each renamed: the same folder (inode: never a copy), gone from there.
