@@ -3998,7 +3998,11 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
 def named_git_secrets(index: WorkspaceIndex) -> list[Path]:
     """Files in git dirs a config includes or a credential helper names (`store --file=.git/creds`): remote URLs and
     tokens, read as empty inside like the config. (In the work tree, a project file: git add would take it empty.)"""
-    named = {Path(os.path.realpath(path)) for path in paths_git_config_names("secrets")}
+    bare = [BASE_DIR / rel for rel, marks in index.marked.items() if "/" in marks and rel
+            and not any(is_ignored_name(part) for part in rel.split("/"))]        # bare repositories: configs too
+    _config_names.update((folder, config_names_of(folder)) for folder in bare)
+    named = {Path(os.path.realpath(path)) for path in paths_git_config_names("secrets") +
+             [path for folder in bare for path in _config_names[folder]["secrets"]]}
     return [path for path in named if path.is_relative_to(BASE_DIR) and os.path.isfile(path) and (
             ".git" in path.relative_to(BASE_DIR).parts or os.stat(path.parent).st_ino in index.git_folders)]
 
@@ -4454,8 +4458,9 @@ def config_names_of(tree: Path) -> dict:
             # A folder or file named; else a shell command (the paths in it). An include is read from its file's folder.
             shell = not key_name.startswith("alias.") or value.startswith("!")     # other aliases are git's own words
             whole = key_name.startswith("include") or key_name in ("core.hookspath", "init.templatedir")   # folders
-            words = [value] if whole else [word.removeprefix("--file=") for word in value.lstrip("!").split() if shell
-                                           and ("/" in word and not word.startswith("-") or word.startswith("--file="))]
+            said = value.lstrip("!").split()         # a path has a "/", or is given to --file (a credential store)
+            words = [value] if whole else [word.removeprefix("--file=") for i, word in enumerate(said) if shell and (
+                "/" in word and not word.startswith("-") or word.startswith("--file=") or said[i - 1:i] == ["--file"])]
             base = origins[-1].parent if key_name.startswith("include") and origins else top
             found += (paths := [Path(os.path.normpath(base / os.path.expanduser(word))) for word in words if word])
             secrets += paths if key_name.startswith(("include", "credential")) else []
@@ -4479,7 +4484,7 @@ def git_config_files(tree: Path) -> list[Path]:
     files = [Path(env.get("GIT_CONFIG_SYSTEM", "/etc/gitconfig")), Path("/usr/local/etc/gitconfig"),
              Path("/opt/homebrew/etc/gitconfig"), Path(env.get("GIT_CONFIG_GLOBAL", home / ".gitconfig")),
              Path(env.get("XDG_CONFIG_HOME", home / ".config"), "git", "config"), tree / ".git"]
-    folders = [tree / ".git", git_dir_of(tree / ".git")]
+    folders = [tree / ".git", git_dir_of(tree / ".git"), *([] if os.path.lexists(tree / ".git") else [tree])]
     common = read_pointer_file(folders[-1] / "commondir") if folders[-1] else None
     folders += [folders[-1] / common.strip()] if common else []
     return files + [folder / name for folder in dict.fromkeys(filter(None, folders))

@@ -2018,7 +2018,8 @@ def test_git_credentials_beside_the_config_read_as_empty(box):
     """rt22 rows 50-52: old-style remotes, a file the config includes, the credential store the config names."""
     make_repo(box)
     nested_repository(box)
-    for git_dir in (box / ".git", box / "vendor" / "lib" / ".git"):
+    assert git(box, "init", "-q", "--bare", "backup.git").returncode == 0       # a bare one, known by content
+    for git_dir in (box / ".git", box / "vendor" / "lib" / ".git", box / "backup.git"):
         (git_dir / "branches").mkdir(exist_ok=True)
         (git_dir / "branches" / "bb").write_text("https://oauth2:tokA-oldstyle@example.com/x.git#main\n")
         (git_dir / "remotes").mkdir(exist_ok=True)
@@ -2026,11 +2027,11 @@ def test_git_credentials_beside_the_config_read_as_empty(box):
         (git_dir / "secret.inc").write_text('[remote "inc"]\n\turl = https://u:tokB-included@example.com/z\n')
         (git_dir / "git-credentials").write_text("https://u:tokC-credstore@example.com\n")
         (git_dir / "store2").write_text("https://u:tokE-credstore@example.com\n")
-        tree = git_dir.parent
+        tree, prefix = (git_dir, "") if git_dir.name == "backup.git" else (git_dir.parent, ".git/")
         git(tree, "config", "include.path", "secret.inc")
-        git(tree, "config", "credential.helper", "store --file=.git/git-credentials")
-        git(tree, "config", "--add", "credential.helper", "store --file .git/store2")
-    output, _ = sh("for d in .git vendor/lib/.git; do for f in branches/bb remotes/old secret.inc git-credentials "
+        git(tree, "config", "credential.helper", f"store --file={prefix}git-credentials")
+        git(tree, "config", "--add", "credential.helper", f"store --file {prefix}store2")
+    output, _ = sh("for d in .git vendor/lib/.git backup.git; do for f in branches/bb remotes/old secret.inc git-credentials "
                    "store2; do base64 -w0 $d/$f; echo; done; done; git status --short; echo end")   # past the mask
     decoded = [base64.b64decode(line, validate=True) for line in output.splitlines()
                if line and len(line) % 4 == 0 and set(line) <= set(string.ascii_letters + string.digits + "+/=")]
