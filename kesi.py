@@ -3907,7 +3907,8 @@ class WorkspaceIndex:
                 children[name] = number
             if kind == "folder" and in_git:        # all below it too: modules/*, worktrees/*
                 self.git_folders[number] = info.st_dev
-            if is_env_name(name) or name == ".git" or in_git and name in GIT_CONFIGS:
+            if is_env_name(name) or name == ".git" or in_git and (name in GIT_CONFIGS or name in GIT_REMOTE_FOLDERS
+                                                                  and kind == "folder" and "HEAD" in kinds):
                 marks[name] = kind
         self.folders[rel] = (here, wd, children)
         self.marked.pop(rel, None)
@@ -3987,8 +3988,23 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
             elif name in GIT_CONFIGS and (kind == "file" or kind == "link" and os.path.isfile(here / name)):
                 real = Path(os.path.realpath(here / name))       # any in a git dir, under any name; where it leads
                 found += [] if real.is_relative_to("/proc") else [real]     # (/proc: a process's own, not a file)
+            elif name in GIT_REMOTE_FOLDERS and kind == "folder":      # old-style remotes: URLs, maybe tokens
+                found.append(here / name)
+    found += named_git_secrets(index)
     found = {path for path in map(within_reach, found) if not path.is_symlink()}
     return sorted(found, key=lambda path: (-len(path.parts), path)), pointers      # deepest first: see within_reach
+
+
+def named_git_secrets(index: WorkspaceIndex) -> list[Path]:
+    """Files in git dirs a config includes or a credential helper names (`store --file=.git/creds`): remote URLs and
+    tokens, read as empty inside like the config. (In the work tree, a project file: git add would take it empty.)"""
+    bare = [BASE_DIR / rel for rel, marks in index.marked.items() if "/" in marks and rel
+            and not any(is_ignored_name(part) for part in rel.split("/"))]        # bare repositories: configs too
+    _config_names.update((folder, config_names_of(folder)) for folder in bare)
+    named = {Path(os.path.realpath(path)) for path in paths_git_config_names("secrets") +
+             [path for folder in bare for path in _config_names[folder]["secrets"]]}
+    return [path for path in named if path.is_relative_to(BASE_DIR) and os.path.isfile(path) and (
+            ".git" in path.relative_to(BASE_DIR).parts or os.stat(path.parent).st_ino in index.git_folders)]
 
 
 # bwrap mounts at /newroot + a path, within PATH_MAX (4,096 bytes): a mask or pin past this length goes on the
@@ -4046,24 +4062,35 @@ def read_pointer_file(path: Path, follow_links: bool = False) -> str | None:
 
 
 def linked_git_configs(dot_git: Path) -> list[Path]:
-    """Configs a `.git` file or link leads to (git dir, commondir, their modules, worktrees), maybe not in BASE_DIR."""
+    """Configs and old-style remotes a `.git` file or link leads to (git dir, commondir, their modules, worktrees),
+    maybe not in BASE_DIR."""
     if (gitdir := git_dir_of(dot_git)) is None:
         return []
     common = read_pointer_file(gitdir / "commondir")
     folders = [gitdir, *([gitdir / common.strip()] if common else [])]
     folders += [below for folder in folders for below in folders_below_git_dir(folder)]
     configs = [Path(os.path.normpath(folder / name)) for folder in folders for name in GIT_CONFIGS]
-    return [c for c in dict.fromkeys(configs) if os.path.isfile(c) and not os.path.islink(c)]   # False on any error
+    remotes = [folder / name for folder in folders for name in GIT_REMOTE_FOLDERS]    # old-style remotes too
+    return [c for c in dict.fromkeys(configs) if os.path.isfile(c) and not os.path.islink(c)] + \
+        [r for r in remotes if os.path.isdir(r) and not os.path.islink(r)]                    # False on any error
 
 
 def folders_below_git_dir(git_dir: Path) -> list[Path]:
     """Each folder below its modules/ and worktrees/ (their git dirs), data folders skipped; no link followed."""
-    found = []
-    for inner in ("modules", "worktrees"):
-        for below, folders, _ in os.walk(git_dir / inner):
-            folders[:] = [name for name in folders if name not in GIT_DATA_FOLDERS]
-            found.append(Path(below))
-    return found
+    return [Path(below) for inner in ("modules", "worktrees")
+            for below, _ in walk_folders(git_dir / inner, skip=GIT_DATA_FOLDERS)]
+
+
+def walk_folders(top: Path, skip=frozenset(), most: int = 1_000_000):
+    """(folder, names in it) for top and each folder below it, no link followed, skip's names not entered; a loop,
+    not recursion as os.walk (Python 3.11): a chain of 1,500 folders raised RecursionError and stopped KeSi's check."""
+    stack = [str(top)]
+    while stack and most:
+        folder, most = stack.pop(), most - 1
+        with contextlib.suppress(OSError), os.scandir(folder) as listing:
+            entries = list(listing)
+            yield folder, [entry.name for entry in entries]
+            stack += [entry.path for entry in entries if entry.name not in skip and entry.is_dir(follow_symlinks=False)]
 
 
 def bwrap_argv(command: str, background: bool = False, full_network: bool = False,
@@ -4401,13 +4428,14 @@ GIT_NAMING_KEYS = (r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpas
                    r"uploadpack\.packobjectshook|init\.templatedir|guitool\..*\.cmd)$")   # a template: copied to clones
 
 
-def paths_git_config_names() -> list[Path]:
-    """What git's config names for each work tree (top, nested ones outside dependency folders), relative to its top."""
+def paths_git_config_names(kind: str = "found") -> list[Path]:
+    """What git's config names for each work tree (top, nested ones outside dependency folders), relative to its top;
+    kind "secrets": of those, the files it includes and the credential stores it names."""
     index = _index[0] if _index and _index[0].base == BASE_DIR else workspace_index()    # file tools: no walk each
     trees = [BASE_DIR] + [BASE_DIR / rel for rel, marks in index.marked.items() if ".git" in marks
                           and rel and not any(is_ignored_name(part) for part in rel.split("/"))]
     _config_names.update(answers := {tree: config_names_of(tree) for tree in trees})
-    return [path for answer in answers.values() for path in answer["found"]]
+    return [path for answer in answers.values() for path in answer[kind]]
 
 
 def config_names_of(tree: Path) -> dict:
@@ -4421,7 +4449,7 @@ def config_names_of(tree: Path) -> dict:
     ask = ["config", "--show-origin", "--null", "--get-regexp", GIT_NAMING_KEYS]
     top = run_git(["-C", str(tree), "rev-parse", "--show-toplevel"]) if tree == BASE_DIR else None
     top = Path(os.fsdecode(top.stdout.rstrip(b"\n"))) if top and top.returncode == 0 else tree   # git runs from there
-    found, origins, answers, included = [], [], [run_git(["-C", str(tree), *ask])], set()
+    found, secrets, origins, answers, included = [], [], [], [run_git(["-C", str(tree), *ask])], set()
     while answers:
         items = os.fsdecode(listed.stdout).split("\0") if (listed := answers.pop()) else []
         for origin, entry in zip(items[0::2], items[1::2]):
@@ -4430,10 +4458,12 @@ def config_names_of(tree: Path) -> dict:
             # A folder or file named; else a shell command (the paths in it). An include is read from its file's folder.
             shell = not key_name.startswith("alias.") or value.startswith("!")     # other aliases are git's own words
             whole = key_name.startswith("include") or key_name in ("core.hookspath", "init.templatedir")   # folders
-            words = [value] if whole else \
-                [word for word in value.lstrip("!").split() if shell and "/" in word and not word.startswith("-")]
+            said = value.lstrip("!").split()         # a path has a "/", or is given to --file (a credential store)
+            words = [value] if whole else [word.removeprefix("--file=") for i, word in enumerate(said) if shell and (
+                "/" in word and not word.startswith("-") or word.startswith("--file=") or said[i - 1:i] == ["--file"])]
             base = origins[-1].parent if key_name.startswith("include") and origins else top
             found += (paths := [Path(os.path.normpath(base / os.path.expanduser(word))) for word in words if word])
+            secrets += paths if key_name.startswith(("include", "credential")) else []
             # An include whose condition is false now (onbranch:, gitdir:) is read as well: it may hold later.
             for path in paths if key_name.startswith("include") and len(included) < 50 else []:
                 if path not in included:
@@ -4441,7 +4471,8 @@ def config_names_of(tree: Path) -> dict:
                     answers.append(run_git(["-C", str(tree), *ask[:1], "--file", str(path), *ask[1:]]))
     found += [top / os.path.expanduser(os.environ["GIT_TEMPLATE_DIR"])] if os.environ.get("GIT_TEMPLATE_DIR") else []
     named = [path for path in dict.fromkeys([*origins, *found]) if path not in files]   # an include's, as it is now
-    return dict(files=files + named, found=found, key=key + [(path, read_pointer_file(path, True)) for path in named])
+    return dict(files=files + named, found=found, secrets=secrets,
+                key=key + [(path, read_pointer_file(path, True)) for path in named])
 
 
 _config_names: dict[Path, dict] = {}          # per work tree: the last answer, and the files it came from
@@ -4453,7 +4484,7 @@ def git_config_files(tree: Path) -> list[Path]:
     files = [Path(env.get("GIT_CONFIG_SYSTEM", "/etc/gitconfig")), Path("/usr/local/etc/gitconfig"),
              Path("/opt/homebrew/etc/gitconfig"), Path(env.get("GIT_CONFIG_GLOBAL", home / ".gitconfig")),
              Path(env.get("XDG_CONFIG_HOME", home / ".config"), "git", "config"), tree / ".git"]
-    folders = [tree / ".git", git_dir_of(tree / ".git")]
+    folders = [tree / ".git", git_dir_of(tree / ".git"), *([] if os.path.lexists(tree / ".git") else [tree])]
     common = read_pointer_file(folders[-1] / "commondir") if folders[-1] else None
     folders += [folders[-1] / common.strip()] if common else []
     return files + [folder / name for folder in dict.fromkeys(filter(None, folders))
@@ -4582,8 +4613,13 @@ def strip_added_lines(folder_fd: int, name: str, keep: set[bytes], pattern: re.P
     if len(data := read_control_file(folder_fd, name, MAX_TODO_BYTES)) > MAX_TODO_BYTES:
         return remove_at(folder_fd, name) if pattern is EXEC_LINE else None
     lines = [line for line in data.splitlines(keepends=True) if not pattern.fullmatch(line) or line.strip() in keep]
-    info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
-    write_atomically(folder_fd, name, b"".join(lines), mode=stat.S_IMODE(info.st_mode))
+    try:
+        info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        write_atomically(folder_fd, name, b"".join(lines), mode=stat.S_IMODE(info.st_mode))
+    except OSError:
+        if pattern is not EXEC_LINE:
+            raise
+        remove_at(folder_fd, name)         # no room to write it back: a to-do that is gone runs nothing
 
 
 def read_control_file(folder_fd: int, name: str, most: int = MAX_CONTROL_BYTES) -> bytes:
@@ -4592,18 +4628,67 @@ def read_control_file(folder_fd: int, name: str, most: int = MAX_CONTROL_BYTES) 
     return b"(not a regular file)"          # a link or a folder: never what was there
 
 
+class Unsafe(str):
+    """A notice of a plant the check could not take out, at path ("": anywhere): said loudly, and the next command
+    starts with that path as last checked (a repository: new), so the check after it tries again."""
+    def __new__(cls, path: str, text: str):
+        notice = super().__new__(cls, text)
+        notice.path = path
+        return notice
+
+
+_unsafe_since: list = []     # [(workspace, the last state checked, the paths not made safe)] after such a check
+
+
 def restore_git_control(before: GitSnapshot | None, between: bool = False) -> list[str]:
-    """Put back what changed among the control files, new ones removed; between: tasks' changes, but the top .git's."""
-    if before is None:
-        return disarm_new_repositories(before)       # no repository before: nothing of the user's to put back
+    """Put back what changed among the control files, new ones removed; between: tasks' changes, but the top .git's.
+    Never raises: the put-backs and each new repository's disarming on their own, what fails an Unsafe notice."""
+    moves: dict[str, str] = {}
+    restored = fail_closed(lambda: put_back_changes(before, between, moves) if before else [])
+    restored += fail_closed(lambda: disarm_new_repositories(before, moved=moves))
+    paths = [notice.path for notice in restored if isinstance(notice, Unsafe)]
+    _unsafe_since[:] = [(BASE_DIR, before, paths)] if paths else []
+    return restored
+
+
+def fail_closed(step, repo: str = "") -> list[str]:
+    """step() (or step(repo): one repository's part); if it raises, an Unsafe notice for that repository or all."""
+    try:
+        return step(repo) if repo else step()
+    except Exception as error:        # a bug, or what no one foresaw: said, never a silent pass
+        return [Unsafe(repo, f"{repo or 'git control files'} (KeSi's check failed: {error!r}; check .git and each "
+                             "repository the command made before you run git)")]
+
+
+def git_start_state() -> GitSnapshot | None:
+    """The state a command starts from: now, but what the last check could not make safe as last checked (a
+    repository it made: new again); after a check that failed as a whole, all of the last state checked."""
+    base, before, paths = _unsafe_since[0] if _unsafe_since else (None, None, [])
+    if base != BASE_DIR:
+        return git_control_snapshot()
+    if "" in paths:
+        return before
+    now = git_control_snapshot()
+    for path in paths if now else ():
+        def below(key: str) -> bool:
+            return key == path or key.startswith(path + "/")
+        now.repos = [repo for repo in now.repos if not below(repo)]
+        now.inodes = {key: inode for key, inode in now.inodes.items() if not below(key)}
+        now.entries = {key: state for key, state in now.entries.items() if not below(key)} | \
+            {key: state for key, state in (before.entries if before else {}).items() if below(key)}
+    return now
+
+
+def put_back_changes(before: GitSnapshot, between: bool, moves: dict[str, str]) -> list[str]:
+    """Known control files made what they were before; moves gets each git dir moved whole (new path -> old)."""
     after = git_control_snapshot(before)
     where = {inode: path for path, inode in after.inodes.items() if path not in before.inodes} if after else {}
     # New git dir -> old one, for each renamed: the same folder (inode: never a copy), gone from there.
-    moves = {where[inode]: path for path, inode in before.inodes.items() if inode in where and path not in after.inodes}
-    disarmed = disarm_new_repositories(before, moved=moves)
+    moves.update({where[inode]: path for path, inode in before.inodes.items()
+                  if inode in where and path not in after.inodes})
     was_folder = before.entries.get(".git", ("",))[0] == "folder"
     if after is None or was_folder and after.entries.get(".git") != before.entries[".git"] and not between:
-        return disarmed if between else [".git (it is no longer a folder; check it before you use git here)"]
+        return [] if between else [".git (it is no longer a folder; check it before you use git here)"]
     # A repository removed whole runs nothing: it stays removed; a git dir moved whole is checked where it is now.
     gone = [repo for repo in before.repos if repo not in after.entries] + list(moves.values())
     gone += [".git"] if between else []
@@ -4613,8 +4698,9 @@ def restore_git_control(before: GitSnapshot | None, between: bool = False) -> li
                      if was.get(path) != after.entries.get(path)
                      and not any(path == repo or path.startswith(repo + "/") for repo in gone))
     with opened(BASE_DIR) as base_fd:
-        done = [path for path in changed if put_back(base_fd, path, was.get(path))]
-    return disarmed + done + [f"{old} (found at {new}: checked there, not moved back)" for new, old in moves.items()]
+        done = [path if put_back(base_fd, path, was.get(path)) else
+                Unsafe(path, f"{path} (it could not be put back: check it before you run git)") for path in changed]
+    return done + [f"{old} (found at {new}: checked there, not moved back)" for new, old in moves.items()]
 
 
 def moved_repositories(before: GitSnapshot) -> list[str]:
@@ -4626,14 +4712,26 @@ def moved_repositories(before: GitSnapshot) -> list[str]:
 
 
 def put_back_notice(restored: list[str], why: str) -> str:
-    shown = ", ".join(map(one_line, restored[:10])) + (f" and {len(restored) - 10} more" if len(restored) > 10 else "")
-    return f"\n(KeSi put back {shown}{why})" if restored else ""
+    unsafe, done = [n for n in restored if isinstance(n, Unsafe)], [n for n in restored if not isinstance(n, Unsafe)]
+    notice = f"\n(KeSi put back {at_most_ten(done)}{why})" if done else ""
+    return notice + (f"\n(WARNING: KeSi could not make safe {at_most_ten(unsafe)}. Git may run what a command planted "
+                     "there, outside the sandbox: do as each says before you run git)" if unsafe else "")
+
+
+def at_most_ten(notices: list[str]) -> str:
+    return ", ".join(map(one_line, notices[:10])) + (f" and {len(notices) - 10} more" if len(notices) > 10 else "")
 
 
 # What fresh `git init`/`clone` write in a config: in a new repository anything else was planted (hooks, commondir too).
+# Not extensions.partialClone, nor remote.*.promisor: the person's `git diff` would fetch a missing object from any
+# host (past the network allowlist).
 FRESH_CONFIG_KEYS = re.compile(r"core\.(repositoryformatversion|filemode|bare|logallrefupdates|ignorecase|"
                                r"precomposeunicode|symlinks)|remote\..+\.(url|pushurl|fetch)|"
-                               r"branch\..+\.(remote|merge)|extensions\.[a-z]+|user\.(name|email)", re.DOTALL)
+                               r"branch\..+\.(remote|merge)|extensions\.(objectformat|compatobjectformat|refstorage|"
+                               r"worktreeconfig)|user\.(name|email)", re.DOTALL)
+# A URL git reaches over the network with its own programs: a scheme's, or scp-like host:path (not transport::).
+NETWORK_URL = re.compile(r"(?i)(https?|ssh|git|git\+ssh|ssh\+git)://[^-/\s].*|([\w.-]+@)?\w[\w.-]*:(?![:/]).*",
+                         re.DOTALL)
 
 
 def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
@@ -4641,7 +4739,7 @@ def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     known = set(before.repos) | ({".git"} & before.entries.keys()) | set(moved) if before else set()
     top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
     new = [repo for repo in top + nested_repositories() if repo not in known]
-    return [item for repo in new for item in disarm_repository(repo) + disarm_named_paths(repo)]
+    return [item for repo in new for item in disarm_repository(repo) + fail_closed(disarm_named_paths, repo)]
 
 
 def disarm_named_paths(repo: str) -> list[str]:
@@ -4662,7 +4760,7 @@ def changed_since(path: Path, moment: float) -> bool:
     try:
         return os.lstat(path).st_ctime >= moment or stat.S_ISDIR(os.lstat(path).st_mode) and any(
             os.lstat(os.path.join(folder, name)).st_ctime >= moment
-            for folder, folders, files in itertools.islice(os.walk(path), 10_000) for name in folders + files)
+            for folder, names in walk_folders(path, most=10_000) for name in names)
     except OSError:
         return os.path.lexists(path)         # changing under KeSi's look: not the person's untouched file
 
@@ -4724,70 +4822,140 @@ def leads_through_proc(path: str, hops: int = 40) -> bool:
 
 
 def disarm_repository(repo: str) -> list[str]:
-    """Disarm one git dir, opened with O_NOFOLLOW at every step: a link swapped in must never lead outside."""
-    fd = os.open(BASE_DIR, FOLDER_FLAGS)
+    """Disarm one git dir, opened with O_NOFOLLOW at every step: a link swapped in must never lead outside. If any
+    step fails, the git dir is moved aside whole (git sees no repository there), else said loudly: never a plant
+    reported gone, nor taken as the next command's clean start (see Unsafe)."""
+    *folders, last = repo.split("/")
     try:
-        for name in repo.split("/"):
-            if name == ".git" and not stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                remove_at(fd, name)          # git_dir_of could not tell where git would take it
-                return [f"{repo} (it points through /proc, where each process finds something else)"]
-            fd, above = os.open(name, FOLDER_FLAGS, dir_fd=fd), fd
-            os.close(above)
-        return disarm_git_dir(fd, repo)
-    except FileNotFoundError:
-        return []
-    except OSError:
-        return [f"nothing in {repo} (a link on its way, left alone: check it before you use git there)"]
+        fd = open_below(BASE_DIR, folders)
+        kind = os.stat(last, dir_fd=fd, follow_symlinks=False).st_mode
+    except OSError as error:             # no such path (a name too long for one): nothing there git could use
+        return [] if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG) else \
+            [Unsafe(repo, f"{repo} (a link on its way: check it, or remove it, before you use git there)")]
+    try:
+        if not stat.S_ISDIR(kind):
+            remove_at(fd, last)          # a `.git` git_dir_of could not tell where git would take it
+            return [f"{repo} (it points through /proc, where each process finds something else)"]
+        with opened(last, FOLDER_FLAGS, fd) as git_fd:
+            return disarm_git_dir(git_fd, repo)
+    except Exception as error:           # no room, a folder it may not enter, any bug: never a plant left in use
+        return [move_aside(fd, last, repo, error)]
     finally:
         os.close(fd)
 
 
+def open_below(folder: Path, names: list[str]) -> int:
+    """A descriptor of folder/names..., opened with O_NOFOLLOW at every step; one open at a time."""
+    fd = os.open(folder, FOLDER_FLAGS)
+    try:
+        for name in names:
+            fd, above = os.open(name, FOLDER_FLAGS, dir_fd=fd), fd
+            os.close(above)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def move_aside(fd: int, name: str, repo: str, error: Exception) -> str:
+    """Rename a git dir that could not be disarmed, so git finds no repository there; a loud notice either way."""
+    aside = f"{name}.unsafe-{os.urandom(3).hex()}"
+    try:
+        os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
+        return f"{repo} (it could not be disarmed ({error}), so it was moved to {aside}: check it before you use it)"
+    except OSError:
+        return Unsafe(repo, f"{repo} ({error}): git may run code planted there, outside the sandbox. Remove it, or "
+                            "check its config, hooks and rebase state, before you run git in or above it")
+
+
+# In a new repository, state git later runs from: a rebase's or cherry-pick's to-do (`exec` lines run on --continue);
+# what else fresh git never writes: commondir, config.worktree. (Old-style remotes, a URL git pushes to, as hooks.)
+NEW_REPOSITORY_REMOVED = {"commondir", "config.worktree", "rebase-merge", "rebase-apply", "sequencer"}
+
+
 def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = False) -> list[str]:
+    """Take out of one new git dir (and those below it) what git would run later; OSError if a part stays."""
     removed, names = [], os.listdir(fd)
     if holds_git_dirs or depth and "HEAD" not in names:    # modules/, or modules/a of a submodule named a/b: any deep
-        for name in names if depth < MAX_GIT_DEPTH else ():
-            with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, fd) as sub:
+        for name in real_folders(fd, names) if depth < MAX_GIT_DEPTH else ():
+            with opened(name, FOLDER_FLAGS, fd) as sub:
                 removed += disarm_git_dir(sub, f"{shown}/{name}", depth + 1)
         return removed
-    planted = {"commondir", "config.worktree"}.intersection(names)
-    try:                                  # in the hooks folder, all but the samples git writes
-        with opened("hooks", FOLDER_FLAGS, fd) as hooks:
-            for hook in os.listdir(hooks):
-                if not hook.endswith(".sample") or stat.S_ISLNK(os.lstat(hook, dir_fd=hooks).st_mode):
-                    remove_at(hooks, hook)
-                    removed.append(f"{shown}/hooks/{hook}")
-    except OSError:                       # a link or a file in its place, or one that could not be read: all of it
-        planted |= {"hooks"}.intersection(names)
-    for name in planted:
+    planted = NEW_REPOSITORY_REMOVED.intersection(names)
+    for folder in ("hooks", *GIT_REMOTE_FOLDERS):     # all in them, but the hook samples git writes
+        try:
+            with opened(folder, FOLDER_FLAGS, fd) as inner:
+                for entry in os.listdir(inner):
+                    if folder != "hooks" or not entry.endswith(".sample") or \
+                            stat.S_ISLNK(os.lstat(entry, dir_fd=inner).st_mode):
+                        remove_at(inner, entry)
+                        removed.append(f"{shown}/{folder}/{entry}")
+        except OSError:                   # a link or a file in its place, or one that could not be read: all of it
+            planted |= {folder}.intersection(names)
+    for name in sorted(planted):
         remove_at(fd, name)
         removed.append(f"{shown}/{name}")
     removed += disarm_config(fd, shown) if "config" in names else []
-    for inner in ("modules", "worktrees"):        # their git dirs' configs run code too
-        with contextlib.suppress(OSError), opened(inner, FOLDER_FLAGS, fd) as inner_fd:
+    for inner in real_folders(fd, ["modules", "worktrees"]):        # their git dirs' configs run code too
+        with opened(inner, FOLDER_FLAGS, fd) as inner_fd:
             removed += disarm_git_dir(inner_fd, f"{shown}/{inner}", depth, holds_git_dirs=True)
     return removed
 
 
+def real_folders(fd: int, names: list[str]) -> list[str]:
+    """Those of names that are folders in an open folder, not links (a link git follows leads to a git dir the
+    workspace index finds by itself, or outside, where no command can write)."""
+    found = []
+    for name in names:
+        with contextlib.suppress(FileNotFoundError):
+            found += [name] if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode) else []
+    return found
+
+
 def disarm_config(fd: int, shown: str) -> list[str]:
-    """Unset what a fresh config never has (one git cannot read or clean goes), on a private copy: no link followed."""
+    """Unset what a fresh config never has (see planted_config_keys), on a private copy: no link followed. One that
+    cannot be read, cleaned or written back (a full disk) goes whole: removing needs no room."""
     remove_at(fd, "config.lock")
-    data = read_control_file(fd, "config")
+    try:
+        planted, cleaned = cleaned_config(read_control_file(fd, "config"))
+        if planted:
+            write_atomically(fd, "config", cleaned, mode=0o644)
+        return [f"{shown}/config: {key}" for key in planted]
+    except (OSError, ValueError) as error:
+        remove_at(fd, "config")
+        return [f"{shown}/config ({error}, so it is gone)"]
+
+
+def cleaned_config(data: bytes) -> tuple[list[str], bytes]:
+    """(the keys taken out, the config without them); ValueError if git cannot read or clean it, OSError: no room."""
+    if data == b"(not a regular file)" or len(data) > MAX_CONTROL_BYTES:
+        raise ValueError("git could not read it")
     with tempfile.TemporaryDirectory() as private:
         copy = Path(private, "config")
         copy.write_bytes(data)
-        listed = run_git(["config", "--file", str(copy), "--null", "--name-only", "--list"])
-        keys = [os.fsdecode(key) for key in listed.stdout.split(b"\0") if key] if listed else []
-        planted = [key for key in dict.fromkeys(keys) if not FRESH_CONFIG_KEYS.fullmatch(key.lower())]
-        done = [run_git(["config", "--file", str(copy), "--unset-all", key]) for key in planted]
-        cleaned = copy.read_bytes()
-    unread = data == b"(not a regular file)" or len(data) > MAX_CONTROL_BYTES or listed is None or listed.returncode
-    if unread or any(step is None or step.returncode for step in done):
-        remove_at(fd, "config")
-        return [f"{shown}/config ({'git could not read it' if unread else 'it could not be cleaned'}, so it is gone)"]
-    if planted:
-        with contextlib.suppress(OSError):
-            write_atomically(fd, "config", cleaned, mode=0o644)
-    return [f"{shown}/config: {key}" for key in planted]
+        listed = run_git(["config", "--file", str(copy), "--null", "--list"])
+        if listed is None or listed.returncode:
+            raise ValueError("git could not read it")
+        items = [os.fsdecode(item).partition("\n")[::2] for item in listed.stdout.split(b"\0") if item]
+        planted = planted_config_keys(items)
+        if any(step is None or step.returncode for step in
+               [run_git(["config", "--file", str(copy), "--unset-all", key]) for key in planted]):
+            raise ValueError("it could not be cleaned")
+        return planted, copy.read_bytes()
+
+
+def planted_config_keys(items: list[tuple[str, str]]) -> list[str]:
+    """Of a new config's (key, value) pairs, the keys a fresh one never has, and those of each remote that is not
+    reached over the network (a local bare repository's hooks run on the person's `git push`; ext:: runs a command),
+    and a branch's remote that names no remote kept (it may be a path itself)."""
+    def remote(key: str) -> str:
+        return key.split(".", 1)[1].rsplit(".", 1)[0]
+    remotes = {remote(key) for key, _ in items if re.fullmatch(r"remote\..+\.url", key.lower())}
+    local = {remote(key) for key, value in items
+             if re.fullmatch(r"remote\..+\.(url|pushurl)", key.lower()) and not NETWORK_URL.fullmatch(value)}
+    return list(dict.fromkeys(key for key, value in items if not FRESH_CONFIG_KEYS.fullmatch(key.lower())
+                              or key.lower().startswith("remote.") and remote(key) in local
+                              or re.fullmatch(r"branch\..+\.remote", key.lower()) and value not in remotes - local))
 
 
 def run_git(args: list[str], timeout: float = 10) -> subprocess.CompletedProcess | None:
@@ -4801,12 +4969,34 @@ def run_git(args: list[str], timeout: float = 10) -> subprocess.CompletedProcess
 
 
 def remove_at(folder_fd: int, name: str) -> None:
-    """Remove one entry of an open folder, never through a link (rmtree with dir_fd opens each folder itself)."""
-    with contextlib.suppress(OSError):
-        if stat.S_ISDIR(os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_mode):
-            shutil.rmtree(name, dir_fd=folder_fd)
-        else:
-            os.unlink(name, dir_fd=folder_fd)
+    """Remove one entry of an open folder and all below it, never through a link; OSError if it stays. A loop, one
+    descriptor at a time: shutil.rmtree recursed once per level (a 1,500-deep chain stopped the check) or held one."""
+    try:
+        if not stat.S_ISDIR(os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_mode):
+            return os.unlink(name, dir_fd=folder_fd)
+    except FileNotFoundError:
+        return None
+    names, folders, fd = [name], [os.fstat(folder_fd)], os.open(name, FOLDER_FLAGS, dir_fd=folder_fd)
+    try:
+        while names:
+            for entry in os.listdir(fd):              # files go; the first folder is entered
+                if not stat.S_ISDIR(os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode):
+                    os.unlink(entry, dir_fd=fd)
+                    continue
+                folders.append(os.fstat(fd))
+                names.append(entry)
+                fd, above = os.open(entry, FOLDER_FLAGS, dir_fd=fd), fd
+                os.close(above)
+                break
+            else:                                     # empty: up through "..", which must be the folder come from
+                parent, was = os.open("..", FOLDER_FLAGS, dir_fd=fd), folders.pop()
+                os.close(fd)
+                fd = parent
+                if (os.fstat(fd).st_dev, os.fstat(fd).st_ino) != (was.st_dev, was.st_ino):
+                    raise OSError(errno.EXDEV, "a folder was moved while KeSi removed it", names[-1])
+                os.rmdir(names.pop(), dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
@@ -4832,6 +5022,8 @@ def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
             elif kind == "file" and was[3] <= MAX_CONTROL_BYTES:   # one too big to keep stays gone: nothing runs
                 write_atomically(fds[-1], name, was[1], mode=was[2])
             return True
+        except FileNotFoundError:
+            return was is None        # a folder on its way gone (put back first): so is it
         except OSError:
             return False              # a link on the way, or its folder cannot be made
 
@@ -5625,6 +5817,9 @@ def check_git_control(before: GitSnapshot | None) -> str:
     with background_tasks_paused():
         restored = restore_git_control(before)
         remember_git_state(before, after_command=True)
+    if unsafe := [notice for notice in restored if isinstance(notice, Unsafe)]:
+        # the person must act on it, and sees but one line of a command's result: shown to them here
+        ui(paint(f"  {visible(put_back_notice(unsafe, '').strip())}", "error"))
     return put_back_notice(restored, ": git's control files run code later, outside the sandbox, so commands may "
                                      "not change them; ask the user to do it")
 
@@ -5649,11 +5844,11 @@ def undo_background_changes() -> str:
 
 def git_state_before() -> tuple[str, GitSnapshot | None]:
     """With tasks paused: what they changed since the last check put back (a notice), then the state to start from."""
-    planted, snapshot = undo_background_changes(), git_control_snapshot()
+    planted, snapshot = undo_background_changes(), git_start_state()
     for _ in range(3):       # a process the pause missed (a fork chain outran its scan) may plant meanwhile: again
         if not (again := undo_background_changes()):
             break
-        planted, snapshot = planted + again, git_control_snapshot()
+        planted, snapshot = planted + again, git_start_state()
     return planted, snapshot
 
 

@@ -7,6 +7,7 @@ Every attempt is counted; the battery reports how many leaked and must
 report 0. Markers are unique per run, and "is it still alive" is answered
 from /proc by that marker, never by a process name.
 """
+import base64
 import errno
 import glob
 import io
@@ -14,6 +15,7 @@ import os
 import shutil
 import socket
 import stat
+import string
 import subprocess
 import sys
 import tarfile
@@ -679,11 +681,17 @@ def test_a_fresh_clone_keeps_its_config(box):
     upstream.mkdir()
     make_repo(upstream)
     output, failed = sh("git clone -q upstream vendor/lib && git -C vendor/lib config user.email me@x && "
+                        "git -C vendor/lib remote set-url origin https://example.com/r.git && "
                         "git -C vendor/lib config --list --local")
     assert not failed and "put back" not in output, output
     config = git(box / "vendor" / "lib", "config", "--list", "--local").stdout
     assert "remote.origin.url=" in config and "remote.origin.fetch=" in config and ".remote=origin" in config, config
     assert "user.email=me@x" in config, config
+    # A remote that is a local path goes, with the branch's: a push would run that repository's hooks outside.
+    output, _ = sh("git clone -q upstream vendor/other")
+    config = git(box / "vendor" / "other", "config", "--list", "--local").stdout
+    assert "vendor/other/.git/config: remote.origin.url" in output and "remote.origin" not in config, config
+    assert ".remote=" not in config and ".merge=refs/heads/" in config, config
 
 
 def test_hooks_planted_where_there_was_no_hooks_folder_are_removed(bare):
@@ -1094,7 +1102,8 @@ def test_what_a_background_task_plants_is_put_back_when_it_is_stopped(bare):
     plant_in_the_background(box, "a hook in a nested repository", then="; sleep 60")
     output, failed = kesi.background_stop(1)
     assert not failed and "KeSi put back vendor/lib/.git/hooks/pre-commit, which background task 1" in output, output
-    assert not pwned(box), used_later(box)
+    later = used_later(box)
+    assert not pwned(box), later
 
 
 def test_changes_of_the_person_to_the_top_repository_are_kept_while_a_task_runs(box):
@@ -1110,7 +1119,8 @@ def test_what_a_background_task_plants_is_put_back_when_kesi_stops_it_at_exit(bo
     plant_in_the_background(box, "a new repository", then="; sleep 60")
     kesi.stop_background_tasks()                   # as at KeSi's exit
     assert "KeSi put back src/.git/config: core.fsmonitor, which background task 1" in notices.getvalue()
-    assert not pwned(box), used_later(box)
+    later = used_later(box)
+    assert not pwned(box), later
 
 
 ESCAPED_KEY = "\\033]52;c;ZWNobyBwd25lZAo=\\007\\033[2J\\033[HAll good: nothing to report"
@@ -1635,7 +1645,8 @@ def test_a_background_task_that_ended_by_itself_is_checked_at_exit(box, notices)
     plant_in_the_background(box, "a new repository").proc.wait(timeout=30)
     kesi.stop_background_tasks()                   # as at KeSi's exit
     assert "KeSi put back src/.git/config: core.fsmonitor, which background task 1" in notices.getvalue()
-    assert not pwned(box), used_later(box)
+    later = used_later(box)
+    assert not pwned(box), later
 
 
 def test_an_exec_line_after_a_megabyte_of_a_to_do_list_is_taken_out(box_or_bare):
@@ -1860,3 +1871,198 @@ def test_git_through_a_work_tree_link_into_git_is_not_git_only_and_info_files_ar
                    ".git/info/exclude; echo planted")
     assert "planted" in output and not (bare / ".git" / "info" / "attributes").exists(), output
     assert "PWNED" not in (bare / ".git" / "info" / "exclude").read_text()
+
+
+# --- rt22: the check after a command fails closed; new repositories keep nothing git runs or contacts later ---------
+
+DEEP_CHAIN = ("python3 -c \"import os\nos.makedirs('{0}', exist_ok=True); os.chdir('{0}')\n"
+              "for i in range(1500): os.mkdir('d'); os.chdir('d')\"")
+NEW_FSMONITOR = ("git init -q sub && git -C sub -c user.name=a -c user.email=b commit --allow-empty -qm x && "
+                 "git -C sub config core.fsmonitor 'touch ../PWNED; false'")
+
+
+def person_s_git_later(root: Path, repo: str = "sub") -> str:
+    """The person, later, outside: registers the new repository, then status and a commit at the top and in it."""
+    later = git(root, "add", repo).stderr + git_everywhere(root)
+    later += git(root / repo, "status").stdout
+    return later + git(root / repo, "commit", "-q", "--allow-empty", "-m", "x").stderr
+
+
+@pytest.mark.parametrize("chain", ["sub/.git/hooks/deep", "sub/.git/config.lock", "sub/.git/modules/m",
+                                   "sub/.git/rebase-merge"])
+def test_a_deep_folder_chain_stops_no_part_of_the_check(box, chain):
+    """rt22 rows 60-64: shutil.rmtree and os.walk recursed once per level; RecursionError aborted the whole check
+    (nothing disarmed, no put-back in known places either) and, under modules/, every later command."""
+    make_repo(box)
+    git(box, "config", "core.hooksPath", ".githooks")            # the person's: its folder not made yet
+    output, _ = sh(f"mkdir -p .githooks && printf '#!/bin/sh\\ntouch PWNED\\n' > .githooks/pre-commit && "
+                   f"chmod +x .githooks/pre-commit && {NEW_FSMONITOR} && {DEEP_CHAIN.format(chain)}; echo planted")
+    assert "planted" in output and "RecursionError" not in output, output
+    assert not (box / ".githooks" / "pre-commit").exists(), output
+    again, failed = sh("echo next")
+    assert not failed and "next" in again, again
+    later = person_s_git_later(box)
+    subprocess.run(["rm", "-rf", str(box / "sub")], check=True)      # pytest's own rmtree recurses
+    assert not pwned(box), (output, later)
+
+
+def test_the_check_never_raises_and_keeps_no_plant_as_its_baseline(box, monkeypatch, notices):
+    """Whatever fails in the check is said loudly (to the person too), and the repository is not the next command's
+    clean baseline."""
+    make_repo(box)
+    monkeypatch.setattr(kesi, "disarm_git_dir", lambda *a, **k: 1 / 0)     # any bug at all
+    monkeypatch.setattr(os, "rename", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.EPERM, "no")))
+    output, failed = sh(NEW_FSMONITOR + "; echo planted")
+    assert failed and "could not make" in output and "sub/.git" in output, output
+    assert "WARNING: KeSi could not make safe sub/.git" in notices.getvalue(), notices.getvalue()
+    monkeypatch.undo()
+    monkeypatch.setattr(kesi, "KILL_GRACE_SECONDS", 0.5)
+    output, _ = sh("echo next")
+    assert "sub/.git/config: core.fsmonitor" in output, output
+    later = person_s_git_later(box)
+    assert not pwned(box), later
+
+
+@pytest.fixture(params=["TMPDIR elsewhere", "TMPDIR on it"])
+def small_disk(box, monkeypatch, request):
+    """A workspace alone on a small file system (a tmpfs; needs root), maybe TMPDIR too: a command can fill it."""
+    disk = Path(tempfile.mkdtemp(prefix="kesi-small-disk-", dir="/var/tmp"))
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,nr_inodes=4000", "tmpfs", str(disk)],
+                      capture_output=True).returncode:
+        disk.rmdir()
+        pytest.skip("mounting a tmpfs needs root")
+    (disk / "p").mkdir()
+    (disk / "tmp").mkdir()
+    if request.param == "TMPDIR on it":
+        monkeypatch.setattr(tempfile, "tempdir", str(disk / "tmp"))
+    old = kesi.BASE_DIR
+    kesi.BASE_DIR = disk / "p"
+    make_repo(disk / "p")
+    yield disk / "p"
+    kesi.stop_background_tasks()
+    kesi.BASE_DIR = old
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+    disk.rmdir()
+
+
+@pytest.mark.parametrize("fill", ["fallocate -l $(df --output=avail -B1 . | tail -1) fill; "
+                                  "dd if=/dev/zero of=fill2 bs=4k 2>/dev/null",
+                                  "mkdir many && cd many && i=0; while touch f$i 2>/dev/null; do i=$((i+1)); done"])
+def test_a_full_disk_leaves_no_plant_in_a_new_repository(small_disk, fill):
+    """rt22 rows 12, 13, 40: the cleaned config could not be written (no blocks, no inodes) yet was reported put
+    back; removing needs no room, so a config that cannot be cleaned goes."""
+    root = small_disk
+    output, _ = sh(f"{NEW_FSMONITOR} && {fill}; echo planted")       # (a hook removed would free room)
+    assert "planted" in output and "sub/.git" in output, output
+    subprocess.run(["rm", "-rf", str(root / "fill"), str(root / "fill2"), str(root / "many")], check=True)
+    config = root / "sub" / ".git" / "config"
+    assert not config.exists() or "fsmonitor" not in config.read_text(), output
+    later = person_s_git_later(root)
+    assert not pwned(root), (output, later)
+
+
+def test_a_new_repository_keeps_no_rebase_or_sequencer_state(box):
+    """rt22 rows 23, 26: an `exec` line in a new repository's to-do ran on the person's `git rebase --continue`."""
+    todo = "GIT_SEQUENCE_EDITOR=\"sh -c 'printf \\\"break\\\\nexec touch $PWD/PWNED\\\\n\\\" > \\$1' -\""
+    output, _ = sh("git init -q . && echo 1 > f && git add f && git -c user.name=a -c user.email=b commit -qm 1 && "
+                   "echo 2 > f && git -c user.name=a -c user.email=b commit -qam 2 && "
+                   f"{todo} git -c user.name=a -c user.email=b rebase -i HEAD~1; "
+                   "git -c user.name=a -c user.email=b cherry-pick --no-commit HEAD~1 HEAD >/dev/null 2>&1; "
+                   "mkdir -p .git/sequencer && printf 'pick HEAD\\nexec touch PWNED\\n' > .git/sequencer/todo; "
+                   "ls .git")
+    assert "rebase-merge" in output, output
+    for state in ("rebase-merge", "rebase-apply", "sequencer"):
+        assert not (box / ".git" / state).exists(), output
+    later = [git(box, *args) for args in (["rebase", "--continue"], ["cherry-pick", "--continue"], ["status"])]
+    assert not pwned(box), [p.stdout + p.stderr for p in later]
+
+
+LOCAL_REMOTES = {
+    "a path": "git remote add origin \"$PWD/../node_modules/x.git\"",
+    "a file:// push URL": "git remote add origin https://example.com/r.git && "
+                          "git remote set-url --push origin \"file://$PWD/../node_modules/x.git\"",
+    "a branch's remote that is a path": "git config branch.master.remote \"$PWD/../node_modules/x.git\"",
+    "an old-style remote": "mkdir -p .git/remotes && printf 'URL: %s\\nPush: master\\n' \"$PWD/../node_modules/x.git\" "
+                           "> .git/remotes/origin",
+    "an insteadOf": "git remote add origin https://example.com/r.git && "
+                    "git config url.\"$PWD/../node_modules/x.git\".insteadOf https://example.com/r.git",
+}
+
+
+@pytest.mark.parametrize("name", LOCAL_REMOTES)
+def test_a_new_repository_keeps_no_remote_that_is_a_local_repository(box, name):
+    """rt22 rows 24, 25, 42: a push to a bare repository in an unwalked folder ran its hooks outside."""
+    make_repo(box)
+    output, _ = sh("mkdir -p node_modules && git init -q --bare node_modules/x.git && "
+                   "printf '#!/bin/sh\\ntouch ../../PWNED\\n' > node_modules/x.git/hooks/pre-receive && "
+                   "chmod +x node_modules/x.git/hooks/pre-receive && git init -q -b master sub && cd sub && "
+                   "echo 1 > f && git add f && git -c user.name=a -c user.email=b commit -qm 1 && "
+                   f"git config branch.master.merge refs/heads/master && {LOCAL_REMOTES[name]}; echo planted")
+    assert "planted" in output, output
+    pushes = [git(box / "sub", *args) for args in (["push"], ["push", "origin"], ["push", "origin", "master"])]
+    assert not pwned(box), (output, [p.stderr for p in pushes])
+
+
+def test_a_new_repository_keeps_a_network_remote_but_no_partial_clone(box):
+    """rt22 rows 39, 44: partialClone made the person's `git diff` fetch lazily from any host, past the allowlist."""
+    output, _ = sh("git init -q . && echo v1 > f && git add f && git -c user.name=a -c user.email=b commit -qm 1 && "
+                   "git remote add origin https://example.com/exfil/data && git config remote.origin.promisor true && "
+                   "git config core.repositoryformatversion 1 && git config extensions.partialClone origin && "
+                   "git config remote.origin.partialclonefilter blob:none; echo planted")
+    config = git(box, "config", "--list", "--local").stdout.lower()
+    assert "remote.origin.url=https://example.com/exfil/data" in config, (output, config)
+    assert "partialclone" not in config and "promisor" not in config, (output, config)
+
+
+def test_git_credentials_beside_the_config_read_as_empty(box):
+    """rt22 rows 50-52: old-style remotes, a file the config includes, the credential store the config names."""
+    make_repo(box)
+    nested_repository(box)
+    assert git(box, "init", "-q", "--bare", "backup.git").returncode == 0       # a bare one, known by content
+    for git_dir in (box / ".git", box / "vendor" / "lib" / ".git", box / "backup.git"):
+        (git_dir / "branches").mkdir(exist_ok=True)
+        (git_dir / "branches" / "bb").write_text("https://oauth2:tokA-oldstyle@example.com/x.git#main\n")
+        (git_dir / "remotes").mkdir(exist_ok=True)
+        (git_dir / "remotes" / "old").write_text("URL: https://u:tokD-remotes@example.com/x.git\n")
+        (git_dir / "secret.inc").write_text('[remote "inc"]\n\turl = https://u:tokB-included@example.com/z\n')
+        (git_dir / "git-credentials").write_text("https://u:tokC-credstore@example.com\n")
+        (git_dir / "store2").write_text("https://u:tokE-credstore@example.com\n")
+        tree, prefix = (git_dir, "") if git_dir.name == "backup.git" else (git_dir.parent, ".git/")
+        git(tree, "config", "include.path", "secret.inc")
+        git(tree, "config", "credential.helper", f"store --file={prefix}git-credentials")
+        git(tree, "config", "--add", "credential.helper", f"store --file {prefix}store2")
+    output, _ = sh("for d in .git vendor/lib/.git backup.git; do for f in branches/bb remotes/old secret.inc git-credentials "
+                   "store2; do base64 -w0 $d/$f; echo; done; done; git status --short; echo end")   # past the mask
+    decoded = [base64.b64decode(line, validate=True) for line in output.splitlines()
+               if line and len(line) % 4 == 0 and set(line) <= set(string.ascii_letters + string.digits + "+/=")]
+    assert "end" in output and not any(b"tok" in text for text in decoded), (output, decoded)
+
+
+def test_the_check_at_exit_survives_a_deep_chain_a_task_planted(box, notices, monkeypatch):
+    """rt22 row 63: KeSi's check at exit died with a RecursionError traceback, the plant left in place."""
+    monkeypatch.setitem(BACKGROUND_PLANTS, "deep", BACKGROUND_PLANTS["a new repository"] + " && " +
+                        DEEP_CHAIN.format("src/.git/hooks/deep"))
+    plant_in_the_background(box, "deep").proc.wait(timeout=30)
+    kesi.stop_background_tasks()                   # as at KeSi's exit
+    assert "src/.git/config: core.fsmonitor" in notices.getvalue(), notices.getvalue()
+    later = used_later(box)
+    assert not pwned(box), later
+
+
+def test_a_full_disk_leaves_no_plant_in_a_known_config(small_disk, monkeypatch):
+    """A put-back in a known place on a full disk: the planted file goes first (no room needed); when the person's
+    larger one cannot be written back, they are warned, and the next check writes it back."""
+    root = small_disk
+    with (root / ".git" / "config").open("a") as config:
+        config.write("# the person's notes\n" * 1000)                # 20 KB: more than the plant frees
+    mine = (root / ".git" / "config").read_text()
+    monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)          # the check after the command is all there is
+    output, _ = sh("printf '[core]\\n\\tfsmonitor = touch PWNED\\n' > .git/config && fallocate -l "
+                   "$(df --output=avail -B1 . | tail -1) fill; dd if=/dev/zero of=fill2 bs=4k 2>/dev/null; "
+                   "echo planted")
+    assert "planted" in output and "WARNING" in output and ".git/config" in output, output
+    subprocess.run(["rm", "-f", str(root / "fill"), str(root / "fill2")], check=True)
+    later = git_everywhere(root)
+    assert not pwned(root), (output, later)
+    output, _ = sh("echo next")
+    assert (root / ".git" / "config").read_text() == mine, output
