@@ -237,12 +237,14 @@ def paint(text: str, style: str) -> str:
 
 
 # Characters a terminal obeys instead of showing: C0 but \n and \t, DEL, C1 (U+009B is a one-character CSI), bidi
-# overrides and invisible ones (zero-width, soft hyphen, tags, fillers) that hide what runs ("bu\u00adild": "build").
+# overrides and invisible ones (zero-width, soft hyphen, tags, fillers) that hide what runs ("bu\u00adild": "build"),
+# and every blank but the ASCII space (Unicode's spaces, braille blank): sh reads "true\u00a0#" as one word, a person
+# as a comment.
 TERMINAL_CONTROLS = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160"
-    "\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f\ufeff"
-    "\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
-    "\U000e0000-\U000e0fff]")
+    "[\x00-\x08\x0b-\x1f\x7f-\xa0\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160"
+    "\u1680\u17b4-\u17b5\u180b-\u180f\u2000-\u200f\u2028-\u202f\u205f-\u2064\u2066-\u206f\u2800\u3000\u3164"
+    "\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]")
 
 
 def visible(text) -> str:
@@ -253,6 +255,15 @@ def visible(text) -> str:
 def one_line(text) -> str:
     """Every control escaped, line breaks too (\\r\\n stays both): a field of a list cannot pass for another entry."""
     return TERMINAL_CONTROLS.sub(control_escape, utf8_safe(str(text))).replace("\n", "\\n")
+
+
+def ascii_only(text) -> str:
+    """What a person approves, every character but printable ASCII escaped: no lookalike (\\uff03, \\ua78c) can pass
+    for the comment sign or quote sh would read otherwise."""
+    return NOT_ASCII.sub(control_escape, utf8_safe(str(text)).replace("\r\n", "\n"))
+
+
+NOT_ASCII = re.compile("[^\t\n -~]")
 
 
 def control_escape(match) -> str:
@@ -1573,7 +1584,7 @@ def can_ask() -> bool:
 
 def ask_user(question: Question) -> tuple[bool, bool | str]:
     """(allowed, "a" answered) or (False, what to do instead); no terminal or EOF is no, the unclear is asked again."""
-    detail = f"      [permission needed] {visible(question.detail)}".replace("\n", "\n        | ")
+    detail = f"      [permission needed] {ascii_only(question.detail)}".replace("\n", "\n        | ")
     ui(marked_lines(detail, "        | "))           # cut here: a line padded to the width cannot draw a question
     if question.reason:           # one line, as the rule below: neither can draw a question of its own
         ui(wrapped(f"      reason: {one_line(question.reason)}", hang=" " * 8))
@@ -6744,7 +6755,7 @@ def approved_project_file(label: str, data: bytes, shown: str) -> bool:
         notice_once(paint(f"  ({label} not used: new or changed; start KeSi in a terminal to approve it)", "error"))
         return False
     ui(wrapped(f"  This project's {label} is new or changed. It can run these commands on this machine:", hang="    "))
-    lines = [part for line in shown.splitlines() for part in textwrap.wrap(visible(line), 100)] or ["(nothing)"]
+    lines = [part for line in shown.splitlines() for part in textwrap.wrap(ascii_only(line), 100)] or ["(nothing)"]
     if len(lines) > 200:            # nothing is approved unseen
         ui(paint(f"  (This project's {label} is not used: {len(lines):,} lines are too many to show here.)", "error"))
         return False
