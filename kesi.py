@@ -1587,16 +1587,16 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
     detail = f"      [permission needed] {ascii_only(question.detail)}".replace("\n", "\n        | ")
     ui(marked_lines(detail, "        | "))           # cut here: a line padded to the width cannot draw a question
     if question.reason:           # one line, as the rule below: neither can draw a question of its own
-        ui(wrapped(f"      reason: {one_line(question.reason)}", hang=" " * 8))
+        ui(marked_lines(wrapped(f"      reason: {one_line(ascii_only(question.reason))}", hang=" " * 8), "        | "))
     cut = show_diff(question.diff, MAX_PREVIEW_LINES)
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
         return False, ""
-    always = f" / a = yes, and don't ask again: {one_line(question.always)}" if question.always else ""
+    always = f" / a = yes, and don't ask again: {one_line(ascii_only(question.always))}" if question.always else ""
     options = f"y = yes{always} / n = no (n TEXT: tell KeSi what to do instead){' / d = the whole diff' * cut}"
     while True:
         try:
-            answer = prompt_input(wrapped(f"      Allow? [{options}] ", hang=" " * 8))
+            answer = prompt_input(marked_lines(wrapped(f"      Allow? [{options}] ", hang=" " * 8), "        | "))
         except (EOFError, KeyboardInterrupt) as stop:
             ui()                  # ends the question's line (after Ctrl-C, the terminal's "^C" is on it)
             if isinstance(stop, KeyboardInterrupt):
@@ -6249,8 +6249,16 @@ def terminal_width() -> int | None:
 
 
 def display_width(text: str) -> int:
-    """Columns text takes: CJK characters take two, combining marks none."""
-    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    """Columns text may take, counted high where terminals differ: a cut comes early, never after the terminal's."""
+    return sum(1 if " " <= char <= "~" else char_width(char) for char in text)
+
+
+def char_width(char: str) -> int:
+    """One column only where all terminals agree: letters, marks, digits and punctuation of no wide or ambiguous
+    class. Two for the rest: symbols (Unicode 15 and 16 made hexagrams, trigrams and more wide; Python's tables are
+    older), East Asian ambiguous ones (wide on CJK terminals), private, unassigned and format characters."""
+    kind, category = unicodedata.east_asian_width(char), unicodedata.category(char)
+    return 1 if kind in ("Na", "H") or kind == "N" and (category[0] in "LMP" or category in ("Nd", "Nl")) else 2
 
 
 def wrapped(text: str, hang: str | None = None) -> str:
@@ -6260,7 +6268,7 @@ def wrapped(text: str, hang: str | None = None) -> str:
     lines = []
     for line in text.split("\n"):
         indent = line[:len(line) - len(line.lstrip(" "))]
-        lines.append(textwrap.fill(line.lstrip(" "), width, initial_indent=indent,
+        lines.append(textwrap.fill(line.lstrip(" "), width - 1, initial_indent=indent,    # as marked_lines
                                    subsequent_indent=indent if hang is None else hang,
                                    break_long_words=False, break_on_hyphens=False) or line)
     return "\n".join(lines)
