@@ -6714,11 +6714,8 @@ def path_completions(typed: str) -> list[str]:
         with locate(folder or ".", must_exist=True) as entry:
             if not stat.S_ISDIR(entry.info.st_mode):
                 return []
-            folder_fd = open_folder(entry)
-            try:
-                found = [e for e in os.scandir(folder_fd) if e.name.startswith(start) and (start or e.name[:1] != ".")]
-            finally:
-                os.close(folder_fd)
+            found = [e for name, e in walk_tree(open_folder(entry), max_depth=1)     # as list_files: no git dirs
+                     if name.startswith(start) and (start or name[:1] != ".")]
         where = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
         shown = [visible_entry(e, e.name, where + e.name) for e in found]
     except (PathRefused, OSError):
