@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse, atexit, base64, codecs, collections, contextlib, datetime, difflib, errno, fnmatch, functools, glob
 import hashlib, hmac, importlib, inspect, ipaddress, itertools, json, logging, os, platform, re, select, shlex
 import shutil, signal, socket, socketserver, stat, struct, subprocess, sys, tempfile, textwrap, threading, time
-import unicodedata, urllib.parse
+import unicodedata, urllib.parse, zlib
 import typing  # noqa: F401  (before the SDK's background import: see BackgroundImport)
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -6991,6 +6991,100 @@ def image_size(data: bytes) -> tuple[str, int, int] | None:
             at += 1 if marker == 0xFF else 2 + struct.unpack(">H", data[at + 2:at + 4])[0]
 
 
+def image_damage(kind: str, data: bytes) -> str:
+    """What keeps a file from being the whole image its header starts ('' if nothing): text after a valid header
+    is no image, and the API's refusal of it would stay in the history, failing every later request."""
+    try:
+        return {"png": png_damage, "gif": gif_damage, "jpeg": jpeg_damage, "webp": webp_damage}[kind](data)
+    except zlib.error:
+        return "its pixel data (IDAT) is not zlib data"
+    except (IndexError, KeyError, struct.error):
+        return "its data is cut short or damaged"
+
+
+def png_damage(data: bytes) -> str:
+    """Chunks with right CRCs up to IEND at the end; their pixel data (IDAT) one zlib stream of the size IHDR gives."""
+    at, pixels, room = 8, zlib.decompressobj(), png_pixel_bytes(data)
+    while True:
+        size, name = struct.unpack(">I4s", data[at:at + 8])
+        body, end = data[at + 4:at + 8 + size], at + 12 + size
+        if end > len(data) or zlib.crc32(body) != int.from_bytes(data[end - 4:end], "big"):
+            return f"its {ascii(name)[2:-1]} chunk is cut short or fails its CRC"
+        body = body[4:] if name == b"IDAT" else b""
+        while body and room >= 0:            # inflated a piece at a time: a zlib bomb stops at the size
+            room -= len(pixels.decompress(body, min(room + 1, 1 << 20)))
+            body = pixels.unconsumed_tail
+        if name == b"IEND":
+            return ("its pixel data (IDAT) is not one whole zlib stream of the size its header gives"
+                    if not pixels.eof or pixels.unused_data or room
+                    else "more bytes follow its end (IEND)" if end < len(data) else "")
+        at = end
+
+
+PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}      # by colour type: grey, RGB, palette, grey and alpha, RGBA
+ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+
+
+def png_pixel_bytes(data: bytes) -> int:
+    """A PNG's inflated pixel data, from IHDR: rows (of each Adam7 pass, if interlaced) of a filter byte and pixels."""
+    width, height, depth, colour, interlace = struct.unpack(">IIBB2xB", data[16:29])
+    return sum(-(-(height - y) // dy) * (1 + (-(-(width - x) // dx) * depth * PNG_CHANNELS[colour] + 7) // 8)
+               for x, y, dx, dy in (ADAM7 if interlace else [(0, 0, 1, 1)]) if width > x and height > y)
+
+
+def gif_damage(data: bytes) -> str:
+    """Blocks (extensions; images with their colour table, LZW data) in sub-blocks up to the trailer at the end."""
+    at, images = 13 + gif_colours(data[10]), 0
+    while data[at] != 0x3B:
+        if data[at] == 0x2C:                 # an image: its descriptor, colour table, LZW code size
+            at, images = at + 11 + gif_colours(data[at + 9]), images + 1
+        elif data[at] == 0x21:               # an extension: its label
+            at += 2
+        else:
+            return f"byte {at:,} starts no block"
+        while data[at]:                      # sub-blocks, each after its length, to an empty one
+            at += 1 + data[at]
+        at += 1
+    return "it holds no image" if not images else "more bytes follow its end (;)" if at + 1 < len(data) else ""
+
+
+def gif_colours(flags: int) -> int:
+    """The bytes of the colour table a GIF's flags announce."""
+    return 3 << (flags & 7) + 1 if flags & 0x80 else 0
+
+
+JPEG_SCAN_END = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")    # a marker: not a stuffed 0xFF, a restart or fill
+
+
+def jpeg_damage(data: bytes) -> str:
+    """Segments, each scan's (SOS) entropy-coded data up to the next marker, and so on to EOI at the end."""
+    at, scans = 2, 0
+    while True:
+        if data[at] != 0xFF:
+            return f"byte {at:,} starts no segment"
+        if (marker := data[at + 1]) == 0xD9:
+            return "it holds no scan" if not scans else "more bytes follow its end (EOI)" if at + 2 < len(data) else ""
+        at += 1 if marker == 0xFF else 2 if 0xD0 <= marker <= 0xD7 else 2 + struct.unpack(">H", data[at + 2:at + 4])[0]
+        if marker == 0xDA:
+            scans += 1
+            if not (found := JPEG_SCAN_END.search(data, at)):
+                return "its scan data has no end (EOI)"
+            at = found.start()
+
+
+def webp_damage(data: bytes) -> str:
+    """RIFF's size is the file's; chunks (each padded to even) fill it; one holds the image, its signature right."""
+    if int.from_bytes(data[4:8], "little") + 8 != len(data):
+        return "its RIFF size is not the file's size"
+    at, frames = 12, 0
+    while at < len(data):
+        name, size = data[at:at + 4], int.from_bytes(data[at + 4:at + 8], "little")
+        body, at = data[at + 8:at + 8 + size], at + 8 + size + size % 2
+        frames += (name == b"VP8 " and body[3:6] == b"\x9d\x01\x2a" or name == b"VP8L" and body[:1] == b"\x2f"
+                   or name == b"ANMF")
+    return "its last chunk is cut short" if at != len(data) else "" if frames else "it holds no image data"
+
+
 def read_image(file_path):
     """read_file for an image's name (else None): a text line and the image block, or an error saying what to do."""
     if (wanted := IMAGE_FORMATS.get(os.path.splitext(str(file_path))[1].lower())) is None:
@@ -7014,6 +7108,9 @@ def read_image(file_path):
     if max(width, height) > MAX_IMAGE_SIDE:
         return (f"Error: {file_path} is {width}x{height} pixels; the API refuses images over {MAX_IMAGE_SIDE}x"
                 f"{MAX_IMAGE_SIDE}. Save a copy scaled down (1568 pixels on the long side is plenty), read that."), True
+    if damage := image_damage(kind, data):
+        return (f"Error: {file_path} starts as a {kind.upper()} image, but {damage}. Only whole images are shown: "
+                "save it again with an image program."), True
     source = {"type": "base64", "media_type": f"image/{kind}", "data": base64.b64encode(data).decode()}
     return [{"type": "text", "text": f"{file_path} (image {width}x{height} {kind}, {-(-size // 1024):,} KB)"},
             {"type": "image", "source": source}], False
@@ -7497,7 +7594,7 @@ def mcp_image(item: dict) -> dict | None:
     with contextlib.suppress(ValueError, TypeError, KeyError):
         kind, width, height = image_size(data := base64.b64decode(item["data"], validate=True)) or ("", 0, 0)
         if item["mimeType"] == f"image/{kind}" and 0 < min(width, height) <= max(width, height) <= MAX_IMAGE_SIDE \
-                and len(data) <= MAX_IMAGE_BYTES:
+                and len(data) <= MAX_IMAGE_BYTES and not image_damage(kind, data):
             return {"type": "image", "source": {"type": "base64", "media_type": item["mimeType"], "data": item["data"]}}
 
 
