@@ -6249,11 +6249,16 @@ def terminal_width() -> int | None:
 
 
 def display_width(text: str) -> int:
-    """Columns text may take, counted high where terminals differ: a cut comes early, never after the terminal's."""
-    return sum(1 if " " <= char <= "~" else char_width(char) for char in text)
+    """Columns text takes: CJK characters take two, combining marks none."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
-def char_width(char: str) -> int:
+def widest_width(text: str) -> int:
+    """Columns text may take on any terminal, for marked_lines: its cut comes early, never after the terminal's."""
+    return sum(1 if " " <= char <= "~" else widest_char_width(char) for char in text)
+
+
+def widest_char_width(char: str) -> int:
     """One column only where all terminals agree: letters, marks, digits and punctuation of no wide or ambiguous
     class. Two for the rest: symbols (Unicode 15 and 16 made hexagrams, trigrams and more wide; Python's tables are
     older), East Asian ambiguous ones (wide on CJK terminals), private, unassigned and format characters."""
@@ -6591,17 +6596,17 @@ def show_log(argument: str) -> None:
 
 
 def marked_lines(text: str, mark: str = "  | ") -> str:
-    """Cut to the terminal's width here (tabs expanded, wide characters two), each line cut begun with mark: the
+    """Cut to the terminal's width here (tabs expanded, maybe-wide characters two), each cut line begun with mark: the
     terminal's own wrap of a padded line could pass for another entry of /log, or another question."""
     if (width := terminal_width()) is None:
         return text
     lines, line, used = [], "", 0
     for char in text.expandtabs():
-        if char == "\n" or used + display_width(char) > width - 1:
+        if char == "\n" or used + widest_width(char) > width - 1:
             lines.append(line)
-            line, used = ("", 0) if char == "\n" else (mark, display_width(mark))
+            line, used = ("", 0) if char == "\n" else (mark, widest_width(mark))
         if char != "\n":
-            line, used = line + char, used + display_width(char)
+            line, used = line + char, used + widest_width(char)
     return "\n".join(lines + [line])
 
 
@@ -7009,7 +7014,7 @@ def png_damage(data: bytes) -> str:
         size, name = struct.unpack(">I4s", data[at:at + 8])
         body, end = data[at + 4:at + 8 + size], at + 12 + size
         if end > len(data) or zlib.crc32(body) != int.from_bytes(data[end - 4:end], "big"):
-            return f"its {ascii(name)[2:-1]} chunk is cut short or fails its CRC"
+            return f"its {ascii(name)[1:]} chunk is cut short or fails its CRC"
         body = body[4:] if name == b"IDAT" else b""
         while body and room >= 0:            # inflated a piece at a time: a zlib bomb stops at the size
             room -= len(pixels.decompress(body, min(room + 1, 1 << 20)))

@@ -303,13 +303,13 @@ def test_a_valid_header_followed_by_text_is_refused_by_read_file_and_at_path(ws)
         done = run(ws, "-p", prompt, mock=mock)
     assert done.returncode == 0, done.stderr
     assert all(r["status"] == 200 for r in mock.requests)
-    assert not [images_in(m["content"]) for r in mock.requests for m in r["body"]["messages"] if images_in(m["content"])]
+    assert not [m for r in mock.requests for m in r["body"]["messages"] if images_in(m["content"])]
     for name in bad:
         assert f"(@{name} not attached: {name} starts as a" in done.stderr, (name, done.stderr)
     results = [b for b in mock.requests[1]["body"]["messages"][-1]["content"] if b["type"] == "tool_result"]
-    assert len(results) == len(bad) and all(r["is_error"] and "Only whole images are shown" in kesi.text_of(r["content"])
-                                            for r in results), results
-    for name, what in [("text-in-idat.png", "IDAT"), ("bad-crc.png", "IEND chunk is cut short or fails its CRC"),
+    assert len(results) == len(bad), results
+    assert all(r["is_error"] and "Only whole images are shown" in kesi.text_of(r["content"]) for r in results), results
+    for name, what in [("text-in-idat.png", "IDAT"), ("bad-crc.png", "'IEND' chunk is cut short or fails its CRC"),
                        ("text-after-iend.png", "follow its end (IEND)"), ("no-image.gif", "holds no image"),
                        ("text-after-eoi.jpg", "follow its end (EOI)"), ("no-scan.jpg", "holds no scan"),
                        ("text-chunk-no-image.webp", "holds no image data"), ("text-after-riff.webp", "RIFF size")]:
