@@ -260,7 +260,7 @@ def one_line(text) -> str:
 def ascii_only(text) -> str:
     """What a person approves, every character but printable ASCII escaped: no lookalike (\\uff03, \\ua78c) can pass
     for the comment sign or quote sh would read otherwise."""
-    return NOT_ASCII.sub(control_escape, utf8_safe(str(text)).replace("\r\n", "\n"))
+    return NOT_ASCII.sub(control_escape, utf8_safe(str(text)))
 
 
 NOT_ASCII = re.compile("[^\t\n -~]")
