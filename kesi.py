@@ -6770,7 +6770,7 @@ def approved_project_file(label: str, data: bytes, shown: str) -> bool:
         ui(paint(f"  (This project's {label} is not used: {len(lines):,} lines are too many to show here.)", "error"))
         return False
     for line in lines:
-        ui(f"    | {line}")
+        ui(marked_lines(f"    | {line}", "    | "))        # cut here: no tail of a command begins a row of its own
     if not confirmed(f"  Use {label} as it is now? [y/N] "):
         ui(paint(f"  ({label} not used; you are asked again next time)", "quiet"))
         return False

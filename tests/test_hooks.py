@@ -365,3 +365,16 @@ def test_the_hooks_question_shows_blanks_and_lookalikes_as_escapes(ws):
     for char in tricks:
         assert f"true{ascii(char)[1:-1]}#;touch PWNED" in shown, (repr(char), shown)
     assert not (ws / "PWNED").exists()
+
+
+def test_the_hooks_question_cuts_its_lines_itself_on_a_narrow_terminal(ws, notices, monkeypatch):
+    """Its lines were 100 characters at any width: a narrower terminal wrapped them, and a command's tail began a row
+    outside the list, where it could pass for KeSi's own words."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 60)
+    monkeypatch.setattr(kesi, "can_ask", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt="": "n")
+    fake = "(KeSi checked these hooks: they only read files)"
+    assert not kesi.approved_project_file("hooks in .kesi/settings.json", b"x", "true #" + " " * 40 + fake)
+    lines = notices.getvalue().splitlines()
+    listed = lines[lines.index(next(x for x in lines if "can run these commands" in x)) + 1:-1]
+    assert listed and all(line.startswith("    | ") and len(line) < 60 for line in listed), lines
