@@ -6548,7 +6548,7 @@ def show_or_resume(argument: str, history: list[dict]) -> None:
         ui("  No saved sessions in this project yet.")
     elif not argument:
         for number, path in enumerate(sessions[:20], start=1):
-            ui(f"  {number:>2}. {visible(path.stem)}  {visible(session_title(path))}")
+            ui(marked_lines(f"  {number:>2}. {visible(path.stem)}  {one_line(session_title(path))}", "      | "))
         ui("  /resume N continues one of them.")
     elif not argument.isdigit() or not 1 <= int(argument) <= len(sessions):
         ui(f"  Pick a number from 1 to {len(sessions)}.")
@@ -7240,7 +7240,8 @@ def show_help() -> None:
     ui(HELP.format(modes=", ".join(PERMISSION_MODES), user_commands=visible(user_config_folder() / "commands")))
     for name, command in custom_commands().items():
         about = command.problem or command.fields.get("description", "")
-        ui(f"  {name:<22} {one_line(shorten(about, 90))} ({'project' if command.project else 'yours'})")
+        ui(marked_lines(f"  {name:<22} {one_line(shorten(about, 90))} ({'project' if command.project else 'yours'})",
+                        " " * 25 + "| "))     # cut here: a padded description cannot draw a command of yours
 
 
 # --- checkpoints and /rewind: files a file tool changes, kept signed beside the session record (not in reach of a
@@ -7307,7 +7308,8 @@ def rewind(argument: str, history: list[dict]) -> None:
         return
     for number, turn in turns.items():
         files = [e["path"] for e in entries if e["turn"] == turn["turn"] and "path" in e]
-        ui(f"  {number:>3}. {turn['turn'][11:16]}  \"{one_line(turn['prompt'])}\"  {one_line(', '.join(files)) or '-'}")
+        ui(marked_lines(f"  {number:>3}. {turn['turn'][11:16]}  \"{one_line(turn['prompt'])}\"  "
+                        f"{one_line(', '.join(files)) or '-'}", "       | "))     # a padded name draws no turn
     ui(wrapped("  (after each turn: the files write_file and edit_file changed in it; files changed by commands, "
                "run_command or !command, are not kept: /rewind cannot restore them)"))
     try:
