@@ -260,10 +260,7 @@ def one_line(text) -> str:
 def ascii_only(text) -> str:
     """What a person approves, every character but printable ASCII escaped: no lookalike (\\uff03, \\ua78c) can pass
     for the comment sign or quote sh would read otherwise."""
-    return NOT_ASCII.sub(control_escape, utf8_safe(str(text)))
-
-
-NOT_ASCII = re.compile("[^\t\n -~]")
+    return re.sub("[^\t\n -~]", control_escape, utf8_safe(str(text)))
 
 
 def control_escape(match) -> str:
@@ -7015,10 +7012,10 @@ def png_damage(data: bytes) -> str:
         body, end = data[at + 4:at + 8 + size], at + 12 + size
         if end > len(data) or zlib.crc32(body) != int.from_bytes(data[end - 4:end], "big"):
             return f"its {ascii(name)[1:]} chunk is cut short or fails its CRC"
-        body = body[4:] if name == b"IDAT" else b""
-        while body and room >= 0:            # inflated a piece at a time: a zlib bomb stops at the size
-            room -= len(pixels.decompress(body, min(room + 1, 1 << 20)))
-            body = pixels.unconsumed_tail
+        compressed = body[4:] if name == b"IDAT" else b""
+        while compressed and room >= 0:      # inflated a piece at a time: a zlib bomb stops at the size
+            room -= len(pixels.decompress(compressed, min(room + 1, 1 << 20)))
+            compressed = pixels.unconsumed_tail
         if name == b"IEND":
             return ("its pixel data (IDAT) is not one whole zlib stream of the size its header gives"
                     if not pixels.eof or pixels.unused_data or room
