@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse, atexit, base64, codecs, collections, contextlib, datetime, difflib, errno, fnmatch, functools, glob
 import hashlib, hmac, importlib, inspect, ipaddress, itertools, json, logging, os, platform, re, select, shlex
 import shutil, signal, socket, socketserver, stat, struct, subprocess, sys, tempfile, textwrap, threading, time
-import unicodedata, urllib.parse
+import unicodedata, urllib.parse, zlib
 import typing  # noqa: F401  (before the SDK's background import: see BackgroundImport)
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -237,12 +237,14 @@ def paint(text: str, style: str) -> str:
 
 
 # Characters a terminal obeys instead of showing: C0 but \n and \t, DEL, C1 (U+009B is a one-character CSI), bidi
-# overrides and invisible ones (zero-width, soft hyphen, tags, fillers) that hide what runs ("bu\u00adild": "build").
+# overrides and invisible ones (zero-width, soft hyphen, tags, fillers) that hide what runs ("bu\u00adild": "build"),
+# and every blank but the ASCII space (Unicode's spaces, braille blank): sh reads "true\u00a0#" as one word, a person
+# as a comment.
 TERMINAL_CONTROLS = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160"
-    "\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f\ufeff"
-    "\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
-    "\U000e0000-\U000e0fff]")
+    "[\x00-\x08\x0b-\x1f\x7f-\xa0\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160"
+    "\u1680\u17b4-\u17b5\u180b-\u180f\u2000-\u200f\u2028-\u202f\u205f-\u2064\u2066-\u206f\u2800\u3000\u3164"
+    "\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]")
 
 
 def visible(text) -> str:
@@ -253,6 +255,12 @@ def visible(text) -> str:
 def one_line(text) -> str:
     """Every control escaped, line breaks too (\\r\\n stays both): a field of a list cannot pass for another entry."""
     return TERMINAL_CONTROLS.sub(control_escape, utf8_safe(str(text))).replace("\n", "\\n")
+
+
+def ascii_only(text) -> str:
+    """What a person approves, every character but printable ASCII escaped: no lookalike (\\uff03, \\ua78c) can pass
+    for the comment sign or quote sh would read otherwise."""
+    return re.sub("[^\t\n -~]", control_escape, utf8_safe(str(text)))
 
 
 def control_escape(match) -> str:
@@ -1573,19 +1581,19 @@ def can_ask() -> bool:
 
 def ask_user(question: Question) -> tuple[bool, bool | str]:
     """(allowed, "a" answered) or (False, what to do instead); no terminal or EOF is no, the unclear is asked again."""
-    detail = f"      [permission needed] {visible(question.detail)}".replace("\n", "\n        | ")
+    detail = f"      [permission needed] {ascii_only(question.detail)}".replace("\n", "\n        | ")
     ui(marked_lines(detail, "        | "))           # cut here: a line padded to the width cannot draw a question
     if question.reason:           # one line, as the rule below: neither can draw a question of its own
-        ui(wrapped(f"      reason: {one_line(question.reason)}", hang=" " * 8))
+        ui(marked_lines(wrapped(f"      reason: {one_line(ascii_only(question.reason))}", hang=" " * 8), "        | "))
     cut = show_diff(question.diff, MAX_PREVIEW_LINES)
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
         return False, ""
-    always = f" / a = yes, and don't ask again: {one_line(question.always)}" if question.always else ""
+    always = f" / a = yes, and don't ask again: {one_line(ascii_only(question.always))}" if question.always else ""
     options = f"y = yes{always} / n = no (n TEXT: tell KeSi what to do instead){' / d = the whole diff' * cut}"
     while True:
         try:
-            answer = prompt_input(wrapped(f"      Allow? [{options}] ", hang=" " * 8))
+            answer = prompt_input(marked_lines(wrapped(f"      Allow? [{options}] ", hang=" " * 8), "        | "))
         except (EOFError, KeyboardInterrupt) as stop:
             ui()                  # ends the question's line (after Ctrl-C, the terminal's "^C" is on it)
             if isinstance(stop, KeyboardInterrupt):
@@ -6441,6 +6449,19 @@ def display_width(text: str) -> int:
     return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
+def widest_width(text: str) -> int:
+    """Columns text may take on any terminal, for marked_lines: its cut comes early, never after the terminal's."""
+    return sum(1 if " " <= char <= "~" else widest_char_width(char) for char in text)
+
+
+def widest_char_width(char: str) -> int:
+    """One column only where all terminals agree: letters, marks, digits and punctuation of no wide or ambiguous
+    class. Two for the rest: symbols (Unicode 15 and 16 made hexagrams, trigrams and more wide; Python's tables are
+    older), East Asian ambiguous ones (wide on CJK terminals), private, unassigned and format characters."""
+    kind, category = unicodedata.east_asian_width(char), unicodedata.category(char)
+    return 1 if kind in ("Na", "H") or kind == "N" and (category[0] in "LMP" or category in ("Nd", "Nl")) else 2
+
+
 def wrapped(text: str, hang: str | None = None) -> str:
     """KeSi's own prose wrapped to the terminal; a long word (a URL, a path) is never cut."""
     if (width := terminal_width()) is None:
@@ -6448,7 +6469,7 @@ def wrapped(text: str, hang: str | None = None) -> str:
     lines = []
     for line in text.split("\n"):
         indent = line[:len(line) - len(line.lstrip(" "))]
-        lines.append(textwrap.fill(line.lstrip(" "), width, initial_indent=indent,
+        lines.append(textwrap.fill(line.lstrip(" "), width - 1, initial_indent=indent,    # as marked_lines
                                    subsequent_indent=indent if hang is None else hang,
                                    break_long_words=False, break_on_hyphens=False) or line)
     return "\n".join(lines)
@@ -6723,7 +6744,7 @@ def show_or_resume(argument: str, history: list[dict]) -> None:
         ui("  No saved sessions in this project yet.")
     elif not argument:
         for number, path in enumerate(sessions[:20], start=1):
-            ui(f"  {number:>2}. {visible(path.stem)}  {visible(session_title(path))}")
+            ui(marked_lines(f"  {number:>2}. {visible(path.stem)}  {one_line(session_title(path))}", "      | "))
         ui("  /resume N continues one of them.")
     elif not argument.isdigit() or not 1 <= int(argument) <= len(sessions):
         ui(f"  Pick a number from 1 to {len(sessions)}.")
@@ -6771,17 +6792,17 @@ def show_log(argument: str) -> None:
 
 
 def marked_lines(text: str, mark: str = "  | ") -> str:
-    """Cut to the terminal's width here (tabs expanded, wide characters two), each line cut begun with mark: the
+    """Cut to the terminal's width here (tabs expanded, maybe-wide characters two), each cut line begun with mark: the
     terminal's own wrap of a padded line could pass for another entry of /log, or another question."""
     if (width := terminal_width()) is None:
         return text
     lines, line, used = [], "", 0
     for char in text.expandtabs():
-        if char == "\n" or used + display_width(char) > width - 1:
+        if char == "\n" or used + widest_width(char) > width - 1:
             lines.append(line)
-            line, used = ("", 0) if char == "\n" else (mark, display_width(mark))
+            line, used = ("", 0) if char == "\n" else (mark, widest_width(mark))
         if char != "\n":
-            line, used = line + char, used + display_width(char)
+            line, used = line + char, used + widest_width(char)
     return "\n".join(lines + [line])
 
 
@@ -6894,11 +6915,8 @@ def path_completions(typed: str) -> list[str]:
         with locate(folder or ".", must_exist=True) as entry:
             if not stat.S_ISDIR(entry.info.st_mode):
                 return []
-            folder_fd = open_folder(entry)
-            try:
-                found = [e for e in os.scandir(folder_fd) if e.name.startswith(start) and (start or e.name[:1] != ".")]
-            finally:
-                os.close(folder_fd)
+            found = [e for name, e in walk_tree(open_folder(entry), max_depth=1)     # as list_files: no git dirs
+                     if name.startswith(start) and (start or name[:1] != ".")]
         where = "" if entry.path == BASE_DIR else relative(entry.path) + "/"
         shown = [visible_entry(e, e.name, where + e.name) for e in found]
     except (PathRefused, OSError):
@@ -6943,12 +6961,12 @@ def approved_project_file(label: str, data: bytes, shown: str) -> bool:
         notice_once(paint(f"  ({label} not used: new or changed; start KeSi in a terminal to approve it)", "error"))
         return False
     ui(wrapped(f"  This project's {label} is new or changed. It can run these commands on this machine:", hang="    "))
-    lines = [part for line in shown.splitlines() for part in textwrap.wrap(visible(line), 100)] or ["(nothing)"]
+    lines = [part for line in shown.splitlines() for part in textwrap.wrap(ascii_only(line), 100)] or ["(nothing)"]
     if len(lines) > 200:            # nothing is approved unseen
         ui(paint(f"  (This project's {label} is not used: {len(lines):,} lines are too many to show here.)", "error"))
         return False
     for line in lines:
-        ui(f"    | {line}")
+        ui(marked_lines(f"    | {line}", "    | "))        # cut here: no tail of a command begins a row of its own
     if not confirmed(f"  Use {label} as it is now? [y/N] "):
         ui(paint(f"  ({label} not used; you are asked again next time)", "quiet"))
         return False
@@ -7174,6 +7192,100 @@ def image_size(data: bytes) -> tuple[str, int, int] | None:
             at += 1 if marker == 0xFF else 2 + struct.unpack(">H", data[at + 2:at + 4])[0]
 
 
+def image_damage(kind: str, data: bytes) -> str:
+    """What keeps a file from being the whole image its header starts ('' if nothing): text after a valid header
+    is no image, and the API's refusal of it would stay in the history, failing every later request."""
+    try:
+        return {"png": png_damage, "gif": gif_damage, "jpeg": jpeg_damage, "webp": webp_damage}[kind](data)
+    except zlib.error:
+        return "its pixel data (IDAT) is not zlib data"
+    except (IndexError, KeyError, struct.error):
+        return "its data is cut short or damaged"
+
+
+def png_damage(data: bytes) -> str:
+    """Chunks with right CRCs up to IEND at the end; their pixel data (IDAT) one zlib stream of the size IHDR gives."""
+    at, pixels, room = 8, zlib.decompressobj(), png_pixel_bytes(data)
+    while True:
+        size, name = struct.unpack(">I4s", data[at:at + 8])
+        body, end = data[at + 4:at + 8 + size], at + 12 + size
+        if end > len(data) or zlib.crc32(body) != int.from_bytes(data[end - 4:end], "big"):
+            return f"its {ascii(name)[1:]} chunk is cut short or fails its CRC"
+        compressed = body[4:] if name == b"IDAT" else b""
+        while compressed and room >= 0:      # inflated a piece at a time: a zlib bomb stops at the size
+            room -= len(pixels.decompress(compressed, min(room + 1, 1 << 20)))
+            compressed = pixels.unconsumed_tail
+        if name == b"IEND":
+            return ("its pixel data (IDAT) is not one whole zlib stream of the size its header gives"
+                    if not pixels.eof or pixels.unused_data or room
+                    else "more bytes follow its end (IEND)" if end < len(data) else "")
+        at = end
+
+
+PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}      # by colour type: grey, RGB, palette, grey and alpha, RGBA
+ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+
+
+def png_pixel_bytes(data: bytes) -> int:
+    """A PNG's inflated pixel data, from IHDR: rows (of each Adam7 pass, if interlaced) of a filter byte and pixels."""
+    width, height, depth, colour, interlace = struct.unpack(">IIBB2xB", data[16:29])
+    return sum(-(-(height - y) // dy) * (1 + (-(-(width - x) // dx) * depth * PNG_CHANNELS[colour] + 7) // 8)
+               for x, y, dx, dy in (ADAM7 if interlace else [(0, 0, 1, 1)]) if width > x and height > y)
+
+
+def gif_damage(data: bytes) -> str:
+    """Blocks (extensions; images with their colour table, LZW data) in sub-blocks up to the trailer at the end."""
+    at, images = 13 + gif_colours(data[10]), 0
+    while data[at] != 0x3B:
+        if data[at] == 0x2C:                 # an image: its descriptor, colour table, LZW code size
+            at, images = at + 11 + gif_colours(data[at + 9]), images + 1
+        elif data[at] == 0x21:               # an extension: its label
+            at += 2
+        else:
+            return f"byte {at:,} starts no block"
+        while data[at]:                      # sub-blocks, each after its length, to an empty one
+            at += 1 + data[at]
+        at += 1
+    return "it holds no image" if not images else "more bytes follow its end (;)" if at + 1 < len(data) else ""
+
+
+def gif_colours(flags: int) -> int:
+    """The bytes of the colour table a GIF's flags announce."""
+    return 3 << (flags & 7) + 1 if flags & 0x80 else 0
+
+
+JPEG_SCAN_END = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")    # a marker: not a stuffed 0xFF, a restart or fill
+
+
+def jpeg_damage(data: bytes) -> str:
+    """Segments, each scan's (SOS) entropy-coded data up to the next marker, and so on to EOI at the end."""
+    at, scans = 2, 0
+    while True:
+        if data[at] != 0xFF:
+            return f"byte {at:,} starts no segment"
+        if (marker := data[at + 1]) == 0xD9:
+            return "it holds no scan" if not scans else "more bytes follow its end (EOI)" if at + 2 < len(data) else ""
+        at += 1 if marker == 0xFF else 2 if 0xD0 <= marker <= 0xD7 else 2 + struct.unpack(">H", data[at + 2:at + 4])[0]
+        if marker == 0xDA:
+            scans += 1
+            if not (found := JPEG_SCAN_END.search(data, at)):
+                return "its scan data has no end (EOI)"
+            at = found.start()
+
+
+def webp_damage(data: bytes) -> str:
+    """RIFF's size is the file's; chunks (each padded to even) fill it; one holds the image, its signature right."""
+    if int.from_bytes(data[4:8], "little") + 8 != len(data):
+        return "its RIFF size is not the file's size"
+    at, frames = 12, 0
+    while at < len(data):
+        name, size = data[at:at + 4], int.from_bytes(data[at + 4:at + 8], "little")
+        body, at = data[at + 8:at + 8 + size], at + 8 + size + size % 2
+        frames += (name == b"VP8 " and body[3:6] == b"\x9d\x01\x2a" or name == b"VP8L" and body[:1] == b"\x2f"
+                   or name == b"ANMF")
+    return "its last chunk is cut short" if at != len(data) else "" if frames else "it holds no image data"
+
+
 def read_image(file_path):
     """read_file for an image's name (else None): a text line and the image block, or an error saying what to do."""
     if (wanted := IMAGE_FORMATS.get(os.path.splitext(str(file_path))[1].lower())) is None:
@@ -7197,6 +7309,9 @@ def read_image(file_path):
     if max(width, height) > MAX_IMAGE_SIDE:
         return (f"Error: {file_path} is {width}x{height} pixels; the API refuses images over {MAX_IMAGE_SIDE}x"
                 f"{MAX_IMAGE_SIDE}. Save a copy scaled down (1568 pixels on the long side is plenty), read that."), True
+    if damage := image_damage(kind, data):
+        return (f"Error: {file_path} starts as a {kind.upper()} image, but {damage}. Only whole images are shown: "
+                "save it again with an image program."), True
     source = {"type": "base64", "media_type": f"image/{kind}", "data": base64.b64encode(data).decode()}
     return [{"type": "text", "text": f"{file_path} (image {width}x{height} {kind}, {-(-size // 1024):,} KB)"},
             {"type": "image", "source": source}], False
@@ -7321,7 +7436,8 @@ def show_help() -> None:
     ui(HELP.format(modes=", ".join(PERMISSION_MODES), user_commands=visible(user_config_folder() / "commands")))
     for name, command in custom_commands().items():
         about = command.problem or command.fields.get("description", "")
-        ui(f"  {name:<22} {one_line(shorten(about, 90))} ({'project' if command.project else 'yours'})")
+        ui(marked_lines(f"  {name:<22} {one_line(shorten(about, 90))} ({'project' if command.project else 'yours'})",
+                        " " * 25 + "| "))     # cut here: a padded description cannot draw a command of yours
 
 
 # --- checkpoints and /rewind: files a file tool changes, kept signed beside the session record (not in reach of a
@@ -7388,7 +7504,8 @@ def rewind(argument: str, history: list[dict]) -> None:
         return
     for number, turn in turns.items():
         files = [e["path"] for e in entries if e["turn"] == turn["turn"] and "path" in e]
-        ui(f"  {number:>3}. {turn['turn'][11:16]}  \"{one_line(turn['prompt'])}\"  {one_line(', '.join(files)) or '-'}")
+        ui(marked_lines(f"  {number:>3}. {turn['turn'][11:16]}  \"{one_line(turn['prompt'])}\"  "
+                        f"{one_line(', '.join(files)) or '-'}", "       | "))     # a padded name draws no turn
     ui(wrapped("  (after each turn: the files write_file and edit_file changed in it; files changed by commands, "
                "run_command or !command, are not kept: /rewind cannot restore them)"))
     try:
@@ -7680,7 +7797,7 @@ def mcp_image(item: dict) -> dict | None:
     with contextlib.suppress(ValueError, TypeError, KeyError):
         kind, width, height = image_size(data := base64.b64decode(item["data"], validate=True)) or ("", 0, 0)
         if item["mimeType"] == f"image/{kind}" and 0 < min(width, height) <= max(width, height) <= MAX_IMAGE_SIDE \
-                and len(data) <= MAX_IMAGE_BYTES:
+                and len(data) <= MAX_IMAGE_BYTES and not image_damage(kind, data):
             return {"type": "image", "source": {"type": "base64", "media_type": item["mimeType"], "data": item["data"]}}
 
 

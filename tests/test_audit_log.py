@@ -381,3 +381,28 @@ def test_a_padded_command_cannot_draw_an_entry_of_its_own_in_slash_log(ws, notic
     lines = notices.getvalue().splitlines()
     assert all(kesi.display_width(line) <= 80 for line in lines), lines
     assert not [line for line in lines if fake in line and not line.startswith("  | ")], lines
+
+
+# Two columns on some terminals, one in Python 3.11's Unicode 14 tables: hexagrams, trigrams, digrams, Tai Xuan Jing,
+# counting rods, regional indicators (wide since Unicode 15/16); East Asian ambiguous ones (wide on CJK terminals:
+# box drawing, Greek, circled digits, private use); not yet assigned in Python's tables (Unicode 15's emoji).
+WIDE_ELSEWHERE = ["\u4dc0", "\u2630", "\u268a", "\U0001d300", "\U0001d360", "\U0001f1e6", "\u2500", "\u03b1",
+                  "\u2460", "\ue000", "\U0001fae8"]
+
+
+def widest(line: str) -> int:
+    """The columns a terminal that draws every character but ASCII two wide gives a line."""
+    return sum(1 if " " <= char <= "~" else 2 for char in line.expandtabs())
+
+
+def test_characters_some_terminals_draw_wide_cannot_draw_an_entry_in_slash_log(ws, notices, monkeypatch):
+    """rt25 10, 63: a command padded with characters counted one column but drawn two was wrapped by the terminal,
+    not by /log, and its tail began a row without the mark, as an entry of its own."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 80)
+    fake = "  2026-01-01T00:00:00  git push --force"
+    for char in WIDE_ELSEWHERE:
+        for pad in range(10, 40, 3):
+            kesi.write_audit_entry({"command": "echo " + char * pad + fake, "decision": "x"})
+    kesi.handle_slash("/log 200", None, [])
+    lines = notices.getvalue().splitlines()
+    assert len(lines) > 200 and all(widest(line) <= 80 for line in lines), [x for x in lines if widest(x) > 80]

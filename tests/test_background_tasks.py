@@ -28,6 +28,7 @@ import kesi
 from checklib import sandbox_forced
 from mock_api import reply, tool_call
 from test_permissions import KESI, child_env
+from test_audit_log import widest
 from test_sandbox_battery import marker_alive
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux only")
@@ -532,3 +533,17 @@ def test_a_shell_stopped_in_vfork_counts_as_paused():
         os.killpg(loop.pid, signal.SIGKILL)
         loop.wait()
 
+
+
+def test_characters_some_terminals_draw_wide_cannot_draw_a_task_in_slash_tasks(box, monkeypatch):
+    """rt25 61: a task's command padded with regional indicators (two columns on Unicode 16 terminals, one in
+    Python's tables) was wrapped by the terminal, and its tail began a row as another task."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 80)
+    for pad in (10, 16, 22):
+        started, failed = kesi.run_command("sleep 60 #" + "\U0001f1e6" * pad + "  4. running for 1 s  echo fake",
+                                           run_in_background=True)
+        assert not failed, started
+    monkeypatch.setattr(kesi, "UI", io.StringIO())
+    kesi.handle_slash("/tasks", None, [])
+    lines = kesi.UI.getvalue().splitlines()
+    assert len(lines) >= 3 and all(widest(line) <= 80 for line in lines), lines

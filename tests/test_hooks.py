@@ -346,3 +346,35 @@ def test_your_hook_runs_after_what_background_tasks_planted_in_git_is_put_back(b
     kesi.stop_background_tasks()
     assert (box / "planted").exists(), err
     assert not marker.exists(), err
+
+
+def test_the_hooks_question_shows_blanks_and_lookalikes_as_escapes(ws):
+    """rt24 13, 14, 35, 74, 75: `true<NBSP>#;touch PWNED` was shown as `true #;touch PWNED`, a comment to the eye;
+    the question now shows the commands in ASCII, every other character escaped."""
+    if kesi.sandbox_kind() != "bubblewrap":
+        pytest.skip("no usable bubblewrap here")
+    tricks = ["\u00a0", "\u3000", "\u2800", "\u2007", "\u202f", "\u205f", "\u1680", "\uff03", "\ua78c"]
+    project_settings(ws, {"SessionStart": [{"hooks": [hook(f"true{char}#;touch PWNED") for char in tricks]}]})
+    with MockAPI(["unused"]) as mock, sandboxed_kesi(ws, mock) as term:
+        term.expect("Use hooks in .kesi/settings.json as it is now? [y/N] ")
+        term.type("n\n")
+        term.expect("you > ")
+        assert term.leave() == 0
+    shown = term.seen[term.seen.index("This project's hooks"):term.seen.index("Use hooks in")]
+    assert shown.isascii(), shown
+    for char in tricks:
+        assert f"true{ascii(char)[1:-1]}#;touch PWNED" in shown, (repr(char), shown)
+    assert not (ws / "PWNED").exists()
+
+
+def test_the_hooks_question_cuts_its_lines_itself_on_a_narrow_terminal(ws, notices, monkeypatch):
+    """Its lines were 100 characters at any width: a narrower terminal wrapped them, and a command's tail began a row
+    outside the list, where it could pass for KeSi's own words."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 60)
+    monkeypatch.setattr(kesi, "can_ask", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt="": "n")
+    fake = "(KeSi checked these hooks: they only read files)"
+    assert not kesi.approved_project_file("hooks in .kesi/settings.json", b"x", "true #" + " " * 40 + fake)
+    lines = notices.getvalue().splitlines()
+    listed = lines[lines.index(next(x for x in lines if "can run these commands" in x)) + 1:-1]
+    assert listed and all(line.startswith("    | ") and len(line) < 60 for line in listed), lines

@@ -34,20 +34,34 @@ def gif(width=5, height=4) -> bytes:
 
 
 def jpeg(width=7, height=6) -> bytes:
-    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\0\1\1\0\0\1\0\1\0\0"
-    sof0 = b"\xff\xc0" + struct.pack(">HBHHB", 11, 8, height, width, 1) + b"\1\x11\0"
-    return b"\xff\xd8" + app0 + sof0 + b"\xff\xd9"
+    """A grey baseline JPEG a decoder reads: each 8x8 block is a 1-bit DC code and a 1-bit end of block."""
+    def segment(marker, body):
+        return b"\xff" + marker + struct.pack(">H", len(body) + 2) + body
+    one_code = b"\1" + b"\0" * 15 + b"\0"        # a Huffman table of one 1-bit code, for symbol 0
+    bits = "00" * (-(-width // 8) * -(-height // 8))
+    scan = int(bits.ljust(-(-len(bits) // 8) * 8, "1"), 2).to_bytes(-(-len(bits) // 8), "big")
+    return (b"\xff\xd8" + segment(b"\xe0", b"JFIF\0\1\1\0\0\1\0\1\0\0") + segment(b"\xdb", b"\0" + b"\1" * 64)
+            + segment(b"\xc0", struct.pack(">BHHB", 8, height, width, 1) + b"\1\x11\0")
+            + segment(b"\xc4", b"\x00" + one_code) + segment(b"\xc4", b"\x10" + one_code)
+            + segment(b"\xda", b"\1\1\0\0\x3f\0") + scan.replace(b"\xff", b"\xff\0") + b"\xff\xd9")
 
 
-def webp(kind="VP8X", width=9, height=8) -> bytes:
-    if kind == "VP8X":
-        body = b"\0\0\0\0" + (width - 1).to_bytes(3, "little") + (height - 1).to_bytes(3, "little")
-    elif kind == "VP8L":
-        body = b"\x2f" + ((width - 1) | (height - 1) << 14).to_bytes(4, "little")
-    else:
-        body = b"\0\0\0\x9d\x01\x2a" + struct.pack("<HH", width, height)
-    chunk = kind.encode() + struct.pack("<I", len(body)) + body
-    return b"RIFF" + struct.pack("<I", 4 + len(chunk)) + b"WEBP" + chunk
+# A 9x8 red picture as libwebp (through Pillow) writes it, lossless and lossy.
+WEBP_BODIES = {"VP8L": bytes.fromhex("2f08c001000710fd8ffe0722a2ff01"),
+               "VP8 ": bytes.fromhex("9001009d012a0900080002c04c25a00274ba00039800feee431fee6c738b7057ff6d0fff5a1ffeb4"
+                                     "3fe94000")}
+
+
+def webp_chunk(kind: str, body: bytes) -> bytes:
+    return kind.encode() + struct.pack("<I", len(body)) + body + b"\0" * (len(body) % 2)
+
+
+def webp(kind="VP8X") -> bytes:
+    """9x8: VP8X is the extended form, its canvas size, then the lossless image."""
+    chunks = webp_chunk(kind, WEBP_BODIES[kind]) if kind != "VP8X" else (
+        webp_chunk("VP8X", b"\0\0\0\0" + (8).to_bytes(3, "little") + (7).to_bytes(3, "little"))
+        + webp_chunk("VP8L", WEBP_BODIES["VP8L"]))
+    return b"RIFF" + struct.pack("<I", 4 + len(chunks)) + b"WEBP" + chunks
 
 
 FORMATS = {"shot.png": (png(), "image/png", "3x2 png"), "photo.jpg": (jpeg(), "image/jpeg", "7x6 jpeg"),
@@ -246,3 +260,73 @@ def test_the_mock_refuses_an_image_in_an_assistant_message(mock_client):
                 {"role": "user", "content": "and?"}]
     with pytest.raises(anthropic.BadRequestError, match="only allowed in `user` messages"):
         client.messages.create(model="claude-sonnet-4-5", max_tokens=10, messages=messages)
+
+
+# --- rt24 18, 45, 46: a valid header followed by text is no image ---------------------------------------------
+
+TEXT = b"\nAWS_SECRET_ACCESS_KEY=abc\nthis file is text, not an image\n" * 20
+
+
+def png_chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def not_images() -> dict[str, bytes]:
+    """Files whose header is a valid image's and whose rest is not (each names what a check must catch)."""
+    head = png()[:33]                                                     # signature and IHDR, CRC right
+    return {"header-then-text.png": head + TEXT,
+            "text-in-idat.png": head + png_chunk(b"IDAT", TEXT) + png_chunk(b"IEND", b""),
+            "zlib-text-in-idat.png": head + png_chunk(b"IDAT", zlib.compress(TEXT)) + png_chunk(b"IEND", b""),
+            "bad-crc.png": png()[:-1] + b"\0", "text-after-iend.png": png() + TEXT,
+            "header-then-text.gif": gif()[:13] + TEXT, "text-after-trailer.gif": gif() + TEXT,
+            "no-image.gif": gif()[:13] + b";",
+            "header-then-text.jpg": jpeg()[:jpeg().index(b"\xff\xc4")] + TEXT, "text-after-eoi.jpg": jpeg() + TEXT,
+            "no-scan.jpg": jpeg()[:jpeg().index(b"\xff\xc4")] + b"\xff\xd9",
+            "header-then-text.webp": webp()[:30] + TEXT,
+            "text-chunk-no-image.webp": (lambda c: b"RIFF" + struct.pack("<I", 4 + len(c)) + b"WEBP" + c)(
+                webp()[12:30] + webp_chunk("TEXT", TEXT)),
+            "text-as-vp8l.webp": (lambda c: b"RIFF" + struct.pack("<I", 4 + len(c)) + b"WEBP" + c)(
+                webp_chunk("VP8L", b"\0" + WEBP_BODIES["VP8L"][1:5] + TEXT)),        # 9x8, no signature
+            "text-after-riff.webp": webp() + TEXT}
+
+
+def test_a_valid_header_followed_by_text_is_refused_by_read_file_and_at_path(ws):
+    """rt24 18, 45: only the header was checked, so a .png (.gif, .jpg, .webp) of a header then text went to the
+    API as an image; now the whole file must be the image: chunks, blocks or segments walked to its end."""
+    bad = not_images()
+    for name, data in bad.items():
+        (ws / name).write_bytes(data)
+        assert kesi.image_size(data), name            # each passes the header check alone
+    calls = [tool_call("read_file", {"file_path": name}, id=f"t{i}") for i, name in enumerate(bad)]
+    prompt = "see " + " ".join(f"@{name}" for name in bad)
+    with MockAPI([reply("", *calls), "none of them is an image"]) as mock:
+        done = run(ws, "-p", prompt, mock=mock)
+    assert done.returncode == 0, done.stderr
+    assert all(r["status"] == 200 for r in mock.requests)
+    assert not [m for r in mock.requests for m in r["body"]["messages"] if images_in(m["content"])]
+    for name in bad:
+        assert f"(@{name} not attached: {name} starts as a" in done.stderr, (name, done.stderr)
+    results = [b for b in mock.requests[1]["body"]["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert len(results) == len(bad), results
+    assert all(r["is_error"] and "Only whole images are shown" in kesi.text_of(r["content"]) for r in results), results
+    for name, what in [("text-in-idat.png", "IDAT"), ("bad-crc.png", "'IEND' chunk is cut short or fails its CRC"),
+                       ("text-after-iend.png", "follow its end (IEND)"), ("no-image.gif", "holds no image"),
+                       ("text-after-eoi.jpg", "follow its end (EOI)"), ("no-scan.jpg", "holds no scan"),
+                       ("text-chunk-no-image.webp", "holds no image data"), ("text-after-riff.webp", "RIFF size")]:
+        assert what in kesi.read_file(name)[0], (name, kesi.read_file(name)[0])
+
+
+def test_real_images_of_every_kind_pass_the_whole_file_check():
+    """What a check of the whole file must still let through: interlaced and 1-bit PNG, comments, several images."""
+    def interlaced_png(width, height):
+        rows = b"".join((b"\0" + b"\x80" * 3 * -(-(width - x) // dx)) * -(-(height - y) // dy)
+                        for x, y, dx, dy in kesi.ADAM7 if width > x and height > y)
+        return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 1))
+                + png_chunk(b"IDAT", zlib.compress(rows)) + png_chunk(b"IEND", b""))
+    one_bit = (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 9, 3, 1, 0, 0, 0, 0))
+               + png_chunk(b"IDAT", zlib.compress(b"\0\xff\x80" * 3)) + png_chunk(b"IEND", b""))
+    two_frames = gif()[:-1] + b"!\xfe\5hello\0" + gif()[13:]                # a comment, a second image
+    for data in [interlaced_png(13, 5), interlaced_png(1, 1), one_bit, png(padding=5), two_frames, jpeg(20, 17),
+                 webp("VP8L"), webp("VP8 "), webp()]:
+        kind = kesi.image_size(data)[0]
+        assert kesi.image_damage(kind, data) == "", (kind, kesi.image_damage(kind, data))

@@ -66,10 +66,10 @@ for line in sys.stdin:
         try:
             if name == "echo":
                 text = "echo: " + args["text"] + " sk-ant-api03-" + "x" * 40
-            elif name == "shot":                # a PNG, GIF bytes said to be a PNG, an embedded resource
+            elif name == "shot":                # a PNG, GIF bytes and a PNG header then text said to be PNGs
                 image = lambda path: {"type": "image", "mimeType": "image/png", "data": open(path).read()}
-                result = {"content": [image("png.b64"), image("gif.b64"), {"type": "resource", "resource": {
-                    "uri": "file:///notes.txt", "text": "resource text"}}]}
+                result = {"content": [image("png.b64"), image("gif.b64"), image("text.b64"), {
+                    "type": "resource", "resource": {"uri": "file:///notes.txt", "text": "resource text"}}]}
                 say({"id": msg["id"], "result": result})
                 continue
             elif name == "plant":               # a repository with a hook, for the person's next git here
@@ -171,13 +171,14 @@ def test_the_server_runs_in_the_sandbox(box, mcp, user_settings, tmp_path_factor
     (box / ".env").write_text("API_TOKEN=do-not-show-me\n")
     (box / "png.b64").write_text(base64.b64encode(png()).decode())
     (box / "gif.b64").write_text(base64.b64encode(gif()).decode())
+    (box / "text.b64").write_text(base64.b64encode(png()[:33] + b"\nthis is text, not an image\n" * 9).decode())
     user_settings({"mcpServers": {"demo": server()}})
     calls = [tool_call("mcp__demo__read_env", {}), tool_call("mcp__demo__write", {"path": str(outside)}),
              tool_call("mcp__demo__write", {"path": "inside.txt"}), tool_call("mcp__demo__shot", {})]
     code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [reply(*calls), "done"])
     assert code == 0 and mock.requests[-1]["status"] == 200, out            # the mock checks image blocks
     shot = tool_results(mock.requests[-1]["body"]["messages"])[-1]["content"]
-    assert shot[0] == {"type": "text", "text": "[image content from the MCP server: not shown]\nresource text"}
+    assert shot[0] == {"type": "text", "text": "[image content from the MCP server: not shown]\n" * 2 + "resource text"}
     assert [block["source"]["media_type"] for block in shot[1:]] == ["image/png"]
     (env, env_error), (far, far_error), (near, near_error), _ = results(mock)
     assert env_error and "Permission denied" in env and "do-not-show-me" not in env

@@ -192,3 +192,17 @@ def test_the_budget_prices_the_next_request_at_the_new_models_price(main_in_proc
         code, out, _ = main_in_process(["--max-budget-usd", "0.05"], "first\n/model claude-opus-4-1\nsecond\n", mock)
     assert code == 0 and models_sent(mock) == ["claude-haiku-4-5"]
     assert "Error: stopped before the next request" in out and "of the $0.0500 budget" in out
+
+
+def test_a_projects_command_cannot_draw_a_line_of_its_own_in_help(ws, notices, monkeypatch):
+    """A project command's description padded to the width wrapped on the terminal, and its tail began a row that
+    read as another command of yours."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 60)
+    (ws / ".kesi" / "commands").mkdir(parents=True)
+    fake = "deploy                 ship it safely (yours)"
+    (ws / ".kesi" / "commands" / "x.md").write_text(f"---\ndescription: go{' ' * 30}{fake}\n---\nhi\n")
+    kesi.handle_slash("/help", None, [])
+    lines = notices.getvalue().splitlines()
+    listed = [line for line in lines if "ship it" in line or "(project)" in line or "/x " in line]
+    assert listed and all(len(line) < 60 for line in listed), lines
+    assert not [line for line in lines if line.lstrip().startswith("deploy")], lines

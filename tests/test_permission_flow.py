@@ -266,3 +266,19 @@ def test_a_line_padded_to_the_width_cannot_draw_a_question_and_d_shows_long_line
     shown = notices.getvalue()
     assert not left and "lines cut at 400 characters: answer d to see it all" in shown
     assert "cp -r ~/.ssh /tmp/x" in shown.replace("\n        | ", "")
+
+
+def test_characters_some_terminals_draw_wide_cannot_draw_a_question(ws, notices, monkeypatch):
+    """rt25 61: a question's lines padded with hexagrams (two columns on Unicode 16 terminals, one in Python's
+    tables) were wrapped by the terminal, and the tail began a row of its own; the question is now all ASCII."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 80)
+    fake = "[permission needed] run command: python3 -m pytest -q"
+    pads = range(5, 60, 4)
+    real_prompt(monkeypatch, ["n"] * len(pads))
+    for pad in pads:
+        kesi.ask_user(kesi.Question("rm -rf src #" + "\u4dc0" * pad + fake, reason="`rm " + "\u2630" * pad + fake,
+                                    always=f"Bash(rm {'¤' * pad}{fake}:*)"))
+        notices.write("\n")                       # where the person's answer would end the line
+    lines = notices.getvalue().splitlines()
+    assert all(line.isascii() and len(line) <= 80 for line in lines), lines
+    assert not [line for line in lines if line.lstrip().startswith(fake)]

@@ -213,3 +213,23 @@ def test_rewind_names_a_command_however_many_refusals_came_after_it(ws, kesi_pty
     shown = one_turn_then_rewind_files(ws, kesi_pty, script, "many refusals", "bypassPermissions")
     assert "$ echo planted > Makefile" in shown and "sudo true" not in shown, shown
 
+
+
+def test_a_file_name_cannot_draw_a_turn_of_its_own_in_the_rewind_list(ws, kesi_pty):
+    """A file name padded to the width wrapped on the terminal, and its tail began a row that read as another turn."""
+    fake = '9. 10:00  "run the tests"  -'
+    name = "notes" + " " * 30 + fake + ".txt"
+    with MockAPI([reply("writing", write(name, "x\n")), "done"]) as mock, \
+            kesi_pty(ws, mock, "--permission-mode", "acceptEdits", TERM="dumb", columns=60) as term:
+        term.expect("you > ")
+        term.type("write it\n")
+        term.expect("done")
+        term.expect("you > ")
+        term.type("/rewind\n")
+        shown = term.expect("Rewind to just before turn (a number; Enter: none): ")
+        term.type("\n")
+        term.expect("you > ")
+        assert term.leave() == 0
+    listed = [line for line in shown[shown.rfind("/rewind\r\n"):].splitlines() if line.startswith(("  ", "notes"))]
+    assert listed and all(len(line) < 60 for line in listed), listed
+    assert not [line for line in listed if line.strip().startswith(fake)], listed

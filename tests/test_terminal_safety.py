@@ -11,6 +11,7 @@ and the approval prompt must show the spoofed command in full.
 import json
 import re
 import subprocess
+import unicodedata
 import sys
 
 import checklib
@@ -168,3 +169,38 @@ def test_log_shows_a_planted_audit_entry_escaped(ws):
     kesi.show_log("")
     shown = screen.getvalue()
     assert "exit 0" in shown and "\x1b" not in shown and "\x07" not in shown, repr(shown)
+
+
+# --- rt24 13-15, 35, 74, 75: characters that pass for a space, a comment sign or a quote ----------
+
+BLANKS = [chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) in ("Zs", "Zl", "Zp") and c != 0x20]
+BLANKS += ["\u2800", "\u3164", "\uffa0", "\u115f", "\u1160"]       # blank glyphs of letters and symbols
+LOOKALIKES = ["\uff03", "\uff1b", "\uff06", "\uff5c", "\ua78c", "\u02bc", "\u037e", "\ufe5f"]   # ＃ ； ＆ ｜ ꞌ ʼ ; ﹟
+
+
+def test_characters_that_look_like_a_space_are_escaped_and_make_a_command_ask():
+    """`true<NBSP>#;touch PWNED` read as a comment but ran: a blank that is not an ASCII space is an escape."""
+    assert len(BLANKS) >= 20
+    for char in BLANKS:
+        for shown in (kesi.visible(f"true{char}#;x"), kesi.one_line(f"true{char}#;x")):
+            assert char not in shown and shown == f"true{ascii(char)[1:-1]}#;x", (repr(char), shown)
+        assert kesi.classify_command(f"git status{char}#;touch x")[0] == "ask", repr(char)
+
+
+def test_the_permission_question_shows_a_command_in_ascii_on_a_real_terminal(tmp_path):
+    """rt24 15, 75: the command line of a question escapes every non-ASCII character, so neither a blank nor a
+    lookalike of '#', ';' or a quote can make a command read as something else."""
+    commands = [f"git status{char}#;touch PWNED" for char in BLANKS[::4] + LOOKALIKES]
+    with MockAPI([reply(*(tool_call("run_command", {"command": c}, id=f"t{i}") for i, c in enumerate(commands))),
+                  reply("done")]) as mock:
+        with Terminal([sys.executable, KESI], tmp_path, checklib.kesi_subprocess_env(mock, TERM="dumb")) as term:
+            term.expect("you > ")
+            term.type("go\n")
+            for command in commands:
+                term.expect("Allow? [")
+                term.type("n\n")
+            term.expect("you > ")
+            assert term.leave() == 0
+    questions = re.findall(r"\[permission needed\] run command: (.*)", term.seen)
+    assert [q.strip() for q in questions] == [ascii(c)[1:-1] for c in commands], questions
+    assert not (tmp_path / "PWNED").exists()

@@ -400,3 +400,15 @@ def test_d_at_a_real_prompt_prints_the_whole_diff_then_asks_again(ws, mock_clien
     assert "+line 28" in before and "+line 29" not in before and "(51 more diff lines: answer d" in before
     assert "+line 0" in whole and "+line 79" in whole
     assert not (ws / "long.txt").exists()
+
+
+def test_path_completion_hides_git_dirs_known_by_what_they_hold_as_list_files_does(ws):
+    """rt24 63: a folder holding objects/ and refs/ (a git dir under another name) was offered after @, though
+    list_files hides it."""
+    for folder in ("bare/objects", "bare/refs", "src/vendor.git/objects", "src/vendor.git/refs", "src/lib", "wt"):
+        (ws / folder).mkdir(parents=True)
+    (ws / "wt" / "commondir").write_text("../bare\n")        # a worktree's git dir
+    (ws / "link").symlink_to("bare")
+    assert kesi.path_completions("") == ["@src/"] == ["@" + name for name in kesi.list_files(".")[0].split()]
+    assert kesi.path_completions("src/") == ["@src/lib/"]
+    assert kesi.path_completions("b") == [] and kesi.path_completions("bare/") == []
