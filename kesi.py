@@ -7270,8 +7270,8 @@ def restore_file(name: str, was: bytes | None, now: bytes | None) -> bool:
 # --- MCP servers over stdio (modelcontextprotocol.io): yours, and a project's .mcp.json as approved; in the sandbox ---
 MCP_PROTOCOL, MCP_TIMEOUT, MCP_LINE_BYTES, MCP_NOISE_LINES = "2025-06-18", 60, 4_000_000, 100
 MCP_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")     # the API's tool names: these characters, here at most 64 (Claude Code's)
-MCP = {"servers": None, "tools": {}, "granted": set(), "revoked": False}  # servers read at first need; tools: name:
-MCP_TOOLS_A_SERVER, MCP_TOOLS_IN_ALL, MCP_TOOL_CHARS = 100, 200, 128_000  # (server, spec, call); every request has all
+MCP = {"servers": None, "tools": {}, "granted": set(), "revoked": False}  # tools: name: (server, spec, call)
+MCP_TOOLS_A_SERVER, MCP_TOOLS_IN_ALL, MCP_TOOL_CHARS = 100, 200, 128_000    # every request carries all tools offered
 
 
 class McpServer:
@@ -7415,7 +7415,7 @@ def mcp_held_back(server: McpServer) -> str | None:
                "person approves it again (asked at the next call of their tools)"
 
 
-def add_mcp_servers(servers: dict, section, project: bool, yours: dict = {}) -> None:
+def add_mcp_servers(servers: dict, section, project: bool, yours=()) -> None:
     """A name made safe with no "__" and no other's, nor one your settings give (even to a server not used there):
     then a rule for one server's tools never covers another's."""
     for name, config in section.items() if isinstance(section, dict) else ():
