@@ -7271,7 +7271,7 @@ def restore_file(name: str, was: bytes | None, now: bytes | None) -> bool:
 MCP_PROTOCOL, MCP_TIMEOUT, MCP_LINE_BYTES, MCP_NOISE_LINES = "2025-06-18", 60, 4_000_000, 100
 MCP_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")     # the API's tool names: these characters, here at most 64 (Claude Code's)
 MCP = {"servers": None, "tools": {}, "granted": set(), "revoked": False}  # tools: name: (server, spec, call)
-MCP_TOOLS_A_SERVER, MCP_TOOLS_IN_ALL, MCP_TOOL_CHARS = 100, 200, 128_000    # every request carries all tools offered
+MCP_TOOLS_A_SERVER, MCP_TOOLS_IN_ALL, MCP_TOOL_BYTES = 100, 200, 128_000    # every request carries all tools offered
 
 
 class McpServer:
@@ -7444,7 +7444,7 @@ def list_mcp_tools(server: McpServer) -> None:
     except (OSError, ValueError, TypeError) as exc:       # ConnectionError: the server failed; else bad settings
         server.stop()
         return ui(paint(f"  (MCP server {visible(server.name)} not used: {visible(exc)})", "error"))
-    used, mine, left_out = sum(len(json.dumps(entry[1], ensure_ascii=False)) for entry in MCP["tools"].values()), 0, []
+    used, mine, left_out = sum(len(json.dumps(entry[1])) for entry in MCP["tools"].values()), 0, []   # bytes sent
     for name, schema, about in ((t.get("name"), t.get("inputSchema"), t.get("description")) for t in tools
                                 if isinstance(t, dict)):
         full = f"mcp__{MCP_UNSAFE.sub('_', server.name)}__{MCP_UNSAFE.sub('_', str(name))}"
@@ -7452,11 +7452,12 @@ def list_mcp_tools(server: McpServer) -> None:
         spec = json.dumps({"name": full, "description": about, "input_schema": schema}, ensure_ascii=False)
         if name and isinstance(name, str) and full not in MCP["tools"] and len(full) <= 64 and "___" not in full \
                 and isinstance(schema, dict) and schema.get("type") == "object" and len(spec) <= 20_000:
-            if mine >= MCP_TOOLS_A_SERVER or len(MCP["tools"]) >= MCP_TOOLS_IN_ALL or used + len(spec) > MCP_TOOL_CHARS:
+            size = len(json.dumps(offered := json.loads(utf8_safe(spec))))
+            if mine >= MCP_TOOLS_A_SERVER or len(MCP["tools"]) >= MCP_TOOLS_IN_ALL or used + size > MCP_TOOL_BYTES:
                 left_out.append(name)           # a flood of tools would make every request huge and costly
                 continue
-            MCP["tools"][full] = (server, json.loads(utf8_safe(spec)), functools.partial(call_mcp_tool, server, name))
-            used, mine = used + len(spec), mine + 1
+            MCP["tools"][full] = (server, offered, functools.partial(call_mcp_tool, server, name))
+            used, mine = used + size, mine + 1
         else:
             ui(paint(f"  (MCP tool {visible(shorten(str(name), 80))} of {visible(server.name)} not offered: it needs "
                      "a name of its own (mcp__server__tool in 64 characters, no ___: a server name ending in _ or a "
@@ -7466,7 +7467,7 @@ def list_mcp_tools(server: McpServer) -> None:
         names = visible(shorten(", ".join(left_out), 200))
         ui(paint(f"  ({len(left_out)} of {visible(server.name)}'s tools not offered ({names}): over KeSi's limit of "
                  f"{MCP_TOOLS_A_SERVER} tools a server, {MCP_TOOLS_IN_ALL} in all and "
-                 f"{MCP_TOOL_CHARS:,} characters of names, descriptions and schemas in all)", "error"))
+                 f"{MCP_TOOL_BYTES:,} bytes of names, descriptions and schemas in all)", "error"))
 
 
 def tool_table(agent=None) -> tuple[list[dict], dict]:
