@@ -7424,8 +7424,8 @@ def add_mcp_servers(servers: dict, section, project: bool, yours=()) -> None:
                 or not isinstance(config, dict) \
                 or not name.isprintable():       # it is shown in notices and questions: no line break
             ui(paint(f"  (MCP server {one_line(name)} not used: its settings need an object, and a name that has no "
-                     "__ and is not another server's, also with characters other than A-Z a-z 0-9 _ - as _, "
-                     "and no line break or other control)", "error"))
+                     "__ and is not another server's (nor in your settings), also with characters other than "
+                     "A-Z a-z 0-9 _ - as _, and no line break or other control)", "error"))
         elif name:
             servers[name] = McpServer(name, config, project)
 
