@@ -5733,9 +5733,14 @@ def child_pids(pid: int) -> list[int]:
 
 
 def stop_tasks_beyond_permission(revoked: bool = False, why: str = "") -> None:
-    """Permission shrank (/mode, /revoke, a command's allowed-tools): stop the running tasks it no longer allows."""
+    """Permission shrank (/mode, /revoke, a command's allowed-tools): stop the running tasks (and MCP servers, Part
+    VIII) it no longer allows."""
     gone = [t for t in BACKGROUND_TASKS.values() if t.proc.poll() is None and not still_allowed(t, revoked)]
-    stop_background_tasks(gone, f"stopped: {why or 'the person took permission back'}")
+    servers = [one for one in (MCP["servers"] or {}).values() if one.proc and one.proc.poll() is None
+               and mcp_held_back(one)]
+    stop_background_tasks(gone + servers, f"stopped: {why or 'the person took permission back'}")
+    for server in servers:
+        ui(f"  (stopped MCP server {visible(server.name)}: {mcp_held_back(server)})")
     why = why or f"permission mode {PERMISSION_MODE}{' and /revoke' if revoked else ''} no longer allow it"
     for task in gone:
         ui(f"  (stopped background task {task.id}, {visible(shorten(task.command, 60))}: {why})")
@@ -6832,6 +6837,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     elif name == "/revoke":
         for granted in (GRANTED_COMMANDS, GRANTED_WRITES, GRANTED_ESCALATIONS, MCP["granted"]):
             granted.clear()
+        MCP["revoked"] = True
         ui("  (all session permissions revoked)")
         stop_tasks_beyond_permission(revoked=True)
     elif name == "/mode" and argument in PERMISSION_MODES:
@@ -6950,12 +6956,12 @@ def save_prompt_history() -> None:
 # Each a section behind one name an earlier part calls: project files you approved, images, /model, /commands...
 
 # --- a project's files that make things run (its hooks, its .mcp.json): only what the person approved -------------
-def approved_project_file(label: str, data: bytes, shown: str) -> bool:
+def approved_project_file(label: str, data: bytes, shown: str, remembered: bool = True) -> bool:
     """These exact bytes approved at the terminal once (signed in the records): a changed file is asked about again."""
     digest = hashlib.sha256(label.encode() + b"\0" + data).hexdigest()
     path = records_folder("approved.jsonl")
     with contextlib.suppress(OSError, ValueError):       # unreadable or forged records: asked again
-        if any(json.loads(line).get("sha256") == digest for line in read_records(path)[0]):
+        if remembered and any(json.loads(line).get("sha256") == digest for line in read_records(path)[0]):
             return True
     if not can_ask():
         notice_once(paint(f"  ({label} not used: new or changed; start KeSi in a terminal to approve it)", "error"))
@@ -7580,18 +7586,23 @@ def restore_file(name: str, was: bytes | None, now: bytes | None) -> bool:
 # --- MCP servers over stdio (modelcontextprotocol.io): yours, and a project's .mcp.json as approved; in the sandbox ---
 MCP_PROTOCOL, MCP_TIMEOUT, MCP_LINE_BYTES, MCP_NOISE_LINES = "2025-06-18", 60, 4_000_000, 100
 MCP_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")     # the API's tool names: these characters, here at most 64 (Claude Code's)
-MCP = {"servers": None, "tools": {}, "granted": set()}  # servers read at first need; tools: name: (server, spec, call)
+MCP = {"servers": None, "tools": {}, "granted": set(), "revoked": False}  # tools: name: (server, spec, call)
+MCP_TOOLS_A_SERVER, MCP_TOOLS_IN_ALL, MCP_TOOL_BYTES = 100, 200, 128_000    # every request carries all tools offered
 
 
 class McpServer:
     """One server process and its JSON-RPC session on the process's stdin and stdout."""
 
     def __init__(self, name: str, config: dict, project: bool):
-        self.name, self.config, self.project, self.proc = name, config, project, None
+        self.name, self.config, self.project, self.proc, self.listed = name, config, project, None, False
         wait = config.get("timeout")
         self.timeout = wait if type(wait) in (int, float) and 0 < wait <= 86_400 else MCP_TIMEOUT     # a day at most
 
     def start(self) -> None:
+        if self.project and MCP["revoked"] and PERMISSION_MODE not in READ_ONLY_MODES:
+            mcp_json_approved()
+        if why := mcp_held_back(self):
+            raise PermissionError(why)
         args, env = self.config.get("args", []), self.config.get("env", {})
         command = [self.config.get("command"), *(args if type(args) is list else [None])]   # as the question showed
         env = env if type(env) is dict else {"": ""}                                      # a list: refused below
@@ -7679,39 +7690,65 @@ class McpServer:
 
 
 def mcp_servers() -> dict[str, McpServer]:
-    """Yours (settings.json's "mcpServers"), then a project's .mcp.json as approved (one line a server: all is seen)."""
+    """Yours (settings.json's "mcpServers"), then a project's .mcp.json as approved (one line a server: all is seen);
+    read, and each started for its tools, at the first need outside a read-only mode (see mcp_held_back)."""
+    if PERMISSION_MODE in READ_ONLY_MODES:
+        return MCP["servers"] or {}
     if MCP["servers"] is None:
         servers = MCP["servers"] = {}
-        add_mcp_servers(servers, read_json_file(user_settings_file(), yours=True).get("mcpServers"), False)
+        add_mcp_servers(servers, yours := read_json_file(user_settings_file(), yours=True).get("mcpServers"), False)
         project = read_json_file(BASE_DIR / ".mcp.json").get("mcpServers")
         lines = [f"{name}: {json.dumps(entry)}" for name, entry in project.items()] if isinstance(project, dict) else []
+        MCP["approval"] = (json.dumps(project, sort_keys=True).encode(), "\n".join(lines))
         if lines and not sandbox_enabled():       # as its hooks: a project's code runs only where a sandbox holds it
             ui(paint("  (this project's .mcp.json servers are not started: they run only in the sandbox; it is off)",
                      "error"))
-        elif lines and approved_project_file(".mcp.json", json.dumps(project, sort_keys=True).encode(),
-                                             "\n".join(lines)):
-            add_mcp_servers(servers, project, True)
+        elif lines and not isinstance(yours, (dict, type(None))):      # which names would your rules name?
+            ui(paint("  (this project's .mcp.json servers are not used: your settings' \"mcpServers\" is not an "
+                     "object, so a project's server could take the name of one of yours)", "error"))
+        elif lines and mcp_json_approved():
+            add_mcp_servers(servers, project, True, yours or {})
         atexit.register(stop_background_tasks, servers.values())      # as tasks: git changes put back too
-        for server in servers.values():
-            list_mcp_tools(server)
+    for server in [one for one in MCP["servers"].values() if not one.listed]:
+        list_mcp_tools(server)
     return MCP["servers"]
 
 
-def add_mcp_servers(servers: dict, section, project: bool) -> None:
-    """A name made safe with no "__" and no other's: then a rule for one server's tools never covers another's."""
+def mcp_json_approved() -> bool:
+    """The project's .mcp.json as approved at a terminal; after /revoke asked again, whatever the records say."""
+    approved = approved_project_file(".mcp.json", *MCP["approval"], remembered=not MCP["revoked"])
+    MCP["revoked"] &= not approved
+    return approved
+
+
+def mcp_held_back(server: McpServer) -> str | None:
+    """Why the server may not run now: any can write the workspace (a project's approval is taken back by /revoke)."""
+    if mode := READ_ONLY_MODES.get(PERMISSION_MODE):
+        return f"KeSi is in {mode}, where no MCP server runs (one can change the workspace); it starts again at " \
+               "the next call of its tools in a mode that allows changes"
+    if server.project and MCP["revoked"]:
+        return "/revoke took back the approval of this project's .mcp.json; its servers run again only once the " \
+               "person approves it again (asked at the next call of their tools)"
+
+
+def add_mcp_servers(servers: dict, section, project: bool, yours=()) -> None:
+    """A name made safe with no "__" and no other's, nor one your settings give (even to a server not used there):
+    then a rule for one server's tools never covers another's."""
     for name, config in section.items() if isinstance(section, dict) else ():
         safe = MCP_UNSAFE.sub("_", name)
-        if "__" in safe or safe in {MCP_UNSAFE.sub("_", taken) for taken in servers} or not isinstance(config, dict) \
+        if "__" in safe or safe in {MCP_UNSAFE.sub("_", taken) for taken in [*servers, *yours]} \
+                or not isinstance(config, dict) \
                 or not name.isprintable():       # it is shown in notices and questions: no line break
             ui(paint(f"  (MCP server {one_line(name)} not used: its settings need an object, and a name that has no "
-                     "__ and is not another server's, also with characters other than A-Z a-z 0-9 _ - as _, "
-                     "and no line break or other control)", "error"))
+                     "__ and is not another server's (nor in your settings), also with characters other than "
+                     "A-Z a-z 0-9 _ - as _, and no line break or other control)", "error"))
         elif name:
             servers[name] = McpServer(name, config, project)
 
 
 def list_mcp_tools(server: McpServer) -> None:
     """Start it and offer its tools (every page of tools/list); it failing, or a tool the API would refuse, is said."""
+    server.listed = True
     try:
         server.start()
         tools, cursor = [], None
@@ -7723,6 +7760,7 @@ def list_mcp_tools(server: McpServer) -> None:
     except (OSError, ValueError, TypeError) as exc:       # ConnectionError: the server failed; else bad settings
         server.stop()
         return ui(paint(f"  (MCP server {visible(server.name)} not used: {visible(exc)})", "error"))
+    used, mine, left_out = sum(len(json.dumps(entry[1])) for entry in MCP["tools"].values()), 0, []   # bytes sent
     for name, schema, about in ((t.get("name"), t.get("inputSchema"), t.get("description")) for t in tools
                                 if isinstance(t, dict)):
         full = f"mcp__{MCP_UNSAFE.sub('_', server.name)}__{MCP_UNSAFE.sub('_', str(name))}"
@@ -7730,12 +7768,22 @@ def list_mcp_tools(server: McpServer) -> None:
         spec = json.dumps({"name": full, "description": about, "input_schema": schema}, ensure_ascii=False)
         if name and isinstance(name, str) and full not in MCP["tools"] and len(full) <= 64 and "___" not in full \
                 and isinstance(schema, dict) and schema.get("type") == "object" and len(spec) <= 20_000:
-            MCP["tools"][full] = (server, json.loads(utf8_safe(spec)), functools.partial(call_mcp_tool, server, name))
+            size = len(json.dumps(offered := json.loads(utf8_safe(spec))))
+            if mine >= MCP_TOOLS_A_SERVER or len(MCP["tools"]) >= MCP_TOOLS_IN_ALL or used + size > MCP_TOOL_BYTES:
+                left_out.append(name)           # a flood of tools would make every request huge and costly
+                continue
+            MCP["tools"][full] = (server, offered, functools.partial(call_mcp_tool, server, name))
+            used, mine = used + size, mine + 1
         else:
             ui(paint(f"  (MCP tool {visible(shorten(str(name), 80))} of {visible(server.name)} not offered: it needs "
                      "a name of its own (mcp__server__tool in 64 characters, no ___: a server name ending in _ or a "
                      "tool name starting with one could pass for another's) and an inputSchema of type object, within "
                      "20,000 characters)", "error"))
+    if left_out:
+        names = visible(shorten(", ".join(left_out), 200))
+        ui(paint(f"  ({len(left_out)} of {visible(server.name)}'s tools not offered ({names}): over KeSi's limit of "
+                 f"{MCP_TOOLS_A_SERVER} tools a server, {MCP_TOOLS_IN_ALL} in all and "
+                 f"{MCP_TOOL_BYTES:,} bytes of names, descriptions and schemas in all)", "error"))
 
 
 def tool_table(agent=None) -> tuple[list[dict], dict]:
@@ -7775,6 +7823,8 @@ def call_mcp_tool(server: McpServer, tool: str, /, **arguments):
         if server.proc.poll() is not None:
             server.start()
         result = server.request("tools/call", {"name": tool, "arguments": arguments})
+    except PermissionError as exc:                      # held back: mcp_held_back
+        return f"Error: the MCP server {server.name} is stopped: {exc}.", True
     except (OSError, ValueError, TypeError) as exc:
         server.stop()
         return (f"Error: the MCP server {server.name} failed: {mask_credentials(str(exc))}. It was stopped; calling "

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -19,11 +20,19 @@ from test_permissions import KESI, child_env
 from test_terminal_ux import leave
 
 # Modes (argv[1]): ok; crash (exits in tools/call); garbage (a flood of non-JSON lines); hang (never answers a call);
-# chatty (a flood of notifications instead of the answer); deaf (stops reading after its tools/list).
+# chatty (a flood of notifications instead of the answer); deaf (stops reading after its tools/list);
+# beacon (from its start, appends a line to beacon.txt every 0.1 s); many (offers 150 tools of 19,000 characters).
 SERVER = r'''
-import json, os, sys, time
+import json, os, sys, threading, time
 MODE, STARTED_IN = sys.argv[1], os.getcwd()
 os.chdir(os.path.dirname(os.path.abspath(__file__)))      # the workspace, as a server given its root would
+def beacon():
+    while True:
+        with open("beacon.txt", "a") as file:
+            file.write("still running\n")
+        time.sleep(0.1)
+if MODE == "beacon":
+    threading.Thread(target=beacon, daemon=True).start()
 print("starting up, a log line on stdout", flush=True)
 def say(message):
     print(json.dumps({"jsonrpc": "2.0", **message}), flush=True)
@@ -37,6 +46,9 @@ for line in sys.stdin:
     if method == "initialize":
         result = {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
                   "serverInfo": {"name": "demo", "version": "1"}}
+    elif method == "tools/list" and MODE == "many":
+        result = {"tools": [{"name": f"t{n}", "description": "D" * 19_000, "inputSchema": {"type": "object"}}
+                            for n in range(150)]}
     elif method == "tools/list" and "cursor" not in params:
         result = {"tools": [{"name": "echo", "description": "Echo text.", "inputSchema": {
             "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}], "nextCursor": "2"}
@@ -106,7 +118,7 @@ def mcp(ws, monkeypatch, main_in_process):
     monkeypatch.setattr(server, "__defaults__", ("ok", str(ws / "server.py")))
 
     def run(argv, script, **env):
-        monkeypatch.setattr(kesi, "MCP", {"servers": None, "tools": {}, "granted": set()})
+        monkeypatch.setattr(kesi, "MCP", {"servers": None, "tools": {}, "granted": set(), "revoked": False})
         kesi.notice_once.cache_clear()                # said once a process: here, once a run
         try:
             with MockAPI(script) as mock:
@@ -163,7 +175,7 @@ def test_a_tool_round_trip_and_the_rules_that_allow_or_deny_it(box, mcp, user_se
     assert "permission was refused" in results(mock)[1][0] and not (box / "x.txt").exists()   # it cannot allow
 
     code, out, mock = mcp(["--allowed-tools", "mcp__demo__write", "--permission-mode", "plan"], [write, "done"])
-    assert "plan mode, which is read-only; mcp__demo__write cannot run: MCP tools are not known" in results(mock)[0][0]
+    assert "there is no tool named mcp__demo__write" in results(mock)[0][0]      # no server starts in plan mode
 
 
 def test_the_server_runs_in_the_sandbox(box, mcp, user_settings, tmp_path_factory):
@@ -201,7 +213,7 @@ def test_a_server_that_floods_notifications_is_stopped_at_its_timeout(box, mcp, 
 def test_stopping_a_task_without_bwrap_leaves_your_servers_running(ws, mcp, user_settings, monkeypatch):
     """Without bwrap KeSi adopts what tasks leave behind and ends it with them (/mode, /revoke): never its servers."""
     monkeypatch.setattr(kesi, "SANDBOX_DISABLED", True)
-    monkeypatch.setattr(kesi, "MCP", {"servers": None, "tools": {}, "granted": set()})
+    monkeypatch.setattr(kesi, "MCP", {"servers": None, "tools": {}, "granted": set(), "revoked": False})
     user_settings({"mcpServers": {"demo": server()}})
     demo = kesi.mcp_servers()["demo"]
     try:
@@ -296,7 +308,7 @@ def test_your_servers_win_their_names_and_tool_names_over_an_approved_projects(b
     user_settings({"mcpServers": {"my.srv": server(), "demo": server()}})
     (box / ".mcp.json").write_text(json.dumps({"mcpServers": {"my_srv": server("crash"), "demo": server("crash")}}))
     shown = []
-    monkeypatch.setattr(kesi, "approved_project_file", lambda label, data, text: shown.append(text) or True)
+    monkeypatch.setattr(kesi, "approved_project_file", lambda label, data, text, **_: shown.append(text) or True)
     calls = [tool_call("mcp__my_srv__echo", {"text": "a"}), tool_call("mcp__demo__echo", {"text": "b"})]
     code, out, mock = mcp(["--permission-mode", "bypassPermissions"], [reply(*calls), "done"])
     assert results(mock)[0][0].startswith("echo: a") and results(mock)[1][0].startswith("echo: b")   # yours ran
@@ -307,7 +319,7 @@ def test_your_servers_win_their_names_and_tool_names_over_an_approved_projects(b
 
 
 def test_a_sandboxed_server_is_paused_with_the_background_tasks_while_kesi_looks(box, mcp, monkeypatch):
-    monkeypatch.setattr(kesi, "MCP", {"servers": None, "tools": {}, "granted": set()})
+    monkeypatch.setattr(kesi, "MCP", {"servers": None, "tools": {}, "granted": set(), "revoked": False})
     demo = kesi.McpServer("demo", server(), False)
     kesi.MCP["servers"] = {"demo": demo}
     demo.start()
@@ -376,7 +388,7 @@ def test_a_rule_for_one_servers_tools_never_covers_another_server(box, mcp, user
 
 
 def test_a_servers_env_is_set_inside_never_on_the_launcher_and_yours_start_in_your_home(box, mcp, monkeypatch):
-    monkeypatch.setattr(kesi, "MCP", {"servers": None, "tools": {}, "granted": set()})
+    monkeypatch.setattr(kesi, "MCP", {"servers": None, "tools": {}, "granted": set(), "revoked": False})
     started = {}
     monkeypatch.delenv("npm_config_cache", raising=False)
     (box / ".venv" / "bin").mkdir(parents=True)        # an activated virtual environment: npx, node planted there
@@ -401,3 +413,109 @@ def test_a_servers_env_is_set_inside_never_on_the_launcher_and_yours_start_in_yo
     finally:
         for each in started.values():
             each.stop()
+
+
+def beacon_lines(folder) -> int:
+    return len((folder / "beacon.txt").read_text().splitlines()) if (folder / "beacon.txt").exists() else 0
+
+
+def wait_for_beacon(folder, term) -> None:
+    """Until the server writes again (it started); the pty's output so far on failure."""
+    before, deadline = beacon_lines(folder), time.monotonic() + 60
+    while beacon_lines(folder) < before + 3:
+        assert time.monotonic() < deadline, term.seen[-3000:]
+        time.sleep(0.05)
+
+
+def assert_beacon_still(folder) -> None:
+    """Written every 0.1 s while the server runs: a second without a line means it is stopped."""
+    before = beacon_lines(folder)
+    time.sleep(1)
+    assert beacon_lines(folder) == before
+
+
+def test_servers_stop_when_permission_is_taken_back_and_restart_only_as_allowed(box, mock_client, kesi_pty):
+    (box / "server.py").write_text(SERVER)
+    (box / ".mcp.json").write_text(json.dumps({"mcpServers": {"beacon": server("beacon", str(box / "server.py"))}}))
+    call = echo("mcp__beacon__echo")
+    mock, _ = mock_client(["hello", call, "refused", call, "echoed", call, "refused", call, "echoed", call,
+                           "after revoke"])
+    with kesi_pty(box, mock, TERM="dumb", KESI_SANDBOX="auto") as term:
+        term.expect("you > ")
+        term.type("go\n")
+        term.expect("Use .mcp.json as it is now? [y/N] ")
+        term.type("y\n")
+        term.expect("hello")
+        term.expect("you > ")
+        wait_for_beacon(box, term)
+        for narrower in ("readOnly", "plan"):
+            term.type(f"/mode {narrower}\n")
+            term.expect("(stopped MCP server beacon: ")
+            term.expect("you > ")
+            assert_beacon_still(box)
+            term.type("try\n")
+            term.expect("refused")                          # its tools still offered, their calls refused
+            if narrower == "plan":
+                term.expect("N = keep planning] ")
+                term.type("n\n")
+            term.expect("you > ")
+            assert "MCP tools are not known to be read-only" in str(mock.requests[-1]["body"]["messages"][-1])
+            term.type("/mode default\n")
+            term.expect("you > ")
+            assert_beacon_still(box)                        # widening starts nothing: a call does
+            term.type("again\n")
+            term.expect("don't ask again: mcp__beacon__echo")
+            term.type("y\n")
+            term.expect("echoed")
+            term.expect("you > ")
+            wait_for_beacon(box, term)
+        term.type("/revoke\n")
+        term.expect("(stopped MCP server beacon: ")
+        term.expect("you > ")
+        assert_beacon_still(box)
+        term.type("once more\n")
+        term.expect("don't ask again: mcp__beacon__echo")     # the session's grants are gone
+        term.type("y\n")
+        term.expect("Use .mcp.json as it is now? [y/N] ")     # and so is the approval: asked again
+        term.type("n\n")
+        term.expect("after revoke")
+        term.expect("you > ")
+        assert_beacon_still(box)
+        leave(term)
+    text, error = results(mock)[-1]
+    assert error and "/revoke took back the approval of this project's .mcp.json" in text, text
+
+
+def test_no_server_starts_in_a_read_only_mode(box, mcp, user_settings, monkeypatch):
+    monkeypatch.setattr(kesi, "approved_project_file", lambda *args, **options: True)
+    (box / ".mcp.json").write_text(json.dumps({"mcpServers": {"theirs": server("beacon")}}))
+    user_settings({"mcpServers": {"mine": server("beacon")}, "permissions": {"allow": ["mcp__mine", "mcp__theirs"]}})
+    for mode in ("readOnly", "plan"):
+        code, out, mock = mcp(["--permission-mode", mode], [echo("mcp__mine__echo"), "done"])
+        assert code == 0 and results(mock)[0][1], out
+        assert not (box / "beacon.txt").exists(), out
+    code, out, mock = mcp([], [echo("mcp__theirs__echo"), "done"])            # the default mode: they run
+    assert results(mock)[0][0].startswith("echo: hi") and (box / "beacon.txt").exists(), out
+
+
+def test_a_name_in_your_settings_is_never_a_projects_even_when_yours_is_malformed(box, mcp, user_settings, monkeypatch):
+    monkeypatch.setattr(kesi, "approved_project_file", lambda *args, **options: True)
+    (box / ".mcp.json").write_text(json.dumps({"mcpServers": {"gh": server(), "g.h2": server()}}))
+    user_settings({"mcpServers": {"gh": ["not", "an", "object"], "g_h2": "nor this"},
+                   "permissions": {"allow": ["mcp__gh", "mcp__g_h2"]}})
+    code, out, mock = mcp([], [echo("mcp__gh__echo"), "done"])
+    assert "mcp__gh__echo" not in [t["name"] for t in mock.requests[0]["body"]["tools"]], out
+    assert "there is no tool named" in results(mock)[0][0] and "(MCP server g.h2 not used: " in out, out
+    user_settings({"mcpServers": [{"name": "gh"}], "permissions": {"allow": ["mcp__gh"]}})    # names unknown
+    code, out, mock = mcp([], [echo("mcp__gh__echo"), "done"])
+    assert "there is no tool named" in results(mock)[0][0], out
+    assert "this project's .mcp.json servers are not used: your settings' \"mcpServers\" is not an object" in out
+
+
+def test_the_tools_offered_are_capped_per_server_and_in_all(box, mcp, user_settings):
+    user_settings({"mcpServers": {"big": server("many"), "demo": server()}})
+    code, out, mock = mcp([], ["hi"])
+    tools = [t for t in mock.requests[0]["body"]["tools"] if t["name"].startswith("mcp__")]
+    assert len(tools) <= 100 and len(json.dumps(tools)) <= 130_000, len(json.dumps(tools))
+    assert "of big's tools not offered (t" in out and "over KeSi's limit of 100 tools a server" in out, out
+    assert any(t["name"] == "mcp__big__t0" for t in tools)
