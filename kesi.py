@@ -5378,13 +5378,23 @@ def command_environment(escalation: str | None = None, command: str = "", caches
         env |= {name: str(root / folder) for name, folder in CACHE_VARIABLES.items() if name.upper() not in chosen}
     if escalation == "unsandboxed" and sandbox_enabled():   # a planted .pyc is never checked against its source
         env["PYTHONPYCACHEPREFIX"] = private_pycache()
+    if runs_only_git(command) or classify_command(command)[0] == "allow":
+        # What runs unasked as read-only, in every mode, and outlives /mode readOnly: its `ls` or `tail` must be the
+        # system's, not one an earlier command planted in a workspace folder on your PATH (an activated .venv/bin).
+        env = programs_outside_workspace(env)
     if runs_only_git(command):
-        env["PATH"] = trusted_path(env.get("PATH", "")) or os.defpath
         env["GIT_ALLOW_PROTOCOL"] = "http:https:ssh:git"
     if port:               # what curl, pip, uv, npm, cargo and git read to find a proxy (either case)
         url = f"http://127.0.0.1:{port}"
         env.update({name: url for base in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY") for name in (base, base.lower())})
         env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1"    # servers inside the sandbox
+    return env
+
+
+def programs_outside_workspace(env: dict[str, str]) -> dict[str, str]:
+    """env with no program or module found in the workspace: its PATH, PYTHONPATH and NODE_PATH filtered."""
+    env |= {name: trusted_path(env[name]) for name in ("PYTHONPATH", "NODE_PATH") if name in env}
+    env["PATH"] = trusted_path(env.get("PATH", "")) or os.defpath
     return env
 
 
@@ -5412,12 +5422,17 @@ def network_summary() -> str:
     return f"only allowed hosts, through KeSi's proxy ({shown or 'none'}; /network lists them)"
 
 
+# KeSi's interpreter, resolved before any command could re-point a link to it (KeSi run from the project's .venv).
+STARTED_PYTHON = os.path.realpath(sys.executable)
+
+
 def forwarder_python() -> str | None:
-    """An interpreter the sandbox can see (not in the hidden home or /tmp), for PROXY_FORWARDER."""
-    shown = [BASE_DIR, *map(Path, toolchain_dirs())]
+    """An interpreter the sandbox can see (not in the hidden home or /tmp), for PROXY_FORWARDER. Never one in the
+    workspace: a command could replace it and be pid 1 of every later sandbox."""
+    shown = list(map(Path, toolchain_dirs()))
     hidden = [HOME_DIR, Path("/tmp"), Path("/run"), Path("/home"), Path("/root")]
-    for candidate in (os.path.realpath(sys.executable), shutil.which("python3", path=os.defpath)):
-        if candidate and os.access(candidate, os.X_OK):
+    for candidate in (STARTED_PYTHON, shutil.which("python3", path=os.defpath)):
+        if candidate and os.access(candidate, os.X_OK) and not lies_in(Path(candidate), BASE_DIR):
             path = Path(candidate)
             if any(path.is_relative_to(d) for d in shown) or not any(path.is_relative_to(d) for d in hidden):
                 return candidate
@@ -5621,7 +5636,7 @@ def start_background_task(command: str) -> tuple[str, bool]:
     shared = start_shared_network()
     adopt_orphans()
     try:
-        proc, planted, _ = start_command(command, background=True, env=command_environment())
+        proc, planted, _ = start_command(command, background=True, env=command_environment(None, command))
     except (OSError, ValueError) as exc:
         return f"Error: could not start the command: {exc}", True
     if not BACKGROUND_TASKS:
@@ -7630,9 +7645,9 @@ class McpServer:
     def environment(self, escalation: str | None) -> dict[str, str]:
         """Yours find no program, module or cache a project's commands write (an activated .venv/bin, .kesi/cache)."""
         env = command_environment(escalation, "", caches=self.project)
-        if not self.project:        # paths filtered; any other variable naming the workspace left out (NODE_OPTIONS)
-            env |= {name: trusted_path(env[name]) for name in ("PYTHONPATH", "NODE_PATH") if name in env}
-            env["PATH"] = trusted_path(env.get("PATH", "")) or os.defpath
+        if not self.project:
+            # paths filtered; any other variable naming the workspace left out (NODE_OPTIONS)
+            env = programs_outside_workspace(env)
             env = {name: value for name, value in env.items() if str(BASE_DIR) not in value or name == "PWD"}
             env.pop("VIRTUAL_ENV", None)
         return env

@@ -21,7 +21,7 @@ import pytest
 import kesi
 from checklib import records_of, sandbox_forced
 from local_index import build_wheel, installed_wheels, simple_index
-from mock_api import reply, tool_call
+from mock_api import MockAPI, reply, tool_call
 from test_network import IndexServer, config, server  # noqa: F401 (fixtures)
 from test_permissions import KESI, child_env
 
@@ -322,3 +322,42 @@ def test_a_scripted_session_does_everyday_work_in_the_sandbox(user_gitconfig, bo
     assert {"/simple/pytest/", "/simple/kesidemo/", "/files/kesidemo-1.0-py3-none-any.whl"} <= served, served
     assert any(path.startswith("/files/pytest-") for path in served), served
     assert (box / ".kesi" / "cache" / "uv").is_dir()
+
+
+@pytest.mark.parametrize("entry", [".venv/bin", "bin", "."])
+@pytest.mark.parametrize("mode", ["readOnly", "plan", "default"])
+def test_a_read_only_command_never_runs_a_program_planted_in_a_workspace_folder_on_path(box, main_in_process,
+                                                                                         monkeypatch, mode, entry):
+    """rt25 67-68: with a workspace folder on your PATH (an activated .venv/bin, direnv's bin, `.`), `ls` and a
+    background `tail -f` ran what an earlier command planted there, unasked, in every mode. Read-only commands, the
+    ones that run unasked and outlive /mode readOnly, now find their programs outside the workspace only."""
+    folder = box / entry
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("ls", "tail"):
+        (folder / name).write_text(f"#!/bin/sh\necho {name} >> {box}/pwned.txt\n")
+        (folder / name).chmod(0o755)
+    (box / "log.txt").write_text("one\n")
+    monkeypatch.setenv("PATH", (entry if entry == "." else str(folder)) + os.pathsep + os.environ["PATH"])
+    calls = [reply(tool_call("run_command", {"command": "ls"})),
+             reply(tool_call("run_command", {"command": "tail -f log.txt", "run_in_background": True})),
+             reply(tool_call("run_command", {"command": "tail -n 1 log.txt"})), "done"]
+    with MockAPI(calls) as mock:
+        code, out, err = main_in_process(["-p", "go", "--permission-mode", mode], "", mock, KESI_SANDBOX="auto")
+    kesi.stop_background_tasks()
+    assert code == 0, err
+    assert "log.txt" in out + err and not (box / "pwned.txt").exists(), (out, err)
+
+
+def test_the_sandboxs_first_process_is_never_an_interpreter_in_the_workspace(box, monkeypatch):
+    """rt25 72: KeSi started from the workspace's .venv chose that python as pid 1 of every sandbox, and one command
+    could replace it. Now an interpreter in the workspace is never chosen (KeSi's own is resolved at its start)."""
+    planted = box / ".venv" / "bin" / "python"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(f'#!/bin/sh\necho ran >> {box}/pid1-ran.txt\nexec {os.path.realpath(sys.executable)} "$@"\n')
+    planted.chmod(0o755)
+    monkeypatch.setattr(kesi, "STARTED_PYTHON", str(planted))
+    chosen = kesi.forwarder_python()
+    output, failed = kesi.run_command("tr '\\0' ' ' < /proc/1/cmdline")
+    assert chosen and not kesi.lies_in(Path(chosen), box), chosen
+    assert not failed and str(planted) not in output and "-c" in output, output
+    assert not (box / "pid1-ran.txt").exists()
