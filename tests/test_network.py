@@ -336,17 +336,21 @@ def test_the_proxy_holds_at_most_its_cap_of_connections(ws):
                    for r in refused), refused[0]
         assert threading.active_count() - threads <= kesi.MAX_PROXY_CONNECTIONS
         held.pop().close()
-        for _ in range(200):                      # the slot is released once its thread has ended
-            answer = proxy_answer(proxy, b"GET http://blocked.kesi/ HTTP/1.1\r\n\r\n")
-            if not answer.startswith("HTTP/1.1 503"):
-                break
-            time.sleep(0.05)
-        assert answer.startswith("HTTP/1.1 403"), answer
+        assert_a_slot_comes_back(proxy)
     finally:
         for client in held:
             client.close()
         proxy.shutdown()
         proxy.server_close()
+
+
+def assert_a_slot_comes_back(proxy) -> None:
+    for _ in range(200):                      # the slot is released once its thread has ended
+        answer = proxy_answer(proxy, b"GET http://blocked.kesi/ HTTP/1.1\r\n\r\n")
+        if not answer.startswith("HTTP/1.1 503"):
+            break
+        time.sleep(0.05)
+    assert answer.startswith("HTTP/1.1 403"), answer
 
 
 def test_a_request_head_sent_a_byte_at_a_time_loses_its_slot_at_the_deadline(ws, config, monkeypatch):
@@ -369,12 +373,7 @@ def test_a_request_head_sent_a_byte_at_a_time_loses_its_slot_at_the_deadline(ws,
         for client in slow:
             client.settimeout(30)
             client.makefile("rb").read()          # returns once the proxy closes it; times out if it never does
-        for _ in range(200):                      # the slot is released once its thread has ended
-            answer = proxy_answer(proxy, b"GET http://blocked.kesi/ HTTP/1.1\r\n\r\n")
-            if not answer.startswith("HTTP/1.1 503"):
-                break
-            time.sleep(0.05)
-        assert answer.startswith("HTTP/1.1 403"), answer
+        assert_a_slot_comes_back(proxy)
     finally:
         stop.set()
         for client in slow:
