@@ -257,10 +257,16 @@ def one_line(text) -> str:
     return TERMINAL_CONTROLS.sub(control_escape, utf8_safe(str(text))).replace("\n", "\\n")
 
 
+# Kept as they are in what a person approves: printable ASCII, and the letters of Chinese, Japanese and Korean
+# (a commit message in Chinese stays readable); none of them looks like a character sh acts on.
+APPROVED_AS_SHOWN = re.compile("[^\t\n -~\u3001\u3002\u300c-\u300f\u3041-\u3096\u30a1-\u30fa\u3105-\u312f"
+                               "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\U00020000-\U0003134f]")
+
+
 def ascii_only(text) -> str:
-    """What a person approves, every character but printable ASCII escaped: no lookalike (\\uff03, \\ua78c) can pass
-    for the comment sign or quote sh would read otherwise."""
-    return re.sub("[^\t\n -~]", control_escape, utf8_safe(str(text)))
+    """What a person approves, every other character escaped: no lookalike (\\uff03, \\ua78c) can pass for the
+    comment sign or quote sh would read otherwise."""
+    return APPROVED_AS_SHOWN.sub(control_escape, utf8_safe(str(text)))
 
 
 def control_escape(match) -> str:
