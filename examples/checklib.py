@@ -99,6 +99,7 @@ def fresh_state() -> None:
     kesi.UI = sys.stdout
     kesi.stop_background_tasks()
     kesi.BACKGROUND_TASKS.clear()
+    kesi.MCP["revoked"] = False                   # an earlier check's /revoke asks nothing of the next
     forget_shared_network()
 
 
