@@ -35,11 +35,11 @@ def audit(ws: Path) -> list[dict]:
 
 @pytest.fixture
 def state_in_sight(monkeypatch):
-    """KeSi's records in a folder the sandbox would show (under /var/tmp, not home or /tmp): only
-    KeSi's own hiding keeps commands from them."""
-    if not os.access("/var/tmp", os.W_OK):
-        pytest.skip("no writable /var/tmp")
-    folder = Path(tempfile.mkdtemp(prefix="kesi-test-state-", dir="/var/tmp"))
+    """KeSi's records in a folder the sandbox would show (under /srv, not home, /tmp or /var/tmp, which any user
+    may write and the sandbox hides): only KeSi's own hiding keeps commands from them."""
+    if not os.access("/srv", os.W_OK):
+        pytest.skip("no writable /srv")
+    folder = Path(tempfile.mkdtemp(prefix="kesi-test-state-", dir="/srv"))
     monkeypatch.setenv("XDG_STATE_HOME", str(folder))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)

@@ -1333,7 +1333,7 @@ def test_a_per_worktree_config_reads_as_empty_as_config_does(box):
     assert "end" in output
 
 
-@pytest.mark.parametrize("target", ["gitconfig", f"/var/tmp/kesi-outside-gitconfig-{uuid.uuid4().hex}"])
+@pytest.mark.parametrize("target", ["gitconfig", f"/srv/kesi-outside-gitconfig-{uuid.uuid4().hex}"])
 def test_a_git_config_that_is_a_link_masks_where_it_leads(box, target):
     make_repo(box)
     lead = box / target if not target.startswith("/") else Path(target)
