@@ -1267,7 +1267,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     limit, started = min(limit, COMMAND_TIMEOUT), time.time()
     escalation = escalation_for(command)
     env, blocked_before = command_environment(escalation, command), NETWORK_BLOCKED[-1][0] if NETWORK_BLOCKED else 0
-    adopt_orphans()
+    adopt_orphans(escalation)
     own_children = set(child_pids(os.getpid())) if ADOPTING else set()   # only a subreaper adopts: no /proc scan
     try:
         proc, planted, git_before = start_command(command, escalation=escalation, env=env)
@@ -5624,7 +5624,7 @@ class BackgroundTask:
 
 
 BACKGROUND_TASKS: dict[int, BackgroundTask] = {}
-ADOPTING = False     # KeSi is the subreaper (Linux, no bwrap): a task's setsid or double-forked children are its to end
+ADOPTING = False     # KeSi is the subreaper (Linux, see adopt_orphans): setsid or double-forked children are its to end
 VFORK_WAITS = ("kernel_clone", "_do_fork", "do_fork")       # the kernel function a vfork parent waits in
 _git_baseline = [(None, None, set(), set())]    # the last check: workspace, snapshot, tasks ended, beside a command
 
@@ -5717,9 +5717,12 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
     show_put_back(check_after_tasks())          # also what a task that ended by itself changed
 
 
-def adopt_orphans() -> None:
+def adopt_orphans(escalation: str | None = None) -> None:
+    """Linux: be the subreaper when no bwrap's pid namespace ends what a command leaves: without bwrap, or for a
+    command run outside it (what its setsid loop left kept running after KeSi exited, rt36a 10)."""
     global ADOPTING
-    if sys.platform.startswith("linux") and sandbox_kind() != "bubblewrap" and not ADOPTING:
+    outside = sandbox_kind() != "bubblewrap" or escalation == "unsandboxed"
+    if sys.platform.startswith("linux") and outside and not ADOPTING:
         ADOPTING = libc().prctl(36, 1, 0, 0, 0) == 0      # PR_SET_CHILD_SUBREAPER
 
 

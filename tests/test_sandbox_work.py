@@ -10,6 +10,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -361,3 +362,20 @@ def test_the_sandboxs_first_process_is_never_an_interpreter_in_the_workspace(box
     assert chosen and not kesi.lies_in(Path(chosen), box), chosen
     assert not failed and str(planted) not in output and "-c" in output, output
     assert not (box / "pid1-ran.txt").exists()
+
+
+def test_what_an_unsandboxed_command_leaves_running_ends_with_it(box, monkeypatch, tmp_path_factory):
+    """rt36a 10: a command you let run outside the sandbox left a setsid loop that kept writing after the command,
+    /revoke and KeSi's exit (bwrap's pid namespace ends only what runs inside it). KeSi adopts and ends it."""
+    monkeypatch.setattr(kesi, "UI", io.StringIO())
+    out = tmp_path_factory.mktemp("outside")
+    command = (f"setsid sh -c 'echo $$ > {out}/pid; while :; do echo x >> {out}/beat; sleep 0.1; done' "
+               f"</dev/null >/dev/null 2>&1 & while [ ! -s {out}/pid ]; do sleep 0.05; done; echo started")
+    kesi.grant_escalation(kesi.command_key(command), "unsandboxed", False)
+    output, failed = sh(command)
+    assert not failed and "started" in output, output
+    pid = int((out / "pid").read_text())
+    outlived = os.path.exists(f"/proc/{pid}")
+    if outlived:
+        os.kill(pid, signal.SIGKILL)              # not left to run on after the test
+    assert not outlived, "the loop outlived its command"
