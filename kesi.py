@@ -1517,7 +1517,7 @@ def task(prompt, description=""):
         return "Error: prompt must describe what the sub-agent should find out.", True
     if CLIENT is None:
         return "Error: no API client is available for a sub-agent.", True
-    ui(f"  [sub-agent] {visible(shorten(str(description or prompt), 80))}")
+    ui(f"  [sub-agent] {one_line(shorten(str(description or prompt), 80))}")
     saved_versions = dict(READ_VERSIONS)   # its reads must not license the main agent's writes
     try:
         answer = run_agent(CLIENT, [{"role": "user", "content": prompt}], SUB_AGENT)
@@ -1713,7 +1713,8 @@ def check_command_permission(command, background: bool = False, escalate=None) -
         note_approval(command, f"refused by deny rule {denied.text} ({denied.source})", background)
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids this command.")
-    given = {HEADLESS_ESCALATION, GRANTED_ESCALATIONS.get(key)}       # by --escalate, or for the session
+    # by --escalate, or for the session (set aside in read-only modes, as every session grant is)
+    given = {HEADLESS_ESCALATION, None if PERMISSION_MODE in READ_ONLY_MODES else GRANTED_ESCALATIONS.get(key)}
     leaving = key and escalate and sandbox_enabled() and not given & {escalate, "unsandboxed"}
     if not leaving and (unasked := allowed_without_asking(verdict, key)):
         note_approval(command, unasked, background)
@@ -1748,8 +1749,8 @@ def allowed_without_asking(verdict: str, key: str | None) -> str | None:
         return "not checked (empty)"
     if PERMISSION_MODE == "bypassPermissions":
         return "allowed by mode bypassPermissions"
-    if key in GRANTED_COMMANDS or key in GRANTED_ESCALATIONS:
-        return "allowed by the person (earlier, for this session)"
+    if (key in GRANTED_COMMANDS or key in GRANTED_ESCALATIONS) and PERMISSION_MODE not in READ_ONLY_MODES:
+        return "allowed by the person (earlier, for this session)"    # read-only modes set them aside, as rules
     if auto_in_force():
         return "allowed in the sandbox (auto mode)"
     ruled, unruled = rules_for_parts(key)
@@ -2411,7 +2412,7 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
         name, tool_input = block["name"], block["input"]
         args = (", ".join(f"{k}={shorten(repr(v), 80)}" for k, v in tool_input.items())   # the call in one line
                 if isinstance(tool_input, dict) else repr(tool_input))
-        ui(paint(f"{agent.indent}[tool] {visible(shorten(f'{name}({args})', 200))}", "tool"))
+        ui(paint(f"{agent.indent}[tool] {one_line(shorten(f'{name}({args})', 200))}", "tool"))
         verdict = Verdict("cannot", INTERRUPTED_PROMPT)
         try:
             verdict = judge_call(name, tool_input, agent)
@@ -5764,10 +5765,10 @@ def stop_tasks_beyond_permission(revoked: bool = False, why: str = "") -> None:
                and mcp_held_back(one)]
     stop_background_tasks(gone + servers, f"stopped: {why or 'the person took permission back'}")
     for server in servers:
-        ui(f"  (stopped MCP server {visible(server.name)}: {mcp_held_back(server)})")
+        ui(f"  (stopped MCP server {one_line(server.name)}: {mcp_held_back(server)})")
     why = why or f"permission mode {PERMISSION_MODE}{' and /revoke' if revoked else ''} no longer allow it"
     for task in gone:
-        ui(f"  (stopped background task {task.id}, {visible(shorten(task.command, 60))}: {why})")
+        ui(f"  (stopped background task {task.id}, {one_line(shorten(task.command, 60))}: {why})")
 
 
 def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
@@ -6731,7 +6732,7 @@ def show_context(history: list[dict]) -> None:
 
 def show_permissions() -> None:
     ui(f"  mode: {PERMISSION_MODE} ({PERMISSION_MODES[PERMISSION_MODE]})")
-    ui(f"  allowed commands: {', '.join(sorted(visible(c) for c in GRANTED_COMMANDS)) or 'none'}")
+    ui(f"  allowed commands: {', '.join(sorted(one_line(c) for c in GRANTED_COMMANDS)) or 'none'}")
     ui(f"  allowed files:    {visible(', '.join(sorted(GRANTED_WRITES))) or 'none'}")
     escalated = sorted(visible(f"{c} ({level})") for c, level in GRANTED_ESCALATIONS.items())
     ui(f"  escalated:        {', '.join(escalated) or 'none'}   (/network: the hosts commands may reach)")

@@ -167,6 +167,28 @@ def test_read_only_mode_refuses_without_asking(project, user, monkeypatch):
     assert person.asked == []
 
 
+@pytest.mark.parametrize("mode", ["readOnly", "plan"])
+def test_a_grant_for_the_session_is_set_aside_in_a_read_only_mode(project, user, monkeypatch, mode):
+    """rt36d 13, 15, 16: an `a` answer (a command, or leaving the sandbox, for this session) still ran the command
+    unasked after /mode readOnly or /mode plan, in the foreground or as a background task. Like allow rules, such
+    grants do not count there; they count again when the mode allows commands."""
+    person = user()
+    kesi.GRANTED_COMMANDS.add("python3 w.py")
+    kesi.grant_escalation("date", "unsandboxed", True)
+    kesi.grant_escalation("python3 loop.py", "network", True)
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", mode)
+    for call in ({"command": "python3 w.py"}, {"command": "python3 w.py", "run_in_background": True},
+                 {"command": "date", "escalate": "unsandboxed"}, {"command": "python3 loop.py", "escalate": "network"},
+                 {"command": "python3 loop.py", "run_in_background": True}):
+        allowed, refusal = kesi.check_permission("run_command", call)
+        assert not allowed and kesi.READ_ONLY_MODES[mode] in refusal, (call, refusal)
+    assert person.asked == []
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "default")
+    assert kesi.check_permission("run_command", {"command": "python3 w.py"}) == (True, None)
+    assert kesi.check_permission("run_command", {"command": "date", "escalate": "unsandboxed"}) == (True, None)
+    assert person.asked == []
+
+
 def test_accept_edits_still_asks_for_commands(project, user, monkeypatch):
     person = user("n")
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
