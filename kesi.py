@@ -1266,6 +1266,10 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
         return "Error: timeout must be a positive number of seconds.", True
     limit, started = min(limit, COMMAND_TIMEOUT), time.time()
     escalation = escalation_for(command)
+    if escalation and (beside := sandboxed_neighbours()):
+        return (f"Error: this command would leave the sandbox ({escalation}) while the sandbox holds {beside}, and "
+                "it could hand them what it reaches (an open connection, a folder). Stop them first "
+                "(background_stop), or run the command in the sandbox."), True
     env, blocked_before = command_environment(escalation, command), NETWORK_BLOCKED[-1][0] if NETWORK_BLOCKED else 0
     adopt_orphans(escalation)
     own_children = set(child_pids(os.getpid())) if ADOPTING else set()   # only a subreaper adopts: no /proc scan
@@ -4941,6 +4945,9 @@ def disarm_config(fd: int, shown: str) -> list[str]:
         return [f"{shown}/config ({error}, so it is gone)"]
 
 
+MAX_PLANTED_KEYS = 32        # a new config with more to take out goes whole
+
+
 def cleaned_config(data: bytes) -> tuple[list[str], bytes]:
     """(the keys taken out, the config without them); ValueError if git cannot read or clean it, OSError: no room."""
     if data == b"(not a regular file)" or len(data) > MAX_CONTROL_BYTES:
@@ -4953,6 +4960,8 @@ def cleaned_config(data: bytes) -> tuple[list[str], bytes]:
             raise ValueError("git could not read it")
         items = [os.fsdecode(item).partition("\n")[::2] for item in listed.stdout.split(b"\0") if item]
         planted = planted_config_keys(items)
+        if len(planted) > MAX_PLANTED_KEYS:     # one git run a key: 110,000 of them held the check for ten minutes
+            raise ValueError(f"it holds {len(planted):,} keys a fresh config never has")
         if any(step is None or step.returncode for step in
                [run_git(["config", "--file", str(copy), "--unset-all", key]) for key in planted]):
             raise ValueError("it could not be cleaned")
@@ -5769,6 +5778,16 @@ def stop_tasks_beyond_permission(revoked: bool = False, why: str = "") -> None:
     why = why or f"permission mode {PERMISSION_MODE}{' and /revoke' if revoked else ''} no longer allow it"
     for task in gone:
         ui(f"  (stopped background task {task.id}, {one_line(shorten(task.command, 60))}: {why})")
+
+
+def sandboxed_neighbours() -> str:
+    """The running tasks and sandboxed MCP servers, in words ("" if none): an escalated command could pass them a
+    descriptor over a socket in the workspace (a host connection, an outside folder) that outlives it (rt36d 25)."""
+    tasks = sum(task.proc.poll() is None for task in BACKGROUND_TASKS.values())
+    servers = sum(bool(one.sandboxed and one.proc and one.proc.poll() is None)
+                  for one in (MCP["servers"] or {}).values())
+    return " and ".join(f"{n} {what}{'s' * (n > 1)}" for n, what in ((tasks, "background task"),
+                                                                     (servers, "MCP server")) if n)
 
 
 def still_allowed(task: BackgroundTask, revoked: bool) -> bool:

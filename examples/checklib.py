@@ -100,6 +100,9 @@ def fresh_state() -> None:
     kesi.stop_background_tasks()
     kesi.BACKGROUND_TASKS.clear()
     kesi.MCP["revoked"] = False                   # an earlier check's /revoke asks nothing of the next
+    if kesi.ADOPTING:                             # no longer the subreaper: later checks' orphans go to init again
+        kesi.libc().prctl(36, 0, 0, 0, 0)         # PR_SET_CHILD_SUBREAPER
+        kesi.ADOPTING = False
     forget_shared_network()
 
 

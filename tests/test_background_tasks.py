@@ -558,3 +558,17 @@ def test_characters_some_terminals_draw_wide_cannot_draw_a_task_in_slash_tasks(b
     kesi.handle_slash("/tasks", None, [])
     lines = kesi.UI.getvalue().splitlines()
     assert len(lines) >= 3 and all(widest(line) <= 80 for line in lines), lines
+
+
+@pytest.mark.parametrize("escalation", ["network", "unsandboxed"])
+def test_a_command_never_leaves_the_sandbox_beside_running_tasks(box, escalation):
+    """rt36d 25-26: the one command allowed to leave handed a task a host connection (or an outside folder) over a
+    socket in the workspace, and the task kept it after the command ended. While tasks run, none leaves."""
+    marker = f"3{uuid.uuid4().int % 10**6}.5"
+    assert not kesi.run_command(f"sleep {marker}", run_in_background=True)[1]
+    kesi.grant_escalation(kesi.command_key("echo left"), escalation, True)
+    output, failed = kesi.run_command("echo left")
+    assert failed and "the sandbox holds 1 background task" in output and "background_stop" in output, output
+    kesi.stop_background_tasks()
+    output, failed = kesi.run_command("echo left")
+    assert not failed and "left" in output, output

@@ -1964,6 +1964,18 @@ def test_a_full_disk_leaves_no_plant_in_a_new_repository(small_disk, fill):
     assert not pwned(root), (output, later)
 
 
+def test_a_new_config_with_many_planted_keys_goes_whole_at_once(box):
+    """rt36b 38-39: 110,000 junk keys beside a planted core.fsmonitor made the check run one git a key, ten minutes
+    a repository, the plant live all the while. More than a few keys to take out: the config goes whole."""
+    junk = "".join(f"\tk{i} = v\n" for i in range(20_000))
+    (box / "junk.txt").write_text(f"[core]\n\tfsmonitor = touch {box}/PWNED\n[junk]\n{junk}")
+    output, _ = sh("git init -q sub && cat junk.txt >> sub/.git/config && rm junk.txt && echo planted")
+    assert "planted" in output, output
+    assert not (box / "sub" / ".git" / "config").exists(), output
+    git(box / "sub", "status")
+    assert not pwned(box), output
+
+
 def test_a_new_repository_keeps_no_rebase_or_sequencer_state(box):
     """rt22 rows 23, 26: an `exec` line in a new repository's to-do ran on the person's `git rebase --continue`."""
     todo = "GIT_SEQUENCE_EDITOR=\"sh -c 'printf \\\"break\\\\nexec touch $PWD/PWNED\\\\n\\\" > \\$1' -\""
