@@ -265,7 +265,9 @@ def test_a_project_hook_never_makes_a_background_tasks_plant_the_new_baseline(ws
         term.expect("you > ")
         assert term.leave() == 0
     assert (ws / "vendor/x/.git/HEAD").exists(), term.seen
-    assert "fsmonitor" not in (ws / "vendor/x/.git/config").read_text(), term.seen
+    config = ws / "vendor/x/.git/config"   # caught mid-write under load (a config.lock), it goes whole: fail closed
+    assert not config.exists() or "fsmonitor" not in config.read_text(), term.seen
+    assert not (ws / "PWNED").exists()
 
 
 ALLOW_ALL = """printf '{"hookSpecificOutput": {"permissionDecision": "allow"}}'"""
