@@ -1718,7 +1718,7 @@ def check_command_permission(command, background: bool = False, escalate=None) -
         return refuse(f"deny rule {denied.text} ({denied.source})",
                       f"Error: a deny rule ({denied.text}, in {denied.source}) forbids this command.")
     # by --escalate, or for the session (set aside in read-only modes, as every session grant is)
-    given = {HEADLESS_ESCALATION, None if PERMISSION_MODE in READ_ONLY_MODES else GRANTED_ESCALATIONS.get(key)}
+    given = {HEADLESS_ESCALATION, granted_escalation(key)}
     leaving = key and escalate and sandbox_enabled() and not given & {escalate, "unsandboxed"}
     if not leaving and (unasked := allowed_without_asking(verdict, key)):
         note_approval(command, unasked, background)
@@ -3380,7 +3380,12 @@ def set_headless_escalation(level: str | None) -> None:
 def escalation_for(command: str) -> str | None:
     """None (the sandbox as it is), "network" or "unsandboxed"; a once-only answer is used up here."""
     key = command_key(command)
-    return ESCALATE_ONCE.pop(key, None) or GRANTED_ESCALATIONS.get(key) or HEADLESS_ESCALATION
+    return ESCALATE_ONCE.pop(key, None) or granted_escalation(key) or HEADLESS_ESCALATION
+
+
+def granted_escalation(key: str | None) -> str | None:
+    """The level an "a" answer gave this exact command; read-only modes set session grants aside, as they do rules."""
+    return None if PERMISSION_MODE in READ_ONLY_MODES else GRANTED_ESCALATIONS.get(key)
 
 
 # --- rules that persist: Bash(...) and Edit(...) ------------------------------------

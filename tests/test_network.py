@@ -643,6 +643,21 @@ def test_unsandboxed_escalation_reaches_outside_the_workspace(sandboxed, outside
     assert "home secret" not in sh(command)[0]
 
 
+@pytest.mark.parametrize("mode", ["readOnly", "plan"])
+def test_a_read_only_command_granted_outside_runs_sandboxed_in_a_read_only_mode(sandboxed, monkeypatch, mode):
+    """rt37a 3: `a` to leaving the sandbox, for a command the classifier calls read-only; after /mode readOnly or
+    plan the model sent it again without `escalate`: allowed as read-only, and run outside with the session grant."""
+    (sandboxed / ".env").write_text("API_TOKEN=sixteen\n")           # 18 bytes outside; empty inside
+    command = "du -ab"
+    assert kesi.classify_command(command)[0] == "allow"
+    kesi.grant_escalation(command, "unsandboxed", True)
+    call = [{"type": "tool_use", "id": "t1", "name": "run_command", "input": {"command": command}}]
+    assert "18\t./.env" in kesi.run_tools(call, kesi.MAIN_AGENT)[0][0]["content"]      # the grant counts here
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", mode)
+    result = kesi.run_tools(call, kesi.MAIN_AGENT)[0][0]["content"]
+    assert "0\t./.env" in result and "18\t./.env" not in result, result
+
+
 def test_leaving_the_sandbox_once_at_a_real_prompt(sandboxed, mock_client, listener, config):
     folder = config({})
     probe = tcp_probe(listener)
