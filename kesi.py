@@ -273,6 +273,12 @@ def control_escape(match) -> str:
     return ascii(match.group())[1:-1]      # Python's own escapes: \r, \x1b, \u202e, \U000e0001
 
 
+def lines_of(text: str) -> list[str]:
+    """Lines as sh splits them, at \n only (str.splitlines also ends one at \v, \f or U+2028, which sh and bash read
+    as part of the line: shown as lines, `true\v# ...; touch x` passed for a comment, rt37c 3-4); \r\n is one."""
+    return re.split(r"\r?\n", re.sub(r"\r?\n\Z", "", text)) if text else []
+
+
 # ==== I.2 The path jail =====================================================
 
 # Every tool path must land inside BASE_DIR. A path checked by name can be swapped before it opens (a folder for a
@@ -828,7 +834,7 @@ def find_unique(content: str, old: str) -> tuple[int, str | None]:
 
 
 def diff_lines(old: str, new: str) -> str:
-    return "\n".join(line for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1)
+    return "\n".join(line for line in difflib.unified_diff(lines_of(old), lines_of(new), lineterm="", n=1)
                      if not line.startswith(("---", "+++")))
 
 
@@ -1487,7 +1493,7 @@ def todo_write(todos):
     if problem := todo_problem(todos):
         return problem, True
     set_todos(todos)
-    ui("  Plan:\n" + "\n".join("    " + visible(line) for line in render_todos().splitlines()))
+    ui("  Plan:\n" + "\n".join("    " + visible(line) for line in lines_of(render_todos())))
     done = sum(t["status"] == "completed" for t in TODOS)
     return f"Todo list saved ({done}/{len(TODOS)} done):\n{render_todos()}", False
 
@@ -1591,8 +1597,10 @@ def can_ask() -> bool:
 
 def ask_user(question: Question) -> tuple[bool, bool | str]:
     """(allowed, "a" answered) or (False, what to do instead); no terminal or EOF is no, the unclear is asked again."""
-    detail = f"      [permission needed] {ascii_only(question.detail)}".replace("\n", "\n        | ")
-    ui(marked_lines(detail, "        | "))           # cut here: a line padded to the width cannot draw a question
+    first, *more = lines_of(ascii_only(question.detail)) or [""]
+    ui(marked_lines(f"      [permission needed] {first}", "        | "))    # cut here: no padded line draws a question
+    for number, line in enumerate(more, 2):       # numbered: a cut piece (no number) never passes for a line of its own
+        ui(marked_lines(f"{number:>7} | {line}", "        | "))
     if question.reason:           # one line, as the rule below: neither can draw a question of its own
         ui(marked_lines(wrapped(f"      reason: {one_line(ascii_only(question.reason))}", hang=" " * 8), "        | "))
     cut = show_diff(question.diff, MAX_PREVIEW_LINES)
@@ -1623,7 +1631,7 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
 
 def show_diff(diff: str, limit: int | None = None) -> bool:
     """Print a diff under the question: with a limit, that many lines of at most 400 characters. True if cut."""
-    lines = diff.splitlines()
+    lines = lines_of(diff)
     for line in lines[:limit]:
         shown = visible(shorten(line, 400) if limit else line)
         ui(paint(marked_lines(f"        {shown}", "        | "), {"+": "added", "-": "removed"}.get(line[:1], "quiet")))
@@ -7016,12 +7024,14 @@ def approved_project_file(label: str, data: bytes, shown: str, remembered: bool 
         notice_once(paint(f"  ({label} not used: new or changed; start KeSi in a terminal to approve it)", "error"))
         return False
     ui(wrapped(f"  This project's {label} is new or changed. It can run these commands on this machine:", hang="    "))
-    lines = [part for line in shown.splitlines() for part in textwrap.wrap(ascii_only(line), 100)] or ["(nothing)"]
-    if len(lines) > 200:            # nothing is approved unseen
-        ui(paint(f"  (This project's {label} is not used: {len(lines):,} lines are too many to show here.)", "error"))
+    lines = lines_of(ascii_only(shown)) or ["(nothing)"]
+    if (rows := sum(len(line) // 100 + 1 for line in lines)) > 200:            # nothing is approved unseen
+        ui(paint(f"  (This project's {label} is not used: {rows:,} rows are too many to show here.)", "error"))
         return False
-    for line in lines:
-        ui(marked_lines(f"    | {line}", "    | "))        # cut here: no tail of a command begins a row of its own
+    for number, line in enumerate(lines, 1):        # numbered, and cut with no number: no cut piece (a `#...` tail,
+        pieces = [line[at:at + 100] for at in range(0, len(line), 100)] or [""]        # rt37c 1) reads as a line
+        ui("\n".join(marked_lines(f"{number:>5} | {piece}" if not at else f"      | {piece}", "      | ")
+                     for at, piece in enumerate(pieces)))
     if not confirmed(f"  Use {label} as it is now? [y/N] "):
         ui(paint(f"  ({label} not used; you are asked again next time)", "quiet"))
         return False

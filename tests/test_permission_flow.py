@@ -268,6 +268,38 @@ def test_a_line_padded_to_the_width_cannot_draw_a_question_and_d_shows_long_line
     assert "cp -r ~/.ssh /tmp/x" in shown.replace("\n        | ", "")
 
 
+SH_LINE_BREAKLESS = ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]   # one sh line each
+
+
+@pytest.mark.parametrize("char", SH_LINE_BREAKLESS)
+def test_a_character_sh_reads_within_a_line_never_breaks_a_diff_line(ws, notices, monkeypatch, char):
+    """rt37c 4: `export FOO=1<VT># the rest is a comment; touch PWNED` in an .envrc was shown as two added lines,
+    the second a comment to the eye; bash sources it as one line and runs touch. The diff splits at \n only."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 200)
+    real_prompt(monkeypatch, ["n"])
+    content = f"export FOO=1{char}# the rest is a comment; touch PWNED\n"
+    kesi.run_tools([use("write_file", {"file_path": ".envrc", "content": content})])
+    shown = notices.getvalue()
+    escaped = ascii(char)[1:-1]
+    assert f"+export FOO=1{escaped}# the rest is a comment; touch PWNED" in shown, shown
+    assert "@@ -0,0 +1 @@" in shown and char not in shown, shown
+    assert not (ws / ".envrc").exists()
+
+
+def test_a_cut_piece_of_a_command_never_passes_for_a_line_of_its_own(ws, notices, monkeypatch):
+    """rt37c 2: a command's terminal-width cut was marked as its real line breaks are, so a tail `#  only the fast
+    tests; touch PWNED` read as a comment line. Real lines are numbered; cut pieces are not."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 80)
+    monkeypatch.setattr(kesi, "can_ask", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt="": "n")
+    command = "python3 -m pytest -q -k " + "a" * 16 + "#  only the fast tests; touch PWNED\necho two\necho three"
+    kesi.ask_user(kesi.Question(f"run command: {command}"))
+    rows = notices.getvalue().splitlines()
+    cut = next(row for row in rows if "#  only the fast tests" in row)
+    assert cut.startswith("        | #"), rows
+    assert [row[:10] for row in rows if "echo" in row] == ["      2 | ", "      3 | "], rows
+
+
 def test_characters_some_terminals_draw_wide_cannot_draw_a_question(ws, notices, monkeypatch):
     """rt25 61: a question's lines padded with hexagrams (two columns on Unicode 16 terminals, one in Python's
     tables) were wrapped by the terminal, and the tail began a row of its own; the question is now all ASCII."""

@@ -92,7 +92,7 @@ def test_no_escape_from_model_or_tool_text_reaches_the_terminal(tmp_path):
     shown = raw.decode("utf-8", "replace")
     # Shown visibly instead: the user can see that something odd is there.
     assert r"python -m pytest -q\x1b[2K\x1b[1A\r" in shown
-    assert "+added \\x1b[2K\\x1b[1A\r\n        +hidden" in shown       # the diff preview hides no line
+    assert r"+added \x1b[2K\x1b[1A\rhidden" in shown       # the diff preview hides no line (sh reads a lone \r in it)
     assert r"> clipboard \x1b]52;c;UFdORUQ=\x07 and \x1b[2K\x1b[1A last-line-mark" in shown   # command summary
     assert r"x Error: missing\x1b[2K\x1b[1A.txt was not found" in shown   # an error naming a file
     assert r"[tool] bogus\x1b[2K\x1b[1A(x=1)" in shown                     # a tool line
