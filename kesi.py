@@ -1263,6 +1263,7 @@ RUN_COMMAND_SPEC = spec(   # what it is for, and cat/sed/echo on files, the rule
 def run_command(command, timeout=None, run_in_background=False, escalate=None):   # escalate: see check_permission
     if not isinstance(command, str) or not command.strip():
         return "Error: command must not be empty.", True
+    escalation = escalation_for(command)       # first: a once-only answer is used up even by a call refused below
     if not isinstance(run_in_background, bool):
         return "Error: run_in_background must be true or false.", True
     if run_in_background:
@@ -1271,7 +1272,6 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
         return "Error: timeout must be a positive number of seconds.", True
     limit, started = min(limit, COMMAND_TIMEOUT), time.time()
-    escalation = escalation_for(command)
     if escalation and (beside := sandboxed_neighbours()):
         return (f"Error: this command would leave the sandbox ({escalation}) while the sandbox holds {beside}, and "
                 "it could hand them what it reaches (an open connection, a folder). Stop them first "
@@ -1653,8 +1653,8 @@ def prompt_input(question: str) -> str:
 
 
 def refuse(shown: str, for_model: str) -> tuple[bool, str]:
-    """A short line for the person (visible: it may quote a project's rule), the full text for the model."""
-    ui(paint(f"      [blocked] {visible(shown)}", "error"))
+    """A short line for the person (one line: it may quote a project's rule), the full text for the model."""
+    ui(paint(f"      [blocked] {one_line(shown)}", "error"))
     return False, for_model
 
 
@@ -5906,8 +5906,8 @@ def undo_background_changes() -> str:
     held = any(one.proc in beside or isinstance(one, McpServer) for one in watched)
     restored = restore_git_control(snapshot, between=pinned and not held)
     remember_git_state(snapshot)
-    named = " or ".join(f"MCP server {visible(one.name)}" if isinstance(one, McpServer) else
-                        f"background task {one.id} ({visible(shorten(one.command, 40))})" for one in watched)
+    named = " or ".join(f"MCP server {one_line(one.name)}" if isinstance(one, McpServer) else
+                        f"background task {one.id} ({one_line(shorten(one.command, 40))})" for one in watched)
     return put_back_notice(restored, f", which {named} changed between commands: git's "
                                      "control files run code later, outside the sandbox")
 
@@ -6765,14 +6765,14 @@ def show_context(history: list[dict]) -> None:
 def show_permissions() -> None:
     ui(f"  mode: {PERMISSION_MODE} ({PERMISSION_MODES[PERMISSION_MODE]})")
     ui(f"  allowed commands: {', '.join(sorted(one_line(c) for c in GRANTED_COMMANDS)) or 'none'}")
-    ui(f"  allowed files:    {visible(', '.join(sorted(GRANTED_WRITES))) or 'none'}")
-    escalated = sorted(visible(f"{c} ({level})") for c, level in GRANTED_ESCALATIONS.items())
+    ui(f"  allowed files:    {one_line(', '.join(sorted(GRANTED_WRITES))) or 'none'}")
+    escalated = sorted(one_line(f"{c} ({level})") for c, level in GRANTED_ESCALATIONS.items())
     ui(f"  escalated:        {', '.join(escalated) or 'none'}   (/network: the hosts commands may reach)")
     rules = permission_rules()
     ui(f"  rules ({user_settings_file()}, {project_settings_file()}):" if rules else "  rules: none")
     for rule in rules:
         valid = "" if parse_rule(rule.text) else "  (not understood: ignored)"
-        ui(f"    {rule.kind:5} {visible(rule.text)}   from {rule.source}{valid}")
+        ui(f"    {rule.kind:5} {one_line(rule.text)}   from {rule.source}{valid}")
     if ignored := rules_in(read_json_file(project_settings_file()).get("permissions"), "", kinds=("allow",)):
         ui(f"    ({len(ignored)} allow rule(s) in .kesi/settings.json ignored: a project file may only deny)")
 
@@ -6782,11 +6782,11 @@ def show_network_policy() -> None:
     if not sandbox_enabled():
         return
     policy = network_policy()
-    ui(f"    allowed hosts: {visible(', '.join(policy.allow)) or 'none'}")
+    ui(f"    allowed hosts: {one_line(', '.join(policy.allow)) or 'none'}")
     if policy.deny:
-        ui(f"    denied hosts:  {visible(', '.join(policy.deny))}")
+        ui(f"    denied hosts:  {one_line(', '.join(policy.deny))}")
     for name, address in policy.resolve.items():
-        ui(f"    {visible(name)} -> {address} (your resolve setting)")
+        ui(f"    {one_line(name)} -> {address} (your resolve setting)")
     ui(f"    to add one: \"network\": {{\"allow\": [\"example.org\"]}} in {visible(user_settings_file())}")
     if setting(read_json_file(project_settings_file()), "network", dict).get("allow"):
         ui("    (the \"allow\" hosts in .kesi/settings.json are ignored: a project file may only deny; "
@@ -6924,7 +6924,7 @@ def run_typed_command(command: str) -> str:
     verdict, reason = classify_command(command)
     denied = (key := command_key(command)) and matching_rule("deny", "Bash", key)
     if verdict == "deny" or denied:
-        ui(paint(f"      [blocked] {visible(reason if verdict == 'deny' else f'deny rule {denied.text}')}", "error"))
+        ui(paint(f"      [blocked] {one_line(reason if verdict == 'deny' else f'deny rule {denied.text}')}", "error"))
         return ""
     try:
         output, _ = run_command(command)
@@ -7109,7 +7109,7 @@ def run_hooks(event: str, subject: str | None = None, **fields) -> tuple[str | N
         contexts.append(for_model(specific.get("additionalContext", out * (code == 0 and not data and event in
                                                                           ("UserPromptSubmit", "SessionStart")))))
         if code not in (0, 2):
-            ui(paint(f"  ({event} hook `{visible(shorten(hook['command'], 60))}` failed"
+            ui(paint(f"  ({event} hook `{one_line(shorten(hook['command'], 60))}` failed"
                      f"{f' (exit code {code})' * (code is not None)}: {one_line(shorten(err.strip(), 300))})", "error"))
     decision = next((d for d in ("block", "ask", "allow") if d in verdicts), None)
     return (decision, "\n".join(filter(None, verdicts[decision])) or f"(a {event} hook said so)",
@@ -7818,7 +7818,7 @@ def list_mcp_tools(server: McpServer) -> None:
                 break
     except (OSError, ValueError, TypeError) as exc:       # ConnectionError: the server failed; else bad settings
         server.stop()
-        return ui(paint(f"  (MCP server {visible(server.name)} not used: {visible(exc)})", "error"))
+        return ui(paint(f"  (MCP server {one_line(server.name)} not used: {one_line(exc)})", "error"))
     used, mine, left_out = sum(len(json.dumps(entry[1])) for entry in MCP["tools"].values()), 0, []   # bytes sent
     for name, schema, about in ((t.get("name"), t.get("inputSchema"), t.get("description")) for t in tools
                                 if isinstance(t, dict)):
@@ -7834,13 +7834,13 @@ def list_mcp_tools(server: McpServer) -> None:
             MCP["tools"][full] = (server, offered, functools.partial(call_mcp_tool, server, name))
             used, mine = used + size, mine + 1
         else:
-            ui(paint(f"  (MCP tool {visible(shorten(str(name), 80))} of {visible(server.name)} not offered: it needs "
+            ui(paint(f"  (MCP tool {one_line(shorten(str(name), 80))} of {one_line(server.name)} not offered: it needs "
                      "a name of its own (mcp__server__tool in 64 characters, no ___: a server name ending in _ or a "
                      "tool name starting with one could pass for another's) and an inputSchema of type object, within "
                      "20,000 characters)", "error"))
     if left_out:
-        names = visible(shorten(", ".join(left_out), 200))
-        ui(paint(f"  ({len(left_out)} of {visible(server.name)}'s tools not offered ({names}): over KeSi's limit of "
+        names = one_line(shorten(", ".join(left_out), 200))
+        ui(paint(f"  ({len(left_out)} of {one_line(server.name)}'s tools not offered ({names}): over KeSi's limit of "
                  f"{MCP_TOOLS_A_SERVER} tools a server, {MCP_TOOLS_IN_ALL} in all and "
                  f"{MCP_TOOL_BYTES:,} bytes of names, descriptions and schemas in all)", "error"))
 

@@ -658,6 +658,18 @@ def test_a_read_only_command_granted_outside_runs_sandboxed_in_a_read_only_mode(
     assert "0\t./.env" in result and "18\t./.env" not in result, result
 
 
+def test_a_once_only_answer_is_used_up_by_a_call_refused_for_its_input(sandboxed, monkeypatch, notices):
+    """rt37a 19: `y` to leaving the sandbox once, for a call then refused for its timeout: the answer stayed, and the
+    person's own `!du -ab` later (in readOnly mode) ran outside the sandbox with it."""
+    (sandboxed / ".env").write_text("API_TOKEN=sixteen\n")           # 18 bytes outside; empty inside
+    kesi.grant_escalation("du -ab", "unsandboxed", False)
+    output, failed = kesi.run_command("du -ab", timeout=-1)
+    assert failed and "timeout" in output
+    monkeypatch.setattr(kesi, "PERMISSION_MODE", "readOnly")
+    note = kesi.run_typed_command("du -ab")
+    assert "0\t./.env" in note and "18\t./.env" not in note, note
+
+
 def test_leaving_the_sandbox_once_at_a_real_prompt(sandboxed, mock_client, listener, config):
     folder = config({})
     probe = tcp_probe(listener)
@@ -732,6 +744,26 @@ def test_network_command_lists_the_policy(ws, config, monkeypatch):
     assert "allowed hosts: pypi.org," in text and "extra.example" in text
     assert "denied hosts:  gitlab.com" in text and "planted.example" not in text.split("ignored")[0]
     assert "allow\" hosts in .kesi/settings.json are ignored" in text
+
+
+def test_a_projects_rule_or_host_with_a_line_break_draws_no_row_of_its_own(ws, config, monkeypatch):
+    """rt37c 15-16: /permissions and /network showed a project's deny rule or host with its line breaks, so one
+    entry drew rows such as `deny  Bash(git push:*)` or `denied hosts:  github.com` that KeSi never applied."""
+    config({})
+    (ws / ".kesi").mkdir()
+    fake_rule = "Bash(zzz)\n    deny  Bash(git push:*)   from .kesi/settings.json"
+    fake_host = "nothing.invalid\n    denied hosts:  github.com"
+    (ws / ".kesi" / "settings.json").write_text(json.dumps({"permissions": {"deny": [fake_rule]},
+                                                            "network": {"deny": [fake_host]}}))
+    shown = io.StringIO()
+    monkeypatch.setattr(kesi, "UI", shown)
+    with sandbox_forced("bubblewrap"):
+        kesi.handle_slash("/permissions", None, [])
+        kesi.handle_slash("/network", None, [])
+        kesi.refuse(fake_rule, "")
+    rows = [row.strip() for row in shown.getvalue().splitlines()]
+    assert not [row for row in rows if row.startswith(("deny  Bash(git push", "denied hosts:  github.com"))], rows
+    assert any("Bash(zzz)\\n" in row for row in rows) and any("nothing.invalid\\n" in row for row in rows), rows
 
 
 def test_python_run_outside_the_sandbox_keeps_its_bytecode_where_no_command_writes(sandboxed, monkeypatch):
