@@ -4771,7 +4771,18 @@ def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     known = set(before.repos) | ({".git"} & before.entries.keys()) | set(moved) if before else set()
     top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
     new = [repo for repo in top + nested_repositories() if repo not in known]
-    return [item for repo in new for item in disarm_repository(repo) + fail_closed(disarm_named_paths, repo)]
+    return [item for repo in new[:MAX_NEW_REPOSITORIES] for item in disarm_repository(repo) +
+            fail_closed(disarm_named_paths, repo)] + [item for repo in new[MAX_NEW_REPOSITORIES:]
+                                                      for item in fail_closed(move_repository_aside, repo)]
+
+
+def move_repository_aside(repo: str) -> list[str]:
+    *folders, last = repo.split("/")
+    fd = open_below(BASE_DIR, folders)       # an OSError here is fail_closed's: the next command looks again
+    try:
+        return [move_aside(fd, last, repo, f"more than {MAX_NEW_REPOSITORIES} new repositories in one command")]
+    finally:
+        os.close(fd)
 
 
 def disarm_named_paths(repo: str) -> list[str]:
@@ -4959,6 +4970,7 @@ def disarm_config(fd: int, shown: str) -> list[str]:
 
 
 MAX_PLANTED_KEYS = 32        # a new config with more to take out goes whole
+MAX_NEW_REPOSITORIES = 64    # disarmed one by one (git runs); more from one command are moved aside (1,500 took minutes)
 
 
 def cleaned_config(data: bytes) -> tuple[list[str], bytes]:
@@ -4990,9 +5002,10 @@ def planted_config_keys(items: list[tuple[str, str]]) -> list[str]:
     remotes = {remote(key) for key, _ in items if re.fullmatch(r"remote\..+\.url", key.lower())}
     local = {remote(key) for key, value in items
              if re.fullmatch(r"remote\..+\.(url|pushurl)", key.lower()) and not NETWORK_URL.fullmatch(value)}
+    kept = remotes - local
     return list(dict.fromkeys(key for key, value in items if not FRESH_CONFIG_KEYS.fullmatch(key.lower())
                               or key.lower().startswith("remote.") and remote(key) in local
-                              or re.fullmatch(r"branch\..+\.remote", key.lower()) and value not in remotes - local))
+                              or re.fullmatch(r"branch\..+\.remote", key.lower()) and value not in kept))
 
 
 def run_git(args: list[str], timeout: float = 10) -> subprocess.CompletedProcess | None:

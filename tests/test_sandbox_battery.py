@@ -1976,6 +1976,21 @@ def test_a_new_config_with_many_planted_keys_goes_whole_at_once(box):
     assert not pwned(box), output
 
 
+def test_a_command_making_many_repositories_has_those_past_the_limit_moved_aside(box):
+    """rt37b 4: 1,500 new repositories, each with core.fsmonitor planted, were disarmed one by one with git runs:
+    minutes of check, and a KeSi killed meanwhile left most armed. Past MAX_NEW_REPOSITORIES they are moved aside."""
+    count = kesi.MAX_NEW_REPOSITORIES + 6
+    output, _ = sh(f"git init -q r0 && git -C r0 config core.fsmonitor 'touch {box}/PWNED' && "
+                   f"for i in $(seq 1 {count - 1}); do mkdir r$i && cp -r r0/.git r$i/.git; done; echo made")
+    assert "made" in output, output
+    aside = [repo for repo in box.glob("r*") if not (repo / ".git").exists()]
+    assert len(aside) == 6 and all(len(list(repo.glob(".git.unsafe-*"))) == 1 for repo in aside), output
+    assert "and 60 more" in output, output           # every one is named (ten of them in full)
+    for repo in box.glob("r*"):
+        git(repo, "status")
+    assert not pwned(box), output
+
+
 def test_a_new_repository_keeps_no_rebase_or_sequencer_state(box):
     """rt22 rows 23, 26: an `exec` line in a new repository's to-do ran on the person's `git rebase --continue`."""
     todo = "GIT_SEQUENCE_EDITOR=\"sh -c 'printf \\\"break\\\\nexec touch $PWD/PWNED\\\\n\\\" > \\$1' -\""
