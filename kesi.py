@@ -307,8 +307,12 @@ def trusted_path(path: str | None = None) -> str:
 
 
 def trusted_program(name: str) -> str | None:
-    """A program KeSi runs unsandboxed (bwrap, rg)."""
-    return shutil.which(name, path=trusted_path() or os.defpath)
+    """A program KeSi runs unsandboxed (bwrap, rg), never one that leads into the workspace (a ~/.local/bin/rg linked
+    to a build there ran what a command wrote there, rt37a 20)."""
+    for folder in (trusted_path() or os.defpath).split(os.pathsep):
+        if (found := shutil.which(name, path=folder)) and not lies_in(Path(os.path.realpath(found)), BASE_DIR):
+            return found
+    return None
 
 # Names file tools never show or touch, at any depth: noise (caches), secrets (.env, .git), and any ".env.*".
 IGNORE = {".git", "node_modules", "__pycache__", ".venv", "venv", ".env", ".DS_Store", ".pytest_cache", ".kesi"}

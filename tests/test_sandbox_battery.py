@@ -231,6 +231,27 @@ def test_helpers_planted_on_path_never_run(box, monkeypatch, entry):
     assert not marker.exists(), marker.read_text()
 
 
+def test_helpers_linked_from_outside_into_the_workspace_never_run(box, monkeypatch, tmp_path_factory):
+    """rt37a 20: ~/.local/bin/rg -> ~/src/ripgrep/target/release/rg (a build in the workspace): the PATH folder lies
+    outside, its program inside, where a command rewrote it; KeSi's next search ran it as the person."""
+    links, tools = tmp_path_factory.mktemp("linked-bin"), box / "tools"
+    tools.mkdir()
+    for name in HELPERS:
+        (links / name).symlink_to(tools / name)
+    monkeypatch.setenv("PATH", f"{links}:{os.environ['PATH']}")
+    marker = box.parent / f"helper-ran-{uuid.uuid4().hex}"
+    plant = " && ".join(f"printf '#!/bin/sh\\necho {name} >> {marker}\\nexec /usr/bin/{name} \"$@\"\\n' > "
+                        f"'tools/{name}' && chmod +x 'tools/{name}'" for name in HELPERS)
+    make_repo(box)
+    output, failed = sh(plant + " && echo planted")
+    assert "planted" in output and not failed, output
+    checklib.forget_shared_network()
+    assert all(not kesi.trusted_program(name).startswith(str(links)) for name in HELPERS)
+    sh("git status >/dev/null; echo second command")
+    kesi.call_tool({"type": "tool_use", "id": "t1", "name": "grep", "input": {"pattern": "a"}})
+    assert not marker.exists(), marker.read_text()
+
+
 def test_a_path_entry_that_links_into_the_system_is_followed_to_its_real_folder(ws, monkeypatch, tmp_path_factory):
     """$WS/ubin -> /usr/bin passes the check, but a command could swap the
     link for its own folder later: KeSi keeps the real folder's path."""
