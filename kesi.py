@@ -4775,9 +4775,12 @@ def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
     known = set(before.repos) | ({".git"} & before.entries.keys()) | set(moved) if before else set()
     top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
     new = [repo for repo in top + nested_repositories() if repo not in known]
+    unread = [Unsafe("", f"the submodules this workspace's indexes register (over {MAX_REGISTERED:,}: not all were "
+                         "checked, and git status at the top may run code planted in one; check them first)")]
     return [item for repo in new[:MAX_NEW_REPOSITORIES] for item in disarm_repository(repo) +
             fail_closed(disarm_named_paths, repo)] + [item for repo in new[MAX_NEW_REPOSITORIES:]
-                                                      for item in fail_closed(move_repository_aside, repo)]
+                                                      for item in fail_closed(move_repository_aside, repo)] + \
+        (unread if _registry_cut_short[0] else [])     # a whole failure: said, and the next command checks again
 
 
 def move_repository_aside(repo: str) -> list[str]:
@@ -4815,14 +4818,19 @@ def changed_since(path: Path, moment: float) -> bool:
 def registered_repositories() -> list[str]:
     """Git dirs in the workspace (node_modules too) of submodules indexes register, recursively: git status reads."""
     found, trees = {}, [(BASE_DIR, BASE_DIR / ".git")]
-    while trees and len(found) < 10_000:
+    while trees and len(found) < MAX_REGISTERED:
         tree, git_dir = trees.pop()
         for path in gitlinks(tree, git_dir):
             folder = git_dir_of(tree / path / ".git")
-            if folder and folder.is_relative_to(BASE_DIR) and folder not in (BASE_DIR, BASE_DIR / ".git", *found):
+            top = folder in (BASE_DIR, BASE_DIR / ".git")
+            if folder and folder.is_relative_to(BASE_DIR) and folder not in found and not top:
                 found[folder] = None
                 trees.append((tree / path, folder))
+    _registry_cut_short[:] = [bool(trees)]        # some indexes unread: what they register is unchecked (rt37b 10)
     return [folder.relative_to(BASE_DIR).as_posix() for folder in found]
+
+
+MAX_REGISTERED, _registry_cut_short = 10_000, [False]
 
 
 def gitlinks(tree: Path, git_dir: Path) -> list[str]:
@@ -4974,7 +4982,7 @@ def disarm_config(fd: int, shown: str) -> list[str]:
 
 
 MAX_PLANTED_KEYS = 32        # a new config with more to take out goes whole
-MAX_NEW_REPOSITORIES = 64    # disarmed one by one (git runs); more from one command are moved aside (1,500 took minutes)
+MAX_NEW_REPOSITORIES = 64    # disarmed one by one (git runs); more from one command go aside (1,500 took minutes)
 
 
 def cleaned_config(data: bytes) -> tuple[list[str], bytes]:

@@ -2012,6 +2012,23 @@ def test_a_command_making_many_repositories_has_those_past_the_limit_moved_aside
     assert not pwned(box), output
 
 
+def test_submodules_past_what_kesi_reads_are_said_to_be_unchecked(box, monkeypatch, notices):
+    """rt37b 10: `git add .` registered 10,001 repositories in node_modules; the walk of indexes stopped at 10,000, so
+    one that a registered repository's own index registers, with core.fsmonitor planted, was never disarmed and ran on
+    the person's git status at the top. Past the limit, the check fails as a whole, loudly."""
+    monkeypatch.setattr(kesi, "MAX_REGISTERED", 3)
+    make_repo(box)
+    sha = git(box, "rev-parse", "HEAD").stdout.strip()
+    output, _ = sh("mkdir node_modules && cd node_modules && for i in 0 1 2 3 4; do git init -q m$i && "
+                   "git -C m$i -c user.name=a -c user.email=b commit -q --allow-empty -m x; done && "
+                   f"git init -q m0/deep && git -C m0/deep config core.fsmonitor 'touch {box}/PWNED' && "
+                   f"git -C m0 update-index --add --cacheinfo 160000,{sha},deep && echo made")
+    assert "made" in output, output
+    output, _ = sh("git add " + " ".join(f"node_modules/m{i}" for i in range(5)))
+    assert "(exit code 0)" in output, output
+    assert "not all were checked" in output + notices.getvalue(), output
+
+
 def test_a_new_repository_keeps_no_rebase_or_sequencer_state(box):
     """rt22 rows 23, 26: an `exec` line in a new repository's to-do ran on the person's `git rebase --continue`."""
     todo = "GIT_SEQUENCE_EDITOR=\"sh -c 'printf \\\"break\\\\nexec touch $PWD/PWNED\\\\n\\\" > \\$1' -\""
