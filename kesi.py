@@ -7783,6 +7783,10 @@ def mcp_servers() -> dict[str, McpServer]:
         add_mcp_servers(servers, yours := read_json_file(user_settings_file(), yours=True).get("mcpServers"), False)
         project = read_json_file(BASE_DIR / ".mcp.json").get("mcpServers")
         lines = [f"{name}: {json.dumps(entry)}" for name, entry in project.items()] if isinstance(project, dict) else []
+        prefixes = tuple(f"mcp__{MCP_UNSAFE.sub('_', name)}" for name in project) if lines else ()
+        if ruled := [rule.text for rule in permission_rules() if rule.kind == "allow" and
+                     rule.text.startswith(prefixes)]:
+            lines.append(f"(your allow rules cover these servers' tools, whatever they run: {', '.join(ruled)})")
         MCP["approval"] = (json.dumps(project, sort_keys=True).encode(), "\n".join(lines))
         if lines and not sandbox_enabled():       # as its hooks: a project's code runs only where a sandbox holds it
             ui(paint("  (this project's .mcp.json servers are not started: they run only in the sandbox; it is off)",

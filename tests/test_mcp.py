@@ -295,7 +295,8 @@ def test_a_projects_mcp_json_is_used_only_as_approved_at_a_terminal(box, mcp, ke
     with MockAPI(["fine"]) as mock, kesi_pty(box, mock, TERM="dumb", KESI_SANDBOX="auto") as term:
         term.expect("you > ")
         term.type("go\n")
-        term.expect("Use .mcp.json as it is now? [y/N] ")          # asked again
+        term.expect("Use .mcp.json as it is now? [y/N] ")          # asked again, naming the rule "a" saved (rt37c 17)
+        assert "your allow rules cover these servers' tools, whatever they run: mcp__proj__echo" in term.seen
         term.type("n\n")
         term.expect("(.mcp.json not used; you are asked again next time)")
         term.expect("fine")
