@@ -5829,10 +5829,11 @@ def sandboxed_neighbours() -> str:
 
 
 def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
-    """Read-only commands always; the person's until /revoke or a read-only mode; others while still allowed unasked."""
+    """None in a read-only mode (a read-only `git log` runs a textconv driver another task planted, rt37a 26);
+    else read-only commands, the person's until /revoke, others while still allowed unasked."""
     verdict, _ = classify_command(task.command)
     if verdict == "allow" or PERMISSION_MODE in READ_ONLY_MODES:
-        return verdict == "allow"
+        return verdict == "allow" and PERMISSION_MODE not in READ_ONLY_MODES
     by_person = task.decision.startswith(("allowed by the person", "not checked"))
     return (by_person and not revoked) or allowed_without_asking(verdict, command_key(task.command)) is not None
 
@@ -6917,7 +6918,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         reset_session(history)
         ui("  (history, plan and file versions cleared; starting over)")
     elif name == "/revoke":
-        for granted in (GRANTED_COMMANDS, GRANTED_WRITES, GRANTED_ESCALATIONS, MCP["granted"]):
+        for granted in (GRANTED_COMMANDS, GRANTED_WRITES, GRANTED_ESCALATIONS, ESCALATE_ONCE, MCP["granted"]):
             granted.clear()
         MCP["revoked"] = True
         ui("  (all session permissions revoked)")
@@ -6951,6 +6952,7 @@ def run_typed_command(command: str) -> str:
     if verdict == "deny" or denied:
         ui(paint(f"      [blocked] {one_line(reason if verdict == 'deny' else f'deny rule {denied.text}')}", "error"))
         return ""
+    ESCALATE_ONCE.clear()              # a once-only answer was the model's call's, never yours (rt37a 19)
     try:
         output, _ = run_command(command)
     except KeyboardInterrupt:

@@ -397,27 +397,29 @@ def test_the_notice_of_a_stopped_task_is_one_line_whatever_its_command(box, user
     assert len(shown) == 1 and shown[0].startswith("  (stopped background task 1, sleep 300\\n(no"), shown
 
 
-def test_read_only_mode_stops_every_task_that_is_not_read_only(box, user, notices):
+def test_read_only_mode_stops_every_task(box, user, notices):
+    """Read-only tasks too (rt37a 26): another task made a repository whose config names a textconv driver, and a
+    read-only `git log -p` task ran it, writing on after /mode readOnly, whose promise is to change nothing."""
     user("y", "a")
     once, session, reader = start_task(WRITER.format(1)), start_task(WRITER.format(2)), start_task("tail -f app.log")
     kesi.handle_slash("/mode acceptEdits", None, [])          # more permission, not less: nothing stops
     assert running(once, session, reader) == [True, True, True]
     kesi.handle_slash("/mode readOnly", None, [])
-    assert running(once, session, reader) == [False, False, True]
+    assert running(once, session, reader) == [False, False, False]
     shown = notices.getvalue()
     assert "(stopped background task 1, while :; do date >> ticks-1; sleep 0.1; done: permission mode " \
            "readOnly no longer allow it)" in shown and "stopped background task 2" in shown
-    assert "task 3" not in shown
-    assert audited_ends(box) == [(1, "stopped: the person took permission back"),
-                                 (2, "stopped: the person took permission back")]
+    assert "(stopped background task 3, tail -f app.log: permission mode readOnly no longer allow it)" in shown
+    assert audited_ends(box) == [(n, "stopped: the person took permission back") for n in (1, 2, 3)]
 
 
 def test_plan_mode_is_read_only_for_tasks_too(box, user, notices):
-    """Plan mode refuses every command that is not read-only, so a writer the person allowed stops (rt25b 75)."""
+    """Plan mode refuses every command that is not read-only, so a writer the person allowed stops (rt25b 75), and,
+    as in readOnly, a read-only task too (rt37a 33)."""
     user("y")
     writer, reader = start_task(WRITER.format(1)), start_task("tail -f app.log")
     kesi.handle_slash("/mode plan", None, [])
-    assert running(writer, reader) == [False, True]
+    assert running(writer, reader) == [False, False]
     assert "permission mode plan no longer allow it" in notices.getvalue()
 
 
