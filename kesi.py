@@ -4932,7 +4932,11 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = F
     """Take out of one new git dir (and those below it) what git would run later; OSError if a part stays."""
     removed, names = [], os.listdir(fd)
     if holds_git_dirs or depth and "HEAD" not in names:    # modules/, or modules/a of a submodule named a/b: any deep
-        for name in real_folders(fd, names) if depth < MAX_GIT_DEPTH else ():
+        for name in real_folders(fd, names):
+            if depth >= MAX_GIT_DEPTH:          # a name of more parts than a walk goes: removed, not left (rt37b 21)
+                remove_at(fd, name)
+                removed.append(f"{shown}/{name}")
+                continue
             with opened(name, FOLDER_FLAGS, fd) as sub:
                 removed += disarm_git_dir(sub, f"{shown}/{name}", depth + 1)
         return removed

@@ -2029,6 +2029,20 @@ def test_submodules_past_what_kesi_reads_are_said_to_be_unchecked(box, monkeypat
     assert "not all were checked" in output + notices.getvalue(), output
 
 
+@pytest.mark.parametrize("parts", [5, 41, 45])
+def test_a_new_repositorys_module_with_a_long_name_keeps_no_hook(box, parts):
+    """rt37b 21: a submodule's git dir under .git/modules, named with 41 parts (git allows any number), kept its
+    planted hooks: the walk stopped at 40. The person's `git submodule update --init` ran them."""
+    name = "/".join(f"n{i}" for i in range(1, parts + 1))
+    hook = f".git/modules/{name}/hooks/post-checkout"
+    output, _ = sh("git init -q S && cd S && echo s > s && git add s && git -c user.name=a -c user.email=b "
+                   "commit -qm s && cd .. && "
+                   f"git init -q R && cd R && mkdir -p .git/modules/{name} && cp -r ../S/.git/. .git/modules/{name}/ && "
+                   f"printf '#!/bin/sh\\ntouch {box}/PWNED\\n' > {hook} && chmod +x {hook} && echo built")
+    assert "built" in output, output
+    assert not (box / "R" / hook).exists(), output
+
+
 def test_a_new_repository_keeps_no_rebase_or_sequencer_state(box):
     """rt22 rows 23, 26: an `exec` line in a new repository's to-do ran on the person's `git rebase --continue`."""
     todo = "GIT_SEQUENCE_EDITOR=\"sh -c 'printf \\\"break\\\\nexec touch $PWD/PWNED\\\\n\\\" > \\$1' -\""
