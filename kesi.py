@@ -5833,13 +5833,13 @@ def sandboxed_neighbours() -> str:
 
 
 def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
-    """None in a read-only mode (a read-only `git log` runs a textconv driver another task planted, rt37a 26);
-    else read-only commands, the person's until /revoke, others while still allowed unasked."""
+    """None after /revoke or in a read-only mode (a read-only `git log -p` runs a diff driver another task planted,
+    rt37a 26, 52); else read-only commands, the person's, others while still allowed unasked."""
     verdict, _ = classify_command(task.command)
-    if verdict == "allow" or PERMISSION_MODE in READ_ONLY_MODES:
-        return verdict == "allow" and PERMISSION_MODE not in READ_ONLY_MODES
+    if revoked or PERMISSION_MODE in READ_ONLY_MODES or verdict == "allow":
+        return not revoked and PERMISSION_MODE not in READ_ONLY_MODES
     by_person = task.decision.startswith(("allowed by the person", "not checked"))
-    return (by_person and not revoked) or allowed_without_asking(verdict, command_key(task.command)) is not None
+    return by_person or allowed_without_asking(verdict, command_key(task.command)) is not None
 
 
 # --- tasks paused while KeSi looks, and checked between commands ---------------------------
