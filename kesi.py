@@ -4932,8 +4932,9 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = F
     """Take out of one new git dir (and those below it) what git would run later; OSError if a part stays."""
     removed, names = [], os.listdir(fd)
     if holds_git_dirs or depth and "HEAD" not in names:    # modules/, or modules/a of a submodule named a/b: any deep
-        for name in real_folders(fd, names):
-            if depth >= MAX_GIT_DEPTH:          # a name of more parts than a walk goes: removed, not left (rt37b 21)
+        folders = real_folders(fd, names)
+        for name in names:       # removed, not walked: a link (to a git dir in node_modules, which no walk sees,
+            if name not in folders or depth >= MAX_GIT_DEPTH:   # rt37b 23), or more name parts than a walk goes (21)
                 remove_at(fd, name)
                 removed.append(f"{shown}/{name}")
                 continue
@@ -4955,6 +4956,9 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = F
         remove_at(fd, name)
         removed.append(f"{shown}/{name}")
     removed += disarm_config(fd, shown) if "config" in names else []
+    for name in {"modules", "worktrees"}.intersection(names).difference(real_folders(fd, names)):
+        remove_at(fd, name)           # a link: to git dirs no walk sees (node_modules, rt37b 23)
+        removed.append(f"{shown}/{name}")
     for inner in real_folders(fd, ["modules", "worktrees"]):        # their git dirs' configs run code too
         with opened(inner, FOLDER_FLAGS, fd) as inner_fd:
             removed += disarm_git_dir(inner_fd, f"{shown}/{inner}", depth, holds_git_dirs=True)
@@ -4962,8 +4966,7 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = F
 
 
 def real_folders(fd: int, names: list[str]) -> list[str]:
-    """Those of names that are folders in an open folder, not links (a link git follows leads to a git dir the
-    workspace index finds by itself, or outside, where no command can write)."""
+    """Those of names that are folders in an open folder, not links."""
     found = []
     for name in names:
         with contextlib.suppress(FileNotFoundError):

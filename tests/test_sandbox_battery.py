@@ -2043,6 +2043,20 @@ def test_a_new_repositorys_module_with_a_long_name_keeps_no_hook(box, parts):
     assert not (box / "R" / hook).exists(), output
 
 
+@pytest.mark.parametrize("link", [".git/modules/m", ".git/modules", ".git/worktrees"])
+def test_a_new_repositorys_modules_that_link_elsewhere_are_taken_out(box, link):
+    """rt37b 23: a new repository's .git/modules/m was a link to a git dir in node_modules, with a planted hook; no
+    walk goes there, so the hook stayed, and the person's `git submodule update --init` ran it."""
+    target = "node_modules/evil/.git" + ("" if link.endswith("/m") else "/modules")
+    depth = "../" * link.count("/")
+    output, _ = sh(f"git init -q node_modules/evil && mkdir -p {target} && "
+                   f"printf '#!/bin/sh\\ntouch {box}/PWNED\\n' > node_modules/evil/.git/hooks/post-checkout && "
+                   f"git init -q R && mkdir -p R/{os.path.dirname(link)} && rm -rf R/{link} && "
+                   f"ln -s {depth}../{target} R/{link} && echo built")
+    assert "built" in output, output
+    assert not os.path.lexists(box / "R" / link), output
+
+
 def test_a_new_repository_keeps_no_rebase_or_sequencer_state(box):
     """rt22 rows 23, 26: an `exec` line in a new repository's to-do ran on the person's `git rebase --continue`."""
     todo = "GIT_SEQUENCE_EDITOR=\"sh -c 'printf \\\"break\\\\nexec touch $PWD/PWNED\\\\n\\\" > \\$1' -\""
