@@ -7100,9 +7100,14 @@ def configured_hooks(event: str, subject: str | None) -> list[tuple[dict, bool]]
 
 
 def hook_matches(matcher, names: list[str]) -> bool:
-    with contextlib.suppress(re.error, TypeError):     # "", "*", none: all; SessionStart's is on its source
-        return matcher in (None, "", "*") or not names or any(re.fullmatch(matcher, name) for name in names)
-    return False                                       # a bad matcher matches nothing
+    """"", "*", none: all; SessionStart's is on its source. A bad matcher, or one that could backtrack for minutes
+    on a tool's name ((((.*)*)*)*X, rt37c 18: a repeated group, or more than eight repeats), matches nothing."""
+    with contextlib.suppress(re.error, TypeError, AttributeError):
+        if matcher in (None, "", "*") or not names:
+            return True
+        backtracks = re.search(r"\)[*+?{]", matcher) or sum(map(matcher.count, "*+?{")) > 8
+        return not backtracks and any(re.fullmatch(matcher, name) for name in names)
+    return False
 
 
 def project_hooks() -> dict:

@@ -5,6 +5,7 @@ settings, a project's from .kesi/settings.json, approved at a real pty and run i
 """
 import json
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -397,3 +398,16 @@ def test_the_hooks_question_shows_each_command_line_as_sh_reads_it(ws, notices, 
     numbered = [line for line in listed if not line.startswith("      | ")]
     assert [line[:8] for line in numbered] == ["    1 | ", "    2 | "], listed
     assert any("#  nothing to do here;touch PWNED" in line for line in listed) and notices.getvalue().isascii(), listed
+
+
+@pytest.mark.parametrize("matcher", ["(((.*)*)*)*X", "(a|aa)+$", ".*" * 12 + "X", "(Bash|run_command){1,3}"])
+def test_a_matcher_that_could_backtrack_for_minutes_matches_nothing_at_once(matcher):
+    """rt37c 18: an approved hook's matcher (((.*)*)*)*X held every tool call of the session: KeSi's own fullmatch
+    on `run_command` backtracked exponentially (the hook's timeout bounds only its process)."""
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(kesi.hook_matches(matcher, ["run_command", "Bash"])),
+                              daemon=True)
+    thread.start()
+    thread.join(60)            # generous: a fixed matcher answers in microseconds, the old one in hours
+    assert answers == [False]
+    assert kesi.hook_matches("Bash|Edit", ["run_command", "Bash"]) and kesi.hook_matches("mcp__.*", ["mcp__a__b"])
