@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 try:  # arrow keys and history at the prompt; absent on Windows
-    import readline
+    import readline, termios
 except ImportError:  # pragma: no cover
-    readline = None
+    readline = termios = None
 
 
 class BackgroundImport:
@@ -1647,7 +1647,11 @@ def show_diff(diff: str, limit: int | None = None) -> bool:
 
 
 def prompt_input(question: str) -> str:
-    """Ask where notices go (on stdout through input(), for readline); the answer stays out of the prompt history."""
+    """Ask where notices go (on stdout through input(), for readline); the answer stays out of the prompt history.
+    Keys typed before the question showed are dropped: a second `y` answered the next question unseen (rt37c 34)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        if sys.stdin.isatty():
+            termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
     if UI is not sys.stdout:
         ui(question, end="")
     answer = input(question if UI is sys.stdout else "")
@@ -3436,7 +3440,11 @@ def read_json_file(path: Path, yours: bool = False) -> dict:
         if yours and opened_in_workspace(path, info):
             raise OSError(errno.EPERM, "it leads into this workspace, where commands can write")
         data = json.loads(text)
-    except (FileNotFoundError, ValueError, RecursionError):        # nested 50,000 deep: Python's limit
+    except FileNotFoundError:
+        return {}
+    except (ValueError, RecursionError) as exc:       # nested 50,000 deep: Python's limit; a trailing comma: said, as
+        notice_once(paint(f"  (ignored {visible(path)}: not valid JSON ({one_line(str(exc)[:100])}); its rules and "
+                          "settings do not count until it is fixed)", "error"))     # its deny rules vanish (rt37c 32)
         return {}
     except OSError as exc:
         notice_once(paint(f"  (ignored {visible(path)}: {exc.strerror}; it must be a regular file of at most 1 MB)",
@@ -7119,7 +7127,7 @@ def project_hooks() -> dict:
         return {}
     if (data := json.dumps(section, sort_keys=True).encode()) not in HOOK_ANSWERS:
         HOOK_ANSWERS[data] = approved_project_file("hooks in .kesi/settings.json", data, "\n".join(
-            f"{event} ({matcher or 'all'}, timeout {hook_timeout(hook):g} s): {hook['command']}"
+            f"{event} ({one_line(matcher or 'all')}, timeout {hook_timeout(hook):g} s): {hook['command']}"
             for event, matcher, hook in entries))
     return section if HOOK_ANSWERS[data] else {}
 

@@ -693,6 +693,29 @@ def test_leaving_the_sandbox_once_at_a_real_prompt(sandboxed, mock_client, liste
     assert "runs with this machine's network and its local services (files still sandboxed), this once" in term.seen
 
 
+def test_a_key_typed_before_a_question_never_answers_it(sandboxed, mock_client, config):
+    """rt37c 34: `y` typed twice at a command's question; the second answered the model's next one, to run a command
+    without the sandbox, unseen. Keys typed before a question shows are dropped."""
+    folder = config({})
+    calls = [reply(tool_call("run_command", {"command": "touch first"})),
+             reply(tool_call("run_command", {"command": "touch second", "escalate": "unsandboxed"})), reply("done")]
+    mock, _ = mock_client(calls)
+    with Terminal([sys.executable, KESI], sandboxed, child_env(mock, TERM="dumb", XDG_CONFIG_HOME=str(folder))) as term:
+        term.expect("you > ")
+        term.type("go\n")
+        term.expect("Allow? [")
+        term.type("y\ny\n")                 # the second y, typed ahead, must not reach the next question
+        term.expect("run command without the sandbox, with your full user rights: touch second")
+        term.expect("Allow? [")
+        term.type("n\n")
+        term.expect("KeSi > done")
+        term.expect("you > ")
+        term.type("/exit\n")
+        term.close()
+    assert (sandboxed / "first").exists() and not (sandboxed / "second").exists()
+    assert mock.requests[2]["body"]["messages"][-1]["content"][0]["content"] == kesi.USER_REFUSED
+
+
 def test_headless_never_escalates_unless_the_flag_says_so(sandboxed, mock_client, listener, config):
     folder = config({})
     probe = tcp_probe(listener)

@@ -158,3 +158,13 @@ def test_a_project_settings_file_a_command_made_a_device_fifo_or_giant_is_ignore
     with MockAPI(["hello again"]) as mock:                                   # and a new start there works
         proc = kesi_in(box, mock, "hi")
     assert proc.returncode == 0 and "hello again" in proc.stdout and len(mock.requests) == 1, proc.stderr[-2000:]
+
+
+def test_your_settings_file_that_is_not_valid_json_is_said_to_be_ignored(ws, user_settings, notices):
+    """rt37c 32: a trailing comma made ~/.config/kesi/settings.json silently ignored, and with it your deny rules."""
+    folder = user_settings({})
+    (folder / "kesi" / "settings.json").write_text('{"permissions": {"deny": ["Bash(git push:*)"],}}')
+    assert kesi.permission_rules() == [] or all(rule.source != "user settings" for rule in kesi.permission_rules())
+    shown = notices.getvalue()
+    assert f"(ignored {folder / 'kesi' / 'settings.json'}: not valid JSON (" in shown, shown
+    assert "its rules and settings do not count until it is fixed" in shown, shown
