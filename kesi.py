@@ -4066,7 +4066,7 @@ def is_env_name(name: str) -> bool:
 
 def nested_repositories() -> list[str]:
     """Other git dirs in the work tree (vendor/x/.git, backup.git; not in dependency folders unless registered)."""
-    found = []
+    found, trees = [], [(BASE_DIR, BASE_DIR / ".git")] if (BASE_DIR / ".git").is_dir() else []
     for rel, marks in workspace_index().marked.items():
         if any(is_ignored_name(part) for part in rel.split("/") if part):
             continue
@@ -4075,9 +4075,11 @@ def nested_repositories() -> list[str]:
             continue
         if marks[".git"] == "folder":
             found += [f"{rel}/.git"] if rel else []
+            trees += [(BASE_DIR / rel, BASE_DIR / rel / ".git")] if rel else []
         elif (folder := git_dir_of(BASE_DIR / rel / ".git")) and folder.is_relative_to(BASE_DIR) and folder != BASE_DIR:
             found.append(folder.relative_to(BASE_DIR).as_posix())
-    found += registered_repositories() if (BASE_DIR / ".git").is_dir() else []   # even in node_modules
+            trees.append((BASE_DIR / rel, folder))
+    found += registered_repositories(trees)       # even in node_modules, by any repository's index (rt37b 33)
     return sorted(repo for repo in set(found) if not walked_by_the_top_snapshot(repo))
 
 
@@ -4823,10 +4825,11 @@ def changed_since(path: Path, moment: float) -> bool:
         return os.path.lexists(path)         # changing under KeSi's look: not the person's untouched file
 
 
-def registered_repositories() -> list[str]:
-    """Git dirs in the workspace (node_modules too) of submodules indexes register, recursively: git status reads."""
-    found, trees = {}, [(BASE_DIR, BASE_DIR / ".git")]
-    while trees and len(found) < MAX_REGISTERED:
+def registered_repositories(trees: list[tuple[Path, Path]]) -> list[str]:
+    """Git dirs in the workspace (node_modules too) of submodules the indexes of trees (work tree, git dir) register,
+    recursively: git status reads them."""
+    found, read = {}, 0
+    while trees and len(found) < MAX_REGISTERED and (read := read + 1) <= MAX_REGISTERED:
         tree, git_dir = trees.pop()
         for path in gitlinks(tree, git_dir):
             folder = git_dir_of(tree / path / ".git")

@@ -1692,12 +1692,12 @@ def test_a_repository_registered_by_a_submodule_s_own_index_is_disarmed(box_or_b
     """rt22c LEAK 5: a repository in node_modules registered by a submodule's index, not the top one."""
     box = box_or_bare
     make_repo(box)
-    sh("git init -q x && git init -q x/node_modules/evil && "
-       "git -C x/node_modules/evil -c user.name=a -c user.email=a@b commit -q --allow-empty -m i && "
-       "git -C x/node_modules/evil config core.fsmonitor 'touch ../../../PWNED; false' && "
-       "git -C x add node_modules/evil && git -C x -c user.name=a -c user.email=a@b commit -q -m sub")
-    output, _ = sh("git add x")
-    assert "x/node_modules/evil/.git/config: core.fsmonitor" in output, output
+    first, _ = sh("git init -q x && git init -q x/node_modules/evil && "
+                  "git -C x/node_modules/evil -c user.name=a -c user.email=a@b commit -q --allow-empty -m i && "
+                  "git -C x/node_modules/evil config core.fsmonitor 'touch ../../../PWNED; false' && "
+                  "git -C x add node_modules/evil && git -C x -c user.name=a -c user.email=a@b commit -q -m sub")
+    output, _ = sh("git add x")         # x's own index is read at once (rt37b 33), before the top registers x
+    assert "x/node_modules/evil/.git/config: core.fsmonitor" in first + output, first + output
     later = git_everywhere(box)
     assert not pwned(box), later
 
@@ -2055,6 +2055,19 @@ def test_a_new_repositorys_modules_that_link_elsewhere_are_taken_out(box, link):
                    f"ln -s {depth}../{target} R/{link} && echo built")
     assert "built" in output, output
     assert not os.path.lexists(box / "R" / link), output
+
+
+@pytest.mark.parametrize("folder", ["node_modules/sub", ".venv/sub"])
+def test_a_submodule_a_new_repository_registers_in_an_unwalked_folder_is_disarmed(box, folder):
+    """rt37b 33, 39: a new repository R (not the top's submodule) whose own index registers node_modules/sub, a repo
+    with core.fsmonitor: only the top's registrations were followed, and the person's git status in R ran it."""
+    output, _ = sh(f"git init -q R && cd R && git init -q {folder} && "
+                   f"git -C {folder} config core.fsmonitor 'touch {box}/PWNED' && "
+                   f"git -C {folder} -c user.name=a -c user.email=b commit -q --allow-empty -m x && "
+                   f"git add {folder} && echo registered")
+    assert "registered" in output, output
+    git(box / "R", "status")
+    assert not pwned(box), output
 
 
 def test_a_new_repository_keeps_no_rebase_or_sequencer_state(box):
