@@ -7289,17 +7289,13 @@ MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGE_TOKENS = 5 * 1024 * 1024 // 4 * 3, 80
 
 def image_size(data: bytes) -> tuple[str, int, int] | None:
     """(format, width, height) from the header (PNG's IHDR, GIF's screen, WebP's first chunk, JPEG's SOFn), or None."""
-    little = functools.partial(int.from_bytes, byteorder="little")
     with contextlib.suppress(struct.error, IndexError):
         if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":
             return "png", *struct.unpack(">II", data[16:24])
         if data[:6] in (b"GIF87a", b"GIF89a"):
             return "gif", *struct.unpack("<HH", data[6:10])
         if data[:4] == b"RIFF" and data[8:12] == b"WEBP":   # its first chunk: lossy VP8, lossless VP8L or extended VP8X
-            bits = little(data[21:25])
-            return {b"VP8 ": ("webp", little(data[26:28]) & 0x3FFF, little(data[28:30]) & 0x3FFF),
-                    b"VP8L": ("webp", (bits & 0x3FFF) + 1, (bits >> 14 & 0x3FFF) + 1),
-                    b"VP8X": ("webp", little(data[24:27]) + 1, little(data[27:30]) + 1)}.get(data[12:16])
+            return ("webp", *size) if (size := webp_chunk_size(data[12:16], data[20:])) else None
         at = 2 if data[:3] == b"\xff\xd8\xff" else len(data)
         while data[at] == 0xFF:                 # JPEG: segment by segment to the frame header
             if 0xC0 <= (marker := data[at + 1]) <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
@@ -7350,9 +7346,13 @@ def png_pixel_bytes(data: bytes) -> int:
 
 def gif_damage(data: bytes) -> str:
     """Blocks (extensions; images with their colour table, LZW data) in sub-blocks up to the trailer at the end."""
-    at, images = 13 + gif_colours(data[10]), 0
+    at, images, (width, height) = 13 + gif_colours(data[10]), 0, struct.unpack("<HH", data[6:10])
     while data[at] != 0x3B:
         if data[at] == 0x2C:                 # an image: its descriptor, colour table, LZW code size
+            left, top, wide, high = struct.unpack("<HHHH", data[at + 1:at + 9])
+            if left + wide > width or top + high > height:      # the size checked is the screen's (rt37c 25)
+                return (f"its image {images + 1} ({wide}x{high} at {left},{top}) lies outside "
+                        f"its {width}x{height} screen")
             at, images = at + 11 + gif_colours(data[at + 9]), images + 1
         elif data[at] == 0x21:               # an extension: its label
             at += 2
@@ -7388,16 +7388,31 @@ def jpeg_damage(data: bytes) -> str:
             at = found.start()
 
 
+def webp_chunk_size(name: bytes, body: bytes) -> tuple[int, int] | None:
+    """(width, height) a WebP chunk gives: lossy VP8, lossless VP8L, an extended file's canvas (VP8X); a frame's
+    (ANMF) far corner."""
+    little = functools.partial(int.from_bytes, byteorder="little")
+    bits = little(body[1:5])
+    return {b"VP8 ": (little(body[6:8]) & 0x3FFF, little(body[8:10]) & 0x3FFF),
+            b"VP8L": ((bits & 0x3FFF) + 1, (bits >> 14 & 0x3FFF) + 1),
+            b"VP8X": (little(body[4:7]) + 1, little(body[7:10]) + 1),
+            b"ANMF": (2 * little(body[:3]) + little(body[6:9]) + 1, 2 * little(body[3:6]) + little(body[9:12]) + 1)
+            }.get(name)
+
+
 def webp_damage(data: bytes) -> str:
     """RIFF's size is the file's; chunks (each padded to even) fill it; one holds the image, its signature right."""
     if int.from_bytes(data[4:8], "little") + 8 != len(data):
         return "its RIFF size is not the file's size"
-    at, frames = 12, 0
+    at, frames, (_, width, height) = 12, 0, image_size(data)
     while at < len(data):
         name, size = data[at:at + 4], int.from_bytes(data[at + 4:at + 8], "little")
         body, at = data[at + 8:at + 8 + size], at + 8 + size + size % 2
         frames += (name == b"VP8 " and body[3:6] == b"\x9d\x01\x2a" or name == b"VP8L" and body[:1] == b"\x2f"
                    or name == b"ANMF")
+        reach = webp_chunk_size(name, body) if name != b"VP8X" else None     # a frame's far corner
+        if reach and (reach[0] > width or reach[1] > height):     # the canvas is the size checked (rt37c 25)
+            return f"a frame reaching {reach[0]}x{reach[1]} lies outside its {width}x{height} canvas"
     return "its last chunk is cut short" if at != len(data) else "" if frames else "it holds no image data"
 
 

@@ -287,7 +287,12 @@ def not_images() -> dict[str, bytes]:
                 webp()[12:30] + webp_chunk("TEXT", TEXT)),
             "text-as-vp8l.webp": (lambda c: b"RIFF" + struct.pack("<I", 4 + len(c)) + b"WEBP" + c)(
                 webp_chunk("VP8L", b"\0" + WEBP_BODIES["VP8L"][1:5] + TEXT)),        # 9x8, no signature
-            "text-after-riff.webp": webp() + TEXT}
+            "text-after-riff.webp": webp() + TEXT,
+            # rt37c 25: the size checked is the screen's or canvas's; a frame past it was not
+            "frame-past-screen.gif": b"GIF89a" + struct.pack("<HHBBB", 1, 1, 0, 0, 0) + b","
+            + struct.pack("<HHHH", 0, 0, 60000, 60000) + b"\0\2\2D\1\0;",
+            "frame-past-canvas.webp": (lambda c: b"RIFF" + struct.pack("<I", 4 + len(c)) + b"WEBP" + c)(
+                webp_chunk("VP8X", bytes(10)) + webp_chunk("VP8L", WEBP_BODIES["VP8L"]))}       # 1x1 around 9x8
 
 
 def test_a_valid_header_followed_by_text_is_refused_by_read_file_and_at_path(ws):
@@ -312,7 +317,9 @@ def test_a_valid_header_followed_by_text_is_refused_by_read_file_and_at_path(ws)
     for name, what in [("text-in-idat.png", "IDAT"), ("bad-crc.png", "'IEND' chunk is cut short or fails its CRC"),
                        ("text-after-iend.png", "follow its end (IEND)"), ("no-image.gif", "holds no image"),
                        ("text-after-eoi.jpg", "follow its end (EOI)"), ("no-scan.jpg", "holds no scan"),
-                       ("text-chunk-no-image.webp", "holds no image data"), ("text-after-riff.webp", "RIFF size")]:
+                       ("text-chunk-no-image.webp", "holds no image data"), ("text-after-riff.webp", "RIFF size"),
+                       ("frame-past-screen.gif", "lies outside its 1x1 screen"),
+                       ("frame-past-canvas.webp", "lies outside its 1x1 canvas")]:
         assert what in kesi.read_file(name)[0], (name, kesi.read_file(name)[0])
 
 
