@@ -210,6 +210,19 @@ def test_sockets_in_folders_every_user_may_write_are_unreachable(box):
 HELPERS = ("bwrap", "nsenter", "git", "rg", "cat", "true")
 
 
+def plant_helpers(box: Path, folder: Path) -> Path:
+    """A repository, and scripts named as KeSi's helpers in folder, written by a command; each run notes itself in
+    the file returned."""
+    marker = box.parent / f"helper-ran-{uuid.uuid4().hex}"
+    plant = " && ".join(f"printf '#!/bin/sh\\necho {name} >> {marker}\\nexec /usr/bin/{name} \"$@\"\\n' > "
+                        f"'{folder}/{name}' && chmod +x '{folder}/{name}'" for name in HELPERS)
+    make_repo(box)
+    output, failed = sh(plant + " && echo planted")
+    assert "planted" in output and not failed, output
+    checklib.forget_shared_network()                  # the session's network is made again, after the plant
+    return marker
+
+
 @pytest.mark.parametrize("entry", ["{ws}/.venv/bin", "node_modules/.bin", ""])
 def test_helpers_planted_on_path_never_run(box, monkeypatch, entry):
     """An activated project venv, a relative entry, the empty entry (the
@@ -218,13 +231,7 @@ def test_helpers_planted_on_path_never_run(box, monkeypatch, entry):
     folder = box / (entry.format(ws=box) if entry else "")
     folder.mkdir(parents=True, exist_ok=True)
     monkeypatch.setenv("PATH", f"{entry.format(ws=box)}:{os.environ['PATH']}")
-    marker = box.parent / f"helper-ran-{uuid.uuid4().hex}"
-    plant = " && ".join(f"printf '#!/bin/sh\\necho {name} >> {marker}\\nexec /usr/bin/{name} \"$@\"\\n' > "
-                        f"'{folder}/{name}' && chmod +x '{folder}/{name}'" for name in HELPERS)
-    make_repo(box)
-    output, failed = sh(plant + " && echo planted")
-    assert "planted" in output and not failed, output
-    checklib.forget_shared_network()                  # the session's network is made again, after the plant
+    marker = plant_helpers(box, folder)
     for _ in range(2):
         sh("echo second command")
     kesi.call_tool({"type": "tool_use", "id": "t1", "name": "grep", "input": {"pattern": "a"}})
@@ -239,13 +246,7 @@ def test_helpers_linked_from_outside_into_the_workspace_never_run(box, monkeypat
     for name in HELPERS:
         (links / name).symlink_to(tools / name)
     monkeypatch.setenv("PATH", f"{links}:{os.environ['PATH']}")
-    marker = box.parent / f"helper-ran-{uuid.uuid4().hex}"
-    plant = " && ".join(f"printf '#!/bin/sh\\necho {name} >> {marker}\\nexec /usr/bin/{name} \"$@\"\\n' > "
-                        f"'tools/{name}' && chmod +x 'tools/{name}'" for name in HELPERS)
-    make_repo(box)
-    output, failed = sh(plant + " && echo planted")
-    assert "planted" in output and not failed, output
-    checklib.forget_shared_network()
+    marker = plant_helpers(box, tools)
     assert all(not kesi.trusted_program(name).startswith(str(links)) for name in HELPERS)
     sh("git status >/dev/null; echo second command")
     kesi.call_tool({"type": "tool_use", "id": "t1", "name": "grep", "input": {"pattern": "a"}})
