@@ -1698,9 +1698,9 @@ def check_write_permission(name: str, file_path, plan=None) -> tuple[bool, str |
             not later and (PERMISSION_MODE == "acceptEdits" or auto_in_force() or matching_rule("allow", "Edit", key))):
         return True, None
     verb = "change" if (BASE_DIR / key).exists() else "create"
+    diff = diff_lines(plan.old, plan.new) if plan is not None else ""
     question = Question(f"{name} wants to {verb} {key}", RUNS_LATER_REASON if later else None,
-                        diff_lines(plan.old, plan.new) if plan is not None else "", None if later else f"Edit({key})",
-                        beyond_rules=later)
+                        ascii_only(diff) if later else diff, None if later else f"Edit({key})", beyond_rules=later)
     allowed, remember = ask_user(question)
     if allowed and remember and not save_project_rule(question.always):
         GRANTED_WRITES.add(key)

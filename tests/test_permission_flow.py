@@ -286,6 +286,18 @@ def test_a_character_sh_reads_within_a_line_never_breaks_a_diff_line(ws, notices
     assert not (ws / ".envrc").exists()
 
 
+def test_the_diff_of_a_file_run_later_shows_lookalikes_as_escapes(ws, notices, monkeypatch):
+    """rt37c 22: `export FOO=1 \uff03 the rest is a comment; touch PWNED` in an .envrc: the fullwidth sign read as a
+    comment; bash runs the touch. As a command's question, a file run later is shown in ASCII (CJK letters kept)."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 200)
+    real_prompt(monkeypatch, ["n", "n"])
+    kesi.run_tools([use("write_file", {"file_path": ".envrc", "content": "export FOO=1 \uff03 rest; touch PWNED\n"})])
+    kesi.run_tools([use("write_file", {"file_path": "notes.md", "content": "\u7b46\u8a18 \uff03 \u00e9t\u00e9\n"})])
+    shown = notices.getvalue()
+    assert "+export FOO=1 \\uff03 rest; touch PWNED" in shown and "+export FOO=1 \uff03" not in shown, shown
+    assert "+\u7b46\u8a18 \uff03 \u00e9t\u00e9" in shown, shown          # a file not run later: as written
+
+
 def test_a_cut_piece_of_a_command_never_passes_for_a_line_of_its_own(ws, notices, monkeypatch):
     """rt37c 2: a command's terminal-width cut was marked as its real line breaks are, so a tail `#  only the fast
     tests; touch PWNED` read as a comment line. Real lines are numbered; cut pieces are not."""
