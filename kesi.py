@@ -3357,6 +3357,8 @@ RUNS_LATER_NAMES = {
     ".mise", *(f"{dot}mise{local}.toml" for dot in ("", ".") for local in ("", ".local")),   # they run tasks on cd
     ".claude", ".cursor", ".gemini", ".mcp.json", ".codex", ".continue", ".aider.conf.yml",   # other agents' hooks
     "opencode.json", ".roo", ".kiro", ".amazonq", ".windsurfrules", ".clinerules",            # and MCP servers
+    "opencode.jsonc", ".opencode", ".qwen", ".crush.json", "crush.json", ".kilocode", ".factory", ".trae",
+    ".hg", ".jj", ".svn", ".bzr",         # other version control: .hg/hgrc's [hooks] run on `hg status` (rt37f 1-2)
 }
 RUNS_LATER_PATHS = {(".github", "workflows"), (".github", "actions"), (".github", "copilot-instructions.md"),
                     (".gitea", "workflows"), (".forgejo", "workflows"), (".config", "mise"), ("mise", "config.toml")}
@@ -5026,7 +5028,8 @@ def cleaned_config(data: bytes) -> tuple[list[str], bytes]:
 def planted_config_keys(items: list[tuple[str, str]]) -> list[str]:
     """Of a new config's (key, value) pairs, the keys a fresh one never has, and those of each remote that is not
     reached over the network (a local bare repository's hooks run on the person's `git push`; ext:: runs a command),
-    and a branch's remote that names no remote kept (it may be a path itself)."""
+    and a branch's remote that names no remote kept (it may be a path itself); a fetch refspec other than a clone's
+    (+refs/*:refs/* fills refs/replace at the person's `git pull`, rt37e 2)."""
     def remote(key: str) -> str:
         return key.split(".", 1)[1].rsplit(".", 1)[0]
     remotes = {remote(key) for key, _ in items if re.fullmatch(r"remote\..+\.url", key.lower())}
@@ -5035,6 +5038,8 @@ def planted_config_keys(items: list[tuple[str, str]]) -> list[str]:
     kept = remotes - local
     return list(dict.fromkeys(key for key, value in items if not FRESH_CONFIG_KEYS.fullmatch(key.lower())
                               or key.lower().startswith("remote.") and remote(key) in local
+                              or re.fullmatch(r"remote\..+\.fetch", key.lower()) and not re.fullmatch(
+                                  rf"\+?refs/heads/(\*|[^:*]+):refs/remotes/{re.escape(remote(key))}/\1", value)
                               or re.fullmatch(r"branch\..+\.remote", key.lower()) and value not in kept))
 
 
@@ -7112,11 +7117,12 @@ def configured_hooks(event: str, subject: str | None) -> list[tuple[dict, bool]]
 
 def hook_matches(matcher, names: list[str]) -> bool:
     """"", "*", none: all; SessionStart's is on its source. A bad matcher, or one that could backtrack for minutes
-    on a tool's name ((((.*)*)*)*X, rt37c 18: a repeated group, or more than eight repeats), matches nothing."""
+    on a tool's name, matches nothing: a group ((((.*)*)*)*X, (|.)(|.)...X; rt37c 18, rt37d B1) or over four repeats.
+    Edit|Write, mcp__.*__write.* or Notebook.* need neither."""
     with contextlib.suppress(re.error, TypeError, AttributeError):
         if matcher in (None, "", "*") or not names:
             return True
-        backtracks = re.search(r"\)[*+?{]", matcher) or sum(map(matcher.count, "*+?{")) > 8
+        backtracks = "(" in matcher or sum(map(matcher.count, "*+?{")) > 4
         return not backtracks and any(re.fullmatch(matcher, name) for name in names)
     return False
 

@@ -231,7 +231,10 @@ RUN_LATER_FILES = [".gitea/workflows/ci.yml", ".forgejo/workflows/x.yaml", ".woo
                    "mise/config.toml", ".mise/config.toml", ".direnv/python-3.12/lib/site-packages/evil.pth",
                    "env/lib/python3.12/site-packages/x.PTH", ".codex/config.toml", ".continue/config.json",
                    "opencode.json", ".roo/mcp.json", ".kiro/settings.json", ".windsurfrules", ".clinerules",
-                   ".github/copilot-instructions.md", ".aider.conf.yml"]
+                   ".github/copilot-instructions.md", ".aider.conf.yml",
+                   # rt37f 1-2: hg runs .hg/hgrc's [hooks]; other agents' plugins, settings and MCP servers
+                   ".hg/hgrc", ".jj/repo/config.toml", "opencode.jsonc", ".opencode/plugin/x.ts", ".qwen/settings.json",
+                   ".crush.json", "crush.json", ".kilocode/mcp.json", ".factory/mcp.json"]
 
 
 @pytest.mark.parametrize("path", RUN_LATER_FILES)

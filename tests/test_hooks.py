@@ -400,7 +400,8 @@ def test_the_hooks_question_shows_each_command_line_as_sh_reads_it(ws, notices, 
     assert any("#  nothing to do here;touch PWNED" in line for line in listed) and notices.getvalue().isascii(), listed
 
 
-@pytest.mark.parametrize("matcher", ["(((.*)*)*)*X", "(a|aa)+$", ".*" * 12 + "X", "(Bash|run_command){1,3}"])
+@pytest.mark.parametrize("matcher", ["(((.*)*)*)*X", "(a|aa)+$", ".*" * 12 + "X", "(Bash|run_command){1,3}",
+                                     "(|.)" * 60 + "X", "[a-z]*" * 5 + "X"])
 def test_a_matcher_that_could_backtrack_for_minutes_matches_nothing_at_once(matcher):
     """rt37c 18: an approved hook's matcher (((.*)*)*)*X held every tool call of the session: KeSi's own fullmatch
     on `run_command` backtracked exponentially (the hook's timeout bounds only its process)."""
@@ -411,3 +412,4 @@ def test_a_matcher_that_could_backtrack_for_minutes_matches_nothing_at_once(matc
     thread.join(60)            # generous: a fixed matcher answers in microseconds, the old one in hours
     assert answers == [False]
     assert kesi.hook_matches("Bash|Edit", ["run_command", "Bash"]) and kesi.hook_matches("mcp__.*", ["mcp__a__b"])
+    assert kesi.hook_matches("mcp__.*__write.*", ["mcp__fs__write_file"])

@@ -2071,6 +2071,17 @@ def test_a_submodule_a_new_repository_registers_in_an_unwalked_folder_is_disarme
     assert not pwned(box), output
 
 
+def test_a_new_repository_keeps_only_a_clones_fetch_refspec(box):
+    """rt37e 2: a new repository's `remote.origin.fetch +refs/*:refs/*` stayed (a fresh config's key), and the person's
+    `git pull` there filled refs/replace from the remote, hiding a change from git diff."""
+    output, _ = sh("git init -q y && git -C y remote add origin https://example.com/r.git && "
+                   "git -C y config --add remote.origin.fetch '+refs/*:refs/*' && "
+                   "git init -q z && git -C z remote add origin https://example.com/r.git && echo made")
+    assert "made" in output, output
+    assert git(box / "y", "config", "--get-all", "remote.origin.fetch").stdout == "", output
+    assert git(box / "z", "config", "--get-all", "remote.origin.fetch").stdout == "+refs/heads/*:refs/remotes/origin/*\n"
+
+
 def test_a_new_repository_keeps_no_rebase_or_sequencer_state(box):
     """rt22 rows 23, 26: an `exec` line in a new repository's to-do ran on the person's `git rebase --continue`."""
     todo = "GIT_SEQUENCE_EDITOR=\"sh -c 'printf \\\"break\\\\nexec touch $PWD/PWNED\\\\n\\\" > \\$1' -\""
