@@ -275,8 +275,9 @@ def control_escape(match) -> str:
 
 def lines_of(text: str) -> list[str]:
     """Lines as sh splits them, at \n only (str.splitlines also ends one at \v, \f or U+2028, which sh and bash read
-    as part of the line: shown as lines, `true\v# ...; touch x` passed for a comment, rt37c 3-4); \r\n is one."""
-    return re.split(r"\r?\n", re.sub(r"\r?\n\Z", "", text)) if text else []
+    as part of the line: shown as lines, `true\v# ...; touch x` passed for a comment, rt37c 3-4); a \r before it
+    stays in its line, shown escaped (`&&\r` ends sh's list; `\\\r` continues no line: rt37f 24, rt37d B2)."""
+    return text.removesuffix("\n").split("\n") if text else []
 
 
 # ==== I.2 The path jail =====================================================
@@ -838,8 +839,9 @@ def find_unique(content: str, old: str) -> tuple[int, str | None]:
 
 
 def diff_lines(old: str, new: str) -> str:
-    return "\n".join(line for line in difflib.unified_diff(lines_of(old), lines_of(new), lineterm="", n=1)
-                     if not line.startswith(("---", "+++")))
+    """A unified diff without its two header lines (by place: an added line `++x` is `+++x`, rt37f 20)."""
+    diff = "\n".join(list(difflib.unified_diff(lines_of(old), lines_of(new), lineterm="", n=1))[2:])
+    return diff or ("" if old == new else "(no line changes: only the line break at the end of the file)")
 
 
 @dataclass
@@ -1531,7 +1533,7 @@ def task(prompt, description=""):
         return "Error: prompt must describe what the sub-agent should find out.", True
     if CLIENT is None:
         return "Error: no API client is available for a sub-agent.", True
-    ui(f"  [sub-agent] {one_line(shorten(str(description or prompt), 80))}")
+    row(f"  [sub-agent] {one_line(shorten(str(description or prompt), 80))}")
     saved_versions = dict(READ_VERSIONS)   # its reads must not license the main agent's writes
     try:
         answer = run_agent(CLIENT, [{"role": "user", "content": prompt}], SUB_AGENT)
@@ -5838,7 +5840,7 @@ def stop_tasks_beyond_permission(revoked: bool = False, why: str = "") -> None:
         ui(f"  (stopped MCP server {one_line(server.name)}: {mcp_held_back(server)})")
     why = why or f"permission mode {PERMISSION_MODE}{' and /revoke' if revoked else ''} no longer allow it"
     for task in gone:
-        ui(f"  (stopped background task {task.id}, {one_line(shorten(task.command, 60))}: {why})")
+        row(f"  (stopped background task {task.id}, {one_line(shorten(task.command, 60))}: {why})")
 
 
 def sandboxed_neighbours() -> str:
@@ -6050,7 +6052,7 @@ def flush_audit_at_exit() -> None:
             append_records(records_folder() / AUDIT_LOG, _unwritten_audit)
             _unwritten_audit.clear()
     for entry in _unwritten_audit:
-        ui(f"  (not in the audit log: {one_line(entry['at'])}  {one_line(entry.get('command', ''))})")
+        row(f"  (not in the audit log: {one_line(entry['at'])}  {one_line(entry.get('command', ''))})")
 
 
 def read_audit_entries(limit: int) -> tuple[list[dict], int]:
@@ -6813,15 +6815,15 @@ def show_context(history: list[dict]) -> None:
 
 def show_permissions() -> None:
     ui(f"  mode: {PERMISSION_MODE} ({PERMISSION_MODES[PERMISSION_MODE]})")
-    ui(f"  allowed commands: {', '.join(sorted(one_line(c) for c in GRANTED_COMMANDS)) or 'none'}")
-    ui(f"  allowed files:    {one_line(', '.join(sorted(GRANTED_WRITES))) or 'none'}")
+    row(f"  allowed commands: {', '.join(sorted(one_line(c) for c in GRANTED_COMMANDS)) or 'none'}")
+    row(f"  allowed files:    {one_line(', '.join(sorted(GRANTED_WRITES))) or 'none'}")
     escalated = sorted(one_line(f"{c} ({level})") for c, level in GRANTED_ESCALATIONS.items())
-    ui(f"  escalated:        {', '.join(escalated) or 'none'}   (/network: the hosts commands may reach)")
+    row(f"  escalated:        {', '.join(escalated) or 'none'}   (/network: the hosts commands may reach)")
     rules = permission_rules()
-    ui(f"  rules ({user_settings_file()}, {project_settings_file()}):" if rules else "  rules: none")
+    row(f"  rules ({user_settings_file()}, {project_settings_file()}):" if rules else "  rules: none")
     for rule in rules:
         valid = "" if parse_rule(rule.text) else "  (not understood: ignored)"
-        ui(f"    {rule.kind:5} {one_line(rule.text)}   from {rule.source}{valid}")
+        row(f"    {rule.kind:5} {one_line(rule.text)}   from {rule.source}{valid}")
     if ignored := rules_in(read_json_file(project_settings_file()).get("permissions"), "", kinds=("allow",)):
         ui(f"    ({len(ignored)} allow rule(s) in .kesi/settings.json ignored: a project file may only deny)")
 
@@ -6831,12 +6833,12 @@ def show_network_policy() -> None:
     if not sandbox_enabled():
         return
     policy = network_policy()
-    ui(f"    allowed hosts: {one_line(', '.join(policy.allow)) or 'none'}")
+    row(f"    allowed hosts: {one_line(', '.join(policy.allow)) or 'none'}")
     if policy.deny:
-        ui(f"    denied hosts:  {one_line(', '.join(policy.deny))}")
+        row(f"    denied hosts:  {one_line(', '.join(policy.deny))}")
     for name, address in policy.resolve.items():
-        ui(f"    {one_line(name)} -> {address} (your resolve setting)")
-    ui(f"    to add one: \"network\": {{\"allow\": [\"example.org\"]}} in {visible(user_settings_file())}")
+        row(f"    {one_line(name)} -> {address} (your resolve setting)")
+    row(f"    to add one: \"network\": {{\"allow\": [\"example.org\"]}} in {visible(user_settings_file())}")
     if setting(read_json_file(project_settings_file()), "network", dict).get("allow"):
         ui("    (the \"allow\" hosts in .kesi/settings.json are ignored: a project file may only deny; "
            f"add them to {user_settings_file()} if you trust them)")
@@ -6855,7 +6857,7 @@ def show_or_resume(argument: str, history: list[dict]) -> None:
         ui("  No saved sessions in this project yet.")
     elif not argument:
         for number, path in enumerate(sessions[:20], start=1):
-            ui(marked_lines(f"  {number:>2}. {visible(path.stem)}  {one_line(session_title(path))}", "      | "))
+            row(f"  {number:>2}. {visible(path.stem)}  {one_line(session_title(path))}")
         ui("  /resume N continues one of them.")
     elif not argument.isdigit() or not 1 <= int(argument) <= len(sessions):
         ui(f"  Pick a number from 1 to {len(sessions)}.")
@@ -6877,7 +6879,7 @@ def show_tasks() -> None:
     if not BACKGROUND_TASKS:
         ui("  No background tasks in this session.")
     for task in BACKGROUND_TASKS.values():
-        ui(marked_lines(f"  {task.id:>2}. {task.state():<22} {one_line(shorten(task.command, 100))}", "      | "))
+        row(f"  {task.id:>2}. {task.state():<22} {one_line(shorten(task.command, 100))}")
 
 
 def show_log(argument: str) -> None:
@@ -6900,6 +6902,15 @@ def show_log(argument: str) -> None:
         task = f"[task {entry['background_task']}] " if entry.get("background_task") else ""
         ui(marked_lines(f"  {one_line(entry.get('at', '?'))}  {task}{one_line(entry.get('command', ''))}"))  # all of it
         ui(marked_lines(f"      {one_line(str(entry.get('decision', '?')) + ran)}"))
+
+
+ROW_MARK = "      | "
+
+
+def row(text: str) -> None:
+    """A list's row or a notice that quotes a command, a name or a rule: cut by KeSi, never by the terminal's wrap,
+    whose next row could pass for an entry of its own (rt37f 11-13, rt37d B3)."""
+    ui(marked_lines(text, ROW_MARK))
 
 
 def marked_lines(text: str, mark: str = "  | ") -> str:
@@ -7080,7 +7091,7 @@ def approved_project_file(label: str, data: bytes, shown: str, remembered: bool 
         return False
     for number, line in enumerate(lines, 1):        # numbered, and cut with no number: no cut piece (a `#...` tail,
         pieces = [line[at:at + 100] for at in range(0, len(line), 100)] or [""]        # rt37c 1) reads as a line
-        ui("\n".join(marked_lines(f"{number:>5} | {piece}" if not at else f"      | {piece}", "      | ")
+        ui("\n".join(marked_lines(f"{number:>5} | {piece}" if not at else ROW_MARK + piece, ROW_MARK)
                      for at, piece in enumerate(pieces)))
     if not confirmed(f"  Use {label} as it is now? [y/N] "):
         ui(paint(f"  ({label} not used; you are asked again next time)", "quiet"))
@@ -7165,8 +7176,9 @@ def run_hooks(event: str, subject: str | None = None, **fields) -> tuple[str | N
         contexts.append(for_model(specific.get("additionalContext", out * (code == 0 and not data and event in
                                                                           ("UserPromptSubmit", "SessionStart")))))
         if code not in (0, 2):
-            ui(paint(f"  ({event} hook `{one_line(shorten(hook['command'], 60))}` failed"
-                     f"{f' (exit code {code})' * (code is not None)}: {one_line(shorten(err.strip(), 300))})", "error"))
+            failed = f" (exit code {code})" * (code is not None) + f": {one_line(shorten(err.strip(), 300))}"
+            ui(paint(marked_lines(f"  ({event} hook `{one_line(shorten(hook['command'], 60))}` failed{failed})",
+                                  ROW_MARK), "error"))
     decision = next((d for d in ("block", "ask", "allow") if d in verdicts), None)
     return (decision, "\n".join(filter(None, verdicts[decision])) or f"(a {event} hook said so)",
             "\n\n".join(f"Context from a {event} hook:\n{context}" for context in contexts if context))
@@ -7658,13 +7670,14 @@ def rewind(argument: str, history: list[dict]) -> None:
     if how in ("c", "b"):
         ui(f"    conversation: back to {turn['index']} messages (from {len(history)})")
     for entry in [e for e in audit_entries_since(turn["turn"][:19]) if "started" in e]:
-        ui(f"    not covered: what this command changed stays: $ {one_line(shorten(str(entry.get('command')), 90))}")
+        row(f"    not covered: what this command changed stays: $ {one_line(shorten(str(entry.get('command')), 90))}")
     if not (todo or how in ("c", "b")) or not confirmed(f"  Restore this, as it was just before turn {pick}? [y/N] "):
         ui("  (nothing restored)")
         return
     for name, was, now in todo:
-        ui(f"  restored {one_line(name)}" if restore_file(name, was, now) else paint(
-            f"  NOT restored {one_line(name)}: it changed, or a link came into its path, since it was shown", "error"))
+        ui(marked_lines(f"  restored {one_line(name)}", ROW_MARK) if restore_file(name, was, now) else paint(
+            marked_lines(f"  NOT restored {one_line(name)}: it changed, or a link came into its path, since it was "
+                         "shown", ROW_MARK), "error"))
     READ_VERSIONS.clear()     # the model reads files again before it overwrites them
     if how in ("c", "b"):
         del history[turn["index"]:]
@@ -7693,8 +7706,8 @@ def files_to_restore(entries: list[dict]) -> list[tuple[str, bytes | None, bytes
         was = None if entry["data"] is None else codecs.decode(entry["data"].encode("ascii"), "base64")
         why = f"not kept ({entry['not_kept']})" if "not_kept" in entry else why or ("unchanged" if was == now else "")
         todo += [] if why else [(name, was, now)]
-        ui(f"    {one_line(name)}: " + (f"left as it is: {why}" if why else "removed (it did not exist)"
-                                     if was is None else f"put back ({len(was):,} bytes)"))
+        row(f"    {one_line(name)}: " + (f"left as it is: {why}" if why else "removed (it did not exist)"
+                                      if was is None else f"put back ({len(was):,} bytes)"))
     return todo
 
 

@@ -789,6 +789,25 @@ def test_a_projects_rule_or_host_with_a_line_break_draws_no_row_of_its_own(ws, c
     assert any("Bash(zzz)\\n" in row for row in rows) and any("nothing.invalid\\n" in row for row in rows), rows
 
 
+def test_a_padded_rule_or_host_is_cut_by_kesi_not_wrapped_by_the_terminal(ws, config, monkeypatch):
+    """rt37d B3, rt37f 12: a deny rule padded with spaces to the terminal's width; the terminal's own wrap began a row
+    `deny  Bash(git push:*)` of a rule that does not exist. KeSi cuts such rows itself, each piece marked."""
+    config({})
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 80)
+    (ws / ".kesi").mkdir()
+    padded = "Bash(curl:*" + " " * 70 + "deny  Bash(git push:*)   from .kesi/settings.json)"
+    (ws / ".kesi" / "settings.json").write_text(json.dumps({"permissions": {"deny": [padded]},
+                                                            "network": {"deny": ["x.invalid" + " " * 80 + "y"]}}))
+    shown = io.StringIO()
+    monkeypatch.setattr(kesi, "UI", shown)
+    with sandbox_forced("bubblewrap"):
+        kesi.handle_slash("/permissions", None, [])
+        kesi.handle_slash("/network", None, [])
+    rows = shown.getvalue().splitlines()
+    assert not [line for line in rows if kesi.display_width(line) >= 80 and ("curl" in line or "x.invalid" in line)]
+    assert not [line for line in rows if line.lstrip().startswith("deny  Bash(git push")], rows
+
+
 def test_python_run_outside_the_sandbox_keeps_its_bytecode_where_no_command_writes(sandboxed, monkeypatch):
     """rt25n: a sandboxed command planted an unchecked .pyc in __pycache__; an escalated `python3 main.py` ran it."""
     monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)          # the tests' shared cache: a person has none

@@ -286,6 +286,25 @@ def test_a_character_sh_reads_within_a_line_never_breaks_a_diff_line(ws, notices
     assert not (ws / ".envrc").exists()
 
 
+@pytest.mark.parametrize("old, new, shown", [
+    ("export A=1\n", "export A=1\n++ 2>/dev/null; touch PWNED\n", "+++ 2>/dev/null; touch PWNED"),      # rt37f 20
+    ("export A=1\n", "export A=1\n-- x; touch PWNED\n", "+-- x; touch PWNED"),
+    ("", "test \"$CI\" = true &&\r\n  touch PWNED\n", "+test \"$CI\" = true &&\\r"),                 # rt37f 24
+    ("test a &&\n  ./deploy.sh\n", "test a &&\r\n  ./deploy.sh\n", "+test a &&\\r"),                # rt37f 26
+    (": skip \\\ntouch PWNED\n", ": skip \\\r\ntouch PWNED\n", "+: skip \\\\r"),                 # rt37d B2
+    ("export A=1", "export A=1\n", "(no line changes: only the line break at the end of the file)")])
+def test_the_diff_shows_every_line_as_written(ws, notices, monkeypatch, old, new, shown):
+    """Lines the diff once hid: one added that starts with `++` (taken for the header), a \r before a line break
+    (sh reads `&&\r` as the end of a list, `\\\r` as no continuation), a change that left the lines alike."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 200)
+    real_prompt(monkeypatch, ["n"])
+    if old:
+        (ws / ".envrc").write_bytes(old.encode())
+        kesi.read_file(".envrc")
+    kesi.run_tools([use("write_file", {"file_path": ".envrc", "content": new})])
+    assert shown in notices.getvalue(), notices.getvalue()
+
+
 def test_the_diff_of_a_file_run_later_shows_lookalikes_as_escapes(ws, notices, monkeypatch):
     """rt37c 22: `export FOO=1 \uff03 the rest is a comment; touch PWNED` in an .envrc: the fullwidth sign read as a
     comment; bash runs the touch. As a command's question, a file run later is shown in ASCII (CJK letters kept)."""
