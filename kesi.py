@@ -259,7 +259,7 @@ def one_line(text) -> str:
 
 # Kept as they are in what a person approves: printable ASCII, and the letters of Chinese, Japanese and Korean
 # (a commit message in Chinese stays readable); none of them looks like a character sh acts on.
-APPROVED_AS_SHOWN = re.compile("[^\t\n -~\u3001\u3002\u300c-\u300f\u3041-\u3096\u30a1-\u30fa\u3105-\u312f"
+APPROVED_AS_SHOWN = re.compile("[^\t\n -~\u3001\u3002\u3041-\u3096\u30a1-\u30fa\u3105-\u312f"
                                "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\U00020000-\U0003134f]")
 
 
@@ -1702,7 +1702,8 @@ def check_write_permission(name: str, file_path, plan=None) -> tuple[bool, str |
     verb = "change" if (BASE_DIR / key).exists() else "create"
     diff = diff_lines(plan.old, plan.new) if plan is not None else ""
     question = Question(f"{name} wants to {verb} {key}", RUNS_LATER_REASON if later else None,
-                        ascii_only(diff) if later else diff, None if later else f"Edit({key})", beyond_rules=later)
+                        ascii_only(diff) if later else diff, None if later or "*" in key else f"Edit({key})",
+                        beyond_rules=later)      # a file named ** would give the rule Edit(**): all (rt37f 25)
     allowed, remember = ask_user(question)
     if allowed and remember and not save_project_rule(question.always):
         GRANTED_WRITES.add(key)
@@ -3351,7 +3352,8 @@ def write_key(file_path, tool: str = "edit_file") -> str | None:
 # bypassPermissions. Any depth, any case. Not Makefile or conftest.py: they run only when the person runs them.
 RUNS_LATER_NAMES = {
     ".envrc", ".vscode", ".idea", ".zed", ".fleet", ".theia", ".devcontainer", ".devcontainer.json",  # direnv, editors
-    ".exrc", ".nvimrc", ".nvim.lua", ".lvimrc", ".gitpod.yml", ".idx",
+    ".exrc", "_exrc", ".vimrc", "_vimrc", ".gvimrc", ".nvimrc", ".nvim.lua", ".lvimrc", ".gitpod.yml", ".idx",
+    ".pdbrc", ".irbrc", ".pryrc", ".rprofile", ".sl",       # read from the folder at start (rt37f 3-4)
     ".git", ".husky", ".githooks", ".pre-commit-config.yaml", ".lefthook",    # git and its hook managers
     *(f"{dot}lefthook{local}.{ext}" for dot in ("", ".") for local in ("", "-local") for ext in ("yml", "yaml")),
     ".woodpecker", ".woodpecker.yml", ".drone.yml", "bitbucket-pipelines.yml",    # CI
@@ -3372,8 +3374,14 @@ def runs_later(key: str) -> bool:
     parts = [part.casefold() for part in PurePosixPath(key).parts]
     return (any(part in RUNS_LATER_NAMES for part in parts)
             or any(tuple(parts[i:i + 2]) in RUNS_LATER_PATHS for i in range(len(parts)))
-            or bool(parts) and parts[-1].endswith(RUNS_LATER_SUFFIXES)
+            or bool(parts) and parts[-1].endswith(RUNS_LATER_SUFFIXES) or in_a_venv(key)
             or any(PurePosixPath(key).is_relative_to(path.relative_to(BASE_DIR)) for path in git_guarded_paths()))
+
+
+def in_a_venv(key: str) -> bool:
+    """In a Python environment under any name (env/, .direnv/python-3.12/: its bin/activate runs when you activate
+    it, rt37f 10), known by its pyvenv.cfg as a git dir is by what it holds."""
+    return any((BASE_DIR / folder / "pyvenv.cfg").is_file() for folder in PurePosixPath(key).parents[:-1])
 
 
 # --- escalation: more than the sandbox gives, for one exact command --------------

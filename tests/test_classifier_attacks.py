@@ -234,13 +234,18 @@ RUN_LATER_FILES = [".gitea/workflows/ci.yml", ".forgejo/workflows/x.yaml", ".woo
                    ".github/copilot-instructions.md", ".aider.conf.yml",
                    # rt37f 1-2: hg runs .hg/hgrc's [hooks]; other agents' plugins, settings and MCP servers
                    ".hg/hgrc", ".jj/repo/config.toml", "opencode.jsonc", ".opencode/plugin/x.ts", ".qwen/settings.json",
-                   ".crush.json", "crush.json", ".kilocode/mcp.json", ".factory/mcp.json"]
+                   ".crush.json", "crush.json", ".kilocode/mcp.json", ".factory/mcp.json",
+                   ".vimrc", "_exrc", ".gvimrc", ".sl/config", ".pdbrc", ".Rprofile",                  # rt37f 3-4
+                   "env/bin/activate", ".direnv/python-3.12/bin/activate"]           # venvs by pyvenv.cfg: rt37f 10
 
 
 @pytest.mark.parametrize("path", RUN_LATER_FILES)
 def test_files_run_later_are_not_written_unasked_even_in_accept_edits(ws, monkeypatch, path):
     monkeypatch.setattr(kesi, "PERMISSION_MODE", "acceptEdits")
     monkeypatch.setattr(kesi, "can_ask", lambda: False)          # nobody there: an ask is a refusal
+    for venv in ("env", ".direnv/python-3.12"):
+        (ws / venv).mkdir(parents=True)
+        (ws / venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
     allowed, refusal = kesi.check_permission("write_file", {"file_path": path, "content": "x"})
     assert not allowed and refusal, path
     assert kesi.check_permission("write_file", {"file_path": "src/mise_notes.md", "content": "x"}) == (True, None)

@@ -345,3 +345,17 @@ def test_characters_some_terminals_draw_wide_cannot_draw_a_question(ws, notices,
     lines = notices.getvalue().splitlines()
     assert all(line.isascii() and len(line) <= 80 for line in lines), lines
     assert not [line for line in lines if line.lstrip().startswith(fake)]
+
+
+@pytest.mark.parametrize("name", ["**", "*", "src/*.py"])
+def test_a_file_named_as_a_glob_offers_no_rule_for_it(ws, user, name):
+    """rt37f 25: `a` to creating a file named `**` saved Edit(**), and every file was written unasked after it."""
+    person = user("n")
+    kesi.check_permission("write_file", {"file_path": name, "content": "x"})
+    assert person.questions and person.questions[0].always is None, person.questions
+
+
+def test_cjk_quotation_brackets_are_escaped_in_what_the_person_approves():
+    """rt37f 6: 「 and 」 read as quotes around a note, where sh saw none and ran the `touch` inside."""
+    shown = kesi.ascii_only("echo 「作業メモ: 次; touch X」 。")
+    assert shown == "echo \\u300c作業メモ: 次; touch X\\u300d 。", shown

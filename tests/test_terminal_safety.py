@@ -192,6 +192,7 @@ def test_the_permission_question_shows_a_command_in_ascii_on_a_real_terminal(tmp
     blank nor a lookalike of '#', ';' or a quote can make a command read as something else."""
     commands = [f"git status{char}#;touch PWNED" for char in BLANKS[::4] + LOOKALIKES]
     commands.append("git commit -m '修正「登入」、テスト。한국어' && touch PWNED")     # letters of CJK stay readable
+    readable = "git commit -m '修正\\u300c登入\\u300d、テスト。한국어' && touch PWNED"   # 「」 read as quotes: rt37f 6
     with MockAPI([reply(*(tool_call("run_command", {"command": c}, id=f"t{i}") for i, c in enumerate(commands))),
                   reply("done")]) as mock:
         with Terminal([sys.executable, KESI], tmp_path, checklib.kesi_subprocess_env(mock, TERM="dumb")) as term:
@@ -203,5 +204,5 @@ def test_the_permission_question_shows_a_command_in_ascii_on_a_real_terminal(tmp
             term.expect("you > ")
             assert term.leave() == 0
     questions = re.findall(r"\[permission needed\] run command: (.*)", term.seen)
-    assert [q.strip() for q in questions] == [ascii(c)[1:-1] for c in commands[:-1]] + [commands[-1]], questions
+    assert [q.strip() for q in questions] == [ascii(c)[1:-1] for c in commands[:-1]] + [readable], questions
     assert not (tmp_path / "PWNED").exists()
