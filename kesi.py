@@ -308,11 +308,12 @@ def trusted_path(path: str | None = None) -> str:
 
 
 def trusted_program(name: str) -> str | None:
-    """A program KeSi runs unsandboxed (bwrap, rg), never one that leads into the workspace (a ~/.local/bin/rg linked
-    to a build there ran what a command wrote there, rt37a 20)."""
+    """A program KeSi runs unsandboxed (bwrap, rg), by the real path it checked: never one that leads into the
+    workspace (a ~/.local/bin/rg linked to a build there ran what a command wrote, rt37a 20), nor a link a command
+    can re-point later (a link in the workspace to /usr/bin/rg, when KeSi started, rt37d B6)."""
     for folder in (trusted_path() or os.defpath).split(os.pathsep):
-        if (found := shutil.which(name, path=folder)) and not lies_in(Path(os.path.realpath(found)), BASE_DIR):
-            return found
+        if (found := shutil.which(name, path=folder)) and not lies_in(Path(real := os.path.realpath(found)), BASE_DIR):
+            return real
     return None
 
 # Names file tools never show or touch, at any depth: noise (caches), secrets (.env, .git), and any ".env.*".
@@ -4357,6 +4358,7 @@ GIT_CONTROL_NAMES = {"config", "commondir", "config.worktree", "gitdir", "strate
                      "attributes", "exclude"}        # info/: git never writes them; one can hide a diff, or a file
 GIT_DATA_FOLDERS = {"objects", "refs", "logs", "lfs", "rr-cache"}   # data, never code; can be huge
 GIT_REMOTE_FOLDERS = {"branches", "remotes"}    # old-style remotes, every file a control file: a URL git pushes to
+GIT_DIR_FOLDERS = GIT_DATA_FOLDERS | GIT_REMOTE_FOLDERS | {"info", "hooks", "modules", "worktrees"}
 MAX_GIT_DEPTH = 40                 # submodules nest; deeper than this is no repository git would use
 MAX_CONTROL_BYTES = 1_000_000      # configs and hooks are small
 MAX_TODO_BYTES = 64_000_000        # a to-do list larger than this is removed, not read
@@ -4793,16 +4795,23 @@ NETWORK_URL = re.compile(r"(?i)(https?|ssh|git|git\+ssh|ssh\+git)://[^-/\s].*|([
 
 
 def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
-    """Take the planted parts out of repositories made since before (also one the index registers as a submodule)."""
-    known = set(before.repos) | ({".git"} & before.entries.keys()) | set(moved) if before else set()
-    top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
-    new = [repo for repo in top + nested_repositories() if repo not in known]
-    unread = [Unsafe("", f"the submodules this workspace's indexes register (over {MAX_REGISTERED:,}: not all were "
-                         "checked, and git status at the top may run code planted in one; check them first)")]
-    return [item for repo in new[:MAX_NEW_REPOSITORIES] for item in disarm_repository(repo) +
-            fail_closed(disarm_named_paths, repo)] + [item for repo in new[MAX_NEW_REPOSITORIES:]
-                                                      for item in fail_closed(move_repository_aside, repo)] + \
-        (unread if _registry_cut_short[0] else [])     # a whole failure: said, and the next command checks again
+    """Take the planted parts out of repositories made since before (also one the index registers as a submodule).
+    Twice: a repository git could not read (an unknown extension, a broken config) may register others once
+    disarmed (rt37d B5)."""
+    done = set(before.repos) | ({".git"} & before.entries.keys()) | set(moved) if before else set()
+    notices, room = [], MAX_NEW_REPOSITORIES
+    for _ in range(2):
+        top = [".git"] if (BASE_DIR / ".git").is_dir() and not (BASE_DIR / ".git").is_symlink() else []
+        if not (new := [repo for repo in top + nested_repositories() if repo not in done]):
+            break
+        done = done | set(new)
+        notices += [item for repo in new[:room] for item in disarm_repository(repo) +
+                    fail_closed(disarm_named_paths, repo)] + [item for repo in new[room:]
+                                                              for item in fail_closed(move_repository_aside, repo)]
+        room = max(0, room - len(new))
+    unread = Unsafe("", f"the submodules this workspace's indexes register (over {MAX_REGISTERED:,}: not all were "
+                        "checked, and git status at the top may run code planted in one; check them first)")
+    return notices + [unread] * _registry_cut_short[0]     # a whole failure: said, and the next command checks again
 
 
 def move_repository_aside(repo: str) -> list[str]:
@@ -4865,7 +4874,9 @@ def gitlinks(tree: Path, git_dir: Path) -> list[str]:
     if _gitlinks.get(tree, (None,))[0] != key or key is None:
         listed = run_git(["-C", str(tree), "ls-files", "--stage", "-z"], timeout=30)
         entries = (listed.stdout if listed else b"").split(b"\0")
-        _gitlinks[tree] = key, [os.fsdecode(e.split(b"\t", 1)[-1]) for e in entries if e[:7] == b"160000 "]
+        read = listed is not None and listed.returncode == 0      # else read again next time (rt37d B5)
+        _gitlinks[tree] = key if read else None, [os.fsdecode(e.split(b"\t", 1)[-1]) for e in entries
+                                                  if e[:7] == b"160000 "]
     return _gitlinks[tree][1]
 
 
@@ -4985,6 +4996,10 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = F
     for inner in real_folders(fd, ["modules", "worktrees"]):        # their git dirs' configs run code too
         with opened(inner, FOLDER_FLAGS, fd) as inner_fd:
             removed += disarm_git_dir(inner_fd, f"{shown}/{inner}", depth, holds_git_dirs=True)
+    # A module's git dir may hold another's: names nest (a and a/b), and a HEAD file makes any folder look like one
+    for inner in set(real_folders(fd, names)) - GIT_DIR_FOLDERS if depth else ():          # (rt37d B4)
+        with opened(inner, FOLDER_FLAGS, fd) as inner_fd:
+            removed += disarm_git_dir(inner_fd, f"{shown}/{inner}", depth + 1)
     return removed
 
 

@@ -253,6 +253,18 @@ def test_helpers_linked_from_outside_into_the_workspace_never_run(box, monkeypat
     assert not marker.exists(), marker.read_text()
 
 
+def test_a_helper_is_run_by_the_real_path_checked_not_a_link_a_command_can_repoint(ws, monkeypatch, tmp_path_factory):
+    """rt37d B6: ~/.local/bin/rg -> $WS/tools/rg -> /usr/bin/rg when KeSi started: the check passed, and the link was
+    run; a command then made tools/rg a script, and the grep tool ran it outside the sandbox."""
+    links, tools = tmp_path_factory.mktemp("linked-bin"), ws / "tools"
+    tools.mkdir()
+    real = os.path.realpath(shutil.which("true"))
+    (tools / "true").symlink_to(real)
+    (links / "true").symlink_to(tools / "true")
+    monkeypatch.setenv("PATH", f"{links}:{os.environ['PATH']}")
+    assert kesi.trusted_program("true") == real
+
+
 def test_a_path_entry_that_links_into_the_system_is_followed_to_its_real_folder(ws, monkeypatch, tmp_path_factory):
     """$WS/ubin -> /usr/bin passes the check, but a command could swap the
     link for its own folder later: KeSi keeps the real folder's path."""
@@ -2007,7 +2019,7 @@ def test_a_command_making_many_repositories_has_those_past_the_limit_moved_aside
     assert "made" in output, output
     aside = [repo for repo in box.glob("r*") if not (repo / ".git").exists()]
     assert len(aside) == 6 and all(len(list(repo.glob(".git.unsafe-*"))) == 1 for repo in aside), output
-    assert "and 60 more" in output, output           # every one is named (ten of them in full)
+    assert "more: git's control files" in output, output           # every one is named (ten of them in full)
     for repo in box.glob("r*"):
         git(repo, "status")
     assert not pwned(box), output
@@ -2080,6 +2092,31 @@ def test_a_new_repository_keeps_only_a_clones_fetch_refspec(box):
     assert "made" in output, output
     assert git(box / "y", "config", "--get-all", "remote.origin.fetch").stdout == "", output
     assert git(box / "z", "config", "--get-all", "remote.origin.fetch").stdout == "+refs/heads/*:refs/remotes/origin/*\n"
+
+
+def test_a_module_git_dir_behind_a_lone_head_file_keeps_no_hook(box):
+    """rt37d B4: a submodule named a/b, and a HEAD file in .git/modules/a: KeSi took a for a git dir and never looked
+    at b, where git found the hook on the person's `git submodule update --init`."""
+    hook = ".git/modules/a/b/hooks/post-checkout"
+    output, _ = sh("git init -q R && cd R && mkdir -p .git/modules/a && git init -q --bare .git/modules/a/b && "
+                   f"echo 'ref: refs/heads/main' > .git/modules/a/HEAD && printf '#!/bin/sh\\ntouch {box}/PWNED\\n' "
+                   f"> {hook} && chmod +x {hook} && echo built")
+    assert "built" in output, output
+    assert not (box / "R" / hook).exists(), output
+
+
+@pytest.mark.parametrize("spoil", ["git config core.repositoryformatversion 1 && git config extensions.zzz 1",
+                                   "printf '[broken\\n' >> .git/config"])
+def test_a_new_repository_git_could_not_read_has_its_submodules_checked_once_disarmed(box, spoil):
+    """rt37d B5: a new repository whose config git refused (an unknown extension, a broken line) hid the submodule
+    its index registers in node_modules; KeSi's clean-up then made it readable, and `git status` there ran it."""
+    output, _ = sh("git init -q R && cd R && git init -q node_modules/sub && "
+                   f"git -C node_modules/sub config core.fsmonitor 'touch {box}/PWNED' && "
+                   "git -C node_modules/sub -c user.name=a -c user.email=b commit -q --allow-empty -m x && "
+                   f"git add node_modules/sub && {spoil} && echo registered")
+    assert "registered" in output, output
+    git(box / "R", "status")
+    assert not pwned(box), output
 
 
 def test_a_new_repository_keeps_no_rebase_or_sequencer_state(box):
