@@ -258,8 +258,9 @@ def one_line(text) -> str:
 
 
 # Kept as they are in what a person approves: printable ASCII, and the letters of Chinese, Japanese and Korean
-# (a commit message in Chinese stays readable); none of them looks like a character sh acts on.
-APPROVED_AS_SHOWN = re.compile("[^\t\n -~\u3001\u3002\u3041-\u3096\u30a1-\u30fa\u3105-\u312f"
+# (a commit message in Chinese stays readable); none of them looks like a character sh acts on. A tab is escaped:
+# drawn as spaces, it hides how a <<- heredoc ends (rt37f 35).
+APPROVED_AS_SHOWN = re.compile("[^\n -~\u3001\u3002\u3041-\u3096\u30a1-\u30fa\u3105-\u312f"
                                "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\U00020000-\U0003134f]")
 
 
@@ -3355,6 +3356,9 @@ RUNS_LATER_NAMES = {
     ".envrc", ".vscode", ".idea", ".zed", ".fleet", ".theia", ".devcontainer", ".devcontainer.json",  # direnv, editors
     ".exrc", "_exrc", ".vimrc", "_vimrc", ".gvimrc", ".nvimrc", ".nvim.lua", ".lvimrc", ".gitpod.yml", ".idx",
     ".pdbrc", ".irbrc", ".pryrc", ".rprofile", ".sl",       # read from the folder at start (rt37f 3-4)
+    ".helix", ".dir-locals.el", ".autoenv.zsh", "flake.nix", "shell.nix", "devenv.nix", "lefthook.toml",
+    ".lefthook.toml", "lefthook.json", ".cirrus.yml", "appveyor.yml", ".appveyor.yml", ".builds", ".tekton",
+    "azure-pipelines.yaml",
     ".git", ".husky", ".githooks", ".pre-commit-config.yaml", ".lefthook",    # git and its hook managers
     *(f"{dot}lefthook{local}.{ext}" for dot in ("", ".") for local in ("", "-local") for ext in ("yml", "yaml")),
     ".woodpecker", ".woodpecker.yml", ".drone.yml", "bitbucket-pipelines.yml",    # CI
@@ -6564,9 +6568,9 @@ def resume_session(path: Path, history: list[dict]) -> bool:
     restore_todos(history)
     idle = time.time() - CACHE_CLOCK.last_use.get("main", time.time())
     last = next((text_of(m["content"]).strip() for m in reversed(history) if is_user_prompt(m)), "(none)")
-    ui(f"  Resumed {visible(path.name)}: {len(history)} messages. Last prompt: "
-       f"{visible(shorten(last, 70))}" + (f" ({idle / 60:.0f} minutes ago: the prompt cache has "
-       "expired, so KeSi writes it for an hour now)" if idle >= LONG_PAUSE else ""))
+    row(f"  Resumed {one_line(path.name)}: {len(history)} messages. Last prompt: "
+        f"{one_line(shorten(last, 70))}" + (f" ({idle / 60:.0f} minutes ago: the prompt cache has "
+        "expired, so KeSi writes it for an hour now)" if idle >= LONG_PAUSE else ""))
     return True
 
 
@@ -7929,7 +7933,8 @@ def list_mcp_tools(server: McpServer) -> None:
                 break
     except (OSError, ValueError, TypeError) as exc:       # ConnectionError: the server failed; else bad settings
         server.stop()
-        return ui(paint(f"  (MCP server {one_line(server.name)} not used: {one_line(exc)})", "error"))
+        return ui(paint(marked_lines(f"  (MCP server {one_line(server.name)} not used: {one_line(exc)})", ROW_MARK),
+                        "error"))
     used, mine, left_out = sum(len(json.dumps(entry[1])) for entry in MCP["tools"].values()), 0, []   # bytes sent
     for name, schema, about in ((t.get("name"), t.get("inputSchema"), t.get("description")) for t in tools
                                 if isinstance(t, dict)):

@@ -236,7 +236,9 @@ RUN_LATER_FILES = [".gitea/workflows/ci.yml", ".forgejo/workflows/x.yaml", ".woo
                    ".hg/hgrc", ".jj/repo/config.toml", "opencode.jsonc", ".opencode/plugin/x.ts", ".qwen/settings.json",
                    ".crush.json", "crush.json", ".kilocode/mcp.json", ".factory/mcp.json",
                    ".vimrc", "_exrc", ".gvimrc", ".sl/config", ".pdbrc", ".Rprofile",                  # rt37f 3-4
-                   "env/bin/activate", ".direnv/python-3.12/bin/activate"]           # venvs by pyvenv.cfg: rt37f 10
+                   "env/bin/activate", ".direnv/python-3.12/bin/activate",           # venvs by pyvenv.cfg: rt37f 10
+                   "lefthook.toml", ".cirrus.yml", "appveyor.yml", ".builds/x.yml", ".tekton/p.yaml",   # rt37f 51-52
+                   "azure-pipelines.yaml", "flake.nix", "shell.nix", ".helix/languages.toml", ".dir-locals.el"]
 
 
 @pytest.mark.parametrize("path", RUN_LATER_FILES)

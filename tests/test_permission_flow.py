@@ -359,3 +359,4 @@ def test_cjk_quotation_brackets_are_escaped_in_what_the_person_approves():
     """rt37f 6: 「 and 」 read as quotes around a note, where sh saw none and ran the `touch` inside."""
     shown = kesi.ascii_only("echo 「作業メモ: 次; touch X」 。")
     assert shown == "echo \\u300c作業メモ: 次; touch X\\u300d 。", shown
+    assert kesi.ascii_only("cat <<-EOF\n\tEOF") == "cat <<-EOF\n\\tEOF"          # a tab ends <<-: rt37f 35
