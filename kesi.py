@@ -1666,7 +1666,7 @@ def prompt_input(question: str) -> str:
 
 def refuse(shown: str, for_model: str) -> tuple[bool, str]:
     """A short line for the person (one line: it may quote a project's rule), the full text for the model."""
-    ui(paint(f"      [blocked] {one_line(shown)}", "error"))
+    ui(paint(marked_lines(f"      [blocked] {one_line(shown)}", ROW_MARK), "error"))
     return False, for_model
 
 
@@ -3357,8 +3357,9 @@ RUNS_LATER_NAMES = {
     ".exrc", "_exrc", ".vimrc", "_vimrc", ".gvimrc", ".nvimrc", ".nvim.lua", ".lvimrc", ".gitpod.yml", ".idx",
     ".pdbrc", ".irbrc", ".pryrc", ".rprofile", ".sl",       # read from the folder at start (rt37f 3-4)
     ".helix", ".dir-locals.el", ".autoenv.zsh", "flake.nix", "shell.nix", "devenv.nix", "lefthook.toml",
-    ".lefthook.toml", "lefthook.json", ".cirrus.yml", "appveyor.yml", ".appveyor.yml", ".builds", ".tekton",
-    "azure-pipelines.yaml",
+    ".lefthook.toml", "lefthook.json", ".cirrus.yml", ".cirrus.star", "appveyor.yml", ".appveyor.yml", ".builds",
+    ".tekton", "azure-pipelines.yaml", ".woodpecker.yaml", "cloudbuild.yaml", "cloudbuild.yml", "buildspec.yml",
+    "bitrise.yml", "codemagic.yaml", ".semaphore", ".teamcity", ".dir-locals-2.el", "_darcs", ".pijul", ".lazy.lua",
     ".git", ".husky", ".githooks", ".pre-commit-config.yaml", ".lefthook",    # git and its hook managers
     *(f"{dot}lefthook{local}.{ext}" for dot in ("", ".") for local in ("", "-local") for ext in ("yml", "yaml")),
     ".woodpecker", ".woodpecker.yml", ".drone.yml", "bitbucket-pipelines.yml",    # CI
@@ -5864,7 +5865,7 @@ def stop_tasks_beyond_permission(revoked: bool = False, why: str = "") -> None:
                and mcp_held_back(one)]
     stop_background_tasks(gone + servers, f"stopped: {why or 'the person took permission back'}")
     for server in servers:
-        ui(f"  (stopped MCP server {one_line(server.name)}: {mcp_held_back(server)})")
+        row(f"  (stopped MCP server {one_line(server.name)}: {mcp_held_back(server)})")
     why = why or f"permission mode {PERMISSION_MODE}{' and /revoke' if revoked else ''} no longer allow it"
     for task in gone:
         row(f"  (stopped background task {task.id}, {one_line(shorten(task.command, 60))}: {why})")
@@ -7011,7 +7012,8 @@ def run_typed_command(command: str) -> str:
     verdict, reason = classify_command(command)
     denied = (key := command_key(command)) and matching_rule("deny", "Bash", key)
     if verdict == "deny" or denied:
-        ui(paint(f"      [blocked] {one_line(reason if verdict == 'deny' else f'deny rule {denied.text}')}", "error"))
+        why = reason if verdict == "deny" else f"deny rule {denied.text}"
+        ui(paint(marked_lines(f"      [blocked] {one_line(why)}", ROW_MARK), "error"))
         return ""
     ESCALATE_ONCE.clear()              # a once-only answer was the model's call's, never yours (rt37a 19)
     try:
@@ -7304,7 +7306,8 @@ def submitted_prompt(prompt):
     """UserPromptSubmit hooks: exit 2 or a block keeps the prompt from the model (None); else their stdout joins it."""
     decision, reason, context = run_hooks("UserPromptSubmit", prompt=text_of(prompt))
     if decision == "block":
-        ui(paint(f"  (a UserPromptSubmit hook blocked this prompt: {one_line(shorten(reason, 300))})", "error"))
+        ui(paint(marked_lines(f"  (a UserPromptSubmit hook blocked this prompt: {one_line(shorten(reason, 300))})",
+                              ROW_MARK), "error"))
     return None if decision == "block" else join_prompt(prompt, context) if context else prompt
 
 
@@ -7950,15 +7953,16 @@ def list_mcp_tools(server: McpServer) -> None:
             MCP["tools"][full] = (server, offered, functools.partial(call_mcp_tool, server, name))
             used, mine = used + size, mine + 1
         else:
-            ui(paint(f"  (MCP tool {one_line(shorten(str(name), 80))} of {one_line(server.name)} not offered: it needs "
-                     "a name of its own (mcp__server__tool in 64 characters, no ___: a server name ending in _ or a "
-                     "tool name starting with one could pass for another's) and an inputSchema of type object, within "
-                     "20,000 characters)", "error"))
+            ui(paint(marked_lines(f"  (MCP tool {one_line(shorten(str(name), 80))} of {one_line(server.name)} not "
+                                  "offered: it needs a name of its own (mcp__server__tool in 64 characters, no ___: a "
+                                  "server name ending in _ or a tool name starting with one could pass for another's) "
+                                  "and an inputSchema of type object, within 20,000 characters)", ROW_MARK), "error"))
     if left_out:
         names = one_line(shorten(", ".join(left_out), 200))
-        ui(paint(f"  ({len(left_out)} of {one_line(server.name)}'s tools not offered ({names}): over KeSi's limit of "
-                 f"{MCP_TOOLS_A_SERVER} tools a server, {MCP_TOOLS_IN_ALL} in all and "
-                 f"{MCP_TOOL_BYTES:,} bytes of names, descriptions and schemas in all)", "error"))
+        ui(paint(marked_lines(f"  ({len(left_out)} of {one_line(server.name)}'s tools not offered ({names}): over "
+                              f"KeSi's limit of {MCP_TOOLS_A_SERVER} tools a server, {MCP_TOOLS_IN_ALL} in all and "
+                              f"{MCP_TOOL_BYTES:,} bytes of names, descriptions and schemas in all)", ROW_MARK),
+                 "error"))
 
 
 def tool_table(agent=None) -> tuple[list[dict], dict]:

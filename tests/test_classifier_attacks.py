@@ -238,7 +238,9 @@ RUN_LATER_FILES = [".gitea/workflows/ci.yml", ".forgejo/workflows/x.yaml", ".woo
                    ".vimrc", "_exrc", ".gvimrc", ".sl/config", ".pdbrc", ".Rprofile",                  # rt37f 3-4
                    "env/bin/activate", ".direnv/python-3.12/bin/activate",           # venvs by pyvenv.cfg: rt37f 10
                    "lefthook.toml", ".cirrus.yml", "appveyor.yml", ".builds/x.yml", ".tekton/p.yaml",   # rt37f 51-52
-                   "azure-pipelines.yaml", "flake.nix", "shell.nix", ".helix/languages.toml", ".dir-locals.el"]
+                   "azure-pipelines.yaml", "flake.nix", "shell.nix", ".helix/languages.toml", ".dir-locals.el",
+                   ".woodpecker.yaml", ".cirrus.star", "cloudbuild.yaml", "buildspec.yml", ".semaphore/s.yml",   # rt37g
+                   ".teamcity/settings.kts", ".dir-locals-2.el", "_darcs/prefs/defaults", ".pijul/config", ".lazy.lua"]
 
 
 @pytest.mark.parametrize("path", RUN_LATER_FILES)

@@ -803,8 +803,10 @@ def test_a_padded_rule_or_host_is_cut_by_kesi_not_wrapped_by_the_terminal(ws, co
     with sandbox_forced("bubblewrap"):
         kesi.handle_slash("/permissions", None, [])
         kesi.handle_slash("/network", None, [])
+        kesi.refuse(f"deny rule {padded}", "")          # rt37g B5: the [blocked] notice quotes the rule
     rows = shown.getvalue().splitlines()
     assert not [line for line in rows if kesi.display_width(line) >= 80 and ("curl" in line or "x.invalid" in line)]
+    assert [line[:8] for line in rows if "deny  Bash(git push" in line] == [kesi.ROW_MARK[:8]] * 2, rows
     assert not [line for line in rows if line.lstrip().startswith("deny  Bash(git push")], rows
 
 
