@@ -3385,9 +3385,10 @@ def runs_later(key: str) -> bool:
 
 
 def in_a_venv(key: str) -> bool:
-    """In a Python environment under any name (env/, .direnv/python-3.12/: its bin/activate runs when you activate
-    it, rt37f 10), known by its pyvenv.cfg as a git dir is by what it holds."""
-    return any((BASE_DIR / folder / "pyvenv.cfg").is_file() for folder in PurePosixPath(key).parents[:-1])
+    """In a Python or conda environment under any name (env/, .direnv/python-3.12/: its bin/activate or
+    etc/conda/activate.d runs when you activate it, rt37f 10, rt37g B6), known by its pyvenv.cfg or conda-meta/."""
+    return any((BASE_DIR / folder / "pyvenv.cfg").is_file() or (BASE_DIR / folder / "conda-meta").is_dir()
+               for folder in PurePosixPath(key).parents[:-1])
 
 
 # --- escalation: more than the sandbox gives, for one exact command --------------
@@ -4876,6 +4877,8 @@ def gitlinks(tree: Path, git_dir: Path) -> list[str]:
     with contextlib.suppress(OSError):
         info = os.stat(git_dir / "index", follow_symlinks=False)
         key = info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns    # ctime: `touch -d` cannot set it
+        if not stat.S_ISREG(info.st_mode):      # a FIFO: git would wait on it (rt37g B11); git status cannot use it
+            return []
     if _gitlinks.get(tree, (None,))[0] != key or key is None:
         listed = run_git(["-C", str(tree), "ls-files", "--stage", "-z"], timeout=30)
         entries = (listed.stdout if listed else b"").split(b"\0")

@@ -240,7 +240,8 @@ RUN_LATER_FILES = [".gitea/workflows/ci.yml", ".forgejo/workflows/x.yaml", ".woo
                    "lefthook.toml", ".cirrus.yml", "appveyor.yml", ".builds/x.yml", ".tekton/p.yaml",   # rt37f 51-52
                    "azure-pipelines.yaml", "flake.nix", "shell.nix", ".helix/languages.toml", ".dir-locals.el",
                    ".woodpecker.yaml", ".cirrus.star", "cloudbuild.yaml", "buildspec.yml", ".semaphore/s.yml",   # rt37g
-                   ".teamcity/settings.kts", ".dir-locals-2.el", "_darcs/prefs/defaults", ".pijul/config", ".lazy.lua"]
+                   ".teamcity/settings.kts", ".dir-locals-2.el", "_darcs/prefs/defaults", ".pijul/config", ".lazy.lua",
+                   "conda-env/etc/conda/activate.d/x.sh"]                          # conda by conda-meta/: rt37g B6
 
 
 @pytest.mark.parametrize("path", RUN_LATER_FILES)
@@ -250,6 +251,7 @@ def test_files_run_later_are_not_written_unasked_even_in_accept_edits(ws, monkey
     for venv in ("env", ".direnv/python-3.12"):
         (ws / venv).mkdir(parents=True)
         (ws / venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (ws / "conda-env" / "conda-meta").mkdir(parents=True)
     allowed, refusal = kesi.check_permission("write_file", {"file_path": path, "content": "x"})
     assert not allowed and refusal, path
     assert kesi.check_permission("write_file", {"file_path": "src/mise_notes.md", "content": "x"}) == (True, None)

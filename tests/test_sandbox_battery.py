@@ -2119,6 +2119,16 @@ def test_a_new_repository_git_could_not_read_has_its_submodules_checked_once_dis
     assert not pwned(box), output
 
 
+def test_an_index_that_is_a_fifo_holds_no_check(box, monkeypatch):
+    """rt37g B11: a new repository's index made a FIFO: KeSi's git ls-files waited on it (30 s a run), at every check.
+    git status cannot use such an index either, so it registers nothing: read as empty, at once."""
+    monkeypatch.setattr(kesi, "run_git", lambda *a, **k: pytest.fail(f"git run on a FIFO index: {a}"))
+    make_repo(box)
+    (box / ".git" / "index").unlink()
+    os.mkfifo(box / ".git" / "index")
+    assert kesi.gitlinks(box, box / ".git") == []
+
+
 def test_a_new_repository_keeps_no_rebase_or_sequencer_state(box):
     """rt22 rows 23, 26: an `exec` line in a new repository's to-do ran on the person's `git rebase --continue`."""
     todo = "GIT_SEQUENCE_EDITOR=\"sh -c 'printf \\\"break\\\\nexec touch $PWD/PWNED\\\\n\\\" > \\$1' -\""
