@@ -578,3 +578,26 @@ def test_a_command_never_leaves_the_sandbox_beside_running_tasks(box, escalation
     kesi.stop_background_tasks()
     output, failed = kesi.run_command("echo left")
     assert not failed and "left" in output, output
+
+
+@pytest.mark.xfail(strict=False, reason="open (rt37h B3-B4, found at the end of stop 37): a fork-chain task's plant "
+                   "in a repository it made survives the checks; see the README's limits")
+def test_a_task_that_outruns_the_pause_leaves_no_plant_behind(box):
+    """rt37h B3-B4: a task that is a fork chain (each member plants, forks the next, exits) outran KeSi's SIGSTOPs,
+    and its core.fsmonitor in a repository it made stayed after every check, background_stop and the exit check."""
+    marker = box.parent / f"chain-ran-{uuid.uuid4().hex}"
+    chain = (f"git init -q R && f() {{ printf '[core]\\n\\tfsmonitor = touch {marker}\\n' > R/.git/config; f & }}; "
+             "f; sleep 600")
+    assert not kesi.run_command(chain, run_in_background=True)[1]
+    for _ in range(300):
+        if "fsmonitor" in ((box / "R" / ".git" / "config").read_text() if (box / "R" / ".git" / "config").exists()
+                           else ""):
+            break
+        time.sleep(0.1)
+    for _ in range(2):
+        kesi.run_command("true")
+    kesi.stop_background_tasks()
+    config = box / "R" / ".git" / "config"
+    assert not config.exists() or "fsmonitor" not in config.read_text(), config.read_text()
+    subprocess.run(["git", "status"], cwd=box / "R", capture_output=True, timeout=30)
+    assert not marker.exists()
