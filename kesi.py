@@ -4812,21 +4812,12 @@ def disarm_new_repositories(before: GitSnapshot | None, moved=()) -> list[str]:
             break
         done = done | set(new)
         notices += [item for repo in new[:room] for item in disarm_repository(repo) +
-                    fail_closed(disarm_named_paths, repo)] + [item for repo in new[room:]
-                                                              for item in fail_closed(move_repository_aside, repo)]
+                    fail_closed(disarm_named_paths, repo)] + [item for repo in new[room:]    # cheap: config whole
+                                                              for item in disarm_repository(repo, whole=True)]
         room = max(0, room - len(new))
     unread = Unsafe("", f"the submodules this workspace's indexes register (over {MAX_REGISTERED:,}: not all were "
                         "checked, and git status at the top may run code planted in one; check them first)")
     return notices + [unread] * _registry_cut_short[0]     # a whole failure: said, and the next command checks again
-
-
-def move_repository_aside(repo: str) -> list[str]:
-    *folders, last = repo.split("/")
-    fd = open_below(BASE_DIR, folders)       # an OSError here is fail_closed's: the next command looks again
-    try:
-        return [move_aside(fd, last, repo, f"more than {MAX_NEW_REPOSITORIES} new repositories in one command")]
-    finally:
-        os.close(fd)
 
 
 def disarm_named_paths(repo: str) -> list[str]:
@@ -4918,7 +4909,7 @@ def leads_through_proc(path: str, hops: int = 40) -> bool:
     return not hops
 
 
-def disarm_repository(repo: str) -> list[str]:
+def disarm_repository(repo: str, whole: bool = False) -> list[str]:
     """Disarm one git dir, opened with O_NOFOLLOW at every step: a link swapped in must never lead outside. If any
     step fails, the git dir is moved aside whole (git sees no repository there), else said loudly: never a plant
     reported gone, nor taken as the next command's clean start (see Unsafe)."""
@@ -4934,7 +4925,7 @@ def disarm_repository(repo: str) -> list[str]:
             remove_at(fd, last)          # a `.git` git_dir_of could not tell where git would take it
             return [f"{repo} (it points through /proc, where each process finds something else)"]
         with opened(last, FOLDER_FLAGS, fd) as git_fd:
-            return disarm_git_dir(git_fd, repo)
+            return disarm_git_dir(git_fd, repo, whole=whole)
     except Exception as error:           # no room, a folder it may not enter, any bug: never a plant left in use
         return [move_aside(fd, last, repo, error)]
     finally:
@@ -4970,7 +4961,7 @@ def move_aside(fd: int, name: str, repo: str, error: Exception) -> str:
 NEW_REPOSITORY_REMOVED = {"commondir", "config.worktree", "rebase-merge", "rebase-apply", "sequencer"}
 
 
-def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = False) -> list[str]:
+def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = False, whole: bool = False) -> list[str]:
     """Take out of one new git dir (and those below it) what git would run later; OSError if a part stays."""
     removed, names = [], os.listdir(fd)
     if holds_git_dirs or depth and "HEAD" not in names:    # modules/, or modules/a of a submodule named a/b: any deep
@@ -4981,7 +4972,7 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = F
                 removed.append(f"{shown}/{name}")
                 continue
             with opened(name, FOLDER_FLAGS, fd) as sub:
-                removed += disarm_git_dir(sub, f"{shown}/{name}", depth + 1)
+                removed += disarm_git_dir(sub, f"{shown}/{name}", depth + 1, whole=whole)
         return removed
     planted = NEW_REPOSITORY_REMOVED.intersection(names)
     for folder in ("hooks", *GIT_REMOTE_FOLDERS):     # all in them, but the hook samples git writes
@@ -4997,17 +4988,17 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = F
     for name in sorted(planted):
         remove_at(fd, name)
         removed.append(f"{shown}/{name}")
-    removed += disarm_config(fd, shown) if "config" in names else []
+    removed += disarm_config(fd, shown, whole) if "config" in names else []
     for name in {"modules", "worktrees"}.intersection(names).difference(real_folders(fd, names)):
         remove_at(fd, name)           # a link: to git dirs no walk sees (node_modules, rt37b 23)
         removed.append(f"{shown}/{name}")
     for inner in real_folders(fd, ["modules", "worktrees"]):        # their git dirs' configs run code too
         with opened(inner, FOLDER_FLAGS, fd) as inner_fd:
-            removed += disarm_git_dir(inner_fd, f"{shown}/{inner}", depth, holds_git_dirs=True)
+            removed += disarm_git_dir(inner_fd, f"{shown}/{inner}", depth, holds_git_dirs=True, whole=whole)
     # A module's git dir may hold another's: names nest (a and a/b), and a HEAD file makes any folder look like one
     for inner in set(real_folders(fd, names)) - GIT_DIR_FOLDERS if depth else ():          # (rt37d B4)
         with opened(inner, FOLDER_FLAGS, fd) as inner_fd:
-            removed += disarm_git_dir(inner_fd, f"{shown}/{inner}", depth + 1)
+            removed += disarm_git_dir(inner_fd, f"{shown}/{inner}", depth + 1, whole=whole)
     return removed
 
 
@@ -5020,11 +5011,13 @@ def real_folders(fd: int, names: list[str]) -> list[str]:
     return found
 
 
-def disarm_config(fd: int, shown: str) -> list[str]:
+def disarm_config(fd: int, shown: str, whole: bool = False) -> list[str]:
     """Unset what a fresh config never has (see planted_config_keys), on a private copy: no link followed. One that
     cannot be read, cleaned or written back (a full disk) goes whole: removing needs no room."""
     remove_at(fd, "config.lock")
     try:
+        if whole:
+            raise ValueError(f"one of more than {MAX_NEW_REPOSITORIES} new repositories: no git run for it")
         planted, cleaned = cleaned_config(read_control_file(fd, "config"))
         if planted:
             write_atomically(fd, "config", cleaned, mode=0o644)
@@ -5035,7 +5028,7 @@ def disarm_config(fd: int, shown: str) -> list[str]:
 
 
 MAX_PLANTED_KEYS = 32        # a new config with more to take out goes whole
-MAX_NEW_REPOSITORIES = 64    # disarmed one by one (git runs); more from one command go aside (1,500 took minutes)
+MAX_NEW_REPOSITORIES = 64    # cleaned with git runs; more from one command lose their config whole (1,500 took minutes)
 
 
 def cleaned_config(data: bytes) -> tuple[list[str], bytes]:

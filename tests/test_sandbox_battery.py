@@ -2010,17 +2010,20 @@ def test_a_new_config_with_many_planted_keys_goes_whole_at_once(box):
     assert not pwned(box), output
 
 
-def test_a_command_making_many_repositories_has_those_past_the_limit_moved_aside(box):
+def test_a_command_making_many_repositories_has_those_past_the_limit_lose_their_config(box):
     """rt37b 4: 1,500 new repositories, each with core.fsmonitor planted, were disarmed one by one with git runs:
-    minutes of check, and a KeSi killed meanwhile left most armed. Past MAX_NEW_REPOSITORIES they are moved aside."""
+    minutes of check, and a KeSi killed meanwhile left most armed. Past MAX_NEW_REPOSITORIES their configs go whole,
+    with no git run; moving them aside instead left them armed for a later .git file to point at (rt37h B22-B27)."""
     count = kesi.MAX_NEW_REPOSITORIES + 6
     output, _ = sh(f"git init -q r0 && git -C r0 config core.fsmonitor 'touch {box}/PWNED' && "
                    f"for i in $(seq 1 {count - 1}); do mkdir r$i && cp -r r0/.git r$i/.git; done; echo made")
     assert "made" in output, output
-    aside = [repo for repo in box.glob("r*") if not (repo / ".git").exists()]
-    assert len(aside) == 6 and all(len(list(repo.glob(".git.unsafe-*"))) == 1 for repo in aside), output
+    configs = [repo / ".git" / "config" for repo in box.glob("r*")]
+    assert len(configs) == count and sum(not config.exists() for config in configs) == 6, output
+    assert not [config for config in configs if config.exists() and "fsmonitor" in config.read_text()]
     assert "more: git's control files" in output, output           # every one is named (ten of them in full)
-    for repo in box.glob("r*"):
+    sh("i=0; for d in r*/.git*; do i=$((i+1)); mkdir s$i && echo \"gitdir: ../$d\" > s$i/.git; done")
+    for repo in [*box.glob("r*"), *box.glob("s*")]:
         git(repo, "status")
     assert not pwned(box), output
 
