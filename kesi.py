@@ -1666,7 +1666,7 @@ def prompt_input(question: str) -> str:
 
 def refuse(shown: str, for_model: str) -> tuple[bool, str]:
     """A short line for the person (one line: it may quote a project's rule), the full text for the model."""
-    ui(paint(marked_lines(f"      [blocked] {one_line(shown)}", ROW_MARK), "error"))
+    row(f"      [blocked] {one_line(shown)}", "error")
     return False, for_model
 
 
@@ -6931,10 +6931,11 @@ def show_log(argument: str) -> None:
 ROW_MARK = "      | "
 
 
-def row(text: str) -> None:
+def row(text: str, style: str | None = None) -> None:
     """A list's row or a notice that quotes a command, a name or a rule: cut by KeSi, never by the terminal's wrap,
-    whose next row could pass for an entry of its own (rt37f 11-13, rt37d B3)."""
-    ui(marked_lines(text, ROW_MARK))
+    whose next row could pass for an entry of its own (rt37f 11-13, rt37d B3); painted in style, if given."""
+    cut = marked_lines(text, ROW_MARK)
+    ui(paint(cut, style) if style else cut)
 
 
 def marked_lines(text: str, mark: str = "  | ") -> str:
@@ -7009,7 +7010,7 @@ def run_typed_command(command: str) -> str:
     denied = (key := command_key(command)) and matching_rule("deny", "Bash", key)
     if verdict == "deny" or denied:
         why = reason if verdict == "deny" else f"deny rule {denied.text}"
-        ui(paint(marked_lines(f"      [blocked] {one_line(why)}", ROW_MARK), "error"))
+        row(f"      [blocked] {one_line(why)}", "error")
         return ""
     ESCALATE_ONCE.clear()              # a once-only answer was the model's call's, never yours (rt37a 19)
     try:
@@ -7202,8 +7203,7 @@ def run_hooks(event: str, subject: str | None = None, **fields) -> tuple[str | N
                                                                           ("UserPromptSubmit", "SessionStart")))))
         if code not in (0, 2):
             failed = f" (exit code {code})" * (code is not None) + f": {one_line(shorten(err.strip(), 300))}"
-            ui(paint(marked_lines(f"  ({event} hook `{one_line(shorten(hook['command'], 60))}` failed{failed})",
-                                  ROW_MARK), "error"))
+            row(f"  ({event} hook `{one_line(shorten(hook['command'], 60))}` failed{failed})", "error")
     decision = next((d for d in ("block", "ask", "allow") if d in verdicts), None)
     return (decision, "\n".join(filter(None, verdicts[decision])) or f"(a {event} hook said so)",
             "\n\n".join(f"Context from a {event} hook:\n{context}" for context in contexts if context))
@@ -7302,8 +7302,7 @@ def submitted_prompt(prompt):
     """UserPromptSubmit hooks: exit 2 or a block keeps the prompt from the model (None); else their stdout joins it."""
     decision, reason, context = run_hooks("UserPromptSubmit", prompt=text_of(prompt))
     if decision == "block":
-        ui(paint(marked_lines(f"  (a UserPromptSubmit hook blocked this prompt: {one_line(shorten(reason, 300))})",
-                              ROW_MARK), "error"))
+        row(f"  (a UserPromptSubmit hook blocked this prompt: {one_line(shorten(reason, 300))})", "error")
     return None if decision == "block" else join_prompt(prompt, context) if context else prompt
 
 
@@ -7701,9 +7700,11 @@ def rewind(argument: str, history: list[dict]) -> None:
         ui("  (nothing restored)")
         return
     for name, was, now in todo:
-        ui(marked_lines(f"  restored {one_line(name)}", ROW_MARK) if restore_file(name, was, now) else paint(
-            marked_lines(f"  NOT restored {one_line(name)}: it changed, or a link came into its path, since it was "
-                         "shown", ROW_MARK), "error"))
+        if restore_file(name, was, now):
+            row(f"  restored {one_line(name)}")
+        else:
+            row(f"  NOT restored {one_line(name)}: it changed, or a link came into its path, since it was shown",
+                "error")
     READ_VERSIONS.clear()     # the model reads files again before it overwrites them
     if how in ("c", "b"):
         del history[turn["index"]:]
@@ -7932,8 +7933,7 @@ def list_mcp_tools(server: McpServer) -> None:
                 break
     except (OSError, ValueError, TypeError) as exc:       # ConnectionError: the server failed; else bad settings
         server.stop()
-        return ui(paint(marked_lines(f"  (MCP server {one_line(server.name)} not used: {one_line(exc)})", ROW_MARK),
-                        "error"))
+        return row(f"  (MCP server {one_line(server.name)} not used: {one_line(exc)})", "error")
     used, mine, left_out = sum(len(json.dumps(entry[1])) for entry in MCP["tools"].values()), 0, []   # bytes sent
     for name, schema, about in ((t.get("name"), t.get("inputSchema"), t.get("description")) for t in tools
                                 if isinstance(t, dict)):
@@ -7949,16 +7949,15 @@ def list_mcp_tools(server: McpServer) -> None:
             MCP["tools"][full] = (server, offered, functools.partial(call_mcp_tool, server, name))
             used, mine = used + size, mine + 1
         else:
-            ui(paint(marked_lines(f"  (MCP tool {one_line(shorten(str(name), 80))} of {one_line(server.name)} not "
-                                  "offered: it needs a name of its own (mcp__server__tool in 64 characters, no ___: a "
-                                  "server name ending in _ or a tool name starting with one could pass for another's) "
-                                  "and an inputSchema of type object, within 20,000 characters)", ROW_MARK), "error"))
+            row(f"  (MCP tool {one_line(shorten(str(name), 80))} of {one_line(server.name)} not "
+                "offered: it needs a name of its own (mcp__server__tool in 64 characters, no ___: a "
+                "server name ending in _ or a tool name starting with one could pass for another's) "
+                "and an inputSchema of type object, within 20,000 characters)", "error")
     if left_out:
         names = one_line(shorten(", ".join(left_out), 200))
-        ui(paint(marked_lines(f"  ({len(left_out)} of {one_line(server.name)}'s tools not offered ({names}): over "
-                              f"KeSi's limit of {MCP_TOOLS_A_SERVER} tools a server, {MCP_TOOLS_IN_ALL} in all and "
-                              f"{MCP_TOOL_BYTES:,} bytes of names, descriptions and schemas in all)", ROW_MARK),
-                 "error"))
+        row(f"  ({len(left_out)} of {one_line(server.name)}'s tools not offered ({names}): over "
+            f"KeSi's limit of {MCP_TOOLS_A_SERVER} tools a server, {MCP_TOOLS_IN_ALL} in all and "
+            f"{MCP_TOOL_BYTES:,} bytes of names, descriptions and schemas in all)", "error")
 
 
 def tool_table(agent=None) -> tuple[list[dict], dict]:
