@@ -5897,13 +5897,35 @@ def background_tasks_paused():
     try:
         calm, deadline = 0, time.monotonic() + 10
         while roots and calm < 2 and time.monotonic() < deadline:    # twice in a row: none forked or woke one
-            moving = [thread for pid in sandbox_processes(roots) for thread in moving_threads(pid)]
+            stop_whole_namespaces(processes := sandbox_processes(roots))
+            moving = [thread for pid in processes for thread in moving_threads(pid)]
             send_signal(moving, signal.SIGSTOP)
             calm = 0 if moving else calm + 1
             time.sleep(0.001 if moving else 0)
         yield roots
     finally:
         send_signal(sandbox_processes(roots), signal.SIGCONT)
+
+
+def stop_whole_namespaces(pids: list[int]) -> None:
+    """SIGSTOP all in the pid namespaces of pids from inside, with kill -1: the kernel signals them all at once, and
+    a fork under way gives its child the signal too. A scan of /proc, signalling one by one, missed a fork chain
+    whose members plant, fork the next and exit (rt37h B3); pid 1 there is spared by kill -1, not by the scan."""
+    import fcntl                    # here: Linux only
+    spaces = {pid_namespace(pid): pid for pid in pids} if trusted_program("nsenter") else {}
+    kill = [program, "-STOP", "-1"] if (program := trusted_program("kill")) else [
+        sys.executable, "-I", "-S", "-c", "import os, signal; os.kill(-1, signal.SIGSTOP)"]
+    for space, pid in spaces.items():
+        if space in (None, pid_namespace("self")):
+            continue
+        with contextlib.suppress(OSError, subprocess.SubprocessError), contextlib.ExitStack() as fds:
+            namespace = fds.enter_context(open(f"/proc/{pid}/ns/pid", "rb", buffering=0)).fileno()
+            owner = fds.enter_context(os.fdopen(fcntl.ioctl(namespace, 0xB701), "rb", buffering=0)).fileno()
+            # Enter the user namespace that owns it (NS_GET_USERNS) unless it is ours: bwrap nests another within.
+            ours = os.fstat(owner).st_ino == os.stat("/proc/self/ns/user").st_ino
+            enter = [] if ours else [f"--user=/proc/self/fd/{owner}", "--preserve-credentials"]
+            subprocess.run([trusted_program("nsenter"), *enter, f"--pid=/proc/self/fd/{namespace}", "--", *kill],
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=10, pass_fds=(namespace, owner))
 
 
 def moving_threads(pid: int) -> list[int]:
@@ -5989,12 +6011,7 @@ def undo_background_changes() -> str:
 
 def git_state_before() -> tuple[str, GitSnapshot | None]:
     """With tasks paused: what they changed since the last check put back (a notice), then the state to start from."""
-    planted, snapshot = undo_background_changes(), git_start_state()
-    for _ in range(3):       # a process the pause missed (a fork chain outran its scan) may plant meanwhile: again
-        if not (again := undo_background_changes()):
-            break
-        planted, snapshot = planted + again, git_start_state()
-    return planted, snapshot
+    return undo_background_changes(), git_start_state()
 
 
 def show_put_back(notice: str) -> None:          # to the person, where no tool result carries it
