@@ -3369,10 +3369,16 @@ RUNS_LATER_NAMES = {
     "opencode.json", ".roo", ".kiro", ".amazonq", ".windsurfrules", ".clinerules",            # and MCP servers
     "opencode.jsonc", ".opencode", ".qwen", ".crush.json", "crush.json", ".kilocode", ".factory", ".trae",
     ".hg", ".jj", ".svn", ".bzr",         # other version control: .hg/hgrc's [hooks] run on `hg status` (rt37f 1-2)
+    ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs", ".pnpmfile.mjs", "bunfig.toml", ".npmrc",  # run at any yarn, pnpm, bun
+    ".drone.star", ".drone.jsonnet", ".drone.yaml", ".zuul.yaml", "zuul.yaml", "zuul.d", ".zuul.d", ".taskcluster.yml",
+    ".autoenv_leave.zsh", ".rtx.toml", "devbox.json", ".flox", "pixi.toml", ".bazelrc", ".overcommit.yml",  # rt37h B1
+    ".huskyrc", ".huskyrc.json", ".huskyrc.js", ".lintstagedrc", ".lintstagedrc.json", ".lintstagedrc.yaml",
+    ".lintstagedrc.js", "lint-staged.config.js", ".git-hooks", ".pre-commit-config.yml", ".codesandbox",
+    ".stackblitzrc", ".replit", "replit.nix", ".project", ".externalToolBuilders", ".vs",   # IDE start and build
 }
 RUNS_LATER_PATHS = {(".github", "workflows"), (".github", "actions"), (".github", "copilot-instructions.md"),
                     (".gitea", "workflows"), (".forgejo", "workflows"), (".config", "mise"), ("mise", "config.toml")}
-RUNS_LATER_SUFFIXES = (".code-workspace", ".pth")      # Python runs a venv's .pth files at start-up, in any folder
+RUNS_LATER_SUFFIXES = (".code-workspace", ".sublime-project", ".pth")   # Python runs any venv's .pth at start-up
 RUNS_LATER_REASON = "other tools run this file later, outside the sandbox (an editor, direnv, git hooks or CI)"
 
 
@@ -3576,10 +3582,10 @@ def runs_denied(wanted: tuple[list[str], list[str]], prefix: bool, command: str)
 
 
 def git_alias(name: str, config: dict[str, str]) -> str | None:
-    """What a git subcommand stands for if it is an alias (git's -c options, else its config)."""
+    """What a git subcommand stands for if it is an alias (git's -c options, else its config; any case, as git)."""
     if name in git_commands():
         return None
-    if aliases := [value for key, value in config.items() if key.lower().startswith("alias.") and key[6:] == name]:
+    if aliases := [value for key, value in config.items() if key.lower() == f"alias.{name.lower()}"]:
         return aliases[-1]
     found = run_git(["config", "--get", f"alias.{name}"])
     return found.stdout.decode(errors="replace").strip() or None if found and found.returncode == 0 else None

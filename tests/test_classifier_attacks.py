@@ -241,7 +241,11 @@ RUN_LATER_FILES = [".gitea/workflows/ci.yml", ".forgejo/workflows/x.yaml", ".woo
                    "azure-pipelines.yaml", "flake.nix", "shell.nix", ".helix/languages.toml", ".dir-locals.el",
                    ".woodpecker.yaml", ".cirrus.star", "cloudbuild.yaml", "buildspec.yml", ".semaphore/s.yml",   # rt37g
                    ".teamcity/settings.kts", ".dir-locals-2.el", "_darcs/prefs/defaults", ".pijul/config", ".lazy.lua",
-                   "conda-env/etc/conda/activate.d/x.sh"]                          # conda by conda-meta/: rt37g B6
+                   "conda-env/etc/conda/activate.d/x.sh",                          # conda by conda-meta/: rt37g B6
+                   ".yarnrc.yml", ".yarnrc", ".pnpmfile.cjs", "bunfig.toml", ".npmrc", ".drone.star", "zuul.d/x.yaml",
+                   ".autoenv_leave.zsh", ".rtx.toml", "devbox.json", ".flox/env/manifest.toml", "pixi.toml",   # rt37h
+                   ".huskyrc.json", ".lintstagedrc", ".taskcluster.yml", ".codesandbox/tasks.json", ".replit",
+                   ".bazelrc", ".overcommit.yml", ".git-hooks/pre-commit", ".project", "app.sublime-project"]
 
 
 @pytest.mark.parametrize("path", RUN_LATER_FILES)
@@ -282,7 +286,8 @@ MUST_DENY_ROUND_4 = {
                         "git submodule foreach --recursive 'rm -rf ~'", "git bisect run sudo id",
                         "git difftool -y -x 'sudo id'", "git grep -O'sudo id' a", "git grep --open-files-in-pager='su -' a",
                         "git clone --upload-pack='sudo id' src dst", "git fetch --upload-pack 'sudo id' origin",
-                        "timeout 5 git -c alias.x='!sudo id' x", "git filter-branch --tree-filter 'rm -rf ~' HEAD"],
+                        "timeout 5 git -c alias.x='!sudo id' x", "git filter-branch --tree-filter 'rm -rf ~' HEAD",
+                        "git -c alias.CO='!sudo id' co", "git -c Alias.co='!sudo id' CO"],     # any case, as git
     "here-documents": ["cat <<EOF\necho '\nEOF\nsudo id\necho '", "cat <<'EOF'\n\"\nEOF\nsudo id\necho \"",
                        "cat <<EOF\n$(sudo id)\nEOF", "cat <<EOF\n`sudo id`\nEOF", "cat <<EOF; sudo id\nEOF",
                        "cat <<-EOF\n\t'\n\tEOF\nsudo id", "sh <<EOF\nsudo id\nEOF", "sh <<'EOF'\nrm -rf ~\nEOF",
