@@ -3461,13 +3461,10 @@ def read_json_file(path: Path, yours: bool = False) -> dict:
         data = json.loads(text)
     except FileNotFoundError:
         return {}
-    except (ValueError, RecursionError) as exc:       # nested 50,000 deep: Python's limit; a trailing comma: said, as
-        notice_once(paint(f"  (ignored {visible(path)}: not valid JSON ({one_line(str(exc)[:100])}); its rules and "
-                          "settings do not count until it is fixed)", "error"))     # its deny rules vanish (rt37c 32)
-        return {}
-    except OSError as exc:
-        notice_once(paint(f"  (ignored {visible(path)}: {exc.strerror}; it must be a regular file of at most 1 MB)",
-                          "error"))
+    except (ValueError, RecursionError, OSError) as exc:     # RecursionError: nested 50,000 deep (Python's limit)
+        why = (f"{exc.strerror}; it must be a regular file of at most 1 MB" if isinstance(exc, OSError) else
+               f"not valid JSON ({one_line(str(exc)[:100])}); its rules and settings do not count until it is fixed")
+        notice_once(paint(f"  (ignored {visible(path)}: {why})", "error"))    # said: its deny rules vanish (rt37c 32)
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -6157,17 +6154,13 @@ def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
     """Mark the stable system text, the newest message and the previous request's newest, each if long enough."""
     control, system = CACHE_CONTROL[CACHE_CLOCK.ttl_for_request(agent.label)], request["system"]
     minimum = cache_minimum(request["model"])
-    if fixed_prefix_tokens(request["tools"], system) >= minimum and len(system) >= 2:
+    if (tools_chars(request["tools"]) + sum(len(b["text"]) for b in system)) // 4 >= minimum and len(system) >= 2:
         system[-2] = {**system[-2], "cache_control": control}      # rules or memory, before the environment
     total = estimate_tokens(history, agent)
     mark_request_size(agent, history, total)
     tail = json_chars(history[-2:]) // 4 if len(history) >= 3 else total
     request["messages"] = with_cache_breakpoints(history, control, {-1: total, -3: total - tail}, minimum)
     return request
-
-
-def fixed_prefix_tokens(tools: list[dict], system: list[dict]) -> int:
-    return (tools_chars(tools) + sum(len(b["text"]) for b in system)) // 4
 
 
 def tools_chars(tools: list[dict]) -> int:
@@ -6419,11 +6412,8 @@ def record_bytes(value) -> bytes:
 
 def record_lines(path: Path, entries: list) -> bytes:
     """Lines for a record file: line breaks of any reader's kind escaped, an HMAC of file name and line first."""
-    key, lines = record_key(), []
-    for entry in entries:
-        data = record_bytes(entry)
-        lines.append(record_mac(key, path.name, data) + b" " + data + b"\n")
-    return b"".join(lines)
+    key = record_key()
+    return b"".join(record_mac(key, path.name, data) + b" " + data + b"\n" for data in map(record_bytes, entries))
 
 
 def record_mac(key: bytes, name: str, data: bytes) -> bytes:
