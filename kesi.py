@@ -3470,15 +3470,14 @@ def read_json_file(path: Path, yours: bool = False) -> dict:
 
 
 def rules_in(section, source: str, kinds=("allow", "deny")) -> list[Rule]:
-    section = section if isinstance(section, dict) else {}
-    return [Rule(kind, text, source) for kind in kinds if isinstance(section.get(kind), list)
-            for text in section[kind] if isinstance(text, str)]
+    sections = [section] if isinstance(section, dict) else []
+    return [Rule(kind, text, source) for kind in kinds for text in entries(sections, kind)]
 
 
 def permission_rules() -> list[Rule]:
     """Every rule in force, read fresh: an edit to a settings file counts at once."""
     user = read_json_file(user_settings_file(), yours=True)
-    projects = user.get("projects") if isinstance(user.get("projects"), dict) else {}
+    projects = setting(user, "projects", dict)
     project = read_json_file(project_settings_file()).get("permissions")
     return (COMMAND_LINE_RULES + rules_in(user.get("permissions"), "user settings")
             + rules_in(projects.get(str(BASE_DIR)), "user settings, this project")
