@@ -6586,14 +6586,10 @@ def display_width(text: str) -> int:
     return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
-def widest_width(text: str) -> int:
-    """Columns text may take on any terminal, for marked_lines: its cut comes early, never after the terminal's."""
-    return sum(1 if " " <= char <= "~" else widest_char_width(char) for char in text)
-
-
-def widest_char_width(char: str) -> int:
-    """One column only where all terminals agree: letters, marks, digits and punctuation of no wide or ambiguous
-    class. Two for the rest: symbols (Unicode 15 and 16 made hexagrams, trigrams and more wide; Python's tables are
+def widest_width(char: str) -> int:
+    """Columns char may take on any terminal, for marked_lines, whose cut then comes early, never after the terminal's.
+    One only where all terminals agree: letters, marks, digits and punctuation of no wide or ambiguous class.
+    Two for the rest: symbols (Unicode 15 and 16 made hexagrams, trigrams and more wide; Python's tables are
     older), East Asian ambiguous ones (wide on CJK terminals), private, unassigned and format characters."""
     kind, category = unicodedata.east_asian_width(char), unicodedata.category(char)
     return 1 if kind in ("Na", "H") or kind == "N" and (category[0] in "LMP" or category in ("Nd", "Nl")) else 2
@@ -6947,7 +6943,7 @@ def marked_lines(text: str, mark: str = "  | ") -> str:
     for char in text.expandtabs():
         if char == "\n" or used + widest_width(char) > width - 1:
             lines.append(line)
-            line, used = ("", 0) if char == "\n" else (mark, widest_width(mark))
+            line, used = ("", 0) if char == "\n" else (mark, sum(map(widest_width, mark)))
         if char != "\n":
             line, used = line + char, used + widest_width(char)
     return "\n".join(lines + [line])
@@ -7800,17 +7796,15 @@ class McpServer:
     def environment(self, escalation: str | None) -> dict[str, str]:
         """Yours find no program, module or cache a project's commands write (an activated .venv/bin, .kesi/cache)."""
         env = command_environment(escalation, "", caches=self.project)
-        if not self.project:
-            # paths filtered; any other variable naming the workspace left out (NODE_OPTIONS)
-            env = programs_outside_workspace(env)
-            env = {name: value for name, value in env.items() if str(BASE_DIR) not in value or name == "PWD"}
-            env.pop("VIRTUAL_ENV", None)
+        if not self.project:      # paths filtered; any other variable naming the workspace left out (NODE_OPTIONS)
+            env = {name: value for name, value in programs_outside_workspace(env).items()
+                   if name != "VIRTUAL_ENV" and (str(BASE_DIR) not in value or name == "PWD")}
         return env
 
     def send(self, message: dict) -> None:
         """As fast as the pipe takes it, up to the timeout: a server that stops reading cannot hang KeSi."""
-        data, deadline = memoryview(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n"), self.timeout
-        deadline += time.monotonic()
+        data = memoryview(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        deadline = time.monotonic() + self.timeout
         with contextlib.suppress(OSError, ValueError):      # a server that ended: reading its answer says how
             while data and select.select([], [self.proc.stdin], [], max(deadline - time.monotonic(), 0))[1]:
                 with contextlib.suppress(BlockingIOError):
