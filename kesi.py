@@ -7189,7 +7189,7 @@ def run_hooks(event: str, subject: str | None = None, **fields) -> tuple[str | N
         with contextlib.suppress(ValueError, RecursionError):
             data = json.loads(out) if code == 0 else {}
         data = data if isinstance(data, dict) else {}
-        specific = data["hookSpecificOutput"] if isinstance(data.get("hookSpecificOutput"), dict) else {}
+        specific = setting(data, "hookSpecificOutput", dict)
         decision = "block" if code == 2 else HOOK_DECISIONS.get(str(specific.get("permissionDecision",
                                                                                  data.get("decision"))))
         if decision and not (decision == "allow" and project):
@@ -7830,8 +7830,8 @@ class McpServer:
                     raise ConnectionError(f"it ended (exit code {self.proc.returncode}){'; stderr: ' * bool(err)}{err}")
                 self.buffer += chunk
             line, _, self.buffer = self.buffer.partition(b"\n")
+            message = None
             with contextlib.suppress(ValueError, RecursionError):      # not JSON (not UTF-8, nested too deep)
-                message = None
                 message = json.loads(line)
             if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
                 if (noise := noise + 1) > MCP_NOISE_LINES:
@@ -7861,9 +7861,9 @@ def mcp_servers() -> dict[str, McpServer]:
     if MCP["servers"] is None:
         servers = MCP["servers"] = {}
         add_mcp_servers(servers, yours := read_json_file(user_settings_file(), yours=True).get("mcpServers"), False)
-        project = read_json_file(BASE_DIR / ".mcp.json").get("mcpServers")
-        lines = [f"{name}: {json.dumps(entry)}" for name, entry in project.items()] if isinstance(project, dict) else []
-        prefixes = tuple(f"mcp__{MCP_UNSAFE.sub('_', name)}" for name in project) if lines else ()
+        project = setting(read_json_file(BASE_DIR / ".mcp.json"), "mcpServers", dict)
+        lines = [f"{name}: {json.dumps(entry)}" for name, entry in project.items()]
+        prefixes = tuple(f"mcp__{MCP_UNSAFE.sub('_', name)}" for name in project)
         if ruled := [rule.text for rule in permission_rules() if rule.kind == "allow" and
                      rule.text.startswith(prefixes)]:
             lines.append(f"(your allow rules cover these servers' tools, whatever they run: {', '.join(ruled)})")
@@ -7922,8 +7922,8 @@ def list_mcp_tools(server: McpServer) -> None:
         tools, cursor = [], None
         for _ in range(100):
             page = server.request("tools/list", {"cursor": cursor} if cursor else {})
-            tools += page["tools"] if isinstance(page.get("tools"), list) else []
-            if not isinstance(cursor := page.get("nextCursor"), str) or not cursor:
+            tools += setting(page, "tools", list)
+            if not (cursor := setting(page, "nextCursor", str)):
                 break
     except (OSError, ValueError, TypeError) as exc:       # ConnectionError: the server failed; else bad settings
         server.stop()
@@ -7999,7 +7999,7 @@ def call_mcp_tool(server: McpServer, tool: str, /, **arguments):
                 "its tools again starts it anew (tell the user if it keeps failing)."), True
     texts, images = [], []
     for item in (item for item in result.get("content", []) if isinstance(item, dict)):
-        kind, resource = item.get("type"), item.get("resource") if isinstance(item.get("resource"), dict) else {}
+        kind, resource = item.get("type"), setting(item, "resource", dict)
         if isinstance(text := {"text": item.get("text"), "resource": resource.get("text")}.get(kind), str):
             texts.append(text)
         elif kind == "image" and len(images) < 5 and (block := mcp_image(item)):
