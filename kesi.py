@@ -3467,27 +3467,23 @@ def read_json_file(path: Path, yours: bool = False) -> dict:
         data = json.loads(text)
     except FileNotFoundError:
         return {}
-    except (ValueError, RecursionError) as exc:       # nested 50,000 deep: Python's limit; a trailing comma: said, as
-        notice_once(paint(f"  (ignored {visible(path)}: not valid JSON ({one_line(str(exc)[:100])}); its rules and "
-                          "settings do not count until it is fixed)", "error"))     # its deny rules vanish (rt37c 32)
-        return {}
-    except OSError as exc:
-        notice_once(paint(f"  (ignored {visible(path)}: {exc.strerror}; it must be a regular file of at most 1 MB)",
-                          "error"))
+    except (ValueError, RecursionError, OSError) as exc:     # RecursionError: nested 50,000 deep (Python's limit)
+        why = (f"{exc.strerror}; it must be a regular file of at most 1 MB" if isinstance(exc, OSError) else
+               f"not valid JSON ({one_line(str(exc)[:100])}); its rules and settings do not count until it is fixed")
+        notice_once(paint(f"  (ignored {visible(path)}: {why})", "error"))    # said: its deny rules vanish (rt37c 32)
         return {}
     return data if isinstance(data, dict) else {}
 
 
 def rules_in(section, source: str, kinds=("allow", "deny")) -> list[Rule]:
-    section = section if isinstance(section, dict) else {}
-    return [Rule(kind, text, source) for kind in kinds if isinstance(section.get(kind), list)
-            for text in section[kind] if isinstance(text, str)]
+    sections = [section] if isinstance(section, dict) else []
+    return [Rule(kind, text, source) for kind in kinds for text in entries(sections, kind)]
 
 
 def permission_rules() -> list[Rule]:
     """Every rule in force, read fresh: an edit to a settings file counts at once."""
     user = read_json_file(user_settings_file(), yours=True)
-    projects = user.get("projects") if isinstance(user.get("projects"), dict) else {}
+    projects = setting(user, "projects", dict)
     project = read_json_file(project_settings_file()).get("permissions")
     return (COMMAND_LINE_RULES + rules_in(user.get("permissions"), "user settings")
             + rules_in(projects.get(str(BASE_DIR)), "user settings, this project")
@@ -6180,17 +6176,13 @@ def add_cache_breakpoints(request: dict, history: list[dict], agent) -> dict:
     """Mark the stable system text, the newest message and the previous request's newest, each if long enough."""
     control, system = CACHE_CONTROL[CACHE_CLOCK.ttl_for_request(agent.label)], request["system"]
     minimum = cache_minimum(request["model"])
-    if fixed_prefix_tokens(request["tools"], system) >= minimum and len(system) >= 2:
+    if (tools_chars(request["tools"]) + sum(len(b["text"]) for b in system)) // 4 >= minimum and len(system) >= 2:
         system[-2] = {**system[-2], "cache_control": control}      # rules or memory, before the environment
     total = estimate_tokens(history, agent)
     mark_request_size(agent, history, total)
     tail = json_chars(history[-2:]) // 4 if len(history) >= 3 else total
     request["messages"] = with_cache_breakpoints(history, control, {-1: total, -3: total - tail}, minimum)
     return request
-
-
-def fixed_prefix_tokens(tools: list[dict], system: list[dict]) -> int:
-    return (tools_chars(tools) + sum(len(b["text"]) for b in system)) // 4
 
 
 def tools_chars(tools: list[dict]) -> int:
@@ -6442,11 +6434,8 @@ def record_bytes(value) -> bytes:
 
 def record_lines(path: Path, entries: list) -> bytes:
     """Lines for a record file: line breaks of any reader's kind escaped, an HMAC of file name and line first."""
-    key, lines = record_key(), []
-    for entry in entries:
-        data = record_bytes(entry)
-        lines.append(record_mac(key, path.name, data) + b" " + data + b"\n")
-    return b"".join(lines)
+    key = record_key()
+    return b"".join(record_mac(key, path.name, data) + b" " + data + b"\n" for data in map(record_bytes, entries))
 
 
 def record_mac(key: bytes, name: str, data: bytes) -> bytes:
@@ -6609,14 +6598,10 @@ def display_width(text: str) -> int:
     return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
-def widest_width(text: str) -> int:
-    """Columns text may take on any terminal, for marked_lines: its cut comes early, never after the terminal's."""
-    return sum(1 if " " <= char <= "~" else widest_char_width(char) for char in text)
-
-
-def widest_char_width(char: str) -> int:
-    """One column only where all terminals agree: letters, marks, digits and punctuation of no wide or ambiguous
-    class. Two for the rest: symbols (Unicode 15 and 16 made hexagrams, trigrams and more wide; Python's tables are
+def widest_width(char: str) -> int:
+    """Columns char may take on any terminal, for marked_lines, whose cut then comes early, never after the terminal's.
+    One only where all terminals agree: letters, marks, digits and punctuation of no wide or ambiguous class.
+    Two for the rest: symbols (Unicode 15 and 16 made hexagrams, trigrams and more wide; Python's tables are
     older), East Asian ambiguous ones (wide on CJK terminals), private, unassigned and format characters."""
     kind, category = unicodedata.east_asian_width(char), unicodedata.category(char)
     return 1 if kind in ("Na", "H") or kind == "N" and (category[0] in "LMP" or category in ("Nd", "Nl")) else 2
@@ -6970,7 +6955,7 @@ def marked_lines(text: str, mark: str = "  | ") -> str:
     for char in text.expandtabs():
         if char == "\n" or used + widest_width(char) > width - 1:
             lines.append(line)
-            line, used = ("", 0) if char == "\n" else (mark, widest_width(mark))
+            line, used = ("", 0) if char == "\n" else (mark, sum(map(widest_width, mark)))
         if char != "\n":
             line, used = line + char, used + widest_width(char)
     return "\n".join(lines + [line])
@@ -7216,7 +7201,7 @@ def run_hooks(event: str, subject: str | None = None, **fields) -> tuple[str | N
         with contextlib.suppress(ValueError, RecursionError):
             data = json.loads(out) if code == 0 else {}
         data = data if isinstance(data, dict) else {}
-        specific = data["hookSpecificOutput"] if isinstance(data.get("hookSpecificOutput"), dict) else {}
+        specific = setting(data, "hookSpecificOutput", dict)
         decision = "block" if code == 2 else HOOK_DECISIONS.get(str(specific.get("permissionDecision",
                                                                                  data.get("decision"))))
         if decision and not (decision == "allow" and project):
@@ -7823,17 +7808,15 @@ class McpServer:
     def environment(self, escalation: str | None) -> dict[str, str]:
         """Yours find no program, module or cache a project's commands write (an activated .venv/bin, .kesi/cache)."""
         env = command_environment(escalation, "", caches=self.project)
-        if not self.project:
-            # paths filtered; any other variable naming the workspace left out (NODE_OPTIONS)
-            env = programs_outside_workspace(env)
-            env = {name: value for name, value in env.items() if str(BASE_DIR) not in value or name == "PWD"}
-            env.pop("VIRTUAL_ENV", None)
+        if not self.project:      # paths filtered; any other variable naming the workspace left out (NODE_OPTIONS)
+            env = {name: value for name, value in programs_outside_workspace(env).items()
+                   if name != "VIRTUAL_ENV" and (str(BASE_DIR) not in value or name == "PWD")}
         return env
 
     def send(self, message: dict) -> None:
         """As fast as the pipe takes it, up to the timeout: a server that stops reading cannot hang KeSi."""
-        data, deadline = memoryview(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n"), self.timeout
-        deadline += time.monotonic()
+        data = memoryview(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        deadline = time.monotonic() + self.timeout
         with contextlib.suppress(OSError, ValueError):      # a server that ended: reading its answer says how
             while data and select.select([], [self.proc.stdin], [], max(deadline - time.monotonic(), 0))[1]:
                 with contextlib.suppress(BlockingIOError):
@@ -7859,8 +7842,8 @@ class McpServer:
                     raise ConnectionError(f"it ended (exit code {self.proc.returncode}){'; stderr: ' * bool(err)}{err}")
                 self.buffer += chunk
             line, _, self.buffer = self.buffer.partition(b"\n")
+            message = None
             with contextlib.suppress(ValueError, RecursionError):      # not JSON (not UTF-8, nested too deep)
-                message = None
                 message = json.loads(line)
             if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
                 if (noise := noise + 1) > MCP_NOISE_LINES:
@@ -7890,9 +7873,9 @@ def mcp_servers() -> dict[str, McpServer]:
     if MCP["servers"] is None:
         servers = MCP["servers"] = {}
         add_mcp_servers(servers, yours := read_json_file(user_settings_file(), yours=True).get("mcpServers"), False)
-        project = read_json_file(BASE_DIR / ".mcp.json").get("mcpServers")
-        lines = [f"{name}: {json.dumps(entry)}" for name, entry in project.items()] if isinstance(project, dict) else []
-        prefixes = tuple(f"mcp__{MCP_UNSAFE.sub('_', name)}" for name in project) if lines else ()
+        project = setting(read_json_file(BASE_DIR / ".mcp.json"), "mcpServers", dict)
+        lines = [f"{name}: {json.dumps(entry)}" for name, entry in project.items()]
+        prefixes = tuple(f"mcp__{MCP_UNSAFE.sub('_', name)}" for name in project)
         if ruled := [rule.text for rule in permission_rules() if rule.kind == "allow" and
                      rule.text.startswith(prefixes)]:
             lines.append(f"(your allow rules cover these servers' tools, whatever they run: {', '.join(ruled)})")
@@ -7951,8 +7934,8 @@ def list_mcp_tools(server: McpServer) -> None:
         tools, cursor = [], None
         for _ in range(100):
             page = server.request("tools/list", {"cursor": cursor} if cursor else {})
-            tools += page["tools"] if isinstance(page.get("tools"), list) else []
-            if not isinstance(cursor := page.get("nextCursor"), str) or not cursor:
+            tools += setting(page, "tools", list)
+            if not (cursor := setting(page, "nextCursor", str)):
                 break
     except (OSError, ValueError, TypeError) as exc:       # ConnectionError: the server failed; else bad settings
         server.stop()
@@ -8028,7 +8011,7 @@ def call_mcp_tool(server: McpServer, tool: str, /, **arguments):
                 "its tools again starts it anew (tell the user if it keeps failing)."), True
     texts, images = [], []
     for item in (item for item in result.get("content", []) if isinstance(item, dict)):
-        kind, resource = item.get("type"), item.get("resource") if isinstance(item.get("resource"), dict) else {}
+        kind, resource = item.get("type"), setting(item, "resource", dict)
         if isinstance(text := {"text": item.get("text"), "resource": resource.get("text")}.get(kind), str):
             texts.append(text)
         elif kind == "image" and len(images) < 5 and (block := mcp_image(item)):
