@@ -1356,13 +1356,15 @@ def wait_for_command(proc, limit: float) -> str:
     return "timeout"
 
 
+ENDINGS = {"timeout": "did not finish within {limit} s", "processes": f"started more than {MAX_PROCESSES} processes"}
+
+
 def describe_command_result(data: "HeadAndTail", code: int, ending: str, overflow: bool, limit) -> tuple[str, bool]:
     text = mask_credentials(data.clipped()).removesuffix("\n") + "\n" if len(data) else "(no output)"
-    why = {"timeout": f"did not finish within {limit} s", "processes": f"started more than {MAX_PROCESSES} processes"}
     if overflow:
         text += f"(output exceeded {MAX_CAPTURE_BYTES} bytes; the command was stopped)"
-    elif ending in why:
-        text += f"(the command {why[ending]} and was stopped)"
+    elif ending in ENDINGS:
+        text += f"(the command {ENDINGS[ending].format(limit=limit)} and was stopped)"
     text += f"(killed by signal {-code})" if code < 0 else ""
     text += f"(exit code {code})"
     failed = bool(ending != "exited" or overflow or code)
@@ -7244,10 +7246,8 @@ def run_hook(hook: dict, stdin_text: str, project: bool) -> tuple[int | None, st
                lambda: kill_group(proc.pid))) for pipe, kept in zip((proc.stdout, proc.stderr), outputs)]
     for reader in readers:
         reader.start()
-    try:
-        code = proc.wait(timeout=limit)
-    except subprocess.TimeoutExpired:
-        code = None
+    try:                                         # a fork bomb ends it as it ends a command
+        code = proc.returncode if (ending := wait_for_command(proc, limit)) == "exited" else None
     finally:
         kill_group(proc.pid)                     # the whole group: what it left running too
         proc.wait()
@@ -7256,7 +7256,7 @@ def run_hook(hook: dict, stdin_text: str, project: bool) -> tuple[int | None, st
         if put_back := project and check_git_control(git_before):
             ui(paint(f"  (after a project hook: {visible(put_back.strip())})", "error"))
     out, err = (kept.decode("utf-8", "replace") for kept in outputs)
-    return code, out, err if code is not None else f"stopped after {limit} s"
+    return code, out, err if code is not None else f"stopped: {ENDINGS[ending].format(limit=limit)}"
 
 
 def hooked_permission(name: str, tool_input: dict, plan=None) -> tuple[bool, str | None]:

@@ -6,6 +6,8 @@ settings, a project's from .kesi/settings.json, approved at a real pty and run i
 import json
 import sys
 import threading
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -90,7 +92,7 @@ def test_pre_tool_use_decides_by_exit_code_and_json_and_matches_both_names(ws, t
     assert results["t_ask"][1]
     # A failing or slow hook is a notice to the person, and the call goes its usual way (asked, allowed).
     assert "PreToolUse hook `" in err and "failed (exit code 1): oops, the hook broke" in err
-    assert "failed: stopped after 1 s" in err
+    assert "failed: stopped: did not finish within 1 s" in err
     assert scripted.asked[1:] == ["run command: touch fail", "run command: touch slow", "write_file wants to create "
                                   "new.txt"]
     assert not checklib.left_behind(markers=[sleep.split()[1]])     # the slow hook's group was stopped
@@ -413,3 +415,16 @@ def test_a_matcher_that_could_backtrack_for_minutes_matches_nothing_at_once(matc
     assert answers == [False]
     assert kesi.hook_matches("Bash|Edit", ["run_command", "Bash"]) and kesi.hook_matches("mcp__.*", ["mcp__a__b"])
     assert kesi.hook_matches("mcp__.*__write.*", ["mcp__fs__write_file"])
+
+
+def test_a_project_hook_that_starts_too_many_processes_is_stopped_as_a_command_is(box):
+    """Found by trim T4: a hook waited out its timeout (up to a day) whatever it started; now the process limit of
+    run_command ends it, and its whole group."""
+    marker = f"{uuid.uuid4().int % 10**6}.25"
+    bomb = {"command": f"for i in $(seq {kesi.MAX_PROCESSES + 20}); do sleep {marker} & done; sleep 600",
+            "timeout": 600}
+    started = time.monotonic()
+    code, _, err = kesi.run_hook(bomb, "{}", project=True)
+    assert code is None and f"started more than {kesi.MAX_PROCESSES} processes" in err, err
+    assert time.monotonic() - started < 300
+    assert not checklib.left_behind(markers=[marker])
