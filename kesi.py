@@ -732,8 +732,6 @@ def list_files(path="."):
 
 def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
     """'name', 'name/' or None if tools may not see it; only a link needs a walk: a plain entry is in the jail."""
-    if is_ignored_name(entry.name):
-        return None
     if not entry.is_symlink():
         return shown + "/" if entry.is_dir(follow_symlinks=False) else shown
     with contextlib.suppress(PathRefused), locate(where, must_exist=True) as target:   # outside, .env, or nowhere
@@ -2461,9 +2459,9 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
 
 def argument_problem(name: str, tool_input, agent: Agent | None = None) -> str | None:
     """Why a call cannot be made at all (an unknown tool, arguments that do not fit), or None."""
-    func, allowed = (funcs := tool_table(agent)[1]).get(name), tuple(funcs)     # built-in tools, MCP's (Part VIII)
-    if func is None or name not in allowed:
-        return f"Error: there is no tool named {name}. Available tools: {', '.join(allowed)}."
+    funcs = tool_table(agent)[1]     # built-in tools, MCP's (Part VIII)
+    if (func := funcs.get(name)) is None:
+        return f"Error: there is no tool named {name}. Available tools: {', '.join(funcs)}."
     if not isinstance(tool_input, dict):
         return f"Error: the arguments for {name} must be a JSON object."
     try:
