@@ -236,10 +236,9 @@ def paint(text: str, style: str) -> str:
     return f"\033[{STYLES[style]}m{text}\033[0m" if use_colour() else text
 
 
-# Characters a terminal obeys instead of showing: C0 but \n and \t, DEL, C1 (U+009B is a one-character CSI), bidi
-# overrides and invisible ones (zero-width, soft hyphen, tags, fillers) that hide what runs ("bu\u00adild": "build"),
-# and every blank but the ASCII space (Unicode's spaces, braille blank): sh reads "true\u00a0#" as one word, a person
-# as a comment.
+# Characters a terminal obeys instead of showing: C0 but \n and \t, DEL, C1 (U+009B is a one-character CSI); bidi
+# overrides and invisible ones (zero-width, soft hyphen, tags, fillers) that hide what runs ("bu\u00adild": "build");
+# every blank but the ASCII space (braille blank too): sh reads "true\u00a0#" as one word, a person as a comment.
 TERMINAL_CONTROLS = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\xa0\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160"
     "\u1680\u17b4-\u17b5\u180b-\u180f\u2000-\u200f\u2028-\u202f\u205f-\u2064\u2066-\u206f\u2800\u3000\u3164"
@@ -265,8 +264,7 @@ APPROVED_AS_SHOWN = re.compile("[^\n -~\u3001\u3002\u3041-\u3096\u30a1-\u30fa\u3
 
 
 def ascii_only(text) -> str:
-    """What a person approves, every other character escaped: no lookalike (\\uff03, \\ua78c) can pass for the
-    comment sign or quote sh would read otherwise."""
+    """What a person approves, all else escaped: no lookalike (\\uff03, \\ua78c) passes for a # or quote sh reads."""
     return APPROVED_AS_SHOWN.sub(control_escape, utf8_safe(str(text)))
 
 
