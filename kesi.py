@@ -977,9 +977,7 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
     if (target := safe_write_path(file_path)) is None:
         return None, write_refusal(file_path)
     try:
-        with locate(file_path) as entry:
-            if entry.name == "." or entry.path == BASE_DIR:
-                return None, write_refusal(file_path)
+        with locate(file_path) as entry:     # the jail itself: refused above (swapped in since: a folder, refused)
             if entry.info is None:
                 return Write(file_path, entry.path, "", content, None), None
             return plan_overwrite(file_path, entry, content)
