@@ -3929,20 +3929,17 @@ class WorkspaceIndex:
             rel, inode = stack.pop()
             old = self.folders.get(rel, (0, 0, {}))[2]
             if (children := self.list_folder(rel, inode)) is None:
-                self.forget(rel)
+                # It leaves its parent's record too, so the parent is listed again next look.
+                self.drop(rel)
+                parent, _, name = rel.rpartition("/")
+                if name in self.folders.get(parent, (0, 0, {}))[2]:
+                    del self.folders[parent][2][name]
+                    self.stale.add(parent)
                 continue
             for name, child in old.items():
                 if children.get(name) != child:
                     self.drop(os.path.join(rel, name))
             stack += [(os.path.join(rel, name), child) for name, child in children.items() if old.get(name) != child]
-
-    def forget(self, rel: str) -> None:
-        """A folder that cannot be listed leaves its parent's record too, so the parent is listed again next look."""
-        self.drop(rel)
-        parent, _, name = rel.rpartition("/")
-        if name in self.folders.get(parent, (0, 0, {}))[2]:
-            del self.folders[parent][2][name]
-            self.stale.add(parent)
 
     def list_folder(self, rel: str, inode: int | None) -> dict[str, int] | None:
         """Watch and list one folder, opened without following a link; None if gone or not the one listed (inode)."""
@@ -3955,8 +3952,13 @@ class WorkspaceIndex:
                 with os.scandir(fd) as listing:
                     kinds = {e.name: ("link" if e.is_symlink() else "folder" if e.is_dir(follow_symlinks=False)
                                       else "file", e.inode()) for e in listing}
-        except OSError as error:
-            return self.unlisted(rel, inode, error)
+        except OSError as error:          # gone or a link now: None
+            if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                return None
+            # Else (past PATH_MAX, no access) hidden whole: forgotten, its .env would go unmasked.
+            self.folders[rel], self.marked[rel] = (inode, -1, {}), {"": "unlisted"}
+            self.stale.add(rel)
+            return {}
         # In a git dir: below .git, below one a .git file leads to, or one by content (is_git_dir: a bare one).
         by_content = ("commondir" in kinds or "gitdir" in kinds
                       or "objects" in kinds and "refs" in kinds)     # of any kind: git only asks access()
@@ -3977,14 +3979,6 @@ class WorkspaceIndex:
         self.marked.pop(rel, None)
         self.marked.update({rel: marks} if marks else {})
         return children
-
-    def unlisted(self, rel: str, inode: int | None, error: OSError) -> dict[str, int] | None:
-        """Gone or a link now: None. Else (past PATH_MAX, no access) hidden whole: forgotten, its .env went unmasked."""
-        if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-            return None
-        self.folders[rel], self.marked[rel] = (inode, -1, {}), {"": "unlisted"}
-        self.stale.add(rel)
-        return {}
 
     def watch(self, fd: int, rel: str) -> int:
         if self.inotify is None:
@@ -4009,6 +4003,11 @@ class WorkspaceIndex:
                 del self.watched[record[1]]
                 inotify_call("inotify_rm_watch", self.inotify, record[1])
             stack += [f"{rel}/{name}" for name in record[2]]
+
+    def marked_with(self, mark: str) -> list[str]:
+        """The folders with this mark ("/": a git dir by content), "" the top; none in a dependency folder."""
+        return [rel for rel, marks in self.marked.items() if mark in marks
+                and not any(is_ignored_name(part) for part in rel.split("/") if part)]
 
 
 def inotify_call(name: str, *args) -> int:
@@ -4061,8 +4060,7 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
 def named_git_secrets(index: WorkspaceIndex) -> list[Path]:
     """Files in git dirs a config includes or a credential helper names (`store --file=.git/creds`): remote URLs and
     tokens, read as empty inside like the config. (In the work tree, a project file: git add would take it empty.)"""
-    bare = [BASE_DIR / rel for rel, marks in index.marked.items() if "/" in marks and rel
-            and not any(is_ignored_name(part) for part in rel.split("/"))]        # bare repositories: configs too
+    bare = [BASE_DIR / rel for rel in index.marked_with("/") if rel]        # bare repositories: configs too
     _config_names.update((folder, config_names_of(folder)) for folder in bare)
     named = {Path(os.path.realpath(path)) for path in paths_git_config_names("secrets") +
              [path for folder in bare for path in _config_names[folder]["secrets"]]}
@@ -4085,14 +4083,10 @@ def is_env_name(name: str) -> bool:
 
 def nested_repositories() -> list[str]:
     """Other git dirs in the work tree (vendor/x/.git, backup.git; not in dependency folders unless registered)."""
-    found, trees = [], [(BASE_DIR, BASE_DIR / ".git")] if (BASE_DIR / ".git").is_dir() else []
-    for rel, marks in workspace_index().marked.items():
-        if any(is_ignored_name(part) for part in rel.split("/") if part):
-            continue
-        found += [rel] if "/" in marks and rel else []          # a git dir by what it holds, under any name
-        if ".git" not in marks:
-            continue
-        if marks[".git"] == "folder":
+    index, trees = workspace_index(), [(BASE_DIR, BASE_DIR / ".git")] if (BASE_DIR / ".git").is_dir() else []
+    found = [rel for rel in index.marked_with("/") if rel]         # a git dir by what it holds, under any name
+    for rel in index.marked_with(".git"):
+        if index.marked[rel][".git"] == "folder":
             found += [f"{rel}/.git"] if rel else []
             trees += [(BASE_DIR / rel, BASE_DIR / rel / ".git")] if rel else []
         elif (folder := git_dir_of(BASE_DIR / rel / ".git")) and folder.is_relative_to(BASE_DIR) and folder != BASE_DIR:
@@ -4498,8 +4492,7 @@ def paths_git_config_names(kind: str = "found") -> list[Path]:
     """What git's config names for each work tree (top, nested ones outside dependency folders), relative to its top;
     kind "secrets": of those, the files it includes and the credential stores it names."""
     index = _index[0] if _index and _index[0].base == BASE_DIR else workspace_index()    # file tools: no walk each
-    trees = [BASE_DIR] + [BASE_DIR / rel for rel, marks in index.marked.items() if ".git" in marks
-                          and rel and not any(is_ignored_name(part) for part in rel.split("/"))]
+    trees = [BASE_DIR] + [BASE_DIR / rel for rel in index.marked_with(".git") if rel]
     _config_names.update(answers := {tree: config_names_of(tree) for tree in trees})
     return [path for answer in answers.values() for path in answer[kind]]
 
@@ -4985,13 +4978,12 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = F
                         removed.append(f"{shown}/{folder}/{entry}")
         except OSError:                   # a link or a file in its place, or one that could not be read: all of it
             planted |= {folder}.intersection(names)
+    # modules/ or worktrees/ as a link: to git dirs no walk sees (node_modules, rt37b 23)
+    planted |= {"modules", "worktrees"}.intersection(names).difference(real_folders(fd, names))
     for name in sorted(planted):
         remove_at(fd, name)
         removed.append(f"{shown}/{name}")
     removed += disarm_config(fd, shown, whole) if "config" in names else []
-    for name in {"modules", "worktrees"}.intersection(names).difference(real_folders(fd, names)):
-        remove_at(fd, name)           # a link: to git dirs no walk sees (node_modules, rt37b 23)
-        removed.append(f"{shown}/{name}")
     for inner in real_folders(fd, ["modules", "worktrees"]):        # their git dirs' configs run code too
         with opened(inner, FOLDER_FLAGS, fd) as inner_fd:
             removed += disarm_git_dir(inner_fd, f"{shown}/{inner}", depth, holds_git_dirs=True, whole=whole)
