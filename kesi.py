@@ -4772,13 +4772,13 @@ def moved_repositories(before: GitSnapshot) -> list[str]:
 
 def put_back_notice(restored: list[str], why: str) -> str:
     unsafe, done = [n for n in restored if isinstance(n, Unsafe)], [n for n in restored if not isinstance(n, Unsafe)]
-    notice = f"\n(KeSi put back {at_most_ten(done)}{why})" if done else ""
-    return notice + (f"\n(WARNING: KeSi could not make safe {at_most_ten(unsafe)}. Git may run what a command planted "
+    notice = f"\n(KeSi put back {at_most(done, 10)}{why})" if done else ""
+    return notice + (f"\n(WARNING: KeSi could not make safe {at_most(unsafe, 10)}. Git may run what a command planted "
                      "there, outside the sandbox: do as each says before you run git)" if unsafe else "")
 
 
-def at_most_ten(notices: list[str]) -> str:
-    return ", ".join(map(one_line, notices[:10])) + (f" and {len(notices) - 10} more" if len(notices) > 10 else "")
+def at_most(items: list[str], most: int) -> str:
+    return ", ".join(map(one_line, items[:most])) + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
 # What fresh `git init`/`clone` write in a config: in a new repository anything else was planted (hooks, commondir too).
@@ -5512,8 +5512,7 @@ def network_summary() -> str:
         return "full (no sandbox)"
     if not network_available():
         return "none (no Python visible inside the sandbox to bridge the allowlist proxy)"
-    hosts = network_policy().allow
-    shown = ", ".join(hosts[:4]) + (f" and {len(hosts) - 4} more" if len(hosts) > 4 else "")
+    shown = at_most(network_policy().allow, 4)
     return f"only allowed hosts, through KeSi's proxy ({shown or 'none'}; /network lists them)"
 
 
@@ -5675,8 +5674,7 @@ def network_line() -> str:
     """What the model is told about the network of a sandboxed command."""
     if not network_available():
         return "Network for commands: none at all."
-    hosts = network_policy().allow
-    shown = ", ".join(hosts[:30]) + (f" and {len(hosts) - 30} more" if len(hosts) > 30 else "")
+    shown = at_most(network_policy().allow, 30)
     return ("Network for commands: only through KeSi's proxy (HTTP_PROXY and HTTPS_PROXY are set), and "
             f"only to these hosts: {shown or 'none'}. Other hosts get a 403 from the proxy; connections "
             "that ignore the proxy fail. Only the user can allow more hosts (in their settings) or give "
