@@ -236,10 +236,9 @@ def paint(text: str, style: str) -> str:
     return f"\033[{STYLES[style]}m{text}\033[0m" if use_colour() else text
 
 
-# Characters a terminal obeys instead of showing: C0 but \n and \t, DEL, C1 (U+009B is a one-character CSI), bidi
-# overrides and invisible ones (zero-width, soft hyphen, tags, fillers) that hide what runs ("bu\u00adild": "build"),
-# and every blank but the ASCII space (Unicode's spaces, braille blank): sh reads "true\u00a0#" as one word, a person
-# as a comment.
+# Characters a terminal obeys instead of showing: C0 but \n and \t, DEL, C1 (U+009B is a one-character CSI); bidi
+# overrides and invisible ones (zero-width, soft hyphen, tags, fillers) that hide what runs ("bu\u00adild": "build");
+# every blank but the ASCII space (braille blank too): sh reads "true\u00a0#" as one word, a person as a comment.
 TERMINAL_CONTROLS = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\xa0\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160"
     "\u1680\u17b4-\u17b5\u180b-\u180f\u2000-\u200f\u2028-\u202f\u205f-\u2064\u2066-\u206f\u2800\u3000\u3164"
@@ -265,8 +264,7 @@ APPROVED_AS_SHOWN = re.compile("[^\n -~\u3001\u3002\u3041-\u3096\u30a1-\u30fa\u3
 
 
 def ascii_only(text) -> str:
-    """What a person approves, every other character escaped: no lookalike (\\uff03, \\ua78c) can pass for the
-    comment sign or quote sh would read otherwise."""
+    """What a person approves, all else escaped: no lookalike (\\uff03, \\ua78c) passes for a # or quote sh reads."""
     return APPROVED_AS_SHOWN.sub(control_escape, utf8_safe(str(text)))
 
 
@@ -732,8 +730,6 @@ def list_files(path="."):
 
 def visible_entry(entry: os.DirEntry, shown: str, where: str) -> str | None:
     """'name', 'name/' or None if tools may not see it; only a link needs a walk: a plain entry is in the jail."""
-    if is_ignored_name(entry.name):
-        return None
     if not entry.is_symlink():
         return shown + "/" if entry.is_dir(follow_symlinks=False) else shown
     with contextlib.suppress(PathRefused), locate(where, must_exist=True) as target:   # outside, .env, or nowhere
@@ -981,9 +977,7 @@ def plan_write(file_path, content) -> tuple[Write | None, str | None]:
     if (target := safe_write_path(file_path)) is None:
         return None, write_refusal(file_path)
     try:
-        with locate(file_path) as entry:
-            if entry.name == "." or entry.path == BASE_DIR:
-                return None, write_refusal(file_path)
+        with locate(file_path) as entry:     # the jail itself: refused above (swapped in since: a folder, refused)
             if entry.info is None:
                 return Write(file_path, entry.path, "", content, None), None
             return plan_overwrite(file_path, entry, content)
@@ -2463,9 +2457,9 @@ def run_tools(blocks: list[dict], agent: Agent | None = None) -> tuple[list[dict
 
 def argument_problem(name: str, tool_input, agent: Agent | None = None) -> str | None:
     """Why a call cannot be made at all (an unknown tool, arguments that do not fit), or None."""
-    func, allowed = (funcs := tool_table(agent)[1]).get(name), tuple(funcs)     # built-in tools, MCP's (Part VIII)
-    if func is None or name not in allowed:
-        return f"Error: there is no tool named {name}. Available tools: {', '.join(allowed)}."
+    funcs = tool_table(agent)[1]     # built-in tools, MCP's (Part VIII)
+    if (func := funcs.get(name)) is None:
+        return f"Error: there is no tool named {name}. Available tools: {', '.join(funcs)}."
     if not isinstance(tool_input, dict):
         return f"Error: the arguments for {name} must be a JSON object."
     try:
@@ -3933,20 +3927,17 @@ class WorkspaceIndex:
             rel, inode = stack.pop()
             old = self.folders.get(rel, (0, 0, {}))[2]
             if (children := self.list_folder(rel, inode)) is None:
-                self.forget(rel)
+                # It leaves its parent's record too, so the parent is listed again next look.
+                self.drop(rel)
+                parent, _, name = rel.rpartition("/")
+                if name in self.folders.get(parent, (0, 0, {}))[2]:
+                    del self.folders[parent][2][name]
+                    self.stale.add(parent)
                 continue
             for name, child in old.items():
                 if children.get(name) != child:
                     self.drop(os.path.join(rel, name))
             stack += [(os.path.join(rel, name), child) for name, child in children.items() if old.get(name) != child]
-
-    def forget(self, rel: str) -> None:
-        """A folder that cannot be listed leaves its parent's record too, so the parent is listed again next look."""
-        self.drop(rel)
-        parent, _, name = rel.rpartition("/")
-        if name in self.folders.get(parent, (0, 0, {}))[2]:
-            del self.folders[parent][2][name]
-            self.stale.add(parent)
 
     def list_folder(self, rel: str, inode: int | None) -> dict[str, int] | None:
         """Watch and list one folder, opened without following a link; None if gone or not the one listed (inode)."""
@@ -3959,8 +3950,13 @@ class WorkspaceIndex:
                 with os.scandir(fd) as listing:
                     kinds = {e.name: ("link" if e.is_symlink() else "folder" if e.is_dir(follow_symlinks=False)
                                       else "file", e.inode()) for e in listing}
-        except OSError as error:
-            return self.unlisted(rel, inode, error)
+        except OSError as error:          # gone or a link now: None
+            if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                return None
+            # Else (past PATH_MAX, no access) hidden whole: forgotten, its .env would go unmasked.
+            self.folders[rel], self.marked[rel] = (inode, -1, {}), {"": "unlisted"}
+            self.stale.add(rel)
+            return {}
         # In a git dir: below .git, below one a .git file leads to, or one by content (is_git_dir: a bare one).
         by_content = ("commondir" in kinds or "gitdir" in kinds
                       or "objects" in kinds and "refs" in kinds)     # of any kind: git only asks access()
@@ -3981,14 +3977,6 @@ class WorkspaceIndex:
         self.marked.pop(rel, None)
         self.marked.update({rel: marks} if marks else {})
         return children
-
-    def unlisted(self, rel: str, inode: int | None, error: OSError) -> dict[str, int] | None:
-        """Gone or a link now: None. Else (past PATH_MAX, no access) hidden whole: forgotten, its .env went unmasked."""
-        if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-            return None
-        self.folders[rel], self.marked[rel] = (inode, -1, {}), {"": "unlisted"}
-        self.stale.add(rel)
-        return {}
 
     def watch(self, fd: int, rel: str) -> int:
         if self.inotify is None:
@@ -4013,6 +4001,11 @@ class WorkspaceIndex:
                 del self.watched[record[1]]
                 inotify_call("inotify_rm_watch", self.inotify, record[1])
             stack += [f"{rel}/{name}" for name in record[2]]
+
+    def marked_with(self, mark: str) -> list[str]:
+        """The folders with this mark ("/": a git dir by content), "" the top; none in a dependency folder."""
+        return [rel for rel, marks in self.marked.items() if mark in marks
+                and not any(is_ignored_name(part) for part in rel.split("/") if part)]
 
 
 def inotify_call(name: str, *args) -> int:
@@ -4065,8 +4058,7 @@ def scan_workspace() -> tuple[list[Path], list[Path]]:
 def named_git_secrets(index: WorkspaceIndex) -> list[Path]:
     """Files in git dirs a config includes or a credential helper names (`store --file=.git/creds`): remote URLs and
     tokens, read as empty inside like the config. (In the work tree, a project file: git add would take it empty.)"""
-    bare = [BASE_DIR / rel for rel, marks in index.marked.items() if "/" in marks and rel
-            and not any(is_ignored_name(part) for part in rel.split("/"))]        # bare repositories: configs too
+    bare = [BASE_DIR / rel for rel in index.marked_with("/") if rel]        # bare repositories: configs too
     _config_names.update((folder, config_names_of(folder)) for folder in bare)
     named = {Path(os.path.realpath(path)) for path in paths_git_config_names("secrets") +
              [path for folder in bare for path in _config_names[folder]["secrets"]]}
@@ -4089,14 +4081,10 @@ def is_env_name(name: str) -> bool:
 
 def nested_repositories() -> list[str]:
     """Other git dirs in the work tree (vendor/x/.git, backup.git; not in dependency folders unless registered)."""
-    found, trees = [], [(BASE_DIR, BASE_DIR / ".git")] if (BASE_DIR / ".git").is_dir() else []
-    for rel, marks in workspace_index().marked.items():
-        if any(is_ignored_name(part) for part in rel.split("/") if part):
-            continue
-        found += [rel] if "/" in marks and rel else []          # a git dir by what it holds, under any name
-        if ".git" not in marks:
-            continue
-        if marks[".git"] == "folder":
+    index, trees = workspace_index(), [(BASE_DIR, BASE_DIR / ".git")] if (BASE_DIR / ".git").is_dir() else []
+    found = [rel for rel in index.marked_with("/") if rel]         # a git dir by what it holds, under any name
+    for rel in index.marked_with(".git"):
+        if index.marked[rel][".git"] == "folder":
             found += [f"{rel}/.git"] if rel else []
             trees += [(BASE_DIR / rel, BASE_DIR / rel / ".git")] if rel else []
         elif (folder := git_dir_of(BASE_DIR / rel / ".git")) and folder.is_relative_to(BASE_DIR) and folder != BASE_DIR:
@@ -4502,8 +4490,7 @@ def paths_git_config_names(kind: str = "found") -> list[Path]:
     """What git's config names for each work tree (top, nested ones outside dependency folders), relative to its top;
     kind "secrets": of those, the files it includes and the credential stores it names."""
     index = _index[0] if _index and _index[0].base == BASE_DIR else workspace_index()    # file tools: no walk each
-    trees = [BASE_DIR] + [BASE_DIR / rel for rel, marks in index.marked.items() if ".git" in marks
-                          and rel and not any(is_ignored_name(part) for part in rel.split("/"))]
+    trees = [BASE_DIR] + [BASE_DIR / rel for rel in index.marked_with(".git") if rel]
     _config_names.update(answers := {tree: config_names_of(tree) for tree in trees})
     return [path for answer in answers.values() for path in answer[kind]]
 
@@ -4783,13 +4770,13 @@ def moved_repositories(before: GitSnapshot) -> list[str]:
 
 def put_back_notice(restored: list[str], why: str) -> str:
     unsafe, done = [n for n in restored if isinstance(n, Unsafe)], [n for n in restored if not isinstance(n, Unsafe)]
-    notice = f"\n(KeSi put back {at_most_ten(done)}{why})" if done else ""
-    return notice + (f"\n(WARNING: KeSi could not make safe {at_most_ten(unsafe)}. Git may run what a command planted "
+    notice = f"\n(KeSi put back {at_most(done, 10)}{why})" if done else ""
+    return notice + (f"\n(WARNING: KeSi could not make safe {at_most(unsafe, 10)}. Git may run what a command planted "
                      "there, outside the sandbox: do as each says before you run git)" if unsafe else "")
 
 
-def at_most_ten(notices: list[str]) -> str:
-    return ", ".join(map(one_line, notices[:10])) + (f" and {len(notices) - 10} more" if len(notices) > 10 else "")
+def at_most(items: list[str], most: int) -> str:
+    return ", ".join(map(one_line, items[:most])) + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
 # What fresh `git init`/`clone` write in a config: in a new repository anything else was planted (hooks, commondir too).
@@ -4989,13 +4976,12 @@ def disarm_git_dir(fd: int, shown: str, depth: int = 0, holds_git_dirs: bool = F
                         removed.append(f"{shown}/{folder}/{entry}")
         except OSError:                   # a link or a file in its place, or one that could not be read: all of it
             planted |= {folder}.intersection(names)
+    # modules/ or worktrees/ as a link: to git dirs no walk sees (node_modules, rt37b 23)
+    planted |= {"modules", "worktrees"}.intersection(names).difference(real_folders(fd, names))
     for name in sorted(planted):
         remove_at(fd, name)
         removed.append(f"{shown}/{name}")
     removed += disarm_config(fd, shown, whole) if "config" in names else []
-    for name in {"modules", "worktrees"}.intersection(names).difference(real_folders(fd, names)):
-        remove_at(fd, name)           # a link: to git dirs no walk sees (node_modules, rt37b 23)
-        removed.append(f"{shown}/{name}")
     for inner in real_folders(fd, ["modules", "worktrees"]):        # their git dirs' configs run code too
         with opened(inner, FOLDER_FLAGS, fd) as inner_fd:
             removed += disarm_git_dir(inner_fd, f"{shown}/{inner}", depth, holds_git_dirs=True, whole=whole)
@@ -5524,8 +5510,7 @@ def network_summary() -> str:
         return "full (no sandbox)"
     if not network_available():
         return "none (no Python visible inside the sandbox to bridge the allowlist proxy)"
-    hosts = network_policy().allow
-    shown = ", ".join(hosts[:4]) + (f" and {len(hosts) - 4} more" if len(hosts) > 4 else "")
+    shown = at_most(network_policy().allow, 4)
     return f"only allowed hosts, through KeSi's proxy ({shown or 'none'}; /network lists them)"
 
 
@@ -5687,8 +5672,7 @@ def network_line() -> str:
     """What the model is told about the network of a sandboxed command."""
     if not network_available():
         return "Network for commands: none at all."
-    hosts = network_policy().allow
-    shown = ", ".join(hosts[:30]) + (f" and {len(hosts) - 30} more" if len(hosts) > 30 else "")
+    shown = at_most(network_policy().allow, 30)
     return ("Network for commands: only through KeSi's proxy (HTTP_PROXY and HTTPS_PROXY are set), and "
             f"only to these hosts: {shown or 'none'}. Other hosts get a 403 from the proxy; connections "
             "that ignore the proxy fail. Only the user can allow more hosts (in their settings) or give "
