@@ -2787,6 +2787,8 @@ def main(argv=None) -> int:
         if args.escalate and args.prompt is None:
             return refuse_to_start("--escalate is for -p runs only; in the REPL, KeSi asks you before a command "
                                    "leaves the sandbox.")
+        if args.output_format != "text" and args.prompt is None:
+            return refuse_to_start("--output-format json and stream-json are for headless runs (-p).")
         apply_flags(args)
     except SettingError as exc:
         return refuse_to_start(visible(exc))
@@ -2817,8 +2819,6 @@ def main(argv=None) -> int:
         return 2                         # going on without the context asked for would mislead
     start_session_hooks("resume" if args.resume or args.resume_id else "startup")     # SessionStart (Part VIII)
     if args.prompt is None:
-        if args.output_format != "text":
-            return refuse_to_start("--output-format json and stream-json are for headless runs (-p).")
         return repl(CLIENT, history, " ".join(args.first_prompt).strip())
     if args.first_prompt:
         return refuse_to_start("give the task either after -p or as the REPL's first message, not both.")
@@ -4905,10 +4905,13 @@ def disarm_repository(repo: str, whole: bool = False) -> list[str]:
     step fails, the git dir is moved aside whole (git sees no repository there), else said loudly: never a plant
     reported gone, nor taken as the next command's clean start (see Unsafe)."""
     *folders, last = repo.split("/")
+    fd = None
     try:
         fd = open_below(BASE_DIR, folders)
         kind = os.stat(last, dir_fd=fd, follow_symlinks=False).st_mode
     except OSError as error:             # no such path (a name too long for one): nothing there git could use
+        if fd is not None:
+            os.close(fd)
         return [] if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG) else \
             [Unsafe(repo, f"{repo} (a link on its way: check it, or remove it, before you use git there)")]
     try:

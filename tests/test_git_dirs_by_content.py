@@ -117,3 +117,12 @@ def test_the_file_tools_never_turn_a_folder_into_a_git_dir(ws):
     assert not (ws / "src" / "refs").exists() and not kesi.is_git_dir(ws / "src")
     assert not (ws / "lib" / "gitdir").exists()
 
+
+
+def test_a_repository_gone_before_it_is_disarmed_keeps_no_descriptor_open(ws):
+    """Found by trim T3: the folder above was opened, the git dir was gone, and the descriptor was never closed."""
+    (ws / "sub").mkdir()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(50):
+        assert kesi.disarm_repository("sub/.git") == []
+    assert len(os.listdir("/proc/self/fd")) <= before + 2

@@ -119,10 +119,11 @@ def test_bad_flag_values_are_usage_errors(main_in_process):
              (["--output-format", "json"], "headless")]
     for args, says in cases:                           # main() in this process: a flag's check is the subject
         with MockAPI() as mock:
-            code, _, stderr = main_in_process([*(["-p", "hi"] if args[0] != "--output-format" else []), *args],
-                                              mock=mock, KESI_SANDBOX="off")
+            code, stdout, stderr = main_in_process([*(["-p", "hi"] if args[0] != "--output-format" else []), *args],
+                                                   mock=mock, KESI_SANDBOX="off")
         assert code == 2 and says in stderr, (args, stderr)
         assert "Traceback" not in stderr and mock.requests == []
+        assert "workspace:" not in stdout + stderr, stdout     # refused before the banner
 
 
 def test_append_system_prompt_and_tool_flags_reach_the_request_and_the_decision(tmp_path):
