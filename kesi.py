@@ -5889,8 +5889,8 @@ def background_tasks_paused():
         calm, deadline = 0, time.monotonic() + 10
         while roots and calm < 2 and time.monotonic() < deadline:    # twice in a row: none forked or woke one
             stop_whole_namespaces(processes := sandbox_processes(roots))
-            moving = [thread for pid in processes for thread in moving_threads(pid)]
-            send_signal(moving, signal.SIGSTOP)
+            moving = [(pid, thread) for pid in processes for thread in moving_threads(pid)]
+            stop_threads(moving)
             calm = 0 if moving else calm + 1
             time.sleep(0.001 if moving else 0)
         yield roots
@@ -5917,6 +5917,14 @@ def stop_whole_namespaces(pids: list[int]) -> None:
             enter = [] if ours else [f"--user=/proc/self/fd/{owner}", "--preserve-credentials"]
             subprocess.run([trusted_program("nsenter"), *enter, f"--pid=/proc/self/fd/{namespace}", "--", *kill],
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=10, pass_fds=(namespace, owner))
+
+
+def stop_threads(threads: list[tuple[int, int]]) -> None:
+    """SIGSTOP to each (process, thread) pair's thread itself: kill -1 aims its SIGSTOP at a process's main thread,
+    which cannot take it while it waits in vfork, and that one pending holds back all sent to the process later."""
+    for pid, thread in threads:
+        if getattr(libc(), "tgkill", lambda *_: -1)(pid, thread, signal.SIGSTOP) != 0:     # gone, or no tgkill
+            send_signal([thread], signal.SIGSTOP)
 
 
 def moving_threads(pid: int) -> list[int]:
