@@ -1103,8 +1103,8 @@ def grep(pattern, path=".", glob=None, ignore_case=False):
             raise FileNotFoundError("rg")      # reported below, as when rg is gone since start
         shown_as = "" if entry.path == BASE_DIR else relative(entry.path)
         argv = grep_argv(pattern, glob, bool(ignore_case), "." if folder else "-")
-        with background_tasks_paused():     # rg opens by path: no task swaps a folder for a link meanwhile
-            code, lines, stderr = run_rg(argv, start_fd, folder, shown_as)
+        # rg opens by path: no task swaps a folder for a link meanwhile
+        code, lines, stderr = paused_for(lambda _: run_rg(argv, start_fd, folder, shown_as))
     except FileNotFoundError:
         return "Error: the rg command was not found; install ripgrep to use grep.", True
     except subprocess.TimeoutExpired:
@@ -1328,14 +1328,30 @@ def start_command(command: str, *, background: bool = False, escalation: str | N
     so; a background one's git changes are checked from its start. Raises OSError or ValueError for the caller."""
     pipes = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} | pipes
     make_cache_folder()                              # KeSi's records folder exists, so the sandbox hides it
-    with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
+    def start(paused):          # tasks paused: none moves a folder between KeSi's look and bwrap's mounts
+        nonlocal proc
         planted, git_before = git_state_before()    # before the command starts: it cannot win a race
         if background:
             remember_git_state(git_before)           # what it may change from now on
         with command_start(command, background, escalation) as (argv, fds):
             proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, pass_fds=fds, start_new_session=True, **pipes)
         wait_until_sandboxed(proc, paused)
-    return proc, planted, git_before
+        held.extend(sandbox_processes([proc.pid]) if paused else [])   # till the tasks are known to have kept still
+        send_signal(held, signal.SIGSTOP)
+        return proc, planted, git_before
+    proc, baseline, held = None, list(_git_baseline), []
+    try:
+        with background_tasks_paused() as paused:
+            started = start(paused)
+    except PauseEscaped:             # a task ran during the look: the command never runs on what it saw
+        _git_baseline[:] = baseline
+        if proc:
+            kill_group(proc.pid)
+            proc.wait()
+        raise
+    finally:
+        send_signal(held, signal.SIGCONT)
+    return started
 
 
 def wait_for_command(proc, limit: float) -> str:
@@ -5881,9 +5897,15 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 # --- tasks paused while KeSi looks, and checked between commands ---------------------------
 # The tasks' bwrap sandboxes are SIGSTOPped from KeSi's look at a command until bwrap has mounted all, and while it
 # checks one, so no task moves a folder under a mask or plants a hook meanwhile; git changes between checks are undone.
+class PauseEscaped(OSError):
+    """A task ran while paused (a SIGCONT the kernel sent it: a timer, inotify, a lease): it was ended, and what KeSi
+    read or made meanwhile must not count."""
+
+
 @contextlib.contextmanager
 def background_tasks_paused():
-    """Stop the running tasks' sandboxes for the with-block; yields their bwraps' pids (none: nothing paused)."""
+    """Stop the running tasks' sandboxes for the with-block; yields their bwraps' pids (none: nothing paused).
+    A task whose threads ran meanwhile is ended, whole, and PauseEscaped raised at the block's end."""
     roots = [one.proc.pid for one in long_lived() if one.proc.poll() is None] if sandbox_kind() == "bubblewrap" else []
     try:
         calm, deadline = 0, time.monotonic() + 10
@@ -5893,9 +5915,46 @@ def background_tasks_paused():
             stop_threads(moving)
             calm = 0 if moving else calm + 1
             time.sleep(0.001 if moving else 0)
+        marks = {root: run_marks(root) for root in roots}
         yield roots
+        if escaped := [root for root in roots if run_marks(root) != marks[root]]:
+            end_escaped_tasks(escaped)
     finally:
         send_signal(sandbox_processes(roots), signal.SIGCONT)
+
+
+def run_marks(root: int) -> dict[int, tuple]:
+    """Each thread of a sandbox: its state and context switches, which change if it runs at all."""
+    marks = {}
+    for pid in sandbox_processes([root]):
+        with contextlib.suppress(OSError):
+            for thread in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError):
+                    status = Path(f"/proc/{pid}/task/{thread}/status").read_text().splitlines()
+                    marks[int(thread)] = tuple(line for line in status if line.startswith(
+                        ("State:", "voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")))
+    return marks
+
+
+def end_escaped_tasks(roots: list[int]) -> None:
+    """KILL all in their sandboxes (pid 1 too: the namespace ends with it), say so, and raise PauseEscaped."""
+    for root in roots:
+        send_signal(sandbox_processes([root]), signal.SIGKILL)
+        kill_group(root)
+    named = [f"MCP server {one_line(one.name)}" if isinstance(one, McpServer) else f"background task {one.id} "
+             f"({one_line(shorten(one.command, 40))})" for one in long_lived() if one.proc.pid in roots]
+    ended = " and ".join(named) or "a background task"
+    row(f"  (KeSi ended {ended}: it ran while paused for KeSi's look, which only a process working around "
+        "the pause does)", "error")
+    raise PauseEscaped(f"{ended} ran while paused and was ended; nothing KeSi read meanwhile was used")
+
+
+def paused_for(look):
+    """look(paused pids) with the tasks paused; again, once a task that ran meanwhile is ended (each round ends one
+    at least). A PauseEscaped raised as the block ends cancels look's return: the suppress then lets the loop on."""
+    while True:
+        with contextlib.suppress(PauseEscaped), background_tasks_paused() as paused:
+            return look(paused)
 
 
 def stop_whole_namespaces(pids: list[int]) -> None:
@@ -5980,9 +6039,8 @@ def remember_git_state(snapshot: GitSnapshot | None, after_command: bool = False
 
 def check_git_control(before: GitSnapshot | None) -> str:
     """After a command: put back what it changed (tasks paused: none plants while KeSi looks); a notice or ""."""
-    with background_tasks_paused():
-        restored = restore_git_control(before)
-        remember_git_state(before, after_command=True)
+    restored = paused_for(lambda _: restore_git_control(before))
+    remember_git_state(before, after_command=True)
     if unsafe := [notice for notice in restored if isinstance(notice, Unsafe)]:
         # the person must act on it, and sees but one line of a command's result: shown to them here
         ui(paint(f"  {visible(put_back_notice(unsafe, '').strip())}", "error"))
@@ -6019,8 +6077,7 @@ def show_put_back(notice: str) -> None:          # to the person, where no tool 
 
 
 def check_after_tasks() -> str:
-    with background_tasks_paused():
-        return undo_background_changes()
+    return paused_for(lambda _: undo_background_changes())
 
 
 # --- the audit trail ---------------------------------------------------------------

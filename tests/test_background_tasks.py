@@ -642,3 +642,37 @@ def test_a_fork_chain_is_stopped_whole_for_a_user_without_privileges(box):
         pytest.skip("bwrap cannot run without privileges here (no unprivileged user namespaces)")
     states = re.search(r"states: (\S*) moved: (\d+)", done.stdout)
     assert states and states[1] and set(states[1]) <= set("TZ") and states[2] == "0", (done.stdout, done.stderr)
+
+
+# rt38a 4, 8, rt38b B1-B3: the kernel wakes a stopped task with a SIGCONT the task arranged (a POSIX timer's, inotify
+# with F_SETSIG, a lease break, an orphaned process group). Here the test sends them, as a timer would: the task ran
+# while paused, so it is ended, and what KeSi read meanwhile is not used.
+def test_a_task_woken_while_paused_is_ended_and_its_plant_put_back(box, notices):
+    marker = box.parent / f"woke-{uuid.uuid4().hex}"
+    plant = (f"git init -q R && while :; do printf '[core]\\n\\tfsmonitor = touch {marker}\\n' > R/.git/c && "
+             "mv R/.git/c R/.git/config; done")
+    assert not kesi.run_command(plant, run_in_background=True)[1]
+    task, done = kesi.BACKGROUND_TASKS[1], threading.Event()
+    for _ in range(300):
+        if "fsmonitor" in ((box / "R/.git/config").read_text() if (box / "R/.git/config").exists() else ""):
+            break
+        time.sleep(0.1)
+
+    def wake():
+        while not done.is_set():
+            kesi.send_signal(kesi.sandbox_processes([task.proc.pid])[2:], signal.SIGCONT)   # past bwrap and pid 1
+            time.sleep(0.001)
+    waker = threading.Thread(target=wake, daemon=True)
+    waker.start()
+    try:
+        outputs = [kesi.run_command("true")[0] for _ in range(6)]
+    finally:
+        done.set()
+        waker.join()
+    assert task.proc.poll() is not None, outputs            # ended: it ran while paused
+    assert "ran while paused" in notices.getvalue() and "background task 1" in notices.getvalue(), outputs
+    kesi.stop_background_tasks()
+    config = box / "R" / ".git" / "config"
+    assert not config.exists() or "fsmonitor" not in config.read_text(), config.read_text()
+    subprocess.run(["git", "status"], cwd=box / "R", capture_output=True, timeout=30)
+    assert not marker.exists()
