@@ -4174,7 +4174,8 @@ def bwrap_argv(command: str, background: bool = False, full_network: bool = Fals
             *([] if full_network else ["--unshare-net"]), "--unshare-ipc", "--unshare-pid", "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             # root may write /proc/sys (core_pattern); /run, shared_folders: sockets (D-Bus, Docker) past any netns
-            "--ro-bind", "/proc/sys", "/proc/sys", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+            "--ro-bind", "/proc/sys", "/proc/sys", "--tmpfs", "/tmp", "--tmpfs", "/run",
+            "--ro-bind", "/dev/null", "/proc/1/mem", "--ro-bind", "/dev/null", "/proc/1/task/1/mem"]  # setid_filter
     argv += [arg for folder in shared_folders() + hidden_folders() for arg in ("--tmpfs", folder)]
     argv += [arg for path in toolchain_dirs() for arg in ("--ro-bind", path, path)]
     denied = denied_sources()
@@ -4217,6 +4218,7 @@ CREATING = os.O_CREAT | 0o20000000      # open uses its mode only with O_CREAT o
 X32_BIT = 0x40000000                    # x86_64's x32 calls: refused, as other architectures
 OPENAT2, IO_URING_SETUP = 437, 425      # same numbers on both; their modes are in memory BPF cannot read
 KEY_CALLS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}      # add_key, request_key, keyctl
+PID_1_CALLS = {"x86_64": ((101, 1), (311, 0)), "aarch64": ((117, 1), (271, 0))}   # ptrace, process_vm_writev: pid arg
 
 # Audit arch number, and calls setting a mode: name: (number, mode argument[, open's flags: counts only when creating]).
 SECCOMP_ARCHES = {
@@ -4257,6 +4259,11 @@ def setid_filter(machine: str) -> bytes | None:
     program += [part for n in (OPENAT2, IO_URING_SETUP) for part in (jump_if_equal(n, skip_if_false=1), give(ENOSYS))]
     # bwrap keeps the person's session keyring (Kerberos, cifs, stored tokens): no key calls inside, as in Docker.
     program += [part for n in KEY_CALLS[machine] for part in (jump_if_equal(n, skip_if_false=1), give(EPERM))]
+    # Code put into pid 1 (bwrap's init, or the forwarder) ran on after KeSi: it outlived every kill (rt38a 5-7).
+    # The pid's low 32 bits, as the kernel reads a pid_t; /proc/1/mem is covered by a mount (bwrap_argv).
+    program += [part for number, arg in PID_1_CALLS[machine] for part in (
+        jump_if_equal(number, skip_if_false=4), load(16 + 8 * arg), jump_if_equal(1, skip_if_false=1), give(EPERM),
+        give(ALLOW))]
     return b"".join(program + [give(ALLOW)])
 
 
@@ -5557,6 +5564,7 @@ PROXY_FORWARDER = """
 import contextlib, ctypes, os, signal, socket, sys, threading
 # Die with bwrap, as --die-with-parent means: without asking again here, this pid 1 once outlived a SIGKILLed KeSi.
 ctypes.CDLL(None).prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG
+ctypes.CDLL(None).prctl(4, 0)      # PR_SET_DUMPABLE: no command attaches to it, nor writes its memory (rt38a 5, 10)
 written, path, command = sys.argv[1], sys.argv[2], sys.argv[3:]
 # A port the kernel picks: in the shared network a server left running could take a fixed one, and see all requests.
 listener = socket.create_server(("127.0.0.1", 0))

@@ -384,3 +384,44 @@ def test_the_persons_session_keyring_is_out_of_reach(sandboxed):
         pytest.skip(f"this machine refuses keyctl outside the sandbox too: {outside}")
     output, failed = sh("python3 probe.py")
     assert f"keyctl -1 {errno.EPERM}" in output, output
+
+
+# rt38a 5-7, 10: code put into the sandbox's pid 1 ran on after the command and after KeSi (it left bwrap's group and
+# dropped its parent-death signal). No command attaches to pid 1 or writes its memory; its own children it may trace.
+PID_1_PROBE = """
+import ctypes, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+def attach(pid):
+    result = libc.ptrace(16, pid, None, None)                  # PTRACE_ATTACH
+    return "ok" if result == 0 else os.strerror(ctypes.get_errno())
+child = os.fork()
+if child == 0:
+    time.sleep(30)
+    os._exit(0)
+print("child:", attach(child))
+os.kill(child, signal.SIGKILL)
+print("pid 1:", attach(1), "| as 2**32 + 1:", attach(2**32 + 1))
+data = ctypes.create_string_buffer(8)
+local = (ctypes.c_void_p * 2)(ctypes.cast(data, ctypes.c_void_p), 8)
+wrote = libc.process_vm_writev(1, local, 1, local, 1, 0)
+print("vm write:", "ok" if wrote >= 0 else os.strerror(ctypes.get_errno()))
+for path in ("/proc/1/mem", "/proc/1/task/1/mem"):
+    try:
+        with open(path, "r+b", buffering=0) as mem:
+            mem.seek(0x400000)
+            print(path, "wrote", mem.write(b"x"))
+    except OSError as error:
+        print(path, "refused:", error.strerror)
+"""
+
+
+@pytest.mark.parametrize("proxied", [False, True], ids=["bwrap init", "forwarder"])
+def test_no_command_can_attach_to_or_write_the_sandboxes_pid_1(box, proxied, monkeypatch):
+    if not proxied:
+        monkeypatch.setattr(kesi, "proxy_port", lambda *_: None)      # no forwarder: bwrap's own init is pid 1
+    (box / "probe.py").write_text(PID_1_PROBE)
+    output, _ = sh("python3 probe.py")
+    assert "child: ok" in output, output                          # tracing one's own processes still works
+    assert "pid 1: Operation not permitted | as 2**32 + 1: Operation not permitted" in output, output
+    assert "vm write: Operation not permitted" in output, output
+    assert "wrote" not in output, output
