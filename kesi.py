@@ -4652,7 +4652,7 @@ def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: b
             with contextlib.suppress(OSError), opened(name, FOLDER_FLAGS, folder_fd) as child:   # gone: skipped
                 yield from control_entries(child, path + "/", snapshot, learn, code, depth + 1)
         elif pattern := guarded_lines(path):    # read whole, as git does: an exec line may follow 1 MB of comments
-            if lines := picked_lines(read_control_file(folder_fd, name, MAX_TODO_BYTES), pattern):
+            if lines := picked_lines(read_control_file(folder_fd, name, MAX_TODO_BYTES) or b"", pattern):
                 yield path, ("todo", b"\n".join(sorted(lines)), 0)
         elif in_hooks or name in GIT_CONTROL_NAMES:
             yield path, file_state(folder_fd, name, info)
@@ -4660,9 +4660,9 @@ def control_entries(folder_fd: int, prefix: str, snapshot: GitSnapshot, learn: b
 
 def file_state(folder_fd: int, name: str, info: os.stat_result) -> tuple:
     """("file", bytes, mode, size); one too big (a sparse 1 TB config) as inode and ctime: put_back removes it."""
-    big = f"{info.st_ino}:{info.st_ctime_ns}".encode()
-    return "file", read_control_file(folder_fd, name) if info.st_size <= MAX_CONTROL_BYTES else big, \
-        stat.S_IMODE(info.st_mode), info.st_size
+    data = read_control_file(folder_fd, name) if info.st_size <= MAX_CONTROL_BYTES else \
+        f"{info.st_ino}:{info.st_ctime_ns}".encode()
+    return "file" if data is not None else "unreadable", data or b"", stat.S_IMODE(info.st_mode), info.st_size
 
 
 # Lines git acts on in files it otherwise keeps as data, those a command added taken out: an "exec" line in a rebase's
@@ -4690,7 +4690,9 @@ def picked_lines(data: bytes, pattern: re.Pattern) -> set[bytes]:
 
 def strip_added_lines(folder_fd: int, name: str, keep: set[bytes], pattern: re.Pattern) -> None:
     """Take out of such a file every line pattern picks not in keep (a to-do list too large to read: all of it)."""
-    if len(data := read_control_file(folder_fd, name, MAX_TODO_BYTES)) > MAX_TODO_BYTES:
+    if (data := read_control_file(folder_fd, name, MAX_TODO_BYTES)) is None:
+        raise OSError(errno.EAGAIN, "it cannot be read now")      # put_back says so; never written back emptied
+    if len(data) > MAX_TODO_BYTES:
         return remove_at(folder_fd, name) if pattern is EXEC_LINE else None
     lines = [line for line in data.splitlines(keepends=True) if not pattern.fullmatch(line) or line.strip() in keep]
     try:
@@ -4702,10 +4704,14 @@ def strip_added_lines(folder_fd: int, name: str, keep: set[bytes], pattern: re.P
         remove_at(folder_fd, name)         # no room to write it back: a to-do that is gone runs nothing
 
 
-def read_control_file(folder_fd: int, name: str, most: int = MAX_CONTROL_BYTES) -> bytes:
-    with contextlib.suppress(OSError), opened(name, FILE_FLAGS, folder_fd) as fd:
-        return os.read(fd, most + 1)
-    return b"(not a regular file)"          # a link or a folder: never what was there
+def read_control_file(folder_fd: int, name: str, most: int = MAX_CONTROL_BYTES) -> bytes | None:
+    """Its bytes; a placeholder for a link or a folder (never what was there); None if it cannot be read now (a
+    task's lease fails KeSi's open with EAGAIN): such a state is never written back as content (rt38b B5, B20)."""
+    try:
+        with opened(name, FILE_FLAGS, folder_fd) as fd:
+            return os.read(fd, most + 1)
+    except OSError as error:
+        return b"(not a regular file)" if error.errno in (errno.ELOOP, errno.EISDIR, errno.ENOTDIR) else None
 
 
 class Unsafe(str):
@@ -5049,7 +5055,7 @@ MAX_NEW_REPOSITORIES = 64    # cleaned with git runs; more from one command lose
 
 def cleaned_config(data: bytes) -> tuple[list[str], bytes]:
     """(the keys taken out, the config without them); ValueError if git cannot read or clean it, OSError: no room."""
-    if data == b"(not a regular file)" or len(data) > MAX_CONTROL_BYTES:
+    if data in (None, b"(not a regular file)") or len(data) > MAX_CONTROL_BYTES:
         raise ValueError("git could not read it")
     with tempfile.TemporaryDirectory() as private:
         copy = Path(private, "config")
@@ -5129,6 +5135,8 @@ def remove_at(folder_fd: int, name: str) -> None:
 def put_back(base_fd: int, path: str, was: tuple | None) -> bool:
     """Make one path what it was (None: absent), never through a link; a hooks folder moved aside made again."""
     (*folders, name), fds, kind = path.split("/"), [base_fd], was[0] if was else None
+    if kind == "unreadable":
+        return False              # what it held is unknown: left as it is now, and said
     with contextlib.ExitStack() as held:
         try:
             for folder in folders:

@@ -11,8 +11,10 @@ import base64
 import errno
 import glob
 import io
+import fcntl
 import os
 import shutil
+import signal
 import socket
 import stat
 import string
@@ -2237,3 +2239,24 @@ def test_a_full_disk_leaves_no_plant_in_a_known_config(small_disk, monkeypatch):
     assert not pwned(root), (output, later)
     output, _ = sh("echo next")
     assert (root / ".git" / "config").read_text() == mine, output
+
+
+# rt38b B5, B20-B21: a lease (a task's, here this test's) fails KeSi's non-blocking read of a control file with EAGAIN;
+# that read was kept as the bytes "(not a regular file)" and later written back over the person's own hook.
+def test_a_control_file_kesi_cannot_read_is_never_written_back_as_a_placeholder(box):
+    make_repo(box)
+    target = box / ".git/hooks/pre-commit"        # one git itself does not open meanwhile (it would wait out the lease)
+    target.write_text("#!/bin/sh\necho the person's own\n")
+    target.chmod(0o755)
+    content = target.read_bytes()
+    lease = os.open(target, os.O_RDONLY)
+    try:
+        fcntl.fcntl(lease, 10, signal.SIGURG)                         # F_SETSIG: its break notice, ignored here
+        fcntl.fcntl(lease, 1024, fcntl.F_WRLCK)                       # F_SETLEASE: KeSi's open now gets EAGAIN
+        _, before = kesi.git_state_before()
+    finally:
+        fcntl.fcntl(lease, 1024, fcntl.F_UNLCK)
+        os.close(lease)
+    notice = kesi.check_git_control(before)
+    assert target.read_bytes() == content, (notice, target.read_bytes())
+    assert "not a regular file" not in notice, notice
