@@ -3378,7 +3378,7 @@ RUNS_LATER_NAMES = {
     ".gitlab-ci.yml", ".gitlab", ".circleci", ".buildkite", ".travis.yml", "jenkinsfile", "azure-pipelines.yml",
     ".mise", *(f"{dot}mise{local}.toml" for dot in ("", ".") for local in ("", ".local")),   # they run tasks on cd
     ".claude", ".cursor", ".gemini", ".mcp.json", ".codex", ".continue", ".aider.conf.yml",   # other agents' hooks
-    "opencode.json", ".roo", ".kiro", ".amazonq", ".windsurfrules", ".clinerules",            # and MCP servers
+    "opencode.json", ".roo", ".kiro", ".amazonq", ".windsurf", ".windsurfrules", ".clinerules",     # and MCP servers
     "opencode.jsonc", ".opencode", ".qwen", ".crush.json", "crush.json", ".kilocode", ".factory", ".trae",
     ".hg", ".jj", ".svn", ".bzr",         # other version control: .hg/hgrc's [hooks] run on `hg status` (rt37f 1-2)
     ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs", ".pnpmfile.mjs", "bunfig.toml", ".npmrc",  # run at any yarn, pnpm, bun
@@ -3389,6 +3389,7 @@ RUNS_LATER_NAMES = {
     ".stackblitzrc", ".replit", "replit.nix", ".project", ".externalToolBuilders", ".vs",   # IDE start and build
 }
 RUNS_LATER_PATHS = {(".github", "workflows"), (".github", "actions"), (".github", "copilot-instructions.md"),
+                    (".github", "hooks"), (".github", "mcp.json"), (".github", "lsp.json"),   # Copilot CLI (rt38c 32)
                     (".gitea", "workflows"), (".forgejo", "workflows"), (".config", "mise"), ("mise", "config.toml")}
 RUNS_LATER_SUFFIXES = (".code-workspace", ".sublime-project", ".pth")   # Python runs any venv's .pth at start-up
 RUNS_LATER_REASON = "other tools run this file later, outside the sandbox (an editor, direnv, git hooks or CI)"
@@ -7190,13 +7191,18 @@ def approved_project_file(label: str, data: bytes, shown: str, remembered: bool 
         return False
     ui(wrapped(f"  This project's {label} is new or changed. It can run these commands on this machine:", hang="    "))
     lines = lines_of(ascii_only(shown)) or ["(nothing)"]
-    if (rows := sum(len(line) // 100 + 1 for line in lines)) > 200:            # nothing is approved unseen
-        ui(paint(f"  (This project's {label} is not used: {rows:,} rows are too many to show here.)", "error"))
+    if sum(len(line) // 100 + 1 for line in lines) > 200:       # not built: a 1 MB file of hooks
+        ui(paint(f"  (This project's {label} is not used: it has too many rows to show here.)", "error"))
         return False
-    for number, line in enumerate(lines, 1):        # numbered, and cut with no number: no cut piece (a `#...` tail,
-        pieces = [line[at:at + 100] for at in range(0, len(line), 100)] or [""]        # rt37c 1) reads as a line
-        ui("\n".join(marked_lines(f"{number:>5} | {piece}" if not at else ROW_MARK + piece, ROW_MARK)
-                     for at, piece in enumerate(pieces)))
+    rows = [row for number, line in enumerate(lines, 1)     # numbered, and cut with no number: no cut piece (a `#...`
+            for at in range(0, max(len(line), 1), 100)      # tail, rt37c 1) reads as a line
+            for row in marked_lines(f"{number:>5} | " + line[at:at + 100] if not at else ROW_MARK + line[at:at + 100],
+                                    ROW_MARK).split("\n")]
+    if len(rows) > (shutil.get_terminal_size().lines - 4 if terminal_width() else 200):
+        ui(paint(f"  (This project's {label} is not used: its {len(rows):,} rows do not fit on this screen, and "
+                 "nothing is approved unseen; use a taller window, or read the file.)", "error"))   # rt38c 5
+        return False
+    ui("\n".join(rows))
     if not confirmed(f"  Use {label} as it is now? [y/N] "):
         ui(paint(f"  ({label} not used; you are asked again next time)", "quiet"))
         return False
@@ -7242,6 +7248,9 @@ def hook_matches(matcher, names: list[str]) -> bool:
     return False
 
 
+MATCHED_EVENTS = ("PreToolUse", "PostToolUse", "SessionStart")     # the others run every time, as in Claude Code
+
+
 def project_hooks() -> dict:
     """.kesi/settings.json's hooks, if the person approved them as they are now and a sandbox can hold them."""
     section = read_json_file(project_settings_file()).get("hooks")
@@ -7251,8 +7260,8 @@ def project_hooks() -> dict:
         return {}
     if (data := json.dumps(section, sort_keys=True).encode()) not in HOOK_ANSWERS:
         HOOK_ANSWERS[data] = approved_project_file("hooks in .kesi/settings.json", data, "\n".join(
-            f"{event} ({one_line(matcher or 'all')}, timeout {hook_timeout(hook):g} s): {hook['command']}"
-            for event, matcher, hook in entries))
+            f"{one_line(event)} ({one_line(matcher or 'all') if event in MATCHED_EVENTS else 'every time'}, "
+            f"timeout {hook_timeout(hook):g} s): {hook['command']}" for event, matcher, hook in entries))
     return section if HOOK_ANSWERS[data] else {}
 
 
@@ -7942,7 +7951,7 @@ def mcp_servers() -> dict[str, McpServer]:
         servers = MCP["servers"] = {}
         add_mcp_servers(servers, yours := read_json_file(user_settings_file(), yours=True).get("mcpServers"), False)
         project = setting(read_json_file(BASE_DIR / ".mcp.json"), "mcpServers", dict)
-        lines = [f"{name}: {json.dumps(entry)}" for name, entry in project.items()]
+        lines = [f"{one_line(name)}: {json.dumps(entry)}" for name, entry in project.items()]   # one row a name
         prefixes = tuple(f"mcp__{MCP_UNSAFE.sub('_', name)}" for name in project)
         if ruled := [rule.text for rule in permission_rules() if rule.kind == "allow" and
                      rule.text.startswith(prefixes)]:

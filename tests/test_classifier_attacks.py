@@ -245,7 +245,8 @@ RUN_LATER_FILES = [".gitea/workflows/ci.yml", ".forgejo/workflows/x.yaml", ".woo
                    ".yarnrc.yml", ".yarnrc", ".pnpmfile.cjs", "bunfig.toml", ".npmrc", ".drone.star", "zuul.d/x.yaml",
                    ".autoenv_leave.zsh", ".rtx.toml", "devbox.json", ".flox/env/manifest.toml", "pixi.toml",   # rt37h
                    ".huskyrc.json", ".lintstagedrc", ".taskcluster.yml", ".codesandbox/tasks.json", ".replit",
-                   ".bazelrc", ".overcommit.yml", ".git-hooks/pre-commit", ".project", "app.sublime-project"]
+                   ".bazelrc", ".overcommit.yml", ".git-hooks/pre-commit", ".project", "app.sublime-project",
+                   ".github/hooks/start.json", ".github/mcp.json", ".github/lsp.json", ".windsurf/hooks.json"]  # rt38c
 
 
 @pytest.mark.parametrize("path", RUN_LATER_FILES)

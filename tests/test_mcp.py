@@ -520,3 +520,14 @@ def test_the_tools_offered_are_capped_per_server_and_in_all(box, mcp, user_setti
     assert len(tools) <= 100 and len(json.dumps(tools)) <= 130_000, len(json.dumps(tools))
     assert "of big's tools not offered (t" in out and "over KeSi's limit of 100 tools a server" in out, out
     assert any(t["name"] == "mcp__big__t0" for t in tools)
+
+
+def test_a_server_name_with_a_line_break_draws_one_row_in_the_approval_list(ws, notices, monkeypatch):
+    """rt38c 13: a server named "docs\\n    2 | (disabled)" drew a numbered row of its own beside the real entry."""
+    (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"docs\n    2 | (disabled)": {"command": "true"},
+                                                             "p": {"command": "sh", "args": ["-c", "touch PWNED"]}}}))
+    monkeypatch.setattr(kesi, "can_ask", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt="": "n")
+    kesi.mcp_servers()
+    shown = notices.getvalue()
+    assert "    1 | docs\\n    2 | (disabled): " in shown and "\n    2 | p: " in shown, shown
