@@ -7041,7 +7041,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     """Run a /command. Returns False when the REPL should end."""
     global PERMISSION_MODE
     name, _, argument = line.partition(" ")
-    argument = argument.strip()
+    name, argument = name.lower() if name.lower() in SLASH_COMMANDS else name, argument.strip()   # rt38c 53
     simple = {"/help": show_help, "/status": print_startup, "/cost": show_cost, "/tasks": show_tasks,
               "/todo": lambda: ui("  " + visible(render_todos()).replace("\n", "\n  ")),
               "/permissions": show_permissions, "/network": show_network_policy, "/log": lambda: show_log(argument),
@@ -7637,7 +7637,7 @@ def custom_commands() -> dict[str, CommandFile]:
                     found[f"/{file[1]}"] = read_command_file(folder, file[0], project)
             finally:
                 os.close(folder)
-    return {name: found[name] for name in sorted(found) if name not in SLASH_COMMANDS}
+    return {name: found[name] for name in sorted(found) if name.lower() not in SLASH_COMMANDS}   # /Revoke too
 
 
 def read_command_file(folder: int, file: str, project: bool) -> CommandFile:
