@@ -7059,7 +7059,10 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
         for granted in (GRANTED_COMMANDS, GRANTED_WRITES, GRANTED_ESCALATIONS, ESCALATE_ONCE, MCP["granted"]):
             granted.clear()
         MCP["revoked"] = True
-        ui("  (all session permissions revoked)")
+        HOOK_ANSWERS.clear()                 # the project's hooks and .mcp.json asked about again, next session too
+        with contextlib.suppress(OSError):
+            records_folder("approved.jsonl").unlink()
+        ui("  (all session permissions revoked; this project's hooks and .mcp.json will be asked about again)")
         stop_tasks_beyond_permission(revoked=True)
     elif name == "/mode" and argument in PERMISSION_MODES:
         PERMISSION_MODE = argument

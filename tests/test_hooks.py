@@ -454,3 +454,20 @@ def test_an_event_name_draws_one_row_and_a_matcher_that_is_never_used_is_not_sho
     shown = notices.getvalue()
     assert "    1 | Stop (every time, timeout 60 s): make -s test" in shown, shown
     assert "NoSuchTool_never" not in shown and "\n    2 |     2 |" not in shown, shown
+
+
+def test_revoke_forgets_the_approvals_of_the_projects_files_for_later_sessions_too(ws, notices, monkeypatch):
+    """rt38c 1, 8: /revoke's take-back of .mcp.json lived in memory only (`-c` ran the server unasked), and the
+    project's approved hooks kept running after it."""
+    monkeypatch.setattr(kesi, "can_ask", lambda: True)
+    answers = []
+    monkeypatch.setattr("builtins.input", lambda prompt="": answers.append(prompt) or "y")
+    for label in (".mcp.json", "hooks in .kesi/settings.json"):
+        assert kesi.approved_project_file(label, b"same bytes", "make -s lint")
+    kesi.HOOK_ANSWERS[b"same bytes"] = True
+    assert kesi.approved_project_file(".mcp.json", b"same bytes", "make -s lint") and len(answers) == 2   # recorded
+    kesi.handle_slash("/revoke", None, [])
+    assert kesi.HOOK_ANSWERS == {}
+    for label in (".mcp.json", "hooks in .kesi/settings.json"):      # as a new session reads the records: asked
+        assert kesi.approved_project_file(label, b"same bytes", "make -s lint")
+    assert len(answers) == 4, answers
