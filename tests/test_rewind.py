@@ -233,3 +233,20 @@ def test_a_file_name_cannot_draw_a_turn_of_its_own_in_the_rewind_list(ws, kesi_p
     listed = [line for line in shown[shown.rfind("/rewind\r\n"):].splitlines() if line.startswith(("  ", "notes"))]
     assert listed and all(len(line) < 60 for line in listed), listed
     assert not [line for line in listed if line.strip().startswith(fake)], listed
+
+
+def test_rewind_shows_what_a_file_run_later_becomes_and_leaves_a_long_change_alone(ws, kesi_pty):
+    """rt38c 2: a command wrote .envrc (`touch PWNED`), the person approved an edit taking that line out, and /rewind
+    put the command's bytes back with no diff, called "as it was just before turn 1"."""
+    (ws / ".envrc").write_text("export A=1\n")
+    (ws / "tools").mkdir()
+    (ws / "tools" / ".vimrc").write_text("set nu\n")
+    script = [reply(tool_call("run_command", {"command": "printf 'touch PWNED\\nexport A=1\\n' > .envrc; "
+                                                         "seq 100 | sed 's/^/\" /' >> tools/.vimrc"}),
+                    tool_call("read_file", {"file_path": ".envrc"}),
+                    tool_call("read_file", {"file_path": "tools/.vimrc"})),
+              reply(write(".envrc", "export A=1\n"), write("tools/.vimrc", "set nu\n")), "done"]
+    shown = one_turn_then_rewind_files(ws, kesi_pty, script, "clean up", "bypassPermissions")
+    assert ".envrc: put back (23 bytes)" in shown and "+touch PWNED" in shown, shown
+    assert "tools/.vimrc: left as it is: runs later, and its change is over 60 lines" in shown, shown
+    assert (ws / "tools" / ".vimrc").read_text() == "set nu\n"
