@@ -2099,6 +2099,27 @@ API_ERRORS = (   # (the SDK's error, its status or None, what to say; {} is the 
     ("APIStatusError", 402, "a billing problem (402): {}. Check the plan and credits in the Console."))
 
 
+def undecodable_image(exc: BaseException) -> bool:
+    """A 400 for an image the API could not decode, though KeSi found it whole (a filter byte or depth it lacks)."""
+    return isinstance(exc, anthropic.BadRequestError) and "image" in api_error_message(exc).lower()
+
+
+def drop_images(history: list[dict]) -> int:
+    """Every image block in the journal made a text note; how many messages held one. Each such message is replaced,
+    never changed in place: request_body encodes a message it sent before (the same object) only once."""
+    dropped = 0
+    for index, message in enumerate(history):
+        if isinstance(message["content"], list) and (kept := without_images(message["content"])) != message["content"]:
+            history[index], dropped = {**message, "content": kept}, dropped + 1
+    return dropped
+
+
+def without_images(blocks: list) -> list:
+    return [{"type": "text", "text": "(an image the API could not process)"} if block_type(b) == "image" else
+            {**b, "content": without_images(b["content"])} if block_type(b) == "tool_result"
+            and isinstance(b.get("content"), list) else b for b in blocks]
+
+
 def describe_api_error(exc: BaseException) -> str:
     """What happened, in the API's words, and what to do. The SDK has retried 429/5xx."""
     for name, status, advice in API_ERRORS:
@@ -2293,6 +2314,10 @@ def run_agent(client, history: list[dict], agent: Agent | None = None) -> Answer
         except StreamFailure as failure:
             return end_after_stream_failure(history, failure, agent)
         except Exception as exc:      # the request never opened: API errors, and SDK errors before sending
+            if undecodable_image(exc) and drop_images(history):    # else every later request fails the same way
+                ui(paint(f"{agent.indent}(the API could not process an image; KeSi took the images out and asks "
+                         "again)", "error"))
+                continue
             return end_turn(history, agent, describe_api_error(exc), record=False)
         if interrupted:
             METER.record(getattr(message, "usage", None), partial=True, label=agent.label)

@@ -337,3 +337,20 @@ def test_real_images_of_every_kind_pass_the_whole_file_check():
                  webp("VP8L"), webp("VP8 "), webp()]:
         kind = kesi.image_size(data)[0]
         assert kesi.image_damage(kind, data) == "", (kind, kesi.image_damage(kind, data))
+
+
+def test_an_image_the_api_cannot_process_is_taken_out_and_the_turn_goes_on(ws, mock_client):
+    """rt38c 3, 6, 18, 19: a PNG whose filter byte or bit depth no decoder takes, whole by KeSi's checks, was sent;
+    the API's 400 ("Could not process image") then came back for every later request of the session."""
+    from mock_api import error
+    data, _, _ = FORMATS["shot.png"]
+    (ws / "shot.png").write_bytes(data)
+    mock, client = mock_client([reply("Let me look.", tool_call("read_file", {"file_path": "shot.png"})),
+                                error(400, "messages.2.content.0.content.1: Could not process image"),
+                                "It could not be read."])
+    history = [{"role": "user", "content": "look at the shot"}]
+    answer = kesi.run_agent(client, history)
+    assert answer.ok and answer.text == "It could not be read.", answer.text
+    resent = mock.requests[2]["body"]["messages"][-1]["content"][0]["content"]
+    assert [block["type"] for block in resent] == ["text", "text"], resent
+    assert "could not process an image" in kesi.UI.getvalue()
