@@ -1618,12 +1618,16 @@ def can_ask() -> bool:
 def ask_user(question: Question) -> tuple[bool, bool | str]:
     """(allowed, "a" answered) or (False, what to do instead); no terminal or EOF is no, the unclear is asked again."""
     first, *more = lines_of(ascii_only(question.detail)) or [""]
-    ui(marked_lines(f"      [permission needed] {first}", "        | "))    # cut here: no padded line draws a question
-    for number, line in enumerate(more, 2):       # numbered: a cut piece (no number) never passes for a line of its own
-        ui(marked_lines(f"{number:>7} | {line}", "        | "))
+    title = marked_lines(f"      [permission needed] {first}", "        | ")    # cut here: no padded line draws one
+    head = "\n".join([title] + [marked_lines(f"{number:>7} | {line}", "        | ") for number, line in
+                               enumerate(more, 2)])   # numbered: a cut piece (no number) never passes for a line
     if question.reason:           # one line, as the rule below: neither can draw a question of its own
-        ui(marked_lines(wrapped(f"      reason: {one_line(ascii_only(question.reason))}", hang=" " * 8), "        | "))
-    cut = show_diff(question.diff, MAX_PREVIEW_LINES)
+        head += "\n" + marked_lines(wrapped(f"      reason: {one_line(ascii_only(question.reason))}", hang=" " * 8),
+                                    "        | ")
+    ui(head)
+    # The preview fits under the question on the screen: a long one scrolled its head away (rt38c 9).
+    room = shutil.get_terminal_size().lines - head.count("\n") - 5 if terminal_width() else None
+    cut = show_diff(question.diff, MAX_PREVIEW_LINES, room)
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
         return False, ""
@@ -1641,6 +1645,7 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
         given = ANSWERS.get(word.lower()) if always or word.lower() not in ("a", "always") else None
         if word.lower() == "d" and cut:
             show_diff(question.diff)
+            ui(title)                 # what the question is, again below the whole diff
         elif given is False:
             return False, instead.strip()
         elif given and not instead:
@@ -1649,12 +1654,16 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
             ui(f"      Please answer y{', a' if always else ''}, n{' or d' if cut else ''}.")
 
 
-def show_diff(diff: str, limit: int | None = None) -> bool:
-    """Print a diff under the question: with a limit, that many lines of at most 400 characters. True if cut."""
+def show_diff(diff: str, limit: int | None = None, rows: int | None = None) -> bool:
+    """Print a diff under the question: with a limit, that many lines of at most 400 characters, in at most rows
+    rows of the screen. True if cut."""
     lines = lines_of(diff)
-    for line in lines[:limit]:
-        shown = visible(shorten(line, 400) if limit else line)
-        ui(paint(marked_lines(f"        {shown}", "        | "), {"+": "added", "-": "removed"}.get(line[:1], "quiet")))
+    for count, line in enumerate(lines[:limit]):
+        shown = marked_lines(f"        {visible(shorten(line, 400) if limit else line)}", "        | ")
+        if rows is not None and (rows := rows - shown.count("\n") - 1) < 0:
+            ui(f"        ... ({len(lines) - count} more diff lines: answer d to see it all)")
+            return True
+        ui(paint(shown, {"+": "added", "-": "removed"}.get(line[:1], "quiet")))
     if limit is not None and (len(lines) > limit or any(len(line) > 400 for line in lines[:limit])):
         more = f"{len(lines) - limit} more diff lines" if len(lines) > limit else "lines cut at 400 characters"
         ui(f"        ... ({more}: answer d to see it all)")

@@ -520,3 +520,20 @@ def test_auto_mode_without_a_sandbox_asks_and_says_so_at_start_up(ws, mock_clien
                           stdin=subprocess.DEVNULL)
     assert "(auto mode needs the sandbox, which is off here: KeSi asks as in default mode)" in proc.stderr
     assert "nobody to ask: refused" in proc.stderr and not (ws / "x").exists()
+
+
+def test_a_write_question_and_its_preview_fit_on_the_screen(notices, monkeypatch):
+    """rt38c 9: 30 preview lines of 380 characters scrolled the file's name, the reason and line 1 off a 40-row
+    screen; now the preview stops where the screen would, and `d` shows the rest and the question again."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 100)
+    monkeypatch.setenv("LINES", "40")
+    monkeypatch.setattr(kesi, "can_ask", lambda: True)
+    answers = iter(["d", "n"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
+    diff = "\n".join(["@@ -0,0 +1,30 @@", "+touch PWNED  # fetch the certificates"] + ["+# " + "x" * 377] * 29)
+    question = kesi.Question("write_file wants to create .envrc", kesi.RUNS_LATER_REASON, diff)
+    assert kesi.ask_user(question) == (False, "")
+    shown = notices.getvalue().splitlines()
+    first_screen = shown[:shown.index(next(line for line in shown if "more diff lines: answer d" in line)) + 1]
+    assert len(first_screen) <= 40 - 3 and "+touch PWNED" in "\n".join(first_screen), first_screen
+    assert shown[-2].startswith("      [permission needed] write_file wants to create .envrc"), shown[-3:]
