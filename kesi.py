@@ -6926,8 +6926,15 @@ HELP = """  /help                  this list
   Your own /commands: NAME.md prompts in .kesi/commands/ or {user_commands}/."""
 MAX_RETRY_WAIT = 30     # seconds; a longer retry-after (a spend limit can ask for hours) is cut to this
 INIT_PROMPT = ("Read this project (its README, build and test files, layout) and write a first AGENTS.md at its root "
-               "with write_file: how to build, test and run it, its layout and conventions, in short bullet points. "
-               "If an AGENTS.md exists already, say so and change nothing.")
+               "with write_file: how to build, test and run it, its layout and conventions, in short bullet points.")
+
+
+def write_first_agents_file(client, history: list[dict]) -> None:
+    """/init; an AGENTS.md there already is left alone by KeSi, not by asking the model to (rt38c 49)."""
+    if os.path.lexists(BASE_DIR / "AGENTS.md"):
+        ui("  (AGENTS.md exists already: /init leaves it as it is)")
+    else:
+        run_turn(client, history, INIT_PROMPT)
 
 
 def show_cost() -> None:
@@ -7079,7 +7086,7 @@ def handle_slash(line: str, client, history: list[dict]) -> bool:
     simple = {"/help": show_help, "/status": print_startup, "/cost": show_cost, "/tasks": show_tasks,
               "/todo": lambda: ui("  " + visible(render_todos()).replace("\n", "\n  ")),
               "/permissions": show_permissions, "/network": show_network_policy, "/log": lambda: show_log(argument),
-              "/init": lambda: run_turn(client, history, INIT_PROMPT), "/context": lambda: show_context(history),
+              "/init": lambda: write_first_agents_file(client, history), "/context": lambda: show_context(history),
               "/resume": lambda: show_or_resume(argument, history), "/model": lambda: switch_model(argument),
               "/rewind": lambda: rewind(argument, history)}
     if name in ("/exit", "/quit"):
