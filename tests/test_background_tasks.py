@@ -342,9 +342,8 @@ kesi.stop_background_tasks()
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become nobody")
-def test_the_shared_network_works_for_a_user_without_privileges(box, tmp_path_factory):
-    """Not root: KeSi enters the session network's user namespace first."""
+def as_nobody(script: str) -> subprocess.CompletedProcess:
+    """script run by a copy of kesi.py as the user nobody, in a workspace of its own (skipped where bwrap cannot)."""
     shared = Path(tempfile.mkdtemp(prefix="kesi-nobody-"))
     try:
         shutil.copy(KESI, shared / "kesi.py")
@@ -353,13 +352,20 @@ def test_the_shared_network_works_for_a_user_without_privileges(box, tmp_path_fa
             path.chmod(0o777)
         (shared / "kesi.py").chmod(0o644)
         done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
-                               NOBODY_SCRIPT, str(shared), str(shared / "ws")], cwd=shared / "ws",
+                               script, str(shared), str(shared / "ws")], cwd=shared / "ws",
                               env={"PATH": os.environ["PATH"], "HOME": str(shared / "ws")},
                               capture_output=True, text=True, timeout=90)
     finally:
         shutil.rmtree(shared, ignore_errors=True)
     if "sandbox: None" in done.stdout:
         pytest.skip("bwrap cannot run without privileges here (no unprivileged user namespaces)")
+    return done
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become nobody")
+def test_the_shared_network_works_for_a_user_without_privileges(box, tmp_path_factory):
+    """Not root: KeSi enters the session network's user namespace first."""
+    done = as_nobody(NOBODY_SCRIPT)
     assert "share its loopback network" in done.stdout and "HTTP 200" in done.stdout, (done.stdout, done.stderr)
 
 
@@ -625,21 +631,7 @@ kesi.stop_background_tasks()
 def test_a_fork_chain_is_stopped_whole_for_a_user_without_privileges(box):
     """Not root: KeSi enters the user namespace that owns the task's pid namespace (bwrap nests one more) to stop
     all in it at once; a scan of /proc alone lets a fork chain run on (rt37h B3)."""
-    shared = Path(tempfile.mkdtemp(prefix="kesi-nobody-"))
-    try:
-        shutil.copy(KESI, shared / "kesi.py")
-        (shared / "ws").mkdir()
-        for path in (shared, shared / "ws"):
-            path.chmod(0o777)
-        (shared / "kesi.py").chmod(0o644)
-        done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
-                               FREEZE_SCRIPT, str(shared), str(shared / "ws")], cwd=shared / "ws",
-                              env={"PATH": os.environ["PATH"], "HOME": str(shared / "ws")},
-                              capture_output=True, text=True, timeout=90)
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
-    if "sandbox: None" in done.stdout:
-        pytest.skip("bwrap cannot run without privileges here (no unprivileged user namespaces)")
+    done = as_nobody(FREEZE_SCRIPT)
     states = re.search(r"states: (\S*) moved: (\d+)", done.stdout)
     assert states and states[1] and set(states[1]) <= set("TZ") and states[2] == "0", (done.stdout, done.stderr)
 
