@@ -1665,7 +1665,8 @@ def show_diff(diff: str, limit: int | None = None, rows: int | None = None) -> b
             return True
         ui(paint(shown, {"+": "added", "-": "removed"}.get(line[:1], "quiet")))
     if limit is not None and (len(lines) > limit or any(len(line) > 400 for line in lines[:limit])):
-        more = f"{len(lines) - limit} more diff lines" if len(lines) > limit else "lines cut at 400 characters"
+        more = ", ".join([f"{len(lines) - limit} more diff lines"] * (len(lines) > limit) + ["lines cut at 400 "
+                         "characters"] * any(len(line) > 400 for line in lines[:limit]))      # both said (rt38c 31)
         ui(f"        ... ({more}: answer d to see it all)")
         return True
     return False
@@ -7444,6 +7445,7 @@ def stop_hook_goes_on(history: list[dict], content: list[dict], stops: int) -> b
         return False
     history.append({"role": "assistant", "content": content or [{"type": "text", "text": "(no answer)"}]})
     history.append({"role": "user", "content": f"Stop hook feedback: {reason}"})
+    row(f"  (a Stop hook sent the model on: {one_line(shorten(reason, 200))})")      # why the turn goes on (rt38c 50)
     return True
 
 

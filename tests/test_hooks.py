@@ -141,6 +141,7 @@ def test_post_tool_use_prompt_session_start_and_stop_hooks_reach_the_model(ws, t
     assert [kesi.text_of(b["messages"][-1]["content"]) for b in bodies[2:]] == ["Stop hook feedback: keep going: "
                                                                                 "run make test"] * 3
     assert "a Stop hook asked for more 4 times in a row; the turn ends here" in err
+    assert err.count("(a Stop hook sent the model on: keep going: run make test") == 3, err     # rt38c 50
     events = [json.loads(line) for line in log.read_text().splitlines() if line]
     assert [e["hook_event_name"] for e in events] == ["SessionStart", "UserPromptSubmit", "PostToolUse"] + ["Stop"] * 4
     assert events[0]["source"] == "startup" and events[1]["prompt"] == "what is in notes.txt?"

@@ -537,3 +537,9 @@ def test_a_write_question_and_its_preview_fit_on_the_screen(notices, monkeypatch
     first_screen = shown[:shown.index(next(line for line in shown if "more diff lines: answer d" in line)) + 1]
     assert len(first_screen) <= 40 - 3 and "+touch PWNED" in "\n".join(first_screen), first_screen
     assert shown[-2].startswith("      [permission needed] write_file wants to create .envrc"), shown[-3:]
+
+
+def test_a_preview_cut_in_both_ways_says_both(notices):
+    """rt38c 31: with more lines than shown, a line cut at 400 characters went unsaid."""
+    assert kesi.show_diff("\n".join(["+" + "x" * 500] + ["+y"] * 40), 30)
+    assert "(11 more diff lines, lines cut at 400 characters: answer d to see it all)" in notices.getvalue()
