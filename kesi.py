@@ -1618,15 +1618,19 @@ def can_ask() -> bool:
 def ask_user(question: Question) -> tuple[bool, bool | str]:
     """(allowed, "a" answered) or (False, what to do instead); no terminal or EOF is no, the unclear is asked again."""
     first, *more = lines_of(ascii_only(question.detail)) or [""]
-    title = marked_lines(f"      [permission needed] {first}", "        | ")    # cut here: no padded line draws one
-    head = "\n".join([title] + [marked_lines(f"{number:>7} | {line}", "        | ") for number, line in
-                               enumerate(more, 2)])   # numbered: a cut piece (no number) never passes for a line
-    if question.reason:           # one line, as the rule below: neither can draw a question of its own
-        head += "\n" + marked_lines(wrapped(f"      reason: {one_line(ascii_only(question.reason))}", hang=" " * 8),
-                                    "        | ")
-    ui(head)
-    # The preview fits under the question on the screen: a long one scrolled its head away (rt38c 9).
+    # Every row cut by KeSi, so none draws a question of its own; real lines numbered, the pieces cut from one not.
+    rows = [marked_lines(f"      [permission needed] {first}", "        | ")]
+    rows += [marked_lines(f"{number:>7} | {line}", "        | ") for number, line in enumerate(more, 2)]
+    if question.reason:           # one line, as the rule below
+        rows.append(marked_lines(wrapped(f"      reason: {one_line(ascii_only(question.reason))}", hang=" " * 8),
+                                 "        | "))
+    ui(head := "\n".join(rows))
+    begins = marked_lines(f"      [permission needed] {shorten(first, 100)}", ROW_MARK)     # shown again if off screen
+    # The preview fits under the question on the screen: a long one scrolled its head away (rt38c 9, rt38e 3).
     room = shutil.get_terminal_size().lines - head.count("\n") - 5 if terminal_width() else None
+    if room is not None and room < 0:
+        ui(paint(f"      (this question is {head.count(chr(10)) + 1:,} rows, more than the screen shows: scroll up "
+                 "to read it all; it begins:)", "error") + "\n" + begins)
     cut = show_diff(question.diff, MAX_PREVIEW_LINES, room)
     if not can_ask():
         ui("      (nobody to ask: refused; see --permission-mode)")
@@ -1645,7 +1649,7 @@ def ask_user(question: Question) -> tuple[bool, bool | str]:
         given = ANSWERS.get(word.lower()) if always or word.lower() not in ("a", "always") else None
         if word.lower() == "d" and cut:
             show_diff(question.diff)
-            ui(title)                 # what the question is, again below the whole diff
+            ui(begins)                # what the question is, again below the whole diff
         elif given is False:
             return False, instead.strip()
         elif given and not instead:

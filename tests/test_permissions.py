@@ -543,3 +543,15 @@ def test_a_preview_cut_in_both_ways_says_both(notices):
     """rt38c 31: with more lines than shown, a line cut at 400 characters went unsaid."""
     assert kesi.show_diff("\n".join(["+" + "x" * 500] + ["+y"] * 40), 30)
     assert "(11 more diff lines, lines cut at 400 characters: answer d to see it all)" in notices.getvalue()
+
+
+def test_a_question_taller_than_the_screen_says_so_and_shows_its_first_line_again(notices, monkeypatch):
+    """rt38e 3: `rm -rf "$PWD/src";` then 18,000 spaces: the question's head scrolled off, a harmless tail stayed."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 100)
+    monkeypatch.setenv("LINES", "40")
+    monkeypatch.setattr(kesi, "can_ask", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt="": "n")
+    command = 'npm run build; rm -rf "$PWD/src";' + " " * 18_000 + "echo build finished"
+    assert kesi.ask_user(kesi.Question(f"run command: {command}", "it is long")) == (False, "")
+    last = notices.getvalue().splitlines()[-4:]
+    assert "more than the screen shows: scroll up" in last[0] and 'rm -rf "$PWD/src";' in last[1], last
