@@ -3421,6 +3421,7 @@ RUNS_LATER_NAMES = {
     "opencode.jsonc", ".opencode", ".qwen", ".crush.json", "crush.json", ".kilocode", ".factory", ".trae",
     ".hg", ".jj", ".svn", ".bzr",         # other version control: .hg/hgrc's [hooks] run on `hg status` (rt37f 1-2)
     ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs", ".pnpmfile.mjs", "bunfig.toml", ".npmrc",  # run at any yarn, pnpm, bun
+    ".yarn", ".pnp.cjs", ".pnp.loader.mjs", ".cargo", ".envrc.local",     # and cargo, direnv's include (rt38e 7)
     ".drone.star", ".drone.jsonnet", ".drone.yaml", ".zuul.yaml", "zuul.yaml", "zuul.d", ".zuul.d", ".taskcluster.yml",
     ".autoenv_leave.zsh", ".rtx.toml", "devbox.json", ".flox", "pixi.toml", ".bazelrc", ".overcommit.yml",  # rt37h B1
     ".huskyrc", ".huskyrc.json", ".huskyrc.js", ".lintstagedrc", ".lintstagedrc.json", ".lintstagedrc.yaml",

@@ -246,7 +246,8 @@ RUN_LATER_FILES = [".gitea/workflows/ci.yml", ".forgejo/workflows/x.yaml", ".woo
                    ".autoenv_leave.zsh", ".rtx.toml", "devbox.json", ".flox/env/manifest.toml", "pixi.toml",   # rt37h
                    ".huskyrc.json", ".lintstagedrc", ".taskcluster.yml", ".codesandbox/tasks.json", ".replit",
                    ".bazelrc", ".overcommit.yml", ".git-hooks/pre-commit", ".project", "app.sublime-project",
-                   ".github/hooks/start.json", ".github/mcp.json", ".github/lsp.json", ".windsurf/hooks.json"]  # rt38c
+                   ".github/hooks/start.json", ".github/mcp.json", ".github/lsp.json", ".windsurf/hooks.json",  # rt38c
+                   ".cargo/config.toml", ".yarn/releases/yarn-4.5.0.cjs", ".pnp.cjs", ".envrc.local"]         # rt38e
 
 
 @pytest.mark.parametrize("path", RUN_LATER_FILES)
