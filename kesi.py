@@ -8014,11 +8014,7 @@ def mcp_servers() -> dict[str, McpServer]:
         add_mcp_servers(servers, yours := read_json_file(user_settings_file(), yours=True).get("mcpServers"), False)
         project = setting(read_json_file(BASE_DIR / ".mcp.json"), "mcpServers", dict)
         lines = [f"{one_line(name)}: {json.dumps(entry)}" for name, entry in project.items()]   # one row a name
-        prefixes = tuple(f"mcp__{MCP_UNSAFE.sub('_', name)}" for name in project)
-        if ruled := [rule.text for rule in permission_rules() if rule.kind == "allow" and
-                     rule.text.startswith(prefixes)]:
-            lines.append(f"(your allow rules cover these servers' tools, whatever they run: {', '.join(ruled)})")
-        MCP["approval"] = (json.dumps(project, sort_keys=True).encode(), "\n".join(lines))
+        MCP["approval"] = (json.dumps(project, sort_keys=True).encode(), "\n".join(lines), project)
         if lines and not sandbox_enabled():       # as its hooks: a project's code runs only where a sandbox holds it
             ui(paint("  (this project's .mcp.json servers are not started: they run only in the sandbox; it is off)",
                      "error"))
@@ -8035,7 +8031,11 @@ def mcp_servers() -> dict[str, McpServer]:
 
 def mcp_json_approved() -> bool:
     """The project's .mcp.json as approved at a terminal; after /revoke asked again, whatever the records say."""
-    approved = approved_project_file(".mcp.json", *MCP["approval"], remembered=not MCP["revoked"])
+    data, shown, project = MCP["approval"]
+    prefixes = tuple(f"mcp__{MCP_UNSAFE.sub('_', name)}" for name in project)   # the rules as they are now (rt38c 34)
+    if ruled := [rule.text for rule in permission_rules() if rule.kind == "allow" and rule.text.startswith(prefixes)]:
+        shown += f"\n(your allow rules cover these servers' tools, whatever they run: {', '.join(ruled)})"
+    approved = approved_project_file(".mcp.json", data, shown, remembered=not MCP["revoked"])
     MCP["revoked"] &= not approved
     return approved
 

@@ -531,3 +531,17 @@ def test_a_server_name_with_a_line_break_draws_one_row_in_the_approval_list(ws, 
     kesi.mcp_servers()
     shown = notices.getvalue()
     assert "    1 | docs\\n    2 | (disabled): " in shown and "\n    2 | p: " in shown, shown
+
+
+def test_the_question_after_revoke_names_the_allow_rules_saved_since(ws, notices, monkeypatch, user_settings):
+    """rt38c 34, rt38e 12: the rules line was worked out once, at start; an `a` answered since went unnamed."""
+    (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"p": {"command": "sh", "args": ["-c", "true"]}}}))
+    monkeypatch.setattr(kesi, "sandbox_enabled", lambda: True)
+    monkeypatch.setattr(kesi, "can_ask", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt="": "n")
+    kesi.mcp_servers()
+    assert "your allow rules cover" not in notices.getvalue()
+    user_settings({"permissions": {"allow": ["mcp__p__probe"]}})
+    kesi.handle_slash("/revoke", None, [])
+    assert not kesi.mcp_json_approved()
+    assert "your allow rules cover these servers' tools, whatever they run: mcp__p__probe" in notices.getvalue()
