@@ -526,6 +526,8 @@ def test_a_server_name_with_a_line_break_draws_one_row_in_the_approval_list(ws, 
     """rt38c 13: a server named "docs\\n    2 | (disabled)" drew a numbered row of its own beside the real entry."""
     (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"docs\n    2 | (disabled)": {"command": "true"},
                                                              "p": {"command": "sh", "args": ["-c", "touch PWNED"]}}}))
+    monkeypatch.setattr(kesi, "sandbox_enabled", lambda: True)
+    monkeypatch.setitem(kesi.MCP, "servers", None)
     monkeypatch.setattr(kesi, "can_ask", lambda: True)
     monkeypatch.setattr("builtins.input", lambda prompt="": "n")
     kesi.mcp_servers()
@@ -537,6 +539,7 @@ def test_the_question_after_revoke_names_the_allow_rules_saved_since(ws, notices
     """rt38c 34, rt38e 12: the rules line was worked out once, at start; an `a` answered since went unnamed."""
     (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"p": {"command": "sh", "args": ["-c", "true"]}}}))
     monkeypatch.setattr(kesi, "sandbox_enabled", lambda: True)
+    monkeypatch.setitem(kesi.MCP, "servers", None)
     monkeypatch.setattr(kesi, "can_ask", lambda: True)
     monkeypatch.setattr("builtins.input", lambda prompt="": "n")
     kesi.mcp_servers()
