@@ -5954,6 +5954,9 @@ def still_allowed(task: BackgroundTask, revoked: bool) -> bool:
 # --- tasks paused while KeSi looks, and checked between commands ---------------------------
 # The tasks' bwrap sandboxes are SIGSTOPped from KeSi's look at a command until bwrap has mounted all, and while it
 # checks one, so no task moves a folder under a mask or plants a hook meanwhile; git changes between checks are undone.
+PAUSE_SECONDS = 2         # the longest KeSi waits for a task's threads to stop (a disk read ends well before)
+
+
 class PauseEscaped(OSError):
     """A task ran while paused (a SIGCONT the kernel sent it: a timer, inotify, a lease): it was ended, and what KeSi
     read or made meanwhile must not count."""
@@ -5965,14 +5968,17 @@ def background_tasks_paused():
     A task whose threads ran meanwhile is ended, whole, and PauseEscaped raised at the block's end."""
     roots = [one.proc.pid for one in long_lived() if one.proc.poll() is None] if sandbox_kind() == "bubblewrap" else []
     try:
-        calm, deadline = 0, time.monotonic() + 10
+        calm, deadline = 0, time.monotonic() + PAUSE_SECONDS
         while roots and calm < 2 and time.monotonic() < deadline:    # twice in a row: none forked or woke one
             stop_whole_namespaces(processes := sandbox_processes(roots))
             moving = [(pid, thread) for pid in processes for thread in moving_threads(pid)]
             stop_threads(moving)
             calm = 0 if moving else calm + 1
             time.sleep(0.001 if moving else 0)
-        marks = {root: run_marks(root) for root in roots}
+        if roots and calm < 2:      # one stuck in the kernel: it costs each look PAUSE_SECONDS (rt38d P1); if it
+            notice_once(paint(f"  (a background task has a process that does not pause, stuck in the kernel: each "
+                              f"command waits {PAUSE_SECONDS} s for it; /revoke stops every task)", "error"))
+        marks = {root: run_marks(root) for root in roots}     # moves during the look, its task is ended (below)
         yield roots
         if escaped := [root for root in roots if run_marks(root) != marks[root]]:
             end_escaped_tasks(escaped)

@@ -668,3 +668,31 @@ def test_a_task_woken_while_paused_is_ended_and_its_plant_put_back(box, notices)
     assert not config.exists() or "fsmonitor" not in config.read_text(), config.read_text()
     subprocess.run(["git", "status"], cwd=box / "R", capture_output=True, timeout=30)
     assert not marker.exists()
+
+
+
+# rt38d P1: a thread traces itself (PTRACE_TRACEME) and exits, then its process execs: exec waits for the traced
+# zombie its parent never reaps, stuck in the kernel for good. Each look waited 10 s for it, and nothing was said.
+STUCK_IN_EXEC = """
+import ctypes, os, signal, threading
+if os.fork() == 0:
+    thread = threading.Thread(target=lambda: ctypes.CDLL(None).ptrace(0, 0, None, None))
+    thread.start()
+    thread.join()
+    os.execlp("true", "true")
+signal.pause()
+"""
+
+
+def test_a_process_stuck_in_the_kernel_costs_each_look_a_bounded_wait_and_is_said(box, notices):
+    kesi.notice_once.cache_clear()                      # said once a session: this test's session starts here
+    (box / "stuck.py").write_text(STUCK_IN_EXEC)
+    assert not kesi.run_command("python3 stuck.py", run_in_background=True)[1]
+    task = kesi.BACKGROUND_TASKS[1]
+    for _ in range(100):
+        if any(kesi.moving_threads(pid) for pid in kesi.sandbox_processes([task.proc.pid])[2:]):
+            break
+        time.sleep(0.1)
+    output, failed = kesi.run_command("echo still works")
+    assert not failed and "still works" in output, output
+    assert "does not pause, stuck in the kernel" in notices.getvalue() and task.proc.poll() is None
