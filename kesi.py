@@ -7864,7 +7864,7 @@ def audit_entries_since(moment: str) -> list[dict]:
     return [entry for entry in entries if entry.get("at", "") >= moment]
 
 
-MAX_REWIND_DIFF = 60       # lines of a run-later file's change /rewind shows; past them it restores it not
+MAX_REWIND_DIFF = 30       # rows of a run-later file's change /rewind shows; past them it restores it not
 
 
 def files_to_restore(entries: list[dict]) -> list[tuple[str, bytes | None, bytes | None]]:
@@ -7878,16 +7878,16 @@ def files_to_restore(entries: list[dict]) -> list[tuple[str, bytes | None, bytes
         was = None if entry["data"] is None else codecs.decode(entry["data"].encode("ascii"), "base64")
         why = f"not kept ({entry['not_kept']})" if "not_kept" in entry else why or ("unchanged" if was == now else "")
         # A file other tools run later: what it becomes is shown, as a write asks (a command may have chosen it)
-        diff = runs_later(name) and not why and lines_of(ascii_only(diff_lines(
-            (now or b"").decode(errors="replace"), (was or b"").decode(errors="replace"))))
-        why = why or (len(diff or []) > MAX_REWIND_DIFF and f"runs later, and its change is over {MAX_REWIND_DIFF} "
-                      "lines: restore it yourself")
+        diff = runs_later(name) and not why and "\n".join(marked_lines(f"      {line}", ROW_MARK) for line in lines_of(
+            ascii_only(diff_lines((now or b"").decode(errors="replace"), (was or b"").decode(errors="replace")))))
+        why = why or (diff and diff.count("\n") >= MAX_REWIND_DIFF and f"runs later, and its change is over "
+                      f"{MAX_REWIND_DIFF} rows: restore it yourself")      # rows: a line of spaces too (rt38e 14)
         todo += [] if why else [(name, was, now)]
         row(f"    {one_line(name)}: " + (f"left as it is: {why}" if why else "removed (it did not exist)"
                                       if was is None else f"put back ({len(was):,} bytes)"))
         if diff and not why:
             row(f"      ({RUNS_LATER_REASON}; it would change so:)", "error")
-            ui("\n".join(marked_lines(f"      {line}", ROW_MARK) for line in diff))
+            ui(diff)
     return todo
 
 
