@@ -1618,16 +1618,16 @@ def can_ask() -> bool:
 def ask_user(question: Question) -> tuple[bool, bool | str]:
     """(allowed, "a" answered) or (False, what to do instead); no terminal or EOF is no, the unclear is asked again."""
     first, *more = lines_of(ascii_only(question.detail)) or [""]
-    # Every row cut by KeSi, so none draws a question of its own; real lines numbered, the pieces cut from one not.
-    rows = [marked_lines(f"      [permission needed] {first}", "        | ")]
-    rows += [marked_lines(f"{number:>7} | {line}", "        | ") for number, line in enumerate(more, 2)]
-    if question.reason:           # one line, as the rule below
-        rows.append(marked_lines(wrapped(f"      reason: {one_line(ascii_only(question.reason))}", hang=" " * 8),
-                                 "        | "))
-    ui(head := "\n".join(rows))
+    # Every row cut by KeSi, so none draws a question of its own; real lines numbered, the pieces cut from one not;
+    # the reason is one line, cut with the mark too (a bare indent read as rows of the diff below, rt38e 23).
+    shown = [marked_lines(f"      [permission needed] {first}", "        | ")]
+    shown += [marked_lines(f"{number:>7} | {line}", "        | ") for number, line in enumerate(more, 2)]
+    if question.reason:
+        shown.append(marked_lines(f"      reason: {one_line(ascii_only(question.reason))}", "        | "))
+    ui(head := "\n".join(shown))
     begins = marked_lines(f"      [permission needed] {shorten(first, 100)}", ROW_MARK)     # shown again if off screen
     # The preview fits under the question on the screen: a long one scrolled its head away (rt38c 9, rt38e 3).
-    room = shutil.get_terminal_size().lines - head.count("\n") - 5 if terminal_width() else None
+    room = rows - head.count("\n") - 5 if (rows := screen_rows()) else None
     if room is not None and room < 0:
         ui(paint(f"      (this question is {head.count(chr(10)) + 1:,} rows, more than the screen shows: scroll up "
                  "to read it all; it begins:)", "error") + "\n" + begins)
@@ -6705,6 +6705,13 @@ def resume_session(path: Path, history: list[dict]) -> bool:
 # ============================================================================
 # Behind ui(), say() and handle_slash(): wrapping, light Markdown, the waiting note, /commands, !commands, readline.
 
+def screen_rows() -> int | None:
+    """Rows of the screen the person answers on (stdin's terminal, even when stdout is piped to tee); $LINES first."""
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        return int(os.environ.get("LINES") or os.get_terminal_size(sys.stdin.fileno()).lines)
+    return None
+
+
 def terminal_width() -> int | None:
     """Columns to wrap at; None for a pipe or a file, which get text as it was written."""
     return shutil.get_terminal_size().columns if hasattr(UI, "isatty") and UI.isatty() else None
@@ -7254,7 +7261,7 @@ def approved_project_file(label: str, data: bytes, shown: str, remembered: bool 
             for at in range(0, max(len(line), 1), 100)      # tail, rt37c 1) reads as a line
             for row in marked_lines(f"{number:>5} | " + line[at:at + 100] if not at else ROW_MARK + line[at:at + 100],
                                     ROW_MARK).split("\n")]
-    if len(rows) > (shutil.get_terminal_size().lines - 4 if terminal_width() else 200):
+    if len(rows) > ((screen_rows() or 204) - 4):
         ui(paint(f"  (This project's {label} is not used: its {len(rows):,} rows do not fit on this screen, and "
                  "nothing is approved unseen; use a taller window, or read the file.)", "error"))   # rt38c 5
         return False
@@ -7838,6 +7845,8 @@ def rewind(argument: str, history: list[dict]) -> None:
         ui(f"    conversation: back to {turn['index']} messages (from {len(history)})")
     for entry in [e for e in audit_entries_since(turn["turn"][:19]) if "started" in e]:
         row(f"    not covered: what this command changed stays: $ {one_line(shorten(str(entry.get('command')), 90))}")
+    if later := [name for name, _, _ in todo if runs_later(name)]:     # their diffs may have scrolled away (rt38e 24)
+        row(f"    (files other tools run later, each diff shown above: {', '.join(later)})", "error")
     if not (todo or how in ("c", "b")) or not confirmed(f"  Restore this, as it was just before turn {pick}? [y/N] "):
         ui("  (nothing restored)")
         return

@@ -555,3 +555,13 @@ def test_a_question_taller_than_the_screen_says_so_and_shows_its_first_line_agai
     assert kesi.ask_user(kesi.Question(f"run command: {command}", "it is long")) == (False, "")
     last = notices.getvalue().splitlines()[-4:]
     assert "more than the screen shows: scroll up" in last[0] and 'rm -rf "$PWD/src";' in last[1], last
+
+
+def test_a_long_reason_is_cut_with_the_mark_and_draws_no_diff_row(notices, monkeypatch):
+    """rt38e 23: a hook's ask reason padded with spaces wrapped onto rows with the diff's bare indent."""
+    monkeypatch.setattr(kesi, "terminal_width", lambda: 100)
+    reason = "a PreToolUse hook asks: review:" + " " * 95 + "@@ -1 +0,0 @@" + " " * 95 + "-touch PWNED"
+    kesi.ask_user(kesi.Question("write_file wants to create a.txt", reason, "@@ -0,0 +1 @@\n+hello"))
+    rows = notices.getvalue().splitlines()
+    assert not [row for row in rows if row.lstrip().startswith(("@@ -1", "-touch"))], rows
+    assert "        +hello" in rows, rows

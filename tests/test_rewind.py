@@ -249,4 +249,5 @@ def test_rewind_shows_what_a_file_run_later_becomes_and_leaves_a_long_change_alo
     shown = one_turn_then_rewind_files(ws, kesi_pty, script, "clean up", "bypassPermissions")
     assert ".envrc: put back (23 bytes)" in shown and "+touch PWNED" in shown, shown
     assert "tools/.vimrc: left as it is: runs later, and its change is over 30 rows" in shown, shown
+    assert "(files other tools run later, each diff shown above: .envrc)" in shown, shown     # just above the y
     assert (ws / "tools" / ".vimrc").read_text() == "set nu\n"
