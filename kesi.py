@@ -1617,7 +1617,9 @@ def can_ask() -> bool:
 
 def ask_user(question: Question) -> tuple[bool, bool | str]:
     """(allowed, "a" answered) or (False, what to do instead); no terminal or EOF is no, the unclear is asked again."""
-    first, *more = lines_of(ascii_only(question.detail)) or [""]
+    blanks = re.compile(" {16,}")            # a padded command scrolled its dangerous part away (rt38e 3, 36, 41)
+    first, *more = [blanks.sub(lambda run: f" <{len(run[0]):,} spaces> ", line)
+                    for line in lines_of(ascii_only(question.detail))] or [""]
     # Every row cut by KeSi, so none draws a question of its own; real lines numbered, the pieces cut from one not;
     # the reason is one line, cut with the mark too (a bare indent read as rows of the diff below, rt38e 23).
     shown = [marked_lines(f"      [permission needed] {first}", "        | ")]

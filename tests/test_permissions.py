@@ -553,8 +553,12 @@ def test_a_question_taller_than_the_screen_says_so_and_shows_its_first_line_agai
     monkeypatch.setattr("builtins.input", lambda prompt="": "n")
     command = 'npm run build; rm -rf "$PWD/src";' + " " * 18_000 + "echo build finished"
     assert kesi.ask_user(kesi.Question(f"run command: {command}", "it is long")) == (False, "")
-    last = notices.getvalue().splitlines()[-4:]
-    assert "more than the screen shows: scroll up" in last[0] and 'rm -rf "$PWD/src";' in last[1], last
+    shown = notices.getvalue()
+    assert 'rm -rf "$PWD/src"; <18,000 spaces> echo build' in shown, shown      # a run of blanks counted
+    command = "\n".join(f"echo step {n}" for n in range(60)) + "\nrm -rf src"
+    assert kesi.ask_user(kesi.Question(f"run command: {command}", "it is long")) == (False, "")
+    note, begins, _ = notices.getvalue().splitlines()[-3:]
+    assert "more than the screen shows: scroll up" in note and "run command: echo step 0" in begins, (note, begins)
 
 
 def test_a_long_reason_is_cut_with_the_mark_and_draws_no_diff_row(notices, monkeypatch):
