@@ -5989,15 +5989,17 @@ def background_tasks_paused():
 
 
 def run_marks(root: int) -> dict[int, tuple]:
-    """Each thread of a sandbox: its state and context switches, which change if it runs at all."""
+    """Each thread of a sandbox: its state, context switches and time on a CPU (schedstat: one never switched out,
+    as a busy loop left running at the pause's deadline, still gains time, rt38d P4): any changes if it runs."""
     marks = {}
     for pid in sandbox_processes([root]):
         with contextlib.suppress(OSError):
             for thread in os.listdir(f"/proc/{pid}/task"):
                 with contextlib.suppress(OSError):
-                    status = Path(f"/proc/{pid}/task/{thread}/status").read_text().splitlines()
-                    marks[int(thread)] = tuple(line for line in status if line.startswith(
-                        ("State:", "voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")))
+                    folder = Path(f"/proc/{pid}/task/{thread}")
+                    marks[int(thread)] = (*(line for line in (folder / "status").read_text().splitlines() if
+                                            line.startswith(("State:", "voluntary_ctxt", "nonvoluntary_ctxt"))),
+                                          (folder / "schedstat").read_text() if (folder / "schedstat").exists() else "")
     return marks
 
 
