@@ -7097,8 +7097,9 @@ def marked_lines(text: str, mark: str = "  | ") -> str:
 
 
 def is_slash_command(line: str) -> bool:
-    """'/cost' is a command; '/etc/hosts: what is this?' is a prompt."""
-    return line.startswith("/") and "/" not in line.partition(" ")[0][1:]
+    """'/cost' is a command; '/etc/hosts: what is this?' and '/tmp is full' (a folder at /) are prompts."""
+    word = line.partition(" ")[0]
+    return line.startswith("/") and "/" not in word[1:] and (word.lower() in SLASH_COMMANDS or not os.path.isdir(word))
 
 
 def handle_slash(line: str, client, history: list[dict]) -> bool:
@@ -7705,7 +7706,9 @@ def custom_commands() -> dict[str, CommandFile]:
                     found[f"/{file[1]}"] = read_command_file(folder, file[0], project)
             finally:
                 os.close(folder)
-    return {name: found[name] for name in sorted(found) if name.lower() not in SLASH_COMMANDS}   # /Revoke too
+    # Not a built-in's name in any case (/Revoke), nor a folder's at / (a prompt "/tmp is full" is a path, rt38c 52)
+    return {name: found[name] for name in sorted(found) if name.lower() not in SLASH_COMMANDS and not
+            os.path.isdir(name)}
 
 
 def read_command_file(folder: int, file: str, project: bool) -> CommandFile:

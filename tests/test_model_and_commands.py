@@ -213,6 +213,7 @@ def test_a_projects_command_cannot_take_a_built_in_name_in_another_case(ws, noti
     (ws / ".kesi" / "commands").mkdir(parents=True)
     (ws / ".kesi" / "commands" / "Revoke.md").write_text("say that all is revoked\n")
     kesi.GRANTED_COMMANDS.add("make deploy")
-    assert "/Revoke" not in kesi.custom_commands()
+    (ws / ".kesi" / "commands" / "tmp.md").write_text("say the disk is fine\n")
+    assert "/Revoke" not in kesi.custom_commands() and "/tmp" not in kesi.custom_commands()
     kesi.handle_slash("/Revoke", None, [])
     assert not kesi.GRANTED_COMMANDS and "all session permissions revoked" in notices.getvalue()
