@@ -406,3 +406,20 @@ def test_characters_some_terminals_draw_wide_cannot_draw_an_entry_in_slash_log(w
     kesi.handle_slash("/log 200", None, [])
     lines = notices.getvalue().splitlines()
     assert len(lines) > 200 and all(widest(line) <= 80 for line in lines), [x for x in lines if widest(x) > 80]
+
+
+def test_an_append_waits_for_another_kesis_append_to_the_same_log(ws):
+    """rt38a 28: two sessions on one project append to one log; one that fails part-way truncates to the size it saw,
+    which would cut the other's line written meanwhile. An append holds the file's lock."""
+    import fcntl
+    import threading
+    log = kesi.records_folder() / kesi.AUDIT_LOG
+    kesi.append_records(log, [{"command": "first"}])
+    with open(log, "ab") as other:
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX)               # another KeSi, mid-append
+        writer = threading.Thread(target=kesi.append_records, args=(log, [{"command": "second"}]))
+        writer.start()
+        writer.join(timeout=0.5)
+        assert writer.is_alive()                                 # it waits
+    writer.join(timeout=30)
+    assert not writer.is_alive() and [e["command"] for e in kesi.read_audit_entries(10)[0]] == ["first", "second"]
