@@ -5982,7 +5982,7 @@ def background_tasks_paused():
                               f"command waits {PAUSE_SECONDS} s for it; /revoke stops every task)", "error"))
         marks = {root: run_marks(root) for root in roots}     # moves during the look, its task is ended (below)
         yield roots
-        if escaped := [root for root in roots if run_marks(root) != marks[root]]:
+        if escaped := [root for root in roots if ran_while_paused(marks[root], run_marks(root))]:
             end_escaped_tasks(escaped)
     finally:
         send_signal(sandbox_processes(roots), signal.SIGCONT)
@@ -6001,6 +6001,14 @@ def run_marks(root: int) -> dict[int, tuple]:
                                             line.startswith(("State:", "voluntary_ctxt", "nonvoluntary_ctxt"))),
                                           (folder / "schedstat").read_text() if (folder / "schedstat").exists() else "")
     return marks
+
+
+def ran_while_paused(before: dict, after: dict) -> bool:
+    """A thread changed, or one is new, or a live one gone; one already dying (Z, X: a server's request thread that
+    ended just as the pause came) may go: it runs nothing."""
+    dying = {thread for thread, mark in before.items() if mark and mark[0].split()[1:2] in (["Z"], ["X"])}
+    return bool(after.keys() - before.keys()) or any(after.get(thread) != mark for thread, mark in before.items()
+                                                      if thread not in dying)
 
 
 def end_escaped_tasks(roots: list[int]) -> None:

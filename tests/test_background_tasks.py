@@ -696,3 +696,13 @@ def test_a_process_stuck_in_the_kernel_costs_each_look_a_bounded_wait_and_is_sai
     output, failed = kesi.run_command("echo still works")
     assert not failed and "still works" in output, output
     assert "does not pause, stuck in the kernel" in notices.getvalue() and task.proc.poll() is None
+
+
+def test_a_thread_already_dying_at_the_pause_may_go_but_a_live_one_may_not():
+    """A request thread of a threaded dev server that ended just as the pause came is gone by the look's end: that
+    is no run while paused (it would end the person's server), a live thread gone or changed is."""
+    stopped, zombie = ("State:\tT (stopped)", "voluntary_ctxt_switches:\t5", ""), ("State:\tZ (zombie)", "", "")
+    assert not kesi.ran_while_paused({1: stopped, 2: zombie}, {1: stopped})
+    assert kesi.ran_while_paused({1: stopped, 2: stopped}, {1: stopped})                  # a live one gone
+    assert kesi.ran_while_paused({1: stopped}, {1: stopped, 3: stopped})                  # a new one
+    assert kesi.ran_while_paused({1: stopped}, {1: ("State:\tS (sleeping)", "voluntary_ctxt_switches:\t6", "")})
