@@ -587,6 +587,14 @@ def test_a_command_never_leaves_the_sandbox_beside_running_tasks(box, escalation
     assert not failed and "left" in output, output
 
 
+def assert_no_plant_runs(repository: Path, marker: Path) -> None:
+    """No core.fsmonitor left in its config, and the person's git status there runs nothing."""
+    config = repository / ".git" / "config"
+    assert not config.exists() or "fsmonitor" not in config.read_text(), config.read_text()
+    subprocess.run(["git", "status"], cwd=repository, capture_output=True, timeout=30)
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize("run", range(3))        # the race was lost in about half the runs
 def test_a_task_that_outruns_the_pause_leaves_no_plant_behind(box, run):
     """rt37h B3-B4: a task that is a fork chain (each member plants, forks the next, exits) outran KeSi's SIGSTOPs,
@@ -603,10 +611,7 @@ def test_a_task_that_outruns_the_pause_leaves_no_plant_behind(box, run):
     for _ in range(2):
         kesi.run_command("true")
     kesi.stop_background_tasks()
-    config = box / "R" / ".git" / "config"
-    assert not config.exists() or "fsmonitor" not in config.read_text(), config.read_text()
-    subprocess.run(["git", "status"], cwd=box / "R", capture_output=True, timeout=30)
-    assert not marker.exists()
+    assert_no_plant_runs(box / "R", marker)
 
 
 FREEZE_SCRIPT = """
@@ -664,11 +669,7 @@ def test_a_task_woken_while_paused_is_ended_and_its_plant_put_back(box, notices)
     assert task.proc.poll() is not None, outputs            # ended: it ran while paused
     assert "ran while paused" in notices.getvalue() and "background task 1" in notices.getvalue(), outputs
     kesi.stop_background_tasks()
-    config = box / "R" / ".git" / "config"
-    assert not config.exists() or "fsmonitor" not in config.read_text(), config.read_text()
-    subprocess.run(["git", "status"], cwd=box / "R", capture_output=True, timeout=30)
-    assert not marker.exists()
-
+    assert_no_plant_runs(box / "R", marker)
 
 
 # rt38d P1: a thread traces itself (PTRACE_TRACEME) and exits, then its process execs: exec waits for the traced
