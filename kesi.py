@@ -1328,30 +1328,29 @@ def start_command(command: str, *, background: bool = False, escalation: str | N
     so; a background one's git changes are checked from its start. Raises OSError or ValueError for the caller."""
     pipes = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} | pipes
     make_cache_folder()                              # KeSi's records folder exists, so the sandbox hides it
-    def start(paused):          # tasks paused: none moves a folder between KeSi's look and bwrap's mounts
-        nonlocal proc
-        planted, git_before = git_state_before()    # before the command starts: it cannot win a race
-        if background:
-            remember_git_state(git_before)           # what it may change from now on
-        with command_start(command, background, escalation) as (argv, fds):
-            proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, pass_fds=fds, start_new_session=True, **pipes)
-        wait_until_sandboxed(proc, paused)
-        held.extend(sandbox_processes([proc.pid]) if paused else [])   # till the tasks are known to have kept still
-        send_signal(held, signal.SIGSTOP)
-        return proc, planted, git_before
     proc, baseline, held = None, list(_git_baseline), []
     try:
-        with background_tasks_paused() as paused:
-            started = start(paused)
-    except PauseEscaped:             # a task ran during the look: the command never runs on what it saw
-        _git_baseline[:] = baseline
+        with background_tasks_paused() as paused:   # so none moves a folder between KeSi's look and bwrap's mounts
+            planted, git_before = git_state_before()    # before the command starts: it cannot win a race
+            if background:
+                remember_git_state(git_before)           # what it may change from now on
+            with command_start(command, background, escalation) as (argv, fds):
+                proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, pass_fds=fds, start_new_session=True, **pipes)
+            wait_until_sandboxed(proc, paused)
+            held = sandbox_processes([proc.pid]) if paused else []    # till the tasks are known to have kept still
+            send_signal(held, signal.SIGSTOP)
+    except BaseException as error:
+        # A task ran during the look (the command must not run on what it saw), or Ctrl-C came just after the start:
+        # the caller never got the process, so its group is ended here.
+        if isinstance(error, PauseEscaped):
+            _git_baseline[:] = baseline
         if proc:
             kill_group(proc.pid)
             proc.wait()
         raise
     finally:
         send_signal(held, signal.SIGCONT)
-    return started
+    return proc, planted, git_before
 
 
 def wait_for_command(proc, limit: float) -> str:
