@@ -1281,9 +1281,11 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
     env, blocked_before = command_environment(escalation, command), NETWORK_BLOCKED[-1][0] if NETWORK_BLOCKED else 0
     adopt_orphans(escalation)
     own_children = set(child_pids(os.getpid())) if ADOPTING else set()   # only a subreaper adopts: no /proc scan
+    watch_starts(command)
     try:
         proc, planted, git_before = start_command(command, escalation=escalation, env=env)
     except (OSError, ValueError) as exc:   # ValueError: a NUL or lone surrogate in the command
+        watch_ends()
         return f"Error: could not start the command: {exc}", True    # logged by audit_never_started
     decision = approval_of(command, False)
     captured, overflow = HeadAndTail(MAX_OUTPUT_BYTES // 2), threading.Event()
@@ -1320,6 +1322,7 @@ def run_command(command, timeout=None, run_in_background=False, escalate=None): 
                 guarded = check_git_control(git_before)
                 text += planted + guarded
                 audit_command(command, decision, started, time.time() - started, proc.returncode, text, escalation)
+                watch_ends()
     return text, failed or bool(guarded)
 
 
@@ -2871,6 +2874,7 @@ def main(argv=None) -> int:
         ui(f"  (ignored in this project's .env: {visible(', '.join(settings.ignored))}; only your shell "
            f"or {visible(user_env_file())} may set these)")
     auto_fallback_note()
+    report_unwatched_ends()              # an earlier KeSi here that ended before its checks (Part IV)
     if (args.resume or args.resume_id) and not any(resume_session(path, history) for path in sessions):
         return 2                         # going on without the context asked for would mislead
     start_session_hooks("resume" if args.resume or args.resume_id else "startup")     # SessionStart (Part VIII)
@@ -5803,9 +5807,11 @@ def start_background_task(command: str) -> tuple[str, bool]:
                 "stop one with background_stop first."), True
     shared = start_shared_network()
     adopt_orphans()
+    watch_starts(command)
     try:
         proc, planted, _ = start_command(command, background=True, env=command_environment(None, command))
     except (OSError, ValueError) as exc:
+        watch_ends()
         return f"Error: could not start the command: {exc}", True
     if not BACKGROUND_TASKS:
         atexit.register(stop_background_tasks)
@@ -5877,6 +5883,7 @@ def stop_background_tasks(tasks=None, how: str = "stopped when KeSi exited") -> 
         if task.proc in running or task.proc.poll() is not None:
             log_task_end(task, how if task.proc in running else "ended by itself")
     show_put_back(check_after_tasks())          # also what a task that ended by itself changed
+    watch_ends()
 
 
 def adopt_orphans(escalation: str | None = None) -> None:
@@ -6233,6 +6240,54 @@ def read_audit_entries(limit: int) -> tuple[list[dict], int]:
         lines, forged = read_records(records_folder() / AUDIT_LOG, limit)
     entries = [entry for entry in map(json.loads, lines) if isinstance(entry, dict)] + _unwritten_audit
     return entries[-limit:], len(forged)
+
+
+# --- a KeSi ended before its checks: said at the next start ----------------------------------------------------
+# While a command or task may change the workspace, a file in KeSi's records names it; a normal end removes it. One
+# left by a KeSi that is gone (the OOM killer, which a command filling memory can aim at KeSi, rt38f L1; a SIGKILL)
+# means its checks after never ran: the next KeSi says so and logs it.
+def watch_file() -> Path:
+    return records_folder(f"watching-{os.getpid()}.json")
+
+
+def watch_starts(command: str) -> None:
+    entry = {"command": command, "at": datetime.datetime.now().isoformat(timespec="seconds")}
+    with contextlib.suppress(OSError):
+        os.makedirs(records_folder(), 0o700, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        with open(os.open(watch_file(), flags, 0o600), "wb") as f:
+            f.write(json.dumps(entry).encode())
+
+
+def watch_ends() -> None:
+    if not any(task.proc.poll() is None for task in BACKGROUND_TASKS.values()):
+        with contextlib.suppress(OSError):
+            watch_file().unlink()
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:                    # another user's: it exists
+        pass
+    return True
+
+
+def report_unwatched_ends() -> None:
+    """At start: each watch file of a KeSi no longer running, said and logged, then removed."""
+    for path in records_folder().glob("watching-*.json") if records_folder().is_dir() else []:
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            if (pid := int(path.stem.split("-")[1])) != os.getpid() and not process_exists(pid):
+                last = json.loads(path.read_bytes())
+                row(f"  (WARNING: a KeSi here ended unexpectedly after {one_line(last['at'])}, while this ran or "
+                    f"after: $ {one_line(shorten(str(last['command']), 90))}. Its checks never ran: what it did in git "
+                    "was not put back. Look at repositories it may have made before you run git there; /log.)",
+                    "error")
+                write_audit_entry({"command": str(last["command"]), "decision": "KeSi ended while it ran or after; "
+                                   "not checked", "started": str(last["at"])})
+                path.unlink()
 
 
 # ============================================================================

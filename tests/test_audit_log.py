@@ -423,3 +423,28 @@ def test_an_append_waits_for_another_kesis_append_to_the_same_log(ws):
         assert writer.is_alive()                                 # it waits
     writer.join(timeout=30)
     assert not writer.is_alive() and [e["command"] for e in kesi.read_audit_entries(10)[0]] == ["first", "second"]
+
+
+def test_a_kesi_ended_while_a_command_ran_is_said_and_logged_at_the_next_start(ws, main_in_process, monkeypatch):
+    """rt38f L1: a command that fills memory can have the OOM killer end KeSi; its audit entry and its git check after
+    never came, and nothing said so. A watch file in KeSi's records names the command; the next start reports it."""
+    from mock_api import MockAPI
+    monkeypatch.setattr(kesi, "SANDBOX_DISABLED", kesi.SANDBOX_DISABLED)    # main() below turns it off: back after
+    script = ("import os, signal, sys; sys.path.insert(0, sys.argv[1]); import kesi; "
+              "from pathlib import Path; kesi.BASE_DIR = Path(sys.argv[2]); "
+              "kesi.watch_starts('make fill-memory'); os.kill(os.getpid(), signal.SIGKILL)")
+    killed = subprocess.run([sys.executable, "-c", script, str(Path(kesi.__file__).parent), str(ws)],
+                            env={**os.environ}, capture_output=True, timeout=60)
+    assert killed.returncode == -9, killed.stderr
+    assert list(kesi.records_folder().glob("watching-*.json")), "the dead KeSi left its watch file"
+    with MockAPI(["ok"]) as mock:
+        code, _, err = main_in_process(["-p", "hi"], "", mock, KESI_SANDBOX="off")
+    assert code == 0 and "a KeSi here ended unexpectedly" in err and "make fill-memory" in err, err
+    entries = kesi.read_audit_entries(10)[0]
+    assert entries[-1]["command"] == "make fill-memory" and "not checked" in entries[-1]["decision"], entries
+    assert not list(kesi.records_folder().glob("watching-*.json"))
+
+
+def test_a_command_that_ends_normally_leaves_no_watch_file(ws):
+    assert not kesi.run_command("echo done")[1]
+    assert not list(kesi.records_folder().glob("watching-*.json")) if kesi.records_folder().is_dir() else True
