@@ -5978,7 +5978,9 @@ def background_tasks_paused():
     try:
         calm, deadline = 0, time.monotonic() + PAUSE_SECONDS
         while roots and calm < 2 and time.monotonic() < deadline:    # twice in a row: none forked or woke one
-            stop_whole_namespaces(processes := sandbox_processes(roots))
+            processes = sandbox_processes(roots)
+            if calm == 0:                     # first, and after a round that found one moving: all stopped again
+                stop_whole_namespaces(processes)
             moving = [(pid, thread) for pid in processes for thread in moving_threads(pid)]
             stop_threads(moving)
             calm = 0 if moving else calm + 1
@@ -6043,7 +6045,7 @@ def stop_whole_namespaces(pids: list[int]) -> None:
     a fork under way gives its child the signal too. A scan of /proc, signalling one by one, missed a fork chain
     whose members plant, fork the next and exit (rt37h B3); pid 1 there is spared by kill -1, not by the scan."""
     import fcntl                    # here: Linux only
-    spaces = {pid_namespace(pid): pid for pid in pids} if trusted_program("nsenter") else {}
+    spaces = {pid_namespace(pid): pid for pid in pids} if (nsenter := trusted_program("nsenter")) else {}
     kill = [program, "-STOP", "-1"] if (program := trusted_program("kill")) else [
         sys.executable, "-I", "-S", "-c", "import os, signal; os.kill(-1, signal.SIGSTOP)"]
     for space, pid in spaces.items():
@@ -6055,7 +6057,7 @@ def stop_whole_namespaces(pids: list[int]) -> None:
             # Enter the user namespace that owns it (NS_GET_USERNS) unless it is ours: bwrap nests another within.
             ours = os.fstat(owner).st_ino == os.stat("/proc/self/ns/user").st_ino
             enter = [] if ours else [f"--user=/proc/self/fd/{owner}", "--preserve-credentials"]
-            subprocess.run([trusted_program("nsenter"), *enter, f"--pid=/proc/self/fd/{namespace}", "--", *kill],
+            subprocess.run([nsenter, *enter, f"--pid=/proc/self/fd/{namespace}", "--", *kill],
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=10, pass_fds=(namespace, owner))
 
 
